@@ -1,0 +1,158 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The engine vtable. Only backends/ includes this; everybody else uses the
+ * wrappers in include/sbx/engine.h.
+ *
+ * Every slot follows include/sbx/error.h: >= 0 on success, a negative errno
+ * with err filled on failure. The wrappers check arguments (non-NULL ids,
+ * specs) before a slot is called, so slots may assume them. Optional slots
+ * may be NULL: the wrapper then answers -ENOTSUP.
+ */
+#ifndef SBX_BACKENDS_ENGINE_INTERNAL_H
+#define SBX_BACKENDS_ENGINE_INTERNAL_H
+
+#include <pthread.h>
+
+#include "rest.h"
+#include "sbx/engine.h"
+
+struct sbx_engine_ops {
+	const char *name;        /* "docker", "podman": what [engine] type names */
+
+	/* Find the API version to speak (cfg api_version, else ask the engine)
+	 * and set e->api_prefix; called once, lazily, before any other slot but
+	 * ping. */
+	int (*negotiate)(sbx_engine *e, struct sbx_error *err);
+	/* 0 when the engine answers its ping endpoint. Needs no negotiation. */
+	int (*ping)(sbx_engine *e, struct sbx_error *err);
+	/* Engine and API versions; strings owned by *ret. */
+	int (*version)(sbx_engine *e, struct sbx_engine_version *ret, struct sbx_error *err);
+
+	/* 1 present, 0 absent. */
+	int (*image_exists)(sbx_engine *e, const char *ref, struct sbx_error *err);
+	/* Build tag from a tar of the context; the engine's build log goes to log
+	 * (may be NULL); a failed step is -EIO with the step's error message. */
+	int (*image_build)(sbx_engine *e, const struct sbx_buf *context_tar,
+			   const char *containerfile, const char *tag,
+			   const char *const *build_args, struct sbx_buf *log,
+			   struct sbx_error *err);
+	/* Import a rootfs tarball (a host file, streamed) as ref. */
+	int (*image_import)(sbx_engine *e, const char *tar_path, const char *ref,
+			    struct sbx_error *err);
+	/* Remove ref, forced. Absent is -ENOENT. */
+	int (*image_remove)(sbx_engine *e, const char *ref, struct sbx_error *err);
+
+	/* Create (not start) from spec; *ret_id is the full id, caller owns it.
+	 * An unknown image is -ENOENT; a name in use is -EBUSY. */
+	int (*container_create)(sbx_engine *e, const struct sbx_container_spec *spec,
+				char **ret_id, struct sbx_error *err);
+	/* Start; already running is success. */
+	int (*container_start)(sbx_engine *e, const char *id, struct sbx_error *err);
+	/* Stop with a grace period; already stopped is success. */
+	int (*container_stop)(sbx_engine *e, const char *id, int timeout_s,
+			      struct sbx_error *err);
+	/* Send a signal; a stopped container is -EBUSY. */
+	int (*container_kill)(sbx_engine *e, const char *id, const char *signal,
+			      struct sbx_error *err);
+	/* Force-remove with anonymous volumes; absent is -ENOENT. */
+	int (*container_remove)(sbx_engine *e, const char *id, struct sbx_error *err);
+	/* Fill *ret (owned by the caller, release with sbx_container_info_release). */
+	int (*container_inspect)(sbx_engine *e, const char *id, struct sbx_container_info *ret,
+				 struct sbx_error *err);
+	/* All containers with every label; *ret_list owned by the caller. */
+	int (*container_list)(sbx_engine *e, const struct sbx_kv *labels, size_t n_labels,
+			      struct sbx_container_summary **ret_list, size_t *ret_n,
+			      struct sbx_error *err);
+
+	/* Create an exec instance for argv (stdin attached when attach_stdin);
+	 * *ret_exec_id owned by the caller. A stopped container is -EBUSY. */
+	int (*exec_create)(sbx_engine *e, const char *id, const struct sbx_exec_spec *spec,
+			   bool attach_stdin, char **ret_exec_id, struct sbx_error *err);
+	/* Start it over a hijacked connection. */
+	int (*exec_start)(sbx_engine *e, const char *exec_id, sbx_stream **ret_stream,
+			  struct sbx_error *err);
+	/* Exit code and whether it still runs. */
+	int (*exec_inspect)(sbx_engine *e, const char *exec_id, int *ret_exit_code,
+			    bool *ret_running, struct sbx_error *err);
+
+	/* Extract tar into dir; a missing dir or container is -ENOENT. */
+	int (*archive_put)(sbx_engine *e, const char *id, const char *dir, const void *tar,
+			   size_t len, struct sbx_error *err);
+	/* Stream path as tar to sink; a missing path is -ENOENT. */
+	int (*archive_get)(sbx_engine *e, const char *id, const char *path, sbx_sink_fn sink,
+			   void *userdata, struct sbx_error *err);
+	/* Stat path; a missing path is -ENOENT. */
+	int (*path_stat)(sbx_engine *e, const char *id, const char *path,
+			 struct sbx_path_stat *ret, struct sbx_error *err);
+
+	/* Optional. */
+	int (*network_connect)(sbx_engine *e, const char *id, const char *network,
+			       struct sbx_error *err);
+	int (*network_disconnect)(sbx_engine *e, const char *id, const char *network,
+				  struct sbx_error *err);
+	int (*container_stats)(sbx_engine *e, const char *id, struct sbx_stats *ret,
+			       struct sbx_error *err);
+};
+
+struct sbx_engine {
+	const struct sbx_engine_ops *ops;
+	struct sbx_rest *rest;
+	char *url;
+	char *api_version;      /* what this handle speaks, set by negotiate */
+	char *api_prefix;       /* "/v1.41" or "/v4.0.0/libpod", set by negotiate */
+	char *server_version;   /* the engine's own version, when negotiate learned it */
+	char *want_api_version; /* from the config, NULL = ask */
+	pthread_mutex_t lock;   /* guards negotiation */
+	bool negotiated;
+};
+
+/* e->api_prefix + the printf-escaped path (see sbx_rest_path). */
+char *sbx_engine_path(const sbx_engine *e, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+extern const struct sbx_engine_ops sbx_docker_ops;
+extern const struct sbx_engine_ops sbx_podman_ops;
+
+/* The REST operations Docker and libpod share (backends/moby_common.c): the
+ * same paths under their prefix and the same JSON shapes. */
+int sbx_moby_image_build(sbx_engine *e, const struct sbx_buf *tar, const char *containerfile,
+			 const char *tag, const char *const *build_args, struct sbx_buf *log,
+			 struct sbx_error *err);
+int sbx_moby_container_start(sbx_engine *e, const char *id, struct sbx_error *err);
+/* timeout_param: "t" (Docker) or "timeout" (libpod). */
+int sbx_moby_container_stop(sbx_engine *e, const char *id, const char *timeout_param,
+			    int timeout_s, struct sbx_error *err);
+int sbx_moby_container_kill(sbx_engine *e, const char *id, const char *signal,
+			    struct sbx_error *err);
+int sbx_moby_container_remove(sbx_engine *e, const char *id, struct sbx_error *err);
+int sbx_moby_container_inspect(sbx_engine *e, const char *id, struct sbx_container_info *ret,
+			       struct sbx_error *err);
+int sbx_moby_container_list(sbx_engine *e, const struct sbx_kv *labels, size_t n_labels,
+			    struct sbx_container_summary **ret_list, size_t *ret_n,
+			    struct sbx_error *err);
+int sbx_moby_exec_create(sbx_engine *e, const char *id, const struct sbx_exec_spec *spec,
+			 bool attach_stdin, char **ret_exec_id, struct sbx_error *err);
+int sbx_moby_exec_start(sbx_engine *e, const char *exec_id, sbx_stream **ret_stream,
+			struct sbx_error *err);
+int sbx_moby_exec_inspect(sbx_engine *e, const char *exec_id, int *ret_exit_code,
+			  bool *ret_running, struct sbx_error *err);
+int sbx_moby_archive_put(sbx_engine *e, const char *id, const char *dir, const void *tar,
+			 size_t len, struct sbx_error *err);
+int sbx_moby_archive_get(sbx_engine *e, const char *id, const char *path, sbx_sink_fn sink,
+			 void *userdata, struct sbx_error *err);
+int sbx_moby_path_stat(sbx_engine *e, const char *id, const char *path,
+		       struct sbx_path_stat *ret, struct sbx_error *err);
+
+/* JSON helpers for backends (json_util.c). */
+#define _cleanup_json_ __attribute__((cleanup(sbx_json_putp)))
+void sbx_json_putp(struct json_object **j);
+/* {"KEY":"VALUE",...} from NULL-terminated "KEY=VALUE" strings. */
+struct json_object *sbx_json_env_map(const char *const *kv);
+const char *sbx_json_str(struct json_object *o, const char *key);
+int64_t sbx_json_int(struct json_object *o, const char *key);
+bool sbx_json_bool(struct json_object *o, const char *key);
+struct json_object *sbx_json_path(struct json_object *o, const char *a, const char *b);
+struct json_object *sbx_json_strv(const char *const *v);
+struct json_object *sbx_json_labels(const struct sbx_kv *kv, size_t n);
+
+#endif

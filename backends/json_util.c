@@ -1,0 +1,73 @@
+/* SPDX-License-Identifier: MIT */
+/* Small json-c helpers for reading engine replies and building bodies. */
+#include <json-c/json.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine-internal.h"
+
+const char *sbx_json_str(struct json_object *o, const char *key)
+{
+	struct json_object *v;
+	if (!o || !json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, json_type_string))
+		return NULL;
+	return json_object_get_string(v);
+}
+
+int64_t sbx_json_int(struct json_object *o, const char *key)
+{
+	struct json_object *v;
+	if (!o || !json_object_object_get_ex(o, key, &v))
+		return 0;
+	return json_object_get_int64(v);
+}
+
+bool sbx_json_bool(struct json_object *o, const char *key)
+{
+	struct json_object *v;
+	if (!o || !json_object_object_get_ex(o, key, &v))
+		return false;
+	return json_object_get_boolean(v);
+}
+
+struct json_object *sbx_json_path(struct json_object *o, const char *a, const char *b)
+{
+	struct json_object *v;
+	if (!o || !json_object_object_get_ex(o, a, &v))
+		return NULL;
+	if (b && (!v || !json_object_object_get_ex(v, b, &v)))
+		return NULL;
+	return v;
+}
+
+struct json_object *sbx_json_strv(const char *const *v)
+{
+	struct json_object *a = json_object_new_array();
+	for (; a && v && *v; v++)
+		json_object_array_add(a, json_object_new_string(*v));
+	return a;
+}
+
+struct json_object *sbx_json_labels(const struct sbx_kv *kv, size_t n)
+{
+	struct json_object *o = json_object_new_object();
+	for (size_t i = 0; o && i < n; i++)
+		json_object_object_add(o, kv[i].key, json_object_new_string(kv[i].value ? kv[i].value : ""));
+	return o;
+}
+
+void sbx_json_putp(struct json_object **j) { json_object_put(*j); }
+
+struct json_object *sbx_json_env_map(const char *const *kv)
+{
+	struct json_object *o = json_object_new_object();
+
+	for (; o && kv && *kv; kv++) {
+		const char *eq = strchr(*kv, '=');
+		char *k = eq ? strndup(*kv, (size_t)(eq - *kv)) : strdup(*kv);
+		if (k)
+			json_object_object_add(o, k, json_object_new_string(eq ? eq + 1 : ""));
+		free(k);
+	}
+	return o;
+}

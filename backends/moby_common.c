@@ -1,0 +1,459 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The operations Docker Engine and Podman's libpod API share: the same path
+ * under each backend's prefix (e->api_prefix) and the same JSON shapes.
+ * What differs lives in docker.c and podman.c.
+ */
+#include <errno.h>
+#include <json-c/json.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine-internal.h"
+#include "sbx/common.h"
+
+static const long ok_304[] = {304, 0};
+
+/* ---- image build: a JSON-lines log ---- */
+
+struct build_log {
+	struct sbx_buf line;
+	struct sbx_buf *log;
+	char *error;
+};
+
+static void build_log_line(struct build_log *bl)
+{
+	struct json_object *j = json_tokener_parse(bl->line.data);
+	const char *s;
+
+	if (j && (s = sbx_json_str(j, "error")) && !bl->error)
+		bl->error = strdup(s);
+	else if (j && (s = sbx_json_str(j, "stream")) && bl->log)
+		sbx_buf_append(bl->log, s, strlen(s));
+	else if (!j && bl->log)
+		sbx_buf_appendf(bl->log, "%s\n", bl->line.data);
+	json_object_put(j);
+	sbx_buf_reset(&bl->line);
+}
+
+static int build_log_sink(void *userdata, const void *data, size_t len)
+{
+	struct build_log *bl = userdata;
+	const char *p = data;
+
+	for (size_t i = 0; i < len; i++) {
+		if (p[i] == '\n' || p[i] == '\r') {
+			if (bl->line.len)
+				build_log_line(bl);
+			continue;
+		}
+		if (bl->line.len > (1u << 20))
+			continue; /* a pathological line: keep the head */
+		if (sbx_buf_append(&bl->line, p + i, 1) < 0)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+int sbx_moby_image_build(sbx_engine *e, const struct sbx_buf *tar, const char *containerfile,
+			 const char *tag, const char *const *build_args, struct sbx_buf *log,
+			 struct sbx_error *err)
+{
+	_cleanup_json_ struct json_object *args = sbx_json_env_map(build_args);
+	_cleanup_free_ char *build_path =
+		args ? sbx_engine_path(e, "/build?t=%s&dockerfile=%s&buildargs=%s&rm=1&forcerm=1",
+				       tag, containerfile,
+				       json_object_to_json_string_ext(args, JSON_C_TO_STRING_PLAIN))
+		     : NULL;
+	struct build_log bl = {.log = log};
+	struct sbx_rest_response resp;
+	struct sbx_rest_request req = {
+		.method = "POST",
+		.path = build_path,
+		.content_type = "application/x-tar",
+		.body = tar->data,
+		.body_len = tar->len,
+		.sink = build_log_sink,
+		.sink_data = &bl,
+		.timeout_ms = -1,
+	};
+	int ret;
+
+	if (!build_path)
+		return sbx_error_set(err, -ENOMEM, "out of memory");
+	ret = sbx_rest_call(e->rest, &req, &resp, err);
+	if (ret >= 0) {
+		ret = sbx_rest_check(&resp, NULL, err);
+		if (bl.line.len)
+			build_log_line(&bl);
+		if (ret >= 0 && bl.error)
+			ret = sbx_error_set(err, -EIO, "image build failed: %s", bl.error);
+	}
+	sbx_rest_response_release(&resp);
+	sbx_buf_release(&bl.line);
+	free(bl.error);
+	return ret;
+}
+
+/* ---- containers ---- */
+
+int sbx_moby_container_start(sbx_engine *e, const char *id, struct sbx_error *err)
+{
+	_cleanup_free_ char *path = sbx_engine_path(e, "/containers/%s/start", id);
+	if (!path)
+		return sbx_error_set(err, -ENOMEM, "out of memory");
+	return sbx_rest_json(e->rest, "POST", path, NULL, ok_304, NULL, err);
+}
+
+int sbx_moby_container_stop(sbx_engine *e, const char *id, const char *timeout_param,
+			    int timeout_s, struct sbx_error *err)
+{
+	_cleanup_free_ char *path =
+		sbx_engine_path(e, "/containers/%s/stop?%s=%d", id, timeout_param, timeout_s);
+	struct sbx_rest_response resp;
+	struct sbx_rest_request req = {
+		.method = "POST",
+		.path = path,
+		.timeout_ms = (timeout_s + 30) * 1000L,
+	};
+	int r;
+
+	if (!path)
+		return sbx_error_set(err, -ENOMEM, "out of memory");
+	r = sbx_rest_call(e->rest, &req, &resp, err);
+	if (r >= 0)
+		r = sbx_rest_check(&resp, ok_304, err);
+	sbx_rest_response_release(&resp);
+	return r;
+}
+
+int sbx_moby_container_kill(sbx_engine *e, const char *id, const char *signal,
+			    struct sbx_error *err)
+{
+	_cleanup_free_ char *path =
+		sbx_engine_path(e, "/containers/%s/kill?signal=%s", id, signal ? signal : "KILL");
+	if (!path)
+		return sbx_error_set(err, -ENOMEM, "out of memory");
+	return sbx_rest_json(e->rest, "POST", path, NULL, NULL, NULL, err);
+}
+
+int sbx_moby_container_remove(sbx_engine *e, const char *id, struct sbx_error *err)
+{
+	_cleanup_free_ char *path = sbx_engine_path(e, "/containers/%s?force=1&v=1", id);
+	if (!path)
+		return sbx_error_set(err, -ENOMEM, "out of memory");
+	return sbx_rest_json(e->rest, "DELETE", path, NULL, NULL, NULL, err);
+}
+
+static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
+
+static const char *strip_slash(const char *name)
+{
+	return name && name[0] == '/' ? name + 1 : name;
+}
+
+static int info_labels(struct json_object *labels, struct sbx_container_info *info)
+{
+	size_t n = 0;
+
+	if (!labels || !json_object_is_type(labels, json_type_object))
+		return 0;
+	info->labels = calloc((size_t)json_object_object_length(labels) + 1, sizeof(*info->labels));
+	if (!info->labels)
+		return -ENOMEM;
+	json_object_object_foreach(labels, k, v)
+	{
+		info->labels[n].key = strdup(k);
+		info->labels[n].value = strdup(json_object_get_string(v));
+		n++;
+	}
+	info->n_labels = n;
+	return 0;
+}
+
+int sbx_moby_container_inspect(sbx_engine *e, const char *id, struct sbx_container_info *ret,
+			       struct sbx_error *err)
+{
+	_cleanup_free_ char *path = sbx_engine_path(e, "/containers/%s/json", id);
+	_cleanup_json_ struct json_object *j = NULL;
+	struct sbx_container_info info = {0};
+	struct json_object *state, *host, *config;
+	const char *image;
+	int r;
+
+	if (!path)
+		return sbx_error_set(err, -ENOMEM, "out of memory");
+	r = sbx_rest_json(e->rest, "GET", path, NULL, NULL, &j, err);
+	if (r < 0)
+		return r;
+	state = sbx_json_path(j, "State", NULL);
+	host = sbx_json_path(j, "HostConfig", NULL);
+	config = sbx_json_path(j, "Config", NULL);
+	/* Docker names the image in Config.Image; libpod in ImageName. */
+	image = sbx_json_str(j, "ImageName");
+	if (!image)
+		image = sbx_json_str(config, "Image");
+
+	info.id = dup_or_null(sbx_json_str(j, "Id"));
+	info.name = dup_or_null(strip_slash(sbx_json_str(j, "Name")));
+	info.image = dup_or_null(image);
+	info.status = dup_or_null(sbx_json_str(state, "Status"));
+	info.running = sbx_json_bool(state, "Running");
+	info.exit_code = (int)sbx_json_int(state, "ExitCode");
+	info.oom_killed = sbx_json_bool(state, "OOMKilled");
+	info.memory_bytes = sbx_json_int(host, "Memory");
+	info.nano_cpus = sbx_json_int(host, "NanoCpus");
+	if (!info.nano_cpus && sbx_json_int(host, "CpuPeriod") > 0)
+		info.nano_cpus = sbx_json_int(host, "CpuQuota") * 1000000000 /
+				 sbx_json_int(host, "CpuPeriod");
+	info.pids_limit = sbx_json_int(host, "PidsLimit");
+	info.read_only_rootfs = sbx_json_bool(host, "ReadonlyRootfs");
+	info.network_mode = dup_or_null(sbx_json_str(host, "NetworkMode"));
+	r = info_labels(sbx_json_path(config, "Labels", NULL), &info);
+	if (r < 0 || !info.id) {
+		sbx_container_info_release(&info);
+		return r < 0 ? sbx_error_set(err, r, "out of memory")
+			     : sbx_error_set(err, -EPROTO, "engine inspect reply has no Id");
+	}
+	*ret = info;
+	return 0;
+}
+
+int sbx_moby_container_list(sbx_engine *e, const struct sbx_kv *labels, size_t n_labels,
+			    struct sbx_container_summary **ret_list, size_t *ret_n,
+			    struct sbx_error *err)
+{
+	_cleanup_json_ struct json_object *filters = json_object_new_object();
+	_cleanup_json_ struct json_object *j = NULL;
+	struct json_object *label_list = json_object_new_array();
+	struct sbx_container_summary *list;
+	_cleanup_free_ char *path = NULL;
+	size_t n;
+	int r;
+
+	for (size_t i = 0; i < n_labels; i++) {
+		_cleanup_free_ char *f = NULL;
+		if (asprintf(&f, "%s=%s", labels[i].key, labels[i].value ? labels[i].value : "") < 0)
+			f = NULL;
+		json_object_array_add(label_list, json_object_new_string(f ? f : ""));
+	}
+	json_object_object_add(filters, "label", label_list);
+	path = sbx_engine_path(e, "/containers/json?all=1&filters=%s",
+			       json_object_to_json_string_ext(filters, JSON_C_TO_STRING_PLAIN));
+	if (!path)
+		return sbx_error_set(err, -ENOMEM, "out of memory");
+	r = sbx_rest_json(e->rest, "GET", path, NULL, NULL, &j, err);
+	if (r < 0)
+		return r;
+	if (!json_object_is_type(j, json_type_array))
+		return sbx_error_set(err, -EPROTO, "engine list reply is not an array");
+	n = json_object_array_length(j);
+	list = calloc(n + 1, sizeof(*list));
+	if (!list)
+		return sbx_error_set(err, -ENOMEM, "out of memory");
+	for (size_t i = 0; i < n; i++) {
+		struct json_object *c = json_object_array_get_idx(j, i);
+		struct json_object *names = sbx_json_path(c, "Names", NULL);
+		const char *state = sbx_json_str(c, "State");
+		list[i].id = dup_or_null(sbx_json_str(c, "Id"));
+		if (names && json_object_array_length(names))
+			list[i].name = dup_or_null(
+				strip_slash(json_object_get_string(json_object_array_get_idx(names, 0))));
+		list[i].status = dup_or_null(state);
+		list[i].running = state && strcmp(state, "running") == 0;
+	}
+	*ret_list = list;
+	*ret_n = n;
+	return 0;
+}
+
+/* ---- exec ---- */
+
+int sbx_moby_exec_create(sbx_engine *e, const char *id, const struct sbx_exec_spec *spec,
+			 bool attach_stdin, char **ret_exec_id, struct sbx_error *err)
+{
+	_cleanup_free_ char *path = sbx_engine_path(e, "/containers/%s/exec", id);
+	_cleanup_json_ struct json_object *body = json_object_new_object();
+	_cleanup_json_ struct json_object *j = NULL;
+	const char *exec_id;
+	int r;
+
+	if (!path || !body)
+		return sbx_error_set(err, -ENOMEM, "out of memory");
+	json_object_object_add(body, "AttachStdin", json_object_new_boolean(attach_stdin));
+	json_object_object_add(body, "AttachStdout", json_object_new_boolean(1));
+	json_object_object_add(body, "AttachStderr", json_object_new_boolean(1));
+	json_object_object_add(body, "Tty", json_object_new_boolean(0));
+	json_object_object_add(body, "Cmd", sbx_json_strv(spec->argv));
+	if (spec->env)
+		json_object_object_add(body, "Env", sbx_json_strv(spec->env));
+	if (spec->workdir)
+		json_object_object_add(body, "WorkingDir", json_object_new_string(spec->workdir));
+	if (spec->user)
+		json_object_object_add(body, "User", json_object_new_string(spec->user));
+	r = sbx_rest_json(e->rest, "POST", path, body, NULL, &j, err);
+	if (r < 0)
+		return r;
+	exec_id = sbx_json_str(j, "Id");
+	if (!exec_id)
+		return sbx_error_set(err, -EPROTO, "engine exec reply has no Id");
+	*ret_exec_id = strdup(exec_id);
+	return *ret_exec_id ? 0 : sbx_error_set(err, -ENOMEM, "out of memory");
+}
+
+int sbx_moby_exec_start(sbx_engine *e, const char *exec_id, sbx_stream **ret_stream,
+			struct sbx_error *err)
+{
+	_cleanup_free_ char *path = sbx_engine_path(e, "/exec/%s/start", exec_id);
+	_cleanup_json_ struct json_object *body = json_object_new_object();
+
+	if (!path || !body)
+		return sbx_error_set(err, -ENOMEM, "out of memory");
+	json_object_object_add(body, "Detach", json_object_new_boolean(0));
+	json_object_object_add(body, "Tty", json_object_new_boolean(0));
+	return sbx_rest_hijack(e->rest, path, body, ret_stream, err);
+}
+
+int sbx_moby_exec_inspect(sbx_engine *e, const char *exec_id, int *ret_exit_code,
+			  bool *ret_running, struct sbx_error *err)
+{
+	_cleanup_free_ char *path = sbx_engine_path(e, "/exec/%s/json", exec_id);
+	_cleanup_json_ struct json_object *j = NULL;
+	int r;
+
+	if (!path)
+		return sbx_error_set(err, -ENOMEM, "out of memory");
+	r = sbx_rest_json(e->rest, "GET", path, NULL, NULL, &j, err);
+	if (r < 0)
+		return r;
+	*ret_exit_code = (int)sbx_json_int(j, "ExitCode");
+	*ret_running = sbx_json_bool(j, "Running");
+	return 0;
+}
+
+/* ---- files ---- */
+
+int sbx_moby_archive_put(sbx_engine *e, const char *id, const char *dir, const void *tar,
+			 size_t len, struct sbx_error *err)
+{
+	_cleanup_free_ char *path = sbx_engine_path(e, "/containers/%s/archive?path=%s", id, dir);
+	struct sbx_rest_response resp;
+	struct sbx_rest_request req = {
+		.method = "PUT",
+		.path = path,
+		.content_type = "application/x-tar",
+		.body = tar,
+		.body_len = len,
+	};
+	int r;
+
+	if (!path)
+		return sbx_error_set(err, -ENOMEM, "out of memory");
+	r = sbx_rest_call(e->rest, &req, &resp, err);
+	if (r >= 0)
+		r = sbx_rest_check(&resp, NULL, err);
+	sbx_rest_response_release(&resp);
+	return r;
+}
+
+int sbx_moby_archive_get(sbx_engine *e, const char *id, const char *path, sbx_sink_fn sink,
+			 void *userdata, struct sbx_error *err)
+{
+	_cleanup_free_ char *p = sbx_engine_path(e, "/containers/%s/archive?path=%s", id, path);
+	struct sbx_rest_response resp;
+	struct sbx_rest_request req = {
+		.method = "GET",
+		.path = p,
+		.sink = sink,
+		.sink_data = userdata,
+		.timeout_ms = -1,
+	};
+	int r;
+
+	if (!p)
+		return sbx_error_set(err, -ENOMEM, "out of memory");
+	r = sbx_rest_call(e->rest, &req, &resp, err);
+	if (r >= 0)
+		r = sbx_rest_check(&resp, NULL, err);
+	sbx_rest_response_release(&resp);
+	return r;
+}
+
+static unsigned char *base64_decode(const char *in, size_t *ret_len)
+{
+	size_t n = strlen(in), o = 0;
+	unsigned char *out = malloc(n / 4 * 3 + 4);
+	unsigned v = 0;
+	int bits = 0;
+
+	if (!out)
+		return NULL;
+	for (size_t i = 0; i < n; i++) {
+		const char *alpha = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+		const char *p;
+		if (in[i] == '=')
+			break;
+		p = strchr(alpha, in[i]);
+		if (!p || !in[i]) {
+			free(out);
+			return NULL;
+		}
+		v = (v << 6) | (unsigned)(p - alpha);
+		bits += 6;
+		if (bits >= 8) {
+			bits -= 8;
+			out[o++] = (unsigned char)(v >> bits);
+		}
+	}
+	out[o] = '\0';
+	*ret_len = o;
+	return out;
+}
+
+int sbx_moby_path_stat(sbx_engine *e, const char *id, const char *path,
+		       struct sbx_path_stat *ret, struct sbx_error *err)
+{
+	_cleanup_free_ char *p = sbx_engine_path(e, "/containers/%s/archive?path=%s", id, path);
+	_cleanup_free_ unsigned char *raw = NULL;
+	_cleanup_json_ struct json_object *j = NULL;
+	struct sbx_rest_response resp;
+	struct sbx_rest_request req = {
+		.method = "HEAD",
+		.path = p,
+		.want_header = "X-Docker-Container-Path-Stat",
+	};
+	struct sbx_path_stat st = {0};
+	size_t raw_len = 0;
+	int r;
+
+	if (!p)
+		return sbx_error_set(err, -ENOMEM, "out of memory");
+	r = sbx_rest_call(e->rest, &req, &resp, err);
+	if (r < 0)
+		return r;
+	if (resp.status == 404) {
+		sbx_rest_response_release(&resp);
+		return sbx_error_set_http(err, -ENOENT, 404, "no such path: %s", path);
+	}
+	r = sbx_rest_check(&resp, NULL, err);
+	if (r >= 0 && !resp.header)
+		r = sbx_error_set(err, -EPROTO, "engine sent no path stat for %s", path);
+	if (r >= 0 && (!(raw = base64_decode(resp.header, &raw_len)) ||
+		       !(j = json_tokener_parse((const char *)raw))))
+		r = sbx_error_set(err, -EPROTO, "engine sent a malformed path stat for %s", path);
+	sbx_rest_response_release(&resp);
+	if (r < 0)
+		return r;
+	st.name = dup_or_null(sbx_json_str(j, "name"));
+	st.size = sbx_json_int(j, "size");
+	st.mode = (uint32_t)sbx_json_int(j, "mode");
+	/* Go's os.FileMode: ModeDir = 1<<31, ModeSymlink = 1<<27. */
+	st.is_dir = (st.mode & (1u << 31)) != 0;
+	st.is_symlink = (st.mode & (1u << 27)) != 0;
+	st.link_target = dup_or_null(sbx_json_str(j, "linkTarget"));
+	st.mtime = dup_or_null(sbx_json_str(j, "mtime"));
+	*ret = st;
+	return 0;
+}

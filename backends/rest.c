@@ -1,0 +1,749 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libcurl plumbing shared by every REST backend. One struct sbx_rest per
+ * engine: the target (unix socket or TCP) and a small pool of easy handles
+ * so concurrent callers each get one and connections are reused.
+ */
+#include <ctype.h>
+#include <curl/curl.h>
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+
+#include "rest.h"
+#include "sbx/common.h"
+
+#define REST_POOL_MAX 8
+#define REST_BODY_MAX (64u << 20)   /* a non-streamed reply larger than this is refused */
+#define REST_HDR_MAX (16u << 10)    /* response head of a hijacked connection */
+#define REST_CONNECT_TIMEOUT_MS 5000L
+
+struct sbx_rest {
+	char *url;         /* as given, for messages */
+	char *unix_path;   /* NULL for TCP */
+	char *base;        /* "http://localhost" or "http://host:port" */
+	char *host_header; /* "localhost" or "host:port" */
+	long timeout_ms;
+	pthread_mutex_t lock;
+	CURL *pool[REST_POOL_MAX];
+	size_t n_pool;
+};
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static void curl_init_once(void) { curl_global_init(CURL_GLOBAL_DEFAULT); }
+
+int sbx_rest_open(const char *url, long timeout_ms, struct sbx_rest **ret_rest,
+		  struct sbx_error *err)
+{
+	struct sbx_rest *r;
+	const char *hostport = NULL, *path = NULL;
+
+	if (!url || !*url)
+		return sbx_error_set(err, -EINVAL, "no engine URL");
+	if (strncmp(url, "unix://", 7) == 0)
+		path = url + 7;
+	else if (url[0] == '/')
+		path = url;
+	else if (strncmp(url, "tcp://", 6) == 0)
+		hostport = url + 6;
+	else if (strncmp(url, "http://", 7) == 0)
+		hostport = url + 7;
+	else
+		return sbx_error_set(err, -EINVAL,
+				     "engine URL '%s': expected unix:///path, /path or tcp://host:port",
+				     url);
+	if (path && path[0] != '/')
+		return sbx_error_set(err, -EINVAL, "engine URL '%s': socket path must be absolute",
+				     url);
+	if (hostport && (!*hostport || strpbrk(hostport, "/?# ")))
+		return sbx_error_set(err, -EINVAL, "engine URL '%s': expected tcp://host:port", url);
+
+	pthread_once(&curl_once, curl_init_once);
+	r = calloc(1, sizeof(*r));
+	if (!r)
+		return sbx_error_set(err, -ENOMEM, "out of memory");
+	pthread_mutex_init(&r->lock, NULL);
+	r->url = strdup(url);
+	r->timeout_ms = timeout_ms > 0 ? timeout_ms : 60000;
+	if (path) {
+		r->unix_path = strdup(path);
+		r->base = strdup("http://localhost");
+		r->host_header = strdup("localhost");
+	} else {
+		r->host_header = strdup(hostport);
+		if (asprintf(&r->base, "http://%s", hostport) < 0)
+			r->base = NULL;
+	}
+	if (!r->url || !r->base || !r->host_header || (path && !r->unix_path)) {
+		sbx_rest_free(r);
+		return sbx_error_set(err, -ENOMEM, "out of memory");
+	}
+	*ret_rest = r;
+	return 0;
+}
+
+struct sbx_rest *sbx_rest_free(struct sbx_rest *r)
+{
+	if (!r)
+		return NULL;
+	for (size_t i = 0; i < r->n_pool; i++)
+		curl_easy_cleanup(r->pool[i]);
+	pthread_mutex_destroy(&r->lock);
+	free(r->url);
+	free(r->unix_path);
+	free(r->base);
+	free(r->host_header);
+	free(r);
+	return NULL;
+}
+
+const char *sbx_rest_url(const struct sbx_rest *r) { return r->url; }
+
+static CURL *rest_handle_get(struct sbx_rest *r)
+{
+	CURL *c = NULL;
+	pthread_mutex_lock(&r->lock);
+	if (r->n_pool)
+		c = r->pool[--r->n_pool];
+	pthread_mutex_unlock(&r->lock);
+	if (c)
+		curl_easy_reset(c);
+	else
+		c = curl_easy_init();
+	return c;
+}
+
+static void rest_handle_put(struct sbx_rest *r, CURL *c)
+{
+	pthread_mutex_lock(&r->lock);
+	if (r->n_pool < REST_POOL_MAX) {
+		r->pool[r->n_pool++] = c;
+		c = NULL;
+	}
+	pthread_mutex_unlock(&r->lock);
+	if (c)
+		curl_easy_cleanup(c);
+}
+
+void sbx_rest_response_release(struct sbx_rest_response *resp)
+{
+	if (!resp)
+		return;
+	sbx_buf_release(&resp->body);
+	free(resp->header);
+	resp->header = NULL;
+	resp->status = 0;
+}
+
+struct call_ctx {
+	CURL *curl;
+	const struct sbx_rest_request *req;
+	struct sbx_rest_response *resp;
+	int sink_error;   /* the sink's negative return, when it aborted */
+	bool too_big;
+};
+
+static size_t call_write(char *data, size_t size, size_t nmemb, void *userdata)
+{
+	struct call_ctx *ctx = userdata;
+	size_t n = size * nmemb;
+	long status = 0;
+
+	curl_easy_getinfo(ctx->curl, CURLINFO_RESPONSE_CODE, &status);
+	if (ctx->req->sink && status >= 200 && status < 300) {
+		int r = ctx->req->sink(ctx->req->sink_data, data, n);
+		if (r < 0) {
+			ctx->sink_error = r;
+			return 0;
+		}
+		return n;
+	}
+	if (ctx->resp->body.len + n > REST_BODY_MAX) {
+		ctx->too_big = true;
+		return 0;
+	}
+	if (sbx_buf_append(&ctx->resp->body, data, n) < 0)
+		return 0;
+	return n;
+}
+
+static size_t call_header(char *data, size_t size, size_t nmemb, void *userdata)
+{
+	struct call_ctx *ctx = userdata;
+	size_t n = size * nmemb, klen;
+	const char *want = ctx->req->want_header;
+
+	if (!want)
+		return n;
+	klen = strlen(want);
+	if (n > klen + 1 && strncasecmp(data, want, klen) == 0 && data[klen] == ':') {
+		const char *v = data + klen + 1;
+		size_t vlen = n - klen - 1;
+		while (vlen && isspace((unsigned char)*v))
+			v++, vlen--;
+		while (vlen && isspace((unsigned char)v[vlen - 1]))
+			vlen--;
+		free(ctx->resp->header);
+		ctx->resp->header = strndup(v, vlen);
+	}
+	return n;
+}
+
+static int rest_curl_error(struct sbx_rest *r, CURLcode code, const char *detail,
+			   struct sbx_error *err)
+{
+	struct stat st;
+
+	switch (code) {
+	case CURLE_COULDNT_CONNECT:
+	case CURLE_COULDNT_RESOLVE_HOST:
+		if (r->unix_path && stat(r->unix_path, &st) < 0)
+			return sbx_error_set(err, -ECONNREFUSED,
+					     "engine not reachable: socket %s does not exist (is the "
+					     "engine running? set [engine] socket)",
+					     r->unix_path);
+		return sbx_error_set(err, -ECONNREFUSED, "engine not reachable at %s: %s", r->url,
+				     detail[0] ? detail : curl_easy_strerror(code));
+	case CURLE_OPERATION_TIMEDOUT:
+		return sbx_error_set(err, -ETIMEDOUT, "engine at %s did not answer in time",
+				     r->url);
+	case CURLE_OUT_OF_MEMORY:
+		return sbx_error_set(err, -ENOMEM, "out of memory");
+	default:
+		return sbx_error_set(err, -EIO, "engine request to %s failed: %s", r->url,
+				     detail[0] ? detail : curl_easy_strerror(code));
+	}
+}
+
+static void rest_common_opts(struct sbx_rest *r, CURL *c)
+{
+	if (r->unix_path)
+		curl_easy_setopt(c, CURLOPT_UNIX_SOCKET_PATH, r->unix_path);
+	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, REST_CONNECT_TIMEOUT_MS);
+	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http");
+}
+
+int sbx_rest_call(struct sbx_rest *r, const struct sbx_rest_request *req,
+		  struct sbx_rest_response *resp, struct sbx_error *err)
+{
+	char errbuf[CURL_ERROR_SIZE] = "";
+	struct curl_slist *headers = NULL;
+	struct call_ctx ctx = {.req = req, .resp = resp};
+	_cleanup_free_ char *url = NULL;
+	char ctype[128];
+	FILE *body_file = NULL;
+	CURLcode code;
+	CURL *c;
+	int ret = 0;
+
+	memset(resp, 0, sizeof(*resp));
+	if (asprintf(&url, "%s%s", r->base, req->path) < 0)
+		return sbx_error_set(err, -ENOMEM, "out of memory");
+	c = rest_handle_get(r);
+	if (!c)
+		return sbx_error_set(err, -ENOMEM, "out of memory");
+	ctx.curl = c;
+	rest_common_opts(r, c);
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, call_write);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, &ctx);
+	curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, call_header);
+	curl_easy_setopt(c, CURLOPT_HEADERDATA, &ctx);
+	if (req->timeout_ms >= 0)
+		curl_easy_setopt(c, CURLOPT_TIMEOUT_MS,
+				 req->timeout_ms ? req->timeout_ms : r->timeout_ms);
+	headers = curl_slist_append(headers, "Expect:");
+
+	if (strcmp(req->method, "HEAD") == 0) {
+		curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
+	} else if (req->body_file) {
+		struct stat st;
+		body_file = fopen(req->body_file, "rbe");
+		if (!body_file || fstat(fileno(body_file), &st) < 0) {
+			ret = sbx_error_set(err, -errno, "cannot read %s: %s", req->body_file,
+					    strerror(errno));
+			goto out;
+		}
+		curl_easy_setopt(c, CURLOPT_UPLOAD, 1L);
+		curl_easy_setopt(c, CURLOPT_READDATA, body_file);
+		curl_easy_setopt(c, CURLOPT_INFILESIZE_LARGE, (curl_off_t)st.st_size);
+		curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, req->method);
+	} else if (req->body || strcmp(req->method, "POST") == 0 ||
+		   strcmp(req->method, "PUT") == 0) {
+		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)req->body_len);
+		curl_easy_setopt(c, CURLOPT_POSTFIELDS, req->body ? req->body : "");
+		curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, req->method);
+	} else {
+		curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, req->method);
+	}
+	if (req->body || req->body_file) {
+		snprintf(ctype, sizeof(ctype), "Content-Type: %s",
+			 req->content_type ? req->content_type : "application/json");
+		headers = curl_slist_append(headers, ctype);
+	}
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
+
+	code = curl_easy_perform(c);
+	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &resp->status);
+	if (code == CURLE_WRITE_ERROR && ctx.sink_error < 0)
+		ret = ctx.sink_error;
+	else if (code == CURLE_WRITE_ERROR && ctx.too_big)
+		ret = sbx_error_set(err, -EMSGSIZE, "engine reply over %u bytes", REST_BODY_MAX);
+	else if (code != CURLE_OK)
+		ret = rest_curl_error(r, code, errbuf, err);
+out:
+	if (body_file)
+		fclose(body_file);
+	curl_slist_free_all(headers);
+	/* A handle whose transfer was cut short may hold a half-read connection. */
+	if (ret < 0) {
+		curl_easy_cleanup(c);
+		sbx_rest_response_release(resp);
+	} else {
+		rest_handle_put(r, c);
+	}
+	return ret;
+}
+
+static int status_errno(long status)
+{
+	switch (status) {
+	case 400:
+		return -EINVAL;
+	case 401:
+	case 403:
+		return -EACCES;
+	case 404:
+		return -ENOENT;
+	case 409:
+		return -EBUSY;
+	case 304:
+		return -EALREADY;
+	default:
+		return -EIO;
+	}
+}
+
+int sbx_rest_check(const struct sbx_rest_response *resp, const long *ok_also,
+		   struct sbx_error *err)
+{
+	struct json_object *j = NULL, *m;
+	const char *msg = NULL;
+	int ret;
+
+	if (resp->status >= 200 && resp->status < 300)
+		return 0;
+	for (; ok_also && *ok_also; ok_also++)
+		if (*ok_also == resp->status)
+			return 0;
+	if (resp->body.len)
+		j = json_tokener_parse(resp->body.data);
+	if (j && (json_object_object_get_ex(j, "message", &m) ||
+		  json_object_object_get_ex(j, "cause", &m)))
+		msg = json_object_get_string(m);
+	if (!msg && resp->body.len && !j)
+		msg = resp->body.data;
+	if (!msg)
+		msg = "no message";
+	ret = sbx_error_set_http(err, status_errno(resp->status), (int)resp->status,
+				 "engine answered %ld: %.*s", resp->status, 900, msg);
+	json_object_put(j);
+	/* Strip the trailing newline engines put on text bodies. */
+	if (err) {
+		size_t n = strlen(err->msg);
+		while (n && (err->msg[n - 1] == '\n' || err->msg[n - 1] == '\r'))
+			err->msg[--n] = '\0';
+	}
+	return ret;
+}
+
+int sbx_rest_json(struct sbx_rest *r, const char *method, const char *path,
+		  struct json_object *body_json, const long *ok_also, struct json_object **ret_json,
+		  struct sbx_error *err)
+{
+	struct sbx_rest_response resp;
+	struct sbx_rest_request req = {.method = method, .path = path};
+	int ret;
+
+	if (body_json) {
+		req.body = json_object_to_json_string_ext(body_json, JSON_C_TO_STRING_PLAIN);
+		req.body_len = strlen(req.body);
+	}
+	ret = sbx_rest_call(r, &req, &resp, err);
+	if (ret < 0)
+		return ret;
+	ret = sbx_rest_check(&resp, ok_also, err);
+	if (ret >= 0 && ret_json) {
+		struct json_object *j = NULL;
+		if (resp.body.len) {
+			j = json_tokener_parse(resp.body.data);
+			if (!j)
+				ret = sbx_error_set(err, -EPROTO, "engine sent malformed JSON for %s %s",
+						    method, path);
+		}
+		if (ret >= 0)
+			*ret_json = j;
+	}
+	sbx_rest_response_release(&resp);
+	return ret;
+}
+
+char *sbx_rest_escape(const char *s)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	size_t n = strlen(s);
+	char *out = malloc(n * 3 + 1), *p = out;
+
+	if (!out)
+		return NULL;
+	for (; *s; s++) {
+		unsigned char ch = (unsigned char)*s;
+		if (isalnum(ch) || strchr("-._~", ch)) {
+			*p++ = (char)ch;
+		} else {
+			*p++ = '%';
+			*p++ = hex[ch >> 4];
+			*p++ = hex[ch & 15];
+		}
+	}
+	*p = '\0';
+	return out;
+}
+
+char *sbx_rest_vpath(const char *prefix, const char *fmt, va_list ap)
+{
+	struct sbx_buf b = SBX_BUF_INIT;
+
+	if (prefix && sbx_buf_append(&b, prefix, strlen(prefix)) < 0)
+		return NULL;
+	for (const char *f = fmt; *f; f++) {
+		int r;
+		if (f[0] == '%' && f[1] == 's') {
+			const char *arg = va_arg(ap, const char *);
+			char *x = sbx_rest_escape(arg ? arg : "");
+			r = x ? sbx_buf_append(&b, x, strlen(x)) : -ENOMEM;
+			free(x);
+			f++;
+		} else if (f[0] == '%' && f[1] == 'd') {
+			r = sbx_buf_appendf(&b, "%d", va_arg(ap, int));
+			f++;
+		} else {
+			r = sbx_buf_append(&b, f, 1);
+		}
+		if (r < 0) {
+			sbx_buf_release(&b);
+			return NULL;
+		}
+	}
+	return sbx_buf_steal(&b);
+}
+
+char *sbx_rest_path(const char *fmt, ...)
+{
+	va_list ap;
+	char *p;
+
+	va_start(ap, fmt);
+	p = sbx_rest_vpath(NULL, fmt, ap);
+	va_end(ap);
+	return p;
+}
+
+int sbx_demux_feed(struct sbx_demux *d, const void *data, size_t len, sbx_demux_fn fn,
+		   void *userdata)
+{
+	const unsigned char *p = data;
+
+	while (len) {
+		if (d->remaining == 0) {
+			size_t take = sizeof(d->hdr) - d->hdr_have;
+			if (take > len)
+				take = len;
+			memcpy(d->hdr + d->hdr_have, p, take);
+			d->hdr_have += take;
+			p += take;
+			len -= take;
+			if (d->hdr_have < sizeof(d->hdr))
+				return 0;
+			d->hdr_have = 0;
+			if (d->hdr[0] > 3 || d->hdr[1] || d->hdr[2] || d->hdr[3])
+				return -EPROTO;
+			d->fd = d->hdr[0];
+			d->remaining = (size_t)d->hdr[4] << 24 | (size_t)d->hdr[5] << 16 |
+				       (size_t)d->hdr[6] << 8 | d->hdr[7];
+			continue;
+		}
+		size_t take = d->remaining < len ? d->remaining : len;
+		int r = fn(userdata, d->fd, p, take);
+		if (r < 0)
+			return r;
+		d->remaining -= take;
+		p += take;
+		len -= take;
+	}
+	return 0;
+}
+
+/* ---- the hijacked connection ---- */
+
+static int stream_wait(sbx_stream *s, short events, int timeout_ms)
+{
+	struct pollfd pfd = {.fd = s->fd, .events = events};
+	int n;
+
+	do
+		n = poll(&pfd, 1, timeout_ms);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return -errno;
+	return n == 0 ? -ETIMEDOUT : 0;
+}
+
+static int stream_send_all(sbx_stream *s, const void *buf, size_t len, struct sbx_error *err)
+{
+	const char *p = buf;
+
+	while (len) {
+		size_t sent = 0;
+		CURLcode code = curl_easy_send(s->curl, p, len, &sent);
+		if (code == CURLE_AGAIN) {
+			int r = stream_wait(s, POLLOUT, 30000);
+			if (r < 0)
+				return sbx_error_set(err, r, "engine stream: cannot write: %s",
+						     strerror(-r));
+			continue;
+		}
+		if (code != CURLE_OK)
+			return sbx_error_set(err, -EPIPE, "engine stream: write failed: %s",
+					     curl_easy_strerror(code));
+		p += sent;
+		len -= sent;
+	}
+	return 0;
+}
+
+/* Receive into s->in; 0 on data, 1 on EOF, negative on error or timeout. */
+static int stream_fill(sbx_stream *s, int timeout_ms)
+{
+	for (;;) {
+		size_t got = 0;
+		CURLcode code;
+
+		if (s->in_off == s->in_len)
+			s->in_off = s->in_len = 0;
+		if (s->in_len == s->in_cap) {
+			if (s->in_off) {
+				memmove(s->in, s->in + s->in_off, s->in_len - s->in_off);
+				s->in_len -= s->in_off;
+				s->in_off = 0;
+			} else {
+				size_t cap = s->in_cap ? s->in_cap * 2 : 65536;
+				unsigned char *p = realloc(s->in, cap);
+				if (!p)
+					return -ENOMEM;
+				s->in = p;
+				s->in_cap = cap;
+			}
+		}
+		code = curl_easy_recv(s->curl, s->in + s->in_len, s->in_cap - s->in_len, &got);
+		if (code == CURLE_AGAIN) {
+			int r = stream_wait(s, POLLIN, timeout_ms);
+			if (r < 0)
+				return r;
+			continue;
+		}
+		if (code != CURLE_OK)
+			return -ECONNRESET;
+		if (got == 0)
+			return 1;
+		s->in_len += got;
+		return 0;
+	}
+}
+
+static int stream_read_head(sbx_stream *s, struct sbx_error *err)
+{
+	unsigned char *end;
+	long status = 0;
+	int r;
+
+	for (;;) {
+		end = s->in_len >= 4 ? memmem(s->in, s->in_len, "\r\n\r\n", 4) : NULL;
+		if (end)
+			break;
+		if (s->in_len > REST_HDR_MAX)
+			return sbx_error_set(err, -EPROTO, "engine stream: response head too long");
+		r = stream_fill(s, 30000);
+		if (r == 1)
+			return sbx_error_set(err, -EPROTO, "engine closed the exec stream at once");
+		if (r < 0)
+			return sbx_error_set(err, r, "engine stream: no answer: %s", strerror(-r));
+	}
+	if (sscanf((const char *)s->in, "HTTP/1.%*d %ld", &status) != 1)
+		return sbx_error_set(err, -EPROTO, "engine stream: malformed status line");
+	s->in_off = (size_t)(end + 4 - s->in);
+	if (status == 101 || status == 200)
+		return 0;
+
+	/* An error: the body (JSON) follows; read what arrives in a moment. */
+	while (stream_fill(s, 1000) == 0 && s->in_len - s->in_off < REST_HDR_MAX)
+		;
+	{
+		struct sbx_rest_response resp = {.status = status};
+		sbx_buf_append(&resp.body, s->in + s->in_off, s->in_len - s->in_off);
+		r = sbx_rest_check(&resp, NULL, err);
+		sbx_rest_response_release(&resp);
+	}
+	return r;
+}
+
+int sbx_rest_hijack(struct sbx_rest *r, const char *path, struct json_object *body_json,
+		    sbx_stream **ret_stream, struct sbx_error *err)
+{
+	char errbuf[CURL_ERROR_SIZE] = "";
+	struct sbx_buf head = SBX_BUF_INIT;
+	const char *body = json_object_to_json_string_ext(body_json, JSON_C_TO_STRING_PLAIN);
+	_cleanup_free_ char *url = NULL;
+	curl_socket_t sock = CURL_SOCKET_BAD;
+	sbx_stream *s;
+	CURLcode code;
+	int ret;
+
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return sbx_error_set(err, -ENOMEM, "out of memory");
+	s->fd = -1;
+	s->curl = curl_easy_init();
+	if (!s->curl || asprintf(&url, "%s/", r->base) < 0) {
+		ret = sbx_error_set(err, -ENOMEM, "out of memory");
+		goto fail;
+	}
+	rest_common_opts(r, s->curl);
+	curl_easy_setopt(s->curl, CURLOPT_URL, url);
+	curl_easy_setopt(s->curl, CURLOPT_CONNECT_ONLY, 1L);
+	curl_easy_setopt(s->curl, CURLOPT_ERRORBUFFER, errbuf);
+	code = curl_easy_perform(s->curl);
+	if (code != CURLE_OK) {
+		ret = rest_curl_error(r, code, errbuf, err);
+		goto fail;
+	}
+	curl_easy_getinfo(s->curl, CURLINFO_ACTIVESOCKET, &sock);
+	s->fd = (int)sock;
+
+	ret = sbx_buf_appendf(&head,
+			      "POST %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: mcp-sandbox\r\n"
+			      "Content-Type: application/json\r\nConnection: Upgrade\r\n"
+			      "Upgrade: tcp\r\nContent-Length: %zu\r\n\r\n%s",
+			      path, r->host_header, strlen(body), body);
+	if (ret < 0) {
+		ret = sbx_error_set(err, ret, "out of memory");
+		goto fail;
+	}
+	ret = stream_send_all(s, head.data, head.len, err);
+	if (ret < 0)
+		goto fail;
+	ret = stream_read_head(s, err);
+	if (ret < 0)
+		goto fail;
+	sbx_buf_release(&head);
+	*ret_stream = s;
+	return 0;
+fail:
+	sbx_buf_release(&head);
+	sbx_stream_free(s);
+	return ret;
+}
+
+int sbx_stream_write(sbx_stream *s, const void *buf, size_t len, struct sbx_error *err)
+{
+	return stream_send_all(s, buf, len, err);
+}
+
+int sbx_stream_close_stdin(sbx_stream *s, struct sbx_error *err)
+{
+	if (shutdown(s->fd, SHUT_WR) < 0)
+		return sbx_error_set(err, -errno, "engine stream: cannot close stdin: %s",
+				     strerror(errno));
+	return 0;
+}
+
+ssize_t sbx_stream_read(sbx_stream *s, void *buf, size_t cap, int *ret_fd, int timeout_ms,
+			struct sbx_error *err)
+{
+	struct sbx_demux *d = &s->demux;
+
+	if (cap == 0)
+		return sbx_error_set(err, -EINVAL, "engine stream: zero-sized read");
+	for (;;) {
+		size_t avail = s->in_len - s->in_off;
+
+		if (d->remaining && avail) {
+			size_t take = d->remaining;
+			if (take > avail)
+				take = avail;
+			if (take > cap)
+				take = cap;
+			memcpy(buf, s->in + s->in_off, take);
+			s->in_off += take;
+			d->remaining -= take;
+			*ret_fd = d->fd;
+			return (ssize_t)take;
+		}
+		if (!d->remaining && avail) {
+			size_t take = sizeof(d->hdr) - d->hdr_have;
+			if (take > avail)
+				take = avail;
+			memcpy(d->hdr + d->hdr_have, s->in + s->in_off, take);
+			d->hdr_have += take;
+			s->in_off += take;
+			if (d->hdr_have == sizeof(d->hdr)) {
+				d->hdr_have = 0;
+				if (d->hdr[0] > 3 || d->hdr[1] || d->hdr[2] || d->hdr[3])
+					return sbx_error_set(err, -EPROTO,
+							     "engine stream: bad frame header");
+				d->fd = d->hdr[0];
+				d->remaining = (size_t)d->hdr[4] << 24 | (size_t)d->hdr[5] << 16 |
+					       (size_t)d->hdr[6] << 8 | d->hdr[7];
+			}
+			continue;
+		}
+		if (s->eof)
+			return 0;
+		int r = stream_fill(s, timeout_ms);
+		if (r == 1) {
+			s->eof = true;
+			if (d->remaining || d->hdr_have)
+				return sbx_error_set(err, -EPROTO, "engine stream: cut mid-frame");
+			return 0;
+		}
+		if (r == -ETIMEDOUT)
+			return -ETIMEDOUT;
+		if (r < 0)
+			return sbx_error_set(err, r, "engine stream: read failed: %s", strerror(-r));
+	}
+}
+
+int sbx_stream_fd(const sbx_stream *s) { return s->fd; }
+
+bool sbx_stream_pending(const sbx_stream *s) { return s->in_len > s->in_off || s->eof; }
+
+sbx_stream *sbx_stream_free(sbx_stream *s)
+{
+	if (!s)
+		return NULL;
+	if (s->curl)
+		curl_easy_cleanup(s->curl);
+	free(s->in);
+	free(s->exec_id);
+	free(s);
+	return NULL;
+}

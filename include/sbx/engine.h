@@ -1,0 +1,243 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The seam between mcp-sandbox and container engines.
+ *
+ * Everything above this header (sandbox manager, tools, MCP, transports) sees
+ * an opaque engine handle and these wrapper functions, never libcurl and never
+ * a backend. Backends (Docker Engine, Podman libpod) live under backends/ and
+ * fill the operations table in backends/engine-internal.h.
+ *
+ * The engine may be on another host (tcp://): nothing here assumes that the
+ * caller shares a filesystem or a PID namespace with it.
+ *
+ * Errors and ownership follow include/sbx/error.h and include/sbx/common.h:
+ * negative errno plus a filled struct sbx_error (with the engine's HTTP
+ * status when there is one); -ENOTSUP when a backend lacks an optional
+ * operation; -ENOENT for a container, image, exec or path that does not exist.
+ */
+#ifndef SBX_ENGINE_H
+#define SBX_ENGINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "sbx/buf.h"
+#include "sbx/error.h"
+
+typedef struct sbx_engine sbx_engine;
+typedef struct sbx_stream sbx_stream;
+
+struct sbx_engine_config {
+	const char *type;        /* "docker" or "podman"; NULL = "docker" */
+	const char *url;         /* "unix:///path", "/path" or "tcp://host:port"; NULL = discover */
+	const char *api_version; /* e.g. "1.41" or "4.0.0"; NULL = negotiate with the engine */
+	long timeout_ms;         /* per REST request (not exec/streams); 0 = 60 s */
+};
+
+struct sbx_kv {
+	const char *key;
+	const char *value;
+};
+
+struct sbx_ulimit {
+	const char *name; /* "nofile", "nproc", ... */
+	int64_t soft, hard;
+};
+
+/* What a container is made of. Zero/NULL fields take the engine's default. */
+struct sbx_container_spec {
+	const char *image;
+	const char *name;                /* NULL = engine-generated */
+	const char *const *cmd;          /* NULL-terminated argv; NULL = image default */
+	const char *const *env;          /* NULL-terminated "KEY=VALUE" */
+	const struct sbx_kv *labels;
+	size_t n_labels;
+	const char *workdir;
+	const char *user;                /* "uid[:gid]" or name */
+	int64_t memory_bytes;            /* hard memory limit (swap limited to the same) */
+	int64_t nano_cpus;               /* 1e9 = one CPU */
+	int64_t pids_limit;
+	bool read_only_rootfs;
+	const char *const *writable_paths; /* NULL-terminated; anonymous volumes, removed with it */
+	const struct sbx_kv *tmpfs;        /* path -> mount options ("size=64m,mode=1777") */
+	size_t n_tmpfs;
+	const char *const *cap_drop;     /* NULL-terminated; {"ALL", NULL} drops all */
+	bool no_new_privileges;
+	const char *network_mode;        /* "none", "host", "bridge" or a network name */
+	const struct sbx_ulimit *ulimits;
+	size_t n_ulimits;
+};
+
+/* What inspect reports. Strings are owned by the struct. */
+struct sbx_container_info {
+	char *id;
+	char *name;
+	char *image;
+	char *status;      /* engine words: "created", "running", "exited", ... */
+	bool running;
+	int exit_code;
+	bool oom_killed;
+	int64_t memory_bytes;
+	int64_t nano_cpus;
+	int64_t pids_limit;
+	bool read_only_rootfs;
+	char *network_mode;
+	struct sbx_kv *labels; /* owned keys and values */
+	size_t n_labels;
+};
+
+struct sbx_container_summary {
+	char *id;
+	char *name;
+	char *status;
+	bool running;
+};
+
+struct sbx_engine_version {
+	char *engine;      /* "docker" or "podman" */
+	char *version;     /* the engine's own version, e.g. "20.10.24" */
+	char *api_version; /* the API version this handle speaks */
+};
+
+/* A non-interactive exec. */
+struct sbx_exec_spec {
+	const char *const *argv; /* NULL-terminated, required */
+	const char *const *env;  /* NULL-terminated "KEY=VALUE" */
+	const char *workdir;
+	const char *user;
+	long timeout_ms;         /* 0 = none; on expiry the process tree is killed */
+	size_t output_cap;       /* bytes kept of stdout + stderr together; 0 = 1 MiB */
+	const void *stdin_data;  /* optional, written then closed */
+	size_t stdin_len;
+};
+
+struct sbx_exec_result {
+	int exit_code;       /* -1 when unknown (killed on timeout) */
+	bool timed_out;
+	bool truncated;      /* output beyond output_cap was dropped */
+	struct sbx_buf out;  /* stdout, NUL-terminated, may hold binary */
+	struct sbx_buf err;  /* stderr */
+	size_t total_bytes;  /* output produced, kept or not */
+};
+
+/* The stat of a path inside a container. */
+struct sbx_path_stat {
+	char *name;
+	int64_t size;
+	uint32_t mode;   /* Go os.FileMode bits as the engine reports them */
+	bool is_dir;
+	bool is_symlink;
+	char *link_target;
+	char *mtime;     /* RFC 3339 as reported */
+};
+
+struct sbx_stats {
+	uint64_t cpu_total_ns;
+	uint64_t memory_usage_bytes;
+	uint64_t memory_limit_bytes;
+	uint64_t pids;
+};
+
+/* Receives a streamed body chunk; return 0 to go on, negative to abort. */
+typedef int (*sbx_sink_fn)(void *userdata, const void *data, size_t len);
+
+/* Open a handle: selects the backend by cfg->type, resolves the URL
+ * (explicit, else $DOCKER_HOST, /run/podman/podman.sock,
+ * $XDG_RUNTIME_DIR/podman/podman.sock, /var/run/docker.sock), and does not
+ * contact the engine yet. */
+int sbx_engine_open(const struct sbx_engine_config *cfg, sbx_engine **ret_engine,
+		    struct sbx_error *err);
+sbx_engine *sbx_engine_free(sbx_engine *e);
+/* Backend name ("docker", "podman") and the URL in use. */
+const char *sbx_engine_name(const sbx_engine *e);
+const char *sbx_engine_url(const sbx_engine *e);
+/* NULL-terminated list of the backends compiled in. */
+const char *const *sbx_engine_backends(void);
+
+int sbx_engine_ping(sbx_engine *e, struct sbx_error *err);
+int sbx_engine_version(sbx_engine *e, struct sbx_engine_version *ret_version,
+		       struct sbx_error *err);
+void sbx_engine_version_release(struct sbx_engine_version *v);
+
+/* 1 if present, 0 if not. */
+int sbx_image_exists(sbx_engine *e, const char *ref, struct sbx_error *err);
+/* Build tag from a context directory on this host (sent as a tar stream).
+ * containerfile is relative to the context ("Containerfile" when NULL).
+ * build_args: NULL-terminated "KEY=VALUE". log (may be NULL) gets the output. */
+int sbx_image_build(sbx_engine *e, const char *context_dir, const char *containerfile,
+		    const char *tag, const char *const *build_args, struct sbx_buf *log,
+		    struct sbx_error *err);
+/* Import a root filesystem tarball from a file on this host as ref. */
+int sbx_image_import(sbx_engine *e, const char *tar_path, const char *ref,
+		     struct sbx_error *err);
+int sbx_image_remove(sbx_engine *e, const char *ref, struct sbx_error *err);
+
+/* Create; *ret_id (owned by the caller) is the full container id. */
+int sbx_container_create(sbx_engine *e, const struct sbx_container_spec *spec, char **ret_id,
+			 struct sbx_error *err);
+int sbx_container_start(sbx_engine *e, const char *id, struct sbx_error *err);
+/* SIGTERM, then SIGKILL after timeout_s seconds. */
+int sbx_container_stop(sbx_engine *e, const char *id, int timeout_s, struct sbx_error *err);
+/* signal: "KILL", "TERM", ... */
+int sbx_container_kill(sbx_engine *e, const char *id, const char *signal,
+		       struct sbx_error *err);
+/* Force-removes, with its anonymous volumes. Absent is -ENOENT. */
+int sbx_container_remove(sbx_engine *e, const char *id, struct sbx_error *err);
+int sbx_container_inspect(sbx_engine *e, const char *id, struct sbx_container_info *ret_info,
+			  struct sbx_error *err);
+void sbx_container_info_release(struct sbx_container_info *info);
+/* Every container (running or not) carrying all the given labels. */
+int sbx_container_list(sbx_engine *e, const struct sbx_kv *labels, size_t n_labels,
+		       struct sbx_container_summary **ret_list, size_t *ret_n,
+		       struct sbx_error *err);
+void sbx_container_list_free(struct sbx_container_summary *list, size_t n);
+
+/* Run argv to completion. A non-zero exit code is a success of this call. */
+int sbx_exec(sbx_engine *e, const char *id, const struct sbx_exec_spec *spec,
+	     struct sbx_exec_result *ret_result, struct sbx_error *err);
+void sbx_exec_result_release(struct sbx_exec_result *r);
+
+/* Start argv with stdin attached and return a bidirectional stream to it
+ * (the hijacked exec/start upgrade). spec->timeout_ms and output_cap are
+ * ignored; the stream lives until freed or the process ends. */
+int sbx_exec_stream(sbx_engine *e, const char *id, const struct sbx_exec_spec *spec,
+		    sbx_stream **ret_stream, struct sbx_error *err);
+
+/* Write all of buf to the process's stdin. */
+int sbx_stream_write(sbx_stream *s, const void *buf, size_t len, struct sbx_error *err);
+/* Close the process's stdin (half-close); reading goes on. */
+int sbx_stream_close_stdin(sbx_stream *s, struct sbx_error *err);
+/* Read up to cap payload bytes of the next frame. *ret_fd is 1 (stdout) or
+ * 2 (stderr). Waits up to timeout_ms (-1 = forever). Returns the byte count,
+ * 0 at end of stream, -ETIMEDOUT when nothing arrived in time. */
+ssize_t sbx_stream_read(sbx_stream *s, void *buf, size_t cap, int *ret_fd, int timeout_ms,
+			struct sbx_error *err);
+/* The socket, for poll() in an event loop (readable = sbx_stream_read won't block
+ * for long). Data may already be buffered: check sbx_stream_pending() first. */
+int sbx_stream_fd(const sbx_stream *s);
+bool sbx_stream_pending(const sbx_stream *s);
+/* Exit code once the stream ended, -1 if still running or unknown. */
+int sbx_stream_exit_code(sbx_stream *s, struct sbx_error *err);
+sbx_stream *sbx_stream_free(sbx_stream *s);
+
+/* Extract a tar archive into dir (which must exist) in the container. */
+int sbx_archive_put(sbx_engine *e, const char *id, const char *dir, const void *tar, size_t len,
+		    struct sbx_error *err);
+/* Stream path (file or directory) out of the container as a tar archive. */
+int sbx_archive_get(sbx_engine *e, const char *id, const char *path, sbx_sink_fn sink,
+		    void *userdata, struct sbx_error *err);
+int sbx_path_stat(sbx_engine *e, const char *id, const char *path, struct sbx_path_stat *ret_stat,
+		  struct sbx_error *err);
+void sbx_path_stat_release(struct sbx_path_stat *st);
+
+/* Optional operations: -ENOTSUP when the backend has none. */
+int sbx_network_connect(sbx_engine *e, const char *id, const char *network,
+			struct sbx_error *err);
+int sbx_network_disconnect(sbx_engine *e, const char *id, const char *network,
+			   struct sbx_error *err);
+int sbx_container_stats(sbx_engine *e, const char *id, struct sbx_stats *ret_stats,
+			struct sbx_error *err);
+
+#endif

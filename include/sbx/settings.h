@@ -1,0 +1,98 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The server's settings: an INI file (etc/mcp-sandbox.ini) plus --set
+ * overrides, checked against one table-driven schema (src/settings.c). Adding
+ * a key is one line in that table and one field here.
+ *
+ * Every mistake is an error, never a warning: unknown section, unknown key,
+ * bad value, duplicate key, syntax error. Messages start with "FILE:LINE: "
+ * (or "--set section.key: ") and name the allowed range or words.
+ */
+#ifndef SBX_SETTINGS_H
+#define SBX_SETTINGS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "sbx/error.h"
+
+/* Largest settings file accepted, in bytes. */
+#define SBX_SETTINGS_FILE_MAX (1024 * 1024)
+
+/* The parsed values. Strings are owned, never NULL after init ("" = unset). */
+struct sbx_settings {
+	struct {
+		char *type;        /* "docker" or "podman" */
+		char *socket;      /* "unix:///path", "/path", "tcp://host:port"; "" = discover */
+		char *api_version; /* "" = negotiate */
+		int64_t timeout_ms;
+	} engine;
+	struct {
+		char *listen;
+		int64_t port;
+		char *public_url; /* "" = http://LISTEN:PORT */
+		int64_t max_body; /* bytes */
+		char *allowed_origins;
+	} server;
+	struct {
+		char *image;
+		int64_t memory; /* bytes */
+		int64_t nano_cpus;
+		int64_t pids_limit;
+		char *network;
+		int64_t exec_timeout_ms;
+		int64_t output_cap; /* bytes */
+		char *upload_dir;   /* "" = uploads disabled */
+		char *index_url;
+	} sandbox;
+};
+
+enum sbx_setting_type {
+	SBX_SETTING_STRING,   /* char * */
+	SBX_SETTING_BOOL,     /* bool: true/false, yes/no, on/off, 1/0 */
+	SBX_SETTING_INT,      /* int64_t in [min, max] */
+	SBX_SETTING_SIZE,     /* int64_t bytes; suffixes k, m, g (powers of 1024) */
+	SBX_SETTING_DURATION, /* int64_t milliseconds; suffixes ms, s, m */
+	SBX_SETTING_ENUM,     /* char *, one of words */
+	SBX_SETTING_CPUS,     /* int64_t nano-CPUs, written as a decimal ("0.5") */
+};
+
+/* One schema row. min/max bound the stored value (bytes, ms, nano-CPUs). */
+struct sbx_setting {
+	const char *section;
+	const char *key;
+	enum sbx_setting_type type;
+	size_t offset; /* into struct sbx_settings */
+	const char *def;
+	const char *help;
+	int64_t min, max;
+	const char *const *words; /* SBX_SETTING_ENUM: NULL-terminated */
+	/* Optional extra check of a string; fills why and returns false to refuse. */
+	bool (*check)(const char *value, char *why, size_t why_size);
+};
+
+/* The schema, in file order; *ret_n receives its length. */
+const struct sbx_setting *sbx_settings_schema(size_t *ret_n);
+
+/* Fill s with the defaults. Returns 0 or -ENOMEM; s needs no release on failure. */
+int sbx_settings_init(struct sbx_settings *s);
+
+/*
+ * Apply an INI file (at most SBX_SETTINGS_FILE_MAX bytes) on top of s.
+ * -ENOENT names the path; any other mistake is -EINVAL with "PATH:LINE: ...".
+ * On failure s may be partly updated but stays valid for release.
+ */
+int sbx_settings_load_file(struct sbx_settings *s, const char *path, struct sbx_error *err);
+
+/* Apply one "section.key=value" override; on failure s is unchanged. */
+int sbx_settings_set(struct sbx_settings *s, const char *assignment, struct sbx_error *err);
+
+/* Free the strings; s is zeroed and may be initialised again. */
+void sbx_settings_release(struct sbx_settings *s);
+
+/* Write the effective settings as INI that sbx_settings_load_file accepts. */
+int sbx_settings_dump(const struct sbx_settings *s, FILE *out);
+
+#endif

@@ -1,0 +1,71 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "sbx/error.h"
+
+static int error_vset(struct sbx_error *err, int code, int http_status, const char *fmt,
+		      va_list ap)
+{
+	if (code >= 0)
+		code = -EIO;
+	if (err) {
+		err->code = code;
+		err->http_status = http_status;
+		vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
+	}
+	return code;
+}
+
+int sbx_error_set(struct sbx_error *err, int code, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	code = error_vset(err, code, 0, fmt, ap);
+	va_end(ap);
+	return code;
+}
+
+int sbx_error_set_http(struct sbx_error *err, int code, int http_status, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	code = error_vset(err, code, http_status, fmt, ap);
+	va_end(ap);
+	return code;
+}
+
+int sbx_error_prefix(struct sbx_error *err, const char *fmt, ...)
+{
+	char prefix[256], old[SBX_ERROR_MSG_MAX];
+	va_list ap;
+
+	if (!err)
+		return -EIO;
+	va_start(ap, fmt);
+	vsnprintf(prefix, sizeof(prefix), fmt, ap);
+	va_end(ap);
+	memcpy(old, err->msg, sizeof(old));
+	/* Keep the prefix whole and cut the old message if it must. */
+	size_t n = strlen(prefix);
+	if (n > sizeof(err->msg) - 3)
+		n = sizeof(err->msg) - 3;
+	memcpy(err->msg, prefix, n);
+	memcpy(err->msg + n, ": ", 2);
+	size_t rest = sizeof(err->msg) - n - 3, olen = strnlen(old, sizeof(old) - 1);
+	if (olen > rest)
+		olen = rest;
+	memcpy(err->msg + n + 2, old, olen);
+	err->msg[n + 2 + olen] = '\0';
+	return err->code < 0 ? err->code : -EIO;
+}
+
+void sbx_error_clear(struct sbx_error *err)
+{
+	if (err) {
+		err->code = 0;
+		err->http_status = 0;
+		err->msg[0] = '\0';
+	}
+}

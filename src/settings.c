@@ -1,0 +1,709 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Settings: one schema table, parsed with inih.
+ *
+ * inih is fed through our own line reader so that we know the line number of
+ * every key (the packaged inih is built without INI_HANDLER_LINENO), can
+ * reject over-long lines instead of having inih split them, can refuse an
+ * unknown [section] even when it holds no key, and can strip indentation so
+ * that an indented key is never taken as a multi-line continuation.
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <ini.h>
+
+#include "sbx/buf.h"
+#include "sbx/common.h"
+#include "sbx/settings.h"
+
+#define KIB INT64_C(1024)
+#define MIB (KIB * 1024)
+#define GIB (MIB * 1024)
+#define SEC INT64_C(1000)
+#define MIN (SEC * 60)
+#define HOUR (MIN * 60)
+#define NANO INT64_C(1000000000)
+
+#define SET_VALUE_MAX 4096 /* longest --set value */
+#define SET_NAME_MAX 128   /* longest --set section.key */
+#define WHY_MAX 256
+
+#define OFF(field) offsetof(struct sbx_settings, field)
+
+/* clang-format off */
+#define STRING(sec, key, field, def, check, help) \
+	{sec, key, SBX_SETTING_STRING, OFF(field), def, help, 0, 0, NULL, check}
+#define NUMBER(type, sec, key, field, def, min, max, help) \
+	{sec, key, SBX_SETTING_##type, OFF(field), def, help, min, max, NULL, NULL}
+#define ENUM(sec, key, field, def, words, help) \
+	{sec, key, SBX_SETTING_ENUM, OFF(field), def, help, 0, 0, words, NULL}
+/* clang-format on */
+
+static bool check_socket(const char *v, char *why, size_t n)
+{
+	if (!*v || v[0] == '/' || strncmp(v, "unix:///", 8) == 0 ||
+	    (strncmp(v, "tcp://", 6) == 0 && v[6]))
+		return true;
+	snprintf(why, n, "expected unix:///PATH, /PATH or tcp://HOST:PORT");
+	return false;
+}
+
+static bool check_http_url(const char *v, char *why, size_t n)
+{
+	if (!*v || (strncmp(v, "http://", 7) == 0 && v[7]) ||
+	    (strncmp(v, "https://", 8) == 0 && v[8]))
+		return true;
+	snprintf(why, n, "expected an http:// or https:// URL");
+	return false;
+}
+
+static const char *const engine_types[] = {"docker", "podman", NULL};
+
+static const struct sbx_setting schema[] = {
+	ENUM("engine", "type", engine.type, "docker", engine_types,
+	     "container engine API: docker or podman"),
+	STRING("engine", "socket", engine.socket, "", check_socket,
+	       "engine endpoint: unix:///PATH, /PATH or tcp://HOST:PORT; empty = discover"),
+	STRING("engine", "api_version", engine.api_version, "", NULL,
+	       "engine API version (e.g. 1.41 or 4.0.0); empty = negotiate"),
+	NUMBER(DURATION, "engine", "timeout", engine.timeout_ms, "60s", 1, HOUR,
+	       "time limit of one engine API request (not exec or streams)"),
+
+	STRING("server", "listen", server.listen, "127.0.0.1", NULL, "address to listen on"),
+	NUMBER(INT, "server", "port", server.port, "8000", 1, 65535, "TCP port to listen on"),
+	STRING("server", "public_url", server.public_url, "", check_http_url,
+	       "URL clients reach the server at; empty = http://LISTEN:PORT"),
+	NUMBER(SIZE, "server", "max_body", server.max_body, "4m", KIB, GIB,
+	       "largest request body accepted"),
+	STRING("server", "allowed_origins", server.allowed_origins, "", NULL,
+	       "comma-separated browser origins allowed to call the server; empty = none"),
+
+	STRING("sandbox", "image", sandbox.image, "localhost/mcp-sandbox:latest", NULL,
+	       "image sandboxes are created from"),
+	NUMBER(SIZE, "sandbox", "memory", sandbox.memory, "512m", 6 * MIB, INT64_MAX,
+	       "memory limit of one sandbox (swap limited to the same)"),
+	NUMBER(CPUS, "sandbox", "cpus", sandbox.nano_cpus, "1", NANO / 100, 1024 * NANO,
+	       "CPU limit of one sandbox, in CPUs (0.5 = half of one)"),
+	NUMBER(INT, "sandbox", "pids_limit", sandbox.pids_limit, "256", 1, 4194304,
+	       "most processes one sandbox may run"),
+	STRING("sandbox", "network", sandbox.network, "none", NULL,
+	       "network of a sandbox: none, or the name of an engine network"),
+	NUMBER(DURATION, "sandbox", "exec_timeout", sandbox.exec_timeout_ms, "60s", 1, 24 * HOUR,
+	       "time limit of one command run in a sandbox"),
+	NUMBER(SIZE, "sandbox", "output_cap", sandbox.output_cap, "1m", KIB, GIB,
+	       "most output kept from one command"),
+	STRING("sandbox", "upload_dir", sandbox.upload_dir, "", NULL,
+	       "host directory for uploaded files; empty = uploads disabled"),
+	STRING("sandbox", "index_url", sandbox.index_url, "", NULL,
+	       "package index URL given to sandboxes; empty = none"),
+};
+
+struct unit {
+	const char *suffix;
+	int64_t scale;
+};
+
+/* Largest first, so formatting picks the shortest exact spelling. */
+static const struct unit size_units[] = {{"g", GIB}, {"m", MIB}, {"k", KIB}, {"", 1}, {NULL, 0}};
+static const struct unit duration_units[] = {{"m", MIN}, {"s", SEC}, {"ms", 1}, {NULL, 0}};
+
+union value {
+	char *str;
+	int64_t num;
+	bool b;
+};
+
+const struct sbx_setting *sbx_settings_schema(size_t *ret_n)
+{
+	*ret_n = SBX_ARRAY_SIZE(schema);
+	return schema;
+}
+
+static int parse_digits(const char *s, const char **ret_end, uint64_t *ret)
+{
+	uint64_t v = 0;
+	const char *p = s;
+
+	if (!isdigit((unsigned char)*p))
+		return -EINVAL;
+	for (; isdigit((unsigned char)*p); p++) {
+		unsigned d = (unsigned)(*p - '0');
+		if (v > (UINT64_MAX - d) / 10)
+			return -ERANGE;
+		v = v * 10 + d;
+	}
+	*ret_end = p;
+	*ret = v;
+	return 0;
+}
+
+/* "NUMBER[SUFFIX]" with a suffix from units (case-insensitive). */
+static int parse_scaled(const char *s, const struct unit *units, int64_t *ret)
+{
+	const char *end;
+	uint64_t v;
+	int r = parse_digits(s, &end, &v);
+
+	if (r < 0)
+		return r;
+	for (const struct unit *u = units; u->suffix; u++) {
+		if (strcasecmp(end, u->suffix) != 0)
+			continue;
+		if (v > (uint64_t)(INT64_MAX / u->scale))
+			return -ERANGE;
+		*ret = (int64_t)v * u->scale;
+		return 0;
+	}
+	return -EINVAL;
+}
+
+static int parse_int(const char *s, int64_t *ret)
+{
+	bool neg = *s == '-';
+	const char *end;
+	uint64_t v;
+	int r = parse_digits(s + neg, &end, &v);
+
+	if (r < 0)
+		return r;
+	if (*end)
+		return -EINVAL;
+	if (v > (uint64_t)INT64_MAX + neg)
+		return -ERANGE;
+	*ret = neg ? (int64_t)(0 - v) : (int64_t)v;
+	return 0;
+}
+
+/* "INT[.FRACTION]" with at most 9 decimals, in nano-units. */
+static int parse_cpus(const char *s, int64_t *ret)
+{
+	const char *end;
+	uint64_t whole, frac = 0;
+	int r = parse_digits(s, &end, &whole), digits = 0;
+
+	if (r < 0)
+		return r;
+	if (*end == '.') {
+		for (end++; isdigit((unsigned char)*end); end++, digits++) {
+			if (digits == 9)
+				return -EINVAL;
+			frac = frac * 10 + (uint64_t)(*end - '0');
+		}
+		if (!digits)
+			return -EINVAL;
+	}
+	if (*end)
+		return -EINVAL;
+	for (; digits < 9; digits++)
+		frac *= 10;
+	if (whole > (uint64_t)(INT64_MAX / NANO) ||
+	    (int64_t)whole * NANO > INT64_MAX - (int64_t)frac)
+		return -ERANGE;
+	*ret = (int64_t)whole * NANO + (int64_t)frac;
+	return 0;
+}
+
+static int parse_bool(const char *s, bool *ret)
+{
+	static const char *const yes[] = {"true", "yes", "on", "1"};
+	static const char *const no[] = {"false", "no", "off", "0"};
+
+	for (size_t i = 0; i < SBX_ARRAY_SIZE(yes); i++) {
+		if (strcasecmp(s, yes[i]) == 0 || strcasecmp(s, no[i]) == 0) {
+			*ret = strcasecmp(s, yes[i]) == 0;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+static void format_scaled(int64_t v, const struct unit *units, char *out, size_t n)
+{
+	const struct unit *u = units;
+
+	while (u[1].suffix && (v == 0 || v % u->scale != 0))
+		u++;
+	snprintf(out, n, "%" PRId64 "%s", v / u->scale, u->suffix);
+}
+
+static void format_cpus(int64_t v, char *out, size_t n)
+{
+	char frac[16];
+	int len;
+
+	if (v % NANO == 0) {
+		snprintf(out, n, "%" PRId64, v / NANO);
+		return;
+	}
+	len = snprintf(frac, sizeof(frac), "%09" PRId64, v % NANO);
+	while (len > 0 && frac[len - 1] == '0')
+		frac[--len] = '\0';
+	snprintf(out, n, "%" PRId64 ".%s", v / NANO, frac);
+}
+
+/* The value as a settings file spells it; numbers use the shortest exact unit. */
+static void format_number(const struct sbx_setting *d, int64_t v, char *out, size_t n)
+{
+	switch (d->type) {
+	case SBX_SETTING_SIZE:
+		format_scaled(v, size_units, out, n);
+		break;
+	case SBX_SETTING_DURATION:
+		format_scaled(v, duration_units, out, n);
+		break;
+	case SBX_SETTING_CPUS:
+		format_cpus(v, out, n);
+		break;
+	default:
+		snprintf(out, n, "%" PRId64, v);
+		break;
+	}
+}
+
+static void explain(const struct sbx_setting *d, char *why, size_t n)
+{
+	static const char *const kinds[] = {
+		[SBX_SETTING_INT] = "an integer",
+		[SBX_SETTING_SIZE] = "a size (suffix k, m or g)",
+		[SBX_SETTING_DURATION] = "a duration (suffix ms, s or m)",
+		[SBX_SETTING_CPUS] = "a number of CPUs (up to 9 decimals)",
+	};
+	char lo[32], hi[32];
+	size_t len;
+
+	switch (d->type) {
+	case SBX_SETTING_BOOL:
+		snprintf(why, n, "expected true or false (yes/no, on/off, 1/0)");
+		return;
+	case SBX_SETTING_ENUM:
+		len = (size_t)snprintf(why, n, "expected one of:");
+		for (size_t i = 0; d->words[i] && len < n; i++)
+			len += (size_t)snprintf(why + len, n - len, " %s", d->words[i]);
+		return;
+	default:
+		break;
+	}
+	format_number(d, d->min, lo, sizeof(lo));
+	format_number(d, d->max, hi, sizeof(hi));
+	if (d->max == INT64_MAX)
+		snprintf(why, n, "expected %s of at least %s", kinds[d->type], lo);
+	else
+		snprintf(why, n, "expected %s in %s..%s", kinds[d->type], lo, hi);
+}
+
+static bool has_control(const char *s)
+{
+	for (; *s; s++)
+		if ((unsigned char)*s < 0x20 || *s == 0x7f)
+			return true;
+	return false;
+}
+
+/* Returns 0, -ENOMEM, or -EINVAL with why filled. */
+static int parse_value(const struct sbx_setting *d, const char *v, union value *ret, char *why,
+		       size_t n)
+{
+	int64_t num = 0;
+	int r = -EINVAL;
+
+	switch (d->type) {
+	case SBX_SETTING_STRING:
+		if (has_control(v)) {
+			snprintf(why, n, "control characters are not allowed");
+			return -EINVAL;
+		}
+		if (d->check && !d->check(v, why, n))
+			return -EINVAL;
+		ret->str = strdup(v);
+		return ret->str ? 0 : -ENOMEM;
+	case SBX_SETTING_ENUM:
+		for (size_t i = 0; d->words[i]; i++) {
+			if (strcmp(v, d->words[i]) == 0) {
+				ret->str = strdup(v);
+				return ret->str ? 0 : -ENOMEM;
+			}
+		}
+		break;
+	case SBX_SETTING_BOOL:
+		r = parse_bool(v, &ret->b);
+		break;
+	case SBX_SETTING_INT:
+		r = parse_int(v, &num);
+		break;
+	case SBX_SETTING_SIZE:
+		r = parse_scaled(v, size_units, &num);
+		break;
+	case SBX_SETTING_DURATION:
+		r = parse_scaled(v, duration_units, &num);
+		break;
+	case SBX_SETTING_CPUS:
+		r = parse_cpus(v, &num);
+		break;
+	}
+	if (r == 0 && d->type != SBX_SETTING_BOOL && (num < d->min || num > d->max))
+		r = -ERANGE;
+	if (r == 0 && d->type != SBX_SETTING_BOOL)
+		ret->num = num;
+	if (r < 0)
+		explain(d, why, n);
+	return r < 0 ? -EINVAL : 0;
+}
+
+static void *field_of(struct sbx_settings *s, const struct sbx_setting *d)
+{
+	return (char *)s + d->offset;
+}
+
+static void store(struct sbx_settings *s, const struct sbx_setting *d, union value *v)
+{
+	void *f = field_of(s, d);
+
+	switch (d->type) {
+	case SBX_SETTING_STRING:
+	case SBX_SETTING_ENUM:
+		free(*(char **)f);
+		*(char **)f = v->str;
+		break;
+	case SBX_SETTING_BOOL:
+		*(bool *)f = v->b;
+		break;
+	default:
+		*(int64_t *)f = v->num;
+		break;
+	}
+}
+
+/* Parse value for d and store it; where ("FILE:LINE: " or "--set ") leads the message. */
+static int apply(struct sbx_settings *s, const struct sbx_setting *d, const char *value,
+		 const char *where, struct sbx_error *err)
+{
+	char why[WHY_MAX] = "";
+	union value v;
+	int r = parse_value(d, value, &v, why, sizeof(why));
+
+	if (r == -ENOMEM)
+		return sbx_error_set(err, r, "%s%s.%s: out of memory", where, d->section, d->key);
+	if (r < 0)
+		return sbx_error_set(err, r, "%s%s.%s: bad value \"%.100s\": %s", where, d->section,
+				     d->key, value, why);
+	store(s, d, &v);
+	return 0;
+}
+
+static bool section_known(const char *section)
+{
+	for (size_t i = 0; i < SBX_ARRAY_SIZE(schema); i++)
+		if (strcmp(schema[i].section, section) == 0)
+			return true;
+	return false;
+}
+
+static int find_key(const char *section, const char *key)
+{
+	for (size_t i = 0; i < SBX_ARRAY_SIZE(schema); i++)
+		if (strcmp(schema[i].section, section) == 0 && strcmp(schema[i].key, key) == 0)
+			return (int)i;
+	return -1;
+}
+
+static void known_keys(const char *section, char *out, size_t n)
+{
+	size_t len = 0;
+
+	out[0] = '\0';
+	for (size_t i = 0; i < SBX_ARRAY_SIZE(schema) && len < n; i++)
+		if (strcmp(schema[i].section, section) == 0)
+			len += (size_t)snprintf(out + len, n - len, "%s%s", len ? ", " : "",
+						schema[i].key);
+}
+
+int sbx_settings_init(struct sbx_settings *s)
+{
+	memset(s, 0, sizeof(*s));
+	for (size_t i = 0; i < SBX_ARRAY_SIZE(schema); i++) {
+		int r = apply(s, &schema[i], schema[i].def, "default ", NULL);
+		if (r < 0) {
+			sbx_settings_release(s);
+			return r;
+		}
+	}
+	return 0;
+}
+
+void sbx_settings_release(struct sbx_settings *s)
+{
+	if (!s)
+		return;
+	for (size_t i = 0; i < SBX_ARRAY_SIZE(schema); i++)
+		if (schema[i].type == SBX_SETTING_STRING || schema[i].type == SBX_SETTING_ENUM)
+			free(*(char **)field_of(s, &schema[i]));
+	memset(s, 0, sizeof(*s));
+}
+
+struct load_ctx {
+	struct sbx_settings *s;
+	const char *path;
+	const char *data;
+	size_t len, pos;
+	int lineno;                         /* lines handed to inih so far */
+	int set_on[SBX_ARRAY_SIZE(schema)]; /* line each key was set on, 0 = not yet */
+	int err_line;                       /* line of the first error, 0 = none */
+	struct sbx_error first;
+};
+
+static void ctx_fail(struct load_ctx *c, int code, const char *fmt, ...) SBX_PRINTF(3, 4);
+static void ctx_fail(struct load_ctx *c, int code, const char *fmt, ...)
+{
+	char msg[SBX_ERROR_MSG_MAX];
+	va_list ap;
+
+	if (c->err_line)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	c->err_line = c->lineno;
+	sbx_error_set(&c->first, code, "%s:%d: %s", c->path, c->lineno, msg);
+}
+
+/* A "[name]" line: inih takes name verbatim up to the first ']'. */
+static void check_section_line(struct load_ctx *c, const char *line)
+{
+	const char *end = strchr(line + 1, ']');
+	char name[64];
+
+	if (!end)
+		return; /* inih reports the syntax error */
+	if ((size_t)(end - line - 1) >= sizeof(name)) {
+		ctx_fail(c, -EINVAL, "unknown section [%.*s]", (int)(end - line - 1), line + 1);
+		return;
+	}
+	memcpy(name, line + 1, (size_t)(end - line - 1));
+	name[end - line - 1] = '\0';
+	if (!section_known(name))
+		ctx_fail(c, -EINVAL, "unknown section [%s]", name);
+}
+
+/* An fgets for inih over the file in memory: exactly one line per call. */
+static char *ctx_read_line(char *str, int num, void *stream)
+{
+	struct load_ctx *c = stream;
+	const char *p = c->data + c->pos, *nl;
+	size_t n, body;
+
+	if (c->pos >= c->len)
+		return NULL;
+	nl = memchr(p, '\n', c->len - c->pos);
+	n = nl ? (size_t)(nl - p) + 1 : c->len - c->pos;
+	c->pos += n;
+	c->lineno++;
+	if (c->lineno == 1 && n >= 3 && memcmp(p, "\xEF\xBB\xBF", 3) == 0)
+		p += 3, n -= 3;
+	while (n && (*p == ' ' || *p == '\t'))
+		p++, n--;
+	body = n;
+	while (body && (p[body - 1] == '\n' || p[body - 1] == '\r'))
+		body--;
+	if (memchr(p, '\0', n)) {
+		ctx_fail(c, -EINVAL, "NUL byte in line");
+		n = 0;
+	} else if (num < 4 || body > (size_t)num - 3) {
+		ctx_fail(c, -EINVAL, "line too long (max %d characters)", num - 3);
+		n = 0;
+	}
+	memcpy(str, p, n);
+	str[n] = '\0';
+	if (str[0] == '[')
+		check_section_line(c, str);
+	return str;
+}
+
+static int ctx_on_value(void *user, const char *section, const char *name, const char *value)
+{
+	struct load_ctx *c = user;
+	char where[SBX_ERROR_MSG_MAX], keys[256];
+	int i;
+
+	/* Only the first error is reported; returning nonzero leaves inih's count to syntax. */
+	if (c->err_line)
+		return 1;
+	if (!*section) {
+		ctx_fail(c, -EINVAL, "key %s outside of a [section]", name);
+		return 1;
+	}
+	if (!section_known(section)) {
+		ctx_fail(c, -EINVAL, "unknown section [%s]", section);
+		return 1;
+	}
+	i = find_key(section, name);
+	if (i < 0) {
+		known_keys(section, keys, sizeof(keys));
+		ctx_fail(c, -EINVAL, "unknown key %s in [%s] (known: %s)", name, section, keys);
+		return 1;
+	}
+	if (c->set_on[i]) {
+		ctx_fail(c, -EINVAL, "duplicate key %s.%s (first set on line %d)", section, name,
+			 c->set_on[i]);
+		return 1;
+	}
+	c->set_on[i] = c->lineno;
+	snprintf(where, sizeof(where), "%s:%d: ", c->path, c->lineno);
+	if (apply(c->s, &schema[i], value, where, &c->first) < 0)
+		c->err_line = c->lineno;
+	return 1;
+}
+
+static int read_bounded(const char *path, struct sbx_buf *out, struct sbx_error *err)
+{
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	char chunk[16384];
+	struct stat st;
+	int r;
+
+	if (fd < 0) {
+		r = -errno;
+		return sbx_error_set(err, r, "%s: %s", path, strerror(-r));
+	}
+	if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode))
+		return sbx_error_set(err, -EISDIR, "%s: is a directory", path);
+	for (;;) {
+		ssize_t n = read(fd, chunk, sizeof(chunk));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			r = -errno;
+			return sbx_error_set(err, r, "%s: %s", path, strerror(-r));
+		}
+		if (n == 0)
+			return 0;
+		if (out->len + (size_t)n > SBX_SETTINGS_FILE_MAX)
+			return sbx_error_set(err, -EFBIG, "%s: larger than %d bytes", path,
+					     SBX_SETTINGS_FILE_MAX);
+		r = sbx_buf_append(out, chunk, (size_t)n);
+		if (r < 0)
+			return sbx_error_set(err, r, "%s: out of memory", path);
+	}
+}
+
+int sbx_settings_load_file(struct sbx_settings *s, const char *path, struct sbx_error *err)
+{
+	struct sbx_buf text = SBX_BUF_INIT;
+	struct load_ctx *c;
+	int r;
+
+	r = read_bounded(path, &text, err);
+	if (r < 0) {
+		sbx_buf_release(&text);
+		return r;
+	}
+	c = calloc(1, sizeof(*c));
+	if (!c) {
+		sbx_buf_release(&text);
+		return sbx_error_set(err, -ENOMEM, "%s: out of memory", path);
+	}
+	c->s = s;
+	c->path = path;
+	c->data = text.data;
+	c->len = text.len;
+	r = ini_parse_stream(ctx_read_line, c, ctx_on_value, c);
+	if (r > 0 && (!c->err_line || r < c->err_line))
+		r = sbx_error_set(
+			err, -EINVAL,
+			"%s:%d: syntax error (expected [section], key = value or a comment)", path,
+			r);
+	else if (c->err_line)
+		r = sbx_error_set(err, c->first.code, "%s", c->first.msg);
+	else if (r < 0)
+		r = sbx_error_set(err, -ENOMEM, "%s: out of memory", path);
+	free(c);
+	sbx_buf_release(&text);
+	return r;
+}
+
+static void trim(const char **p, size_t *n)
+{
+	while (*n && isspace((unsigned char)**p))
+		(*p)++, (*n)--;
+	while (*n && isspace((unsigned char)(*p)[*n - 1]))
+		(*n)--;
+}
+
+int sbx_settings_set(struct sbx_settings *s, const char *assignment, struct sbx_error *err)
+{
+	const char *eq = strchr(assignment, '='), *name = assignment, *value, *dot;
+	char section[SET_NAME_MAX], key[SET_NAME_MAX], where[SET_NAME_MAX + 8], keys[256];
+	_cleanup_free_ char *v = NULL;
+	size_t name_len, value_len;
+	int i;
+
+	if (!eq)
+		return sbx_error_set(err, -EINVAL, "--set %.100s: expected section.key=value",
+				     assignment);
+	name_len = (size_t)(eq - assignment);
+	trim(&name, &name_len);
+	dot = memchr(name, '.', name_len);
+	if (!dot || dot == name || dot == name + name_len - 1)
+		return sbx_error_set(err, -EINVAL, "--set %.100s: expected section.key=value",
+				     assignment);
+	if (name_len >= SET_NAME_MAX)
+		return sbx_error_set(err, -EINVAL, "--set %.100s: name too long", assignment);
+	snprintf(where, sizeof(where), "--set %.*s", (int)name_len, name);
+	snprintf(section, sizeof(section), "%.*s", (int)(dot - name), name);
+	snprintf(key, sizeof(key), "%.*s", (int)(name + name_len - dot - 1), dot + 1);
+	if (!section_known(section))
+		return sbx_error_set(err, -EINVAL, "%s: unknown section [%s]", where, section);
+	i = find_key(section, key);
+	if (i < 0) {
+		known_keys(section, keys, sizeof(keys));
+		return sbx_error_set(err, -EINVAL, "%s: unknown key %s in [%s] (known: %s)", where,
+				     key, section, keys);
+	}
+	value = eq + 1;
+	value_len = strlen(value);
+	trim(&value, &value_len);
+	if (value_len > SET_VALUE_MAX)
+		return sbx_error_set(err, -EINVAL, "%s: value longer than %d bytes", where,
+				     SET_VALUE_MAX);
+	v = strndup(value, value_len);
+	if (!v)
+		return sbx_error_set(err, -ENOMEM, "%s: out of memory", where);
+	return apply(s, &schema[i], v, "--set ", err);
+}
+
+int sbx_settings_dump(const struct sbx_settings *s, FILE *out)
+{
+	const char *section = NULL;
+
+	for (size_t i = 0; i < SBX_ARRAY_SIZE(schema); i++) {
+		const struct sbx_setting *d = &schema[i];
+		const void *f = (const char *)s + d->offset;
+		char num[64];
+		const char *v = num;
+
+		if (!section || strcmp(section, d->section) != 0) {
+			fprintf(out, "%s[%s]\n", section ? "\n" : "", d->section);
+			section = d->section;
+		}
+		if (d->type == SBX_SETTING_STRING || d->type == SBX_SETTING_ENUM)
+			v = *(char *const *)f ? *(char *const *)f : "";
+		else if (d->type == SBX_SETTING_BOOL)
+			v = *(const bool *)f ? "true" : "false";
+		else
+			format_number(d, *(const int64_t *)f, num, sizeof(num));
+		fprintf(out, "%s =%s%s\n", d->key, *v ? " " : "", v);
+	}
+	return fflush(out) == 0 && !ferror(out) ? 0 : -EIO;
+}

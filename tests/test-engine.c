@@ -1,0 +1,557 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The engine vtable against a real engine: tests/test-engine TYPE URL [IMAGE].
+ * The same cases run for every backend (tests/engine-*.test pick one).
+ * Every container carries a label unique to this run, and the suite ends
+ * by checking that none is left.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sbx/common.h"
+#include "sbx/engine.h"
+#include "sbx/tar.h"
+#include "tap.h"
+
+static sbx_engine *engine;
+static const char *image;
+static char run_label[64];
+
+#define LABEL_TEST "org.mcp-sandbox.test"
+#define LABEL_RUN "org.mcp-sandbox.test-run"
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static const char *const sleep_cmd[] = {"sleep", "infinity", NULL};
+static const char *const writable[] = {"/app/results", NULL};
+static const char *const drop_all[] = {"ALL", NULL};
+
+static char *create_container(const char *extra_label_value, const char *const *cmd,
+			      int64_t memory, struct sbx_error *err)
+{
+	struct sbx_kv labels[] = {
+		{LABEL_TEST, "1"},
+		{LABEL_RUN, run_label},
+		{"org.mcp-sandbox.owner", extra_label_value},
+	};
+	struct sbx_kv tmpfs[] = {{"/tmp", "size=16m,mode=1777"}};
+	struct sbx_ulimit ulimits[] = {{"nofile", 512, 512}, {"nproc", 512, 512}};
+	const char *const env[] = {"SBX_TEST=yes", NULL};
+	struct sbx_container_spec spec = {
+		.image = image,
+		.cmd = cmd ? cmd : sleep_cmd,
+		.env = env,
+		.labels = labels,
+		.n_labels = SBX_ARRAY_SIZE(labels),
+		.workdir = "/app/results",
+		.user = "1000:1000",
+		.memory_bytes = memory ? memory : 256 << 20,
+		.nano_cpus = 500000000,
+		.pids_limit = 128,
+		.read_only_rootfs = true,
+		.writable_paths = writable,
+		.tmpfs = tmpfs,
+		.n_tmpfs = 1,
+		.cap_drop = drop_all,
+		.no_new_privileges = true,
+		.network_mode = "none",
+		.ulimits = ulimits,
+		.n_ulimits = 2,
+	};
+	char *id = NULL;
+	if (sbx_container_create(engine, &spec, &id, err) < 0)
+		return NULL;
+	return id;
+}
+
+static const char *label_of(const struct sbx_container_info *info, const char *key)
+{
+	for (size_t i = 0; i < info->n_labels; i++)
+		if (strcmp(info->labels[i].key, key) == 0)
+			return info->labels[i].value;
+	return NULL;
+}
+
+static int run(const char *id, const char *const *argv, long timeout_ms, size_t cap,
+	       struct sbx_exec_result *res, struct sbx_error *err)
+{
+	struct sbx_exec_spec spec = {.argv = argv, .timeout_ms = timeout_ms, .output_cap = cap};
+	memset(res, 0, sizeof(*res));
+	return sbx_exec(engine, id, &spec, res, err);
+}
+
+static void test_ping_version(void)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_engine_version v = {0};
+
+	tap_ok(sbx_engine_ping(engine, &err) == 0, "ping answers (%s)", err.msg);
+	tap_ok(sbx_engine_version(engine, &v, &err) == 0, "version answers (%s)", err.msg);
+	tap_is_str(v.engine, sbx_engine_name(engine), "version names the engine");
+	tap_ok(v.api_version && *v.api_version, "an API version was negotiated: %s",
+	       v.api_version ? v.api_version : "-");
+	tap_diag("%s %s, API %s at %s", v.engine, v.version, v.api_version, sbx_engine_url(engine));
+	sbx_engine_version_release(&v);
+}
+
+static void test_images(void)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	tap_is_int(sbx_image_exists(engine, image, &err), 1, "sandbox image %s exists", image);
+	tap_is_int(sbx_image_exists(engine, "localhost/sbx-no-such-image:missing", &err), 0,
+		   "an absent image is reported absent");
+}
+
+static void test_inspect_shows_spec(const char *id)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_container_info info = {0};
+
+	if (!tap_ok(sbx_container_inspect(engine, id, &info, &err) == 0, "inspect (%s)", err.msg))
+		return;
+	tap_ok(strncmp(info.id, id, strlen(id)) == 0, "inspect gives the id");
+	tap_is_str(info.status, "created", "status is created before start");
+	tap_ok(!info.running, "not running before start");
+	tap_is_str(label_of(&info, LABEL_RUN), run_label, "run label is set");
+	tap_is_str(label_of(&info, "org.mcp-sandbox.owner"), "a", "owner label is set");
+	tap_is_int(info.memory_bytes, 256 << 20, "memory limit shows");
+	tap_is_int(info.pids_limit, 128, "pids limit shows");
+	tap_is_int(info.nano_cpus, 500000000, "CPU limit shows");
+	tap_ok(info.read_only_rootfs, "read-only root shows");
+	tap_is_str(info.network_mode, "none", "network mode none shows");
+	tap_ok(info.image && strstr(info.image, "mcp-sandbox"), "image shows: %s",
+	       info.image ? info.image : "-");
+	sbx_container_info_release(&info);
+}
+
+static void test_exec(const char *id)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_exec_result res;
+	const char *const echo[] = {"echo", "hello", NULL};
+	const char *const both[] = {"sh", "-c", "echo out; echo err >&2; exit 3", NULL};
+	const char *const bin[] = {"python3", "-c",
+				   "import sys; sys.stdout.buffer.write(bytes(range(256)) * 4)", NULL};
+	const char *const whoami[] = {"sh", "-c", "id -u; pwd; touch /x 2>/dev/null || echo ro", NULL};
+
+	tap_ok(run(id, echo, 0, 0, &res, &err) == 0, "exec echo (%s)", err.msg);
+	tap_is_str(res.out.data, "hello\n", "echo's stdout");
+	tap_is_int(res.exit_code, 0, "echo exits 0");
+	sbx_exec_result_release(&res);
+
+	tap_ok(run(id, echo, 10000, 0, &res, &err) == 0, "exec echo with a time limit (%s)",
+	       err.msg);
+	tap_is_str(res.out.data, "hello\n", "stdout is clean under a time limit");
+	tap_is_str(res.err.data, "", "stderr is clean under a time limit (no PID mark)");
+	sbx_exec_result_release(&res);
+
+	tap_ok(run(id, both, 0, 0, &res, &err) == 0, "exec to both streams (%s)", err.msg);
+	tap_is_str(res.out.data, "out\n", "stdout separated");
+	tap_is_str(res.err.data, "err\n", "stderr separated");
+	tap_is_int(res.exit_code, 3, "exit code 3 comes back");
+	sbx_exec_result_release(&res);
+
+	tap_ok(run(id, bin, 0, 0, &res, &err) == 0, "exec with binary output (%s)", err.msg);
+	{
+		bool same = res.out.len == 1024;
+		for (size_t i = 0; same && i < 1024; i++)
+			same = (unsigned char)res.out.data[i] == (i & 255);
+		tap_ok(same, "1024 binary bytes byte for byte (got %zu)", res.out.len);
+	}
+	sbx_exec_result_release(&res);
+
+	tap_ok(run(id, whoami, 0, 0, &res, &err) == 0, "exec id/pwd (%s)", err.msg);
+	tap_is_str(res.out.data, "1000\n/app/results\nro\n",
+		   "runs as uid 1000 in /app/results on a read-only root");
+	sbx_exec_result_release(&res);
+}
+
+static void test_exec_stdin(const char *id)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_exec_result res = {0};
+	const char *const wc[] = {"wc", "-c", NULL};
+	static char data[200000];
+	struct sbx_exec_spec spec = {.argv = wc, .stdin_data = data, .stdin_len = sizeof(data)};
+
+	memset(data, 'x', sizeof(data));
+	tap_ok(sbx_exec(engine, id, &spec, &res, &err) == 0, "exec with stdin (%s)", err.msg);
+	tap_ok(res.out.data && atol(res.out.data) == (long)sizeof(data),
+	       "200000 bytes of stdin arrive and stdin closes (%s)", res.out.data ? res.out.data : "");
+	sbx_exec_result_release(&res);
+}
+
+static void test_output_cap(const char *id)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_exec_result res;
+	const char *const big[] = {"head", "-c", "10485760", "/dev/zero", NULL};
+
+	tap_ok(run(id, big, 0, 1 << 20, &res, &err) == 0, "exec 10 MB of output (%s)", err.msg);
+	tap_is_int(res.out.len, 1 << 20, "kept output is capped at 1 MiB");
+	tap_ok(res.truncated, "the result says it was truncated");
+	tap_is_int(res.total_bytes, 10485760, "all 10 MB were drained");
+	tap_is_int(res.exit_code, 0, "the process still exits 0");
+	sbx_exec_result_release(&res);
+}
+
+static void test_timeout(const char *id)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_exec_result res;
+	const char *const tree[] = {"sh", "-c", "sleep 300 & sleep 301; wait", NULL};
+	const char *const ps[] = {
+		"sh", "-c", "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline; echo; done", NULL};
+	double t0 = now_s(), elapsed;
+
+	tap_ok(run(id, tree, 1000, 0, &res, &err) == 0, "exec past its limit returns (%s)",
+	       err.msg);
+	elapsed = now_s() - t0;
+	tap_ok(res.timed_out, "the result says it timed out");
+	tap_is_int(res.exit_code, -1, "no exit code for a killed process");
+	/* Not a speed check: the processes sleep for 300 s; returning within a
+	 * minute proves the limit cut them short. */
+	tap_ok(elapsed < 60, "returned long before the command would end (%.1f s)", elapsed);
+	sbx_exec_result_release(&res);
+
+	tap_ok(run(id, ps, 0, 0, &res, &err) == 0, "list processes (%s)", err.msg);
+	tap_ok(res.out.data && !strstr(res.out.data, "sleep 30"),
+	       "the command and its children are gone");
+	if (res.out.data && strstr(res.out.data, "sleep 30"))
+		tap_diag("processes:\n%s", res.out.data);
+	sbx_exec_result_release(&res);
+}
+
+struct extract {
+	struct sbx_tar_reader *reader;
+	struct sbx_buf data;
+	char name[256];
+	int entries;
+};
+
+static int ex_entry(void *ud, const struct sbx_tar_entry *e)
+{
+	struct extract *x = ud;
+	x->entries++;
+	snprintf(x->name, sizeof(x->name), "%s", e->name);
+	return 0;
+}
+
+static int ex_data(void *ud, const void *p, size_t n)
+{
+	struct extract *x = ud;
+	return sbx_buf_append(&x->data, p, n);
+}
+
+static int ex_end(void *ud) { return 0; }
+
+static int ex_sink(void *ud, const void *p, size_t n)
+{
+	struct extract *x = ud;
+	return sbx_tar_reader_feed(x->reader, p, n, NULL);
+}
+
+static void test_files(const char *id)
+{
+	static const struct sbx_tar_reader_ops ops = {ex_entry, ex_data, ex_end};
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_buf tar = SBX_BUF_INIT;
+	struct sbx_path_stat st = {0};
+	struct extract x = {0};
+	size_t len = 300000;
+	unsigned char *blob = malloc(len);
+	int r;
+
+	srand(42);
+	for (size_t i = 0; i < len; i++)
+		blob[i] = i < 256 ? (unsigned char)i : (unsigned char)rand();
+	r = sbx_tar_add_file(&tar, "blob.bin", blob, len, 0644, time(NULL), 1000, 1000, &err);
+	if (r >= 0)
+		r = sbx_tar_finish(&tar, &err);
+	tap_ok(r == 0, "tar built (%s)", err.msg);
+	tap_ok(sbx_archive_put(engine, id, "/app/results", tar.data, tar.len, &err) == 0,
+	       "put a tar into /app/results (%s)", err.msg);
+	tap_ok(sbx_path_stat(engine, id, "/app/results/blob.bin", &st, &err) == 0,
+	       "stat the file (%s)", err.msg);
+	tap_is_int(st.size, (long long)len, "stat gives its size");
+	tap_ok(!st.is_dir, "stat says it is not a directory");
+	sbx_path_stat_release(&st);
+	tap_ok(sbx_path_stat(engine, id, "/app/results", &st, &err) == 0 && st.is_dir,
+	       "stat says /app/results is a directory");
+	sbx_path_stat_release(&st);
+
+	x.reader = sbx_tar_reader_new(&ops, &x);
+	r = sbx_archive_get(engine, id, "/app/results/blob.bin", ex_sink, &x, &err);
+	tap_ok(r == 0, "get the file as a tar stream (%s)", err.msg);
+	tap_ok(sbx_tar_reader_finish(x.reader, &err) == 0, "the stream is a complete tar");
+	tap_is_str(x.name, "blob.bin", "the entry keeps its name");
+	tap_ok(x.data.len == len && memcmp(x.data.data, blob, len) == 0,
+	       "300000 bytes round-trip byte for byte (got %zu)", x.data.len);
+	sbx_tar_reader_free(x.reader);
+	sbx_buf_release(&x.data);
+
+	sbx_error_clear(&err);
+	r = sbx_path_stat(engine, id, "/app/results/no-such-file", &st, &err);
+	tap_is_int(r, -ENOENT, "stat of a missing path is ENOENT (%s)", err.msg);
+	sbx_error_clear(&err);
+	memset(&x, 0, sizeof(x));
+	x.reader = sbx_tar_reader_new(&ops, &x);
+	r = sbx_archive_get(engine, id, "/app/results/no-such-file", ex_sink, &x, &err);
+	tap_is_int(r, -ENOENT, "get of a missing path is ENOENT");
+	tap_ok(err.http_status == 404 && strlen(err.msg) > 10,
+	       "the error carries the engine's status and message: %d %s", err.http_status,
+	       err.msg);
+	sbx_tar_reader_free(x.reader);
+	sbx_buf_release(&x.data);
+	sbx_error_clear(&err);
+	r = sbx_archive_put(engine, id, "/no/such/dir", tar.data, tar.len, &err);
+	tap_ok(r < 0, "put into a missing directory fails (%d: %s)", r, err.msg);
+	sbx_buf_release(&tar);
+	free(blob);
+}
+
+static void test_stream(const char *id)
+{
+	const char *const echo_py[] = {
+		"python3", "-u", "-c",
+		"import sys\nfor line in sys.stdin:\n    sys.stdout.write('re:' + line)\n", NULL};
+	struct sbx_exec_spec spec = {.argv = echo_py};
+	struct sbx_error err = SBX_ERROR_INIT;
+	sbx_stream *s = NULL;
+	int ok = 0, code;
+	char line[128], got[256];
+
+	if (!tap_ok(sbx_exec_stream(engine, id, &spec, &s, &err) == 0, "open a stream (%s)",
+		    err.msg)) {
+		tap_skip(3, "no stream");
+		return;
+	}
+	for (int i = 0; i < 1000; i++) {
+		size_t have = 0;
+		int n = snprintf(line, sizeof(line), "request %d\n", i), fd;
+		if (sbx_stream_write(s, line, (size_t)n, &err) < 0)
+			break;
+		while (have == 0 || got[have - 1] != '\n') {
+			ssize_t r = sbx_stream_read(s, got + have, sizeof(got) - have - 1, &fd, 10000,
+						    &err);
+			if (r <= 0 || fd != 1)
+				goto done;
+			have += (size_t)r;
+		}
+		got[have] = '\0';
+		if (strncmp(got, "re:", 3) != 0 || strcmp(got + 3, line) != 0)
+			break;
+		ok++;
+	}
+done:
+	tap_is_int(ok, 1000, "1000 request/response lines over the stream");
+	tap_ok(sbx_stream_close_stdin(s, &err) == 0, "close stdin");
+	{
+		char buf[64];
+		int fd;
+		ssize_t r = sbx_stream_read(s, buf, sizeof(buf), &fd, 10000, &err);
+		tap_is_int(r, 0, "the process ends at EOF and the stream closes");
+	}
+	for (int i = 0; i < 100 && (code = sbx_stream_exit_code(s, &err)) == -1; i++)
+		usleep(20000);
+	tap_is_int(code, 0, "its exit code is 0");
+	sbx_stream_free(s);
+}
+
+static void test_errors(const char *stopped_id)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_container_info info = {0};
+	struct sbx_exec_result res;
+	const char *const echo[] = {"echo", "x", NULL};
+	const char *bogus = "sbx-no-such-container-0123";
+	char *id;
+	int r;
+
+	r = sbx_container_inspect(engine, bogus, &info, &err);
+	tap_is_int(r, -ENOENT, "inspect of an unknown id is ENOENT: %s", err.msg);
+	tap_is_int(err.http_status, 404, "with the engine's 404");
+	sbx_error_clear(&err);
+	tap_is_int(run(bogus, echo, 0, 0, &res, &err), -ENOENT, "exec in an unknown id: %s",
+		   err.msg);
+	sbx_error_clear(&err);
+	tap_is_int(sbx_container_start(engine, bogus, &err), -ENOENT, "start of an unknown id");
+	sbx_error_clear(&err);
+	tap_is_int(sbx_container_remove(engine, bogus, &err), -ENOENT, "remove of an unknown id");
+	sbx_error_clear(&err);
+	r = run(stopped_id, echo, 0, 0, &res, &err);
+	tap_ok(r < 0 && r != -ENOENT, "exec in a stopped container fails: %d %s", r, err.msg);
+	tap_ok(strlen(err.msg) > 10, "with the engine's message");
+	sbx_error_clear(&err);
+
+	{
+		struct sbx_container_spec spec = {.image = "localhost/sbx-no-such-image:missing",
+						  .cmd = sleep_cmd};
+		id = NULL;
+		r = sbx_container_create(engine, &spec, &id, &err);
+		tap_is_int(r, -ENOENT, "create from an image that does not exist: %s", err.msg);
+		if (id) {
+			sbx_container_remove(engine, id, NULL);
+			free(id);
+		}
+	}
+	sbx_error_clear(&err);
+	{
+		struct sbx_engine_config cfg = {.type = sbx_engine_name(engine),
+						.url = "unix:///nonexistent/sbx/engine.sock"};
+		sbx_engine *dead = NULL;
+		r = sbx_engine_open(&cfg, &dead, &err);
+		tap_is_int(r, 0, "open with an absent socket defers the error");
+		r = dead ? sbx_engine_ping(dead, &err) : -1;
+		tap_is_int(r, -ECONNREFUSED, "ping an absent socket: %s", err.msg);
+		tap_ok(strstr(err.msg, "does not exist") != NULL, "the message says why");
+		sbx_error_clear(&err);
+		r = dead ? sbx_container_inspect(dead, "x", &info, &err) : -1;
+		tap_ok(r < 0, "any call on it fails cleanly: %s", err.msg);
+		sbx_engine_free(dead);
+	}
+	sbx_error_clear(&err);
+	{
+		struct sbx_engine_config cfg = {.type = "nonsense"};
+		sbx_engine *none = NULL;
+		r = sbx_engine_open(&cfg, &none, &err);
+		tap_is_int(r, -EINVAL, "an unknown engine type is refused: %s", err.msg);
+	}
+}
+
+static void test_oom(void)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_container_info info = {0};
+	const char *const hog[] = {"python3", "-c", "x = bytearray(400 << 20); print(len(x))",
+				   NULL};
+	char *id = create_container("oom", hog, 64 << 20, &err);
+	int i;
+
+	if (!tap_ok(id != NULL, "create a container that overruns its memory (%s)", err.msg))
+		return;
+	tap_ok(sbx_container_start(engine, id, &err) == 0, "start it (%s)", err.msg);
+	for (i = 0; i < 300; i++) {
+		sbx_container_info_release(&info);
+		if (sbx_container_inspect(engine, id, &info, &err) < 0 || !info.running)
+			break;
+		usleep(100000);
+	}
+	tap_ok(!info.running, "it stopped");
+	/* Podman 4.3 with runc on cgroup v1 reports exit 137 but not OOMKilled. */
+	if (strcmp(sbx_engine_name(engine), "podman") == 0 && !info.oom_killed)
+		tap_is_int(info.exit_code, 137, "podman: killed by SIGKILL (OOMKilled unreported)");
+	else
+		tap_ok(info.oom_killed, "inspect says it was OOM-killed (exit %d)", info.exit_code);
+	tap_ok(info.exit_code != 0, "with a non-zero exit code (%d)", info.exit_code);
+	sbx_container_info_release(&info);
+	tap_ok(sbx_container_remove(engine, id, &err) == 0, "remove it");
+	free(id);
+}
+
+static size_t count_run_containers(void)
+{
+	struct sbx_kv want[] = {{LABEL_RUN, run_label}};
+	struct sbx_container_summary *list = NULL;
+	size_t n = 0;
+	if (sbx_container_list(engine, want, 1, &list, &n, NULL) < 0)
+		return (size_t)-1;
+	sbx_container_list_free(list, n);
+	return n;
+}
+
+int main(int argc, char **argv)
+{
+	struct sbx_engine_config cfg = {0};
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_container_summary *list = NULL;
+	struct sbx_stats stats = {0};
+	char *id = NULL, *id2 = NULL, *other = NULL;
+	size_t n = 0;
+
+	if (argc < 3) {
+		fprintf(stderr, "usage: %s TYPE URL [IMAGE]\n", argv[0]);
+		return 2;
+	}
+	cfg.type = argv[1];
+	cfg.url = argv[2];
+	image = argc > 3 ? argv[3] : "localhost/mcp-sandbox:latest";
+	snprintf(run_label, sizeof(run_label), "%s-%ld-%ld", argv[1], (long)getpid(),
+		 (long)time(NULL));
+	if (sbx_engine_open(&cfg, &engine, &err) < 0 || sbx_engine_ping(engine, &err) < 0) {
+		printf("Bail out! %s engine at %s: %s\n", argv[1], argv[2], err.msg);
+		return 1;
+	}
+
+	test_ping_version();
+	test_images();
+
+	id = create_container("a", NULL, 0, &err);
+	if (!tap_ok(id != NULL, "create with limits, labels and hardening (%s)", err.msg))
+		tap_bail("cannot create a container");
+	test_inspect_shows_spec(id);
+	tap_ok(sbx_container_start(engine, id, &err) == 0, "start (%s)", err.msg);
+	tap_ok(sbx_container_start(engine, id, &err) == 0, "starting again is fine");
+	{
+		struct sbx_container_info info = {0};
+		sbx_container_inspect(engine, id, &info, &err);
+		tap_ok(info.running && info.status && !strcmp(info.status, "running"),
+		       "inspect says running");
+		sbx_container_info_release(&info);
+	}
+
+	test_exec(id);
+	test_exec_stdin(id);
+	test_output_cap(id);
+	test_timeout(id);
+	test_files(id);
+	test_stream(id);
+	tap_ok(sbx_container_stats(engine, id, &stats, &err) == 0, "stats (%s)", err.msg);
+	tap_ok(stats.memory_usage_bytes > 0, "stats report memory in use (%llu)",
+	       (unsigned long long)stats.memory_usage_bytes);
+
+	id2 = create_container("b", NULL, 0, &err);
+	{
+		struct sbx_kv other_run[] = {{LABEL_TEST, "1"}, {LABEL_RUN, "someone-else"}};
+		struct sbx_container_spec spec = {.image = image, .cmd = sleep_cmd,
+						  .labels = other_run, .n_labels = 2};
+		sbx_container_create(engine, &spec, &other, &err);
+	}
+	tap_ok(id2 && other, "two more containers, one of another run");
+	{
+		struct sbx_kv want[] = {{LABEL_RUN, run_label}};
+		bool has1 = false, has2 = false;
+		tap_ok(sbx_container_list(engine, want, 1, &list, &n, &err) == 0, "list by label");
+		for (size_t i = 0; i < n; i++) {
+			has1 |= strcmp(list[i].id, id) == 0;
+			has2 |= id2 && strcmp(list[i].id, id2) == 0;
+		}
+		tap_ok(n == 2 && has1 && has2, "list by label finds exactly ours (%zu)", n);
+		sbx_container_list_free(list, n);
+	}
+	tap_ok(sbx_container_stop(engine, id, 2, &err) == 0, "stop (%s)", err.msg);
+	tap_ok(sbx_container_stop(engine, id, 2, &err) == 0, "stopping again is fine");
+	test_errors(id);
+	test_oom();
+
+	tap_ok(sbx_container_remove(engine, id, &err) == 0, "remove (%s)", err.msg);
+	if (id2)
+		sbx_container_remove(engine, id2, NULL);
+	if (other)
+		sbx_container_remove(engine, other, NULL);
+	tap_is_int(count_run_containers(), 0, "no container with our labels is left");
+	free(id);
+	free(id2);
+	free(other);
+	engine = sbx_engine_free(engine);
+	return tap_done();
+}

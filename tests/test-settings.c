@@ -1,0 +1,495 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Settings: defaults, files, --set, every error kind with its FILE:LINE, the
+ * number parsers' edges, and etc/mcp-sandbox.ini (from $SBX_SRCDIR or argv[1]).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "sbx/common.h"
+#include "sbx/settings.h"
+#include "tap.h"
+
+static char tmpdir[] = "/tmp/test-settings.XXXXXX";
+static char path[sizeof(tmpdir) + 32];
+
+static char *dump(const struct sbx_settings *s)
+{
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+
+	if (!f || sbx_settings_dump(s, f) < 0)
+		tap_bail("dump");
+	fclose(f);
+	return text;
+}
+
+static void write_file(const char *text)
+{
+	FILE *f = fopen(path, "we");
+
+	if (!f || fputs(text, f) < 0 || fclose(f) != 0)
+		tap_bail("cannot write the temporary settings file");
+}
+
+/* Load text (as a fresh file) on top of defaults into s; returns the result. */
+static int load_text(struct sbx_settings *s, const char *text, struct sbx_error *err)
+{
+	write_file(text);
+	sbx_error_clear(err);
+	if (sbx_settings_init(s) < 0)
+		tap_bail("init");
+	return sbx_settings_load_file(s, path, err);
+}
+
+static void expect_load_error(const char *text, const char *msg, const char *what)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_settings s;
+	char want[512];
+	int r = load_text(&s, text, &err);
+
+	snprintf(want, sizeof(want), "%s:%s", path, msg);
+	tap_ok(r == -EINVAL && strncmp(err.msg, want, strlen(want)) == 0, "%s: %s", what, err.msg);
+	if (strncmp(err.msg, want, strlen(want)) != 0)
+		tap_diag("  expected a message starting with \"%s\"", want);
+	sbx_settings_release(&s);
+}
+
+static void test_defaults(void)
+{
+	struct sbx_settings s, t;
+	struct sbx_error err = SBX_ERROR_INIT;
+	char *a, *b;
+
+	tap_is_int(sbx_settings_init(&s), 0, "init");
+	tap_is_str(s.engine.type, "docker", "engine.type");
+	tap_is_str(s.engine.socket, "", "engine.socket");
+	tap_is_str(s.engine.api_version, "", "engine.api_version");
+	tap_is_int(s.engine.timeout_ms, 60000, "engine.timeout");
+	tap_is_str(s.server.listen, "127.0.0.1", "server.listen");
+	tap_is_int(s.server.port, 8000, "server.port");
+	tap_is_str(s.server.public_url, "", "server.public_url");
+	tap_is_int(s.server.max_body, 4 << 20, "server.max_body");
+	tap_is_str(s.server.allowed_origins, "", "server.allowed_origins");
+	tap_is_str(s.sandbox.image, "localhost/mcp-sandbox:latest", "sandbox.image");
+	tap_is_int(s.sandbox.memory, 512 << 20, "sandbox.memory");
+	tap_is_int(s.sandbox.nano_cpus, 1000000000, "sandbox.cpus");
+	tap_is_int(s.sandbox.pids_limit, 256, "sandbox.pids_limit");
+	tap_is_str(s.sandbox.network, "none", "sandbox.network");
+	tap_is_int(s.sandbox.exec_timeout_ms, 60000, "sandbox.exec_timeout");
+	tap_is_int(s.sandbox.output_cap, 1 << 20, "sandbox.output_cap");
+	tap_is_str(s.sandbox.upload_dir, "", "sandbox.upload_dir");
+	tap_is_str(s.sandbox.index_url, "", "sandbox.index_url");
+
+	a = dump(&s);
+	tap_ok(strstr(a, "[engine]\ntype = docker\nsocket =\n") != NULL, "dump is INI");
+	tap_ok(load_text(&t, a, &err) == 0, "the dump loads back (%s)", err.msg);
+	b = dump(&t);
+	tap_is_str(b, a, "and gives the same settings");
+	free(a);
+	free(b);
+	sbx_settings_release(&t);
+	sbx_settings_release(&s);
+	sbx_settings_release(&s);
+	tap_ok(s.engine.type == NULL, "release zeroes and may be repeated");
+}
+
+static void test_load(void)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_settings s;
+	int r;
+
+	r = load_text(&s,
+		      "\xEF\xBB\xBF"
+		      "; a comment after a BOM\n"
+		      "# another\n"
+		      "[engine]\n"
+		      "type = podman ; inline comment\n"
+		      "  socket = unix:///run/podman/podman.sock\n"
+		      "timeout=500ms\r\n"
+		      "\n"
+		      "[sandbox]\n"
+		      "memory = 1g\n"
+		      "cpus = 0.25\n"
+		      "exec_timeout = 2m\n"
+		      "index_url = https://pypi.example/simple\n"
+		      "[server]\n"
+		      "port: 9000\n"
+		      "max_body = 64k",
+		      &err);
+	tap_ok(r == 0, "load a file (%s)", err.msg);
+	tap_is_str(s.engine.type, "podman", "enum with an inline comment");
+	tap_is_str(s.engine.socket, "unix:///run/podman/podman.sock",
+		   "an indented key is a key, not a continuation");
+	tap_is_int(s.engine.timeout_ms, 500, "CRLF line, no spaces");
+	tap_is_int(s.sandbox.memory, 1LL << 30, "size 1g");
+	tap_is_int(s.sandbox.nano_cpus, 250000000, "cpus 0.25");
+	tap_is_int(s.sandbox.exec_timeout_ms, 120000, "duration 2m");
+	tap_is_int(s.server.port, 9000, "key: value form");
+	tap_is_int(s.server.max_body, 65536, "last line without a newline");
+	tap_is_str(s.sandbox.image, "localhost/mcp-sandbox:latest", "untouched keys keep defaults");
+	sbx_settings_release(&s);
+
+	r = load_text(&s, "", &err);
+	tap_ok(r == 0 && strcmp(s.engine.type, "docker") == 0, "an empty file is fine");
+	sbx_settings_release(&s);
+}
+
+static void test_file_errors(void)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_settings s;
+	char longline[400];
+	int r;
+
+	expect_load_error("[engine]\ntype = docker\n\n[bogus]\nx = 1\n",
+			  "4: unknown section [bogus]", "unknown section");
+	expect_load_error("[engine]\n[empty]\n", "2: unknown section [empty]",
+			  "unknown section without keys");
+	expect_load_error("[engine]\ntype = docker\ncolour = blue\n",
+			  "3: unknown key colour in [engine] (known: type, socket, api_version, "
+			  "timeout)",
+			  "unknown key");
+	expect_load_error("port = 1\n", "1: key port outside of a [section]",
+			  "key before a section");
+	expect_load_error("[server]\nport = 70000\n",
+			  "2: server.port: bad value \"70000\": expected an integer in 1..65535",
+			  "int out of range");
+	expect_load_error("[engine]\ntype = lxc\n",
+			  "2: engine.type: bad value \"lxc\": expected one of: docker podman",
+			  "enum word");
+	expect_load_error("[sandbox]\nmemory = 12q\n",
+			  "2: sandbox.memory: bad value \"12q\": expected a size (suffix k, m or "
+			  "g) of at least 6m",
+			  "size suffix");
+	expect_load_error("[engine]\ntimeout = 60\n",
+			  "2: engine.timeout: bad value \"60\": expected a duration (suffix ms, s "
+			  "or m) in 1ms..60m",
+			  "duration without a unit");
+	expect_load_error("[engine]\nsocket = http://x\n",
+			  "2: engine.socket: bad value \"http://x\": expected unix:///PATH, /PATH "
+			  "or tcp://HOST:PORT",
+			  "socket form");
+	expect_load_error("[sandbox]\ncpus = 1\nimage = a\n\ncpus = 2\n",
+			  "5: duplicate key sandbox.cpus (first set on line 2)", "duplicate key");
+	expect_load_error("[sandbox]\ncpus = 1\n[engine]\n[sandbox]\ncpus = 2\n",
+			  "5: duplicate key sandbox.cpus", "duplicate key across sections");
+	expect_load_error("[server]\nport = 1\njust words\nport = 2\n",
+			  "3: syntax error (expected [section], key = value or a comment)",
+			  "syntax error");
+	expect_load_error("[server\n", "1: syntax error", "unterminated section");
+	expect_load_error("[server]\nport = 0\njunk\n", "2: server.port: bad value",
+			  "the first error wins over a later syntax error");
+	expect_load_error("[server]\njunk\nport = 0\n", "2: syntax error",
+			  "the first error wins over a later bad value");
+	expect_load_error("[server]\nlisten = \n\nlisten = ::\n", "4: duplicate key",
+			  "duplicate of an empty value");
+	memset(longline, 'a', sizeof(longline));
+	memcpy(longline, "[sandbox]\nimage = ", 18);
+	strcpy(longline + 250, "\nnetwork = x\n");
+	expect_load_error(longline, "2: line too long (max 197 characters)", "line too long");
+	{
+		FILE *f = fopen(path, "we");
+		fwrite("[sandbox]\nimage = a\0b\n", 1, 22, f);
+		fclose(f);
+	}
+	sbx_settings_init(&s);
+	sbx_error_clear(&err);
+	r = sbx_settings_load_file(&s, path, &err);
+	tap_ok(r == -EINVAL && strstr(err.msg, ":2: NUL byte in line"), "NUL in the file (%s)",
+	       err.msg);
+	sbx_settings_release(&s);
+
+	sbx_settings_init(&s);
+	sbx_error_clear(&err);
+	r = sbx_settings_load_file(&s, "/nonexistent/mcp-sandbox.ini", &err);
+	tap_is_int(r, -ENOENT, "a missing file is ENOENT");
+	tap_ok(strstr(err.msg, "/nonexistent/mcp-sandbox.ini") != NULL, "naming the path: %s",
+	       err.msg);
+	sbx_error_clear(&err);
+	r = sbx_settings_load_file(&s, tmpdir, &err);
+	tap_is_int(r, -EISDIR, "a directory is refused (%s)", err.msg);
+	tap_is_int(sbx_settings_load_file(&s, "/nonexistent", NULL), -ENOENT, "err may be NULL");
+	sbx_settings_release(&s);
+}
+
+/* One --set against defaults; returns the result, the value of field via get. */
+static int set1(const char *assignment, struct sbx_settings *s, struct sbx_error *err)
+{
+	sbx_error_clear(err);
+	if (sbx_settings_init(s) < 0)
+		tap_bail("init");
+	return sbx_settings_set(s, assignment, err);
+}
+
+#define SET_OK(assign, field, want)                                                                \
+	do {                                                                                       \
+		struct sbx_settings _s;                                                            \
+		struct sbx_error _e = SBX_ERROR_INIT;                                              \
+		int _r = set1(assign, &_s, &_e);                                                   \
+		tap_ok(_r == 0 && _s.field == (want), "%s -> %s (%s)", assign, #want, _e.msg);     \
+		if (_r == 0 && _s.field != (want))                                                 \
+			tap_diag("  got %" PRId64, (int64_t)_s.field);                             \
+		sbx_settings_release(&_s);                                                         \
+	} while (0)
+
+static void set_fails(const char *assign, const char *msg)
+{
+	struct sbx_settings s;
+	struct sbx_error err = SBX_ERROR_INIT;
+	char *before, *after;
+	int r;
+
+	sbx_settings_init(&s);
+	before = dump(&s);
+	r = sbx_settings_set(&s, assign, &err);
+	after = dump(&s);
+	tap_ok(r == -EINVAL && strncmp(err.msg, msg, strlen(msg)) == 0 &&
+		       strcmp(before, after) == 0,
+	       "--set %s is refused: %s", assign, err.msg);
+	if (strncmp(err.msg, msg, strlen(msg)) != 0)
+		tap_diag("  expected a message starting with \"%s\"", msg);
+	free(before);
+	free(after);
+	sbx_settings_release(&s);
+}
+
+static void test_set(void)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_settings s;
+
+	write_file("[server]\nport = 9000\nlisten = 0.0.0.0\n");
+	sbx_settings_init(&s);
+	tap_ok(sbx_settings_load_file(&s, path, &err) == 0, "load");
+	tap_ok(sbx_settings_set(&s, "server.port=9100", &err) == 0, "--set after the file");
+	tap_ok(sbx_settings_set(&s, " engine.type = podman ", &err) == 0, "--set with spaces");
+	tap_ok(sbx_settings_set(&s, "sandbox.network=a=b", &err) == 0, "value with '='");
+	tap_ok(sbx_settings_set(&s, "server.listen=", &err) == 0, "empty value");
+	tap_is_int(s.server.port, 9100, "--set overrides the file");
+	tap_is_str(s.engine.type, "podman", "trimmed");
+	tap_is_str(s.sandbox.network, "a=b", "split at the first '='");
+	tap_is_str(s.server.listen, "", "string emptied");
+	tap_ok(sbx_settings_set(&s, "server.port=9200", &err) == 0 && s.server.port == 9200,
+	       "--set twice: the last wins");
+	sbx_settings_release(&s);
+
+	set_fails("server.port", "--set server.port: expected section.key=value");
+	set_fails("port=1", "--set port=1: expected section.key=value");
+	set_fails(".port=1", "--set .port=1: expected section.key=value");
+	set_fails("server.=1", "--set server.=1: expected section.key=value");
+	set_fails("bogus.port=1", "--set bogus.port: unknown section [bogus]");
+	set_fails("server.colour=1", "--set server.colour: unknown key colour in [server] (known: "
+				     "listen, port, public_url, max_body, allowed_origins)");
+	set_fails("server.port=x", "--set server.port: bad value \"x\": expected an integer in "
+				   "1..65535");
+	set_fails("sandbox.image=a\tb", "--set sandbox.image: bad value \"a\tb\": "
+					"control characters are not allowed");
+	set_fails("server.public_url=ftp://x", "--set server.public_url: bad "
+					       "value \"ftp://x\": expected an http:// or "
+					       "https:// URL");
+	tap_is_int(sbx_settings_set(&s, "x", NULL), -EINVAL, "err may be NULL");
+}
+
+static void test_numbers(void)
+{
+	/* int */
+	SET_OK("server.port=1", server.port, 1);
+	SET_OK("server.port=65535", server.port, 65535);
+	SET_OK("server.port=08080", server.port, 8080);
+	set_fails("server.port=0", "--set server.port: bad value \"0\"");
+	set_fails("server.port=65536", "--set server.port: bad value");
+	set_fails("server.port=-1", "--set server.port: bad value");
+	set_fails("server.port=+80", "--set server.port: bad value");
+	set_fails("server.port=80x", "--set server.port: bad value");
+	set_fails("server.port=8 0", "--set server.port: bad value");
+	set_fails("server.port=99999999999999999999999", "--set server.port: bad");
+	set_fails("sandbox.pids_limit=-9223372036854775808", "--set sandbox.pids_limit: bad value");
+
+	/* size */
+	SET_OK("sandbox.output_cap=1024", sandbox.output_cap, 1024);
+	SET_OK("sandbox.output_cap=1k", sandbox.output_cap, 1024);
+	SET_OK("sandbox.output_cap=3K", sandbox.output_cap, 3072);
+	SET_OK("sandbox.output_cap=2M", sandbox.output_cap, 2 << 20);
+	SET_OK("sandbox.output_cap=1g", sandbox.output_cap, 1 << 30);
+	SET_OK("sandbox.memory=8589934591g", sandbox.memory, INT64_C(8589934591) << 30);
+	SET_OK("sandbox.memory=9223372036854775807", sandbox.memory, INT64_MAX);
+	set_fails("sandbox.memory=8589934592g",
+		  "--set sandbox.memory: bad value \"8589934592g\": expected a "
+		  "size (suffix k, m or g) of at least 6m");
+	set_fails("sandbox.memory=9223372036854775808", "--set sandbox.memory: bad");
+	set_fails("sandbox.memory=18446744073709551616", "--set sandbox.memory: bad");
+	set_fails("sandbox.memory=-1m", "--set sandbox.memory: bad");
+	set_fails("sandbox.memory=1mb", "--set sandbox.memory: bad");
+	set_fails("sandbox.memory=1 m", "--set sandbox.memory: bad");
+	set_fails("sandbox.memory=1.5g", "--set sandbox.memory: bad");
+	set_fails("sandbox.memory=m", "--set sandbox.memory: bad");
+	set_fails("sandbox.memory=5m", "--set sandbox.memory: bad value \"5m\"");
+	set_fails("sandbox.output_cap=2g", "--set sandbox.output_cap: bad value \"2g\": expected a "
+					   "size (suffix k, m or g) in 1k..1g");
+
+	/* duration */
+	SET_OK("engine.timeout=1ms", engine.timeout_ms, 1);
+	SET_OK("engine.timeout=30s", engine.timeout_ms, 30000);
+	SET_OK("engine.timeout=5m", engine.timeout_ms, 300000);
+	SET_OK("engine.timeout=60m", engine.timeout_ms, 3600000);
+	SET_OK("sandbox.exec_timeout=1500MS", sandbox.exec_timeout_ms, 1500);
+	set_fails("engine.timeout=61m", "--set engine.timeout: bad value \"61m\": "
+					"expected a duration (suffix ms, s or m) in 1ms..60m");
+	set_fails("engine.timeout=0s", "--set engine.timeout: bad");
+	set_fails("engine.timeout=-1s", "--set engine.timeout: bad");
+	set_fails("engine.timeout=1h", "--set engine.timeout: bad");
+	set_fails("engine.timeout=1sec", "--set engine.timeout: bad");
+	set_fails("engine.timeout=153722867280912931m", "--set engine.timeout: bad");
+	set_fails("engine.timeout=s", "--set engine.timeout: bad");
+
+	/* cpus */
+	SET_OK("sandbox.cpus=2", sandbox.nano_cpus, 2000000000);
+	SET_OK("sandbox.cpus=0.5", sandbox.nano_cpus, 500000000);
+	SET_OK("sandbox.cpus=0.01", sandbox.nano_cpus, 10000000);
+	SET_OK("sandbox.cpus=1.000000001", sandbox.nano_cpus, 1000000001);
+	SET_OK("sandbox.cpus=1024", sandbox.nano_cpus, INT64_C(1024000000000));
+	SET_OK("sandbox.cpus=007.50", sandbox.nano_cpus, 7500000000);
+	set_fails("sandbox.cpus=0.009",
+		  "--set sandbox.cpus: bad value \"0.009\": expected a number of "
+		  "CPUs (up to 9 decimals) in 0.01..1024");
+	set_fails("sandbox.cpus=1024.000000001", "--set sandbox.cpus: bad");
+	set_fails("sandbox.cpus=1.0000000001", "--set sandbox.cpus: bad");
+	set_fails("sandbox.cpus=-1", "--set sandbox.cpus: bad");
+	set_fails("sandbox.cpus=1.", "--set sandbox.cpus: bad");
+	set_fails("sandbox.cpus=.5", "--set sandbox.cpus: bad");
+	set_fails("sandbox.cpus=1e3", "--set sandbox.cpus: bad");
+	set_fails("sandbox.cpus=1,5", "--set sandbox.cpus: bad");
+	set_fails("sandbox.cpus=9223372037", "--set sandbox.cpus: bad");
+	set_fails("sandbox.cpus=99999999999999999999.5", "--set sandbox.cpus: bad");
+
+	/* strings with a check */
+	{
+		struct sbx_settings s;
+		struct sbx_error err = SBX_ERROR_INIT;
+		static const char *const ok[] = {"unix:///run/docker.sock", "/run/docker.sock",
+						 "tcp://10.0.0.2:2375", ""};
+		for (size_t i = 0; i < SBX_ARRAY_SIZE(ok); i++) {
+			char a[128];
+			snprintf(a, sizeof(a), "engine.socket=%s", ok[i]);
+			tap_ok(set1(a, &s, &err) == 0 && strcmp(s.engine.socket, ok[i]) == 0,
+			       "socket \"%s\" accepted", ok[i]);
+			sbx_settings_release(&s);
+		}
+	}
+	set_fails("engine.socket=tcp://", "--set engine.socket: bad");
+	set_fails("engine.socket=unix://relative", "--set engine.socket: bad");
+	set_fails("engine.socket=docker.sock", "--set engine.socket: bad");
+}
+
+/* A value of d other than its default, spelled for --set. */
+static void non_default(const struct sbx_setting *d, char *out, size_t n)
+{
+	switch (d->type) {
+	case SBX_SETTING_STRING:
+		snprintf(out, n, "%s", strcmp(d->key, "socket") == 0 ? "/x.sock" : "http://x");
+		break;
+	case SBX_SETTING_ENUM:
+		snprintf(out, n, "%s", strcmp(d->words[0], d->def) ? d->words[0] : d->words[1]);
+		break;
+	case SBX_SETTING_BOOL:
+		snprintf(out, n, "%s", strcmp(d->def, "true") ? "true" : "false");
+		break;
+	case SBX_SETTING_CPUS:
+		snprintf(out, n, "%s", strcmp(d->def, "3") ? "3" : "2");
+		break;
+	case SBX_SETTING_INT:
+		snprintf(out, n, "%" PRId64, d->min + 1);
+		break;
+	case SBX_SETTING_SIZE:
+		snprintf(out, n, "%" PRId64, d->min + 1024);
+		break;
+	case SBX_SETTING_DURATION:
+		snprintf(out, n, "%" PRId64 "ms", d->min + 1);
+		break;
+	}
+}
+
+static void test_shipped_file(const char *srcdir)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_settings def, s;
+	char ini[4096], *a, *b, *text;
+	const struct sbx_setting *schema;
+	size_t n, len = 0;
+	FILE *f;
+	bool all_changed = true, all_help = true;
+
+	snprintf(ini, sizeof(ini), "%s/etc/mcp-sandbox.ini", srcdir);
+	sbx_settings_init(&def);
+	sbx_settings_init(&s);
+	tap_ok(sbx_settings_load_file(&s, ini, &err) == 0, "load %s (%s)", ini, err.msg);
+	a = dump(&def);
+	b = dump(&s);
+	tap_is_str(b, a, "the shipped file gives the defaults");
+	free(b);
+
+	/* Move every key off its default; the file must bring each one back. */
+	schema = sbx_settings_schema(&n);
+	for (size_t i = 0; i < n; i++) {
+		char assign[256], v[64];
+		non_default(&schema[i], v, sizeof(v));
+		snprintf(assign, sizeof(assign), "%s.%s=%s", schema[i].section, schema[i].key, v);
+		if (sbx_settings_set(&s, assign, &err) < 0) {
+			tap_diag("%s: %s", assign, err.msg);
+			all_changed = false;
+		}
+	}
+	b = dump(&s);
+	tap_ok(all_changed && strcmp(a, b) != 0, "every key can be moved off its default");
+	free(b);
+	tap_ok(sbx_settings_load_file(&s, ini, &err) == 0, "load again");
+	b = dump(&s);
+	tap_is_str(b, a, "the shipped file sets every key");
+	free(a);
+	free(b);
+
+	f = fopen(ini, "re");
+	text = NULL;
+	if (!f || getdelim(&text, &len, '\0', f) < 0)
+		tap_bail("read the shipped file");
+	fclose(f);
+	for (size_t i = 0; i < n; i++) {
+		char comment[256];
+		snprintf(comment, sizeof(comment), "\n# %s", schema[i].help);
+		if (!strstr(text, comment)) {
+			tap_diag("no \"# %s\"", schema[i].help);
+			all_help = false;
+		}
+	}
+	tap_ok(all_help, "every key is commented with its help text");
+	free(text);
+	sbx_settings_release(&def);
+	sbx_settings_release(&s);
+}
+
+int main(int argc, char **argv)
+{
+	const char *srcdir = argc > 1 ? argv[1] : getenv("SBX_SRCDIR");
+
+	if (!mkdtemp(tmpdir))
+		tap_bail("mkdtemp");
+	snprintf(path, sizeof(path), "%s/test.ini", tmpdir);
+	test_defaults();
+	test_load();
+	test_file_errors();
+	test_set();
+	test_numbers();
+	test_shipped_file(srcdir && *srcdir ? srcdir : ".");
+	unlink(path);
+	rmdir(tmpdir);
+	return tap_done();
+}
