@@ -212,7 +212,6 @@ static int docker_container_create(sbx_engine *e, const struct sbx_container_spe
 	_cleanup_free_ char *path = spec->name
 					    ? sbx_engine_path(e, "/containers/create?name=%s", spec->name)
 					    : sbx_engine_path(e, "/containers/create");
-	const char *id;
 	int r;
 
 	if (!path || !body)
@@ -232,11 +231,7 @@ static int docker_container_create(sbx_engine *e, const struct sbx_container_spe
 	r = sbx_rest_json(e->rest, "POST", path, body, NULL, &j, err);
 	if (r < 0)
 		return r;
-	id = sbx_json_str(j, "Id");
-	if (!id)
-		return sbx_error_set(err, -EPROTO, "engine create reply has no Id");
-	*ret_id = strdup(id);
-	return *ret_id ? 0 : sbx_error_set(err, -ENOMEM, "out of memory");
+	return sbx_moby_reply_id(j, ret_id, err);
 }
 
 static int docker_container_stop(sbx_engine *e, const char *id, int timeout_s,
@@ -265,31 +260,16 @@ static int docker_stats(sbx_engine *e, const char *id, struct sbx_stats *ret,
 	return 0;
 }
 
-static int docker_network(sbx_engine *e, const char *id, const char *network, bool connect,
-			  struct sbx_error *err)
-{
-	_cleanup_json_ struct json_object *body = json_object_new_object();
-	_cleanup_free_ char *path =
-		sbx_engine_path(e, connect ? "/networks/%s/connect" : "/networks/%s/disconnect",
-				network);
-	if (!path || !body)
-		return sbx_error_set(err, -ENOMEM, "out of memory");
-	json_object_object_add(body, "Container", json_object_new_string(id));
-	if (!connect)
-		json_object_object_add(body, "Force", json_object_new_boolean(1));
-	return sbx_rest_json(e->rest, "POST", path, body, NULL, NULL, err);
-}
-
 static int docker_network_connect(sbx_engine *e, const char *id, const char *network,
 				  struct sbx_error *err)
 {
-	return docker_network(e, id, network, true, err);
+	return sbx_moby_network(e, id, network, true, "Container", err);
 }
 
 static int docker_network_disconnect(sbx_engine *e, const char *id, const char *network,
 				     struct sbx_error *err)
 {
-	return docker_network(e, id, network, false, err);
+	return sbx_moby_network(e, id, network, false, "Container", err);
 }
 
 const struct sbx_engine_ops sbx_docker_ops = {

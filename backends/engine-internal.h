@@ -143,6 +143,13 @@ int sbx_moby_archive_get(sbx_engine *e, const char *id, const char *path, sbx_si
 int sbx_moby_path_stat(sbx_engine *e, const char *id, const char *path,
 		       struct sbx_path_stat *ret, struct sbx_error *err);
 
+/* *ret_id = the "Id" of a create reply. */
+int sbx_moby_reply_id(struct json_object *reply, char **ret_id, struct sbx_error *err);
+/* Connect or disconnect (forced); container_key is how the body names the
+ * container ("Container"; libpod's connect says "container"). */
+int sbx_moby_network(sbx_engine *e, const char *id, const char *network, bool connect,
+		     const char *container_key, struct sbx_error *err);
+
 /* JSON helpers for backends (json_util.c). */
 #define _cleanup_json_ __attribute__((cleanup(sbx_json_putp)))
 void sbx_json_putp(struct json_object **j);

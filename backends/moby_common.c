@@ -277,7 +277,6 @@ int sbx_moby_exec_create(sbx_engine *e, const char *id, const struct sbx_exec_sp
 	_cleanup_free_ char *path = sbx_engine_path(e, "/containers/%s/exec", id);
 	_cleanup_json_ struct json_object *body = json_object_new_object();
 	_cleanup_json_ struct json_object *j = NULL;
-	const char *exec_id;
 	int r;
 
 	if (!path || !body)
@@ -296,11 +295,7 @@ int sbx_moby_exec_create(sbx_engine *e, const char *id, const struct sbx_exec_sp
 	r = sbx_rest_json(e->rest, "POST", path, body, NULL, &j, err);
 	if (r < 0)
 		return r;
-	exec_id = sbx_json_str(j, "Id");
-	if (!exec_id)
-		return sbx_error_set(err, -EPROTO, "engine exec reply has no Id");
-	*ret_exec_id = strdup(exec_id);
-	return *ret_exec_id ? 0 : sbx_error_set(err, -ENOMEM, "out of memory");
+	return sbx_moby_reply_id(j, ret_exec_id, err);
 }
 
 int sbx_moby_exec_start(sbx_engine *e, const char *exec_id, sbx_stream **ret_stream,
@@ -456,4 +451,29 @@ int sbx_moby_path_stat(sbx_engine *e, const char *id, const char *path,
 	st.mtime = dup_or_null(sbx_json_str(j, "mtime"));
 	*ret = st;
 	return 0;
+}
+
+int sbx_moby_reply_id(struct json_object *reply, char **ret_id, struct sbx_error *err)
+{
+	const char *id = sbx_json_str(reply, "Id");
+
+	if (!id)
+		return sbx_error_set(err, -EPROTO, "engine reply has no Id");
+	*ret_id = strdup(id);
+	return *ret_id ? 0 : sbx_error_set(err, -ENOMEM, "out of memory");
+}
+
+int sbx_moby_network(sbx_engine *e, const char *id, const char *network, bool connect,
+		     const char *container_key, struct sbx_error *err)
+{
+	_cleanup_json_ struct json_object *body = json_object_new_object();
+	_cleanup_free_ char *path =
+		sbx_engine_path(e, connect ? "/networks/%s/connect" : "/networks/%s/disconnect",
+				network);
+	if (!path || !body)
+		return sbx_error_set(err, -ENOMEM, "out of memory");
+	json_object_object_add(body, container_key, json_object_new_string(id));
+	if (!connect)
+		json_object_object_add(body, "Force", json_object_new_boolean(1));
+	return sbx_rest_json(e->rest, "POST", path, body, NULL, NULL, err);
 }

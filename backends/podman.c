@@ -184,7 +184,6 @@ static int podman_container_create(sbx_engine *e, const struct sbx_container_spe
 	_cleanup_json_ struct json_object *body = json_object_new_object();
 	_cleanup_json_ struct json_object *j = NULL;
 	_cleanup_free_ char *path = sbx_engine_path(e, "/containers/create");
-	const char *id;
 	int r;
 
 	if (!path || !body)
@@ -241,11 +240,7 @@ static int podman_container_create(sbx_engine *e, const struct sbx_container_spe
 		r = err->code = -ENOENT;
 	if (r < 0)
 		return r;
-	id = sbx_json_str(j, "Id");
-	if (!id)
-		return sbx_error_set(err, -EPROTO, "engine create reply has no Id");
-	*ret_id = strdup(id);
-	return *ret_id ? 0 : sbx_error_set(err, -ENOMEM, "out of memory");
+	return sbx_moby_reply_id(j, ret_id, err);
 }
 
 static int podman_container_stop(sbx_engine *e, const char *id, int timeout_s,
@@ -280,32 +275,16 @@ static int podman_stats(sbx_engine *e, const char *id, struct sbx_stats *ret,
 	return 0;
 }
 
-static int podman_network(sbx_engine *e, const char *id, const char *network, bool connect,
-			  struct sbx_error *err)
-{
-	_cleanup_json_ struct json_object *body = json_object_new_object();
-	_cleanup_free_ char *path =
-		sbx_engine_path(e, connect ? "/networks/%s/connect" : "/networks/%s/disconnect",
-				network);
-	if (!path || !body)
-		return sbx_error_set(err, -ENOMEM, "out of memory");
-	json_object_object_add(body, connect ? "container" : "Container",
-			       json_object_new_string(id));
-	if (!connect)
-		json_object_object_add(body, "Force", json_object_new_boolean(1));
-	return sbx_rest_json(e->rest, "POST", path, body, NULL, NULL, err);
-}
-
 static int podman_network_connect(sbx_engine *e, const char *id, const char *network,
 				  struct sbx_error *err)
 {
-	return podman_network(e, id, network, true, err);
+	return sbx_moby_network(e, id, network, true, "container", err);
 }
 
 static int podman_network_disconnect(sbx_engine *e, const char *id, const char *network,
 				     struct sbx_error *err)
 {
-	return podman_network(e, id, network, false, err);
+	return sbx_moby_network(e, id, network, false, "Container", err);
 }
 
 const struct sbx_engine_ops sbx_podman_ops = {
