@@ -36,8 +36,8 @@ static int docker_negotiate(sbx_engine *e, struct sbx_error *err)
 
 	if (e->want_api_version)
 		return docker_set_version(e, e->want_api_version) < 0
-			       ? sbx_error_set(err, -ENOMEM, "out of memory")
-			       : 0;
+			   ? sbx_error_set(err, -ENOMEM, "out of memory")
+			   : 0;
 	r = sbx_rest_json(e->rest, "GET", "/version", NULL, NULL, &j, err);
 	if (r < 0)
 		return r;
@@ -119,10 +119,10 @@ static int docker_image_import(sbx_engine *e, const char *tar_path, const char *
 	_cleanup_free_ char *repo = NULL, *tag = NULL, *path = NULL;
 	struct sbx_rest_response resp;
 	struct sbx_rest_request req = {
-		.method = "POST",
-		.content_type = "application/x-tar",
-		.body_file = tar_path,
-		.timeout_ms = -1,
+	    .method = "POST",
+	    .content_type = "application/x-tar",
+	    .body_file = tar_path,
+	    .timeout_ms = -1,
 	};
 	struct json_object *j;
 	int r;
@@ -189,14 +189,18 @@ static struct json_object *docker_host_config(const struct sbx_container_spec *s
 		json_object_object_add(h, "SecurityOpt", so);
 	}
 	if (spec->network_mode)
-		json_object_object_add(h, "NetworkMode", json_object_new_string(spec->network_mode));
+		json_object_object_add(h, "NetworkMode",
+				       json_object_new_string(spec->network_mode));
 	if (spec->n_ulimits) {
 		struct json_object *ul = json_object_new_array();
 		for (size_t i = 0; i < spec->n_ulimits; i++) {
 			struct json_object *u = json_object_new_object();
-			json_object_object_add(u, "Name", json_object_new_string(spec->ulimits[i].name));
-			json_object_object_add(u, "Soft", json_object_new_int64(spec->ulimits[i].soft));
-			json_object_object_add(u, "Hard", json_object_new_int64(spec->ulimits[i].hard));
+			json_object_object_add(u, "Name",
+					       json_object_new_string(spec->ulimits[i].name));
+			json_object_object_add(u, "Soft",
+					       json_object_new_int64(spec->ulimits[i].soft));
+			json_object_object_add(u, "Hard",
+					       json_object_new_int64(spec->ulimits[i].hard));
 			json_object_array_add(ul, u);
 		}
 		json_object_object_add(h, "Ulimits", ul);
@@ -209,9 +213,9 @@ static int docker_container_create(sbx_engine *e, const struct sbx_container_spe
 {
 	_cleanup_json_ struct json_object *body = json_object_new_object();
 	_cleanup_json_ struct json_object *j = NULL;
-	_cleanup_free_ char *path = spec->name
-					    ? sbx_engine_path(e, "/containers/create?name=%s", spec->name)
-					    : sbx_engine_path(e, "/containers/create");
+	_cleanup_free_ char *path =
+	    spec->name ? sbx_engine_path(e, "/containers/create?name=%s", spec->name)
+		       : sbx_engine_path(e, "/containers/create");
 	int r;
 
 	if (!path || !body)
@@ -222,7 +226,8 @@ static int docker_container_create(sbx_engine *e, const struct sbx_container_spe
 	if (spec->env)
 		json_object_object_add(body, "Env", sbx_json_strv(spec->env));
 	if (spec->n_labels)
-		json_object_object_add(body, "Labels", sbx_json_labels(spec->labels, spec->n_labels));
+		json_object_object_add(body, "Labels",
+				       sbx_json_labels(spec->labels, spec->n_labels));
 	if (spec->workdir)
 		json_object_object_add(body, "WorkingDir", json_object_new_string(spec->workdir));
 	if (spec->user)
@@ -240,8 +245,7 @@ static int docker_container_stop(sbx_engine *e, const char *id, int timeout_s,
 	return sbx_moby_container_stop(e, id, "t", timeout_s, err);
 }
 
-static int docker_stats(sbx_engine *e, const char *id, struct sbx_stats *ret,
-			struct sbx_error *err)
+static int docker_stats(sbx_engine *e, const char *id, struct sbx_stats *ret, struct sbx_error *err)
 {
 	_cleanup_free_ char *path = sbx_engine_path(e, "/containers/%s/stats?stream=0", id);
 	_cleanup_json_ struct json_object *j = NULL;
@@ -253,9 +257,11 @@ static int docker_stats(sbx_engine *e, const char *id, struct sbx_stats *ret,
 	if (r < 0)
 		return r;
 	ret->cpu_total_ns =
-		(uint64_t)sbx_json_int(sbx_json_path(j, "cpu_stats", "cpu_usage"), "total_usage");
-	ret->memory_usage_bytes = (uint64_t)sbx_json_int(sbx_json_path(j, "memory_stats", NULL), "usage");
-	ret->memory_limit_bytes = (uint64_t)sbx_json_int(sbx_json_path(j, "memory_stats", NULL), "limit");
+	    (uint64_t)sbx_json_int(sbx_json_path(j, "cpu_stats", "cpu_usage"), "total_usage");
+	ret->memory_usage_bytes =
+	    (uint64_t)sbx_json_int(sbx_json_path(j, "memory_stats", NULL), "usage");
+	ret->memory_limit_bytes =
+	    (uint64_t)sbx_json_int(sbx_json_path(j, "memory_stats", NULL), "limit");
 	ret->pids = (uint64_t)sbx_json_int(sbx_json_path(j, "pids_stats", NULL), "current");
 	return 0;
 }
@@ -273,28 +279,28 @@ static int docker_network_disconnect(sbx_engine *e, const char *id, const char *
 }
 
 const struct sbx_engine_ops sbx_docker_ops = {
-	.name = "docker",
-	.negotiate = docker_negotiate,
-	.ping = docker_ping,
-	.version = docker_version,
-	.image_exists = docker_image_exists,
-	.image_build = sbx_moby_image_build,
-	.image_import = docker_image_import,
-	.image_remove = docker_image_remove,
-	.container_create = docker_container_create,
-	.container_start = sbx_moby_container_start,
-	.container_stop = docker_container_stop,
-	.container_kill = sbx_moby_container_kill,
-	.container_remove = sbx_moby_container_remove,
-	.container_inspect = sbx_moby_container_inspect,
-	.container_list = sbx_moby_container_list,
-	.exec_create = sbx_moby_exec_create,
-	.exec_start = sbx_moby_exec_start,
-	.exec_inspect = sbx_moby_exec_inspect,
-	.archive_put = sbx_moby_archive_put,
-	.archive_get = sbx_moby_archive_get,
-	.path_stat = sbx_moby_path_stat,
-	.network_connect = docker_network_connect,
-	.network_disconnect = docker_network_disconnect,
-	.container_stats = docker_stats,
+    .name = "docker",
+    .negotiate = docker_negotiate,
+    .ping = docker_ping,
+    .version = docker_version,
+    .image_exists = docker_image_exists,
+    .image_build = sbx_moby_image_build,
+    .image_import = docker_image_import,
+    .image_remove = docker_image_remove,
+    .container_create = docker_container_create,
+    .container_start = sbx_moby_container_start,
+    .container_stop = docker_container_stop,
+    .container_kill = sbx_moby_container_kill,
+    .container_remove = sbx_moby_container_remove,
+    .container_inspect = sbx_moby_container_inspect,
+    .container_list = sbx_moby_container_list,
+    .exec_create = sbx_moby_exec_create,
+    .exec_start = sbx_moby_exec_start,
+    .exec_inspect = sbx_moby_exec_inspect,
+    .archive_put = sbx_moby_archive_put,
+    .archive_get = sbx_moby_archive_get,
+    .path_stat = sbx_moby_path_stat,
+    .network_connect = docker_network_connect,
+    .network_disconnect = docker_network_disconnect,
+    .container_stats = docker_stats,
 };

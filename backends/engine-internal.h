@@ -17,7 +17,7 @@
 #include "sbx/engine.h"
 
 struct sbx_engine_ops {
-	const char *name;        /* "docker", "podman": what [engine] type names */
+	const char *name; /* "docker", "podman": what [engine] type names */
 
 	/* Find the API version to speak (cfg api_version, else ask the engine)
 	 * and set e->api_prefix; called once, lazily, before any other slot but
@@ -44,13 +44,12 @@ struct sbx_engine_ops {
 
 	/* Create (not start) from spec; *ret_id is the full id, caller owns it.
 	 * An unknown image is -ENOENT; a name in use is -EBUSY. */
-	int (*container_create)(sbx_engine *e, const struct sbx_container_spec *spec,
-				char **ret_id, struct sbx_error *err);
+	int (*container_create)(sbx_engine *e, const struct sbx_container_spec *spec, char **ret_id,
+				struct sbx_error *err);
 	/* Start; already running is success. */
 	int (*container_start)(sbx_engine *e, const char *id, struct sbx_error *err);
 	/* Stop with a grace period; already stopped is success. */
-	int (*container_stop)(sbx_engine *e, const char *id, int timeout_s,
-			      struct sbx_error *err);
+	int (*container_stop)(sbx_engine *e, const char *id, int timeout_s, struct sbx_error *err);
 	/* Send a signal; a stopped container is -EBUSY. */
 	int (*container_kill)(sbx_engine *e, const char *id, const char *signal,
 			      struct sbx_error *err);
@@ -82,8 +81,8 @@ struct sbx_engine_ops {
 	int (*archive_get)(sbx_engine *e, const char *id, const char *path, sbx_sink_fn sink,
 			   void *userdata, struct sbx_error *err);
 	/* Stat path; a missing path is -ENOENT. */
-	int (*path_stat)(sbx_engine *e, const char *id, const char *path,
-			 struct sbx_path_stat *ret, struct sbx_error *err);
+	int (*path_stat)(sbx_engine *e, const char *id, const char *path, struct sbx_path_stat *ret,
+			 struct sbx_error *err);
 
 	/* Optional. */
 	int (*network_connect)(sbx_engine *e, const char *id, const char *network,
@@ -98,17 +97,17 @@ struct sbx_engine {
 	const struct sbx_engine_ops *ops;
 	struct sbx_rest *rest;
 	char *url;
-	char *api_version;      /* what this handle speaks, set by negotiate */
-	char *api_prefix;       /* "/v1.41" or "/v4.0.0/libpod", set by negotiate */
-	char *server_version;   /* the engine's own version, when negotiate learned it */
+	char *api_version;	/* what this handle speaks, set by negotiate */
+	char *api_prefix;	/* "/v1.41" or "/v4.0.0/libpod", set by negotiate */
+	char *server_version;	/* the engine's own version, when negotiate learned it */
 	char *want_api_version; /* from the config, NULL = ask */
-	pthread_mutex_t lock;   /* guards negotiation */
+	pthread_mutex_t lock;	/* guards negotiation */
 	bool negotiated;
 };
 
 /* e->api_prefix + the printf-escaped path (see sbx_rest_path). */
 char *sbx_engine_path(const sbx_engine *e, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
+    __attribute__((format(printf, 2, 3)));
 
 extern const struct sbx_engine_ops sbx_docker_ops;
 extern const struct sbx_engine_ops sbx_podman_ops;
@@ -120,8 +119,8 @@ int sbx_moby_image_build(sbx_engine *e, const struct sbx_buf *tar, const char *c
 			 struct sbx_error *err);
 int sbx_moby_container_start(sbx_engine *e, const char *id, struct sbx_error *err);
 /* timeout_param: "t" (Docker) or "timeout" (libpod). */
-int sbx_moby_container_stop(sbx_engine *e, const char *id, const char *timeout_param,
-			    int timeout_s, struct sbx_error *err);
+int sbx_moby_container_stop(sbx_engine *e, const char *id, const char *timeout_param, int timeout_s,
+			    struct sbx_error *err);
 int sbx_moby_container_kill(sbx_engine *e, const char *id, const char *signal,
 			    struct sbx_error *err);
 int sbx_moby_container_remove(sbx_engine *e, const char *id, struct sbx_error *err);
@@ -134,14 +133,14 @@ int sbx_moby_exec_create(sbx_engine *e, const char *id, const struct sbx_exec_sp
 			 bool attach_stdin, char **ret_exec_id, struct sbx_error *err);
 int sbx_moby_exec_start(sbx_engine *e, const char *exec_id, sbx_stream **ret_stream,
 			struct sbx_error *err);
-int sbx_moby_exec_inspect(sbx_engine *e, const char *exec_id, int *ret_exit_code,
-			  bool *ret_running, struct sbx_error *err);
+int sbx_moby_exec_inspect(sbx_engine *e, const char *exec_id, int *ret_exit_code, bool *ret_running,
+			  struct sbx_error *err);
 int sbx_moby_archive_put(sbx_engine *e, const char *id, const char *dir, const void *tar,
 			 size_t len, struct sbx_error *err);
 int sbx_moby_archive_get(sbx_engine *e, const char *id, const char *path, sbx_sink_fn sink,
 			 void *userdata, struct sbx_error *err);
-int sbx_moby_path_stat(sbx_engine *e, const char *id, const char *path,
-		       struct sbx_path_stat *ret, struct sbx_error *err);
+int sbx_moby_path_stat(sbx_engine *e, const char *id, const char *path, struct sbx_path_stat *ret,
+		       struct sbx_error *err);
 
 /* *ret_id = the "Id" of a create reply. */
 int sbx_moby_reply_id(struct json_object *reply, char **ret_id, struct sbx_error *err);

@@ -30,12 +30,12 @@
 
 static const struct sbx_engine_ops *const backends[] = {
 #if SBX_HAVE_DOCKER
-	&sbx_docker_ops,
+    &sbx_docker_ops,
 #endif
 #if SBX_HAVE_PODMAN
-	&sbx_podman_ops,
+    &sbx_podman_ops,
 #endif
-	NULL,
+    NULL,
 };
 
 const char *const *sbx_engine_backends(void)
@@ -91,9 +91,9 @@ int sbx_engine_open(const struct sbx_engine_config *cfg, sbx_engine **ret_engine
 		if (strcmp(backends[i]->name, type) == 0)
 			ops = backends[i];
 	if (!ops)
-		return sbx_error_set(err, -EINVAL,
-				     "unknown engine type '%s' (this build has:%s%s)", type,
-				     SBX_HAVE_DOCKER ? " docker" : "", SBX_HAVE_PODMAN ? " podman" : "");
+		return sbx_error_set(err, -EINVAL, "unknown engine type '%s' (this build has:%s%s)",
+				     type, SBX_HAVE_DOCKER ? " docker" : "",
+				     SBX_HAVE_PODMAN ? " podman" : "");
 	e = calloc(1, sizeof(*e));
 	if (!e)
 		return sbx_error_set(err, -ENOMEM, "out of memory");
@@ -131,8 +131,14 @@ sbx_engine *sbx_engine_free(sbx_engine *e)
 	return NULL;
 }
 
-const char *sbx_engine_name(const sbx_engine *e) { return e->ops->name; }
-const char *sbx_engine_url(const sbx_engine *e) { return e->url; }
+const char *sbx_engine_name(const sbx_engine *e)
+{
+	return e->ops->name;
+}
+const char *sbx_engine_url(const sbx_engine *e)
+{
+	return e->url;
+}
 
 char *sbx_engine_path(const sbx_engine *e, const char *fmt, ...)
 {
@@ -175,10 +181,12 @@ static int negotiate(sbx_engine *e, struct sbx_error *err)
 			return sbx_error_set(err, -EINVAL, "%s is required", what);                \
 	} while (0)
 
-int sbx_engine_ping(sbx_engine *e, struct sbx_error *err) { return e->ops->ping(e, err); }
+int sbx_engine_ping(sbx_engine *e, struct sbx_error *err)
+{
+	return e->ops->ping(e, err);
+}
 
-int sbx_engine_version(sbx_engine *e, struct sbx_engine_version *ret_version,
-		       struct sbx_error *err)
+int sbx_engine_version(sbx_engine *e, struct sbx_engine_version *ret_version, struct sbx_error *err)
 {
 	NEGOTIATE(e, err);
 	return e->ops->version(e, ret_version, err);
@@ -248,7 +256,7 @@ int sbx_container_create(sbx_engine *e, const struct sbx_container_spec *spec, c
 #define ID_OP(fn, slot)                                                                            \
 	int fn(sbx_engine *e, const char *id, struct sbx_error *err)                               \
 	{                                                                                          \
-		REQUIRE(id && *id, err, "container id");                                           \
+		REQUIRE(id &&*id, err, "container id");                                            \
 		NEGOTIATE(e, err);                                                                 \
 		return e->ops->slot(e, id, err);                                                   \
 	}
@@ -295,7 +303,8 @@ void sbx_container_info_release(struct sbx_container_info *info)
 }
 
 int sbx_container_list(sbx_engine *e, const struct sbx_kv *labels, size_t n_labels,
-		       struct sbx_container_summary **ret_list, size_t *ret_n, struct sbx_error *err)
+		       struct sbx_container_summary **ret_list, size_t *ret_n,
+		       struct sbx_error *err)
 {
 	REQUIRE(ret_list && ret_n, err, "ret_list");
 	NEGOTIATE(e, err);
@@ -328,14 +337,14 @@ static long now_ms(void)
 #define PID_MARK "\036sbx-pid "
 static const char pid_wrapper[] = "printf '\\036sbx-pid %s\\n' \"$$\" >&2; exec \"$@\"";
 static const char tree_killer[] =
-	"k() { kill -STOP \"$1\" 2>/dev/null; "
-	"for c in $(cat /proc/\"$1\"/task/*/children 2>/dev/null); do k \"$c\"; done; "
-	"kill -KILL \"$1\" 2>/dev/null; }; k \"$1\"";
+    "k() { kill -STOP \"$1\" 2>/dev/null; "
+    "for c in $(cat /proc/\"$1\"/task/*/children 2>/dev/null); do k \"$c\"; done; "
+    "kill -KILL \"$1\" 2>/dev/null; }; k \"$1\"";
 
 struct exec_capture {
 	struct sbx_exec_result *res;
 	size_t cap;
-	bool want_pid;      /* the first stderr line is the PID mark */
+	bool want_pid; /* the first stderr line is the PID mark */
 	char mark[64];
 	size_t mark_len;
 	long pid;
@@ -378,8 +387,7 @@ static void capture_stderr(struct exec_capture *c, const char *p, size_t n)
 		capture(c, 2, p, n);
 }
 
-static int exec_kill_tree(sbx_engine *e, const char *id, const struct sbx_exec_spec *spec,
-			  long pid)
+static int exec_kill_tree(sbx_engine *e, const char *id, const struct sbx_exec_spec *spec, long pid)
 {
 	char pidstr[32];
 	const char *argv[] = {"/bin/sh", "-c", tree_killer, "sbx-kill", pidstr, NULL};

@@ -9,7 +9,8 @@
 const char *sbx_json_str(struct json_object *o, const char *key)
 {
 	struct json_object *v;
-	if (!o || !json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, json_type_string))
+	if (!o || !json_object_object_get_ex(o, key, &v) ||
+	    !json_object_is_type(v, json_type_string))
 		return NULL;
 	return json_object_get_string(v);
 }
@@ -52,11 +53,15 @@ struct json_object *sbx_json_labels(const struct sbx_kv *kv, size_t n)
 {
 	struct json_object *o = json_object_new_object();
 	for (size_t i = 0; o && i < n; i++)
-		json_object_object_add(o, kv[i].key, json_object_new_string(kv[i].value ? kv[i].value : ""));
+		json_object_object_add(o, kv[i].key,
+				       json_object_new_string(kv[i].value ? kv[i].value : ""));
 	return o;
 }
 
-void sbx_json_putp(struct json_object **j) { json_object_put(*j); }
+void sbx_json_putp(struct json_object **j)
+{
+	json_object_put(*j);
+}
 
 struct json_object *sbx_json_env_map(const char *const *kv)
 {

@@ -63,21 +63,21 @@ int sbx_moby_image_build(sbx_engine *e, const struct sbx_buf *tar, const char *c
 {
 	_cleanup_json_ struct json_object *args = sbx_json_env_map(build_args);
 	_cleanup_free_ char *build_path =
-		args ? sbx_engine_path(e, "/build?t=%s&dockerfile=%s&buildargs=%s&rm=1&forcerm=1",
-				       tag, containerfile,
-				       json_object_to_json_string_ext(args, JSON_C_TO_STRING_PLAIN))
-		     : NULL;
+	    args ? sbx_engine_path(e, "/build?t=%s&dockerfile=%s&buildargs=%s&rm=1&forcerm=1", tag,
+				   containerfile,
+				   json_object_to_json_string_ext(args, JSON_C_TO_STRING_PLAIN))
+		 : NULL;
 	struct build_log bl = {.log = log};
 	struct sbx_rest_response resp;
 	struct sbx_rest_request req = {
-		.method = "POST",
-		.path = build_path,
-		.content_type = "application/x-tar",
-		.body = tar->data,
-		.body_len = tar->len,
-		.sink = build_log_sink,
-		.sink_data = &bl,
-		.timeout_ms = -1,
+	    .method = "POST",
+	    .path = build_path,
+	    .content_type = "application/x-tar",
+	    .body = tar->data,
+	    .body_len = tar->len,
+	    .sink = build_log_sink,
+	    .sink_data = &bl,
+	    .timeout_ms = -1,
 	};
 	int ret;
 
@@ -107,16 +107,16 @@ int sbx_moby_container_start(sbx_engine *e, const char *id, struct sbx_error *er
 	return sbx_rest_json(e->rest, "POST", path, NULL, ok_304, NULL, err);
 }
 
-int sbx_moby_container_stop(sbx_engine *e, const char *id, const char *timeout_param,
-			    int timeout_s, struct sbx_error *err)
+int sbx_moby_container_stop(sbx_engine *e, const char *id, const char *timeout_param, int timeout_s,
+			    struct sbx_error *err)
 {
 	_cleanup_free_ char *path =
-		sbx_engine_path(e, "/containers/%s/stop?%s=%d", id, timeout_param, timeout_s);
+	    sbx_engine_path(e, "/containers/%s/stop?%s=%d", id, timeout_param, timeout_s);
 	struct sbx_rest_response resp;
 	struct sbx_rest_request req = {
-		.method = "POST",
-		.path = path,
-		.timeout_ms = (timeout_s + 30) * 1000L,
+	    .method = "POST",
+	    .path = path,
+	    .timeout_ms = (timeout_s + 30) * 1000L,
 	};
 	int r;
 
@@ -133,7 +133,7 @@ int sbx_moby_container_kill(sbx_engine *e, const char *id, const char *signal,
 			    struct sbx_error *err)
 {
 	_cleanup_free_ char *path =
-		sbx_engine_path(e, "/containers/%s/kill?signal=%s", id, signal ? signal : "KILL");
+	    sbx_engine_path(e, "/containers/%s/kill?signal=%s", id, signal ? signal : "KILL");
 	if (!path)
 		return sbx_error_set(err, -ENOMEM, "out of memory");
 	return sbx_rest_json(e->rest, "POST", path, NULL, NULL, NULL, err);
@@ -147,7 +147,10 @@ int sbx_moby_container_remove(sbx_engine *e, const char *id, struct sbx_error *e
 	return sbx_rest_json(e->rest, "DELETE", path, NULL, NULL, NULL, err);
 }
 
-static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
+static char *dup_or_null(const char *s)
+{
+	return s ? strdup(s) : NULL;
+}
 
 static const char *strip_slash(const char *name)
 {
@@ -206,8 +209,8 @@ int sbx_moby_container_inspect(sbx_engine *e, const char *id, struct sbx_contain
 	info.memory_bytes = sbx_json_int(host, "Memory");
 	info.nano_cpus = sbx_json_int(host, "NanoCpus");
 	if (!info.nano_cpus && sbx_json_int(host, "CpuPeriod") > 0)
-		info.nano_cpus = sbx_json_int(host, "CpuQuota") * 1000000000 /
-				 sbx_json_int(host, "CpuPeriod");
+		info.nano_cpus =
+		    sbx_json_int(host, "CpuQuota") * 1000000000 / sbx_json_int(host, "CpuPeriod");
 	info.pids_limit = sbx_json_int(host, "PidsLimit");
 	info.read_only_rootfs = sbx_json_bool(host, "ReadonlyRootfs");
 	info.network_mode = dup_or_null(sbx_json_str(host, "NetworkMode"));
@@ -235,7 +238,8 @@ int sbx_moby_container_list(sbx_engine *e, const struct sbx_kv *labels, size_t n
 
 	for (size_t i = 0; i < n_labels; i++) {
 		_cleanup_free_ char *f = NULL;
-		if (asprintf(&f, "%s=%s", labels[i].key, labels[i].value ? labels[i].value : "") < 0)
+		if (asprintf(&f, "%s=%s", labels[i].key, labels[i].value ? labels[i].value : "") <
+		    0)
 			f = NULL;
 		json_object_array_add(label_list, json_object_new_string(f ? f : ""));
 	}
@@ -259,8 +263,8 @@ int sbx_moby_container_list(sbx_engine *e, const struct sbx_kv *labels, size_t n
 		const char *state = sbx_json_str(c, "State");
 		list[i].id = dup_or_null(sbx_json_str(c, "Id"));
 		if (names && json_object_array_length(names))
-			list[i].name = dup_or_null(
-				strip_slash(json_object_get_string(json_object_array_get_idx(names, 0))));
+			list[i].name = dup_or_null(strip_slash(
+			    json_object_get_string(json_object_array_get_idx(names, 0))));
 		list[i].status = dup_or_null(state);
 		list[i].running = state && strcmp(state, "running") == 0;
 	}
@@ -311,8 +315,8 @@ int sbx_moby_exec_start(sbx_engine *e, const char *exec_id, sbx_stream **ret_str
 	return sbx_rest_hijack(e->rest, path, body, ret_stream, err);
 }
 
-int sbx_moby_exec_inspect(sbx_engine *e, const char *exec_id, int *ret_exit_code,
-			  bool *ret_running, struct sbx_error *err)
+int sbx_moby_exec_inspect(sbx_engine *e, const char *exec_id, int *ret_exit_code, bool *ret_running,
+			  struct sbx_error *err)
 {
 	_cleanup_free_ char *path = sbx_engine_path(e, "/exec/%s/json", exec_id);
 	_cleanup_json_ struct json_object *j = NULL;
@@ -336,11 +340,11 @@ int sbx_moby_archive_put(sbx_engine *e, const char *id, const char *dir, const v
 	_cleanup_free_ char *path = sbx_engine_path(e, "/containers/%s/archive?path=%s", id, dir);
 	struct sbx_rest_response resp;
 	struct sbx_rest_request req = {
-		.method = "PUT",
-		.path = path,
-		.content_type = "application/x-tar",
-		.body = tar,
-		.body_len = len,
+	    .method = "PUT",
+	    .path = path,
+	    .content_type = "application/x-tar",
+	    .body = tar,
+	    .body_len = len,
 	};
 	int r;
 
@@ -359,11 +363,11 @@ int sbx_moby_archive_get(sbx_engine *e, const char *id, const char *path, sbx_si
 	_cleanup_free_ char *p = sbx_engine_path(e, "/containers/%s/archive?path=%s", id, path);
 	struct sbx_rest_response resp;
 	struct sbx_rest_request req = {
-		.method = "GET",
-		.path = p,
-		.sink = sink,
-		.sink_data = userdata,
-		.timeout_ms = -1,
+	    .method = "GET",
+	    .path = p,
+	    .sink = sink,
+	    .sink_data = userdata,
+	    .timeout_ms = -1,
 	};
 	int r;
 
@@ -386,7 +390,8 @@ static unsigned char *base64_decode(const char *in, size_t *ret_len)
 	if (!out)
 		return NULL;
 	for (size_t i = 0; i < n; i++) {
-		const char *alpha = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+		const char *alpha =
+		    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 		const char *p;
 		if (in[i] == '=')
 			break;
@@ -407,17 +412,17 @@ static unsigned char *base64_decode(const char *in, size_t *ret_len)
 	return out;
 }
 
-int sbx_moby_path_stat(sbx_engine *e, const char *id, const char *path,
-		       struct sbx_path_stat *ret, struct sbx_error *err)
+int sbx_moby_path_stat(sbx_engine *e, const char *id, const char *path, struct sbx_path_stat *ret,
+		       struct sbx_error *err)
 {
 	_cleanup_free_ char *p = sbx_engine_path(e, "/containers/%s/archive?path=%s", id, path);
 	_cleanup_free_ unsigned char *raw = NULL;
 	_cleanup_json_ struct json_object *j = NULL;
 	struct sbx_rest_response resp;
 	struct sbx_rest_request req = {
-		.method = "HEAD",
-		.path = p,
-		.want_header = "X-Docker-Container-Path-Stat",
+	    .method = "HEAD",
+	    .path = p,
+	    .want_header = "X-Docker-Container-Path-Stat",
 	};
 	struct sbx_path_stat st = {0};
 	size_t raw_len = 0;
@@ -467,9 +472,8 @@ int sbx_moby_network(sbx_engine *e, const char *id, const char *network, bool co
 		     const char *container_key, struct sbx_error *err)
 {
 	_cleanup_json_ struct json_object *body = json_object_new_object();
-	_cleanup_free_ char *path =
-		sbx_engine_path(e, connect ? "/networks/%s/connect" : "/networks/%s/disconnect",
-				network);
+	_cleanup_free_ char *path = sbx_engine_path(
+	    e, connect ? "/networks/%s/connect" : "/networks/%s/disconnect", network);
 	if (!path || !body)
 		return sbx_error_set(err, -ENOMEM, "out of memory");
 	json_object_object_add(body, container_key, json_object_new_string(id));

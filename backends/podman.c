@@ -25,12 +25,13 @@ static int podman_negotiate(sbx_engine *e, struct sbx_error *err)
 
 	if (!e->want_api_version) {
 		/* Learn the engine's version (libpod routes only versioned paths). */
-		r = sbx_rest_json(e->rest, "GET", "/v" LIBPOD_API_VERSION "/libpod/version", NULL, NULL, &j, err);
+		r = sbx_rest_json(e->rest, "GET", "/v" LIBPOD_API_VERSION "/libpod/version", NULL,
+				  NULL, &j, err);
 		if (r < 0)
 			return r;
 		free(e->server_version);
 		e->server_version =
-			sbx_json_str(j, "Version") ? strdup(sbx_json_str(j, "Version")) : NULL;
+		    sbx_json_str(j, "Version") ? strdup(sbx_json_str(j, "Version")) : NULL;
 	}
 	free(e->api_version);
 	free(e->api_prefix);
@@ -91,11 +92,11 @@ static int podman_image_import(sbx_engine *e, const char *tar_path, const char *
 	_cleanup_free_ char *path = sbx_engine_path(e, "/images/import?reference=%s", ref);
 	struct sbx_rest_response resp;
 	struct sbx_rest_request req = {
-		.method = "POST",
-		.path = path,
-		.content_type = "application/x-tar",
-		.body_file = tar_path,
-		.timeout_ms = -1,
+	    .method = "POST",
+	    .path = path,
+	    .content_type = "application/x-tar",
+	    .body_file = tar_path,
+	    .timeout_ms = -1,
 	};
 	int r;
 
@@ -128,8 +129,9 @@ static struct json_object *podman_resources(const struct sbx_container_spec *spe
 	}
 	if (spec->nano_cpus > 0) {
 		o = json_object_new_object();
-		json_object_object_add(o, "quota",
-				       json_object_new_int64(spec->nano_cpus * CPU_PERIOD_US / 1000000000));
+		json_object_object_add(
+		    o, "quota",
+		    json_object_new_int64(spec->nano_cpus * CPU_PERIOD_US / 1000000000));
 		json_object_object_add(o, "period", json_object_new_int64(CPU_PERIOD_US));
 		json_object_object_add(res, "cpu", o);
 	}
@@ -148,13 +150,15 @@ static struct json_object *podman_mounts(const struct sbx_container_spec *spec)
 
 	for (size_t i = 0; i < spec->n_tmpfs; i++) {
 		struct json_object *m = json_object_new_object(), *opts = json_object_new_array();
-		_cleanup_free_ char *copy = strdup(spec->tmpfs[i].value ? spec->tmpfs[i].value : "");
+		_cleanup_free_ char *copy =
+		    strdup(spec->tmpfs[i].value ? spec->tmpfs[i].value : "");
 		char *save = NULL;
 
 		for (char *t = copy ? strtok_r(copy, ",", &save) : NULL; t;
 		     t = strtok_r(NULL, ",", &save))
 			json_object_array_add(opts, json_object_new_string(t));
-		json_object_object_add(m, "destination", json_object_new_string(spec->tmpfs[i].key));
+		json_object_object_add(m, "destination",
+				       json_object_new_string(spec->tmpfs[i].key));
 		json_object_object_add(m, "type", json_object_new_string("tmpfs"));
 		json_object_object_add(m, "source", json_object_new_string("tmpfs"));
 		json_object_object_add(m, "options", opts);
@@ -166,8 +170,8 @@ static struct json_object *podman_mounts(const struct sbx_container_spec *spec)
 static struct json_object *podman_netns(const char *mode, struct json_object *body)
 {
 	struct json_object *ns = json_object_new_object();
-	bool builtin = !strcmp(mode, "none") || !strcmp(mode, "host") ||
-		       !strcmp(mode, "bridge") || !strcmp(mode, "private");
+	bool builtin = !strcmp(mode, "none") || !strcmp(mode, "host") || !strcmp(mode, "bridge") ||
+		       !strcmp(mode, "private");
 
 	json_object_object_add(ns, "nsmode", json_object_new_string(builtin ? mode : "bridge"));
 	if (!builtin) {
@@ -196,7 +200,8 @@ static int podman_container_create(sbx_engine *e, const struct sbx_container_spe
 	if (spec->env)
 		json_object_object_add(body, "env", sbx_json_env_map(spec->env));
 	if (spec->n_labels)
-		json_object_object_add(body, "labels", sbx_json_labels(spec->labels, spec->n_labels));
+		json_object_object_add(body, "labels",
+				       sbx_json_labels(spec->labels, spec->n_labels));
 	if (spec->workdir)
 		json_object_object_add(body, "work_dir", json_object_new_string(spec->workdir));
 	if (spec->user)
@@ -227,9 +232,12 @@ static int podman_container_create(sbx_engine *e, const struct sbx_container_spe
 		struct json_object *ul = json_object_new_array();
 		for (size_t i = 0; i < spec->n_ulimits; i++) {
 			struct json_object *u = json_object_new_object();
-			json_object_object_add(u, "type", json_object_new_string(spec->ulimits[i].name));
-			json_object_object_add(u, "soft", json_object_new_int64(spec->ulimits[i].soft));
-			json_object_object_add(u, "hard", json_object_new_int64(spec->ulimits[i].hard));
+			json_object_object_add(u, "type",
+					       json_object_new_string(spec->ulimits[i].name));
+			json_object_object_add(u, "soft",
+					       json_object_new_int64(spec->ulimits[i].soft));
+			json_object_object_add(u, "hard",
+					       json_object_new_int64(spec->ulimits[i].hard));
 			json_object_array_add(ul, u);
 		}
 		json_object_object_add(body, "r_limits", ul);
@@ -249,11 +257,10 @@ static int podman_container_stop(sbx_engine *e, const char *id, int timeout_s,
 	return sbx_moby_container_stop(e, id, "timeout", timeout_s, err);
 }
 
-static int podman_stats(sbx_engine *e, const char *id, struct sbx_stats *ret,
-			struct sbx_error *err)
+static int podman_stats(sbx_engine *e, const char *id, struct sbx_stats *ret, struct sbx_error *err)
 {
 	_cleanup_free_ char *path =
-		sbx_engine_path(e, "/containers/stats?containers=%s&stream=false", id);
+	    sbx_engine_path(e, "/containers/stats?containers=%s&stream=false", id);
 	_cleanup_json_ struct json_object *j = NULL;
 	struct json_object *stats, *s;
 	int r;
@@ -288,28 +295,28 @@ static int podman_network_disconnect(sbx_engine *e, const char *id, const char *
 }
 
 const struct sbx_engine_ops sbx_podman_ops = {
-	.name = "podman",
-	.negotiate = podman_negotiate,
-	.ping = podman_ping,
-	.version = podman_version,
-	.image_exists = podman_image_exists,
-	.image_build = sbx_moby_image_build,
-	.image_import = podman_image_import,
-	.image_remove = podman_image_remove,
-	.container_create = podman_container_create,
-	.container_start = sbx_moby_container_start,
-	.container_stop = podman_container_stop,
-	.container_kill = sbx_moby_container_kill,
-	.container_remove = sbx_moby_container_remove,
-	.container_inspect = sbx_moby_container_inspect,
-	.container_list = sbx_moby_container_list,
-	.exec_create = sbx_moby_exec_create,
-	.exec_start = sbx_moby_exec_start,
-	.exec_inspect = sbx_moby_exec_inspect,
-	.archive_put = sbx_moby_archive_put,
-	.archive_get = sbx_moby_archive_get,
-	.path_stat = sbx_moby_path_stat,
-	.network_connect = podman_network_connect,
-	.network_disconnect = podman_network_disconnect,
-	.container_stats = podman_stats,
+    .name = "podman",
+    .negotiate = podman_negotiate,
+    .ping = podman_ping,
+    .version = podman_version,
+    .image_exists = podman_image_exists,
+    .image_build = sbx_moby_image_build,
+    .image_import = podman_image_import,
+    .image_remove = podman_image_remove,
+    .container_create = podman_container_create,
+    .container_start = sbx_moby_container_start,
+    .container_stop = podman_container_stop,
+    .container_kill = sbx_moby_container_kill,
+    .container_remove = sbx_moby_container_remove,
+    .container_inspect = sbx_moby_container_inspect,
+    .container_list = sbx_moby_container_list,
+    .exec_create = sbx_moby_exec_create,
+    .exec_start = sbx_moby_exec_start,
+    .exec_inspect = sbx_moby_exec_inspect,
+    .archive_put = sbx_moby_archive_put,
+    .archive_get = sbx_moby_archive_get,
+    .path_stat = sbx_moby_path_stat,
+    .network_connect = podman_network_connect,
+    .network_disconnect = podman_network_disconnect,
+    .container_stats = podman_stats,
 };

@@ -21,14 +21,14 @@
 #include "sbx/common.h"
 
 #define REST_POOL_MAX 8
-#define REST_BODY_MAX (64u << 20)   /* a non-streamed reply larger than this is refused */
-#define REST_HDR_MAX (16u << 10)    /* response head of a hijacked connection */
+#define REST_BODY_MAX (64u << 20) /* a non-streamed reply larger than this is refused */
+#define REST_HDR_MAX (16u << 10)  /* response head of a hijacked connection */
 #define REST_CONNECT_TIMEOUT_MS 5000L
 
 struct sbx_rest {
-	char *url;         /* as given, for messages */
+	char *url;	   /* as given, for messages */
 	char *unix_path;   /* NULL for TCP */
-	char *base;        /* "http://localhost" or "http://host:port" */
+	char *base;	   /* "http://localhost" or "http://host:port" */
 	char *host_header; /* "localhost" or "host:port" */
 	long timeout_ms;
 	pthread_mutex_t lock;
@@ -37,7 +37,10 @@ struct sbx_rest {
 };
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
-static void curl_init_once(void) { curl_global_init(CURL_GLOBAL_DEFAULT); }
+static void curl_init_once(void)
+{
+	curl_global_init(CURL_GLOBAL_DEFAULT);
+}
 
 int sbx_rest_open(const char *url, long timeout_ms, struct sbx_rest **ret_rest,
 		  struct sbx_error *err)
@@ -56,14 +59,15 @@ int sbx_rest_open(const char *url, long timeout_ms, struct sbx_rest **ret_rest,
 	else if (strncmp(url, "http://", 7) == 0)
 		hostport = url + 7;
 	else
-		return sbx_error_set(err, -EINVAL,
-				     "engine URL '%s': expected unix:///path, /path or tcp://host:port",
-				     url);
+		return sbx_error_set(
+		    err, -EINVAL,
+		    "engine URL '%s': expected unix:///path, /path or tcp://host:port", url);
 	if (path && path[0] != '/')
 		return sbx_error_set(err, -EINVAL, "engine URL '%s': socket path must be absolute",
 				     url);
 	if (hostport && (!*hostport || strpbrk(hostport, "/?# ")))
-		return sbx_error_set(err, -EINVAL, "engine URL '%s': expected tcp://host:port", url);
+		return sbx_error_set(err, -EINVAL, "engine URL '%s': expected tcp://host:port",
+				     url);
 
 	pthread_once(&curl_once, curl_init_once);
 	r = calloc(1, sizeof(*r));
@@ -104,7 +108,10 @@ struct sbx_rest *sbx_rest_free(struct sbx_rest *r)
 	return NULL;
 }
 
-const char *sbx_rest_url(const struct sbx_rest *r) { return r->url; }
+const char *sbx_rest_url(const struct sbx_rest *r)
+{
+	return r->url;
+}
 
 static CURL *rest_handle_get(struct sbx_rest *r)
 {
@@ -146,7 +153,7 @@ struct call_ctx {
 	CURL *curl;
 	const struct sbx_rest_request *req;
 	struct sbx_rest_response *resp;
-	int sink_error;   /* the sink's negative return, when it aborted */
+	int sink_error; /* the sink's negative return, when it aborted */
 	bool too_big;
 };
 
@@ -205,10 +212,11 @@ static int rest_curl_error(struct sbx_rest *r, CURLcode code, const char *detail
 	case CURLE_COULDNT_CONNECT:
 	case CURLE_COULDNT_RESOLVE_HOST:
 		if (r->unix_path && stat(r->unix_path, &st) < 0)
-			return sbx_error_set(err, -ECONNREFUSED,
-					     "engine not reachable: socket %s does not exist (is the "
-					     "engine running? set [engine] socket)",
-					     r->unix_path);
+			return sbx_error_set(
+			    err, -ECONNREFUSED,
+			    "engine not reachable: socket %s does not exist (is the "
+			    "engine running? set [engine] socket)",
+			    r->unix_path);
 		return sbx_error_set(err, -ECONNREFUSED, "engine not reachable at %s: %s", r->url,
 				     detail[0] ? detail : curl_easy_strerror(code));
 	case CURLE_OPERATION_TIMEDOUT:
@@ -333,8 +341,7 @@ static int status_errno(long status)
 	}
 }
 
-int sbx_rest_check(const struct sbx_rest_response *resp, const long *ok_also,
-		   struct sbx_error *err)
+int sbx_rest_check(const struct sbx_rest_response *resp, const long *ok_also, struct sbx_error *err)
 {
 	struct json_object *j = NULL, *m;
 	const char *msg = NULL;
@@ -387,8 +394,9 @@ int sbx_rest_json(struct sbx_rest *r, const char *method, const char *path,
 		if (resp.body.len) {
 			j = json_tokener_parse(resp.body.data);
 			if (!j)
-				ret = sbx_error_set(err, -EPROTO, "engine sent malformed JSON for %s %s",
-						    method, path);
+				ret = sbx_error_set(err, -EPROTO,
+						    "engine sent malformed JSON for %s %s", method,
+						    path);
 		}
 		if (ret >= 0)
 			*ret_json = j;
@@ -728,13 +736,20 @@ ssize_t sbx_stream_read(sbx_stream *s, void *buf, size_t cap, int *ret_fd, int t
 		if (r == -ETIMEDOUT)
 			return -ETIMEDOUT;
 		if (r < 0)
-			return sbx_error_set(err, r, "engine stream: read failed: %s", strerror(-r));
+			return sbx_error_set(err, r, "engine stream: read failed: %s",
+					     strerror(-r));
 	}
 }
 
-int sbx_stream_fd(const sbx_stream *s) { return s->fd; }
+int sbx_stream_fd(const sbx_stream *s)
+{
+	return s->fd;
+}
 
-bool sbx_stream_pending(const sbx_stream *s) { return s->in_len > s->in_off || s->eof; }
+bool sbx_stream_pending(const sbx_stream *s)
+{
+	return s->in_len > s->in_off || s->eof;
+}
 
 sbx_stream *sbx_stream_free(sbx_stream *s)
 {

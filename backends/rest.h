@@ -27,16 +27,16 @@ struct sbx_rest *sbx_rest_free(struct sbx_rest *r);
 const char *sbx_rest_url(const struct sbx_rest *r);
 
 struct sbx_rest_request {
-	const char *method;       /* "GET", "POST", "PUT", "DELETE", "HEAD" */
-	const char *path;         /* absolute, with query, already escaped */
+	const char *method;	  /* "GET", "POST", "PUT", "DELETE", "HEAD" */
+	const char *path;	  /* absolute, with query, already escaped */
 	const char *content_type; /* for body; NULL = application/json when body set */
 	const void *body;
 	size_t body_len;
-	const char *body_file;    /* stream the body from this host file instead */
-	sbx_sink_fn sink;         /* 2xx bodies go here instead of resp->body */
+	const char *body_file; /* stream the body from this host file instead */
+	sbx_sink_fn sink;      /* 2xx bodies go here instead of resp->body */
 	void *sink_data;
-	long timeout_ms;          /* 0 = the handle's; -1 = none (streams) */
-	const char *want_header;  /* a response header to capture in resp->header */
+	long timeout_ms;	 /* 0 = the handle's; -1 = none (streams) */
+	const char *want_header; /* a response header to capture in resp->header */
 };
 
 struct sbx_rest_response {
@@ -89,14 +89,14 @@ int sbx_demux_feed(struct sbx_demux *d, const void *data, size_t len, sbx_demux_
 
 /* A hijacked connection to a process's stdio (see sbx_exec_stream). */
 struct sbx_stream {
-	void *curl;          /* CURL *, CONNECT_ONLY */
-	int fd;              /* the socket, for poll() */
-	unsigned char *in;   /* received, not yet consumed */
+	void *curl;	   /* CURL *, CONNECT_ONLY */
+	int fd;		   /* the socket, for poll() */
+	unsigned char *in; /* received, not yet consumed */
 	size_t in_off, in_len, in_cap;
 	struct sbx_demux demux;
 	bool eof;
-	sbx_engine *engine;  /* for the exit code; not owned */
-	char *exec_id;       /* owned */
+	sbx_engine *engine; /* for the exit code; not owned */
+	char *exec_id;	    /* owned */
 };
 
 /* The hijacked connection: POST path with body_json and

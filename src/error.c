@@ -5,8 +5,7 @@
 
 #include "sbx/error.h"
 
-static int error_vset(struct sbx_error *err, int code, int http_status, const char *fmt,
-		      va_list ap)
+static int error_vset(struct sbx_error *err, int code, int http_status, const char *fmt, va_list ap)
 {
 	if (code >= 0)
 		code = -EIO;

@@ -25,7 +25,8 @@ static void usage(FILE *out)
 {
 	fprintf(out,
 		"Usage: mcp-sandboxd [-c FILE] [--set section.key=value ...] [--check] [--dump]\n"
-		"  -c, --config FILE   INI configuration (default " SBX_SYSCONFDIR "/mcp-sandbox.ini)\n"
+		"  -c, --config FILE   INI configuration (default " SBX_SYSCONFDIR
+		"/mcp-sandbox.ini)\n"
 		"      --set S.K=V     override one key (repeatable)\n"
 		"      --check         contact the engine, report its version and exit\n"
 		"      --dump          print the effective configuration and exit\n"
@@ -36,10 +37,13 @@ static void usage(FILE *out)
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{"config", required_argument, NULL, 'c'}, {"set", required_argument, NULL, 's'},
-		{"check", no_argument, NULL, 'k'},        {"dump", no_argument, NULL, 'd'},
-		{"help", no_argument, NULL, 'h'},         {"version", no_argument, NULL, 'V'},
-		{NULL, 0, NULL, 0},
+	    {"config", required_argument, NULL, 'c'},
+	    {"set", required_argument, NULL, 's'},
+	    {"check", no_argument, NULL, 'k'},
+	    {"dump", no_argument, NULL, 'd'},
+	    {"help", no_argument, NULL, 'h'},
+	    {"version", no_argument, NULL, 'V'},
+	    {NULL, 0, NULL, 0},
 	};
 	struct sbx_error err = SBX_ERROR_INIT;
 	struct sbx_settings s;
@@ -54,14 +58,29 @@ int main(int argc, char **argv)
 	/* First pass: the file; second: --set on top of it. */
 	while ((c = getopt_long(argc, argv, "c:hV", opts, NULL)) != -1) {
 		switch (c) {
-		case 'c': config = optarg; break;
-		case 'h': usage(stdout); sbx_settings_release(&s); return 0;
-		case 'V': printf("mcp-sandboxd %s\n", PACKAGE_VERSION); sbx_settings_release(&s); return 0;
-		case 's': case 'k': case 'd': break;
-		default: usage(stderr); sbx_settings_release(&s); return 2;
+		case 'c':
+			config = optarg;
+			break;
+		case 'h':
+			usage(stdout);
+			sbx_settings_release(&s);
+			return 0;
+		case 'V':
+			printf("mcp-sandboxd %s\n", PACKAGE_VERSION);
+			sbx_settings_release(&s);
+			return 0;
+		case 's':
+		case 'k':
+		case 'd':
+			break;
+		default:
+			usage(stderr);
+			sbx_settings_release(&s);
+			return 2;
 		}
 	}
-	if (sbx_settings_load_file(&s, config ? config : SBX_SYSCONFDIR "/mcp-sandbox.ini", &err) < 0 &&
+	if (sbx_settings_load_file(&s, config ? config : SBX_SYSCONFDIR "/mcp-sandbox.ini", &err) <
+		0 &&
 	    (config || err.code != -ENOENT)) {
 		fprintf(stderr, "mcp-sandboxd: %s\n", err.msg);
 		goto out;
@@ -95,7 +114,9 @@ int main(int argc, char **argv)
 	       v.api_version, sbx_engine_url(engine));
 	c = sbx_image_exists(engine, s.sandbox.image, &err);
 	printf("sandbox image %s: %s\n", s.sandbox.image,
-	       c == 1 ? "present" : c == 0 ? "MISSING (run tools/provision-engines)" : err.msg);
+	       c == 1	? "present"
+	       : c == 0 ? "MISSING (run tools/provision-engines)"
+			: err.msg);
 	ret = c == 1 ? 0 : 1;
 out:
 	sbx_engine_version_release(&v);

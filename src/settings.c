@@ -73,42 +73,42 @@ static bool check_http_url(const char *v, char *why, size_t n)
 static const char *const engine_types[] = {"docker", "podman", NULL};
 
 static const struct sbx_setting schema[] = {
-	ENUM("engine", "type", engine.type, "docker", engine_types,
-	     "container engine API: docker or podman"),
-	STRING("engine", "socket", engine.socket, "", check_socket,
-	       "engine endpoint: unix:///PATH, /PATH or tcp://HOST:PORT; empty = discover"),
-	STRING("engine", "api_version", engine.api_version, "", NULL,
-	       "engine API version (e.g. 1.41 or 4.0.0); empty = negotiate"),
-	NUMBER(DURATION, "engine", "timeout", engine.timeout_ms, "60s", 1, HOUR,
-	       "time limit of one engine API request (not exec or streams)"),
+    ENUM("engine", "type", engine.type, "docker", engine_types,
+	 "container engine API: docker or podman"),
+    STRING("engine", "socket", engine.socket, "", check_socket,
+	   "engine endpoint: unix:///PATH, /PATH or tcp://HOST:PORT; empty = discover"),
+    STRING("engine", "api_version", engine.api_version, "", NULL,
+	   "engine API version (e.g. 1.41 or 4.0.0); empty = negotiate"),
+    NUMBER(DURATION, "engine", "timeout", engine.timeout_ms, "60s", 1, HOUR,
+	   "time limit of one engine API request (not exec or streams)"),
 
-	STRING("server", "listen", server.listen, "127.0.0.1", NULL, "address to listen on"),
-	NUMBER(INT, "server", "port", server.port, "8000", 1, 65535, "TCP port to listen on"),
-	STRING("server", "public_url", server.public_url, "", check_http_url,
-	       "URL clients reach the server at; empty = http://LISTEN:PORT"),
-	NUMBER(SIZE, "server", "max_body", server.max_body, "4m", KIB, GIB,
-	       "largest request body accepted"),
-	STRING("server", "allowed_origins", server.allowed_origins, "", NULL,
-	       "comma-separated browser origins allowed to call the server; empty = none"),
+    STRING("server", "listen", server.listen, "127.0.0.1", NULL, "address to listen on"),
+    NUMBER(INT, "server", "port", server.port, "8000", 1, 65535, "TCP port to listen on"),
+    STRING("server", "public_url", server.public_url, "", check_http_url,
+	   "URL clients reach the server at; empty = http://LISTEN:PORT"),
+    NUMBER(SIZE, "server", "max_body", server.max_body, "4m", KIB, GIB,
+	   "largest request body accepted"),
+    STRING("server", "allowed_origins", server.allowed_origins, "", NULL,
+	   "comma-separated browser origins allowed to call the server; empty = none"),
 
-	STRING("sandbox", "image", sandbox.image, "localhost/mcp-sandbox:latest", NULL,
-	       "image sandboxes are created from"),
-	NUMBER(SIZE, "sandbox", "memory", sandbox.memory, "512m", 6 * MIB, INT64_MAX,
-	       "memory limit of one sandbox (swap limited to the same)"),
-	NUMBER(CPUS, "sandbox", "cpus", sandbox.nano_cpus, "1", NANO / 100, 1024 * NANO,
-	       "CPU limit of one sandbox, in CPUs (0.5 = half of one)"),
-	NUMBER(INT, "sandbox", "pids_limit", sandbox.pids_limit, "256", 1, 4194304,
-	       "most processes one sandbox may run"),
-	STRING("sandbox", "network", sandbox.network, "none", NULL,
-	       "network of a sandbox: none, or the name of an engine network"),
-	NUMBER(DURATION, "sandbox", "exec_timeout", sandbox.exec_timeout_ms, "60s", 1, 24 * HOUR,
-	       "time limit of one command run in a sandbox"),
-	NUMBER(SIZE, "sandbox", "output_cap", sandbox.output_cap, "1m", KIB, GIB,
-	       "most output kept from one command"),
-	STRING("sandbox", "upload_dir", sandbox.upload_dir, "", NULL,
-	       "host directory for uploaded files; empty = uploads disabled"),
-	STRING("sandbox", "index_url", sandbox.index_url, "", NULL,
-	       "package index URL given to sandboxes; empty = none"),
+    STRING("sandbox", "image", sandbox.image, "localhost/mcp-sandbox:latest", NULL,
+	   "image sandboxes are created from"),
+    NUMBER(SIZE, "sandbox", "memory", sandbox.memory, "512m", 6 * MIB, INT64_MAX,
+	   "memory limit of one sandbox (swap limited to the same)"),
+    NUMBER(CPUS, "sandbox", "cpus", sandbox.nano_cpus, "1", NANO / 100, 1024 * NANO,
+	   "CPU limit of one sandbox, in CPUs (0.5 = half of one)"),
+    NUMBER(INT, "sandbox", "pids_limit", sandbox.pids_limit, "256", 1, 4194304,
+	   "most processes one sandbox may run"),
+    STRING("sandbox", "network", sandbox.network, "none", NULL,
+	   "network of a sandbox: none, or the name of an engine network"),
+    NUMBER(DURATION, "sandbox", "exec_timeout", sandbox.exec_timeout_ms, "60s", 1, 24 * HOUR,
+	   "time limit of one command run in a sandbox"),
+    NUMBER(SIZE, "sandbox", "output_cap", sandbox.output_cap, "1m", KIB, GIB,
+	   "most output kept from one command"),
+    STRING("sandbox", "upload_dir", sandbox.upload_dir, "", NULL,
+	   "host directory for uploaded files; empty = uploads disabled"),
+    STRING("sandbox", "index_url", sandbox.index_url, "", NULL,
+	   "package index URL given to sandboxes; empty = none"),
 };
 
 struct unit {
@@ -276,10 +276,10 @@ static void format_number(const struct sbx_setting *d, int64_t v, char *out, siz
 static void explain(const struct sbx_setting *d, char *why, size_t n)
 {
 	static const char *const kinds[] = {
-		[SBX_SETTING_INT] = "an integer",
-		[SBX_SETTING_SIZE] = "a size (suffix k, m or g)",
-		[SBX_SETTING_DURATION] = "a duration (suffix ms, s or m)",
-		[SBX_SETTING_CPUS] = "a number of CPUs (up to 9 decimals)",
+	    [SBX_SETTING_INT] = "an integer",
+	    [SBX_SETTING_SIZE] = "a size (suffix k, m or g)",
+	    [SBX_SETTING_DURATION] = "a duration (suffix ms, s or m)",
+	    [SBX_SETTING_CPUS] = "a number of CPUs (up to 9 decimals)",
 	};
 	char lo[32], hi[32];
 	size_t len;
@@ -458,9 +458,9 @@ struct load_ctx {
 	const char *path;
 	const char *data;
 	size_t len, pos;
-	int lineno;                         /* lines handed to inih so far */
+	int lineno;			    /* lines handed to inih so far */
 	int set_on[SBX_ARRAY_SIZE(schema)]; /* line each key was set on, 0 = not yet */
-	int err_line;                       /* line of the first error, 0 = none */
+	int err_line;			    /* line of the first error, 0 = none */
 	struct sbx_error first;
 };
 
@@ -621,9 +621,8 @@ int sbx_settings_load_file(struct sbx_settings *s, const char *path, struct sbx_
 	r = ini_parse_stream(ctx_read_line, c, ctx_on_value, c);
 	if (r > 0 && (!c->err_line || r < c->err_line))
 		r = sbx_error_set(
-			err, -EINVAL,
-			"%s:%d: syntax error (expected [section], key = value or a comment)", path,
-			r);
+		    err, -EINVAL,
+		    "%s:%d: syntax error (expected [section], key = value or a comment)", path, r);
 	else if (c->err_line)
 		r = sbx_error_set(err, c->first.code, "%s", c->first.msg);
 	else if (r < 0)

@@ -210,7 +210,7 @@ static int put_header(struct sbx_buf *tar, const struct meta *m)
 		r = pax_record(&pax, "linkpath", m->link);
 	if (r >= 0 && pax.len) {
 		struct meta x = {PAX_HEADER_NAME,  NULL,     'x', 0644,
-				 (int64_t)pax.len, m->mtime, 0,   0};
+				 (int64_t)pax.len, m->mtime, 0,	  0};
 		r = put_block(tar, &x);
 		if (r >= 0)
 			r = sbx_buf_append(tar, pax.data, pax.len);
@@ -358,7 +358,7 @@ static int tree_room(struct tree *t, uint64_t more)
 static int tree_file(struct tree *t, int dfd, const char *name, const struct stat *lst)
 {
 	_cleanup_close_ int fd =
-		openat(dfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK);
+	    openat(dfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK);
 	struct meta m = {t->path, NULL, '0', 0, 0, 0, 0, 0};
 	struct stat st;
 	uint64_t left;
@@ -550,11 +550,11 @@ int sbx_tar_add_tree(struct sbx_buf *tar, const char *host_dir, struct sbx_error
 
 enum rstate {
 	R_HEADER, /* collecting a header block */
-	R_DATA,   /* passing an entry's data through */
-	R_EXT,    /* collecting a PAX or GNU long-name header's data */
-	R_SKIP,   /* dropping data nobody wants (PAX global header) */
-	R_PAD,    /* dropping padding up to the next block */
-	R_END,    /* after the end-of-archive marker */
+	R_DATA,	  /* passing an entry's data through */
+	R_EXT,	  /* collecting a PAX or GNU long-name header's data */
+	R_SKIP,	  /* dropping data nobody wants (PAX global header) */
+	R_PAD,	  /* dropping padding up to the next block */
+	R_END,	  /* after the end-of-archive marker */
 };
 
 struct sbx_tar_reader {
@@ -623,7 +623,7 @@ struct sbx_tar_reader *sbx_tar_reader_free(struct sbx_tar_reader *r)
 }
 
 static int fail(struct sbx_tar_reader *r, struct sbx_error *err, int code, const char *fmt, ...)
-	SBX_PRINTF(4, 5);
+    SBX_PRINTF(4, 5);
 static int fail(struct sbx_tar_reader *r, struct sbx_error *err, int code, const char *fmt, ...)
 {
 	char msg[SBX_ERROR_MSG_MAX];
@@ -696,7 +696,10 @@ static bool checksum_ok(const unsigned char *b)
 	return want == (int64_t)usum || want == ssum;
 }
 
-static char *field_dup(const char *f, size_t width) { return strndup(f, strnlen(f, width)); }
+static char *field_dup(const char *f, size_t width)
+{
+	return strndup(f, strnlen(f, width));
+}
 
 /* Decimal PAX number; a time may be negative and have a fraction (dropped). */
 static int pax_number(const char *v, size_t n, bool is_time, int64_t *ret)
@@ -800,7 +803,10 @@ static int end_extension(struct sbx_tar_reader *r, struct sbx_error *err)
 	return *slot ? 0 : fail(r, err, -ENOMEM, "out of memory");
 }
 
-static void after_payload(struct sbx_tar_reader *r) { r->state = r->pad ? R_PAD : R_HEADER; }
+static void after_payload(struct sbx_tar_reader *r)
+{
+	r->state = r->pad ? R_PAD : R_HEADER;
+}
 
 static int end_entry(struct sbx_tar_reader *r, struct sbx_error *err)
 {
@@ -944,7 +950,10 @@ static int on_header(struct sbx_tar_reader *r, struct sbx_error *err)
 	}
 }
 
-static size_t min_size(size_t a, uint64_t b) { return (uint64_t)a < b ? a : (size_t)b; }
+static size_t min_size(size_t a, uint64_t b)
+{
+	return (uint64_t)a < b ? a : (size_t)b;
+}
 
 /* Consume part of p; returns bytes used (>= 1 when n >= 1) or a negative code. */
 static ssize_t step(struct sbx_tar_reader *r, const unsigned char *p, size_t n,

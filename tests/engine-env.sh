@@ -6,8 +6,9 @@ if [ -z "${MCP_SANDBOX_DOCKER_SOCKET:-}${MCP_SANDBOX_PODMAN_SOCKET:-}" ] && [ -r
 	. "$env_file"
 fi
 
+# run_engine_test TYPE SOCKET [--via-tcp]
 run_engine_test() {
-	type=$1 sock=$2
+	type=$1 sock=$2 via=${3:-}
 	if [ -z "$sock" ] || [ ! -S "$sock" ]; then
 		if [ "${MCP_SANDBOX_REQUIRE_ENGINES:-0}" = 1 ]; then
 			echo "Bail out! no $type engine socket (run tools/provision-engines)"
@@ -16,6 +17,6 @@ run_engine_test() {
 		echo "1..0 # SKIP no $type engine (run tools/provision-engines)"
 		exit 0
 	fi
-	exec "${SBX_BUILDDIR:-.}/tests/test-engine" "$type" "unix://$sock" \
+	exec "${SBX_BUILDDIR:-.}/tests/test-engine" $via "$type" "unix://$sock" \
 		"${MCP_SANDBOX_IMAGE:-localhost/mcp-sandbox:latest}"
 }

@@ -10,7 +10,11 @@
 
 static int tap_n, tap_failed;
 
-static inline void tap_plan(int n) { printf("1..%d\n", n); fflush(stdout); }
+static inline void tap_plan(int n)
+{
+	printf("1..%d\n", n);
+	fflush(stdout);
+}
 
 static inline int tap_ok(int cond, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static inline int tap_ok(int cond, const char *fmt, ...)
@@ -73,8 +77,8 @@ static inline int tap_done(void)
 #define tap_is_str(a, b, ...)                                                                      \
 	do {                                                                                       \
 		const char *_a = (a), *_b = (b);                                                   \
-		if (!tap_ok(_a && _b && strcmp(_a, _b) == 0, __VA_ARGS__))                        \
-			tap_diag("  got \"%s\", expected \"%s\"", _a ? _a : "(null)",               \
+		if (!tap_ok(_a && _b && strcmp(_a, _b) == 0, __VA_ARGS__))                         \
+			tap_diag("  got \"%s\", expected \"%s\"", _a ? _a : "(null)",              \
 				 _b ? _b : "(null)");                                              \
 	} while (0)
 

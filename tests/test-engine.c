@@ -4,6 +4,9 @@
  * The same cases run for every backend (tests/engine-*.test pick one).
  * Every container carries a label unique to this run, and the suite ends
  * by checking that none is left.
+ *
+ * With --via-tcp the unix socket is reached through a loopback TCP relay and
+ * a tcp:// URL, the way a remote engine is reached.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -16,6 +19,7 @@
 #include "sbx/engine.h"
 #include "sbx/tar.h"
 #include "tap.h"
+#include "tcp-relay.h"
 
 static sbx_engine *engine;
 static const char *image;
@@ -35,37 +39,37 @@ static const char *const sleep_cmd[] = {"sleep", "infinity", NULL};
 static const char *const writable[] = {"/app/results", NULL};
 static const char *const drop_all[] = {"ALL", NULL};
 
-static char *create_container(const char *extra_label_value, const char *const *cmd,
-			      int64_t memory, struct sbx_error *err)
+static char *create_container(const char *extra_label_value, const char *const *cmd, int64_t memory,
+			      struct sbx_error *err)
 {
 	struct sbx_kv labels[] = {
-		{LABEL_TEST, "1"},
-		{LABEL_RUN, run_label},
-		{"org.mcp-sandbox.owner", extra_label_value},
+	    {LABEL_TEST, "1"},
+	    {LABEL_RUN, run_label},
+	    {"org.mcp-sandbox.owner", extra_label_value},
 	};
 	struct sbx_kv tmpfs[] = {{"/tmp", "size=16m,mode=1777"}};
 	struct sbx_ulimit ulimits[] = {{"nofile", 512, 512}, {"nproc", 512, 512}};
 	const char *const env[] = {"SBX_TEST=yes", NULL};
 	struct sbx_container_spec spec = {
-		.image = image,
-		.cmd = cmd ? cmd : sleep_cmd,
-		.env = env,
-		.labels = labels,
-		.n_labels = SBX_ARRAY_SIZE(labels),
-		.workdir = "/app/results",
-		.user = "1000:1000",
-		.memory_bytes = memory ? memory : 256 << 20,
-		.nano_cpus = 500000000,
-		.pids_limit = 128,
-		.read_only_rootfs = true,
-		.writable_paths = writable,
-		.tmpfs = tmpfs,
-		.n_tmpfs = 1,
-		.cap_drop = drop_all,
-		.no_new_privileges = true,
-		.network_mode = "none",
-		.ulimits = ulimits,
-		.n_ulimits = 2,
+	    .image = image,
+	    .cmd = cmd ? cmd : sleep_cmd,
+	    .env = env,
+	    .labels = labels,
+	    .n_labels = SBX_ARRAY_SIZE(labels),
+	    .workdir = "/app/results",
+	    .user = "1000:1000",
+	    .memory_bytes = memory ? memory : 256 << 20,
+	    .nano_cpus = 500000000,
+	    .pids_limit = 128,
+	    .read_only_rootfs = true,
+	    .writable_paths = writable,
+	    .tmpfs = tmpfs,
+	    .n_tmpfs = 1,
+	    .cap_drop = drop_all,
+	    .no_new_privileges = true,
+	    .network_mode = "none",
+	    .ulimits = ulimits,
+	    .n_ulimits = 2,
 	};
 	char *id = NULL;
 	if (sbx_container_create(engine, &spec, &id, err) < 0)
@@ -139,9 +143,10 @@ static void test_exec(const char *id)
 	struct sbx_exec_result res;
 	const char *const echo[] = {"echo", "hello", NULL};
 	const char *const both[] = {"sh", "-c", "echo out; echo err >&2; exit 3", NULL};
-	const char *const bin[] = {"python3", "-c",
-				   "import sys; sys.stdout.buffer.write(bytes(range(256)) * 4)", NULL};
-	const char *const whoami[] = {"sh", "-c", "id -u; pwd; touch /x 2>/dev/null || echo ro", NULL};
+	const char *const bin[] = {
+	    "python3", "-c", "import sys; sys.stdout.buffer.write(bytes(range(256)) * 4)", NULL};
+	const char *const whoami[] = {"sh", "-c", "id -u; pwd; touch /x 2>/dev/null || echo ro",
+				      NULL};
 
 	tap_ok(run(id, echo, 0, 0, &res, &err) == 0, "exec echo (%s)", err.msg);
 	tap_is_str(res.out.data, "hello\n", "echo's stdout");
@@ -186,7 +191,8 @@ static void test_exec_stdin(const char *id)
 	memset(data, 'x', sizeof(data));
 	tap_ok(sbx_exec(engine, id, &spec, &res, &err) == 0, "exec with stdin (%s)", err.msg);
 	tap_ok(res.out.data && atol(res.out.data) == (long)sizeof(data),
-	       "200000 bytes of stdin arrive and stdin closes (%s)", res.out.data ? res.out.data : "");
+	       "200000 bytes of stdin arrive and stdin closes (%s)",
+	       res.out.data ? res.out.data : "");
 	sbx_exec_result_release(&res);
 }
 
@@ -210,7 +216,7 @@ static void test_timeout(const char *id)
 	struct sbx_exec_result res;
 	const char *const tree[] = {"sh", "-c", "sleep 300 & sleep 301; wait", NULL};
 	const char *const ps[] = {
-		"sh", "-c", "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline; echo; done", NULL};
+	    "sh", "-c", "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline; echo; done", NULL};
 	double t0 = now_s(), elapsed;
 
 	tap_ok(run(id, tree, 1000, 0, &res, &err) == 0, "exec past its limit returns (%s)",
@@ -252,7 +258,10 @@ static int ex_data(void *ud, const void *p, size_t n)
 	return sbx_buf_append(&x->data, p, n);
 }
 
-static int ex_end(void *ud) { return 0; }
+static int ex_end(void *ud)
+{
+	return 0;
+}
 
 static int ex_sink(void *ud, const void *p, size_t n)
 {
@@ -322,8 +331,8 @@ static void test_files(const char *id)
 static void test_stream(const char *id)
 {
 	const char *const echo_py[] = {
-		"python3", "-u", "-c",
-		"import sys\nfor line in sys.stdin:\n    sys.stdout.write('re:' + line)\n", NULL};
+	    "python3", "-u", "-c",
+	    "import sys\nfor line in sys.stdin:\n    sys.stdout.write('re:' + line)\n", NULL};
 	struct sbx_exec_spec spec = {.argv = echo_py};
 	struct sbx_error err = SBX_ERROR_INIT;
 	sbx_stream *s = NULL;
@@ -341,8 +350,8 @@ static void test_stream(const char *id)
 		if (sbx_stream_write(s, line, (size_t)n, &err) < 0)
 			break;
 		while (have == 0 || got[have - 1] != '\n') {
-			ssize_t r = sbx_stream_read(s, got + have, sizeof(got) - have - 1, &fd, 10000,
-						    &err);
+			ssize_t r = sbx_stream_read(s, got + have, sizeof(got) - have - 1, &fd,
+						    10000, &err);
 			if (r <= 0 || fd != 1)
 				goto done;
 			have += (size_t)r;
@@ -475,8 +484,24 @@ int main(int argc, char **argv)
 	struct sbx_error err = SBX_ERROR_INIT;
 	struct sbx_container_summary *list = NULL;
 	struct sbx_stats stats = {0};
-	char *id = NULL, *id2 = NULL, *other = NULL;
+	char *id = NULL, *id2 = NULL, *other = NULL, tcp_url[64] = "";
 	size_t n = 0;
+
+	if (argc > 1 && strcmp(argv[1], "--via-tcp") == 0) {
+		const char *path = argc > 3 ? argv[3] : "";
+		if (strncmp(path, "unix://", 7) == 0)
+			path += 7;
+		int port = tcp_relay_start(path);
+		if (port < 0) {
+			printf("Bail out! cannot start a TCP relay to %s: %s\n", path,
+			       strerror(-port));
+			return 1;
+		}
+		snprintf(tcp_url, sizeof(tcp_url), "tcp://127.0.0.1:%d", port);
+		argv[3] = tcp_url;
+		argv++;
+		argc--;
+	}
 
 	if (argc < 3) {
 		fprintf(stderr, "usage: %s TYPE URL [IMAGE]\n", argv[0]);
@@ -492,6 +517,9 @@ int main(int argc, char **argv)
 		return 1;
 	}
 
+	if (tcp_url[0])
+		tap_ok(strcmp(sbx_engine_url(engine), tcp_url) == 0, "the engine is reached at %s",
+		       sbx_engine_url(engine));
 	test_ping_version();
 	test_images();
 
@@ -522,8 +550,8 @@ int main(int argc, char **argv)
 	id2 = create_container("b", NULL, 0, &err);
 	{
 		struct sbx_kv other_run[] = {{LABEL_TEST, "1"}, {LABEL_RUN, "someone-else"}};
-		struct sbx_container_spec spec = {.image = image, .cmd = sleep_cmd,
-						  .labels = other_run, .n_labels = 2};
+		struct sbx_container_spec spec = {
+		    .image = image, .cmd = sleep_cmd, .labels = other_run, .n_labels = 2};
 		sbx_container_create(engine, &spec, &other, &err);
 	}
 	tap_ok(id2 && other, "two more containers, one of another run");

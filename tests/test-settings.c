@@ -253,7 +253,7 @@ static void set_fails(const char *assign, const char *msg)
 	r = sbx_settings_set(&s, assign, &err);
 	after = dump(&s);
 	tap_ok(r == -EINVAL && strncmp(err.msg, msg, strlen(msg)) == 0 &&
-		       strcmp(before, after) == 0,
+		   strcmp(before, after) == 0,
 	       "--set %s is refused: %s", assign, err.msg);
 	if (strncmp(err.msg, msg, strlen(msg)) != 0)
 		tap_diag("  expected a message starting with \"%s\"", msg);

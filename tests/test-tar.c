@@ -213,17 +213,17 @@ static void test_round_trip(void)
 	/* 150 characters that fit ustar's prefix + name split. */
 	snprintf(split150, sizeof(split150), "%.70s/%.79s", long200, target150);
 	struct expect want[] = {
-		{"d", '5', NULL, 0, 0755, 1700000000, NULL},
-		{"d/hello.txt", '0', "hello\n", 6, 0644, 1700000001, NULL},
-		{"d/empty", '0', NULL, 0, 0600, 1700000002, NULL},
-		{"all-bytes.bin", '0', all, sizeof(all), 0755, 1700000003, NULL},
-		{long200, '0', "long", 4, 0644, 1700000004, NULL},
-		{split150, '0', "split", 5, 0644, 1700000005, NULL},
-		{"link", '2', NULL, 0, 0777, 1700000006, "d/hello.txt"},
-		{"longlink", '2', NULL, 0, 0777, 1700000007, target150},
-		{"before-1970", '0', "old", 3, 04755, -86400, NULL},
-		{"far-future", '0', "new", 3, 0644, INT64_C(100000000000), NULL},
-		{"big.bin", '0', big, big_len, 0644, 1700000008, NULL},
+	    {"d", '5', NULL, 0, 0755, 1700000000, NULL},
+	    {"d/hello.txt", '0', "hello\n", 6, 0644, 1700000001, NULL},
+	    {"d/empty", '0', NULL, 0, 0600, 1700000002, NULL},
+	    {"all-bytes.bin", '0', all, sizeof(all), 0755, 1700000003, NULL},
+	    {long200, '0', "long", 4, 0644, 1700000004, NULL},
+	    {split150, '0', "split", 5, 0644, 1700000005, NULL},
+	    {"link", '2', NULL, 0, 0777, 1700000006, "d/hello.txt"},
+	    {"longlink", '2', NULL, 0, 0777, 1700000007, target150},
+	    {"before-1970", '0', "old", 3, 04755, -86400, NULL},
+	    {"far-future", '0', "new", 3, 0644, INT64_C(100000000000), NULL},
+	    {"big.bin", '0', big, big_len, 0644, 1700000008, NULL},
 	};
 	size_t n_want = SBX_ARRAY_SIZE(want);
 
@@ -283,9 +283,9 @@ static void test_round_trip(void)
 		}
 		tap_ok(p && pclose(p) == 0 && listed == (int)n_want && same == listed,
 		       "system tar lists the same %d names", same);
-		tap_is_int(run("mkdir %s/x && tar -C %s/x --warning=no-timestamp -xf %s", tmp, tmp,
-			       path),
-			   0, "system tar extracts");
+		tap_is_int(
+		    run("mkdir %s/x && tar -C %s/x --warning=no-timestamp -xf %s", tmp, tmp, path),
+		    0, "system tar extracts");
 		snprintf(cmd, sizeof(cmd), "%s/x/%s", tmp, long200);
 		{
 			struct stat st;
@@ -305,8 +305,8 @@ static void test_round_trip(void)
 
 static void test_writer_rejects(void)
 {
-	static const char *const bad[] = {"",       "/etc/passwd", "..",   "../x",
-					  "a/../b", "a/..",        "./..", "file/"};
+	static const char *const bad[] = {"",	    "/etc/passwd", "..",   "../x",
+					  "a/../b", "a/..",	   "./..", "file/"};
 	struct sbx_error err = SBX_ERROR_INIT;
 	struct sbx_buf tar = SBX_BUF_INIT;
 	char *huge = repeat('h', SBX_TAR_NAME_MAX + 1);
@@ -315,7 +315,7 @@ static void test_writer_rejects(void)
 	for (size_t i = 0; i < SBX_ARRAY_SIZE(bad); i++) {
 		sbx_error_clear(&err);
 		tap_ok(sbx_tar_add_file(&tar, bad[i], "x", 1, 0644, 0, 0, 0, &err) == -EINVAL &&
-			       tar.len == 1024,
+			   tar.len == 1024,
 		       "file name \"%s\" refused, buffer unchanged (%s)", bad[i], err.msg);
 	}
 	tap_is_int(sbx_tar_add_dir(&tar, "/abs", 0755, 0, 0, 0, NULL), -EINVAL, "absolute dir");
@@ -367,7 +367,10 @@ static void put(struct sbx_buf *s, const char *name, char type, const void *data
 	sbx_buf_append(s, zeros, (SBX_TAR_BLOCK - n % SBX_TAR_BLOCK) % SBX_TAR_BLOCK);
 }
 
-static void put_end(struct sbx_buf *s) { sbx_tar_finish(s, NULL); }
+static void put_end(struct sbx_buf *s)
+{
+	sbx_tar_finish(s, NULL);
+}
 
 #define POSIX "ustar\00000"
 #define GNU "ustar  "
@@ -392,7 +395,7 @@ static void test_handmade(void)
 	tap_ok(g.n == 2 && strcmp(g.e[0].name, long_name) == 0 && g.e[0].data.len == 4,
 	       "'L' names the next entry");
 	tap_ok(g.n == 2 && g.e[1].link && strcmp(g.e[1].link, "/a/long/target") == 0 &&
-		       strcmp(g.e[1].name, "sym") == 0,
+		   strcmp(g.e[1].name, "sym") == 0,
 	       "'K' gives the next link target");
 	got_release(&g);
 	sbx_buf_reset(&s);
@@ -429,12 +432,12 @@ static void test_handmade(void)
 	tap_ok(got_find(&g, "pax/name.txt") && got_find(&g, "pax/name.txt")->mtime == 1700000000,
 	       "PAX path and fractional mtime");
 	tap_ok(got_find(&g, "sized") && got_find(&g, "sized")->data.len == 3 &&
-		       memcmp(got_find(&g, "sized")->data.data, "abc", 3) == 0,
+		   memcmp(got_find(&g, "sized")->data.data, "abc", 3) == 0,
 	       "PAX size overrides the header");
 	tap_ok(got_find(&g, "olddir") && got_find(&g, "olddir")->type == '5',
 	       "a pre-POSIX directory (type NUL, trailing slash)");
 	tap_ok(got_find(&g, "oldfile") && got_find(&g, "oldfile")->type == '0' &&
-		       got_find(&g, "oldfile")->mode == 0644,
+		   got_find(&g, "oldfile")->mode == 0644,
 	       "a v7 header without magic");
 	got_release(&g);
 	sbx_buf_reset(&s);
@@ -460,7 +463,7 @@ static void test_handmade(void)
 	got_init(&g);
 	r = read_tar(s.data, s.len, 0, &g, &err);
 	tap_ok(r == 0 && g.n == 1 && strcmp(g.e[0].name, "the/prefix/name") == 0 &&
-		       g.e[0].size == 2 && g.e[0].data.len == 2,
+		   g.e[0].size == 2 && g.e[0].data.len == 2,
 	       "a base-256 size and a ustar prefix (%s)", err.msg);
 	got_release(&g);
 	sbx_buf_reset(&s);
@@ -510,9 +513,9 @@ static void test_handmade(void)
 	sbx_buf_reset(&s);
 
 	static const char *const bad_records[] = {
-		"abc\n",    "9 size=3",     "3 a=\n",       "99 path=x\n",
-		"8 =abc\n", "10 size=-3\n", "10 size=3x\n", "29 size=99999999999999999999\n",
-		"0 \n",     "1 x=y\n",
+	    "abc\n",	"9 size=3",	"3 a=\n",	"99 path=x\n",
+	    "8 =abc\n", "10 size=-3\n", "10 size=3x\n", "29 size=99999999999999999999\n",
+	    "0 \n",	"1 x=y\n",
 	};
 	for (size_t i = 0; i < SBX_ARRAY_SIZE(bad_records); i++) {
 		put(&s, "x-header", 'x', bad_records[i], strlen(bad_records[i]), POSIX);
@@ -700,10 +703,8 @@ static void test_system_tar(void)
 	static const struct {
 		const char *flag;
 		bool long_names;
-	} formats[] = {{"", true},
-		       {"--format=gnu", true},
-		       {"--format=pax", true},
-		       {"--format=ustar", false}};
+	} formats[] = {
+	    {"", true}, {"--format=gnu", true}, {"--format=pax", true}, {"--format=ustar", false}};
 	struct sbx_error err = SBX_ERROR_INIT;
 	char dir[256], cmd[512], name[300];
 	char *l150 = repeat('L', 150), *l200 = repeat('M', 200);
@@ -725,12 +726,12 @@ static void test_system_tar(void)
 		tap_ok(rc == 0 && g.order_ok, "tar %s: %d entries (%s)", fmt, g.n, err.msg);
 		e = got_find(&g, "./a.txt");
 		tap_ok(e && e->type == '0' && e->data.len == 6 &&
-			       memcmp(e->data.data, "alpha\n", 6) == 0 && e->mtime == 1600000000 &&
-			       e->mode == 0644,
+			   memcmp(e->data.data, "alpha\n", 6) == 0 && e->mtime == 1600000000 &&
+			   e->mode == 0644,
 		       "tar %s: a small file with its mode and mtime", fmt);
 		e = got_find(&g, "./sub/b.bin");
 		tap_ok(e && e->data.len == sizeof(all) &&
-			       memcmp(e->data.data, all, sizeof(all)) == 0,
+			   memcmp(e->data.data, all, sizeof(all)) == 0,
 		       "tar %s: all byte values", fmt);
 		e = got_find(&g, "./sub/deeper/private");
 		tap_ok(e && e->mode == 0700, "tar %s: mode 0700", fmt);
@@ -790,7 +791,7 @@ static void test_add_tree(void)
 	tap_ok(rc == 0, "add_tree (%s)", err.msg);
 	tap_ok(sbx_tar_finish(&tar, &err) == 0, "finish");
 	tap_ok(sbx_tar_add_tree(&again, src, &err) == 0 && sbx_tar_finish(&again, &err) == 0 &&
-		       again.len == tar.len && memcmp(again.data, tar.data, tar.len) == 0,
+		   again.len == tar.len && memcmp(again.data, tar.data, tar.len) == 0,
 	       "the same tree gives the same bytes");
 
 	got_init(&g);
@@ -805,7 +806,7 @@ static void test_add_tree(void)
 	tap_ok(sorted, "entries are sorted");
 	tap_ok(no_fifo, "a FIFO is left out");
 	tap_ok(got_find(&g, "sub/deeper/private") &&
-		       got_find(&g, "sub/deeper/private")->mode == 0700,
+		   got_find(&g, "sub/deeper/private")->mode == 0700,
 	       "modes are kept");
 	tap_ok(got_find(&g, "a.txt") && got_find(&g, "a.txt")->mtime == 1600000000,
 	       "mtimes are kept");
@@ -821,7 +822,7 @@ static void test_add_tree(void)
 		   "the extracted tree equals the source (diff -r)");
 	snprintf(path, sizeof(path), "%s/sub/deeper/private", out);
 	tap_ok(stat(path, &st) == 0 && (st.st_mode & 07777) == 0700 &&
-		       (st.st_uid == 0 || geteuid() != 0),
+		   (st.st_uid == 0 || geteuid() != 0),
 	       "extracted with its mode, owned by 0:0");
 	snprintf(path, sizeof(path), "%s/a.txt", out);
 	tap_ok(stat(path, &st) == 0 && st.st_mtime == 1600000000, "and its mtime");

@@ -11,7 +11,10 @@ struct sbx_buf {
 	size_t cap;
 };
 
-#define SBX_BUF_INIT {NULL, 0, 0}
+#define SBX_BUF_INIT                                                                               \
+	{                                                                                          \
+		NULL, 0, 0                                                                         \
+	}
 
 /* Append n bytes; returns 0 or -ENOMEM. */
 int sbx_buf_append(struct sbx_buf *b, const void *p, size_t n);

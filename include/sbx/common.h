@@ -16,7 +16,10 @@
 
 #define _cleanup_(f) __attribute__((cleanup(f)))
 
-static inline void sbx_freep(void *p) { free(*(void **)p); }
+static inline void sbx_freep(void *p)
+{
+	free(*(void **)p);
+}
 static inline void sbx_closep(int *fd)
 {
 	if (*fd >= 0)

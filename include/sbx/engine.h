@@ -30,10 +30,10 @@ typedef struct sbx_engine sbx_engine;
 typedef struct sbx_stream sbx_stream;
 
 struct sbx_engine_config {
-	const char *type;        /* "docker" or "podman"; NULL = "docker" */
-	const char *url;         /* "unix:///path", "/path" or "tcp://host:port"; NULL = discover */
+	const char *type;	 /* "docker" or "podman"; NULL = "docker" */
+	const char *url;	 /* "unix:///path", "/path" or "tcp://host:port"; NULL = discover */
 	const char *api_version; /* e.g. "1.41" or "4.0.0"; NULL = negotiate with the engine */
-	long timeout_ms;         /* per REST request (not exec/streams); 0 = 60 s */
+	long timeout_ms;	 /* per REST request (not exec/streams); 0 = 60 s */
 };
 
 struct sbx_kv {
@@ -49,23 +49,23 @@ struct sbx_ulimit {
 /* What a container is made of. Zero/NULL fields take the engine's default. */
 struct sbx_container_spec {
 	const char *image;
-	const char *name;                /* NULL = engine-generated */
-	const char *const *cmd;          /* NULL-terminated argv; NULL = image default */
-	const char *const *env;          /* NULL-terminated "KEY=VALUE" */
+	const char *name;	/* NULL = engine-generated */
+	const char *const *cmd; /* NULL-terminated argv; NULL = image default */
+	const char *const *env; /* NULL-terminated "KEY=VALUE" */
 	const struct sbx_kv *labels;
 	size_t n_labels;
 	const char *workdir;
-	const char *user;                /* "uid[:gid]" or name */
-	int64_t memory_bytes;            /* hard memory limit (swap limited to the same) */
-	int64_t nano_cpus;               /* 1e9 = one CPU */
+	const char *user;     /* "uid[:gid]" or name */
+	int64_t memory_bytes; /* hard memory limit (swap limited to the same) */
+	int64_t nano_cpus;    /* 1e9 = one CPU */
 	int64_t pids_limit;
 	bool read_only_rootfs;
 	const char *const *writable_paths; /* NULL-terminated; anonymous volumes, removed with it */
-	const struct sbx_kv *tmpfs;        /* path -> mount options ("size=64m,mode=1777") */
+	const struct sbx_kv *tmpfs;	   /* path -> mount options ("size=64m,mode=1777") */
 	size_t n_tmpfs;
-	const char *const *cap_drop;     /* NULL-terminated; {"ALL", NULL} drops all */
+	const char *const *cap_drop; /* NULL-terminated; {"ALL", NULL} drops all */
 	bool no_new_privileges;
-	const char *network_mode;        /* "none", "host", "bridge" or a network name */
+	const char *network_mode; /* "none", "host", "bridge" or a network name */
 	const struct sbx_ulimit *ulimits;
 	size_t n_ulimits;
 };
@@ -75,7 +75,7 @@ struct sbx_container_info {
 	char *id;
 	char *name;
 	char *image;
-	char *status;      /* engine words: "created", "running", "exited", ... */
+	char *status; /* engine words: "created", "running", "exited", ... */
 	bool running;
 	int exit_code;
 	bool oom_killed;
@@ -96,41 +96,41 @@ struct sbx_container_summary {
 };
 
 struct sbx_engine_version {
-	char *engine;      /* "docker" or "podman" */
-	char *version;     /* the engine's own version, e.g. "20.10.24" */
+	char *engine;	   /* "docker" or "podman" */
+	char *version;	   /* the engine's own version, e.g. "20.10.24" */
 	char *api_version; /* the API version this handle speaks */
 };
 
 /* A non-interactive exec. */
 struct sbx_exec_spec {
 	const char *const *argv; /* NULL-terminated, required */
-	const char *const *env;  /* NULL-terminated "KEY=VALUE" */
+	const char *const *env;	 /* NULL-terminated "KEY=VALUE" */
 	const char *workdir;
 	const char *user;
-	long timeout_ms;         /* 0 = none; on expiry the process tree is killed */
-	size_t output_cap;       /* bytes kept of stdout + stderr together; 0 = 1 MiB */
-	const void *stdin_data;  /* optional, written then closed */
+	long timeout_ms;	/* 0 = none; on expiry the process tree is killed */
+	size_t output_cap;	/* bytes kept of stdout + stderr together; 0 = 1 MiB */
+	const void *stdin_data; /* optional, written then closed */
 	size_t stdin_len;
 };
 
 struct sbx_exec_result {
-	int exit_code;       /* -1 when unknown (killed on timeout) */
+	int exit_code; /* -1 when unknown (killed on timeout) */
 	bool timed_out;
-	bool truncated;      /* output beyond output_cap was dropped */
-	struct sbx_buf out;  /* stdout, NUL-terminated, may hold binary */
-	struct sbx_buf err;  /* stderr */
-	size_t total_bytes;  /* output produced, kept or not */
+	bool truncated;	    /* output beyond output_cap was dropped */
+	struct sbx_buf out; /* stdout, NUL-terminated, may hold binary */
+	struct sbx_buf err; /* stderr */
+	size_t total_bytes; /* output produced, kept or not */
 };
 
 /* The stat of a path inside a container. */
 struct sbx_path_stat {
 	char *name;
 	int64_t size;
-	uint32_t mode;   /* Go os.FileMode bits as the engine reports them */
+	uint32_t mode; /* Go os.FileMode bits as the engine reports them */
 	bool is_dir;
 	bool is_symlink;
 	char *link_target;
-	char *mtime;     /* RFC 3339 as reported */
+	char *mtime; /* RFC 3339 as reported */
 };
 
 struct sbx_stats {
@@ -170,8 +170,7 @@ int sbx_image_build(sbx_engine *e, const char *context_dir, const char *containe
 		    const char *tag, const char *const *build_args, struct sbx_buf *log,
 		    struct sbx_error *err);
 /* Import a root filesystem tarball from a file on this host as ref. */
-int sbx_image_import(sbx_engine *e, const char *tar_path, const char *ref,
-		     struct sbx_error *err);
+int sbx_image_import(sbx_engine *e, const char *tar_path, const char *ref, struct sbx_error *err);
 int sbx_image_remove(sbx_engine *e, const char *ref, struct sbx_error *err);
 
 /* Create; *ret_id (owned by the caller) is the full container id. */
@@ -181,8 +180,7 @@ int sbx_container_start(sbx_engine *e, const char *id, struct sbx_error *err);
 /* SIGTERM, then SIGKILL after timeout_s seconds. */
 int sbx_container_stop(sbx_engine *e, const char *id, int timeout_s, struct sbx_error *err);
 /* signal: "KILL", "TERM", ... */
-int sbx_container_kill(sbx_engine *e, const char *id, const char *signal,
-		       struct sbx_error *err);
+int sbx_container_kill(sbx_engine *e, const char *id, const char *signal, struct sbx_error *err);
 /* Force-removes, with its anonymous volumes. Absent is -ENOENT. */
 int sbx_container_remove(sbx_engine *e, const char *id, struct sbx_error *err);
 int sbx_container_inspect(sbx_engine *e, const char *id, struct sbx_container_info *ret_info,
@@ -233,8 +231,7 @@ int sbx_path_stat(sbx_engine *e, const char *id, const char *path, struct sbx_pa
 void sbx_path_stat_release(struct sbx_path_stat *st);
 
 /* Optional operations: -ENOTSUP when the backend has none. */
-int sbx_network_connect(sbx_engine *e, const char *id, const char *network,
-			struct sbx_error *err);
+int sbx_network_connect(sbx_engine *e, const char *id, const char *network, struct sbx_error *err);
 int sbx_network_disconnect(sbx_engine *e, const char *id, const char *network,
 			   struct sbx_error *err);
 int sbx_container_stats(sbx_engine *e, const char *id, struct sbx_stats *ret_stats,

@@ -17,12 +17,18 @@
 #define SBX_ERROR_MSG_MAX 1024
 
 struct sbx_error {
-	int code;        /* negative errno, 0 when unset */
+	int code;	 /* negative errno, 0 when unset */
 	int http_status; /* engine HTTP status, 0 when not an HTTP failure */
 	char msg[SBX_ERROR_MSG_MAX];
 };
 
-#define SBX_ERROR_INIT {0, 0, {0}}
+#define SBX_ERROR_INIT                                                                             \
+	{                                                                                          \
+		0, 0,                                                                              \
+		{                                                                                  \
+			0                                                                          \
+		}                                                                                  \
+	}
 
 #if defined(__GNUC__)
 #define SBX_PRINTF(a, b) __attribute__((format(printf, a, b)))
@@ -34,7 +40,7 @@ struct sbx_error {
 int sbx_error_set(struct sbx_error *err, int code, const char *fmt, ...) SBX_PRINTF(3, 4);
 /* As sbx_error_set, also recording the engine's HTTP status. */
 int sbx_error_set_http(struct sbx_error *err, int code, int http_status, const char *fmt, ...)
-	SBX_PRINTF(4, 5);
+    SBX_PRINTF(4, 5);
 /* Prepend "context: " to the message; returns err->code (or -EIO when unset). */
 int sbx_error_prefix(struct sbx_error *err, const char *fmt, ...) SBX_PRINTF(2, 3);
 /* Reset to the unset state. */

@@ -24,8 +24,8 @@
 /* The parsed values. Strings are owned, never NULL after init ("" = unset). */
 struct sbx_settings {
 	struct {
-		char *type;        /* "docker" or "podman" */
-		char *socket;      /* "unix:///path", "/path", "tcp://host:port"; "" = discover */
+		char *type;	   /* "docker" or "podman" */
+		char *socket;	   /* "unix:///path", "/path", "tcp://host:port"; "" = discover */
 		char *api_version; /* "" = negotiate */
 		int64_t timeout_ms;
 	} engine;

@@ -24,9 +24,9 @@
 #include "sbx/error.h"
 
 #define SBX_TAR_BLOCK 512
-#define SBX_TAR_NAME_MAX 4096                     /* longest name or link target written */
-#define SBX_TAR_EXT_MAX (64 * 1024)               /* largest PAX or GNU long-name header read */
-#define SBX_TAR_TREE_DEPTH_MAX 64                 /* deepest directory sbx_tar_add_tree enters */
+#define SBX_TAR_NAME_MAX 4096			  /* longest name or link target written */
+#define SBX_TAR_EXT_MAX (64 * 1024)		  /* largest PAX or GNU long-name header read */
+#define SBX_TAR_TREE_DEPTH_MAX 64		  /* deepest directory sbx_tar_add_tree enters */
 #define SBX_TAR_TREE_BYTES_MAX (INT64_C(1) << 30) /* most bytes sbx_tar_add_tree appends */
 
 /*
@@ -62,11 +62,11 @@ int sbx_tar_add_tree(struct sbx_buf *tar, const char *host_dir, struct sbx_error
 int sbx_tar_finish(struct sbx_buf *tar, struct sbx_error *err);
 
 struct sbx_tar_entry {
-	const char *name;        /* without trailing '/'; valid during the entry callback */
-	char type;               /* '0' file, '5' dir, '2' symlink, '1' hard link, ... */
-	int64_t size;            /* bytes of data that follow; 0 for all but files */
-	uint32_t mode;           /* permission bits (07777) */
-	int64_t mtime;           /* seconds since the epoch */
+	const char *name;	 /* without trailing '/'; valid during the entry callback */
+	char type;		 /* '0' file, '5' dir, '2' symlink, '1' hard link, ... */
+	int64_t size;		 /* bytes of data that follow; 0 for all but files */
+	uint32_t mode;		 /* permission bits (07777) */
+	int64_t mtime;		 /* seconds since the epoch */
 	const char *link_target; /* for '1' and '2', else NULL */
 };
 
