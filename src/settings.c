@@ -48,6 +48,8 @@
 	{sec, key, SBX_SETTING_STRING, OFF(field), def, help, 0, 0, NULL, check}
 #define NUMBER(type, sec, key, field, def, min, max, help) \
 	{sec, key, SBX_SETTING_##type, OFF(field), def, help, min, max, NULL, NULL}
+#define BOOLEAN(sec, key, field, def, help) \
+	{sec, key, SBX_SETTING_BOOL, OFF(field), def, help, 0, 0, NULL, NULL}
 #define ENUM(sec, key, field, def, words, help) \
 	{sec, key, SBX_SETTING_ENUM, OFF(field), def, help, 0, 0, words, NULL}
 /* clang-format on */
@@ -70,6 +72,17 @@ static bool check_http_url(const char *v, char *why, size_t n)
 	return false;
 }
 
+static bool check_instance(const char *v, char *why, size_t n)
+{
+	size_t len = strlen(v);
+	if (len >= 1 && len <= 64 &&
+	    strspn(v, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+		      "0123456789_.-") == len)
+		return true;
+	snprintf(why, n, "expected 1..64 of A-Z a-z 0-9 _ . -");
+	return false;
+}
+
 static const char *const engine_types[] = {"docker", "podman", NULL};
 
 static const struct sbx_setting schema[] = {
@@ -83,13 +96,18 @@ static const struct sbx_setting schema[] = {
 	   "time limit of one engine API request (not exec or streams)"),
 
     STRING("server", "listen", server.listen, "127.0.0.1", NULL, "address to listen on"),
-    NUMBER(INT, "server", "port", server.port, "8000", 1, 65535, "TCP port to listen on"),
+    NUMBER(INT, "server", "port", server.port, "8000", 0, 65535,
+	   "TCP port to listen on; 0 = any free port (printed at start)"),
     STRING("server", "public_url", server.public_url, "", check_http_url,
 	   "URL clients reach the server at; empty = http://LISTEN:PORT"),
     NUMBER(SIZE, "server", "max_body", server.max_body, "4m", KIB, GIB,
 	   "largest request body accepted"),
     STRING("server", "allowed_origins", server.allowed_origins, "", NULL,
 	   "comma-separated browser origins allowed to call the server; empty = none"),
+    STRING("server", "instance", server.instance, "default", check_instance,
+	   "name of this server's sandboxes in engine labels ([A-Za-z0-9_.-], 1..64)"),
+    NUMBER(DURATION, "server", "session_timeout", server.session_timeout_ms, "60m", SEC, 24 * HOUR,
+	   "an MCP session idle this long is forgotten"),
 
     STRING("sandbox", "image", sandbox.image, "localhost/mcp-sandbox:latest", NULL,
 	   "image sandboxes are created from"),
@@ -107,8 +125,16 @@ static const struct sbx_setting schema[] = {
 	   "most output kept from one command"),
     STRING("sandbox", "upload_dir", sandbox.upload_dir, "", NULL,
 	   "host directory for uploaded files; empty = uploads disabled"),
-    STRING("sandbox", "index_url", sandbox.index_url, "", NULL,
+    STRING("sandbox", "index_url", sandbox.index_url, "", check_http_url,
 	   "package index URL given to sandboxes; empty = none"),
+    NUMBER(INT, "sandbox", "max_sandboxes", sandbox.max_sandboxes, "32", 1, 100000,
+	   "most sandboxes at once"),
+    NUMBER(DURATION, "sandbox", "install_timeout", sandbox.install_timeout_ms, "10m", SEC,
+	   24 * HOUR, "time limit of one package install"),
+    NUMBER(SIZE, "sandbox", "max_upload", sandbox.max_upload, "100m", 1, GIB,
+	   "largest file upload_file_to_sandbox copies"),
+    BOOLEAN("sandbox", "remove_on_exit", sandbox.remove_on_exit, "true",
+	    "remove this server's sandboxes when it stops (no = adopt them at the next start)"),
 };
 
 struct unit {

@@ -161,7 +161,7 @@ static void test_file_errors(void)
 	expect_load_error("port = 1\n", "1: key port outside of a [section]",
 			  "key before a section");
 	expect_load_error("[server]\nport = 70000\n",
-			  "2: server.port: bad value \"70000\": expected an integer in 1..65535",
+			  "2: server.port: bad value \"70000\": expected an integer in 0..65535",
 			  "int out of range");
 	expect_load_error("[engine]\ntype = lxc\n",
 			  "2: engine.type: bad value \"lxc\": expected one of: docker podman",
@@ -186,9 +186,9 @@ static void test_file_errors(void)
 			  "3: syntax error (expected [section], key = value or a comment)",
 			  "syntax error");
 	expect_load_error("[server\n", "1: syntax error", "unterminated section");
-	expect_load_error("[server]\nport = 0\njunk\n", "2: server.port: bad value",
+	expect_load_error("[server]\nport = x\njunk\n", "2: server.port: bad value",
 			  "the first error wins over a later syntax error");
-	expect_load_error("[server]\njunk\nport = 0\n", "2: syntax error",
+	expect_load_error("[server]\njunk\nport = x\n", "2: syntax error",
 			  "the first error wins over a later bad value");
 	expect_load_error("[server]\nlisten = \n\nlisten = ::\n", "4: duplicate key",
 			  "duplicate of an empty value");
@@ -290,7 +290,7 @@ static void test_set(void)
 	set_fails("server.colour=1", "--set server.colour: unknown key colour in [server] (known: "
 				     "listen, port, public_url, max_body, allowed_origins)");
 	set_fails("server.port=x", "--set server.port: bad value \"x\": expected an integer in "
-				   "1..65535");
+				   "0..65535");
 	set_fails("sandbox.image=a\tb", "--set sandbox.image: bad value \"a\tb\": "
 					"control characters are not allowed");
 	set_fails("server.public_url=ftp://x", "--set server.public_url: bad "
@@ -305,7 +305,7 @@ static void test_numbers(void)
 	SET_OK("server.port=1", server.port, 1);
 	SET_OK("server.port=65535", server.port, 65535);
 	SET_OK("server.port=08080", server.port, 8080);
-	set_fails("server.port=0", "--set server.port: bad value \"0\"");
+	set_fails("server.port=-1", "--set server.port: bad value \"-1\"");
 	set_fails("server.port=65536", "--set server.port: bad value");
 	set_fails("server.port=-1", "--set server.port: bad value");
 	set_fails("server.port=+80", "--set server.port: bad value");
@@ -395,7 +395,10 @@ static void non_default(const struct sbx_setting *d, char *out, size_t n)
 {
 	switch (d->type) {
 	case SBX_SETTING_STRING:
-		snprintf(out, n, "%s", strcmp(d->key, "socket") == 0 ? "/x.sock" : "http://x");
+		snprintf(out, n, "%s",
+			 strcmp(d->key, "socket") == 0	   ? "/x.sock"
+			 : strcmp(d->key, "instance") == 0 ? "x"
+							   : "http://x");
 		break;
 	case SBX_SETTING_ENUM:
 		snprintf(out, n, "%s", strcmp(d->words[0], d->def) ? d->words[0] : d->words[1]);

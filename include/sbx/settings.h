@@ -35,6 +35,8 @@ struct sbx_settings {
 		char *public_url; /* "" = http://LISTEN:PORT */
 		int64_t max_body; /* bytes */
 		char *allowed_origins;
+		char *instance; /* names this server's sandboxes in engine labels */
+		int64_t session_timeout_ms;
 	} server;
 	struct {
 		char *image;
@@ -46,6 +48,10 @@ struct sbx_settings {
 		int64_t output_cap; /* bytes */
 		char *upload_dir;   /* "" = uploads disabled */
 		char *index_url;
+		int64_t max_sandboxes;
+		int64_t install_timeout_ms;
+		int64_t max_upload; /* bytes */
+		bool remove_on_exit;
 	} sandbox;
 };
 

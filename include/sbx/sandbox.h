@@ -1,0 +1,186 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The sandbox manager: what a "sandbox" is to the tools above it.
+ *
+ * A sandbox is one container on the engine plus a small record here. The
+ * record's durable part (id, name, owner, created) also lives in the
+ * container's labels, so a restarted server can adopt its sandboxes back
+ * (sbx_manager_recover). Every sandbox has an owner from day one: callers
+ * pass the tenant they act for, and a sandbox of another owner is reported
+ * as not found (-ENOENT), exactly like one that does not exist.
+ *
+ * Threads: every function may be called from any thread at the same time.
+ * Records are reference-counted; sbx_sandbox_get/create return a reference
+ * that the caller drops with sbx_sandbox_unref.
+ *
+ * Errors: include/sbx/error.h. Messages are written for the person (or
+ * model) who called the tool: they say what went wrong and what to do.
+ * -ENOENT: unknown sandbox (or path); -EINVAL: a bad argument; -EPERM: a
+ * path outside what is allowed; -EFBIG: a file over a size limit; -EBUSY:
+ * a limit on the number of sandboxes; anything else: the engine failed.
+ */
+#ifndef SBX_SANDBOX_H
+#define SBX_SANDBOX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "sbx/buf.h"
+#include "sbx/engine.h"
+#include "sbx/error.h"
+#include "sbx/settings.h"
+
+/* Labels every managed container carries. */
+#define SBX_LABEL_MANAGED "org.mcp-sandbox.managed"   /* "1" */
+#define SBX_LABEL_INSTANCE "org.mcp-sandbox.instance" /* server.instance */
+#define SBX_LABEL_ID "org.mcp-sandbox.sandbox-id"
+#define SBX_LABEL_NAME "org.mcp-sandbox.name"
+#define SBX_LABEL_OWNER "org.mcp-sandbox.owner"
+#define SBX_LABEL_CREATED "org.mcp-sandbox.created" /* Unix seconds */
+
+/* Where code runs and writes the files that come back as links. */
+#define SBX_RESULTS_DIR "/app/results"
+
+#define SBX_SANDBOX_ID_MAX 32
+#define SBX_SANDBOX_NAME_MAX 64
+
+typedef struct sbx_manager sbx_manager;
+typedef struct sbx_sandbox sbx_sandbox;
+
+/* A snapshot of one sandbox for list_sandboxes. Strings owned. */
+struct sbx_sandbox_info {
+	char *id;
+	char *name;
+	char *owner;
+	char *status; /* the engine's word: "running", "exited", ...; "missing" if gone */
+	char *image;
+	time_t created;
+	time_t last_used;
+	char **packages; /* successfully installed package specs, NULL-terminated */
+};
+
+/* One file created or modified under SBX_RESULTS_DIR during a run. */
+struct sbx_file_change {
+	char *path; /* relative to SBX_RESULTS_DIR, e.g. "plots/fig.png" */
+	int64_t size;
+};
+
+/* What a command or a piece of Python code produced. */
+struct sbx_run_result {
+	int exit_code;	    /* -1 when killed at the time limit */
+	bool timed_out;
+	bool truncated;	    /* output beyond sandbox.output_cap was cut */
+	struct sbx_buf out; /* stdout: valid UTF-8 (invalid bytes replaced by U+FFFD) */
+	struct sbx_buf err; /* stderr: valid UTF-8 */
+	struct sbx_file_change *files; /* execute_python_code only */
+	size_t n_files;
+	bool files_truncated; /* more changed files than reported */
+};
+
+enum sbx_install_state {
+	SBX_INSTALL_NONE,	/* never asked and not present */
+	SBX_INSTALL_PRESENT,	/* not installed by us, but importable/installed */
+	SBX_INSTALL_RUNNING,
+	SBX_INSTALL_SUCCESS,
+	SBX_INSTALL_FAILED,
+};
+
+struct sbx_install_status {
+	enum sbx_install_state state;
+	char *package;	/* the spec as asked */
+	char *version;	/* installed version when known (PRESENT/SUCCESS), else NULL */
+	char *log_tail; /* last few KiB of pip's output (RUNNING/SUCCESS/FAILED), else NULL */
+	double seconds; /* how long the install ran (so far) */
+};
+
+/* The manager works on one engine with one settings snapshot; both must
+ * outlive it. Nothing is created on the engine until a sandbox is. */
+int sbx_manager_new(const struct sbx_settings *s, sbx_engine *engine, sbx_manager **ret_m,
+		    struct sbx_error *err);
+/* Waits for background installs; removes every sandbox when
+ * sandbox.remove_on_exit (the default), else leaves them for recover. */
+sbx_manager *sbx_manager_free(sbx_manager *m);
+
+/* Adopts the containers labelled with this server.instance (after a
+ * restart). Returns how many were adopted. */
+int sbx_manager_recover(sbx_manager *m, struct sbx_error *err);
+
+/* Creates and starts a sandbox. NAME may be NULL (then it is the id); it is
+ * 1..SBX_SANDBOX_NAME_MAX of [A-Za-z0-9_.-] and unique per owner (-EEXIST). */
+int sbx_sandbox_create(sbx_manager *m, const char *owner, const char *name,
+		       sbx_sandbox **ret_sb, struct sbx_error *err);
+/* Finds a sandbox by id, or by name when no id matches. */
+int sbx_sandbox_get(sbx_manager *m, const char *owner, const char *id_or_name,
+		    sbx_sandbox **ret_sb, struct sbx_error *err);
+sbx_sandbox *sbx_sandbox_ref(sbx_sandbox *sb);
+sbx_sandbox *sbx_sandbox_unref(sbx_sandbox *sb);
+/* Removes the container (force) and forgets the record. */
+int sbx_sandbox_delete(sbx_manager *m, const char *owner, const char *id_or_name,
+		       struct sbx_error *err);
+
+const char *sbx_sandbox_id(const sbx_sandbox *sb);
+const char *sbx_sandbox_name(const sbx_sandbox *sb);
+
+/* A snapshot with the engine's current status. */
+int sbx_sandbox_describe(sbx_manager *m, sbx_sandbox *sb, struct sbx_sandbox_info *ret_info,
+			 struct sbx_error *err);
+void sbx_sandbox_info_release(struct sbx_sandbox_info *info);
+/* All sandboxes of OWNER, oldest first. */
+int sbx_manager_list(sbx_manager *m, const char *owner, struct sbx_sandbox_info **ret_list,
+		     size_t *ret_n, struct sbx_error *err);
+void sbx_sandbox_info_list_free(struct sbx_sandbox_info *list, size_t n);
+
+/* `sh -c COMMAND` in SBX_RESULTS_DIR, with sandbox.exec_timeout and
+ * sandbox.output_cap (timeout_ms > 0 overrides the time limit). A non-zero
+ * exit is a result, not an error. */
+int sbx_sandbox_run_shell(sbx_manager *m, sbx_sandbox *sb, const char *command, long timeout_ms,
+			  struct sbx_run_result *ret_result, struct sbx_error *err);
+/* Runs CODE with python3 in SBX_RESULTS_DIR and reports the files created or
+ * modified under it during the run (recursively, by mtime in ns and size,
+ * at most 100). An uncaught exception prints its traceback on stderr and
+ * gives exit code 1. */
+int sbx_sandbox_run_python(sbx_manager *m, sbx_sandbox *sb, const char *code, long timeout_ms,
+			   struct sbx_run_result *ret_result, struct sbx_error *err);
+void sbx_run_result_release(struct sbx_run_result *r);
+
+/* Checks a pip requirement spec: a name, optional [extras], optional version
+ * specifiers; no options, URLs, paths or shell syntax. */
+bool sbx_package_spec_valid(const char *spec, char *why, size_t why_size);
+
+/* Starts `pip install SPEC` in the background (argv, never a shell) and
+ * waits up to wait_ms for it to end; *ret_status is where it is then. A
+ * second call for a package already installing reports RUNNING. */
+int sbx_sandbox_install(sbx_manager *m, sbx_sandbox *sb, const char *spec, long wait_ms,
+			struct sbx_install_status *ret_status, struct sbx_error *err);
+/* The state of an install we started, or whether the package is present. */
+int sbx_sandbox_install_status(sbx_manager *m, sbx_sandbox *sb, const char *spec,
+			       struct sbx_install_status *ret_status, struct sbx_error *err);
+void sbx_install_status_release(struct sbx_install_status *st);
+
+/* Copies LOCAL_PATH, which must resolve (links and .. followed) to a
+ * regular file inside sandbox.upload_dir, into the sandbox at DEST_PATH:
+ * an existing directory (the file keeps its name) or a file path whose
+ * directory exists. NULL DEST_PATH = SBX_RESULTS_DIR. *ret_path receives the
+ * path written in the sandbox. -EPERM outside the upload folder or with
+ * uploads disabled. */
+int sbx_sandbox_upload(sbx_manager *m, sbx_sandbox *sb, const char *local_path,
+		       const char *dest_path, char **ret_path, int64_t *ret_size,
+		       struct sbx_error *err);
+
+/* An artifact: a regular file under SBX_RESULTS_DIR. RELPATH is relative to
+ * it; "..", ".", empty segments, NUL, and symbolic links anywhere on the way
+ * are refused (-EPERM); a missing file or a directory is -ENOENT. */
+int sbx_artifact_stat(sbx_manager *m, sbx_sandbox *sb, const char *relpath, int64_t *ret_size,
+		      struct sbx_error *err);
+/* Streams the file's bytes (not a tar) to SINK, as they come from the
+ * engine; nothing is stored on the host. */
+int sbx_artifact_read(sbx_manager *m, sbx_sandbox *sb, const char *relpath, sbx_sink_fn sink,
+		      void *userdata, struct sbx_error *err);
+
+/* The Content-Type for a file name, by extension; "application/octet-stream"
+ * when unknown. */
+const char *sbx_mime_type(const char *path);
+
+#endif
