@@ -287,8 +287,10 @@ static void test_set(void)
 	set_fails(".port=1", "--set .port=1: expected section.key=value");
 	set_fails("server.=1", "--set server.=1: expected section.key=value");
 	set_fails("bogus.port=1", "--set bogus.port: unknown section [bogus]");
-	set_fails("server.colour=1", "--set server.colour: unknown key colour in [server] (known: "
-				     "listen, port, public_url, max_body, allowed_origins)");
+	set_fails("server.colour=1",
+		  "--set server.colour: unknown key colour in [server] (known: "
+		  "listen, port, public_url, max_body, allowed_origins, instance, "
+		  "session_timeout)");
 	set_fails("server.port=x", "--set server.port: bad value \"x\": expected an integer in "
 				   "0..65535");
 	set_fails("sandbox.image=a\tb", "--set sandbox.image: bad value \"a\tb\": "
