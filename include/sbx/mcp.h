@@ -1,0 +1,116 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The MCP layer: JSON-RPC 2.0, the MCP lifecycle and the tools, over any
+ * transport. Transports (src/transport_*.c) hand it HTTP bodies and send back
+ * what it returns; it never sees HTTP, and it reaches containers only through
+ * the sandbox manager (include/sbx/sandbox.h).
+ *
+ * Flow of one HTTP body:
+ *   sbx_mcp_input_parse()  -> 400 + the returned JSON-RPC error when invalid
+ *   sbx_mcp_input_*()      -> the transport picks its status (202 when the body
+ *                             holds no request, a new session for initialize)
+ *   sbx_mcp_session_run()  -> the reply text, produced in the calling thread
+ *
+ * Threads: sbx_mcp_session_run may be called for the same session from
+ * several threads at once (concurrent POSTs); a slow tools/call in one never
+ * delays another call or a ping. Everything else is thread-safe too.
+ *
+ * Errors and ownership: include/sbx/error.h and include/sbx/common.h.
+ */
+#ifndef SBX_MCP_H
+#define SBX_MCP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "sbx/error.h"
+#include "sbx/sandbox.h"
+#include "sbx/settings.h"
+
+/* Protocol versions, oldest first; the last is what we answer a client whose
+ * version we do not know. */
+#define SBX_MCP_VERSIONS {"2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"}
+#define SBX_MCP_VERSION_LATEST "2025-11-25"
+
+/* The tenant every session acts for until API keys exist. */
+#define SBX_OWNER_DEFAULT "default"
+
+/* JSON-RPC and MCP error codes. */
+#define SBX_JSONRPC_PARSE_ERROR -32700
+#define SBX_JSONRPC_INVALID_REQUEST -32600
+#define SBX_JSONRPC_METHOD_NOT_FOUND -32601
+#define SBX_JSONRPC_INVALID_PARAMS -32602
+#define SBX_JSONRPC_INTERNAL_ERROR -32603
+#define SBX_MCP_SESSION_NOT_FOUND -32001 /* what the TypeScript SDK uses */
+
+typedef struct sbx_mcp sbx_mcp;
+typedef struct sbx_mcp_session sbx_mcp_session;
+typedef struct sbx_mcp_input sbx_mcp_input;
+
+enum sbx_mcp_transport {
+	SBX_MCP_TRANSPORT_SSE,	      /* legacy HTTP+SSE, 2024-11-05 */
+	SBX_MCP_TRANSPORT_STREAMABLE, /* Streamable HTTP, 2025-03-26 and later */
+};
+
+struct sbx_mcp_config {
+	const struct sbx_settings *settings; /* must outlive the sbx_mcp */
+	sbx_manager *manager;		     /* must outlive the sbx_mcp */
+};
+
+int sbx_mcp_new(const struct sbx_mcp_config *cfg, sbx_mcp **ret_mcp, struct sbx_error *err);
+sbx_mcp *sbx_mcp_free(sbx_mcp *m);
+/* The base of artifact links ("http://127.0.0.1:8000", no trailing slash),
+ * known once the HTTP server is bound; copied. */
+int sbx_mcp_set_public_url(sbx_mcp *m, const char *url);
+
+/* 1 when V is one of SBX_MCP_VERSIONS. */
+bool sbx_mcp_version_supported(const char *v);
+
+/* A session acting for OWNER (the tenant that owns its sandboxes). */
+int sbx_mcp_session_new(sbx_mcp *m, enum sbx_mcp_transport transport, const char *owner,
+			sbx_mcp_session **ret_session, struct sbx_error *err);
+sbx_mcp_session *sbx_mcp_session_ref(sbx_mcp_session *s);
+sbx_mcp_session *sbx_mcp_session_unref(sbx_mcp_session *s);
+/* The negotiated protocol version; NULL until initialize succeeded. */
+const char *sbx_mcp_session_version(const sbx_mcp_session *s);
+
+/* One parsed HTTP body: a message or (2025-03-26) a batch. Invalid JSON is
+ * -EBADMSG and a shape that is no JSON-RPC message at all is -EINVAL; both
+ * fill *ret_error_json with the JSON-RPC error response to send (id null).
+ * Bodies are at most the transport's limit; parse never allocates more than
+ * a small multiple of LEN. */
+int sbx_mcp_input_parse(const char *body, size_t len, sbx_mcp_input **ret_input,
+			char **ret_error_json);
+sbx_mcp_input *sbx_mcp_input_free(sbx_mcp_input *in);
+/* Holds at least one request (a message that gets a response). */
+bool sbx_mcp_input_has_requests(const sbx_mcp_input *in);
+/* Holds an initialize request. */
+bool sbx_mcp_input_is_initialize(const sbx_mcp_input *in);
+
+/* Where a running request sends notifications (notifications/progress,
+ * notifications/message) before its response. Called from the thread that
+ * runs the request; json is one JSON-RPC message, valid during the call. */
+struct sbx_mcp_notifier {
+	void (*send)(void *ctx, const char *json);
+	void *ctx;
+};
+
+/* Runs every message of IN on S in order (IN is consumed, also on error).
+ * *ret_reply: the text to send back, one response object or, for a batch,
+ * an array; NULL when nothing needs an answer (notifications, responses).
+ * Protocol errors are JSON-RPC error responses in *ret_reply, not failures
+ * of this call; it fails only on -ENOMEM. Blocks as long as the tools take:
+ * call it from a thread that may block. NOTIFIER may be NULL. */
+int sbx_mcp_session_run(sbx_mcp_session *s, sbx_mcp_input *in, const struct sbx_mcp_notifier *n,
+			char **ret_reply, struct sbx_error *err);
+
+/* Artifact links: PUBLIC_URL/artifacts/SANDBOX_ID/RELPATH, every path
+ * segment percent-encoded (src/artifact_link.c). */
+#define SBX_ARTIFACT_ROUTE "/artifacts/"
+char *sbx_artifact_url(const char *public_url, const char *sandbox_id, const char *relpath);
+/* Splits the part of a request path after SBX_ARTIFACT_ROUTE into a sandbox
+ * id and a relative path, percent-decoded. -EINVAL when malformed (no
+ * relpath, bad escapes, a decoded NUL or '/' inside a segment). */
+int sbx_artifact_parse(const char *route_rest, char **ret_sandbox_id, char **ret_relpath);
+
+#endif

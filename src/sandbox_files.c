@@ -1,0 +1,3 @@
+/* SPDX-License-Identifier: MIT */
+/* placeholder */
+typedef int sbx_placeholder_sandbox_files;
