@@ -1,0 +1,179 @@
+// SPDX-License-Identifier: MIT
+// Case 5: the HTTP rules of both transports, with raw requests.
+import assert from 'node:assert/strict';
+
+import { check } from './tap.mjs';
+import { JSON_HEADERS, cfg, initializeBody, messagesOf, port, raw, rawSse, rawStreamableSession } from './util.mjs';
+
+const PING = JSON.stringify({ jsonrpc: '2.0', id: 7, method: 'ping' });
+
+function jsonError(res) {
+	const text = res.body.toString('utf8');
+	let v;
+	try {
+		v = JSON.parse(text);
+	} catch {
+		assert.fail(`HTTP ${res.status}: body is no JSON: ${text.slice(0, 200)}`);
+	}
+	assert.ok(v.error, `no JSON-RPC error in ${text.slice(0, 200)}`);
+	return v;
+}
+
+export async function httpCase() {
+	const t = (name) => `http: ${name}`;
+
+	await check(t('GET /health is 200'), async () => {
+		const res = await raw({ path: '/health' });
+		assert.equal(res.status, 200);
+	});
+	await check(t('/mcp: malformed JSON is 400 with -32700 and id null'), async () => {
+		for (const body of ['{"jsonrpc": "2.0", "id": 1, "method": ', 'not json at all', '\u0000\u0001']) {
+			const res = await raw({ method: 'POST', path: '/mcp', headers: JSON_HEADERS, body });
+			assert.equal(res.status, 400, `${JSON.stringify(body)}: HTTP ${res.status}`);
+			const v = jsonError(res);
+			assert.equal(v.error.code, -32700);
+			assert.equal(v.id, null);
+		}
+	});
+	await check(t('/mcp: a JSON value that is no JSON-RPC message is 400 with -32600'), async () => {
+		const res = await raw({ method: 'POST', path: '/mcp', headers: JSON_HEADERS, body: '{"hello": "world"}' });
+		assert.equal(res.status, 400);
+		assert.equal(jsonError(res).error.code, -32600);
+	});
+	await check(t('/mcp: a wrong Content-Type is 415'), async () => {
+		for (const type of ['text/plain', 'application/x-www-form-urlencoded']) {
+			const res = await raw({ method: 'POST', path: '/mcp', headers: { ...JSON_HEADERS, 'Content-Type': type }, body: initializeBody() });
+			assert.equal(res.status, 415, `${type}: HTTP ${res.status}`);
+		}
+	});
+	await check(t('/mcp: an Accept without text/event-stream is 406'), async () => {
+		const res = await raw({ method: 'POST', path: '/mcp', headers: { ...JSON_HEADERS, Accept: 'application/json' }, body: initializeBody() });
+		assert.equal(res.status, 406);
+	});
+	const session = await check(t('/mcp: a raw initialize sets Mcp-Session-Id; initialized is 202'), async () => rawStreamableSession());
+	await check(t('/mcp: a ping on the session is answered'), async () => {
+		assert.ok(session, 'no session from the previous step');
+		const res = await raw({ method: 'POST', path: '/mcp', headers: { ...JSON_HEADERS, 'Mcp-Session-Id': session.sid, 'MCP-Protocol-Version': session.version }, body: PING });
+		assert.equal(res.status, 200);
+		const [m] = messagesOf(res);
+		assert.equal(m.id, 7);
+		assert.deepEqual(m.result, {});
+	});
+	await check(t('/mcp: a second initialize on a live session is refused'), async () => {
+		assert.ok(session, 'no session');
+		const res = await raw({ method: 'POST', path: '/mcp', headers: { ...JSON_HEADERS, 'Mcp-Session-Id': session.sid }, body: initializeBody(9) });
+		if (res.status === 200) {
+			const [m] = messagesOf(res);
+			assert.ok(m.error, `second initialize answered ${JSON.stringify(m)}`);
+		} else assert.ok(res.status >= 400 && res.status < 500, `HTTP ${res.status}`);
+	});
+	await check(t('/mcp: an unsupported MCP-Protocol-Version header is 400'), async () => {
+		assert.ok(session, 'no session');
+		const res = await raw({ method: 'POST', path: '/mcp', headers: { ...JSON_HEADERS, 'Mcp-Session-Id': session.sid, 'MCP-Protocol-Version': '1999-01-01' }, body: PING });
+		assert.equal(res.status, 400);
+	});
+	await check(t('/mcp: an unknown session is 404'), async () => {
+		const res = await raw({ method: 'POST', path: '/mcp', headers: { ...JSON_HEADERS, 'Mcp-Session-Id': 'no-such-session-e2e-0123456789' }, body: PING });
+		assert.equal(res.status, 404);
+	});
+	await check(t('/mcp: a request without a session is 400'), async () => {
+		const res = await raw({ method: 'POST', path: '/mcp', headers: JSON_HEADERS, body: PING });
+		assert.equal(res.status, 400);
+	});
+	await check(t('/mcp: a foreign Origin is 403'), async () => {
+		for (const origin of ['http://evil.example', `http://evil.example:${port}`, 'null']) {
+			const res = await raw({ method: 'POST', path: '/mcp', headers: { ...JSON_HEADERS, Origin: origin }, body: initializeBody() });
+			assert.equal(res.status, 403, `Origin ${origin}: HTTP ${res.status}`);
+		}
+	});
+	await check(t('/mcp: a bad Host is 403'), async () => {
+		for (const host of [`evil.example:${port}`, 'evil.example', `127.0.0.1.evil.example:${port}`]) {
+			const res = await raw({ method: 'POST', path: '/mcp', headers: { ...JSON_HEADERS, Host: host }, body: initializeBody() });
+			assert.equal(res.status, 403, `Host ${host}: HTTP ${res.status}`);
+		}
+	});
+	await check(t('/mcp: the server\'s own Host names are accepted'), async () => {
+		for (const host of [`127.0.0.1:${port}`, `localhost:${port}`]) {
+			const res = await raw({ method: 'POST', path: '/mcp', headers: { ...JSON_HEADERS, Host: host }, body: initializeBody() });
+			assert.equal(res.status, 200, `Host ${host}: HTTP ${res.status}`);
+			const sid = res.headers['mcp-session-id'];
+			if (sid) await raw({ method: 'DELETE', path: '/mcp', headers: { 'Mcp-Session-Id': sid } });
+		}
+	});
+	await check(t(`/mcp: a body over server.max_body (${cfg.maxBody}) is 413`), async () => {
+		const pad = 'x'.repeat(cfg.maxBody + 16 * 1024);
+		const body = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'ping', params: { pad } });
+		const res = await raw({ method: 'POST', path: '/mcp', headers: JSON_HEADERS, body });
+		assert.equal(res.status, 413);
+	});
+	await check(t('/mcp: DELETE ends the session, which is then 404'), async () => {
+		const s = await rawStreamableSession();
+		const del = await raw({ method: 'DELETE', path: '/mcp', headers: { 'Mcp-Session-Id': s.sid } });
+		assert.ok(del.status === 200 || del.status === 204, `DELETE: HTTP ${del.status}`);
+		const res = await raw({ method: 'POST', path: '/mcp', headers: { ...JSON_HEADERS, 'Mcp-Session-Id': s.sid, 'MCP-Protocol-Version': s.version }, body: PING });
+		assert.equal(res.status, 404);
+		const again = await raw({ method: 'DELETE', path: '/mcp', headers: { 'Mcp-Session-Id': s.sid } });
+		assert.equal(again.status, 404, 'a second DELETE');
+	});
+	await check(t('/mcp: other methods are 405 with Allow'), async () => {
+		for (const method of ['PUT', 'PATCH']) {
+			const res = await raw({ method, path: '/mcp', headers: JSON_HEADERS, body: PING });
+			assert.equal(res.status, 405, `${method}: HTTP ${res.status}`);
+			const allow = String(res.headers.allow || '');
+			for (const m of ['GET', 'POST', 'DELETE']) assert.ok(allow.includes(m), `Allow: ${allow} lacks ${m}`);
+		}
+	});
+
+	// The legacy transport.
+	const sse = await check(t('GET /sse: text/event-stream, no-cache, an endpoint event with a relative URL'), async () => {
+		const s = await rawSse();
+		assert.equal(s.status, 200);
+		assert.match(String(s.headers['content-type']), /^text\/event-stream/);
+		assert.match(String(s.headers['cache-control']), /no-cache/);
+		assert.match(s.endpoint, /^\/messages\?session_id=[\x21-\x7e]+$/);
+		return s;
+	});
+	try {
+		await check(t('/messages: bad JSON on a live session is 400'), async () => {
+			assert.ok(sse, 'no SSE stream');
+			const res = await raw({ method: 'POST', path: sse.endpoint, headers: { 'Content-Type': 'application/json' }, body: '{"jsonrpc":' });
+			assert.equal(res.status, 400);
+		});
+		await check(t('/messages: a request is 202 and its answer comes on the stream'), async () => {
+			assert.ok(sse, 'no SSE stream');
+			const res = await raw({ method: 'POST', path: sse.endpoint, headers: { 'Content-Type': 'application/json' }, body: initializeBody(3, '2024-11-05') });
+			assert.equal(res.status, 202);
+			const m = await sse.next();
+			assert.equal(m.id, 3);
+			assert.equal(m.result.protocolVersion, '2024-11-05');
+			assert.equal(m.result.capabilities.tools !== undefined, true);
+		});
+		await check(t('/messages: an unknown session is 404, a missing one 400'), async () => {
+			const unknown = await raw({ method: 'POST', path: '/messages?session_id=no-such-session-e2e', headers: { 'Content-Type': 'application/json' }, body: PING });
+			assert.equal(unknown.status, 404);
+			const missing = await raw({ method: 'POST', path: '/messages', headers: { 'Content-Type': 'application/json' }, body: PING });
+			assert.equal(missing.status, 400);
+		});
+		await check(t('/messages: a foreign Origin and a bad Host are 403'), async () => {
+			assert.ok(sse, 'no SSE stream');
+			const o = await raw({ method: 'POST', path: sse.endpoint, headers: { 'Content-Type': 'application/json', Origin: 'http://evil.example' }, body: PING });
+			assert.equal(o.status, 403, 'Origin');
+			const h = await raw({ method: 'POST', path: sse.endpoint, headers: { 'Content-Type': 'application/json', Host: 'evil.example' }, body: PING });
+			assert.equal(h.status, 403, 'Host');
+		});
+		await check(t('GET /sse: a foreign Origin and a bad Host are 403'), async () => {
+			const o = await rawSse({ Origin: 'http://evil.example' });
+			o.close();
+			assert.equal(o.status, 403, 'Origin');
+			const h = await rawSse({ Host: `evil.example:${port}` });
+			h.close();
+			assert.equal(h.status, 403, 'Host');
+		});
+	} finally {
+		sse?.close();
+	}
+	await check(t('an unknown path is 404'), async () => {
+		const res = await raw({ path: '/no-such-route-e2e' });
+		assert.equal(res.status, 404);
+	});
+}

@@ -1,0 +1,56 @@
+// SPDX-License-Identifier: MIT
+// The end-to-end suite: drives a running mcp-sandboxd (SBX_E2E_URL) with the
+// official MCP TypeScript SDK client and supergateway. Started by
+// tests/e2e/run.sh, which owns the server, the package index and the plan;
+// this prints flat TAP points (no plan) on stdout.
+//
+// SBX_E2E_ONLY=seed,gateway,upload,bad,http,many,slow runs a subset.
+import { check, diag, summary } from './tap.mjs';
+import { cfg, connect, createSandbox, disconnect, sseTransport, streamableTransport } from './util.mjs';
+import { seedWorkflow } from './seed.mjs';
+import { gatewayCase } from './gateway.mjs';
+import { uploadCase } from './upload.mjs';
+import { badInputCase } from './badinput.mjs';
+import { httpCase } from './http.mjs';
+import { manySessionsCase, slowCallCase } from './concurrency.mjs';
+
+const only = process.env.SBX_E2E_ONLY ? new Set(process.env.SBX_E2E_ONLY.split(',')) : null;
+const want = (name) => !only || only.has(name);
+
+process.on('unhandledRejection', (e) => diag(`unhandled rejection: ${e && e.stack ? e.stack : e}`));
+
+async function main() {
+	diag(`server ${cfg.base} on ${cfg.engine}`);
+	if (want('seed')) {
+		await seedWorkflow('SSE', sseTransport);
+		await seedWorkflow('Streamable HTTP', streamableTransport);
+	}
+	if (want('gateway')) await gatewayCase();
+	if (want('http')) await httpCase();
+
+	// One session and one sandbox shared by the remaining cases.
+	if (['upload', 'bad', 'many', 'slow'].some(want)) {
+		const client = await check('shared session and sandbox for the remaining cases', async () => connect(streamableTransport(), 'e2e-shared'), 30000);
+		const sid = client ? await check('create the shared sandbox', async () => createSandbox(client, 'e2e-shared'), 120000) : undefined;
+		try {
+			if (client && sid) {
+				if (want('upload')) await uploadCase(client, sid);
+				if (want('bad')) await badInputCase(client, sid);
+			}
+			if (want('many')) await manySessionsCase(sid);
+			if (want('slow')) await slowCallCase(sid);
+		} finally {
+			await disconnect(client);
+		}
+	}
+	const { count, failures } = summary();
+	diag(`${count} checks, ${failures} failed`);
+}
+
+main().then(
+	() => process.exit(0),
+	(e) => {
+		diag(`the suite stopped: ${e && e.stack ? e.stack : e}`);
+		process.exit(1);
+	},
+);

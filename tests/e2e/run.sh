@@ -1,0 +1,216 @@
+# Sourced by tests/e2e-docker.test and tests/e2e-podman.test:
+#   run_e2e TYPE SOCKET
+# Starts the test package index (tests/pkgindex.py) and its own mcp-sandboxd
+# (port 0, a unique server.instance, sandbox.network=host, a temporary upload
+# folder, server.max_body=64k) against the engine at SOCKET, runs the
+# node suite (tests/e2e/run.mjs: the official MCP SDK client and
+# supergateway), stops both by PID, and checks that no container with the
+# instance label is left. Prints TAP; the plan comes last.
+#
+# Without the engine, node or the npm packages the test is skipped, unless
+# MCP_SANDBOX_REQUIRE_ENGINES=1 (then Bail out!). SBX_E2E_KEEP=1 keeps the
+# temporary folder; SBX_E2E_ONLY=seed,gateway,http,upload,bad,many,slow
+# runs a subset.
+env_file="${MCP_SANDBOX_ENGINES_DIR:-/var/lib/mcp-sandbox-engines}/engines.env"
+if [ -z "${MCP_SANDBOX_DOCKER_SOCKET:-}${MCP_SANDBOX_PODMAN_SOCKET:-}" ] && [ -r "$env_file" ]; then
+	# shellcheck disable=SC1090
+	. "$env_file"
+fi
+
+e2e_skip() {
+	if [ "${MCP_SANDBOX_REQUIRE_ENGINES:-0}" = 1 ]; then
+		echo "Bail out! $*"
+		exit 1
+	fi
+	echo "1..0 # SKIP $*"
+	exit 0
+}
+
+e2e_diag_file() { # FILE [LINES]: its tail as TAP diagnostics
+	[ -s "$1" ] && tail -n "${2:-20}" "$1" | sed 's/^/#   /'
+}
+
+e2e_cleanup() {
+	if [ -n "${e2e_spid:-}" ] && kill -0 "$e2e_spid" 2>/dev/null; then
+		kill -TERM "$e2e_spid" 2>/dev/null
+		i=0
+		while kill -0 "$e2e_spid" 2>/dev/null && [ $i -lt 300 ]; do
+			sleep 0.1
+			i=$((i + 1))
+		done
+		kill -KILL "$e2e_spid" 2>/dev/null
+	fi
+	if [ -n "${e2e_ipid:-}" ]; then
+		kill -TERM "$e2e_ipid" 2>/dev/null
+		wait "$e2e_ipid" 2>/dev/null
+	fi
+	if [ -n "${e2e_tmp:-}" ] && [ "${SBX_E2E_KEEP:-0}" != 1 ]; then
+		rm -rf "$e2e_tmp"
+	fi
+}
+
+# e2e_containers TYPE SOCKET INSTANCE: the ids of the instance's containers.
+e2e_containers() {
+	filters="{\"label\":[\"org.mcp-sandbox.instance=$3\"]}"
+	if [ "$1" = podman ]; then
+		url="http://d/v4.0.0/libpod/containers/json?all=true"
+	else
+		url="http://d/containers/json?all=1"
+	fi
+	json=$(curl -sSf --max-time 30 --unix-socket "$2" -G --data-urlencode "filters=$filters" "$url") || return 1
+	printf '%s' "$json" | node -e '
+		let s = ""; process.stdin.on("data", (d) => (s += d));
+		process.stdin.on("end", () => { for (const c of JSON.parse(s)) console.log(c.Id); });'
+}
+
+run_e2e() {
+	e2e_type=$1 e2e_sock=$2
+	srcdir=${SBX_SRCDIR:-.}
+	builddir=${SBX_BUILDDIR:-.}
+	[ -n "$e2e_sock" ] && [ -S "$e2e_sock" ] || e2e_skip "no $e2e_type engine (run tools/provision-engines)"
+	node=$(command -v node) || e2e_skip "node is not installed (the e2e suite needs Node.js 20+)"
+	"$node" -e 'process.exit(Number(process.versions.node.split(".")[0]) >= 20 ? 0 : 1)' ||
+		e2e_skip "node $("$node" --version) is older than 20"
+	command -v curl >/dev/null 2>&1 || e2e_skip "curl is not installed"
+	server=$builddir/src/mcp-sandboxd
+	if [ ! -x "$server" ]; then
+		echo "Bail out! no $server (build first)"
+		exit 1
+	fi
+
+	e2e_tmp=$(mktemp -d "${TMPDIR:-/tmp}/sbx-e2e-$e2e_type.XXXXXX") || {
+		echo "Bail out! mktemp failed"
+		exit 1
+	}
+	trap e2e_cleanup EXIT
+	trap 'exit 129' HUP
+	trap 'exit 130' INT
+	trap 'exit 143' TERM
+
+	if ! mods=$(sh "$srcdir/tools/e2e-deps" "$srcdir" 2>"$e2e_tmp/deps.err"); then
+		e2e_diag_file "$e2e_tmp/deps.err"
+		e2e_skip "the npm packages of tests/e2e could not be installed (tools/e2e-deps)"
+	fi
+	# ES modules resolve packages next to the importing file: run a copy of
+	# the suite beside a node_modules link (the source tree may be read-only).
+	mkdir -p "$e2e_tmp/suite" "$e2e_tmp/upload" "$e2e_tmp/index"
+	cp "$srcdir"/tests/e2e/*.mjs "$e2e_tmp/suite/" && ln -s "$mods" "$e2e_tmp/suite/node_modules" || {
+		echo "Bail out! cannot set up $e2e_tmp/suite"
+		exit 1
+	}
+	gateway=$mods/supergateway/dist/index.js
+	[ -r "$gateway" ] || gateway=$mods/.bin/supergateway
+
+	python3 "$srcdir/tests/pkgindex.py" "$e2e_tmp/index" >"$e2e_tmp/index.port" 2>"$e2e_tmp/index.err" &
+	e2e_ipid=$!
+	i=0
+	while ! grep -q '^[0-9][0-9]*$' "$e2e_tmp/index.port" 2>/dev/null; do
+		if [ $i -ge 100 ] || ! kill -0 "$e2e_ipid" 2>/dev/null; then
+			e2e_diag_file "$e2e_tmp/index.err"
+			echo "Bail out! tests/pkgindex.py did not start"
+			exit 1
+		fi
+		sleep 0.1
+		i=$((i + 1))
+	done
+	index_port=$(head -n 1 "$e2e_tmp/index.port")
+
+	instance=e2e-$e2e_type-$$-$(date +%s)
+	"$server" -c "$srcdir/etc/mcp-sandbox.ini" \
+		--set engine.type="$e2e_type" \
+		--set engine.socket="unix://$e2e_sock" \
+		--set server.listen=127.0.0.1 \
+		--set server.port=0 \
+		--set server.instance="$instance" \
+		--set server.max_body=64k \
+		--set sandbox.image="${MCP_SANDBOX_IMAGE:-localhost/mcp-sandbox:latest}" \
+		--set sandbox.network=host \
+		--set sandbox.index_url="http://127.0.0.1:$index_port/simple/" \
+		--set sandbox.upload_dir="$e2e_tmp/upload" \
+		--set sandbox.exec_timeout=120s \
+		>"$e2e_tmp/server.out" 2>"$e2e_tmp/server.err" </dev/null &
+	e2e_spid=$!
+	i=0
+	url=
+	while [ -z "$url" ]; do
+		url=$(sed -n 's|^mcp-sandboxd: listening on \(http://[^ ]*\).*|\1|p' "$e2e_tmp/server.out" | head -n 1)
+		[ -n "$url" ] && break
+		if [ $i -ge 600 ] || ! kill -0 "$e2e_spid" 2>/dev/null; then
+			echo "# mcp-sandboxd printed:"
+			e2e_diag_file "$e2e_tmp/server.out"
+			e2e_diag_file "$e2e_tmp/server.err"
+			echo "Bail out! mcp-sandboxd did not start (no 'listening on' line)"
+			exit 1
+		fi
+		sleep 0.1
+		i=$((i + 1))
+	done
+	echo "# $e2e_type engine at $e2e_sock, server $url (pid $e2e_spid), instance $instance, index port $index_port"
+
+	limit=
+	command -v timeout >/dev/null 2>&1 && limit="timeout -k 10 ${SBX_E2E_TIMEOUT:-900}"
+	SBX_E2E_URL=$url SBX_E2E_UPLOAD_DIR=$e2e_tmp/upload SBX_E2E_TMP=$e2e_tmp \
+		SBX_E2E_SERVER_LOG=$e2e_tmp/server.err SBX_E2E_GATEWAY=$gateway \
+		SBX_E2E_MAX_BODY=65536 SBX_E2E_ENGINE=$e2e_type \
+		$limit "$node" "$e2e_tmp/suite/run.mjs" 2>"$e2e_tmp/node.err" | tee "$e2e_tmp/node.tap"
+	n=$(grep -cE '^(not )?ok ' "$e2e_tmp/node.tap")
+	if [ -s "$e2e_tmp/node.err" ]; then
+		echo "# node's stderr:"
+		e2e_diag_file "$e2e_tmp/node.err" 30
+	fi
+	n=$((n + 1))
+	if grep -q '# [0-9]* checks, [0-9]* failed' "$e2e_tmp/node.tap"; then
+		echo "ok $n - the node suite ran to its end"
+	else
+		echo "not ok $n - the node suite ran to its end (it stopped early or timed out)"
+	fi
+
+	# The filter finds the server's sandboxes while it runs: the final
+	# check below is not vacuous.
+	n=$((n + 1))
+	live=$(e2e_containers "$e2e_type" "$e2e_sock" "$instance")
+	st=$?
+	count=$(printf '%s' "$live" | grep -c .)
+	if [ $st = 0 ] && [ "$count" -gt 0 ]; then
+		echo "ok $n - the engine lists $count sandboxes with label org.mcp-sandbox.instance=$instance"
+	else
+		echo "not ok $n - the engine lists sandboxes with label org.mcp-sandbox.instance=$instance (status $st, $count found)"
+	fi
+
+	n=$((n + 1))
+	kill -TERM "$e2e_spid"
+	i=0
+	while kill -0 "$e2e_spid" 2>/dev/null && [ $i -lt 600 ]; do
+		sleep 0.1
+		i=$((i + 1))
+	done
+	if kill -0 "$e2e_spid" 2>/dev/null; then
+		echo "not ok $n - mcp-sandboxd stops within 60 s of SIGTERM"
+		kill -KILL "$e2e_spid"
+		wait "$e2e_spid" 2>/dev/null
+	else
+		wait "$e2e_spid"
+		st=$?
+		if [ $st = 0 ]; then
+			echo "ok $n - mcp-sandboxd stops on SIGTERM with status 0"
+		else
+			echo "not ok $n - mcp-sandboxd stops on SIGTERM with status 0 (status $st)"
+			e2e_diag_file "$e2e_tmp/server.err"
+		fi
+	fi
+	e2e_spid=
+
+	n=$((n + 1))
+	left=$(e2e_containers "$e2e_type" "$e2e_sock" "$instance")
+	st=$?
+	if [ $st = 0 ] && [ -z "$left" ]; then
+		echo "ok $n - no container with the instance label is left"
+	else
+		echo "not ok $n - no container with the instance label is left (status $st)"
+		for id in $left; do
+			echo "#   removing $id"
+			curl -sS --max-time 60 --unix-socket "$e2e_sock" -X DELETE "http://d/containers/$id?force=1&v=1" >/dev/null
+		done
+	fi
+	echo "1..$n"
+}

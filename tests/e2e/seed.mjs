@@ -1,0 +1,177 @@
+// SPDX-License-Identifier: MIT
+// Case 1: the seed's workflow through the official SDK client, once per
+// transport: initialize, tools/list, list -> create -> install -> check ->
+// execute, a plot and a CSV fetched through their artifact links, the
+// terminal tool.
+import assert from 'node:assert/strict';
+
+import { check } from './tap.mjs';
+import { TOOLS, call, callOk, cfg, connect, createSandbox, disconnect, installAndWait, raw } from './util.mjs';
+
+// Checks the tools/list answer against TOOLS; returns the tools by name.
+export function checkToolList(tools) {
+	const byName = Object.fromEntries(tools.map((t) => [t.name, t]));
+	assert.deepEqual(Object.keys(byName).sort(), Object.keys(TOOLS).sort(), 'the seven tools, exact names');
+	assert.equal(tools.length, 7, 'no tool twice');
+	for (const [name, want] of Object.entries(TOOLS)) {
+		const t = byName[name];
+		assert.ok(typeof t.description === 'string' && t.description.length > 10, `${name} has a description`);
+		assert.equal(t.inputSchema.type, 'object', `${name}: inputSchema is an object schema`);
+		const props = Object.keys(t.inputSchema.properties || {}).sort();
+		assert.deepEqual(props, [...want.params].sort(), `${name}: parameter names`);
+		const req = [...(t.inputSchema.required || [])].sort();
+		assert.deepEqual(req, [...want.required].sort(), `${name}: required parameters`);
+	}
+	return byName;
+}
+
+const PLOT_CODE = `
+import matplotlib.pyplot as plt
+import pandas as pd
+plt.plot([1, 2, 3], [1, 4, 9])
+plt.title('e2e')
+plt.savefig('plot.png')
+pd.DataFrame({'x': [1, 2, 3], 'y': [1, 4, 9]}).to_csv('data.csv', index=False)
+print('saved')
+`;
+const CSV_TEXT = 'x,y\n1,1\n2,4\n3,9\n';
+const PNG_MAGIC = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
+
+function fileNamed(files, base) {
+	const f = files.find((x) => typeof x.path === 'string' && x.path.split('/').pop() === base);
+	assert.ok(f, `${base} is not among the files: ${JSON.stringify(files)}`);
+	return f;
+}
+
+// The workflow over one transport; LABEL names the TAP points.
+export async function seedWorkflow(label, makeTransport) {
+	const t = (name) => `${label}: ${name}`;
+	const client = await check(t('initialize'), async () => {
+		const c = await connect(makeTransport(), `e2e-seed-${label}`);
+		const info = c.getServerVersion();
+		assert.ok(info && typeof info.name === 'string' && info.name.length > 0, 'serverInfo.name');
+		assert.ok(typeof info.version === 'string' && info.version.length > 0, 'serverInfo.version');
+		assert.ok(c.getServerCapabilities()?.tools, 'the tools capability is advertised');
+		const instr = c.getInstructions();
+		assert.equal(typeof instr, 'string', 'instructions are given');
+		assert.match(instr, /savefig/, 'the instructions mention savefig');
+		return c;
+	});
+	if (!client) return;
+	try {
+		await check(t('tools/list: seven tools, exact names and parameters'), async () => {
+			const { tools } = await client.listTools();
+			checkToolList(tools);
+		});
+		await check(t('ping answers {}'), async () => {
+			assert.deepEqual(await client.ping(), {});
+		});
+
+		await check(t('list_sandboxes answers before any create'), async () => {
+			await callOk(client, 'list_sandboxes', {});
+		});
+		const sid = await check(t('create_sandbox gives a sandbox id'), async () => createSandbox(client, `e2e-${label}`));
+		if (!sid) return;
+		await check(t('list_sandboxes lists the new sandbox'), async () => {
+			const list = await callOk(client, 'list_sandboxes', {});
+			assert.ok(JSON.stringify(list).includes(sid), `${sid} not in ${JSON.stringify(list)}`);
+		});
+
+		const installed = await check(t('install sbxdemo, poll its status until success'), async () => {
+			const seen = await installAndWait(client, sid, 'sbxdemo');
+			return seen;
+		}, 200000);
+		await check(t('check_package_installation_status of a package never installed: not_installed'), async () => {
+			const st = await callOk(client, 'check_package_installation_status', { sandbox_id: sid, package_name: 'never-installed-e2e' });
+			assert.equal(st.status, 'not_installed', JSON.stringify(st));
+		});
+		await check(t('execute_python_code imports sbxdemo and prints 42'), async () => {
+			assert.ok(installed, 'the install step failed');
+			const r = await callOk(client, 'execute_python_code', { sandbox_id: sid, code: 'import sbxdemo; print(sbxdemo.VALUE)' });
+			assert.equal(r.exit_code, 0, JSON.stringify(r));
+			assert.equal(r.stdout.trim(), '42', JSON.stringify(r));
+		});
+		await check(t('execute_python_code: a raised exception gives its traceback and a non-zero exit'), async () => {
+			const r = await call(client, 'execute_python_code', { sandbox_id: sid, code: 'raise ValueError("e2e-boom")' });
+			assert.ok(r.json, `no JSON: ${r.text}`);
+			assert.notEqual(r.json.exit_code, 0, r.text);
+			assert.match(r.json.stderr, /ValueError: e2e-boom/, r.text);
+		});
+
+		const files = await check(t('a matplotlib plot and a pandas CSV come back as files with links'), async () => {
+			const r = await callOk(client, 'execute_python_code', { sandbox_id: sid, code: PLOT_CODE }, 180000);
+			assert.equal(r.exit_code, 0, JSON.stringify(r));
+			assert.match(r.stdout, /saved/);
+			assert.ok(Array.isArray(r.files), `no files array: ${JSON.stringify(r)}`);
+			const png = fileNamed(r.files, 'plot.png');
+			const csv = fileNamed(r.files, 'data.csv');
+			for (const f of [png, csv]) {
+				assert.ok(Number.isInteger(f.size) && f.size > 0, `size of ${f.path}`);
+				assert.ok(f.url.startsWith(`${cfg.base}/artifacts/`), `link ${f.url} is under ${cfg.base}/artifacts/`);
+				assert.ok(f.url.includes(encodeURIComponent(sid)), `link ${f.url} names the sandbox`);
+			}
+			assert.equal(png.mime_type, 'image/png');
+			assert.match(csv.mime_type, /^text\/csv/);
+			return { png, csv };
+		}, 200000);
+
+		await check(t('the PNG link: magic bytes, image/png, Content-Length, inline'), async () => {
+			assert.ok(files, 'no files from the previous step');
+			const res = await fetch(files.png.url);
+			assert.equal(res.status, 200);
+			const body = Buffer.from(await res.arrayBuffer());
+			assert.deepEqual(body.subarray(0, 8), PNG_MAGIC, 'PNG signature');
+			assert.match(res.headers.get('content-type') || '', /^image\/png/);
+			assert.equal(Number(res.headers.get('content-length')), body.length, 'Content-Length is the body length');
+			assert.equal(body.length, files.png.size, 'the size in the result is the size served');
+			assert.match(res.headers.get('content-disposition') || '', /^inline/);
+		});
+		await check(t('the CSV link: text/csv and the text written'), async () => {
+			assert.ok(files, 'no files from the previous step');
+			const res = await fetch(files.csv.url);
+			assert.equal(res.status, 200);
+			assert.match(res.headers.get('content-type') || '', /^text\/csv/);
+			assert.equal(await res.text(), CSV_TEXT);
+		});
+		await check(t('artifacts: a missing file and an unknown sandbox are 404'), async () => {
+			const missing = await raw({ path: `/artifacts/${encodeURIComponent(sid)}/no-such-file-e2e.png` });
+			assert.equal(missing.status, 404, 'missing file');
+			const nobox = await raw({ path: '/artifacts/no-such-sandbox-e2e/plot.png' });
+			assert.equal(nobox.status, 404, 'unknown sandbox');
+		});
+		await check(t("artifacts: '..' in the path is refused (4xx)"), async () => {
+			const s = encodeURIComponent(sid);
+			for (const path of [
+				`/artifacts/${s}/../../../../etc/passwd`,
+				`/artifacts/${s}/..%2F..%2F..%2Fetc%2Fpasswd`,
+				`/artifacts/${s}/%2e%2e/%2e%2e/%2e%2e/etc/passwd`,
+				`/artifacts/${s}/../plot.png`,
+				`/artifacts/..%2F${s}/plot.png`,
+			]) {
+				const res = await raw({ path });
+				assert.ok(res.status >= 400 && res.status < 500, `${path}: HTTP ${res.status}`);
+				assert.ok(!res.body.toString('latin1').includes('root:'), `${path} leaked /etc/passwd`);
+			}
+		});
+
+		await check(t('execute_terminal_command: echo, exit code 0'), async () => {
+			const r = await callOk(client, 'execute_terminal_command', { sandbox_id: sid, command: 'echo hello-e2e' });
+			assert.equal(r.exit_code, 0, JSON.stringify(r));
+			assert.equal(r.stdout, 'hello-e2e\n');
+		});
+		await check(t('execute_terminal_command: stderr and a non-zero exit code'), async () => {
+			const r = await call(client, 'execute_terminal_command', { sandbox_id: sid, command: 'echo oops-e2e >&2; exit 3' });
+			assert.ok(r.json, `no JSON: ${r.text}`);
+			assert.equal(r.json.exit_code, 3, r.text);
+			assert.match(r.json.stderr, /oops-e2e/, r.text);
+			assert.equal(r.json.stdout, '', r.text);
+		});
+		await check(t('execute_terminal_command sees the files in /app/results'), async () => {
+			const r = await callOk(client, 'execute_terminal_command', { sandbox_id: sid, command: 'cd /app/results && ls' });
+			assert.match(r.stdout, /plot\.png/);
+			assert.match(r.stdout, /data\.csv/);
+		});
+	} finally {
+		await disconnect(client);
+	}
+}

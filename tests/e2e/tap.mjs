@@ -1,0 +1,80 @@
+// SPDX-License-Identifier: MIT
+// A flat TAP producer for automake's tap-driver: one "ok N - name" or
+// "not ok N - name" line per check, "# " diagnostics, no plan (the wrapper,
+// tests/e2e/run.sh, adds its own checks and prints the plan at the end).
+import { readFileSync } from 'node:fs';
+
+let count = 0;
+let failures = 0;
+
+function clean(name) {
+	// '#' would start a TAP directive, a newline a new TAP line.
+	return String(name).replace(/[#\n\r]/g, ' ');
+}
+
+export function diag(text) {
+	for (const line of String(text).split('\n')) process.stdout.write(`# ${line}\n`);
+}
+
+// The last lines of the server's stderr, shown after each failure.
+function serverTail(lines = 15) {
+	const file = process.env.SBX_E2E_SERVER_LOG;
+	if (!file) return;
+	let text;
+	try {
+		text = readFileSync(file, 'utf8');
+	} catch {
+		return;
+	}
+	const tail = text.trimEnd().split('\n').slice(-lines);
+	if (tail.length === 0 || (tail.length === 1 && tail[0] === '')) return;
+	diag(`--- last ${tail.length} lines of the server's stderr:`);
+	for (const l of tail) diag(`  ${l}`);
+}
+
+function describe(err) {
+	if (err && err.name === 'AssertionError') {
+		let s = err.message;
+		if (err.actual !== undefined && !/actual/i.test(s))
+			s += `\n  actual: ${JSON.stringify(err.actual)}`;
+		return s;
+	}
+	if (err && err.stack) return err.stack.split('\n').slice(0, 6).join('\n');
+	return String(err);
+}
+
+export function ok(name) {
+	count++;
+	process.stdout.write(`ok ${count} - ${clean(name)}\n`);
+}
+
+export function notOk(name, err) {
+	count++;
+	failures++;
+	process.stdout.write(`not ok ${count} - ${clean(name)}\n`);
+	if (err !== undefined) diag(describe(err));
+	serverTail();
+}
+
+// Runs FN as one TAP point, within LIMIT ms. Returns FN's value, or
+// undefined when it failed (later steps check their prerequisites).
+export async function check(name, fn, limit = 120000) {
+	let timer;
+	const timeout = new Promise((_, reject) => {
+		timer = setTimeout(() => reject(new Error(`timed out after ${limit} ms`)), limit);
+	});
+	try {
+		const value = await Promise.race([Promise.resolve().then(fn), timeout]);
+		ok(name);
+		return value;
+	} catch (err) {
+		notOk(name, err);
+		return undefined;
+	} finally {
+		clearTimeout(timer);
+	}
+}
+
+export function summary() {
+	return { count, failures };
+}
