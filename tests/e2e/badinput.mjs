@@ -3,6 +3,7 @@
 // and refused is a result with isError: true; an unknown tool is a JSON-RPC
 // error -32602 (the SDK throws McpError).
 import assert from 'node:assert/strict';
+import { writeFileSync } from 'node:fs';
 
 import { McpError } from '@modelcontextprotocol/sdk/types.js';
 
@@ -43,6 +44,8 @@ export async function badInputCase(client, sid) {
 			[{ sandbox_id: sid, code: 'print(1)', timeout: -5 }, 'timeout: -5'],
 			[{ sandbox_id: NO_BOX, code: 'print(1)' }, 'unknown sandbox'],
 			[{ sandbox_id: '../../etc', code: 'print(1)' }, 'hostile sandbox id'],
+			[{ sandbox_id: sid, code: 'print(1)', extra: 1 }, 'an unknown argument'],
+			[{ sandbox_id: sid, code: '' }, 'empty code'],
 		];
 		for (const [args, what] of cases) await callErr(client, 'execute_python_code', args, what);
 	});
@@ -87,7 +90,8 @@ export async function badInputCase(client, sid) {
 		assert.match(r.stdout, /alive/);
 	});
 	await check(t('upload_file_to_sandbox: missing, mistyped, unknown sandbox, hostile dest_path'), async () => {
-		const file = `${cfg.uploadDir}/hello-e2e.txt`;
+		const file = `${cfg.uploadDir}/bad-input-e2e.txt`;
+		writeFileSync(file, 'bad input\n');
 		const cases = [
 			[{}, 'no arguments'],
 			[{ sandbox_id: sid }, 'no local_file_path'],
@@ -98,8 +102,13 @@ export async function badInputCase(client, sid) {
 			[{ sandbox_id: sid, local_file_path: file, dest_path: '/app/results/../../etc' }, "dest_path with '..'"],
 			[{ sandbox_id: sid, local_file_path: file, dest_path: '../../etc' }, "relative dest_path with '..'"],
 			[{ sandbox_id: sid, local_file_path: file, dest_path: '/app/results/a\u0000b' }, 'dest_path with NUL'],
+			[{ sandbox_id: sid, local_file_path: file, dest_path: '/etc' }, 'dest_path /etc'],
+			[{ sandbox_id: sid, local_file_path: file, dest_path: '/etc/profile.d/e2e.sh' }, 'dest_path in /etc'],
+			[{ sandbox_id: sid, local_file_path: file, dest_path: '/no/such/dir/' }, 'dest_path in a missing directory'],
 		];
 		for (const [args, what] of cases) await callErr(client, 'upload_file_to_sandbox', args, what);
+		const r = await callOk(client, 'execute_terminal_command', { sandbox_id: sid, command: 'ls /etc/bad-input-e2e.txt /etc/profile.d/e2e.sh 2>&1; true' });
+		assert.doesNotMatch(r.stdout, /^\/etc\/(hello-e2e\.txt|profile\.d\/e2e\.sh)$/m, `the upload reached /etc: ${r.stdout}`);
 	});
 	await check(t('an unknown tool is JSON-RPC error -32602 (McpError)'), async () => {
 		let thrown;

@@ -99,7 +99,10 @@ export async function seedWorkflow(label, makeTransport) {
 		});
 
 		const files = await check(t('a matplotlib plot and a pandas CSV come back as files with links'), async () => {
-			const r = await callOk(client, 'execute_python_code', { sandbox_id: sid, code: PLOT_CODE }, 180000);
+			const res = await call(client, 'execute_python_code', { sandbox_id: sid, code: PLOT_CODE }, 180000);
+			assert.ok(!res.isError && res.json, `execute_python_code failed: ${res.text}`);
+			assert.deepEqual(res.result.structuredContent, res.json, 'structuredContent is the text');
+			const r = res.json;
 			assert.equal(r.exit_code, 0, JSON.stringify(r));
 			assert.match(r.stdout, /saved/);
 			assert.ok(Array.isArray(r.files), `no files array: ${JSON.stringify(r)}`);
@@ -112,6 +115,13 @@ export async function seedWorkflow(label, makeTransport) {
 			}
 			assert.equal(png.mime_type, 'image/png');
 			assert.match(csv.mime_type, /^text\/csv/);
+			// 2025-06-18 and later: a resource_link content item per file.
+			const links = (res.result.content || []).filter((c) => c.type === 'resource_link');
+			for (const f of [png, csv]) {
+				const l = links.find((x) => x.uri === f.url);
+				assert.ok(l, `no resource_link for ${f.url} in ${JSON.stringify(res.result.content)}`);
+				assert.equal(l.mimeType, f.mime_type);
+			}
 			return { png, csv };
 		}, 200000);
 

@@ -21,10 +21,26 @@ export async function uploadCase(client, sid) {
 	symlinkSync(outside, path.join(cfg.uploadDir, 'link-outside'));
 	symlinkSync(cfg.tmp, path.join(cfg.uploadDir, 'link-dir'));
 
-	await check(t('a file inside the upload folder lands in /app/results'), async () => {
-		await callOk(client, 'upload_file_to_sandbox', { sandbox_id: sid, local_file_path: inside });
+	await check(t('a file inside the upload folder lands in /app/results, with a link'), async () => {
+		const u = await callOk(client, 'upload_file_to_sandbox', { sandbox_id: sid, local_file_path: inside });
+		assert.equal(u.path, '/app/results/hello-e2e.txt', JSON.stringify(u));
+		assert.equal(u.size, Buffer.byteLength(content));
 		const r = await callOk(client, 'execute_terminal_command', { sandbox_id: sid, command: 'cat /app/results/hello-e2e.txt' });
 		assert.equal(r.exit_code, 0, JSON.stringify(r));
+		assert.equal(r.stdout, content);
+		assert.ok(u.url, `no url in ${JSON.stringify(u)}`);
+		const res = await fetch(u.url);
+		assert.equal(res.status, 200);
+		assert.equal(await res.text(), content);
+	});
+	await check(t("'..' that stays inside the folder, and dest_path as a file path"), async () => {
+		const u = await callOk(client, 'upload_file_to_sandbox', {
+			sandbox_id: sid,
+			local_file_path: `${cfg.uploadDir}/sub/../hello-e2e.txt`,
+			dest_path: '/app/results/renamed-e2e.txt',
+		});
+		assert.equal(u.path, '/app/results/renamed-e2e.txt', JSON.stringify(u));
+		const r = await callOk(client, 'execute_terminal_command', { sandbox_id: sid, command: 'cat renamed-e2e.txt' });
 		assert.equal(r.stdout, content);
 	});
 	await check(t('a nested file with an explicit dest_path'), async () => {
