@@ -108,7 +108,7 @@ export async function badInputCase(client, sid) {
 		];
 		for (const [args, what] of cases) await callErr(client, 'upload_file_to_sandbox', args, what);
 		const r = await callOk(client, 'execute_terminal_command', { sandbox_id: sid, command: 'ls /etc/bad-input-e2e.txt /etc/profile.d/e2e.sh 2>&1; true' });
-		assert.doesNotMatch(r.stdout, /^\/etc\/(hello-e2e\.txt|profile\.d\/e2e\.sh)$/m, `the upload reached /etc: ${r.stdout}`);
+		assert.doesNotMatch(r.stdout, /^\/etc\/(bad-input-e2e\.txt|profile\.d\/e2e\.sh)$/m, `the upload reached /etc: ${r.stdout}`);
 	});
 	await check(t('an unknown tool is JSON-RPC error -32602 (McpError)'), async () => {
 		let thrown;

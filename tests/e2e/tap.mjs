@@ -12,8 +12,13 @@ function clean(name) {
 	return String(name).replace(/[#\n\r]/g, ' ');
 }
 
-export function diag(text) {
-	for (const line of String(text).split('\n')) process.stdout.write(`# ${line}\n`);
+// Diagnostics, cut to a readable size (a failing assertion may hold a
+// whole tool result).
+export function diag(text, maxLines = 40, maxLine = 400) {
+	const lines = String(text).split('\n');
+	for (const line of lines.slice(0, maxLines))
+		process.stdout.write(`# ${line.length > maxLine ? `${line.slice(0, maxLine)}... (${line.length} chars)` : line}\n`);
+	if (lines.length > maxLines) process.stdout.write(`# ... (${lines.length - maxLines} more lines)\n`);
 }
 
 // The last lines of the server's stderr, shown after each failure.
@@ -29,16 +34,11 @@ function serverTail(lines = 15) {
 	const tail = text.trimEnd().split('\n').slice(-lines);
 	if (tail.length === 0 || (tail.length === 1 && tail[0] === '')) return;
 	diag(`--- last ${tail.length} lines of the server's stderr:`);
-	for (const l of tail) diag(`  ${l}`);
+	diag(tail.map((l) => `  ${l}`).join('\n'), lines + 1);
 }
 
 function describe(err) {
-	if (err && err.name === 'AssertionError') {
-		let s = err.message;
-		if (err.actual !== undefined && !/actual/i.test(s))
-			s += `\n  actual: ${JSON.stringify(err.actual)}`;
-		return s;
-	}
+	if (err && err.name === 'AssertionError') return err.message;
 	if (err && err.stack) return err.stack.split('\n').slice(0, 6).join('\n');
 	return String(err);
 }
