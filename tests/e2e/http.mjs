@@ -86,6 +86,13 @@ export async function httpCase() {
 			assert.equal(res.status, 403, `Origin ${origin}: HTTP ${res.status}`);
 		}
 	});
+	await check(t('/mcp: an Origin in server.allowed_origins is accepted'), async () => {
+		assert.ok(cfg.allowedOrigin, 'SBX_E2E_ALLOWED_ORIGIN is not set');
+		const res = await raw({ method: 'POST', path: '/mcp', headers: { ...JSON_HEADERS, Origin: cfg.allowedOrigin }, body: initializeBody() });
+		assert.equal(res.status, 200, `Origin ${cfg.allowedOrigin}: HTTP ${res.status}`);
+		const sid = res.headers['mcp-session-id'];
+		if (sid) await raw({ method: 'DELETE', path: '/mcp', headers: { 'Mcp-Session-Id': sid, Origin: cfg.allowedOrigin } });
+	});
 	await check(t('/mcp: a bad Host is 403'), async () => {
 		for (const host of [`evil.example:${port}`, 'evil.example', `127.0.0.1.evil.example:${port}`]) {
 			const res = await raw({ method: 'POST', path: '/mcp', headers: { ...JSON_HEADERS, Host: host }, body: initializeBody() });
@@ -147,6 +154,16 @@ export async function httpCase() {
 			assert.equal(m.id, 3);
 			assert.equal(m.result.protocolVersion, '2024-11-05');
 			assert.equal(m.result.capabilities.tools !== undefined, true);
+		});
+		await check(t('GET /sse: every frame is "event: NAME", "data: ONE LINE", a blank line'), async () => {
+			assert.ok(sse, 'no SSE stream');
+			const text = sse.raw();
+			assert.ok(!text.includes('\0'), `a NUL byte in the stream: ${JSON.stringify(text.slice(0, 300))}`);
+			assert.ok(text.endsWith('\n\n'), `the stream does not end with a blank line: ${JSON.stringify(text.slice(-80))}`);
+			for (const frame of text.slice(0, -2).split('\n\n')) {
+				if (frame.startsWith(':')) continue; // a keepalive comment
+				assert.match(frame, /^event: (endpoint|message)\ndata: [^\n]+$/, `frame ${JSON.stringify(frame.slice(0, 200))}`);
+			}
 		});
 		await check(t('/messages: an unknown session is 404, a missing one 400'), async () => {
 			const unknown = await raw({ method: 'POST', path: '/messages?session_id=no-such-session-e2e', headers: { 'Content-Type': 'application/json' }, body: PING });

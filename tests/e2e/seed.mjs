@@ -70,7 +70,7 @@ export async function seedWorkflow(label, makeTransport) {
 		await check(t('list_sandboxes answers before any create'), async () => {
 			await callOk(client, 'list_sandboxes', {});
 		});
-		const sid = await check(t('create_sandbox gives a sandbox id'), async () => createSandbox(client, `e2e-${label}`));
+		const sid = await check(t('create_sandbox gives a sandbox id'), async () => createSandbox(client, `e2e-${label.replace(/[^A-Za-z0-9_.-]/g, "-")}`));
 		if (!sid) return;
 		await check(t('list_sandboxes lists the new sandbox'), async () => {
 			const list = await callOk(client, 'list_sandboxes', {});

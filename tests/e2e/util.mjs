@@ -23,6 +23,7 @@ export const cfg = {
 	tmp: need('SBX_E2E_TMP'),
 	gateway: process.env.SBX_E2E_GATEWAY || '',
 	maxBody: Number(process.env.SBX_E2E_MAX_BODY || 65536),
+	allowedOrigin: process.env.SBX_E2E_ALLOWED_ORIGIN || '',
 	engine: process.env.SBX_E2E_ENGINE || '?',
 };
 export const port = Number(new URL(cfg.base).port);
@@ -231,12 +232,14 @@ export function rawSse(headers = {}) {
 					return;
 				}
 				let buf = '';
+				let rawText = '';
 				let endpoint;
 				const queue = [];
 				const waiters = [];
 				res.setEncoding('utf8');
 				res.on('data', (chunk) => {
 					buf += chunk;
+					rawText += chunk;
 					let i;
 					while ((i = buf.search(/\r?\n\r?\n/)) >= 0) {
 						const frame = buf.slice(0, i);
@@ -256,6 +259,7 @@ export function rawSse(headers = {}) {
 								headers: res.headers,
 								endpoint,
 								close: () => req.destroy(),
+								raw: () => rawText,
 								next: (ms = 10000) =>
 									new Promise((ok, ko) => {
 										if (queue.length) return ok(queue.shift());
