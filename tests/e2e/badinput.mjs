@@ -25,13 +25,33 @@ const HOSTILE_PACKAGES = [
 	'pkg\nrm -rf /',
 ];
 
+// Runs every case and fails with the list of those that were not refused.
+async function allRefused(client, tool, cases) {
+	const accepted = [];
+	for (const [args, what] of cases) {
+		try {
+			await callErr(client, tool, args, what);
+		} catch (e) {
+			accepted.push(e.message.split('\n')[0]);
+		}
+	}
+	assert.equal(accepted.length, 0, `${tool}: ${accepted.length} of ${cases.length} bad inputs not refused:\n${accepted.join('\n')}`);
+}
+
 export async function badInputCase(client, sid) {
 	const t = (name) => `bad input: ${name}`;
 	const NO_BOX = 'no-such-sandbox-e2e';
 
-	await check(t('create_sandbox: name of the wrong type'), async () => {
-		await callErr(client, 'create_sandbox', { name: 42 }, 'name: 42');
-		await callErr(client, 'create_sandbox', { name: ['a'] }, 'name: [a]');
+	await check(t('create_sandbox: mistyped, hostile and taken names'), async () => {
+		await allRefused(client, 'create_sandbox', [
+			[{ name: 42 }, 'name: 42'],
+			[{ name: ['a'] }, 'name: [a]'],
+			[{ name: '../x' }, "name '../x'"],
+			[{ name: 'a b;rm -rf /' }, 'name with shell syntax'],
+			[{ name: 'x'.repeat(65) }, 'a name of 65 characters'],
+			[{ name: 'e2e-shared' }, 'the name of an existing sandbox'],
+			[{ name: 'ok', extra: true }, 'an unknown argument'],
+		]);
 	});
 	await check(t('execute_python_code: missing, mistyped, unknown sandbox'), async () => {
 		const cases = [
@@ -47,7 +67,7 @@ export async function badInputCase(client, sid) {
 			[{ sandbox_id: sid, code: 'print(1)', extra: 1 }, 'an unknown argument'],
 			[{ sandbox_id: sid, code: '' }, 'empty code'],
 		];
-		for (const [args, what] of cases) await callErr(client, 'execute_python_code', args, what);
+		await allRefused(client, 'execute_python_code', cases);
 	});
 	await check(t('execute_terminal_command: missing, mistyped, unknown sandbox'), async () => {
 		const cases = [
@@ -58,7 +78,7 @@ export async function badInputCase(client, sid) {
 			[{ sandbox_id: sid, command: 'true', timeout: {} }, 'timeout: {}'],
 			[{ sandbox_id: NO_BOX, command: 'true' }, 'unknown sandbox'],
 		];
-		for (const [args, what] of cases) await callErr(client, 'execute_terminal_command', args, what);
+		await allRefused(client, 'execute_terminal_command', cases);
 	});
 	await check(t('install_package_in_sandbox: missing, mistyped, unknown sandbox'), async () => {
 		const cases = [
@@ -68,11 +88,10 @@ export async function badInputCase(client, sid) {
 			[{ sandbox_id: sid, package_name: 5 }, 'package_name: 5'],
 			[{ sandbox_id: NO_BOX, package_name: 'sbxdemo' }, 'unknown sandbox'],
 		];
-		for (const [args, what] of cases) await callErr(client, 'install_package_in_sandbox', args, what);
+		await allRefused(client, 'install_package_in_sandbox', cases);
 	});
 	await check(t('install_package_in_sandbox: hostile package names'), async () => {
-		for (const name of HOSTILE_PACKAGES)
-			await callErr(client, 'install_package_in_sandbox', { sandbox_id: sid, package_name: name }, JSON.stringify(name.slice(0, 60)));
+		await allRefused(client, 'install_package_in_sandbox', HOSTILE_PACKAGES.map((name) => [{ sandbox_id: sid, package_name: name }, JSON.stringify(name.slice(0, 60))]));
 	});
 	await check(t('check_package_installation_status: missing, mistyped, unknown sandbox, hostile name'), async () => {
 		const cases = [
@@ -82,33 +101,43 @@ export async function badInputCase(client, sid) {
 			[{ sandbox_id: NO_BOX, package_name: 'sbxdemo' }, 'unknown sandbox'],
 			[{ sandbox_id: sid, package_name: 'x; rm -rf /' }, 'hostile name'],
 		];
-		for (const [args, what] of cases) await callErr(client, 'check_package_installation_status', args, what);
+		await allRefused(client, 'check_package_installation_status', cases);
 	});
 	await check(t('the hostile names ran nothing in the sandbox'), async () => {
 		const r = await callOk(client, 'execute_terminal_command', { sandbox_id: sid, command: 'ls /tmp/pwned-e2e 2>&1; ls /app/results >/dev/null && echo alive' });
 		assert.match(r.stdout, /No such file/, r.stdout);
 		assert.match(r.stdout, /alive/);
 	});
-	await check(t('upload_file_to_sandbox: missing, mistyped, unknown sandbox, hostile dest_path'), async () => {
-		const file = `${cfg.uploadDir}/bad-input-e2e.txt`;
-		writeFileSync(file, 'bad input\n');
-		const cases = [
+	const file = `${cfg.uploadDir}/bad-input-e2e.txt`;
+	writeFileSync(file, 'bad input\n');
+	await check(t('upload_file_to_sandbox: missing, mistyped, unknown sandbox'), async () => {
+		await allRefused(client, 'upload_file_to_sandbox', [
 			[{}, 'no arguments'],
 			[{ sandbox_id: sid }, 'no local_file_path'],
 			[{ local_file_path: file }, 'no sandbox_id'],
 			[{ sandbox_id: sid, local_file_path: 17 }, 'local_file_path: 17'],
 			[{ sandbox_id: sid, local_file_path: file, dest_path: false }, 'dest_path: false'],
 			[{ sandbox_id: NO_BOX, local_file_path: file }, 'unknown sandbox'],
+		]);
+	});
+	await check(t('upload_file_to_sandbox: dest_path outside /app/results and /tmp is refused'), async () => {
+		await allRefused(client, 'upload_file_to_sandbox', [
 			[{ sandbox_id: sid, local_file_path: file, dest_path: '/app/results/../../etc' }, "dest_path with '..'"],
 			[{ sandbox_id: sid, local_file_path: file, dest_path: '../../etc' }, "relative dest_path with '..'"],
 			[{ sandbox_id: sid, local_file_path: file, dest_path: '/app/results/a\u0000b' }, 'dest_path with NUL'],
 			[{ sandbox_id: sid, local_file_path: file, dest_path: '/etc' }, 'dest_path /etc'],
-			[{ sandbox_id: sid, local_file_path: file, dest_path: '/etc/profile.d/e2e.sh' }, 'dest_path in /etc'],
+			[{ sandbox_id: sid, local_file_path: file, dest_path: '/etc/profile.d/e2e.sh' }, 'dest_path /etc/profile.d/e2e.sh'],
+			[{ sandbox_id: sid, local_file_path: file, dest_path: '/usr/bin' }, 'dest_path /usr/bin'],
+			[{ sandbox_id: sid, local_file_path: file, dest_path: '/proc/self' }, 'dest_path /proc/self'],
 			[{ sandbox_id: sid, local_file_path: file, dest_path: '/no/such/dir/' }, 'dest_path in a missing directory'],
-		];
-		for (const [args, what] of cases) await callErr(client, 'upload_file_to_sandbox', args, what);
-		const r = await callOk(client, 'execute_terminal_command', { sandbox_id: sid, command: 'ls /etc/bad-input-e2e.txt /etc/profile.d/e2e.sh 2>&1; true' });
-		assert.doesNotMatch(r.stdout, /^\/etc\/(bad-input-e2e\.txt|profile\.d\/e2e\.sh)$/m, `the upload reached /etc: ${r.stdout}`);
+		]);
+	});
+	await check(t('no refused upload reached the sandbox'), async () => {
+		const r = await callOk(client, 'execute_terminal_command', {
+			sandbox_id: sid,
+			command: 'ls -d /etc/bad-input-e2e.txt /etc/profile.d/e2e.sh /usr/bin/bad-input-e2e.txt 2>/dev/null; true',
+		});
+		assert.equal(r.stdout, '', `uploads reached: ${r.stdout}`);
 	});
 	await check(t('an unknown tool is JSON-RPC error -32602 (McpError)'), async () => {
 		let thrown;
