@@ -10,7 +10,10 @@
 # Without the engine, node or the npm packages the test is skipped, unless
 # MCP_SANDBOX_REQUIRE_ENGINES=1 (then Bail out!). SBX_E2E_KEEP=1 keeps the
 # temporary folder; SBX_E2E_ONLY=seed,gateway,http,upload,bad,many,slow
-# runs a subset.
+# runs a subset; SBX_E2E_TIMEOUT (seconds, default 900) bounds the node run.
+# The npm packages come from tools/e2e-deps (tests/e2e/node_modules after a
+# `cd tests/e2e && npm ci`, else a cache keyed by package-lock.json).
+# By hand: SBX_SRCDIR=$PWD SBX_BUILDDIR=BUILD sh tests/e2e-docker.test
 env_file="${MCP_SANDBOX_ENGINES_DIR:-/var/lib/mcp-sandbox-engines}/engines.env"
 if [ -z "${MCP_SANDBOX_DOCKER_SOCKET:-}${MCP_SANDBOX_PODMAN_SOCKET:-}" ] && [ -r "$env_file" ]; then
 	# shellcheck disable=SC1090
