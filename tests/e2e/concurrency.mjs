@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // Case 6: 20 sessions at once (10 legacy SSE + 10 Streamable HTTP).
 // Case 7: a slow tool call does not hold up a ping on the same session.
+// And the timeout argument of both run tools.
 import assert from 'node:assert/strict';
 
 import { check } from './tap.mjs';
@@ -72,4 +73,21 @@ export async function slowCallCase(sid) {
 			}
 		}, 60000);
 	}
+}
+
+export async function timeoutCase(client, sid) {
+	await check('execute_terminal_command: timeout 1 s kills "sleep 30" (timed_out, exit_code -1)', async () => {
+		const t0 = Date.now();
+		const r = await callOk(client, 'execute_terminal_command', { sandbox_id: sid, command: 'sleep 30', timeout: 1 });
+		assert.equal(r.timed_out, true, JSON.stringify(r));
+		assert.equal(r.exit_code, -1, JSON.stringify(r));
+		assert.ok(Date.now() - t0 < 20000, 'the call waited for the whole sleep');
+	}, 40000);
+	await check('execute_python_code: timeout 1 s kills an endless loop; the sandbox still works', async () => {
+		const r = await callOk(client, 'execute_python_code', { sandbox_id: sid, code: 'print("start", flush=True)\nwhile True:\n    pass', timeout: 1 });
+		assert.equal(r.timed_out, true, JSON.stringify(r));
+		assert.equal(r.exit_code, -1, JSON.stringify(r));
+		const again = await callOk(client, 'execute_python_code', { sandbox_id: sid, code: 'print(6 * 7)' });
+		assert.equal(again.stdout, '42\n');
+	}, 40000);
 }

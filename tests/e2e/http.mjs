@@ -155,6 +155,25 @@ export async function httpCase() {
 			assert.equal(m.result.protocolVersion, '2024-11-05');
 			assert.equal(m.result.capabilities.tools !== undefined, true);
 		});
+		await check(t('/messages: a 2024-11-05 session gets no fields newer than its version'), async () => {
+			assert.ok(sse, 'no SSE stream');
+			const post = (body) => raw({ method: 'POST', path: sse.endpoint, headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
+			assert.equal((await post({ jsonrpc: '2.0', method: 'notifications/initialized' })).status, 202);
+			assert.equal((await post({ jsonrpc: '2.0', id: 4, method: 'tools/list' })).status, 202);
+			const list = await sse.next();
+			assert.equal(list.id, 4);
+			assert.equal(list.result.tools.length, 7);
+			for (const tool of list.result.tools) {
+				assert.equal(tool.outputSchema, undefined, `${tool.name} has an outputSchema`);
+				assert.equal(tool.title, undefined, `${tool.name} has a title`);
+			}
+			assert.equal((await post({ jsonrpc: '2.0', id: 5, method: 'tools/call', params: { name: 'list_sandboxes', arguments: {} } })).status, 202);
+			const res = await sse.next(30000);
+			assert.equal(res.id, 5);
+			assert.equal(res.result.structuredContent, undefined, 'structuredContent in a 2024-11-05 session');
+			assert.equal(res.result.content[0].type, 'text');
+			assert.ok(JSON.parse(res.result.content[0].text).sandboxes, res.result.content[0].text);
+		});
 		await check(t('GET /sse: every frame is "event: NAME", "data: ONE LINE", a blank line'), async () => {
 			assert.ok(sse, 'no SSE stream');
 			const text = sse.raw();

@@ -4,7 +4,7 @@
 // tests/e2e/run.sh, which owns the server, the package index and the plan;
 // this prints flat TAP points (no plan) on stdout.
 //
-// SBX_E2E_ONLY=seed,gateway,upload,bad,http,many,slow runs a subset.
+// SBX_E2E_ONLY=seed,gateway,http,upload,bad,timeout,many,slow runs a subset.
 import { check, diag, summary } from './tap.mjs';
 import { cfg, connect, createSandbox, disconnect, sseTransport, streamableTransport } from './util.mjs';
 import { seedWorkflow } from './seed.mjs';
@@ -12,7 +12,7 @@ import { gatewayCase } from './gateway.mjs';
 import { uploadCase } from './upload.mjs';
 import { badInputCase } from './badinput.mjs';
 import { httpCase } from './http.mjs';
-import { manySessionsCase, slowCallCase } from './concurrency.mjs';
+import { manySessionsCase, slowCallCase, timeoutCase } from './concurrency.mjs';
 
 const only = process.env.SBX_E2E_ONLY ? new Set(process.env.SBX_E2E_ONLY.split(',')) : null;
 const want = (name) => !only || only.has(name);
@@ -29,13 +29,14 @@ async function main() {
 	if (want('http')) await httpCase();
 
 	// One session and one sandbox shared by the remaining cases.
-	if (['upload', 'bad', 'many', 'slow'].some(want)) {
+	if (['upload', 'bad', 'timeout', 'many', 'slow'].some(want)) {
 		const client = await check('shared session and sandbox for the remaining cases', async () => connect(streamableTransport(), 'e2e-shared'), 30000);
 		const sid = client ? await check('create the shared sandbox', async () => createSandbox(client, 'e2e-shared'), 120000) : undefined;
 		try {
 			if (client && sid) {
 				if (want('upload')) await uploadCase(client, sid);
 				if (want('bad')) await badInputCase(client, sid);
+				if (want('timeout')) await timeoutCase(client, sid);
 			}
 			if (want('many')) await manySessionsCase(sid);
 			if (want('slow')) await slowCallCase(sid);
