@@ -137,7 +137,7 @@ run_e2e() {
 	i=0
 	url=
 	while [ -z "$url" ]; do
-		url=$(sed -n 's|^mcp-sandboxd: listening on \(http://[^ ]*\).*|\1|p' "$e2e_tmp/server.out" | head -n 1)
+		url=$(sed -n 's|^mcp-sandboxd: listening on \(http://[^ ]*\).*|\1|p' "$e2e_tmp/server.out" 2>/dev/null | head -n 1)
 		[ -n "$url" ] && break
 		if [ $i -ge 600 ] || ! kill -0 "$e2e_spid" 2>/dev/null; then
 			echo "# mcp-sandboxd printed:"
