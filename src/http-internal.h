@@ -55,8 +55,8 @@ struct sbx_http_session {
 	pthread_cond_t cond;
 	struct sbx_sse_msg *head, *tail;
 	size_t queued_msgs, queued_bytes;
-	bool closed;  /* the stream ended (or the server stops): queue nothing */
-	int workers;  /* POST bodies running in the background */
+	bool closed; /* the stream ended (or the server stops): queue nothing */
+	int workers; /* POST bodies running in the background */
 };
 
 struct sbx_session_table;
@@ -91,8 +91,8 @@ struct sbx_http {
 	uint16_t port;
 	size_t max_body;
 	char *public_url;
-	char *listen_host;   /* as it appears in a Host header ("[::1]") */
-	char *public_host;   /* the public URL's host, "" when none */
+	char *listen_host; /* as it appears in a Host header ("[::1]") */
+	char *public_host; /* the public URL's host, "" when none */
 	unsigned public_port;
 	char *public_origin; /* scheme://host[:port] of the public URL */
 	struct sbx_session_table *sessions;
@@ -131,8 +131,8 @@ enum MHD_Result sbx_http_respond(struct sbx_http_request *rq, unsigned status,
 				 const char *content_type, const char *body, size_t len,
 				 const char *const *headers);
 /* {"jsonrpc":"2.0","id":null,"error":{code,message}} */
-enum MHD_Result sbx_http_respond_rpc_error(struct sbx_http_request *rq, unsigned status,
-					   int code, const char *message);
+enum MHD_Result sbx_http_respond_rpc_error(struct sbx_http_request *rq, unsigned status, int code,
+					   const char *message);
 /* A plain JSON error: {"error": message} */
 enum MHD_Result sbx_http_respond_error(struct sbx_http_request *rq, unsigned status,
 				       const char *message);

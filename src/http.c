@@ -201,8 +201,8 @@ enum MHD_Result sbx_http_respond(struct sbx_http_request *rq, unsigned status,
 	return sbx_http_queue(rq, status, resp);
 }
 
-enum MHD_Result sbx_http_respond_rpc_error(struct sbx_http_request *rq, unsigned status,
-					   int code, const char *message)
+enum MHD_Result sbx_http_respond_rpc_error(struct sbx_http_request *rq, unsigned status, int code,
+					   const char *message)
 {
 	struct json_object *o = json_object_new_object(), *e = json_object_new_object();
 	enum MHD_Result r;
@@ -305,7 +305,8 @@ static bool header_phase(struct sbx_http_request *rq, enum MHD_Result *ret)
 	}
 	cl = sbx_http_header(rq, MHD_HTTP_HEADER_CONTENT_LENGTH);
 	if (cl && strtoull(cl, NULL, 10) > h->max_body) {
-		*ret = sbx_http_respond_error(rq, MHD_HTTP_CONTENT_TOO_LARGE, "request body too large");
+		*ret = sbx_http_respond_error(rq, MHD_HTTP_CONTENT_TOO_LARGE,
+					      "request body too large");
 		return true;
 	}
 	switch (rq->route) {
@@ -383,7 +384,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		return MHD_YES;
 	}
 	if (rq->too_large)
-		return sbx_http_respond_error(rq, MHD_HTTP_CONTENT_TOO_LARGE, "request body too large");
+		return sbx_http_respond_error(rq, MHD_HTTP_CONTENT_TOO_LARGE,
+					      "request body too large");
 	return dispatch(rq);
 }
 
@@ -533,14 +535,14 @@ int sbx_http_start(const struct sbx_http_config *cfg, sbx_http **ret_http, struc
 		sbx_error_set(err, r, "http: out of memory");
 		goto fail;
 	}
-	h->daemon = MHD_start_daemon(
-	    MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC |
-		(v6 ? MHD_USE_IPv6 : 0),
-	    0, NULL, NULL, on_request, h, MHD_OPTION_LISTEN_SOCKET, h->listen_fd,
-	    MHD_OPTION_CONNECTION_LIMIT, (unsigned)SBX_HTTP_CONNECTIONS_MAX,
-	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)SBX_HTTP_IDLE_TIMEOUT_S,
-	    MHD_OPTION_THREAD_STACK_SIZE, (size_t)SBX_HTTP_STACK, MHD_OPTION_NOTIFY_COMPLETED,
-	    on_completed, h, MHD_OPTION_END);
+	h->daemon =
+	    MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
+				 MHD_USE_ITC | (v6 ? MHD_USE_IPv6 : 0),
+			     0, NULL, NULL, on_request, h, MHD_OPTION_LISTEN_SOCKET, h->listen_fd,
+			     MHD_OPTION_CONNECTION_LIMIT, (unsigned)SBX_HTTP_CONNECTIONS_MAX,
+			     MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)SBX_HTTP_IDLE_TIMEOUT_S,
+			     MHD_OPTION_THREAD_STACK_SIZE, (size_t)SBX_HTTP_STACK,
+			     MHD_OPTION_NOTIFY_COMPLETED, on_completed, h, MHD_OPTION_END);
 	if (!h->daemon) {
 		r = sbx_error_set(err, -EIO, "http: cannot start the server on %s port %u",
 				  s->server.listen, h->port);

@@ -27,7 +27,8 @@
  * closed (the frame is dropped). Ends the stream when the queue is full. */
 static bool enqueue(struct sbx_http_session *s, const char *event, const char *data)
 {
-	size_t dlen = strlen(data), len = strlen(event) + dlen + 16;
+	/* "event: " + EVENT + "\ndata: " + DATA + "\n\n" + NUL */
+	size_t len = 7 + strlen(event) + 7 + strlen(data) + 2 + 1;
 	struct sbx_sse_msg *m = malloc(sizeof(*m) + len);
 	bool ok = false;
 
