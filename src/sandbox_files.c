@@ -147,8 +147,11 @@ static int upload_target(sbx_manager *m, sbx_sandbox *sb, const char *dest, cons
 				     SBX_RESULTS_DIR);
 	r = sbx_path_stat(m->engine, sb->container, dest, &st, err);
 	if (r >= 0 && st.is_dir) {
+		size_t n = strlen(dest);
 		sbx_path_stat_release(&st);
-		dir = strdup(dest);
+		while (n > 1 && dest[n - 1] == '/')
+			n--;
+		dir = strndup(dest, n);
 		name = strdup(host_name);
 		goto done;
 	}

@@ -377,6 +377,27 @@ static void test_python(sbx_manager *m, sbx_sandbox *sb)
 	}
 	sbx_run_result_release(&res);
 
+	if (python(m, sb,
+		   "import os\ntry:\n    open('/proc/%d/mem' % os.getppid(), 'rb')\n"
+		   "    print('readable')\nexcept OSError as e:\n    print('denied')\n",
+		   &res) == 0)
+		tap_is_str(res.out.data, "denied\n", "the code cannot read the wrapper's memory");
+	sbx_run_result_release(&res);
+
+	{
+		struct timespec t0, t1;
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		if (python(m, sb,
+			   "import subprocess\nsubprocess.Popen(['sleep', '30'])\n"
+			   "print('started')\n",
+			   &res) == 0)
+			tap_is_str(res.out.data, "started\n", "code that leaves a process behind");
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		tap_ok(t1.tv_sec - t0.tv_sec < 10, "returns without waiting for it (%lds)",
+		       (long)(t1.tv_sec - t0.tv_sec));
+		sbx_run_result_release(&res);
+	}
+
 	if (python(m, sb, "import sys\nprint(sys.stdin.read() == '')\n", &res) == 0)
 		tap_is_str(res.out.data, "True\n", "the code's stdin is empty");
 	sbx_run_result_release(&res);
@@ -703,7 +724,7 @@ static void test_upload_artifacts(sbx_manager *m, sbx_sandbox *sb, const char *u
 	tap_is_str(got, "/app/results/in/renamed.bin", "it takes the new name");
 	free(got);
 	got = NULL;
-	r = sbx_sandbox_upload(m, sb, "sub/blob.bin", "/tmp", &got, &size, &err);
+	r = sbx_sandbox_upload(m, sb, "sub/blob.bin", "/tmp//", &got, &size, &err);
 	tap_ok(r == 0, "upload into another existing folder (%s)", err.msg);
 	tap_is_str(got, "/tmp/blob.bin", "it keeps its name");
 	free(got);
@@ -780,6 +801,73 @@ static void test_upload_artifacts(sbx_manager *m, sbx_sandbox *sb, const char *u
 	tap_is_int(r, -ECANCELED, "a sink's error stops the read (%s)", err.msg);
 	sbx_buf_release(&c.b);
 	free(blob);
+}
+
+struct racer {
+	sbx_manager *m;
+	sbx_sandbox *sb;
+	int i;
+	int r;
+	char out[64];
+};
+
+static void *race_create(void *arg)
+{
+	struct racer *x = arg;
+	x->r = sbx_sandbox_create(x->m, "alice", "race", &x->sb, NULL);
+	return NULL;
+}
+
+static void *race_run(void *arg)
+{
+	struct racer *x = arg;
+	struct sbx_run_result res = {0};
+	char cmd[64];
+
+	snprintf(cmd, sizeof(cmd), "echo run-%d", x->i);
+	x->r = sbx_sandbox_run_shell(x->m, x->sb, cmd, 0, &res, NULL);
+	if (x->r == 0)
+		snprintf(x->out, sizeof(x->out), "%s", res.out.data);
+	sbx_run_result_release(&res);
+	return NULL;
+}
+
+/* Several threads at once: one name, one winner; runs in parallel. */
+static void test_threads(sbx_manager *m)
+{
+	struct racer x[4];
+	pthread_t t[4];
+	sbx_sandbox *won = NULL;
+	int ok = 0, exist = 0, right = 0;
+
+	for (int i = 0; i < 4; i++) {
+		x[i] = (struct racer){.m = m, .i = i};
+		pthread_create(&t[i], NULL, race_create, &x[i]);
+	}
+	for (int i = 0; i < 4; i++) {
+		pthread_join(t[i], NULL);
+		if (x[i].r == 0) {
+			ok++;
+			won = x[i].sb;
+		}
+		exist += x[i].r == -EEXIST;
+	}
+	tap_ok(ok == 1 && exist == 3, "4 threads create the same name: one wins, 3 get EEXIST");
+	if (!won)
+		return;
+	for (int i = 0; i < 4; i++) {
+		x[i].sb = won;
+		pthread_create(&t[i], NULL, race_run, &x[i]);
+	}
+	for (int i = 0; i < 4; i++) {
+		char want[32];
+		pthread_join(t[i], NULL);
+		snprintf(want, sizeof(want), "run-%d\n", i);
+		right += x[i].r == 0 && strcmp(x[i].out, want) == 0;
+	}
+	tap_is_int(right, 4, "4 commands run in parallel in one sandbox, each gets its output");
+	tap_ok(sbx_sandbox_delete(m, "alice", "race", NULL) == 0, "delete it");
+	sbx_sandbox_unref(won);
 }
 
 static void test_stopped(sbx_manager *m)
@@ -932,6 +1020,7 @@ int main(int argc, char **argv)
 	test_shell(m, a);
 	test_python(m, named);
 	test_upload_artifacts(m, named, up, outside);
+	test_threads(m);
 	test_stopped(m);
 	{
 		sbx_sandbox *x = NULL;
