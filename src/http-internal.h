@@ -27,9 +27,12 @@
 #define SBX_SSE_QUEUE_MAX_BYTES (64u * 1024 * 1024)
 /* Idle SSE streams get a comment this often. */
 #define SBX_SSE_KEEPALIVE_MS 15000
-/* Requests running in the background for one SSE session, and for all. */
+/* Requests running in background threads: per SSE session, and in all
+ * (SSE bodies and Streamable HTTP requests). */
 #define SBX_SSE_WORKERS_PER_SESSION 16
-#define SBX_SSE_WORKERS_MAX 256
+#define SBX_HTTP_WORKERS_MAX 256
+/* Stack of every thread the server runs requests in. */
+#define SBX_HTTP_STACK (512 * 1024)
 
 /* ---- sessions (src/session.c) ---- */
 
@@ -98,7 +101,7 @@ struct sbx_http {
 	struct sbx_session_table *sessions;
 	atomic_bool stopping;
 
-	/* Background SSE workers (detached), counted so stop can wait. */
+	/* Background workers (detached), counted so stop can wait. */
 	pthread_mutex_t workers_lock;
 	pthread_cond_t workers_cond;
 	int workers;
@@ -157,7 +160,15 @@ enum MHD_Result sbx_sse_open(struct sbx_http_request *rq);
 enum MHD_Result sbx_sse_post(struct sbx_http_request *rq);
 enum MHD_Result sbx_streamable_handle(struct sbx_http_request *rq);
 enum MHD_Result sbx_artifact_handle(struct sbx_http_request *rq);
-/* Waits for the background SSE workers (server stop). */
-void sbx_sse_wait_workers(struct sbx_http *h);
+/* Background workers: begin is -EBUSY over SBX_HTTP_WORKERS_MAX or while
+ * stopping; end wakes sbx_http_wait_workers (server stop). */
+int sbx_http_worker_begin(struct sbx_http *h);
+void sbx_http_worker_end(struct sbx_http *h);
+void sbx_http_wait_workers(struct sbx_http *h);
+/* Starts a detached thread with the server's stack size. */
+int sbx_http_spawn(void *(*fn)(void *), void *arg);
+
+/* One SSE frame "event: EVENT\ndata: DATA\n\n" (DATA is one line). */
+struct sbx_sse_msg *sbx_sse_msg_new(const char *event, const char *data);
 
 #endif

@@ -29,7 +29,6 @@
 #include "sbx/common.h"
 
 #define SBX_HTTP_CONNECTIONS_MAX 512
-#define SBX_HTTP_STACK (512 * 1024)
 
 /* ---- small helpers ---- */
 
@@ -404,6 +403,51 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	*con_cls = NULL;
 }
 
+/* ---- background workers ---- */
+
+int sbx_http_worker_begin(struct sbx_http *h)
+{
+	int r = 0;
+
+	pthread_mutex_lock(&h->workers_lock);
+	if (h->workers >= SBX_HTTP_WORKERS_MAX || atomic_load(&h->stopping))
+		r = -EBUSY;
+	else
+		h->workers++;
+	pthread_mutex_unlock(&h->workers_lock);
+	return r;
+}
+
+void sbx_http_worker_end(struct sbx_http *h)
+{
+	pthread_mutex_lock(&h->workers_lock);
+	h->workers--;
+	pthread_cond_broadcast(&h->workers_cond);
+	pthread_mutex_unlock(&h->workers_lock);
+}
+
+void sbx_http_wait_workers(struct sbx_http *h)
+{
+	pthread_mutex_lock(&h->workers_lock);
+	while (h->workers > 0)
+		pthread_cond_wait(&h->workers_cond, &h->workers_lock);
+	pthread_mutex_unlock(&h->workers_lock);
+}
+
+int sbx_http_spawn(void *(*fn)(void *), void *arg)
+{
+	pthread_attr_t attr;
+	pthread_t t;
+	int r;
+
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	pthread_attr_setstacksize(&attr, SBX_HTTP_STACK);
+	r = -pthread_create(&t, &attr, fn, arg);
+	pthread_attr_destroy(&attr);
+	return r;
+}
+
 /* ---- start / stop ---- */
 
 /* Opens the listening socket on LISTEN:PORT. */
@@ -574,7 +618,7 @@ sbx_http *sbx_http_stop(sbx_http *h)
 		sbx_session_table_close_all(h->sessions);
 	if (h->daemon)
 		MHD_stop_daemon(h->daemon);
-	sbx_sse_wait_workers(h);
+	sbx_http_wait_workers(h);
 	if (h->listen_fd >= 0)
 		close(h->listen_fd);
 	sbx_session_table_free(h->sessions);

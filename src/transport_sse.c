@@ -19,23 +19,30 @@
 #include "http-internal.h"
 #include "sbx/common.h"
 
-#define SSE_WORKER_STACK (512 * 1024)
-
 /* ---- the queue ---- */
 
-/* Queues one frame "event: EVENT\ndata: DATA\n\n". false when the stream is
- * closed (the frame is dropped). Ends the stream when the queue is full. */
-static bool enqueue(struct sbx_http_session *s, const char *event, const char *data)
+struct sbx_sse_msg *sbx_sse_msg_new(const char *event, const char *data)
 {
 	/* "event: " + EVENT + "\ndata: " + DATA + "\n\n" + NUL */
 	size_t len = 7 + strlen(event) + 7 + strlen(data) + 2 + 1;
 	struct sbx_sse_msg *m = malloc(sizeof(*m) + len);
+
+	if (!m)
+		return NULL;
+	m->next = NULL;
+	m->len = (size_t)snprintf(m->text, len, "event: %s\ndata: %s\n\n", event, data);
+	return m;
+}
+
+/* Queues one frame. false when the stream is closed (the frame is
+ * dropped). Ends the stream when the queue is full. */
+static bool enqueue(struct sbx_http_session *s, const char *event, const char *data)
+{
+	struct sbx_sse_msg *m = sbx_sse_msg_new(event, data);
 	bool ok = false;
 
 	if (!m)
 		return false;
-	m->next = NULL;
-	m->len = (size_t)snprintf(m->text, len, "event: %s\ndata: %s\n\n", event, data);
 	pthread_mutex_lock(&s->lock);
 	if (!s->closed) {
 		if (s->queued_msgs + 1 > SBX_SSE_QUEUE_MAX_MSGS ||
@@ -254,56 +261,47 @@ static void *sse_worker(void *arg)
 	s->workers--;
 	pthread_mutex_unlock(&s->lock);
 	sbx_http_session_unref(s);
-	pthread_mutex_lock(&h->workers_lock);
-	h->workers--;
-	pthread_cond_broadcast(&h->workers_cond);
-	pthread_mutex_unlock(&h->workers_lock);
+	sbx_http_worker_end(h);
 	return NULL;
 }
 
-/* Starts a worker for IN on S; -EBUSY over the limits. */
+/* Starts a worker for IN on S (taking IN on success); -EBUSY over the
+ * limits. */
 static int start_worker(struct sbx_http *h, struct sbx_http_session *s, sbx_mcp_input *in)
 {
-	struct sse_job *job = malloc(sizeof(*job));
-	pthread_attr_t attr;
-	pthread_t t;
-	int r = 0;
+	struct sse_job *job;
+	int r;
 
-	if (!job)
-		return -ENOMEM;
-	pthread_mutex_lock(&h->workers_lock);
 	pthread_mutex_lock(&s->lock);
-	if (h->workers >= SBX_SSE_WORKERS_MAX || s->workers >= SBX_SSE_WORKERS_PER_SESSION ||
-	    s->closed || atomic_load(&h->stopping))
-		r = -EBUSY;
-	else {
-		h->workers++;
+	r = s->workers >= SBX_SSE_WORKERS_PER_SESSION || s->closed ? -EBUSY : 0;
+	if (r == 0)
 		s->workers++;
-	}
 	pthread_mutex_unlock(&s->lock);
-	pthread_mutex_unlock(&h->workers_lock);
-	if (r < 0) {
-		free(job);
-		return r;
-	}
-	job->http = h;
-	job->session = sbx_http_session_ref(s);
-	job->input = in;
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	pthread_attr_setstacksize(&attr, SSE_WORKER_STACK);
-	r = -pthread_create(&t, &attr, sse_worker, job);
-	pthread_attr_destroy(&attr);
-	if (r < 0) {
-		sbx_http_session_unref(s);
-		free(job);
+	if (r == 0 && (r = sbx_http_worker_begin(h)) < 0) {
 		pthread_mutex_lock(&s->lock);
 		s->workers--;
 		pthread_mutex_unlock(&s->lock);
-		pthread_mutex_lock(&h->workers_lock);
-		h->workers--;
-		pthread_cond_broadcast(&h->workers_cond);
-		pthread_mutex_unlock(&h->workers_lock);
+	}
+	if (r < 0)
+		return r;
+	job = malloc(sizeof(*job));
+	if (job) {
+		job->http = h;
+		job->session = sbx_http_session_ref(s);
+		job->input = in;
+		r = sbx_http_spawn(sse_worker, job);
+		if (r < 0) {
+			sbx_http_session_unref(s);
+			free(job);
+		}
+	} else {
+		r = -ENOMEM;
+	}
+	if (r < 0) {
+		pthread_mutex_lock(&s->lock);
+		s->workers--;
+		pthread_mutex_unlock(&s->lock);
+		sbx_http_worker_end(h);
 	}
 	return r;
 }
@@ -339,12 +337,4 @@ enum MHD_Result sbx_sse_post(struct sbx_http_request *rq)
 	}
 	return sbx_http_respond(rq, MHD_HTTP_ACCEPTED, "text/plain; charset=utf-8", "Accepted", 8,
 				NULL);
-}
-
-void sbx_sse_wait_workers(struct sbx_http *h)
-{
-	pthread_mutex_lock(&h->workers_lock);
-	while (h->workers > 0)
-		pthread_cond_wait(&h->workers_cond, &h->workers_lock);
-	pthread_mutex_unlock(&h->workers_lock);
 }
