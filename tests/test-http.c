@@ -370,6 +370,21 @@ static long elapsed_ms(const struct timespec *t0)
 	return (t.tv_sec - t0->tv_sec) * 1000 + (t.tv_nsec - t0->tv_nsec) / 1000000;
 }
 
+/* True when the peer closes FD within MS (data before that is skipped). */
+static bool closed_within(int fd, int ms)
+{
+	struct timespec t0;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	while (elapsed_ms(&t0) < ms) {
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+		char buf[512];
+		if (poll(&p, 1, 100) > 0 && recv(fd, buf, sizeof(buf), 0) <= 0)
+			return true;
+	}
+	return false;
+}
+
 /* Opens GET /sse; returns the fd and fills the session id. */
 static int open_sse(char id[64], struct sbx_buf *acc)
 {
@@ -586,6 +601,104 @@ static void test_concurrent_sessions(void)
 	tap_is_int(good, SESSIONS, "... and each answers a ping");
 }
 
+/* A second server: IPv6 loopback when available, a public URL on another
+ * host name, a 1 s session timeout; stopped with a stream open. */
+static void test_second_server(sbx_mcp *mcp, sbx_manager *manager)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_settings s2;
+	sbx_http *h2 = NULL;
+	uint16_t saved_port = port;
+	char saved_base[64], *id;
+	struct reply r;
+	bool v6;
+
+	snprintf(saved_base, sizeof(saved_base), "%s", base);
+	{
+		int fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		struct sockaddr_in6 sa = {.sin6_family = AF_INET6,
+					  .sin6_addr = IN6ADDR_LOOPBACK_INIT};
+		v6 = fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+		if (fd >= 0)
+			close(fd);
+	}
+	if (sbx_settings_init(&s2) < 0 ||
+	    sbx_settings_set(&s2, v6 ? "server.listen=::1" : "server.listen=127.0.0.1", &err) < 0 ||
+	    sbx_settings_set(&s2, "server.port=0", &err) < 0 ||
+	    sbx_settings_set(&s2, "server.public_url=http://mcp.example:8080/", &err) < 0 ||
+	    sbx_settings_set(&s2, "server.session_timeout=1s", &err) < 0)
+		tap_bail(err.msg[0] ? err.msg : "settings");
+	{
+		const struct sbx_http_config hc = {.settings = &s2, .mcp = mcp, .manager = manager};
+		if (sbx_http_start(&hc, &h2, &err) < 0)
+			tap_bail(err.msg);
+	}
+	port = sbx_http_port(h2);
+	snprintf(base, sizeof(base), v6 ? "http://[::1]:%u" : "http://127.0.0.1:%u", port);
+	tap_is_str(sbx_http_public_url(h2), "http://mcp.example:8080",
+		   "server.public_url is the public URL (without the trailing slash)");
+	r = request("GET", "/health", NULL, NULL);
+	tap_is_int(r.status, 200, "GET /health on %s", v6 ? "[::1]" : "127.0.0.1 (no IPv6 here)");
+	reply_release(&r);
+	{
+		const char *const hs[] = {"Host: mcp.example:8080",
+					  "Origin: http://mcp.example:8080", NULL};
+		r = request("GET", "/health", hs, NULL);
+		tap_is_int(r.status, 200, "the public URL's host and origin are allowed");
+		reply_release(&r);
+	}
+	{
+		const char *const hs[] = {"Host: mcp.example:9999", NULL};
+		r = request("GET", "/health", hs, NULL);
+		tap_is_int(r.status, 403, "... on another port they are not");
+		reply_release(&r);
+	}
+
+	id = mcp_initialize();
+	tap_ok(id != NULL, "initialize on the second server");
+	r = mcp_post(id, NULL, ping_body);
+	tap_is_int(r.status, 200, "the session answers at once");
+	reply_release(&r);
+	usleep(1600 * 1000);
+	r = mcp_post(id, NULL, ping_body);
+	tap_is_int(r.status, 404, "after server.session_timeout idle it is gone (404)");
+	reply_release(&r);
+	free(id);
+
+	{
+		struct sbx_buf acc = SBX_BUF_INIT;
+		struct timespec t0;
+		char sid[64];
+		int fd = -1;
+		if (v6) {
+			/* open_sse speaks IPv4; use curl-less raw IPv6 here. */
+			struct sockaddr_in6 sa = {.sin6_family = AF_INET6,
+						  .sin6_port = htons(port),
+						  .sin6_addr = IN6ADDR_LOOPBACK_INIT};
+			char req[128];
+			fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+			if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+				tap_bail("connect [::1]");
+			snprintf(req, sizeof(req), "GET /sse HTTP/1.1\r\nHost: [::1]:%u\r\n\r\n",
+				 port);
+			send_all(fd, req);
+		} else {
+			fd = open_sse(sid, &acc);
+		}
+		tap_ok(read_until(fd, &acc, "event: endpoint", 5000), "an SSE stream is open");
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		h2 = sbx_http_stop(h2);
+		tap_ok(elapsed_ms(&t0) < 3000, "stop with a stream open takes %ld ms",
+		       elapsed_ms(&t0));
+		tap_ok(closed_within(fd, 2000), "... and the stream is closed");
+		close(fd);
+		sbx_buf_release(&acc);
+	}
+	sbx_settings_release(&s2);
+	port = saved_port;
+	snprintf(base, sizeof(base), "%s", saved_base);
+}
+
 int main(void)
 {
 	struct sbx_error err = SBX_ERROR_INIT;
@@ -633,6 +746,7 @@ int main(void)
 	test_held_streamable();
 	test_artifacts();
 	test_concurrent_sessions();
+	test_second_server(mcp, manager);
 
 	sbx_http_stop(http);
 	sbx_mcp_free(mcp);
