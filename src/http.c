@@ -217,7 +217,8 @@ enum MHD_Result sbx_http_respond_rpc_error(struct sbx_http_request *rq, unsigned
 	json_object_object_add(o, "jsonrpc", json_object_new_string("2.0"));
 	json_object_object_add(o, "id", NULL);
 	json_object_object_add(o, "error", e);
-	t = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN);
+	t = json_object_to_json_string_ext(o,
+					   JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
 	r = sbx_http_respond(rq, status, "application/json", t, strlen(t), NULL);
 	json_object_put(o);
 	return r;
@@ -233,7 +234,8 @@ enum MHD_Result sbx_http_respond_error(struct sbx_http_request *rq, unsigned sta
 	if (!o)
 		return MHD_NO;
 	json_object_object_add(o, "error", json_object_new_string(message));
-	t = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN);
+	t = json_object_to_json_string_ext(o,
+					   JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
 	r = sbx_http_respond(rq, status, "application/json", t, strlen(t), NULL);
 	json_object_put(o);
 	return r;
@@ -448,6 +450,17 @@ int sbx_http_spawn(void *(*fn)(void *), void *arg)
 	return r;
 }
 
+/* MHD would percent-decode the path before routing; the artifact route
+ * decodes each segment itself (sbx_artifact_parse), so an escaped '/' or
+ * '%' in a file name survives. Query values stay raw too (session ids are
+ * hex). */
+static size_t keep_escapes(void *cls, struct MHD_Connection *conn, char *s)
+{
+	(void)cls;
+	(void)conn;
+	return strlen(s);
+}
+
 /* ---- start / stop ---- */
 
 /* Opens the listening socket on LISTEN:PORT. */
@@ -579,14 +592,14 @@ int sbx_http_start(const struct sbx_http_config *cfg, sbx_http **ret_http, struc
 		sbx_error_set(err, r, "http: out of memory");
 		goto fail;
 	}
-	h->daemon =
-	    MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
-				 MHD_USE_ITC | (v6 ? MHD_USE_IPv6 : 0),
-			     0, NULL, NULL, on_request, h, MHD_OPTION_LISTEN_SOCKET, h->listen_fd,
-			     MHD_OPTION_CONNECTION_LIMIT, (unsigned)SBX_HTTP_CONNECTIONS_MAX,
-			     MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)SBX_HTTP_IDLE_TIMEOUT_S,
-			     MHD_OPTION_THREAD_STACK_SIZE, (size_t)SBX_HTTP_STACK,
-			     MHD_OPTION_NOTIFY_COMPLETED, on_completed, h, MHD_OPTION_END);
+	h->daemon = MHD_start_daemon(
+	    MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC |
+		(v6 ? MHD_USE_IPv6 : 0),
+	    0, NULL, NULL, on_request, h, MHD_OPTION_LISTEN_SOCKET, h->listen_fd,
+	    MHD_OPTION_CONNECTION_LIMIT, (unsigned)SBX_HTTP_CONNECTIONS_MAX,
+	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)SBX_HTTP_IDLE_TIMEOUT_S,
+	    MHD_OPTION_THREAD_STACK_SIZE, (size_t)SBX_HTTP_STACK, MHD_OPTION_NOTIFY_COMPLETED,
+	    on_completed, h, MHD_OPTION_UNESCAPE_CALLBACK, keep_escapes, NULL, MHD_OPTION_END);
 	if (!h->daemon) {
 		r = sbx_error_set(err, -EIO, "http: cannot start the server on %s port %u",
 				  s->server.listen, h->port);
