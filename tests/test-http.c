@@ -49,10 +49,10 @@ static void reply_release(struct reply *r)
 	sbx_buf_release(&r->body);
 }
 
-/* The value of response header NAME (static buffer), or NULL. */
+/* The value of response header NAME (a per-thread buffer), or NULL. */
 static const char *header_of(const struct reply *r, const char *name)
 {
-	static char val[256];
+	static __thread char val[256];
 	size_t n = strlen(name);
 
 	for (const char *p = r->headers.data; p && *p;) {
