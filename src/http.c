@@ -605,6 +605,7 @@ int sbx_http_start(const struct sbx_http_config *cfg, sbx_http **ret_http, struc
 				  s->server.listen, h->port);
 		goto fail;
 	}
+	h->listen_fd = -1; /* the daemon owns it now and closes it on stop */
 	*ret_http = h;
 	return 0;
 fail:
