@@ -561,6 +561,36 @@ static void test_artifacts(void)
 	reply_release(&r);
 }
 
+static void test_mime(void)
+{
+	static const char *const cases[][2] = {
+	    {"fig.png", "image/png"},
+	    {"dir/Photo.JPG", "image/jpeg"},
+	    {"a.jpeg", "image/jpeg"},
+	    {"a.gif", "image/gif"},
+	    {"plot.svg", "image/svg+xml"},
+	    {"a.webp", "image/webp"},
+	    {"r.pdf", "application/pdf"},
+	    {"t.csv", "text/csv; charset=utf-8"},
+	    {"d.json", "application/json"},
+	    {"p.html", "text/html; charset=utf-8"},
+	    {"x.txt", "text/plain; charset=utf-8"},
+	    {"run.log", "text/plain; charset=utf-8"},
+	    {"README.md", "text/plain; charset=utf-8"},
+	    {"s.py", "text/plain; charset=utf-8"},
+	    {"x.xml", "application/xml"},
+	    {"a.zip", "application/zip"},
+	    {"t.parquet", "application/vnd.apache.parquet"},
+	    {"noext", "application/octet-stream"},
+	    {".hidden", "application/octet-stream"},
+	    {"dir.png/file", "application/octet-stream"},
+	    {"weird.", "application/octet-stream"},
+	};
+
+	for (size_t i = 0; i < SBX_ARRAY_SIZE(cases); i++)
+		tap_is_str(sbx_mime_type(cases[i][0]), cases[i][1], "mime type of %s", cases[i][0]);
+}
+
 #define SESSIONS 24
 
 static void *init_thread(void *arg)
@@ -740,6 +770,7 @@ int main(void)
 	tap_ok(port != 0, "bound a free port (%u)", port);
 	tap_is_str(sbx_http_public_url(http), base, "the public URL is http://127.0.0.1:PORT");
 
+	test_mime();
 	test_basics();
 	test_sessions();
 	test_sse();
