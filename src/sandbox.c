@@ -172,6 +172,22 @@ static int check_owner(const char *owner, struct sbx_error *err)
 	return 0;
 }
 
+/* Removes whatever container carries sb's id label: after a failed create
+ * the engine may have made one without telling us its id. */
+static void remove_by_label(sbx_manager *m, sbx_sandbox *sb)
+{
+	struct sbx_kv want[] = {{SBX_LABEL_INSTANCE, m->s->server.instance},
+				{SBX_LABEL_ID, sb->id}};
+	struct sbx_container_summary *cs = NULL;
+	size_t n = 0;
+
+	if (sbx_container_list(m->engine, want, SBX_ARRAY_SIZE(want), &cs, &n, NULL) < 0)
+		return;
+	for (size_t i = 0; i < n; i++)
+		sbx_container_remove(m->engine, cs[i].id, NULL);
+	sbx_container_list_free(cs, n);
+}
+
 /* Creates and starts the container of sb; on failure nothing is left. */
 static int container_up(sbx_manager *m, sbx_sandbox *sb, struct sbx_error *err)
 {
@@ -211,7 +227,8 @@ static int container_up(sbx_manager *m, sbx_sandbox *sb, struct sbx_error *err)
 	};
 	r = sbx_container_create(m->engine, &spec, &cid, err);
 	if (r < 0) {
-		if (r == -ENOENT)
+		remove_by_label(m, sb);
+		if (r == -ENOENT && sbx_image_exists(m->engine, s->sandbox.image, NULL) == 0)
 			sbx_error_prefix(err, "the sandbox image %s is missing on the %s engine",
 					 s->sandbox.image, sbx_engine_name(m->engine));
 		return r;
