@@ -476,7 +476,7 @@ int sbx_manager_list(sbx_manager *m, const char *owner, struct sbx_sandbox_info 
 	for (done = 0; done < n; done++) {
 		const char *status = "missing";
 		for (size_t j = 0; j < n_cs; j++)
-			if (cs[j].id &&
+			if (cs[j].id && strlen(cs[j].id) >= 12 &&
 			    strncmp(cs[j].id, mine[done]->container, strlen(cs[j].id)) == 0)
 				status = cs[j].status ? cs[j].status : "unknown";
 		r = info_fill(m, mine[done], status, &list[done]);
@@ -550,7 +550,10 @@ static int adopt(sbx_manager *m, const char *cid, struct sbx_error *err)
 	pthread_mutex_lock(&m->lock);
 	for (size_t i = 0; i < m->n; i++)
 		known |= strcmp(m->table[i]->id, sb->id) == 0 ||
-			 strcmp(m->table[i]->container, sb->container) == 0;
+			 (m->table[i]->container &&
+			  strcmp(m->table[i]->container, sb->container) == 0) ||
+			 (strcmp(m->table[i]->owner, sb->owner) == 0 &&
+			  strcmp(m->table[i]->name, sb->name) == 0);
 	r = known ? 0 : table_add_locked(m, sb);
 	if (r >= 0 && !known)
 		r = 1;
