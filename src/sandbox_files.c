@@ -1,3 +1,2 @@
 /* SPDX-License-Identifier: MIT */
-/* placeholder */
-typedef int sbx_placeholder_sandbox_files;
+#include "sandbox-internal.h"
