@@ -44,6 +44,7 @@ static const char *const tool_names[] = {
 static sbx_engine *engine;
 static char instance[64], instance2[80], upload_dir[64] = "";
 static struct json_object *schemas; /* tools/list of the newest version */
+static int rc;			    /* the last call's return, read after it in tap_ok */
 
 /* ---- calling a tool ---- */
 
@@ -406,7 +407,8 @@ static void test_create_and_list(void)
 	expect_error("create_sandbox", "{\"name\":\"tools-a\"}", "another name",
 		     "a second sandbox of the same name is refused");
 
-	tap_ok(call("list_sandboxes", "{}", &c) == 0 && !c.is_error, "list_sandboxes");
+	rc = call("list_sandboxes", "{}", &c);
+	tap_ok(rc == 0 && !c.is_error, "list_sandboxes");
 	{
 		struct json_object *arr = json_object_object_get(c.obj, "sandboxes"), *mine = NULL;
 		for (size_t i = 0; i < json_object_array_length(arr); i++)
@@ -423,19 +425,18 @@ static void test_create_and_list(void)
 	call_release(&c);
 
 	/* The same call for an old protocol: no structuredContent (call_as checks). */
-	tap_ok(call_as(mgr, &settings, "default", "2024-11-05", "list_sandboxes", NULL, &c) == 0 &&
-		   !c.is_error && !has(c.res, "structuredContent"),
+	rc = call_as(mgr, &settings, "default", "2024-11-05", "list_sandboxes", NULL, &c);
+	tap_ok(rc == 0 && !c.is_error && !has(c.res, "structuredContent"),
 	       "2024-11-05: a result without structuredContent");
 	call_release(&c);
-	tap_ok(call_as(mgr, &settings, "someone-else", SBX_MCP_VERSION_LATEST, "list_sandboxes",
-		       NULL, &c) == 0 &&
-		   int_at(c.obj, "count") == 0,
-	       "another owner sees no sandboxes");
+	rc = call_as(mgr, &settings, "someone-else", SBX_MCP_VERSION_LATEST, "list_sandboxes", NULL,
+		     &c);
+	tap_ok(rc == 0 && int_at(c.obj, "count") == 0, "another owner sees no sandboxes");
 	call_release(&c);
 	snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"command\":\"id\"}", sandbox_id);
-	tap_ok(call_as(mgr, &settings, "someone-else", SBX_MCP_VERSION_LATEST,
-		       "execute_terminal_command", args, &c) == 0 &&
-		   c.is_error && strstr(c.text, "list_sandboxes"),
+	rc = call_as(mgr, &settings, "someone-else", SBX_MCP_VERSION_LATEST,
+		     "execute_terminal_command", args, &c);
+	tap_ok(rc == 0 && c.is_error && strstr(c.text, "list_sandboxes"),
 	       "another owner's sandbox is not found: %s", c.text);
 	call_release(&c);
 }
@@ -464,8 +465,9 @@ static void test_python(void)
 
 	json_object_object_add(a, "sandbox_id", json_object_new_string(sandbox_id));
 	json_object_object_add(a, "code", json_object_new_string(code));
-	tap_ok(call("execute_python_code", json_object_to_json_string(a), &c) == 0 && !c.is_error,
-	       "execute_python_code with a plot: %s", c.is_error ? c.text : "ok");
+	rc = call("execute_python_code", json_object_to_json_string(a), &c);
+	tap_ok(rc == 0 && !c.is_error, "execute_python_code with a plot: %s",
+	       c.is_error ? c.text : "ok");
 	json_object_put(a);
 	tap_is_str(str_at(c.obj, "stdout"), "plotted 42\n", "stdout");
 	tap_is_int(int_at(c.obj, "exit_code"), 0, "exit code 0");
@@ -508,10 +510,9 @@ static void test_python(void)
 		snprintf(args, sizeof(args),
 			 "{\"sandbox_id\":\"%s\",\"code\":\"open('t.txt','w').write('x')\"}",
 			 sandbox_id);
-		tap_ok(call_as(mgr, &settings, "default", "2025-03-26", "execute_python_code", args,
-			       &c) == 0 &&
-			   !c.is_error,
-		       "2025-03-26: execute_python_code");
+		rc = call_as(mgr, &settings, "default", "2025-03-26", "execute_python_code", args,
+			     &c);
+		tap_ok(rc == 0 && !c.is_error, "2025-03-26: execute_python_code");
 		json_object_object_get_ex(c.res, "content", &content);
 		tap_ok(json_object_array_length(content) == 1 && file_named(c.obj, "t.txt") &&
 			   !has(c.res, "structuredContent"),
@@ -520,8 +521,8 @@ static void test_python(void)
 
 		snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"code\":\"print(1/0)\"}",
 			 sandbox_id);
-		tap_ok(call("execute_python_code", args, &c) == 0 && !c.is_error,
-		       "an exception is a normal result (isError false)");
+		rc = call("execute_python_code", args, &c);
+		tap_ok(rc == 0 && !c.is_error, "an exception is a normal result (isError false)");
 		tap_is_int(int_at(c.obj, "exit_code"), 1, "with exit code 1");
 		tap_ok(str_at(c.obj, "stderr") &&
 			   strstr(str_at(c.obj, "stderr"), "ZeroDivisionError"),
@@ -531,8 +532,8 @@ static void test_python(void)
 		snprintf(args, sizeof(args),
 			 "{\"sandbox_id\":\"tools-a\",\"code\":\"import time; time.sleep(30)\","
 			 "\"timeout\":1.5}");
-		tap_ok(call("execute_python_code", args, &c) == 0 && !c.is_error,
-		       "a run over its timeout (by name) is a result");
+		rc = call("execute_python_code", args, &c);
+		tap_ok(rc == 0 && !c.is_error, "a run over its timeout (by name) is a result");
 		tap_ok(bool_at(c.obj, "timed_out"), "timed_out is true");
 		call_release(&c);
 	}
@@ -546,8 +547,8 @@ static void test_terminal(void)
 	snprintf(args, sizeof(args),
 		 "{\"sandbox_id\":\"%s\",\"command\":\"echo hi; pwd; echo oops >&2; exit 3\"}",
 		 sandbox_id);
-	tap_ok(call("execute_terminal_command", args, &c) == 0 && !c.is_error,
-	       "execute_terminal_command: %s", c.is_error ? c.text : "ok");
+	rc = call("execute_terminal_command", args, &c);
+	tap_ok(rc == 0 && !c.is_error, "execute_terminal_command: %s", c.is_error ? c.text : "ok");
 	tap_is_str(str_at(c.obj, "stdout"), "hi\n/app/results\n", "stdout, in /app/results");
 	tap_is_str(str_at(c.obj, "stderr"), "oops\n", "stderr");
 	tap_is_int(int_at(c.obj, "exit_code"), 3, "exit code 3 is a result");
@@ -556,8 +557,8 @@ static void test_terminal(void)
 
 	snprintf(args, sizeof(args),
 		 "{\"sandbox_id\":\"%s\",\"command\":\"sleep 20\",\"timeout\":1}", sandbox_id);
-	tap_ok(call("execute_terminal_command", args, &c) == 0 && bool_at(c.obj, "timed_out"),
-	       "a command over its timeout: timed_out");
+	rc = call("execute_terminal_command", args, &c);
+	tap_ok(rc == 0 && bool_at(c.obj, "timed_out"), "a command over its timeout: timed_out");
 	call_release(&c);
 }
 
@@ -576,8 +577,8 @@ static void test_upload(void)
 
 	snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"local_file_path\":\"%s\"}",
 		 sandbox_id, path);
-	tap_ok(call("upload_file_to_sandbox", args, &c) == 0 && !c.is_error, "upload a file: %s",
-	       c.is_error ? c.text : "ok");
+	rc = call("upload_file_to_sandbox", args, &c);
+	tap_ok(rc == 0 && !c.is_error, "upload a file: %s", c.is_error ? c.text : "ok");
 	tap_is_str(str_at(c.obj, "path"), "/app/results/data.csv", "into /app/results");
 	tap_is_int(int_at(c.obj, "size"), 8, "size");
 	tap_ok(str_at(c.obj, "url") && strstr(str_at(c.obj, "url"), "/artifacts/") &&
@@ -588,16 +589,17 @@ static void test_upload(void)
 		 "{\"sandbox_id\":\"%s\",\"code\":\"import pandas as pd; "
 		 "print(pd.read_csv('data.csv').b.sum())\"}",
 		 sandbox_id);
-	tap_ok(call("execute_python_code", args, &c) == 0 && str_at(c.obj, "stdout") &&
-		   !strcmp(str_at(c.obj, "stdout"), "2\n"),
+	rc = call("execute_python_code", args, &c);
+	tap_ok(rc == 0 && str_at(c.obj, "stdout") && !strcmp(str_at(c.obj, "stdout"), "2\n"),
 	       "python reads the uploaded file");
 	call_release(&c);
 
 	snprintf(args, sizeof(args),
 		 "{\"sandbox_id\":\"%s\",\"local_file_path\":\"%s\",\"dest_path\":\"/tmp\"}",
 		 sandbox_id, path);
-	tap_ok(call("upload_file_to_sandbox", args, &c) == 0 && !c.is_error &&
-		   !strcmp(str_at(c.obj, "path"), "/tmp/data.csv") && !has(c.obj, "url"),
+	rc = call("upload_file_to_sandbox", args, &c);
+	tap_ok(rc == 0 && !c.is_error && !strcmp(str_at(c.obj, "path"), "/tmp/data.csv") &&
+		   !has(c.obj, "url"),
 	       "upload to /tmp: no url outside /app/results (%s)", c.text);
 	call_release(&c);
 
@@ -689,16 +691,14 @@ static void test_install(const char *image)
 		    err.msg))
 		goto out;
 
-	tap_ok(call_as(m2, &s2, "default", SBX_MCP_VERSION_LATEST, "create_sandbox",
-		       "{\"name\":\"pkgs\"}", &c) == 0 &&
-		   !c.is_error,
-	       "a sandbox that reaches the index: %s", c.text);
+	rc = call_as(m2, &s2, "default", SBX_MCP_VERSION_LATEST, "create_sandbox",
+		     "{\"name\":\"pkgs\"}", &c);
+	tap_ok(rc == 0 && !c.is_error, "a sandbox that reaches the index: %s", c.text);
 	call_release(&c);
 
-	tap_ok(call_as(m2, &s2, "default", SBX_MCP_VERSION_LATEST, "install_package_in_sandbox",
-		       "{\"sandbox_id\":\"pkgs\",\"package_name\":\"sbxdemo\"}", &c) == 0 &&
-		   !c.is_error,
-	       "install_package_in_sandbox sbxdemo: %s", c.text);
+	rc = call_as(m2, &s2, "default", SBX_MCP_VERSION_LATEST, "install_package_in_sandbox",
+		     "{\"sandbox_id\":\"pkgs\",\"package_name\":\"sbxdemo\"}", &c);
+	tap_ok(rc == 0 && !c.is_error, "install_package_in_sandbox sbxdemo: %s", c.text);
 	st = str_at(c.obj, "status");
 	tap_ok(st && (!strcmp(st, "success") || !strcmp(st, "installing")),
 	       "status success or installing: %s", st);
@@ -726,9 +726,8 @@ static void test_install(const char *image)
 	    "the installed package imports");
 	call_release(&c);
 
-	tap_ok(call_as(m2, &s2, "default", SBX_MCP_VERSION_LATEST, "list_sandboxes", NULL, &c) ==
-		       0 &&
-		   strstr(c.text, "\"packages\":[\"sbxdemo\"]"),
+	rc = call_as(m2, &s2, "default", SBX_MCP_VERSION_LATEST, "list_sandboxes", NULL, &c);
+	tap_ok(rc == 0 && strstr(c.text, "\"packages\":[\"sbxdemo\"]"),
 	       "list_sandboxes shows the package: %s", c.text);
 	call_release(&c);
 
@@ -758,10 +757,9 @@ static void test_install(const char *image)
 	call_release(&c);
 
 	snprintf(args, sizeof(args), "{\"sandbox_id\":\"pkgs\",\"package_name\":\"x y\"}");
-	tap_ok(call_as(m2, &s2, "default", SBX_MCP_VERSION_LATEST, "install_package_in_sandbox",
-		       args, &c) == 0 &&
-		   c.is_error,
-	       "an invalid spec is an error: %s", c.text);
+	rc = call_as(m2, &s2, "default", SBX_MCP_VERSION_LATEST, "install_package_in_sandbox", args,
+		     &c);
+	tap_ok(rc == 0 && c.is_error, "an invalid spec is an error: %s", c.text);
 	call_release(&c);
 
 	tap_ok(sbx_sandbox_delete(m2, "default", "pkgs", &err) == 0, "delete the install sandbox");
