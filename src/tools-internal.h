@@ -53,7 +53,8 @@ int sbx_tool_upload_file(const struct sbx_tool_ctx *ctx, struct json_object *arg
 /* Sets OUT->error to the formatted message; 0 or -ENOMEM. */
 int sbx_tool_fail(struct sbx_tool_out *out, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
-/* Sets OUT->error to "<err->msg>. <hint>"; 0 or -ENOMEM. */
+/* Sets OUT->error to "<err->msg>. <hint>" (no hint when HINT is NULL or the
+ * message already names what to do); 0 or -ENOMEM. */
 int sbx_tool_fail_err(struct sbx_tool_out *out, const struct sbx_error *err, const char *hint);
 
 /* json-c helpers: V is consumed; -ENOMEM when V is NULL or the add fails. */

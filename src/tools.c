@@ -427,12 +427,13 @@ static int check_value(const char *key, struct json_object *prop, struct json_ob
 	if (!json_object_is_type(v, json_type_int) && !json_object_is_type(v, json_type_double))
 		return sbx_buf_appendf(msg, "argument '%s' must be a number, not %s", key,
 				       json_type_word(v));
-	double d = json_object_get_double(v);
-	if (!isfinite(d) || (schema_num(prop, "exclusiveMinimum", &lim) && !(d > lim)) ||
-	    (schema_num(prop, "maximum", &lim) && d > lim))
+	double d = json_object_get_double(v), lo = 0, hi = 0;
+	bool has_lo = schema_num(prop, "exclusiveMinimum", &lo);
+	bool has_hi = schema_num(prop, "maximum", &hi);
+	if (!isfinite(d) || (has_lo && !(d > lo)) || (has_hi && d > hi))
 		return sbx_buf_appendf(
-		    msg, "argument '%s' is out of range: %g (%s)", key, d,
-		    json_object_get_string(json_object_object_get(prop, "description")));
+		    msg, "argument '%s' is out of range: %g; use a number above %g and at most %g",
+		    key, d, lo, hi);
 	return 0;
 }
 
@@ -474,9 +475,10 @@ static int check_arguments(const struct sbx_tool_def *t, struct json_object *arg
 		if (!v && !required)
 			continue; /* absent or null: the default */
 		if (!v && !(args && json_object_object_get_ex(args, key, NULL))) {
-			r = sbx_buf_appendf(
-			    &msg, "missing required argument '%s' (%s)", key,
-			    json_object_get_string(json_object_object_get(prop, "description")));
+			const char *d =
+			    json_object_get_string(json_object_object_get(prop, "description"));
+			r = sbx_buf_appendf(&msg, "missing required argument '%s' (%.*s)", key,
+					    (int)strcspn(d, "."), d);
 			goto out;
 		}
 		r = check_value(key, prop, v, &msg);
@@ -513,14 +515,28 @@ int sbx_tool_fail(struct sbx_tool_out *out, const char *fmt, ...)
 	return 0;
 }
 
+/* The manager's messages often say what to do already, naming a tool. */
+static bool says_what_to_do(const char *msg)
+{
+	static const char *const advice[] = {
+	    "list_sandboxes", "create_sandbox", "install_package_in_sandbox",
+	    "check_package_installation_status", "create a new sandbox"};
+	for (size_t i = 0; i < SBX_ARRAY_SIZE(advice); i++)
+		if (strstr(msg, advice[i]))
+			return true;
+	return false;
+}
+
 int sbx_tool_fail_err(struct sbx_tool_out *out, const struct sbx_error *err, const char *hint)
 {
 	const char *msg = err && err->msg[0] ? err->msg : "the operation failed";
 	size_t n = strlen(msg);
 
-	/* "msg. hint", without a doubled full stop. */
+	/* "msg. hint", without a doubled full stop, or the advice the message has. */
 	while (n > 0 && (msg[n - 1] == '.' || msg[n - 1] == ' ' || msg[n - 1] == '\n'))
 		n--;
+	if (!hint || says_what_to_do(msg))
+		return sbx_tool_fail(out, "%.*s.", (int)n, msg);
 	return sbx_tool_fail(out, "%.*s. %s", (int)n, msg, hint);
 }
 

@@ -179,11 +179,8 @@ int sbx_tool_create_sandbox(const struct sbx_tool_ctx *ctx, struct json_object *
 	if (r < 0) {
 		switch (r) {
 		case -EEXIST:
-			hint = "Pick another name, or use that sandbox (list_sandboxes shows it).";
-			break;
 		case -EINVAL:
-			hint =
-			    "A name is 1-64 letters, digits, '_', '.' or '-'; or leave name out.";
+			hint = NULL; /* the manager's message says it all */
 			break;
 		case -EBUSY:
 			hint = "Reuse one of your sandboxes instead (list_sandboxes shows them).";
