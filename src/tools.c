@@ -123,7 +123,7 @@ static const struct sbx_tool_def tools[] = {
 	    "is "
 	    "1 and the traceback is in stderr; fix the code and run it again. timed_out is true "
 	    "when the time limit killed the process. Missing modules: install_package_in_sandbox "
-	    "first (pip is not reachable from your code). Code has no network access.",
+	    "first (pip is not reachable from your code). Code normally has no network access.",
 	.input_schema = "{\"type\":\"object\",\"properties\":{" SANDBOX_ID_PROP
 			",\"code\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":1000000,"
 			"\"description\":\"The Python source to run.\"}," TIMEOUT_PROP
@@ -200,7 +200,7 @@ static const struct sbx_tool_def tools[] = {
 	    "move or unpack them, or run tools; use execute_python_code for Python and "
 	    "install_package_in_sandbox for packages (not pip here). A non-zero exit_code is a "
 	    "normal result, not a tool error: read stderr. timed_out is true when the time limit "
-	    "killed the command. No network access; the file system is read-only except "
+	    "killed the command. Normally no network access; the file system is read-only except "
 	    "/app/results and /tmp.",
 	.input_schema = "{\"type\":\"object\",\"properties\":{" SANDBOX_ID_PROP
 			",\"command\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":30000,"

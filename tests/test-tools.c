@@ -773,6 +773,37 @@ out:
 	waitpid(index_pid, NULL, 0);
 }
 
+/* A manager whose engine socket leads nowhere: every tool that needs the
+ * engine is an isError result that says so, never a crash. */
+static void test_engine_down(const char *type)
+{
+	struct sbx_engine_config cfg = {.type = type, .url = "unix:///nonexistent/sbx-tools.sock"};
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_settings s;
+	sbx_engine *e = NULL;
+	sbx_manager *m = NULL;
+	struct call c;
+
+	sbx_settings_init(&s);
+	if (!tap_ok(sbx_engine_open(&cfg, &e, &err) == 0 && sbx_manager_new(&s, e, &m, &err) == 0,
+		    "a manager on an engine that is not there (%s)", err.msg)) {
+		sbx_engine_free(e);
+		sbx_settings_release(&s);
+		return;
+	}
+	rc = call_as(m, &s, "default", SBX_MCP_VERSION_LATEST, "create_sandbox", NULL, &c);
+	tap_ok(rc == 0 && c.is_error && strstr(c.text, "Docker or Podman"),
+	       "engine down: create_sandbox is an error that says what to check: %s", c.text);
+	call_release(&c);
+	rc = call_as(m, &s, "default", SBX_MCP_VERSION_LATEST, "execute_python_code",
+		     "{\"sandbox_id\":\"x\",\"code\":\"1\"}", &c);
+	tap_ok(rc == 0 && c.is_error, "engine down: execute_python_code is an error: %s", c.text);
+	call_release(&c);
+	sbx_manager_free(m);
+	sbx_engine_free(e);
+	sbx_settings_release(&s);
+}
+
 static size_t count_instance(const char *inst)
 {
 	struct sbx_kv want[] = {{SBX_LABEL_INSTANCE, inst}};
@@ -835,6 +866,7 @@ int main(int argc, char **argv)
 	tap_ok(sbx_sandbox_delete(mgr, "default", sandbox_id, &err) == 0, "delete the sandbox (%s)",
 	       err.msg);
 	test_install(image);
+	test_engine_down(argv[1]);
 
 	mgr = sbx_manager_free(mgr);
 	tap_is_int(count_instance(instance), 0, "no container of this run is left");
