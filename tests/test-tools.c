@@ -90,6 +90,17 @@ static bool has(struct json_object *o, const char *key)
 	return o && json_object_object_get_ex(o, key, NULL);
 }
 
+/* What call_as passes as the notifier and progress token (usually none). */
+static const struct sbx_mcp_notifier *notifier;
+static struct json_object *progress_token;
+static char notified[1024];
+
+static void record_notification(void *ctx, const char *json)
+{
+	(void)ctx;
+	snprintf(notified, sizeof(notified), "%s", json);
+}
+
 /* Mini JSON Schema: type, properties, required, additionalProperties: false,
  * items, enum. Returns true when VALUE matches; WHY says where not. */
 static bool validate(struct json_object *schema, struct json_object *value, const char *where,
@@ -178,7 +189,9 @@ static int call_as(sbx_manager *m, const struct sbx_settings *s, const char *own
 				   .settings = s,
 				   .owner = owner,
 				   .public_url = PUBLIC_URL,
-				   .protocol_version = version};
+				   .protocol_version = version,
+				   .notifier = notifier,
+				   .progress_token = progress_token};
 	struct sbx_error err = SBX_ERROR_INIT;
 	struct json_object *a = args ? json_tokener_parse(args) : NULL, *content, *sc;
 	bool structured = strcmp(version, "2025-06-18") >= 0;
@@ -557,6 +570,22 @@ static void test_terminal(void)
 	tap_is_int(int_at(c.obj, "exit_code"), 3, "exit code 3 is a result");
 	tap_ok(!has(c.obj, "files"), "no file list for a command");
 	call_release(&c);
+
+	{
+		static const struct sbx_mcp_notifier rec = {record_notification, NULL};
+		notifier = &rec;
+		progress_token = json_object_new_string("tok-1");
+		snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"command\":\"true\"}",
+			 sandbox_id);
+		rc = call("execute_terminal_command", args, &c);
+		tap_ok(rc == 0 && strstr(notified, "\"method\":\"notifications/progress\"") &&
+			   strstr(notified, "\"progressToken\":\"tok-1\""),
+		       "with a progress token, a progress notification: %s", notified);
+		call_release(&c);
+		notifier = NULL;
+		json_object_put(progress_token);
+		progress_token = NULL;
+	}
 
 	snprintf(args, sizeof(args),
 		 "{\"sandbox_id\":\"%s\",\"command\":\"sleep 20\",\"timeout\":1}", sandbox_id);
