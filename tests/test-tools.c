@@ -345,6 +345,26 @@ static void test_bad_arguments(void)
 		     "unknown argument 'cwd'", "an unknown argument");
 	expect_error("execute_python_code", "{\"sandbox_id\":\"x\",\"code\":\"a\\u0000b\"}", "NUL",
 		     "a NUL in the code");
+	expect_error("execute_python_code",
+		     "{\"sandbox_id\":\"x\",\"code\":\"1\",\"timeout\":3601}", "at most 3600",
+		     "a timeout over an hour");
+	expect_error(
+	    "execute_terminal_command",
+	    "{\"sandbox_id\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\","
+	    "\"command\":\"ls\"}",
+	    "'sandbox_id' is too long", "an over-long sandbox_id");
+	{
+		struct json_object *a = json_object_new_object();
+		char *big = malloc(1000002);
+		memset(big, 'x', 1000001);
+		big[1000001] = '\0';
+		json_object_object_add(a, "sandbox_id", json_object_new_string("x"));
+		json_object_object_add(a, "code", json_object_new_string(big));
+		expect_error("execute_python_code", json_object_to_json_string(a),
+			     "'code' is too long", "code over a million characters");
+		json_object_put(a);
+		free(big);
+	}
 	expect_error("list_sandboxes", "{\"all\":true}", "list_sandboxes takes no arguments",
 		     "list takes no arguments");
 	expect_error("create_sandbox", "{\"name\":7}", "'name' must be a string", "name: 7");
