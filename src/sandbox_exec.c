@@ -6,7 +6,8 @@
  * run_python is one exec of `python3 -c WRAPPER CAP RUNNER` with
  * "NONCE\nCODE" on stdin. The wrapper snapshots the results folder, runs
  * the code in a child `python3 -c RUNNER` (so the code never sees the
- * nonce and cannot stop the report by exiting hard), forwards at most CAP
+ * nonce and cannot stop the report by exiting hard; the wrapper makes itself
+ * non-dumpable so the code cannot read its memory), forwards at most CAP
  * bytes of the child's output, snapshots again and writes the report as a
  * last stderr line "\nNONCE JSON\n". Because the wrapper itself keeps the
  * user's output under CAP and the exec's cap is CAP plus room for the
@@ -30,7 +31,11 @@
 #define REPORT_ROOM (1024 * 1024)
 
 static const char wrapper_py[] =
-    "import json, os, select, stat, subprocess, sys, time\n"
+    "import ctypes, json, os, select, stat, subprocess, sys, time\n"
+    "try:\n"
+    "    ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)\n"
+    "except Exception:\n"
+    "    pass\n"
     "R = '/app/results'\n"
     "CAP = int(sys.argv[1])\n"
     "def snap():\n"
