@@ -477,8 +477,9 @@ static int check_arguments(const struct sbx_tool_def *t, struct json_object *arg
 		if (!v && !(args && json_object_object_get_ex(args, key, NULL))) {
 			const char *d =
 			    json_object_get_string(json_object_object_get(prop, "description"));
-			r = sbx_buf_appendf(&msg, "missing required argument '%s' (%.*s)", key,
-					    (int)strcspn(d, "."), d);
+			r = sbx_buf_appendf(
+			    &msg, "missing required argument '%s' (%.*s)", key,
+			    (int)(strlen(d) - (strlen(d) && d[strlen(d) - 1] == '.')), d);
 			goto out;
 		}
 		r = check_value(key, prop, v, &msg);

@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -417,6 +418,14 @@ static int state_message(const struct sbx_install_status *st, const char *id, ch
 			st->package);
 }
 
+/* Seconds with millisecond precision, also in the JSON text. */
+static struct json_object *seconds_json(double s)
+{
+	char text[32];
+	snprintf(text, sizeof(text), "%.3f", s >= 0 ? s : 0);
+	return json_object_new_double_s(strtod(text, NULL), text);
+}
+
 static int install_tool(const struct sbx_tool_ctx *ctx, struct json_object *args,
 			struct sbx_tool_out *out, bool install)
 {
@@ -430,9 +439,8 @@ static int install_tool(const struct sbx_tool_ctx *ctx, struct json_object *args
 
 	if (!sbx_package_spec_valid(spec, why, sizeof(why)))
 		return sbx_tool_fail(out,
-				     "invalid package_name '%.200s': %s. Give a plain pip "
-				     "requirement such as 'requests' or 'pandas==2.2.2' (no "
-				     "options, URLs, paths or shell syntax).",
+				     "invalid package_name '%.200s': %s. Example: 'requests' or "
+				     "'pandas==2.2.2'.",
 				     spec, why[0] ? why : "not a pip requirement");
 	r = get_sandbox(ctx, args, out, &sb);
 	if (r != 0)
@@ -459,7 +467,7 @@ static int install_tool(const struct sbx_tool_ctx *ctx, struct json_object *args
 			r |= sbx_tools_put(res, "log_tail", new_str(st.log_tail));
 		if (install || st.state == SBX_INSTALL_RUNNING || st.state == SBX_INSTALL_SUCCESS ||
 		    st.state == SBX_INSTALL_FAILED)
-			r |= sbx_tools_put(res, "seconds", json_object_new_double(st.seconds));
+			r |= sbx_tools_put(res, "seconds", seconds_json(st.seconds));
 		r |= sbx_tools_put(res, "message", new_str(msg));
 	}
 	if (r < 0) {
@@ -487,65 +495,67 @@ int sbx_tool_check_package(const struct sbx_tool_ctx *ctx, struct json_object *a
 
 /* ---- upload_file_to_sandbox ---- */
 
+/* PATH has a "." or ".." segment. */
+static bool has_dot_segment(const char *path)
+{
+	for (const char *p = path;; p++) {
+		size_t n = strcspn(p, "/");
+		if ((n == 1 && p[0] == '.') || (n == 2 && p[0] == '.' && p[1] == '.'))
+			return true;
+		p += n;
+		if (!*p)
+			return false;
+	}
+}
+
 int sbx_tool_upload_file(const struct sbx_tool_ctx *ctx, struct json_object *args,
 			 struct sbx_tool_out *out)
 {
 	struct sbx_error err = SBX_ERROR_INIT;
 	const char *local = arg_str(args, "local_file_path");
+	const char *dest = arg_str(args, "dest_path");
 	const char *upload_dir = ctx->settings->sandbox.upload_dir;
 	_cleanup_free_ char *path = NULL, *url = NULL;
-	char base_buf[300], hint[512];
+	char base_buf[300];
 	struct json_object *res;
 	sbx_sandbox *sb = NULL;
 	int64_t size = 0;
 	size_t rl = strlen(SBX_RESULTS_DIR);
 	int r;
 
+	if (dest && has_dot_segment(dest))
+		return sbx_tool_fail(out,
+				     "dest_path '%.300s' has a '.' or '..' part: give a plain "
+				     "absolute path in the sandbox, such as %s or %s/data",
+				     dest, SBX_RESULTS_DIR, SBX_RESULTS_DIR);
 	r = get_sandbox(ctx, args, out, &sb);
 	if (r != 0)
 		return r < 0 ? r : 0;
-	r = sbx_sandbox_upload(ctx->manager, sb, local, arg_str(args, "dest_path"), &path, &size,
-			       &err);
+	r = sbx_sandbox_upload(ctx->manager, sb, local, dest, &path, &size, &err);
 	if (r < 0) {
+		const char *hint = NULL; /* the manager's message says it all */
 		switch (r) {
 		case -EPERM:
 		case -EACCES:
 			if (upload_dir[0])
-				snprintf(hint, sizeof(hint),
-					 "Only regular files inside the server's upload folder "
-					 "(%.300s) can be uploaded: ask the user to put the file "
-					 "there.",
-					 upload_dir);
-			else
-				snprintf(hint, sizeof(hint),
-					 "Uploads are disabled on this server (sandbox.upload_dir "
-					 "is not set).");
+				hint = "Ask the user to put the file into the upload folder first.";
 			break;
 		case -ENOENT:
-			snprintf(hint, sizeof(hint),
-				 "Check the paths: local_file_path must be an existing file in "
-				 "the upload folder, and dest_path an existing directory (or a "
-				 "file in one) in the sandbox, default %s.",
-				 SBX_RESULTS_DIR);
+			hint = "Check local_file_path (a file in the upload folder) and dest_path "
+			       "(a folder in the sandbox, default " SBX_RESULTS_DIR ").";
 			break;
 		case -EFBIG:
-			snprintf(hint, sizeof(hint),
-				 "The server accepts uploads of at most %lld bytes.",
-				 (long long)ctx->settings->sandbox.max_upload);
-			break;
 		case -EINVAL:
-			snprintf(hint, sizeof(hint),
-				 "dest_path must be an absolute path in the sandbox, e.g. %s.",
-				 SBX_RESULTS_DIR);
 			break;
 		default:
-			snprintf(hint, sizeof(hint), "%s", hint_general(r));
+			hint = hint_general(r);
 		}
 		r = sbx_tool_fail_err(out, &err, hint);
 		goto out;
 	}
 	/* A link for files under the results folder, the ones the artifact route serves. */
-	if (strncmp(path, SBX_RESULTS_DIR, rl) == 0 && path[rl] == '/' && path[rl + 1]) {
+	if (strncmp(path, SBX_RESULTS_DIR, rl) == 0 && path[rl] == '/' && path[rl + 1] &&
+	    !has_dot_segment(path + rl + 1) && !strstr(path + rl, "//")) {
 		url = sbx_artifact_url(public_url(ctx, base_buf, sizeof(base_buf)),
 				       sbx_sandbox_id(sb), path + rl + 1);
 		if (!url) {
