@@ -200,8 +200,8 @@ static const struct sbx_tool_def tools[] = {
 	    "move or unpack them, or run tools; use execute_python_code for Python and "
 	    "install_package_in_sandbox for packages (not pip here). A non-zero exit_code is a "
 	    "normal result, not a tool error: read stderr. timed_out is true when the time limit "
-	    "killed the command. Normally no network access; the file system is read-only except "
-	    "/app/results and /tmp.",
+	    "killed the command. Normally no network access; write files under /app/results (they "
+	    "can be downloaded) or /tmp.",
 	.input_schema = "{\"type\":\"object\",\"properties\":{" SANDBOX_ID_PROP
 			",\"command\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":30000,"
 			"\"description\":\"The command line, run with sh -c.\"}," TIMEOUT_PROP
