@@ -122,8 +122,8 @@ static const struct sbx_tool_def tools[] = {
 	    "is no display. An uncaught exception is a normal result, not a tool error: exit_code "
 	    "is "
 	    "1 and the traceback is in stderr; fix the code and run it again. timed_out is true "
-	    "when the time limit killed the process. Missing modules: install_package_in_sandbox "
-	    "first (pip is not reachable from your code). Code normally has no network access.",
+	    "when the time limit killed the process. A missing module: install it with "
+	    "install_package_in_sandbox first. Code normally has no network access.",
 	.input_schema = "{\"type\":\"object\",\"properties\":{" SANDBOX_ID_PROP
 			",\"code\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":1000000,"
 			"\"description\":\"The Python source to run.\"}," TIMEOUT_PROP
