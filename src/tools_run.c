@@ -255,6 +255,25 @@ static const char *public_url(const struct sbx_tool_ctx *ctx, char *buf, size_t 
 	return buf;
 }
 
+/* A resource_link content item (2025-06-18+) for a file with a download link. */
+static struct json_object *link_item(const char *url, const char *name, const char *mime,
+				     int64_t size)
+{
+	struct json_object *lo = json_object_new_object();
+	int r = 0;
+
+	if (!lo)
+		return NULL;
+	r |= sbx_tools_put(lo, "type", new_str("resource_link"));
+	r |= sbx_tools_put(lo, "uri", new_str(url));
+	r |= sbx_tools_put(lo, "name", new_str(name));
+	r |= sbx_tools_put(lo, "mimeType", new_str(mime));
+	r |= sbx_tools_put(lo, "size", json_object_new_int64(size));
+	if (r < 0)
+		return json_object_put(lo), NULL;
+	return lo;
+}
+
 /* The file list and, for new protocol versions, one resource_link per file. */
 static int files_json(const struct sbx_tool_ctx *ctx, sbx_sandbox *sb,
 		      const struct sbx_run_result *rr, struct json_object *res,
@@ -269,10 +288,9 @@ static int files_json(const struct sbx_tool_ctx *ctx, sbx_sandbox *sb,
 		const struct sbx_file_change *f = &rr->files[i];
 		_cleanup_free_ char *url = sbx_artifact_url(base, sbx_sandbox_id(sb), f->path);
 		const char *mime = sbx_mime_type(f->path);
-		struct json_object *fo = json_object_new_object(), *lo = json_object_new_object();
-		if (!url || !fo || !lo) {
+		struct json_object *fo = json_object_new_object();
+		if (!url || !fo) {
 			json_object_put(fo);
-			json_object_put(lo);
 			r = -ENOMEM;
 			break;
 		}
@@ -280,13 +298,8 @@ static int files_json(const struct sbx_tool_ctx *ctx, sbx_sandbox *sb,
 		r |= sbx_tools_put(fo, "size", json_object_new_int64(f->size));
 		r |= sbx_tools_put(fo, "url", new_str(url));
 		r |= sbx_tools_put(fo, "mime_type", new_str(mime));
-		r |= sbx_tools_put(lo, "type", new_str("resource_link"));
-		r |= sbx_tools_put(lo, "uri", new_str(url));
-		r |= sbx_tools_put(lo, "name", new_str(f->path));
-		r |= sbx_tools_put(lo, "mimeType", new_str(mime));
-		r |= sbx_tools_put(lo, "size", json_object_new_int64(f->size));
 		r |= sbx_tools_append(files, fo);
-		r |= sbx_tools_append(links, lo);
+		r |= sbx_tools_append(links, link_item(url, f->path, mime, f->size));
 	}
 	if (r == 0) {
 		r = sbx_tools_put(res, "files", SBX_TAKE(files));
@@ -571,6 +584,12 @@ int sbx_tool_upload_file(const struct sbx_tool_ctx *ctx, struct json_object *arg
 		r |= sbx_tools_put(res, "size", json_object_new_int64(size));
 		if (url)
 			r |= sbx_tools_put(res, "url", new_str(url));
+	}
+	if (r == 0 && url) {
+		out->links = json_object_new_array();
+		r = out->links ? sbx_tools_append(out->links, link_item(url, path + rl + 1,
+									sbx_mime_type(path), size))
+			       : -ENOMEM;
 	}
 	if (r < 0) {
 		json_object_put(res);

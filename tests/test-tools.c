@@ -642,6 +642,15 @@ static void test_upload(void)
 	tap_ok(str_at(c.obj, "url") && strstr(str_at(c.obj, "url"), "/artifacts/") &&
 		   strstr(str_at(c.obj, "url"), "/data.csv"),
 	       "with a url: %s", str_at(c.obj, "url"));
+	{
+		struct json_object *content = json_object_object_get(c.res, "content");
+		struct json_object *it = json_object_array_get_idx(content, 1);
+		tap_ok(json_object_array_length(content) == 2 &&
+			   !strcmp(str_at(it, "type"), "resource_link") &&
+			   !strcmp(str_at(it, "uri"), str_at(c.obj, "url")) &&
+			   !strcmp(str_at(it, "name"), "data.csv"),
+		       "and a resource_link to it");
+	}
 	call_release(&c);
 	snprintf(args, sizeof(args),
 		 "{\"sandbox_id\":\"%s\",\"code\":\"import pandas as pd; "
