@@ -220,16 +220,16 @@ static const struct sbx_tool_def tools[] = {
 	    "Copy a file from the server's upload folder into a sandbox, e.g. a CSV the user "
 	    "provided, so code can read it. local_file_path is a path on the server inside its "
 	    "upload folder (other paths are refused); dest_path is a directory in the sandbox "
-	    "(the file keeps its name) or a full file path, default /app/results. A file of the "
-	    "same name is replaced. Then read it from execute_python_code, e.g. "
-	    "pd.read_csv('data.csv') when it is in /app/results.",
+	    "(the file keeps its name) or a full file path, under /app/results or /tmp; default "
+	    "/app/results. A file of the same name is replaced. Then read it from "
+	    "execute_python_code, e.g. pd.read_csv('data.csv') when it is in /app/results.",
 	.input_schema =
 	    "{\"type\":\"object\",\"properties\":{" SANDBOX_ID_PROP
 	    ",\"local_file_path\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":4096,"
 	    "\"description\":\"Path of the file on the server, inside its upload folder.\"},"
 	    "\"dest_path\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":4096,"
 	    "\"description\":\"Where to put it in the sandbox: a directory or a file path "
-	    "(default /app/results).\"}},"
+	    "under /app/results or /tmp (default /app/results).\"}},"
 	    "\"required\":[\"sandbox_id\",\"local_file_path\"],\"additionalProperties\":false}",
 	.output_schema =
 	    "{\"type\":\"object\",\"properties\":{\"sandbox_id\":{\"type\":\"string\"},"

@@ -521,6 +521,15 @@ static bool has_dot_segment(const char *path)
 	}
 }
 
+/* PATH is DIR or below it. */
+static bool under(const char *path, const char *dir)
+{
+	size_t n = strlen(dir);
+	return strncmp(path, dir, n) == 0 && (path[n] == '\0' || path[n] == '/');
+}
+
+/* Uploads go where the sandbox's user works: the engine writes them as root,
+ * so anywhere else they could replace the sandbox's own system files. */
 int sbx_tool_upload_file(const struct sbx_tool_ctx *ctx, struct json_object *args,
 			 struct sbx_tool_out *out)
 {
@@ -536,11 +545,13 @@ int sbx_tool_upload_file(const struct sbx_tool_ctx *ctx, struct json_object *arg
 	size_t rl = strlen(SBX_RESULTS_DIR);
 	int r;
 
-	if (dest && has_dot_segment(dest))
-		return sbx_tool_fail(out,
-				     "dest_path '%.300s' has a '.' or '..' part: give a plain "
-				     "absolute path in the sandbox, such as %s or %s/data",
-				     dest, SBX_RESULTS_DIR, SBX_RESULTS_DIR);
+	if (dest &&
+	    (has_dot_segment(dest) || !(under(dest, SBX_RESULTS_DIR) || under(dest, "/tmp"))))
+		return sbx_tool_fail(
+		    out,
+		    "dest_path '%.300s' is not allowed: give %s, /tmp or a path "
+		    "below one of them, without '.' or '..' parts, e.g. %s/data.csv",
+		    dest, SBX_RESULTS_DIR, SBX_RESULTS_DIR);
 	r = get_sandbox(ctx, args, out, &sb);
 	if (r != 0)
 		return r < 0 ? r : 0;

@@ -700,6 +700,19 @@ static void test_upload(void)
 		       "a dest_path with '..' is an error: %s", c.text);
 		call_release(&c);
 	}
+	{
+		static const char *const bad_dest[] = {"/etc",	      "/etc/profile.d/x.sh",
+						       "../../etc",   "/app/resultsx",
+						       "/tmp/../etc", "/"};
+		for (size_t i = 0; i < SBX_ARRAY_SIZE(bad_dest); i++) {
+			snprintf(args, sizeof(args),
+				 "{\"sandbox_id\":\"%s\",\"local_file_path\":\"%s\",\"dest_path\":"
+				 "\"%s\"}",
+				 sandbox_id, path, bad_dest[i]);
+			expect_error("upload_file_to_sandbox", args, "is not allowed",
+				     "dest_path outside /app/results and /tmp is refused");
+		}
+	}
 	unlink(link);
 	unlink(path);
 }
