@@ -12,6 +12,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -720,21 +721,30 @@ static void test_upload(void)
 /* ---- installs, with the test package index ---- */
 
 static pid_t index_pid = -1;
+static char index_root[] = "/tmp/sbx-tools-index-XXXXXX";
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	return remove(path);
+}
 
 static int start_index(char *url, size_t size)
 {
-	char root[] = "/tmp/sbx-tools-index-XXXXXX", script[512], line[32] = "";
+	char script[512], line[32] = "";
 	const char *src = getenv("SBX_SRCDIR");
 	int fds[2];
 	ssize_t n;
 
-	if (!mkdtemp(root) || pipe2(fds, O_CLOEXEC) < 0)
+	if (!mkdtemp(index_root) || pipe2(fds, O_CLOEXEC) < 0)
 		return -errno;
 	snprintf(script, sizeof(script), "%s/tests/pkgindex.py", src ? src : ".");
 	index_pid = fork();
 	if (index_pid == 0) {
 		dup2(fds[1], 1);
-		execlp("python3", "python3", script, root, (char *)NULL);
+		execlp("python3", "python3", script, index_root, (char *)NULL);
 		_exit(127);
 	}
 	close(fds[1]);
@@ -760,10 +770,8 @@ static void test_install(const char *image)
 	struct call c;
 	const char *st;
 
-	if (start_index(url, sizeof(url)) < 0) {
-		tap_skip(1, "cannot start tests/pkgindex.py");
-		return;
-	}
+	if (!tap_ok(start_index(url, sizeof(url)) == 0, "tests/pkgindex.py serves the index"))
+		goto stop_index;
 	sbx_settings_init(&s2);
 	snprintf(set, sizeof(set), "server.instance=%s", instance2);
 	sbx_settings_set(&s2, set, &err);
@@ -853,8 +861,12 @@ static void test_install(const char *image)
 out:
 	sbx_manager_free(m2);
 	sbx_settings_release(&s2);
-	kill(index_pid, SIGTERM);
-	waitpid(index_pid, NULL, 0);
+stop_index:
+	if (index_pid > 0) {
+		kill(index_pid, SIGTERM);
+		waitpid(index_pid, NULL, 0);
+	}
+	nftw(index_root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
 /* A manager whose engine socket leads nowhere: every tool that needs the
