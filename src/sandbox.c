@@ -624,12 +624,11 @@ int sbx_sandbox_exec_failed(sbx_manager *m, sbx_sandbox *sb, int r, struct sbx_e
 				  "sandbox %s no longer exists on the engine; create a new sandbox",
 				  sb->id);
 	else if (q >= 0 && !ci.running)
-		r = sbx_error_set(
-		    err, -ESRCH,
-		    "sandbox %s is not running (its container is %s%s); delete it and "
-		    "create a new sandbox",
-		    sb->id, ci.status ? ci.status : "stopped",
-		    ci.oom_killed ? ", killed for using too much memory" : "");
+		r = sbx_error_set(err, -ESRCH,
+				  "sandbox %s is not running (its container is %s%s); create a new "
+				  "sandbox with create_sandbox",
+				  sb->id, ci.status ? ci.status : "stopped",
+				  ci.oom_killed ? ", killed for using too much memory" : "");
 	else
 		sbx_error_prefix(err, "sandbox %s", sb->id);
 	sbx_container_info_release(&ci);
