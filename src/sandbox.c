@@ -172,6 +172,22 @@ static int check_owner(const char *owner, struct sbx_error *err)
 	return 0;
 }
 
+/* Removes whatever container carries sb's id label: after a failed create
+ * the engine may have made one without telling us its id. */
+static void remove_by_label(sbx_manager *m, sbx_sandbox *sb)
+{
+	struct sbx_kv want[] = {{SBX_LABEL_INSTANCE, m->s->server.instance},
+				{SBX_LABEL_ID, sb->id}};
+	struct sbx_container_summary *cs = NULL;
+	size_t n = 0;
+
+	if (sbx_container_list(m->engine, want, SBX_ARRAY_SIZE(want), &cs, &n, NULL) < 0)
+		return;
+	for (size_t i = 0; i < n; i++)
+		sbx_container_remove(m->engine, cs[i].id, NULL);
+	sbx_container_list_free(cs, n);
+}
+
 /* Creates and starts the container of sb; on failure nothing is left. */
 static int container_up(sbx_manager *m, sbx_sandbox *sb, struct sbx_error *err)
 {
@@ -211,7 +227,8 @@ static int container_up(sbx_manager *m, sbx_sandbox *sb, struct sbx_error *err)
 	};
 	r = sbx_container_create(m->engine, &spec, &cid, err);
 	if (r < 0) {
-		if (r == -ENOENT)
+		remove_by_label(m, sb);
+		if (r == -ENOENT && sbx_image_exists(m->engine, s->sandbox.image, NULL) == 0)
 			sbx_error_prefix(err, "the sandbox image %s is missing on the %s engine",
 					 s->sandbox.image, sbx_engine_name(m->engine));
 		return r;
@@ -459,7 +476,7 @@ int sbx_manager_list(sbx_manager *m, const char *owner, struct sbx_sandbox_info 
 	for (done = 0; done < n; done++) {
 		const char *status = "missing";
 		for (size_t j = 0; j < n_cs; j++)
-			if (cs[j].id &&
+			if (cs[j].id && strlen(cs[j].id) >= 12 &&
 			    strncmp(cs[j].id, mine[done]->container, strlen(cs[j].id)) == 0)
 				status = cs[j].status ? cs[j].status : "unknown";
 		r = info_fill(m, mine[done], status, &list[done]);
@@ -533,7 +550,10 @@ static int adopt(sbx_manager *m, const char *cid, struct sbx_error *err)
 	pthread_mutex_lock(&m->lock);
 	for (size_t i = 0; i < m->n; i++)
 		known |= strcmp(m->table[i]->id, sb->id) == 0 ||
-			 strcmp(m->table[i]->container, sb->container) == 0;
+			 (m->table[i]->container &&
+			  strcmp(m->table[i]->container, sb->container) == 0) ||
+			 (strcmp(m->table[i]->owner, sb->owner) == 0 &&
+			  strcmp(m->table[i]->name, sb->name) == 0);
 	r = known ? 0 : table_add_locked(m, sb);
 	if (r >= 0 && !known)
 		r = 1;
@@ -604,12 +624,11 @@ int sbx_sandbox_exec_failed(sbx_manager *m, sbx_sandbox *sb, int r, struct sbx_e
 				  "sandbox %s no longer exists on the engine; create a new sandbox",
 				  sb->id);
 	else if (q >= 0 && !ci.running)
-		r = sbx_error_set(
-		    err, -ESRCH,
-		    "sandbox %s is not running (its container is %s%s); delete it and "
-		    "create a new sandbox",
-		    sb->id, ci.status ? ci.status : "stopped",
-		    ci.oom_killed ? ", killed for using too much memory" : "");
+		r = sbx_error_set(err, -ESRCH,
+				  "sandbox %s is not running (its container is %s%s); create a new "
+				  "sandbox with create_sandbox",
+				  sb->id, ci.status ? ci.status : "stopped",
+				  ci.oom_killed ? ", killed for using too much memory" : "");
 	else
 		sbx_error_prefix(err, "sandbox %s", sb->id);
 	sbx_container_info_release(&ci);

@@ -925,6 +925,45 @@ static void test_engine_down(void)
 	sbx_settings_release(&s);
 }
 
+/* Failed creates leave nothing behind and say why. */
+static void test_create_failures(void)
+{
+	const char *const no_image[] = {"sandbox.image=localhost/sbx-no-such-image:missing", NULL};
+	const char *const no_net[] = {"sandbox.network=sbx-no-such-network", NULL};
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_settings s;
+	sbx_manager *m = NULL;
+	sbx_sandbox *sb = NULL;
+	char inst[80];
+	int r;
+
+	snprintf(inst, sizeof(inst), "%s-fail", instance);
+	settings_for(&s, inst, no_image);
+	sbx_manager_new(&s, engine, &m, &err);
+	r = sbx_sandbox_create(m, "alice", NULL, &sb, &err);
+	tap_is_int(r, -ENOENT, "create from a missing image: ENOENT");
+	tap_ok(strstr(err.msg, "sbx-no-such-image") && strstr(err.msg, "missing"),
+	       "the message names the image: %s", err.msg);
+	m = sbx_manager_free(m);
+	sbx_settings_release(&s);
+
+	sbx_error_clear(&err);
+	settings_for(&s, inst, no_net);
+	sbx_manager_new(&s, engine, &m, &err);
+	r = sbx_sandbox_create(m, "alice", NULL, &sb, &err);
+	tap_ok(r < 0 && !sb, "create on a missing network fails: %s", err.msg);
+	tap_is_int(count_instance(inst), 0, "and leaves no container behind");
+	{
+		struct sbx_sandbox_info *list = NULL;
+		size_t n = 9;
+		r = sbx_manager_list(m, "alice", &list, &n, &err);
+		tap_ok(r == 0 && n == 0, "nor a record");
+		sbx_sandbox_info_list_free(list, n);
+	}
+	m = sbx_manager_free(m);
+	sbx_settings_release(&s);
+}
+
 static void test_recover_and_limit(void)
 {
 	const char *const keep[] = {"sandbox.remove_on_exit=false", "sandbox.max_sandboxes=1",
@@ -1035,6 +1074,7 @@ int main(int argc, char **argv)
 	tap_is_int(count_instance(instance), 0, "the manager removed its sandboxes on free");
 
 	test_engine_down();
+	test_create_failures();
 	test_recover_and_limit();
 	test_packages(find_script(argv[0]));
 
