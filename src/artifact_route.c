@@ -1,3 +1,185 @@
 /* SPDX-License-Identifier: MIT */
-/* placeholder */
-typedef int sbx_placeholder_artifact_route;
+/*
+ * GET/HEAD /artifacts/<sandbox_id>/<relpath>: a file under /app/results of
+ * a sandbox, streamed from the engine as it comes. A producer thread runs
+ * sbx_artifact_read into one end of a socket pair; MHD's content reader
+ * reads the other end in the connection's thread. Nothing is stored on the
+ * host and at most a socket buffer of the body is held in memory. HEAD
+ * starts no producer.
+ *
+ * Status: 400 malformed path, 404 unknown sandbox or missing file, 403 a
+ * refused path (-EPERM), 502 the engine answered with an error, 503 the
+ * engine cannot be reached.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "http-internal.h"
+#include "sbx/common.h"
+
+struct artifact_stream {
+	sbx_manager *manager;
+	sbx_sandbox *sandbox;
+	char *relpath;
+	int64_t size;
+	int fds[2]; /* [0] read by MHD, [1] written by the producer */
+	bool started;
+	pthread_t producer;
+};
+
+static int sink(void *userdata, const void *data, size_t len)
+{
+	int fd = *(int *)userdata;
+	const char *p = data;
+
+	while (len > 0) {
+		ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return -EPIPE; /* the client went away */
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+static void *produce(void *arg)
+{
+	struct artifact_stream *st = arg;
+	struct sbx_error err = SBX_ERROR_INIT;
+
+	sbx_artifact_read(st->manager, st->sandbox, st->relpath, sink, &st->fds[1], &err);
+	/* EOF for the reader; a short body makes it end with an error. */
+	shutdown(st->fds[1], SHUT_WR);
+	return NULL;
+}
+
+static ssize_t artifact_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	struct artifact_stream *st = cls;
+	ssize_t n;
+
+	if (!st->started) {
+		if (pthread_create(&st->producer, NULL, produce, st) != 0)
+			return MHD_CONTENT_READER_END_WITH_ERROR;
+		st->started = true;
+	}
+	do
+		n = recv(st->fds[0], buf, max, 0);
+	while (n < 0 && errno == EINTR);
+	if (n > 0)
+		return n;
+	/* EOF or error before the announced length: cut the response. */
+	return (int64_t)pos >= st->size ? MHD_CONTENT_READER_END_OF_STREAM
+					: MHD_CONTENT_READER_END_WITH_ERROR;
+}
+
+static void artifact_free(void *cls)
+{
+	struct artifact_stream *st = cls;
+
+	/* Closing our end makes the producer's next send fail: it stops. */
+	if (st->fds[0] >= 0)
+		shutdown(st->fds[0], SHUT_RDWR);
+	if (st->started)
+		pthread_join(st->producer, NULL);
+	if (st->fds[0] >= 0)
+		close(st->fds[0]);
+	if (st->fds[1] >= 0)
+		close(st->fds[1]);
+	sbx_sandbox_unref(st->sandbox);
+	free(st->relpath);
+	free(st);
+}
+
+/* The status for a manager failure. */
+static unsigned status_of(const struct sbx_error *err, int r)
+{
+	switch (r) {
+	case -ENOENT:
+		return MHD_HTTP_NOT_FOUND;
+	case -EPERM:
+	case -EACCES:
+		return MHD_HTTP_FORBIDDEN;
+	case -EINVAL:
+		return MHD_HTTP_BAD_REQUEST;
+	case -ENOMEM:
+		return MHD_HTTP_INTERNAL_SERVER_ERROR;
+	default:
+		return err->http_status ? MHD_HTTP_BAD_GATEWAY : MHD_HTTP_SERVICE_UNAVAILABLE;
+	}
+}
+
+/* "inline; filename=\"BASE\"" with anything unsafe in a quoted string
+ * replaced. */
+static void disposition(const char *relpath, char *out, size_t size)
+{
+	const char *base = strrchr(relpath, '/');
+	char name[256];
+	size_t n = 0;
+
+	base = base ? base + 1 : relpath;
+	for (; *base && n < sizeof(name) - 1; base++) {
+		unsigned char c = (unsigned char)*base;
+		name[n++] = (c < 0x20 || c >= 0x7f || c == '"' || c == '\\') ? '_' : (char)c;
+	}
+	name[n] = '\0';
+	snprintf(out, size, "inline; filename=\"%s\"", name);
+}
+
+enum MHD_Result sbx_artifact_handle(struct sbx_http_request *rq)
+{
+	struct sbx_http *h = rq->http;
+	struct sbx_error err = SBX_ERROR_INIT;
+	_cleanup_free_ char *id = NULL, *relpath = NULL;
+	struct artifact_stream *st;
+	struct MHD_Response *resp;
+	const char *type;
+	char cd[320];
+	int r;
+
+	if (strcmp(rq->method, "GET") != 0 && strcmp(rq->method, "HEAD") != 0) {
+		return sbx_http_respond_405(rq, "GET, HEAD");
+	}
+	if (sbx_artifact_parse(rq->url + strlen(SBX_ARTIFACT_ROUTE), &id, &relpath) < 0)
+		return sbx_http_respond_error(rq, MHD_HTTP_BAD_REQUEST,
+					      "malformed artifact path: /artifacts/SANDBOX/PATH");
+	st = calloc(1, sizeof(*st));
+	if (!st)
+		return MHD_NO;
+	st->fds[0] = st->fds[1] = -1;
+	st->manager = h->manager;
+	r = sbx_sandbox_get(h->manager, SBX_OWNER_DEFAULT, id, &st->sandbox, &err);
+	if (r >= 0)
+		r = sbx_artifact_stat(h->manager, st->sandbox, relpath, &st->size, &err);
+	if (r < 0) {
+		artifact_free(st);
+		return sbx_http_respond_error(rq, status_of(&err, r), err.msg);
+	}
+	st->relpath = SBX_TAKE(relpath);
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, st->fds) < 0) {
+		artifact_free(st);
+		return sbx_http_respond_error(rq, MHD_HTTP_SERVICE_UNAVAILABLE, "out of sockets");
+	}
+	resp = MHD_create_response_from_callback((uint64_t)st->size, 64 * 1024, artifact_read, st,
+						 artifact_free);
+	if (!resp) {
+		artifact_free(st);
+		return MHD_NO;
+	}
+	type = sbx_mime_type(st->relpath);
+	disposition(st->relpath, cd, sizeof(cd));
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+	MHD_add_response_header(resp, "Content-Disposition", cd);
+	MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
+	MHD_add_response_header(resp, "Cache-Control", "no-store");
+	/* Active content must not run with this server's origin. */
+	if (strncmp(type, "text/html", 9) == 0 || strncmp(type, "image/svg", 9) == 0 ||
+	    strncmp(type, "application/xml", 15) == 0)
+		MHD_add_response_header(resp, "Content-Security-Policy", "sandbox");
+	return sbx_http_queue(rq, MHD_HTTP_OK, resp);
+}

@@ -1,3 +1,652 @@
 /* SPDX-License-Identifier: MIT */
-/* placeholder */
-typedef int sbx_placeholder_http;
+/*
+ * The HTTP front (include/sbx/http.h): the libmicrohttpd daemon, routing,
+ * the Host/Origin allow-list (DNS rebinding), CORS, the body limit and
+ * GET /health. The transports and the artifact route live next door.
+ *
+ * Threading model: MHD_USE_THREAD_PER_CONNECTION (with its internal polling
+ * thread). A connection's thread may block for as long as its request takes
+ * (a tools/call runs in it for Streamable HTTP; an SSE stream's thread waits
+ * on the session's queue; an artifact's thread waits on the engine), so a
+ * slow call never holds up another connection, a ping on the same session
+ * included. The cost is one thread per open connection: bounded by
+ * SBX_HTTP_CONNECTIONS_MAX, each with a modest stack (SBX_HTTP_STACK). An
+ * event loop with MHD_suspend_connection could replace this later.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+
+#include <json-c/json.h>
+
+#include "http-internal.h"
+#include "sbx/common.h"
+
+#define SBX_HTTP_CONNECTIONS_MAX 512
+
+/* ---- small helpers ---- */
+
+const char *sbx_http_header(struct sbx_http_request *rq, const char *name)
+{
+	return MHD_lookup_connection_value(rq->conn, MHD_HEADER_KIND, name);
+}
+
+void sbx_http_set_timeout(struct sbx_http_request *rq, unsigned seconds)
+{
+	MHD_set_connection_option(rq->conn, MHD_CONNECTION_OPTION_TIMEOUT, seconds);
+}
+
+bool sbx_http_media_is(const char *value, const char *type)
+{
+	size_t n = strlen(type);
+
+	if (!value)
+		return false;
+	while (*value == ' ' || *value == '\t')
+		value++;
+	if (strncasecmp(value, type, n) != 0)
+		return false;
+	value += n;
+	while (*value == ' ' || *value == '\t')
+		value++;
+	return *value == '\0' || *value == ';';
+}
+
+static bool ieq(const char *a, size_t alen, const char *b)
+{
+	return strlen(b) == alen && strncasecmp(a, b, alen) == 0;
+}
+
+/* Splits "host[:port]" / "[v6][:port]": host span and port (0 = none, -1 =
+ * malformed). */
+static long split_host_port(const char *s, size_t len, size_t *ret_hostlen)
+{
+	const char *colon = NULL;
+	char *end;
+	long port;
+
+	if (len > 0 && s[0] == '[') {
+		const char *rb = memchr(s, ']', len);
+		if (!rb)
+			return -1;
+		if ((size_t)(rb + 1 - s) == len) {
+			*ret_hostlen = len;
+			return 0;
+		}
+		if (rb[1] != ':')
+			return -1;
+		colon = rb + 1;
+	} else {
+		colon = memchr(s, ':', len);
+		if (!colon) {
+			*ret_hostlen = len;
+			return 0;
+		}
+	}
+	*ret_hostlen = (size_t)(colon - s);
+	if ((size_t)(colon + 1 - s) == len)
+		return -1;
+	{
+		char buf[8];
+		size_t pl = len - (size_t)(colon + 1 - s);
+		if (pl >= sizeof(buf))
+			return -1;
+		memcpy(buf, colon + 1, pl);
+		buf[pl] = '\0';
+		errno = 0;
+		port = strtol(buf, &end, 10);
+		if (*end || errno || port <= 0 || port > 65535 || buf[0] == '+' || buf[0] == '-')
+			return -1;
+	}
+	return port;
+}
+
+static bool loopback_host(const char *h, size_t len)
+{
+	return ieq(h, len, "localhost") || ieq(h, len, "127.0.0.1") || ieq(h, len, "[::1]");
+}
+
+/* Host must name this server: a loopback name, the listen address or the
+ * public URL's host, with no port or one we answer on. */
+static bool host_allowed(struct sbx_http *h, const char *host)
+{
+	size_t hl;
+	long port;
+
+	if (!host || !*host || strlen(host) > 255)
+		return false;
+	port = split_host_port(host, strlen(host), &hl);
+	if (port < 0)
+		return false;
+	if (port > 0 && port != h->port && (h->public_port == 0 || port != (long)h->public_port))
+		return false;
+	return loopback_host(host, hl) || ieq(host, hl, h->listen_host) ||
+	       (h->public_host[0] && ieq(host, hl, h->public_host));
+}
+
+/* Origin, when present: a loopback origin, the public URL's, or one listed
+ * in server.allowed_origins. */
+static bool origin_allowed(struct sbx_http *h, const char *origin)
+{
+	const char *rest = NULL;
+	size_t hl, len = strlen(origin);
+
+	if (strncasecmp(origin, "http://", 7) == 0)
+		rest = origin + 7;
+	else if (strncasecmp(origin, "https://", 8) == 0)
+		rest = origin + 8;
+	if (rest && !strchr(rest, '/') && split_host_port(rest, strlen(rest), &hl) >= 0 &&
+	    loopback_host(rest, hl))
+		return true;
+	if (h->public_origin[0] && ieq(origin, len, h->public_origin))
+		return true;
+	for (const char *p = h->settings->server.allowed_origins; p && *p;) {
+		const char *e;
+		size_t n;
+		while (*p == ' ' || *p == ',' || *p == '\t')
+			p++;
+		e = p;
+		while (*e && *e != ',')
+			e++;
+		n = (size_t)(e - p);
+		while (n > 0 && (p[n - 1] == ' ' || p[n - 1] == '\t' || p[n - 1] == '/'))
+			n--;
+		if (n > 0 && n == len && strncasecmp(p, origin, n) == 0)
+			return true;
+		p = e;
+	}
+	return false;
+}
+
+/* ---- responses ---- */
+
+enum MHD_Result sbx_http_queue(struct sbx_http_request *rq, unsigned status,
+			       struct MHD_Response *resp)
+{
+	enum MHD_Result r;
+
+	if (!resp)
+		return MHD_NO;
+	if (rq->origin) {
+		MHD_add_response_header(resp, "Access-Control-Allow-Origin", rq->origin);
+		MHD_add_response_header(resp, "Vary", "Origin");
+		MHD_add_response_header(resp, "Access-Control-Expose-Headers", "Mcp-Session-Id");
+	}
+	r = MHD_queue_response(rq->conn, status, resp);
+	MHD_destroy_response(resp);
+	return r;
+}
+
+enum MHD_Result sbx_http_respond(struct sbx_http_request *rq, unsigned status,
+				 const char *content_type, const char *body, size_t len,
+				 const char *const *headers)
+{
+	struct MHD_Response *resp =
+	    MHD_create_response_from_buffer(len, (void *)(body ? body : ""), MHD_RESPMEM_MUST_COPY);
+
+	if (!resp)
+		return MHD_NO;
+	if (content_type)
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
+	MHD_add_response_header(resp, "Cache-Control", "no-store");
+	for (size_t i = 0; headers && headers[i]; i += 2)
+		MHD_add_response_header(resp, headers[i], headers[i + 1]);
+	return sbx_http_queue(rq, status, resp);
+}
+
+enum MHD_Result sbx_http_respond_rpc_error(struct sbx_http_request *rq, unsigned status, int code,
+					   const char *message)
+{
+	struct json_object *o = json_object_new_object(), *e = json_object_new_object();
+	enum MHD_Result r;
+	const char *t;
+
+	if (!o || !e) {
+		json_object_put(o);
+		json_object_put(e);
+		return MHD_NO;
+	}
+	json_object_object_add(e, "code", json_object_new_int(code));
+	json_object_object_add(e, "message", json_object_new_string(message));
+	json_object_object_add(o, "jsonrpc", json_object_new_string("2.0"));
+	json_object_object_add(o, "id", NULL);
+	json_object_object_add(o, "error", e);
+	t = json_object_to_json_string_ext(o,
+					   JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
+	r = sbx_http_respond(rq, status, "application/json", t, strlen(t), NULL);
+	json_object_put(o);
+	return r;
+}
+
+enum MHD_Result sbx_http_respond_405(struct sbx_http_request *rq, const char *allow)
+{
+	static const char body[] = "{\"error\":\"method not allowed\"}";
+	const char *const headers[] = {"Allow", allow, NULL};
+
+	return sbx_http_respond(rq, MHD_HTTP_METHOD_NOT_ALLOWED, "application/json", body,
+				sizeof(body) - 1, headers);
+}
+
+enum MHD_Result sbx_http_respond_error(struct sbx_http_request *rq, unsigned status,
+				       const char *message)
+{
+	struct json_object *o = json_object_new_object();
+	enum MHD_Result r;
+	const char *t;
+
+	if (!o)
+		return MHD_NO;
+	json_object_object_add(o, "error", json_object_new_string(message));
+	t = json_object_to_json_string_ext(o,
+					   JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
+	r = sbx_http_respond(rq, status, "application/json", t, strlen(t), NULL);
+	json_object_put(o);
+	return r;
+}
+
+/* ---- routing ---- */
+
+static enum sbx_route route_of(const char *url)
+{
+	if (strcmp(url, "/health") == 0)
+		return SBX_ROUTE_HEALTH;
+	if (strcmp(url, "/sse") == 0)
+		return SBX_ROUTE_SSE;
+	if (strcmp(url, "/messages") == 0 || strcmp(url, "/messages/") == 0)
+		return SBX_ROUTE_MESSAGES;
+	if (strcmp(url, "/mcp") == 0 || strcmp(url, "/mcp/") == 0)
+		return SBX_ROUTE_MCP;
+	if (strncmp(url, SBX_ARTIFACT_ROUTE, strlen(SBX_ARTIFACT_ROUTE)) == 0)
+		return SBX_ROUTE_ARTIFACT;
+	return SBX_ROUTE_NONE;
+}
+
+/* CORS preflight for an allowed origin. */
+static enum MHD_Result preflight(struct sbx_http_request *rq)
+{
+	static const char *const headers[] = {
+	    "Access-Control-Allow-Methods",
+	    "GET, POST, DELETE, OPTIONS",
+	    "Access-Control-Allow-Headers",
+	    "Content-Type, Accept, Authorization, Mcp-Session-Id, MCP-Protocol-Version, "
+	    "Last-Event-ID",
+	    "Access-Control-Max-Age",
+	    "600",
+	    NULL,
+	};
+	return sbx_http_respond(rq, MHD_HTTP_NO_CONTENT, NULL, NULL, 0, headers);
+}
+
+/* Checks before the body: answers at once when the request is refused. */
+static bool header_phase(struct sbx_http_request *rq, enum MHD_Result *ret)
+{
+	struct sbx_http *h = rq->http;
+	const char *origin = sbx_http_header(rq, "Origin");
+	const char *cl;
+
+	if (rq->route == SBX_ROUTE_MCP && strcmp(rq->method, "POST") != 0 &&
+	    strcmp(rq->method, "GET") != 0 && strcmp(rq->method, "DELETE") != 0 &&
+	    strcmp(rq->method, "OPTIONS") != 0) {
+		*ret = sbx_http_respond_405(rq, "GET, POST, DELETE");
+		return true;
+	}
+	if (!host_allowed(h, sbx_http_header(rq, "Host"))) {
+		*ret = sbx_http_respond_error(rq, MHD_HTTP_FORBIDDEN,
+					      "Host not allowed (DNS rebinding protection)");
+		return true;
+	}
+	if (origin && !origin_allowed(h, origin)) {
+		*ret = sbx_http_respond_error(rq, MHD_HTTP_FORBIDDEN, "Origin not allowed");
+		return true;
+	}
+	rq->origin = origin;
+	if (strcmp(rq->method, "OPTIONS") == 0 && rq->route != SBX_ROUTE_NONE &&
+	    rq->route != SBX_ROUTE_HEALTH && origin) {
+		*ret = preflight(rq);
+		return true;
+	}
+	cl = sbx_http_header(rq, MHD_HTTP_HEADER_CONTENT_LENGTH);
+	if (cl && strtoull(cl, NULL, 10) > h->max_body) {
+		*ret = sbx_http_respond_error(rq, MHD_HTTP_CONTENT_TOO_LARGE,
+					      "request body too large");
+		return true;
+	}
+	switch (rq->route) {
+	case SBX_ROUTE_MCP:
+		return sbx_streamable_check(rq, ret);
+	case SBX_ROUTE_SSE:
+	case SBX_ROUTE_MESSAGES:
+		return sbx_sse_check(rq, ret);
+	default:
+		return false;
+	}
+}
+
+static enum MHD_Result dispatch(struct sbx_http_request *rq)
+{
+	bool get = strcmp(rq->method, "GET") == 0 || strcmp(rq->method, "HEAD") == 0;
+
+	switch (rq->route) {
+	case SBX_ROUTE_HEALTH:
+		if (!get) {
+			return sbx_http_respond_405(rq, "GET, HEAD");
+		}
+		return sbx_http_respond(rq, MHD_HTTP_OK, "application/json", "{\"status\":\"ok\"}",
+					strlen("{\"status\":\"ok\"}"), NULL);
+	case SBX_ROUTE_SSE:
+		return sbx_sse_open(rq);
+	case SBX_ROUTE_MESSAGES:
+		return sbx_sse_post(rq);
+	case SBX_ROUTE_MCP:
+		return sbx_streamable_handle(rq);
+	case SBX_ROUTE_ARTIFACT:
+		return sbx_artifact_handle(rq);
+	case SBX_ROUTE_NONE:
+		break;
+	}
+	return sbx_http_respond_error(rq, MHD_HTTP_NOT_FOUND, "not found");
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
+				  const char *method, const char *version, const char *upload_data,
+				  size_t *upload_data_size, void **con_cls)
+{
+	struct sbx_http *h = cls;
+	struct sbx_http_request *rq = *con_cls;
+	enum MHD_Result r;
+
+	(void)version;
+	if (!rq) {
+		rq = calloc(1, sizeof(*rq));
+		if (!rq)
+			return MHD_NO;
+		rq->http = h;
+		rq->conn = conn;
+		rq->url = url;
+		rq->method = method;
+		rq->route = route_of(url);
+		*con_cls = rq;
+		if (atomic_load(&h->stopping))
+			return sbx_http_respond_error(rq, MHD_HTTP_SERVICE_UNAVAILABLE,
+						      "server stopping");
+		if (header_phase(rq, &r))
+			return r;
+		return MHD_YES;
+	}
+	if (*upload_data_size > 0) {
+		if (!rq->too_large && rq->body.len + *upload_data_size > rq->http->max_body) {
+			rq->too_large = true;
+			sbx_buf_release(&rq->body);
+		}
+		if (!rq->too_large && sbx_buf_append(&rq->body, upload_data, *upload_data_size) < 0)
+			return MHD_NO;
+		*upload_data_size = 0;
+		return MHD_YES;
+	}
+	if (rq->too_large)
+		return sbx_http_respond_error(rq, MHD_HTTP_CONTENT_TOO_LARGE,
+					      "request body too large");
+	return dispatch(rq);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+			 enum MHD_RequestTerminationCode toe)
+{
+	struct sbx_http_request *rq = *con_cls;
+
+	(void)cls;
+	(void)conn;
+	(void)toe;
+	if (!rq)
+		return;
+	sbx_buf_release(&rq->body);
+	free(rq);
+	*con_cls = NULL;
+}
+
+/* ---- background workers ---- */
+
+int sbx_http_worker_begin(struct sbx_http *h)
+{
+	int r = 0;
+
+	pthread_mutex_lock(&h->workers_lock);
+	if (h->workers >= SBX_HTTP_WORKERS_MAX || atomic_load(&h->stopping))
+		r = -EBUSY;
+	else
+		h->workers++;
+	pthread_mutex_unlock(&h->workers_lock);
+	return r;
+}
+
+void sbx_http_worker_end(struct sbx_http *h)
+{
+	pthread_mutex_lock(&h->workers_lock);
+	h->workers--;
+	pthread_cond_broadcast(&h->workers_cond);
+	pthread_mutex_unlock(&h->workers_lock);
+}
+
+void sbx_http_wait_workers(struct sbx_http *h)
+{
+	pthread_mutex_lock(&h->workers_lock);
+	while (h->workers > 0)
+		pthread_cond_wait(&h->workers_cond, &h->workers_lock);
+	pthread_mutex_unlock(&h->workers_lock);
+}
+
+int sbx_http_spawn(void *(*fn)(void *), void *arg)
+{
+	pthread_attr_t attr;
+	pthread_t t;
+	int r;
+
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	pthread_attr_setstacksize(&attr, SBX_HTTP_STACK);
+	r = -pthread_create(&t, &attr, fn, arg);
+	pthread_attr_destroy(&attr);
+	return r;
+}
+
+/* MHD would percent-decode the path before routing; the artifact route
+ * decodes each segment itself (sbx_artifact_parse), so an escaped '/' or
+ * '%' in a file name survives. Query values stay raw too (session ids are
+ * hex). */
+static size_t keep_escapes(void *cls, struct MHD_Connection *conn, char *s)
+{
+	(void)cls;
+	(void)conn;
+	return strlen(s);
+}
+
+/* ---- start / stop ---- */
+
+/* Opens the listening socket on LISTEN:PORT. */
+static int open_listener(const char *listen_addr, uint16_t port, int *ret_fd, uint16_t *ret_port,
+			 bool *ret_v6, struct sbx_error *err)
+{
+	struct addrinfo hints = {.ai_family = AF_UNSPEC,
+				 .ai_socktype = SOCK_STREAM,
+				 .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+	struct addrinfo *ai = NULL;
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	char portstr[8];
+	int fd, one = 1, r;
+
+	snprintf(portstr, sizeof(portstr), "%u", port);
+	r = getaddrinfo(listen_addr, portstr, &hints, &ai);
+	if (r != 0)
+		return sbx_error_set(err, -EINVAL, "listen address %s: %s", listen_addr,
+				     gai_strerror(r));
+	fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		r = -errno;
+		freeaddrinfo(ai);
+		return sbx_error_set(err, r, "socket: %s", strerror(-r));
+	}
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (ai->ai_family == AF_INET6) {
+		/* "::" listens on IPv4 too; "::1" on IPv6 only. */
+		int v6only = 0;
+		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, sizeof(v6only));
+	}
+	if (bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, 128) < 0 ||
+	    getsockname(fd, (struct sockaddr *)&ss, &sl) < 0) {
+		r = -errno;
+		close(fd);
+		freeaddrinfo(ai);
+		return sbx_error_set(err, r, "listen on %s port %u: %s", listen_addr, port,
+				     strerror(-r));
+	}
+	*ret_v6 = ai->ai_family == AF_INET6;
+	freeaddrinfo(ai);
+	*ret_port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+						   : ((struct sockaddr_in *)&ss)->sin_port);
+	*ret_fd = fd;
+	return 0;
+}
+
+/* Fills public_host, public_port and public_origin from public_url. */
+static int parse_public_url(struct sbx_http *h)
+{
+	const char *u = h->public_url, *rest, *end;
+	size_t schemelen, hl;
+	long port;
+
+	rest = strstr(u, "://");
+	if (!rest)
+		return -EINVAL;
+	schemelen = (size_t)(rest - u);
+	rest += 3;
+	end = rest + strcspn(rest, "/?#");
+	port = split_host_port(rest, (size_t)(end - rest), &hl);
+	if (port < 0 || hl == 0)
+		return -EINVAL;
+	h->public_host = strndup(rest, hl);
+	h->public_origin = strndup(u, schemelen + 3 + (size_t)(end - rest));
+	if (!h->public_host || !h->public_origin)
+		return -ENOMEM;
+	if (port == 0)
+		port = ieq(u, schemelen, "https") ? 443 : 80;
+	h->public_port = (unsigned)port;
+	return 0;
+}
+
+int sbx_http_start(const struct sbx_http_config *cfg, sbx_http **ret_http, struct sbx_error *err)
+{
+	const struct sbx_settings *s = cfg->settings;
+	sbx_http *h = calloc(1, sizeof(*h));
+	bool v6 = false;
+	int r;
+
+	if (!h)
+		return sbx_error_set(err, -ENOMEM, "http: out of memory");
+	h->settings = s;
+	h->mcp = cfg->mcp;
+	h->manager = cfg->manager;
+	h->listen_fd = -1;
+	h->max_body = (size_t)s->server.max_body;
+	atomic_init(&h->stopping, false);
+	pthread_mutex_init(&h->workers_lock, NULL);
+	pthread_cond_init(&h->workers_cond, NULL);
+
+	r = sbx_session_table_new(s->server.session_timeout_ms, &h->sessions);
+	if (r < 0) {
+		sbx_error_set(err, r, "http: out of memory");
+		goto fail;
+	}
+	r = open_listener(s->server.listen, (uint16_t)s->server.port, &h->listen_fd, &h->port, &v6,
+			  err);
+	if (r < 0)
+		goto fail;
+	{
+		bool colon = strchr(s->server.listen, ':') != NULL;
+		char url[512];
+		if (asprintf(&h->listen_host, colon ? "[%s]" : "%s", s->server.listen) < 0) {
+			h->listen_host = NULL;
+			r = sbx_error_set(err, -ENOMEM, "http: out of memory");
+			goto fail;
+		}
+		if (s->server.public_url[0])
+			snprintf(url, sizeof(url), "%s", s->server.public_url);
+		else
+			snprintf(url, sizeof(url), "http://%s:%u", h->listen_host, h->port);
+		h->public_url = strdup(url);
+		if (!h->public_url) {
+			r = sbx_error_set(err, -ENOMEM, "http: out of memory");
+			goto fail;
+		}
+		for (size_t n = strlen(h->public_url); n > 0 && h->public_url[n - 1] == '/'; n--)
+			h->public_url[n - 1] = '\0';
+	}
+	r = parse_public_url(h);
+	if (r < 0) {
+		sbx_error_set(err, r, "server.public_url %s: not an http(s) URL", h->public_url);
+		goto fail;
+	}
+	r = sbx_mcp_set_public_url(h->mcp, h->public_url);
+	if (r < 0) {
+		sbx_error_set(err, r, "http: out of memory");
+		goto fail;
+	}
+	h->daemon = MHD_start_daemon(
+	    MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC |
+		(v6 ? MHD_USE_IPv6 : 0),
+	    0, NULL, NULL, on_request, h, MHD_OPTION_LISTEN_SOCKET, h->listen_fd,
+	    MHD_OPTION_CONNECTION_LIMIT, (unsigned)SBX_HTTP_CONNECTIONS_MAX,
+	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)SBX_HTTP_IDLE_TIMEOUT_S,
+	    MHD_OPTION_THREAD_STACK_SIZE, (size_t)SBX_HTTP_STACK, MHD_OPTION_NOTIFY_COMPLETED,
+	    on_completed, h, MHD_OPTION_UNESCAPE_CALLBACK, keep_escapes, NULL, MHD_OPTION_END);
+	if (!h->daemon) {
+		r = sbx_error_set(err, -EIO, "http: cannot start the server on %s port %u",
+				  s->server.listen, h->port);
+		goto fail;
+	}
+	h->listen_fd = -1; /* the daemon owns it now and closes it on stop */
+	*ret_http = h;
+	return 0;
+fail:
+	sbx_http_stop(h);
+	return r;
+}
+
+uint16_t sbx_http_port(const sbx_http *h)
+{
+	return h->port;
+}
+
+const char *sbx_http_public_url(const sbx_http *h)
+{
+	return h->public_url;
+}
+
+sbx_http *sbx_http_stop(sbx_http *h)
+{
+	if (!h)
+		return NULL;
+	atomic_store(&h->stopping, true);
+	if (h->sessions)
+		sbx_session_table_close_all(h->sessions);
+	if (h->daemon)
+		MHD_stop_daemon(h->daemon);
+	sbx_http_wait_workers(h);
+	if (h->listen_fd >= 0)
+		close(h->listen_fd);
+	sbx_session_table_free(h->sessions);
+	pthread_cond_destroy(&h->workers_cond);
+	pthread_mutex_destroy(&h->workers_lock);
+	free(h->public_url);
+	free(h->listen_host);
+	free(h->public_host);
+	free(h->public_origin);
+	free(h);
+	return NULL;
+}

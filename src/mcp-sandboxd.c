@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * mcp-sandboxd: the MCP server. This step loads the configuration and checks
- * the engine; the HTTP/MCP layer comes on top (issue 3).
+ * mcp-sandboxd: the MCP server. Loads the configuration, opens the engine,
+ * adopts this instance's sandboxes, serves MCP over HTTP (legacy SSE on
+ * /sse + /messages, Streamable HTTP on /mcp, artifacts, /health) until
+ * SIGINT or SIGTERM, then stops cleanly (removing its sandboxes when
+ * sandbox.remove_on_exit).
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -9,12 +12,17 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "sbx/engine.h"
+#include "sbx/http.h"
+#include "sbx/mcp.h"
+#include "sbx/sandbox.h"
 #include "sbx/settings.h"
 
 #ifndef SBX_SYSCONFDIR
@@ -23,15 +31,86 @@
 
 static void usage(FILE *out)
 {
-	fprintf(out,
-		"Usage: mcp-sandboxd [-c FILE] [--set section.key=value ...] [--check] [--dump]\n"
-		"  -c, --config FILE   INI configuration (default " SBX_SYSCONFDIR
-		"/mcp-sandbox.ini)\n"
-		"      --set S.K=V     override one key (repeatable)\n"
-		"      --check         contact the engine, report its version and exit\n"
-		"      --dump          print the effective configuration and exit\n"
-		"  -h, --help          this text\n"
-		"  -V, --version       the version\n");
+	fprintf(
+	    out,
+	    "Usage: mcp-sandboxd [-c FILE] [--set section.key=value ...] [--check] [--dump]\n"
+	    "Serves MCP over HTTP on server.listen:server.port (default 127.0.0.1:8000):\n"
+	    "  /mcp (Streamable HTTP), /sse + /messages (legacy SSE), /artifacts/..., /health.\n"
+	    "Prints 'mcp-sandboxd: listening on URL' once ready; stops on SIGINT/SIGTERM.\n"
+	    "  -c, --config FILE   INI configuration (default " SBX_SYSCONFDIR "/mcp-sandbox.ini)\n"
+	    "      --set S.K=V     override one key (repeatable)\n"
+	    "      --check         contact the engine, report its version and exit\n"
+	    "      --dump          print the effective configuration and exit\n"
+	    "  -h, --help          this text\n"
+	    "  -V, --version       the version\n");
+}
+
+/* Runs the server until SIGINT/SIGTERM; the exit status. */
+static int serve(const struct sbx_settings *s, struct sbx_error *err)
+{
+	struct sbx_engine_config ec = {.type = s->engine.type,
+				       .url = s->engine.socket,
+				       .api_version = s->engine.api_version,
+				       .timeout_ms = (long)s->engine.timeout_ms};
+	sbx_engine *engine = NULL;
+	sbx_manager *manager = NULL;
+	sbx_mcp *mcp = NULL;
+	sbx_http *http = NULL;
+	sigset_t stop;
+	int sig = 0, ret = 1, n;
+
+	/* Blocked in every thread (they inherit the mask); main takes them. */
+	sigemptyset(&stop);
+	sigaddset(&stop, SIGINT);
+	sigaddset(&stop, SIGTERM);
+	pthread_sigmask(SIG_BLOCK, &stop, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	if (sbx_engine_open(&ec, &engine, err) < 0 || sbx_engine_ping(engine, err) < 0) {
+		fprintf(stderr,
+			"mcp-sandboxd: the container engine is not reachable: %s\n"
+			"  (is Docker/Podman running? set engine.socket or DOCKER_HOST)\n",
+			err->msg);
+		goto out;
+	}
+	if (sbx_manager_new(s, engine, &manager, err) < 0) {
+		fprintf(stderr, "mcp-sandboxd: %s\n", err->msg);
+		goto out;
+	}
+	n = sbx_manager_recover(manager, err);
+	if (n < 0) {
+		fprintf(stderr, "mcp-sandboxd: recover sandboxes: %s\n", err->msg);
+		goto out;
+	}
+	if (n > 0)
+		fprintf(stderr, "mcp-sandboxd: adopted %d sandbox(es) of instance %s\n", n,
+			s->server.instance);
+	{
+		const struct sbx_mcp_config mc = {.settings = s, .manager = manager};
+		if (sbx_mcp_new(&mc, &mcp, err) < 0) {
+			fprintf(stderr, "mcp-sandboxd: %s\n", err->msg);
+			goto out;
+		}
+	}
+	{
+		const struct sbx_http_config hc = {.settings = s, .mcp = mcp, .manager = manager};
+		if (sbx_http_start(&hc, &http, err) < 0) {
+			fprintf(stderr, "mcp-sandboxd: %s\n", err->msg);
+			goto out;
+		}
+	}
+	printf("mcp-sandboxd: listening on %s\n", sbx_http_public_url(http));
+	fflush(stdout);
+	while (sigwait(&stop, &sig) != 0)
+		;
+	fprintf(stderr, "mcp-sandboxd: %s, stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+	ret = 0;
+out:
+	sbx_http_stop(http);
+	sbx_mcp_free(mcp);
+	sbx_manager_free(manager);
+	sbx_engine_free(engine);
+	return ret;
 }
 
 int main(int argc, char **argv)
@@ -50,7 +129,7 @@ int main(int argc, char **argv)
 	struct sbx_engine_version v = {0};
 	const char *config = NULL;
 	sbx_engine *engine = NULL;
-	bool dump = false;
+	bool dump = false, check = false;
 	int c, ret = 1;
 
 	if (sbx_settings_init(&s) < 0)
@@ -93,10 +172,16 @@ int main(int argc, char **argv)
 		}
 		if (c == 'd')
 			dump = true;
+		if (c == 'k')
+			check = true;
 	}
 	if (dump) {
 		sbx_settings_dump(&s, stdout);
 		ret = 0;
+		goto out;
+	}
+	if (!check) {
+		ret = serve(&s, &err);
 		goto out;
 	}
 	{

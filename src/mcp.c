@@ -1,3 +1,742 @@
 /* SPDX-License-Identifier: MIT */
-/* placeholder */
-typedef int sbx_placeholder_mcp;
+/*
+ * The MCP layer: JSON-RPC 2.0 messages, the session lifecycle and the
+ * dispatch to the tools (src/tools.h). Transport-neutral (include/sbx/mcp.h).
+ *
+ * A session's protocol state (negotiated version, log level) sits under the
+ * session's mutex, held only for the few instructions that read or write it,
+ * never across a tools/call: many threads may run requests on one session.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <json-c/json.h>
+
+#include "sbx/common.h"
+#include "sbx/mcp.h"
+#include "tools.h"
+
+/* Nesting accepted in a JSON body: enough for any tool argument. */
+#define MCP_JSON_DEPTH 64
+/* Messages in one batch. */
+#define MCP_BATCH_MAX 64
+#define MCP_VERSION_MAX 16
+#define MCP_LEVEL_MAX 16
+
+static const char *const versions[] = SBX_MCP_VERSIONS;
+static const char *const log_levels[] = {"debug", "info",     "notice", "warning",
+					 "error", "critical", "alert",	"emergency"};
+
+static const char instructions[] =
+    "mcp-sandbox runs Python code and shell commands in isolated containers (sandboxes).\n"
+    "Workflow:\n"
+    "1. list_sandboxes to see the sandboxes you already have; reuse one when it fits.\n"
+    "2. create_sandbox if you need a new one (remember the sandbox id it returns).\n"
+    "3. install_package_in_sandbox for every Python package you need that is missing.\n"
+    "4. check_package_installation_status until the install reports success (large packages "
+    "take a while).\n"
+    "5. execute_python_code or execute_terminal_command in that sandbox.\n"
+    "upload_file_to_sandbox copies a file from the server's upload folder into a sandbox.\n"
+    "Code runs in /app/results. Save figures with plt.savefig('name.png') into /app/results; "
+    "never call plt.show() (there is no display). Files written to /app/results come back as "
+    "links in the result.";
+
+struct sbx_mcp {
+	const struct sbx_settings *settings;
+	sbx_manager *manager;
+	pthread_mutex_t lock; /* guards public_url */
+	char *public_url;
+};
+
+struct sbx_mcp_session {
+	sbx_mcp *mcp;
+	atomic_int refs;
+	enum sbx_mcp_transport transport;
+	char *owner;
+	pthread_mutex_t lock;	       /* guards the fields below */
+	char version[MCP_VERSION_MAX]; /* "" until initialize succeeded */
+	bool initialized_notified;
+	char log_level[MCP_LEVEL_MAX];
+};
+
+struct sbx_mcp_input {
+	struct json_object *root; /* one object, or an array of them (a batch) */
+};
+
+int sbx_mcp_new(const struct sbx_mcp_config *cfg, sbx_mcp **ret_mcp, struct sbx_error *err)
+{
+	sbx_mcp *m = calloc(1, sizeof(*m));
+
+	if (!m || !(m->public_url = strdup("http://127.0.0.1"))) {
+		free(m);
+		return sbx_error_set(err, -ENOMEM, "mcp: out of memory");
+	}
+	m->settings = cfg->settings;
+	m->manager = cfg->manager;
+	pthread_mutex_init(&m->lock, NULL);
+	*ret_mcp = m;
+	return 0;
+}
+
+sbx_mcp *sbx_mcp_free(sbx_mcp *m)
+{
+	if (!m)
+		return NULL;
+	pthread_mutex_destroy(&m->lock);
+	free(m->public_url);
+	free(m);
+	return NULL;
+}
+
+int sbx_mcp_set_public_url(sbx_mcp *m, const char *url)
+{
+	char *copy = strdup(url);
+	size_t len;
+
+	if (!copy)
+		return -ENOMEM;
+	len = strlen(copy);
+	while (len > 0 && copy[len - 1] == '/')
+		copy[--len] = '\0';
+	pthread_mutex_lock(&m->lock);
+	free(m->public_url);
+	m->public_url = copy;
+	pthread_mutex_unlock(&m->lock);
+	return 0;
+}
+
+/* A copy of the public URL, or NULL on -ENOMEM. */
+static char *public_url_dup(sbx_mcp *m)
+{
+	char *url;
+
+	pthread_mutex_lock(&m->lock);
+	url = strdup(m->public_url);
+	pthread_mutex_unlock(&m->lock);
+	return url;
+}
+
+bool sbx_mcp_version_supported(const char *v)
+{
+	if (!v)
+		return false;
+	for (size_t i = 0; i < SBX_ARRAY_SIZE(versions); i++)
+		if (strcmp(v, versions[i]) == 0)
+			return true;
+	return false;
+}
+
+int sbx_mcp_session_new(sbx_mcp *m, enum sbx_mcp_transport transport, const char *owner,
+			sbx_mcp_session **ret_session, struct sbx_error *err)
+{
+	sbx_mcp_session *s = calloc(1, sizeof(*s));
+
+	if (!s || !(s->owner = strdup(owner ? owner : SBX_OWNER_DEFAULT))) {
+		free(s);
+		return sbx_error_set(err, -ENOMEM, "mcp session: out of memory");
+	}
+	s->mcp = m;
+	atomic_init(&s->refs, 1);
+	s->transport = transport;
+	strcpy(s->log_level, "info");
+	pthread_mutex_init(&s->lock, NULL);
+	*ret_session = s;
+	return 0;
+}
+
+sbx_mcp_session *sbx_mcp_session_ref(sbx_mcp_session *s)
+{
+	if (s)
+		atomic_fetch_add(&s->refs, 1);
+	return s;
+}
+
+sbx_mcp_session *sbx_mcp_session_unref(sbx_mcp_session *s)
+{
+	if (!s || atomic_fetch_sub(&s->refs, 1) != 1)
+		return NULL;
+	pthread_mutex_destroy(&s->lock);
+	free(s->owner);
+	free(s);
+	return NULL;
+}
+
+/* Once set, the version never changes, so the pointer stays valid. */
+const char *sbx_mcp_session_version(const sbx_mcp_session *s)
+{
+	sbx_mcp_session *w = (sbx_mcp_session *)s;
+	const char *v;
+
+	pthread_mutex_lock(&w->lock);
+	v = w->version[0] ? w->version : NULL;
+	pthread_mutex_unlock(&w->lock);
+	return v;
+}
+
+/* ---- messages ---- */
+
+enum msg_kind {
+	MSG_INVALID,
+	MSG_REQUEST,
+	MSG_NOTIFICATION,
+	MSG_RESPONSE,
+};
+
+static bool id_valid(struct json_object *id)
+{
+	return json_object_is_type(id, json_type_string) || json_object_is_type(id, json_type_int);
+}
+
+/* Classifies one message; *ret_id is the request id (borrowed) when it can
+ * be read, else NULL. */
+static enum msg_kind classify(struct json_object *msg, struct json_object **ret_id)
+{
+	struct json_object *v, *id = NULL, *method = NULL, *params = NULL;
+	bool has_id;
+
+	*ret_id = NULL;
+	if (!json_object_is_type(msg, json_type_object))
+		return MSG_INVALID;
+	has_id = json_object_object_get_ex(msg, "id", &id);
+	if (has_id && id_valid(id))
+		*ret_id = id;
+	if (!json_object_object_get_ex(msg, "jsonrpc", &v) ||
+	    !json_object_is_type(v, json_type_string) || strcmp(json_object_get_string(v), "2.0"))
+		return MSG_INVALID;
+	if (json_object_object_get_ex(msg, "method", &method)) {
+		if (!json_object_is_type(method, json_type_string))
+			return MSG_INVALID;
+		if (json_object_object_get_ex(msg, "params", &params) &&
+		    !json_object_is_type(params, json_type_object) &&
+		    !json_object_is_type(params, json_type_array))
+			return MSG_INVALID;
+		if (!has_id)
+			return MSG_NOTIFICATION;
+		return id_valid(id) ? MSG_REQUEST : MSG_INVALID;
+	}
+	if (has_id && (json_object_object_get_ex(msg, "result", NULL) ||
+		       json_object_object_get_ex(msg, "error", NULL)))
+		return MSG_RESPONSE; /* a response from the client: ignored */
+	return MSG_INVALID;
+}
+
+/* {"jsonrpc":"2.0","id":ID|null,"error":{code,message}}; ID borrowed. */
+static struct json_object *error_response(struct json_object *id, int code, const char *fmt, ...)
+    SBX_PRINTF(3, 4);
+static struct json_object *error_response(struct json_object *id, int code, const char *fmt, ...)
+{
+	struct json_object *r = json_object_new_object(), *e = json_object_new_object();
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (!r || !e) {
+		json_object_put(r);
+		json_object_put(e);
+		return NULL;
+	}
+	json_object_object_add(r, "jsonrpc", json_object_new_string("2.0"));
+	json_object_object_add(r, "id", id ? json_object_get(id) : NULL);
+	json_object_object_add(e, "code", json_object_new_int(code));
+	json_object_object_add(e, "message", json_object_new_string(msg));
+	json_object_object_add(r, "error", e);
+	return r;
+}
+
+/* {"jsonrpc":"2.0","id":ID,"result":RESULT}; takes RESULT. */
+static struct json_object *result_response(struct json_object *id, struct json_object *result)
+{
+	struct json_object *r = json_object_new_object();
+
+	if (!r || !result) {
+		json_object_put(r);
+		json_object_put(result);
+		return NULL;
+	}
+	json_object_object_add(r, "jsonrpc", json_object_new_string("2.0"));
+	json_object_object_add(r, "id", json_object_get(id));
+	json_object_object_add(r, "result", result);
+	return r;
+}
+
+/* One line of JSON, or NULL on -ENOMEM. */
+static char *to_text(struct json_object *o)
+{
+	const char *t = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN |
+							      JSON_C_TO_STRING_NOSLASHESCAPE);
+	return t ? strdup(t) : NULL;
+}
+
+/* The error reply for a body that cannot be parsed or is no message. */
+static char *error_text(int code, const char *msg)
+{
+	struct json_object *r = error_response(NULL, code, "%s", msg);
+	char *t = r ? to_text(r) : NULL;
+
+	json_object_put(r);
+	return t;
+}
+
+int sbx_mcp_input_parse(const char *body, size_t len, sbx_mcp_input **ret_input,
+			char **ret_error_json)
+{
+	struct json_tokener *tok;
+	struct json_object *root;
+	enum json_tokener_error jerr;
+	sbx_mcp_input *in;
+	size_t used;
+
+	if (len > INT32_MAX)
+		len = INT32_MAX; /* the tokener takes an int; never reached below the body limit */
+	tok = json_tokener_new_ex(MCP_JSON_DEPTH);
+	if (!tok)
+		return -ENOMEM;
+	json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
+	root = json_tokener_parse_ex(tok, body ? body : "", (int)len);
+	jerr = json_tokener_get_error(tok);
+	used = json_tokener_get_parse_end(tok);
+	if (jerr == json_tokener_continue) {
+		/* A number can only end at a terminator: feed one. Whatever is
+		 * still open then is a truncated body. */
+		root = json_tokener_parse_ex(tok, "", 1);
+		jerr = json_tokener_get_error(tok);
+		if (jerr == json_tokener_continue)
+			jerr = json_tokener_error_parse_eof;
+	}
+	json_tokener_free(tok);
+	if (jerr == json_tokener_success) {
+		/* Only white space may follow the value. */
+		for (; used < len; used++) {
+			char c = body[used];
+			if (c != ' ' && c != '\t' && c != '\r' && c != '\n') {
+				jerr = json_tokener_error_parse_unexpected;
+				break;
+			}
+		}
+	}
+	if (jerr != json_tokener_success || !root) {
+		char msg[160];
+		json_object_put(root);
+		snprintf(msg, sizeof(msg), "Parse error: %s",
+			 root || jerr != json_tokener_success ? json_tokener_error_desc(jerr)
+							      : "null is no message");
+		*ret_error_json = error_text(SBX_JSONRPC_PARSE_ERROR, msg);
+		return *ret_error_json ? -EBADMSG : -ENOMEM;
+	}
+	if (json_object_is_type(root, json_type_array)) {
+		size_t n = json_object_array_length(root);
+		if (n == 0 || n > MCP_BATCH_MAX) {
+			json_object_put(root);
+			*ret_error_json = error_text(SBX_JSONRPC_INVALID_REQUEST,
+						     n ? "Invalid Request: batch too large"
+						       : "Invalid Request: empty batch");
+			return *ret_error_json ? -EINVAL : -ENOMEM;
+		}
+	} else {
+		struct json_object *id;
+		if (classify(root, &id) == MSG_INVALID) {
+			struct json_object *r =
+			    error_response(id, SBX_JSONRPC_INVALID_REQUEST,
+					   "Invalid Request: not a JSON-RPC 2.0 request, "
+					   "notification or response");
+			*ret_error_json = r ? to_text(r) : NULL;
+			json_object_put(r);
+			json_object_put(root);
+			return *ret_error_json ? -EINVAL : -ENOMEM;
+		}
+	}
+	in = calloc(1, sizeof(*in));
+	if (!in) {
+		json_object_put(root);
+		return -ENOMEM;
+	}
+	in->root = root;
+	*ret_input = in;
+	return 0;
+}
+
+sbx_mcp_input *sbx_mcp_input_free(sbx_mcp_input *in)
+{
+	if (!in)
+		return NULL;
+	json_object_put(in->root);
+	free(in);
+	return NULL;
+}
+
+static size_t input_count(const sbx_mcp_input *in)
+{
+	return json_object_is_type(in->root, json_type_array) ? json_object_array_length(in->root)
+							      : 1;
+}
+
+static struct json_object *input_at(const sbx_mcp_input *in, size_t i)
+{
+	return json_object_is_type(in->root, json_type_array)
+		   ? json_object_array_get_idx(in->root, i)
+		   : in->root;
+}
+
+static const char *method_of(struct json_object *msg)
+{
+	struct json_object *m;
+
+	if (!json_object_object_get_ex(msg, "method", &m) ||
+	    !json_object_is_type(m, json_type_string))
+		return NULL;
+	return json_object_get_string(m);
+}
+
+bool sbx_mcp_input_has_requests(const sbx_mcp_input *in)
+{
+	size_t n = input_count(in);
+
+	for (size_t i = 0; i < n; i++) {
+		struct json_object *id;
+		enum msg_kind k = classify(input_at(in, i), &id);
+		/* An invalid message in a batch gets an error response, too. */
+		if (k == MSG_REQUEST || k == MSG_INVALID)
+			return true;
+	}
+	return false;
+}
+
+bool sbx_mcp_input_is_initialize(const sbx_mcp_input *in)
+{
+	size_t n = input_count(in);
+
+	for (size_t i = 0; i < n; i++) {
+		struct json_object *id, *msg = input_at(in, i);
+		const char *method = method_of(msg);
+		if (classify(msg, &id) == MSG_REQUEST && method &&
+		    strcmp(method, "initialize") == 0)
+			return true;
+	}
+	return false;
+}
+
+/* ---- methods ---- */
+
+/* What one request produces: a result (taken) or an error. */
+struct outcome {
+	struct json_object *result;
+	int code; /* JSON-RPC error code when result is NULL */
+	char msg[384];
+	bool nomem;
+};
+
+static void fail(struct outcome *o, int code, const char *fmt, ...) SBX_PRINTF(3, 4);
+static void fail(struct outcome *o, int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	o->code = code;
+	va_start(ap, fmt);
+	vsnprintf(o->msg, sizeof(o->msg), fmt, ap);
+	va_end(ap);
+}
+
+static void succeed(struct outcome *o, struct json_object *result)
+{
+	o->result = result;
+	if (!result)
+		o->nomem = true;
+}
+
+static struct json_object *params_of(struct json_object *msg)
+{
+	struct json_object *p;
+
+	return json_object_object_get_ex(msg, "params", &p) ? p : NULL;
+}
+
+static void do_initialize(sbx_mcp_session *s, struct json_object *params, struct outcome *o)
+{
+	struct json_object *v = NULL, *r, *caps, *tools, *info;
+	const char *want = NULL, *chosen;
+
+	if (!json_object_is_type(params, json_type_object)) {
+		fail(o, SBX_JSONRPC_INVALID_PARAMS, "initialize: params must be an object");
+		return;
+	}
+	if (json_object_object_get_ex(params, "protocolVersion", &v) &&
+	    json_object_is_type(v, json_type_string))
+		want = json_object_get_string(v);
+	if (!want) {
+		fail(o, SBX_JSONRPC_INVALID_PARAMS,
+		     "initialize: params.protocolVersion (a string) is required");
+		return;
+	}
+	chosen = sbx_mcp_version_supported(want) ? want : SBX_MCP_VERSION_LATEST;
+
+	pthread_mutex_lock(&s->lock);
+	if (s->version[0]) {
+		pthread_mutex_unlock(&s->lock);
+		fail(o, SBX_JSONRPC_INVALID_REQUEST,
+		     "initialize: this session is already initialized");
+		return;
+	}
+	snprintf(s->version, sizeof(s->version), "%s", chosen);
+	pthread_mutex_unlock(&s->lock);
+
+	r = json_object_new_object();
+	caps = json_object_new_object();
+	tools = json_object_new_object();
+	info = json_object_new_object();
+	if (!r || !caps || !tools || !info) {
+		json_object_put(r);
+		json_object_put(caps);
+		json_object_put(tools);
+		json_object_put(info);
+		o->nomem = true;
+		return;
+	}
+	json_object_object_add(tools, "listChanged", json_object_new_boolean(0));
+	json_object_object_add(caps, "tools", tools);
+	json_object_object_add(caps, "logging", json_object_new_object());
+	json_object_object_add(info, "name", json_object_new_string("mcp-sandbox"));
+	json_object_object_add(info, "version", json_object_new_string(PACKAGE_VERSION));
+	json_object_object_add(r, "protocolVersion", json_object_new_string(chosen));
+	json_object_object_add(r, "capabilities", caps);
+	json_object_object_add(r, "serverInfo", info);
+	json_object_object_add(r, "instructions", json_object_new_string(instructions));
+	succeed(o, r);
+}
+
+static void do_set_level(sbx_mcp_session *s, struct json_object *params, struct outcome *o)
+{
+	struct json_object *v;
+	const char *level = NULL;
+
+	if (json_object_is_type(params, json_type_object) &&
+	    json_object_object_get_ex(params, "level", &v) &&
+	    json_object_is_type(v, json_type_string))
+		level = json_object_get_string(v);
+	for (size_t i = 0; level && i < SBX_ARRAY_SIZE(log_levels); i++) {
+		if (strcmp(level, log_levels[i]) == 0) {
+			pthread_mutex_lock(&s->lock);
+			snprintf(s->log_level, sizeof(s->log_level), "%s", level);
+			pthread_mutex_unlock(&s->lock);
+			succeed(o, json_object_new_object());
+			return;
+		}
+	}
+	fail(o, SBX_JSONRPC_INVALID_PARAMS,
+	     "logging/setLevel: params.level must be one of debug, info, notice, warning, error, "
+	     "critical, alert, emergency");
+}
+
+static void do_tools_list(const char *version, struct json_object *params, struct outcome *o)
+{
+	struct json_object *cursor, *r, *tools;
+
+	if (params && !json_object_is_type(params, json_type_object)) {
+		fail(o, SBX_JSONRPC_INVALID_PARAMS, "tools/list: params must be an object");
+		return;
+	}
+	/* One page only: no cursor we hand out exists. */
+	if (params && json_object_object_get_ex(params, "cursor", &cursor) && cursor) {
+		fail(o, SBX_JSONRPC_INVALID_PARAMS, "tools/list: unknown cursor");
+		return;
+	}
+	tools = sbx_tools_list(version);
+	r = json_object_new_object();
+	if (!tools || !r) {
+		json_object_put(tools);
+		json_object_put(r);
+		o->nomem = true;
+		return;
+	}
+	json_object_object_add(r, "tools", tools);
+	succeed(o, r);
+}
+
+static void do_tools_call(sbx_mcp_session *s, const char *version, struct json_object *params,
+			  const struct sbx_mcp_notifier *n, struct outcome *o)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct json_object *name, *args = NULL, *meta, *token = NULL, *result = NULL;
+	_cleanup_free_ char *url = NULL;
+	int r;
+
+	if (!json_object_is_type(params, json_type_object) ||
+	    !json_object_object_get_ex(params, "name", &name) ||
+	    !json_object_is_type(name, json_type_string)) {
+		fail(o, SBX_JSONRPC_INVALID_PARAMS,
+		     "tools/call: params.name (a string) is required");
+		return;
+	}
+	if (json_object_object_get_ex(params, "arguments", &args) && args &&
+	    !json_object_is_type(args, json_type_object)) {
+		fail(o, SBX_JSONRPC_INVALID_PARAMS,
+		     "tools/call: params.arguments must be an object");
+		return;
+	}
+	if (json_object_object_get_ex(params, "_meta", &meta) &&
+	    json_object_is_type(meta, json_type_object) &&
+	    json_object_object_get_ex(meta, "progressToken", &token) && !id_valid(token))
+		token = NULL;
+	url = public_url_dup(s->mcp);
+	if (!url) {
+		o->nomem = true;
+		return;
+	}
+	{
+		const struct sbx_tool_ctx ctx = {
+		    .manager = s->mcp->manager,
+		    .settings = s->mcp->settings,
+		    .owner = s->owner,
+		    .public_url = url,
+		    .protocol_version = version,
+		    .notifier = n,
+		    .progress_token = token,
+		};
+		r = sbx_tools_call(&ctx, json_object_get_string(name), args, &result, &err);
+	}
+	if (r == -ENOENT)
+		fail(o, SBX_JSONRPC_INVALID_PARAMS, "Unknown tool: %s",
+		     json_object_get_string(name));
+	else if (r == -ENOMEM)
+		o->nomem = true;
+	else if (r < 0)
+		fail(o, SBX_JSONRPC_INTERNAL_ERROR, "tools/call: %s", err.msg);
+	else
+		succeed(o, result);
+}
+
+/* Runs one request; the response object, or NULL on -ENOMEM. */
+static struct json_object *run_request(sbx_mcp_session *s, struct json_object *msg, bool in_batch,
+				       const struct sbx_mcp_notifier *n)
+{
+	struct json_object *id, *params = params_of(msg);
+	const char *method = method_of(msg);
+	char version[MCP_VERSION_MAX];
+	struct outcome o = {0};
+
+	classify(msg, &id);
+	pthread_mutex_lock(&s->lock);
+	snprintf(version, sizeof(version), "%s", s->version);
+	pthread_mutex_unlock(&s->lock);
+
+	if (strcmp(method, "ping") == 0) {
+		succeed(&o, json_object_new_object());
+	} else if (strcmp(method, "initialize") == 0) {
+		if (in_batch)
+			fail(&o, SBX_JSONRPC_INVALID_REQUEST,
+			     "initialize is not allowed inside a batch");
+		else
+			do_initialize(s, params, &o);
+	} else if (!version[0]) {
+		fail(&o, SBX_JSONRPC_INVALID_REQUEST,
+		     "Session not initialized: send initialize first (got %.64s)", method);
+	} else if (strcmp(method, "logging/setLevel") == 0) {
+		do_set_level(s, params, &o);
+	} else if (strcmp(method, "tools/list") == 0) {
+		do_tools_list(version, params, &o);
+	} else if (strcmp(method, "tools/call") == 0) {
+		do_tools_call(s, version, params, n, &o);
+	} else {
+		fail(&o, SBX_JSONRPC_METHOD_NOT_FOUND, "Method not found: %.64s", method);
+	}
+	if (o.nomem)
+		return NULL;
+	if (o.result)
+		return result_response(id, o.result);
+	return error_response(id, o.code, "%s", o.msg);
+}
+
+static void run_notification(sbx_mcp_session *s, struct json_object *msg)
+{
+	const char *method = method_of(msg);
+
+	if (strcmp(method, "notifications/initialized") == 0) {
+		pthread_mutex_lock(&s->lock);
+		s->initialized_notified = true;
+		pthread_mutex_unlock(&s->lock);
+	}
+	/* notifications/cancelled and the rest: nothing to do yet. */
+}
+
+/* Runs one message of IN; *ret_response is NULL when it needs no answer. */
+static int run_message(sbx_mcp_session *s, struct json_object *msg, bool in_batch,
+		       const struct sbx_mcp_notifier *n, struct json_object **ret_response)
+{
+	struct json_object *id, *resp = NULL;
+
+	switch (classify(msg, &id)) {
+	case MSG_REQUEST:
+		resp = run_request(s, msg, in_batch, n);
+		if (!resp)
+			return -ENOMEM;
+		break;
+	case MSG_NOTIFICATION:
+		run_notification(s, msg);
+		break;
+	case MSG_RESPONSE:
+		break;
+	case MSG_INVALID:
+		resp = error_response(id, SBX_JSONRPC_INVALID_REQUEST,
+				      "Invalid Request: not a JSON-RPC 2.0 message");
+		if (!resp)
+			return -ENOMEM;
+		break;
+	}
+	*ret_response = resp;
+	return 0;
+}
+
+int sbx_mcp_session_run(sbx_mcp_session *s, sbx_mcp_input *in, const struct sbx_mcp_notifier *n,
+			char **ret_reply, struct sbx_error *err)
+{
+	struct json_object *reply = NULL;
+	char *text = NULL;
+	int r = 0;
+
+	if (json_object_is_type(in->root, json_type_array)) {
+		char version[MCP_VERSION_MAX];
+		size_t count = json_object_array_length(in->root);
+
+		pthread_mutex_lock(&s->lock);
+		snprintf(version, sizeof(version), "%s", s->version);
+		pthread_mutex_unlock(&s->lock);
+		if (strcmp(version, "2025-03-26") != 0) {
+			reply = error_response(NULL, SBX_JSONRPC_INVALID_REQUEST,
+					       "Invalid Request: batches are only accepted in "
+					       "protocol version 2025-03-26");
+			if (!reply)
+				r = -ENOMEM;
+		} else if (!(reply = json_object_new_array())) {
+			r = -ENOMEM;
+		}
+		for (size_t i = 0;
+		     r == 0 && json_object_is_type(reply, json_type_array) && i < count; i++) {
+			struct json_object *resp = NULL;
+			r = run_message(s, json_object_array_get_idx(in->root, i), true, n, &resp);
+			if (r == 0 && resp)
+				json_object_array_add(reply, resp);
+		}
+		if (r == 0 && json_object_is_type(reply, json_type_array) &&
+		    json_object_array_length(reply) == 0) {
+			json_object_put(reply);
+			reply = NULL;
+		}
+	} else {
+		r = run_message(s, in->root, false, n, &reply);
+	}
+	sbx_mcp_input_free(in);
+	if (r == 0 && reply && !(text = to_text(reply)))
+		r = -ENOMEM;
+	json_object_put(reply);
+	if (r < 0)
+		return sbx_error_set(err, r, "mcp: out of memory");
+	*ret_reply = text;
+	return 0;
+}

@@ -1,3 +1,637 @@
 /* SPDX-License-Identifier: MIT */
-/* placeholder */
-typedef int sbx_placeholder_sandbox;
+/*
+ * The sandbox manager: records, reference counts, create/get/delete/list,
+ * recover after a restart. Exec, packages and files live in sandbox_*.c.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include "sandbox-internal.h"
+#include "sbx/common.h"
+
+static const char *const sleep_cmd[] = {"sleep", "infinity", NULL};
+static const char *const drop_all[] = {"ALL", NULL};
+
+double sbx_seconds_since(const struct timespec *ts)
+{
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (double)(now.tv_sec - ts->tv_sec) + (double)(now.tv_nsec - ts->tv_nsec) / 1e9;
+}
+
+int sbx_manager_new(const struct sbx_settings *s, sbx_engine *engine, sbx_manager **ret_m,
+		    struct sbx_error *err)
+{
+	sbx_manager *m;
+
+	if (!s || !engine)
+		return sbx_error_set(err, -EINVAL, "sandbox manager: no settings or no engine");
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		return sbx_error_set(err, -ENOMEM, "out of memory");
+	m->s = s;
+	m->engine = engine;
+	pthread_mutex_init(&m->lock, NULL);
+	pthread_cond_init(&m->changed, NULL);
+	*ret_m = m;
+	return 0;
+}
+
+static bool name_valid(const char *name)
+{
+	size_t n = strlen(name);
+
+	if (n == 0 || n > SBX_SANDBOX_NAME_MAX)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		char c = name[i];
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		      c == '_' || c == '.' || c == '-'))
+			return false;
+	}
+	return true;
+}
+
+static sbx_sandbox *record_free(sbx_sandbox *sb)
+{
+	if (!sb)
+		return NULL;
+	free(sb->name);
+	free(sb->owner);
+	free(sb->container);
+	free(sb->image);
+	sbx_install_list_free(sb->installs);
+	free(sb);
+	return NULL;
+}
+
+sbx_sandbox *sbx_sandbox_ref(sbx_sandbox *sb)
+{
+	if (sb)
+		__atomic_add_fetch(&sb->refs, 1, __ATOMIC_RELAXED);
+	return sb;
+}
+
+sbx_sandbox *sbx_sandbox_unref(sbx_sandbox *sb)
+{
+	if (sb && __atomic_sub_fetch(&sb->refs, 1, __ATOMIC_ACQ_REL) == 0)
+		record_free(sb);
+	return NULL;
+}
+
+const char *sbx_sandbox_id(const sbx_sandbox *sb)
+{
+	return sb->id;
+}
+
+const char *sbx_sandbox_name(const sbx_sandbox *sb)
+{
+	return sb->name;
+}
+
+void sbx_sandbox_touch(sbx_sandbox *sb)
+{
+	pthread_mutex_lock(&sb->m->lock);
+	sb->last_used = time(NULL);
+	pthread_mutex_unlock(&sb->m->lock);
+}
+
+/* Under m->lock. Adds sb to the table, which takes a reference. */
+static int table_add_locked(sbx_manager *m, sbx_sandbox *sb)
+{
+	if (m->n == m->cap) {
+		size_t cap = m->cap ? m->cap * 2 : 16;
+		sbx_sandbox **t = realloc(m->table, cap * sizeof(*t));
+		if (!t)
+			return -ENOMEM;
+		m->table = t;
+		m->cap = cap;
+	}
+	m->table[m->n++] = sbx_sandbox_ref(sb);
+	return 0;
+}
+
+/* Under m->lock. Takes sb out of the table and returns the table's
+ * reference (NULL when it was not there). */
+static sbx_sandbox *table_remove_locked(sbx_manager *m, sbx_sandbox *sb)
+{
+	for (size_t i = 0; i < m->n; i++) {
+		if (m->table[i] != sb)
+			continue;
+		memmove(m->table + i, m->table + i + 1, (m->n - i - 1) * sizeof(*m->table));
+		m->n--;
+		sb->removed = true;
+		return sb;
+	}
+	return NULL;
+}
+
+/* Under m->lock. By id first, then by name; only OWNER's ready sandboxes. */
+static sbx_sandbox *find_locked(sbx_manager *m, const char *owner, const char *id_or_name)
+{
+	for (size_t i = 0; i < m->n; i++)
+		if (m->table[i]->ready && strcmp(m->table[i]->owner, owner) == 0 &&
+		    strcmp(m->table[i]->id, id_or_name) == 0)
+			return m->table[i];
+	for (size_t i = 0; i < m->n; i++)
+		if (m->table[i]->ready && strcmp(m->table[i]->owner, owner) == 0 &&
+		    strcmp(m->table[i]->name, id_or_name) == 0)
+			return m->table[i];
+	return NULL;
+}
+
+static int make_id(char id[SBX_SANDBOX_ID_MAX + 1], struct sbx_error *err)
+{
+	unsigned char raw[6];
+	size_t got = 0;
+
+	while (got < sizeof(raw)) {
+		ssize_t n = getrandom(raw + got, sizeof(raw) - got, 0);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return sbx_error_set(err, -errno, "no random bytes for a sandbox id: %s",
+					     strerror(errno));
+		}
+		got += (size_t)n;
+	}
+	for (size_t i = 0; i < sizeof(raw); i++)
+		snprintf(id + 2 * i, 3, "%02x", raw[i]);
+	return 0;
+}
+
+static int check_owner(const char *owner, struct sbx_error *err)
+{
+	if (!owner || strlen(owner) > SBX_OWNER_MAX)
+		return sbx_error_set(err, -EINVAL, "invalid sandbox owner");
+	return 0;
+}
+
+/* Removes whatever container carries sb's id label: after a failed create
+ * the engine may have made one without telling us its id. */
+static void remove_by_label(sbx_manager *m, sbx_sandbox *sb)
+{
+	struct sbx_kv want[] = {{SBX_LABEL_INSTANCE, m->s->server.instance},
+				{SBX_LABEL_ID, sb->id}};
+	struct sbx_container_summary *cs = NULL;
+	size_t n = 0;
+
+	if (sbx_container_list(m->engine, want, SBX_ARRAY_SIZE(want), &cs, &n, NULL) < 0)
+		return;
+	for (size_t i = 0; i < n; i++)
+		sbx_container_remove(m->engine, cs[i].id, NULL);
+	sbx_container_list_free(cs, n);
+}
+
+/* Creates and starts the container of sb; on failure nothing is left. */
+static int container_up(sbx_manager *m, sbx_sandbox *sb, struct sbx_error *err)
+{
+	const struct sbx_settings *s = m->s;
+	char created[32];
+	struct sbx_kv labels[] = {
+	    {SBX_LABEL_MANAGED, "1"},	  {SBX_LABEL_INSTANCE, s->server.instance},
+	    {SBX_LABEL_ID, sb->id},	  {SBX_LABEL_NAME, sb->name},
+	    {SBX_LABEL_OWNER, sb->owner}, {SBX_LABEL_CREATED, created},
+	};
+	struct sbx_ulimit ulimits[] = {{"nofile", 1024, 1024}, {"nproc", 4096, 4096}};
+	_cleanup_free_ char *cname = NULL;
+	char *cid = NULL;
+	int r;
+
+	snprintf(created, sizeof(created), "%lld", (long long)sb->created);
+	if (asprintf(&cname, "mcp-sbx-%s-%s", s->server.instance, sb->id) < 0) {
+		cname = NULL;
+		return sbx_error_set(err, -ENOMEM, "out of memory");
+	}
+	struct sbx_container_spec spec = {
+	    .image = s->sandbox.image,
+	    .name = cname,
+	    .cmd = sleep_cmd,
+	    .labels = labels,
+	    .n_labels = SBX_ARRAY_SIZE(labels),
+	    .workdir = SBX_RESULTS_DIR,
+	    .user = "1000:1000",
+	    .memory_bytes = s->sandbox.memory,
+	    .nano_cpus = s->sandbox.nano_cpus,
+	    .pids_limit = s->sandbox.pids_limit,
+	    .cap_drop = drop_all,
+	    .no_new_privileges = true,
+	    .network_mode = s->sandbox.network[0] ? s->sandbox.network : "none",
+	    .ulimits = ulimits,
+	    .n_ulimits = SBX_ARRAY_SIZE(ulimits),
+	};
+	r = sbx_container_create(m->engine, &spec, &cid, err);
+	if (r < 0) {
+		remove_by_label(m, sb);
+		if (r == -ENOENT && sbx_image_exists(m->engine, s->sandbox.image, NULL) == 0)
+			sbx_error_prefix(err, "the sandbox image %s is missing on the %s engine",
+					 s->sandbox.image, sbx_engine_name(m->engine));
+		return r;
+	}
+	r = sbx_container_start(m->engine, cid, err);
+	if (r < 0) {
+		sbx_error_prefix(err, "start the sandbox container");
+		sbx_container_remove(m->engine, cid, NULL);
+		free(cid);
+		return r;
+	}
+	sb->container = cid;
+	return 0;
+}
+
+static sbx_sandbox *record_new(sbx_manager *m, const char *id, const char *name, const char *owner,
+			       time_t created)
+{
+	sbx_sandbox *sb = calloc(1, sizeof(*sb));
+
+	if (!sb)
+		return NULL;
+	sb->refs = 1;
+	sb->m = m;
+	snprintf(sb->id, sizeof(sb->id), "%s", id);
+	sb->name = strdup(name ? name : id);
+	sb->owner = strdup(owner);
+	sb->image = strdup(m->s->sandbox.image);
+	sb->created = created;
+	sb->last_used = created;
+	if (!sb->name || !sb->owner || !sb->image)
+		return record_free(sb);
+	return sb;
+}
+
+int sbx_sandbox_create(sbx_manager *m, const char *owner, const char *name, sbx_sandbox **ret_sb,
+		       struct sbx_error *err)
+{
+	char id[SBX_SANDBOX_ID_MAX + 1];
+	sbx_sandbox *sb;
+	int r;
+
+	r = check_owner(owner, err);
+	if (r < 0)
+		return r;
+	if (name && !name_valid(name))
+		return sbx_error_set(
+		    err, -EINVAL,
+		    "invalid sandbox name \"%.80s\": use 1 to %d of the characters "
+		    "A-Z a-z 0-9 _ . -",
+		    name, SBX_SANDBOX_NAME_MAX);
+	r = make_id(id, err);
+	if (r < 0)
+		return r;
+	sb = record_new(m, id, name, owner, time(NULL));
+	if (!sb)
+		return sbx_error_set(err, -ENOMEM, "out of memory");
+
+	/* Reserve the slot and the name before talking to the engine. */
+	pthread_mutex_lock(&m->lock);
+	if (m->n >= (size_t)m->s->sandbox.max_sandboxes)
+		r = sbx_error_set(err, -EBUSY,
+				  "the server already runs its limit of %" PRId64
+				  " sandboxes; delete one you no longer need and try again",
+				  m->s->sandbox.max_sandboxes);
+	for (size_t i = 0; r >= 0 && i < m->n; i++)
+		if (strcmp(m->table[i]->owner, owner) == 0 &&
+		    (strcmp(m->table[i]->name, sb->name) == 0 ||
+		     strcmp(m->table[i]->id, sb->name) == 0))
+			r = sbx_error_set(
+			    err, -EEXIST,
+			    "a sandbox named \"%s\" already exists; pick another name "
+			    "or use that one",
+			    sb->name);
+	if (r >= 0 && table_add_locked(m, sb) < 0)
+		r = sbx_error_set(err, -ENOMEM, "out of memory");
+	pthread_mutex_unlock(&m->lock);
+	if (r < 0) {
+		sbx_sandbox_unref(sb);
+		return r;
+	}
+
+	r = container_up(m, sb, err);
+
+	pthread_mutex_lock(&m->lock);
+	if (r >= 0)
+		sb->ready = true;
+	else
+		sbx_sandbox_unref(table_remove_locked(m, sb));
+	pthread_mutex_unlock(&m->lock);
+	if (r < 0) {
+		sbx_sandbox_unref(sb);
+		sbx_error_prefix(err, "create sandbox");
+		return r;
+	}
+	*ret_sb = sb;
+	return 0;
+}
+
+int sbx_sandbox_get(sbx_manager *m, const char *owner, const char *id_or_name, sbx_sandbox **ret_sb,
+		    struct sbx_error *err)
+{
+	sbx_sandbox *sb = NULL;
+
+	if (!owner || !id_or_name)
+		return sbx_error_set(err, -EINVAL, "no sandbox id given");
+	pthread_mutex_lock(&m->lock);
+	sb = sbx_sandbox_ref(find_locked(m, owner, id_or_name));
+	pthread_mutex_unlock(&m->lock);
+	if (!sb)
+		return sbx_error_set(err, -ENOENT,
+				     "no sandbox \"%.80s\"; list_sandboxes shows yours, "
+				     "create_sandbox makes a new one",
+				     id_or_name);
+	*ret_sb = sb;
+	return 0;
+}
+
+int sbx_sandbox_delete(sbx_manager *m, const char *owner, const char *id_or_name,
+		       struct sbx_error *err)
+{
+	sbx_sandbox *sb = NULL;
+	int r;
+
+	r = sbx_sandbox_get(m, owner, id_or_name, &sb, err);
+	if (r < 0)
+		return r;
+	r = sbx_container_remove(m->engine, sb->container, err);
+	if (r < 0 && r != -ENOENT) {
+		sbx_error_prefix(err, "delete sandbox %s", sb->id);
+		sbx_sandbox_unref(sb);
+		return r;
+	}
+	pthread_mutex_lock(&m->lock);
+	sbx_sandbox_unref(table_remove_locked(m, sb));
+	pthread_mutex_unlock(&m->lock);
+	sbx_sandbox_unref(sb);
+	return 0;
+}
+
+void sbx_sandbox_info_release(struct sbx_sandbox_info *info)
+{
+	if (!info)
+		return;
+	free(info->id);
+	free(info->name);
+	free(info->owner);
+	free(info->status);
+	free(info->image);
+	if (info->packages)
+		for (char **p = info->packages; *p; p++)
+			free(*p);
+	free(info->packages);
+	memset(info, 0, sizeof(*info));
+}
+
+void sbx_sandbox_info_list_free(struct sbx_sandbox_info *list, size_t n)
+{
+	for (size_t i = 0; list && i < n; i++)
+		sbx_sandbox_info_release(&list[i]);
+	free(list);
+}
+
+/* Fills info from the record; status is given. */
+static int info_fill(sbx_manager *m, sbx_sandbox *sb, const char *status,
+		     struct sbx_sandbox_info *info)
+{
+	memset(info, 0, sizeof(*info));
+	info->id = strdup(sb->id);
+	info->name = strdup(sb->name);
+	info->owner = strdup(sb->owner);
+	info->status = strdup(status);
+	info->image = strdup(sb->image);
+	info->created = sb->created;
+	pthread_mutex_lock(&m->lock);
+	info->last_used = sb->last_used;
+	pthread_mutex_unlock(&m->lock);
+	info->packages = sbx_sandbox_packages(m, sb);
+	if (!info->id || !info->name || !info->owner || !info->status || !info->image ||
+	    !info->packages) {
+		sbx_sandbox_info_release(info);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+int sbx_sandbox_describe(sbx_manager *m, sbx_sandbox *sb, struct sbx_sandbox_info *ret_info,
+			 struct sbx_error *err)
+{
+	struct sbx_container_info ci = {0};
+	struct sbx_sandbox_info info;
+	const char *status = "missing";
+	int r;
+
+	r = sbx_container_inspect(m->engine, sb->container, &ci, err);
+	if (r < 0 && r != -ENOENT) {
+		sbx_error_prefix(err, "describe sandbox %s", sb->id);
+		return r;
+	}
+	if (r >= 0 && ci.status)
+		status = ci.status;
+	r = info_fill(m, sb, status, &info);
+	sbx_container_info_release(&ci);
+	if (r < 0)
+		return sbx_error_set(err, r, "out of memory");
+	*ret_info = info;
+	return 0;
+}
+
+int sbx_manager_list(sbx_manager *m, const char *owner, struct sbx_sandbox_info **ret_list,
+		     size_t *ret_n, struct sbx_error *err)
+{
+	struct sbx_kv want[] = {{SBX_LABEL_MANAGED, "1"},
+				{SBX_LABEL_INSTANCE, m->s->server.instance}};
+	struct sbx_container_summary *cs = NULL;
+	struct sbx_sandbox_info *list = NULL;
+	sbx_sandbox **mine = NULL;
+	size_t n = 0, n_cs = 0, done = 0;
+	int r;
+
+	r = check_owner(owner, err);
+	if (r < 0)
+		return r;
+	pthread_mutex_lock(&m->lock);
+	mine = calloc(m->n + 1, sizeof(*mine));
+	for (size_t i = 0; mine && i < m->n; i++)
+		if (m->table[i]->ready && strcmp(m->table[i]->owner, owner) == 0)
+			mine[n++] = sbx_sandbox_ref(m->table[i]);
+	pthread_mutex_unlock(&m->lock);
+	if (!mine)
+		return sbx_error_set(err, -ENOMEM, "out of memory");
+
+	if (n > 0) {
+		r = sbx_container_list(m->engine, want, SBX_ARRAY_SIZE(want), &cs, &n_cs, err);
+		if (r < 0) {
+			sbx_error_prefix(err, "list sandboxes");
+			goto out;
+		}
+	}
+	list = calloc(n + 1, sizeof(*list));
+	if (!list) {
+		r = sbx_error_set(err, -ENOMEM, "out of memory");
+		goto out;
+	}
+	for (done = 0; done < n; done++) {
+		const char *status = "missing";
+		for (size_t j = 0; j < n_cs; j++)
+			if (cs[j].id && strlen(cs[j].id) >= 12 &&
+			    strncmp(cs[j].id, mine[done]->container, strlen(cs[j].id)) == 0)
+				status = cs[j].status ? cs[j].status : "unknown";
+		r = info_fill(m, mine[done], status, &list[done]);
+		if (r < 0) {
+			r = sbx_error_set(err, r, "out of memory");
+			goto out;
+		}
+	}
+	*ret_list = SBX_TAKE(list);
+	*ret_n = n;
+	r = 0;
+out:
+	sbx_sandbox_info_list_free(list, done);
+	sbx_container_list_free(cs, n_cs);
+	for (size_t i = 0; i < n; i++)
+		sbx_sandbox_unref(mine[i]);
+	free(mine);
+	return r;
+}
+
+static const char *label_of(const struct sbx_container_info *ci, const char *key)
+{
+	for (size_t i = 0; i < ci->n_labels; i++)
+		if (ci->labels[i].key && strcmp(ci->labels[i].key, key) == 0)
+			return ci->labels[i].value;
+	return NULL;
+}
+
+static int by_created(const void *a, const void *b)
+{
+	const sbx_sandbox *x = *(sbx_sandbox *const *)a, *y = *(sbx_sandbox *const *)b;
+	return (x->created > y->created) - (x->created < y->created);
+}
+
+/* Adopts one container if its labels make a valid record we lack: 1 if
+ * adopted, 0 if skipped. */
+static int adopt(sbx_manager *m, const char *cid, struct sbx_error *err)
+{
+	struct sbx_container_info ci = {0};
+	const char *id, *name, *owner, *created;
+	sbx_sandbox *sb = NULL;
+	bool known = false;
+	int r;
+
+	r = sbx_container_inspect(m->engine, cid, &ci, err);
+	if (r == -ENOENT)
+		return 0;
+	if (r < 0)
+		return r;
+	id = label_of(&ci, SBX_LABEL_ID);
+	name = label_of(&ci, SBX_LABEL_NAME);
+	owner = label_of(&ci, SBX_LABEL_OWNER);
+	created = label_of(&ci, SBX_LABEL_CREATED);
+	if (!id || !name || !owner || !created || strlen(id) > SBX_SANDBOX_ID_MAX ||
+	    !name_valid(id) || !name_valid(name) || check_owner(owner, NULL) < 0) {
+		sbx_container_info_release(&ci);
+		return 0;
+	}
+	sb = record_new(m, id, name, owner, (time_t)strtoll(created, NULL, 10));
+	if (sb) {
+		free(sb->image);
+		sb->image = strdup(ci.image ? ci.image : m->s->sandbox.image);
+		sb->container = strdup(ci.id ? ci.id : cid);
+	}
+	sbx_container_info_release(&ci);
+	if (!sb || !sb->image || !sb->container) {
+		record_free(sb);
+		return sbx_error_set(err, -ENOMEM, "out of memory");
+	}
+	sb->ready = true;
+	pthread_mutex_lock(&m->lock);
+	for (size_t i = 0; i < m->n; i++)
+		known |= strcmp(m->table[i]->id, sb->id) == 0 ||
+			 (m->table[i]->container &&
+			  strcmp(m->table[i]->container, sb->container) == 0) ||
+			 (strcmp(m->table[i]->owner, sb->owner) == 0 &&
+			  strcmp(m->table[i]->name, sb->name) == 0);
+	r = known ? 0 : table_add_locked(m, sb);
+	if (r >= 0 && !known)
+		r = 1;
+	pthread_mutex_unlock(&m->lock);
+	sbx_sandbox_unref(sb);
+	return r == -ENOMEM ? sbx_error_set(err, r, "out of memory") : r;
+}
+
+int sbx_manager_recover(sbx_manager *m, struct sbx_error *err)
+{
+	struct sbx_kv want[] = {{SBX_LABEL_MANAGED, "1"},
+				{SBX_LABEL_INSTANCE, m->s->server.instance}};
+	struct sbx_container_summary *cs = NULL;
+	size_t n_cs = 0;
+	int r, adopted = 0;
+
+	r = sbx_container_list(m->engine, want, SBX_ARRAY_SIZE(want), &cs, &n_cs, err);
+	if (r < 0) {
+		sbx_error_prefix(err, "recover sandboxes");
+		return r;
+	}
+	for (size_t i = 0; i < n_cs; i++) {
+		r = adopt(m, cs[i].id, err);
+		if (r < 0) {
+			sbx_error_prefix(err, "recover sandbox container %.12s", cs[i].id);
+			break;
+		}
+		adopted += r;
+	}
+	sbx_container_list_free(cs, n_cs);
+	pthread_mutex_lock(&m->lock);
+	if (m->n > 1)
+		qsort(m->table, m->n, sizeof(*m->table), by_created);
+	pthread_mutex_unlock(&m->lock);
+	return r < 0 ? r : adopted;
+}
+
+sbx_manager *sbx_manager_free(sbx_manager *m)
+{
+	if (!m)
+		return NULL;
+	/* Removing a container also ends the installs running in it. */
+	if (m->s->sandbox.remove_on_exit)
+		for (size_t i = 0; i < m->n; i++)
+			if (m->table[i]->container)
+				sbx_container_remove(m->engine, m->table[i]->container, NULL);
+	pthread_mutex_lock(&m->lock);
+	while (m->installs_running > 0)
+		pthread_cond_wait(&m->changed, &m->lock);
+	pthread_mutex_unlock(&m->lock);
+	for (size_t i = 0; i < m->n; i++) {
+		m->table[i]->removed = true;
+		sbx_sandbox_unref(m->table[i]);
+	}
+	free(m->table);
+	pthread_cond_destroy(&m->changed);
+	pthread_mutex_destroy(&m->lock);
+	free(m);
+	return NULL;
+}
+
+int sbx_sandbox_exec_failed(sbx_manager *m, sbx_sandbox *sb, int r, struct sbx_error *err)
+{
+	struct sbx_container_info ci = {0};
+	int q = sbx_container_inspect(m->engine, sb->container, &ci, NULL);
+
+	if (q == -ENOENT)
+		r = sbx_error_set(err, -ENOENT,
+				  "sandbox %s no longer exists on the engine; create a new sandbox",
+				  sb->id);
+	else if (q >= 0 && !ci.running)
+		r = sbx_error_set(err, -ESRCH,
+				  "sandbox %s is not running (its container is %s%s); create a new "
+				  "sandbox with create_sandbox",
+				  sb->id, ci.status ? ci.status : "stopped",
+				  ci.oom_killed ? ", killed for using too much memory" : "");
+	else
+		sbx_error_prefix(err, "sandbox %s", sb->id);
+	sbx_container_info_release(&ci);
+	return r;
+}

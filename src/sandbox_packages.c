@@ -1,3 +1,538 @@
 /* SPDX-License-Identifier: MIT */
-/* placeholder */
-typedef int sbx_placeholder_sandbox_packages;
+/*
+ * Packages: checking a pip requirement spec, installing it in the
+ * background with `pip install` (argv, never a shell), and telling how an
+ * install went or whether a package is there.
+ *
+ * An install is a record on the sandbox (under m->lock) and a detached
+ * thread holding a reference to the sandbox. The thread runs pip with
+ * sandbox.install_timeout, fills the record and signals m->changed; callers
+ * wait on that condition for at most wait_ms. sbx_manager_free waits until
+ * m->installs_running is 0.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "sandbox-internal.h"
+#include "sbx/common.h"
+#include "sbx/utf8.h"
+
+#define SPEC_MAX 200
+#define PIP_OUTPUT_CAP (4 * 1024 * 1024)
+#define VERSION_TIMEOUT_MS 30000
+
+/* The version of an installed distribution; the name comes in argv. */
+static const char version_py[] = "import sys\n"
+				 "from importlib import metadata\n"
+				 "try:\n"
+				 "    print(metadata.version(sys.argv[1]))\n"
+				 "except metadata.PackageNotFoundError:\n"
+				 "    sys.exit(3)\n";
+
+static bool is_alnum(char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+}
+
+/* PEP 508 name: letters and digits, with . _ - only between them. Returns
+ * its length, 0 when there is none. */
+static size_t name_len(const char *p)
+{
+	size_t n = 0;
+
+	if (!is_alnum(p[0]))
+		return 0;
+	while (is_alnum(p[n]) || p[n] == '.' || p[n] == '_' || p[n] == '-')
+		n++;
+	while (n > 0 && !is_alnum(p[n - 1]))
+		n--;
+	return n;
+}
+
+static bool version_char(char c)
+{
+	return is_alnum(c) || c == '.' || c == '*' || c == '+' || c == '!' || c == '-' || c == '_';
+}
+
+static const char *skip_spaces(const char *p)
+{
+	while (*p == ' ')
+		p++;
+	return p;
+}
+
+static bool refuse(char *why, size_t why_size, const char *fmt, ...) SBX_PRINTF(3, 4);
+static bool refuse(char *why, size_t why_size, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (why && why_size) {
+		va_start(ap, fmt);
+		vsnprintf(why, why_size, fmt, ap);
+		va_end(ap);
+	}
+	return false;
+}
+
+bool sbx_package_spec_valid(const char *spec, char *why, size_t why_size)
+{
+	static const char *const ops[] = {"===", "==", ">=", "<=", "~=", "!=", "<", ">"};
+	const char *p;
+	size_t n;
+
+	if (!spec || !*spec)
+		return refuse(why, why_size, "the package spec is empty");
+	if (strlen(spec) > SPEC_MAX)
+		return refuse(why, why_size, "the package spec is longer than %d characters",
+			      SPEC_MAX);
+	if (spec[0] == '-')
+		return refuse(why, why_size,
+			      "\"%.40s\" looks like a pip option; give a package name such as "
+			      "numpy or numpy==1.26",
+			      spec);
+	for (p = spec; *p; p++) {
+		unsigned char c = (unsigned char)*p;
+		if (c < 0x20 || c >= 0x7f)
+			return refuse(why, why_size,
+				      "the package spec may only hold printable ASCII, no newlines "
+				      "or tabs");
+		if (!is_alnum(*p) && !strchr(" ._-[],=<>!~*+", *p))
+			return refuse(why, why_size,
+				      "the package spec may not contain '%s': give a name with "
+				      "optional [extras] and version specifiers, no URL, path, "
+				      "option or environment marker",
+				      (char[]){*p, 0});
+	}
+	p = skip_spaces(spec);
+	n = name_len(p);
+	if (n == 0)
+		return refuse(why, why_size,
+			      "\"%.40s\" does not start with a package name (letters, digits, "
+			      "and . _ - between them)",
+			      spec);
+	p = skip_spaces(p + n);
+	if (*p == '[') {
+		p = skip_spaces(p + 1);
+		for (;;) {
+			n = name_len(p);
+			if (n == 0)
+				return refuse(why, why_size, "bad extras in \"%.40s\"", spec);
+			p = skip_spaces(p + n);
+			if (*p == ']')
+				break;
+			if (*p != ',')
+				return refuse(why, why_size, "bad extras in \"%.40s\"", spec);
+			p = skip_spaces(p + 1);
+		}
+		p = skip_spaces(p + 1);
+	}
+	/* Version specifiers: OP VERSION, separated by commas. */
+	if (*p) {
+		for (;;) {
+			size_t k, op = 0;
+			for (k = 0; k < SBX_ARRAY_SIZE(ops); k++)
+				if (strncmp(p, ops[k], strlen(ops[k])) == 0) {
+					op = strlen(ops[k]);
+					break;
+				}
+			if (!op)
+				return refuse(
+				    why, why_size,
+				    "\"%.40s\": after the name only [extras] and version "
+				    "specifiers (==, >=, <=, ~=, !=, <, >, ===) may follow",
+				    spec);
+			p = skip_spaces(p + op);
+			for (n = 0; version_char(p[n]); n++)
+				;
+			if (n == 0)
+				return refuse(why, why_size, "a version is missing in \"%.40s\"",
+					      spec);
+			p = skip_spaces(p + n);
+			if (!*p)
+				break;
+			if (*p != ',')
+				return refuse(why, why_size,
+					      "\"%.40s\": separate version specifiers with commas",
+					      spec);
+			p = skip_spaces(p + 1);
+		}
+	}
+	return true;
+}
+
+/* The distribution name of a valid spec, for importlib.metadata. */
+static char *spec_name(const char *spec)
+{
+	const char *p = skip_spaces(spec);
+	return strndup(p, name_len(p));
+}
+
+void sbx_install_list_free(struct sbx_install *list)
+{
+	while (list) {
+		struct sbx_install *next = list->next;
+		free(list->spec);
+		free(list->version);
+		free(list->log_tail);
+		free(list);
+		list = next;
+	}
+}
+
+void sbx_install_status_release(struct sbx_install_status *st)
+{
+	if (!st)
+		return;
+	free(st->package);
+	free(st->version);
+	free(st->log_tail);
+	memset(st, 0, sizeof(*st));
+}
+
+char **sbx_sandbox_packages(sbx_manager *m, sbx_sandbox *sb)
+{
+	char **v;
+	size_t n = 0, i = 0;
+
+	pthread_mutex_lock(&m->lock);
+	for (struct sbx_install *in = sb->installs; in; in = in->next)
+		n += in->state == SBX_INSTALL_SUCCESS;
+	v = calloc(n + 1, sizeof(*v));
+	/* The list is newest first; report oldest first. */
+	for (size_t want = n; v && want > 0; want--) {
+		size_t k = 0;
+		for (struct sbx_install *in = sb->installs; in; in = in->next)
+			if (in->state == SBX_INSTALL_SUCCESS && ++k == want) {
+				v[i] = strdup(in->spec);
+				if (!v[i]) {
+					while (i > 0)
+						free(v[--i]);
+					free(v);
+					v = NULL;
+				}
+				i++;
+				break;
+			}
+	}
+	pthread_mutex_unlock(&m->lock);
+	return v;
+}
+
+/* Asks the sandbox for the installed version of NAME: 1 and *ret_version
+ * when installed, 0 when not, negative on failure. */
+static int query_version(sbx_manager *m, sbx_sandbox *sb, const char *name, char **ret_version,
+			 struct sbx_error *err)
+{
+	const char *const argv[] = {"python3", "-c", version_py, name, NULL};
+	struct sbx_exec_spec spec = {.argv = argv,
+				     .workdir = SBX_RESULTS_DIR,
+				     .timeout_ms = VERSION_TIMEOUT_MS,
+				     .output_cap = 64 * 1024};
+	struct sbx_exec_result res = {0};
+	int r;
+
+	r = sbx_exec(m->engine, sb->container, &spec, &res, err);
+	if (r < 0)
+		return sbx_sandbox_exec_failed(m, sb, r, err);
+	if (res.exit_code == 3) {
+		r = 0;
+	} else if (res.exit_code != 0 || !res.out.data) {
+		r = sbx_error_set(err, -EIO, "could not ask the sandbox for %s: exit %d: %.300s",
+				  name, res.exit_code, res.err.data ? res.err.data : "");
+	} else {
+		char *v = res.out.data;
+		v[strcspn(v, "\r\n")] = '\0';
+		*ret_version = strdup(v);
+		r = *ret_version ? 1 : sbx_error_set(err, -ENOMEM, "out of memory");
+	}
+	sbx_exec_result_release(&res);
+	return r;
+}
+
+/* The last SBX_INSTALL_LOG_TAIL bytes of pip's stdout then stderr, UTF-8. */
+static char *log_tail(const struct sbx_exec_result *res, const char *note)
+{
+	struct sbx_buf all = SBX_BUF_INIT, tail = SBX_BUF_INIT;
+	size_t from;
+
+	if ((res->out.len && sbx_buf_append(&all, res->out.data, res->out.len) < 0) ||
+	    (res->err.len && sbx_buf_append(&all, res->err.data, res->err.len) < 0) ||
+	    (note && sbx_buf_append(&all, note, strlen(note)) < 0))
+		goto fail;
+	from = all.len > SBX_INSTALL_LOG_TAIL ? all.len - SBX_INSTALL_LOG_TAIL : 0;
+	/* Start on a character boundary. */
+	while (from > 0 && from < all.len && ((unsigned char)all.data[from] & 0xC0) == 0x80)
+		from++;
+	if (sbx_buf_append(&tail, all.data ? all.data + from : "", all.len - from) < 0 ||
+	    sbx_utf8_sanitize(&tail) < 0)
+		goto fail;
+	sbx_buf_release(&all);
+	return sbx_buf_steal(&tail);
+fail:
+	sbx_buf_release(&all);
+	sbx_buf_release(&tail);
+	return NULL;
+}
+
+struct job {
+	sbx_manager *m;
+	sbx_sandbox *sb; /* a reference */
+	struct sbx_install *in;
+	char *spec;
+};
+
+static void *install_thread(void *arg)
+{
+	struct job *job = arg;
+	sbx_manager *m = job->m;
+	const struct sbx_settings *s = m->s;
+	const char *argv[12];
+	size_t k = 0;
+	struct sbx_exec_result res = {0};
+	struct sbx_error err = SBX_ERROR_INIT;
+	char *version = NULL, *tail = NULL, note[SBX_ERROR_MSG_MAX + 64] = "";
+	enum sbx_install_state state = SBX_INSTALL_FAILED;
+	int r;
+
+	argv[k++] = "pip";
+	argv[k++] = "install";
+	argv[k++] = "--no-input";
+	argv[k++] = "--disable-pip-version-check";
+	if (s->sandbox.index_url[0]) {
+		argv[k++] = "--index-url";
+		argv[k++] = s->sandbox.index_url;
+	}
+	argv[k++] = "--";
+	argv[k++] = job->spec;
+	argv[k] = NULL;
+	struct sbx_exec_spec spec = {.argv = argv,
+				     .workdir = SBX_RESULTS_DIR,
+				     .timeout_ms = (long)s->sandbox.install_timeout_ms,
+				     .output_cap = PIP_OUTPUT_CAP};
+
+	r = sbx_exec(m->engine, job->sb->container, &spec, &res, &err);
+	if (r < 0) {
+		sbx_sandbox_exec_failed(m, job->sb, r, &err);
+		snprintf(note, sizeof(note), "\n[pip could not run: %s]\n", err.msg);
+	} else if (res.timed_out) {
+		snprintf(note, sizeof(note),
+			 "\n[pip was stopped after %lld s, the install time limit]\n",
+			 (long long)(s->sandbox.install_timeout_ms / 1000));
+	} else if (res.exit_code != 0) {
+		snprintf(note, sizeof(note), "\n[pip exited with %d]\n", res.exit_code);
+	} else {
+		_cleanup_free_ char *name = spec_name(job->spec);
+		state = SBX_INSTALL_SUCCESS;
+		if (name)
+			query_version(m, job->sb, name, &version, NULL);
+	}
+	tail = log_tail(&res, note[0] ? note : NULL);
+	sbx_exec_result_release(&res);
+
+	pthread_mutex_lock(&m->lock);
+	job->in->state = state;
+	job->in->version = version;
+	job->in->log_tail = tail;
+	job->in->seconds = sbx_seconds_since(&job->in->started);
+	pthread_mutex_unlock(&m->lock);
+
+	/* Drop the reference before telling sbx_manager_free we are done. */
+	sbx_sandbox_unref(job->sb);
+	free(job->spec);
+	free(job);
+	pthread_mutex_lock(&m->lock);
+	m->installs_running--;
+	pthread_cond_broadcast(&m->changed);
+	pthread_mutex_unlock(&m->lock);
+	return NULL;
+}
+
+/* Under m->lock. */
+static struct sbx_install *find_install_locked(sbx_sandbox *sb, const char *spec)
+{
+	for (struct sbx_install *in = sb->installs; in; in = in->next)
+		if (strcmp(in->spec, spec) == 0)
+			return in;
+	return NULL;
+}
+
+/* Under m->lock. Copies the record into st. */
+static int status_of_locked(const struct sbx_install *in, struct sbx_install_status *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->state = in->state;
+	st->package = strdup(in->spec);
+	st->version = in->version ? strdup(in->version) : NULL;
+	st->log_tail = strdup(in->log_tail ? in->log_tail : "");
+	st->seconds =
+	    in->state == SBX_INSTALL_RUNNING ? sbx_seconds_since(&in->started) : in->seconds;
+	if (!st->package || !st->log_tail || (in->version && !st->version)) {
+		sbx_install_status_release(st);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+/* Under m->lock. Unlinks and frees the oldest finished record when the
+ * list is full; false when every record is running. */
+static bool make_room_locked(sbx_sandbox *sb)
+{
+	struct sbx_install **pp, **victim = NULL;
+	size_t n = 0;
+
+	for (pp = &sb->installs; *pp; pp = &(*pp)->next) {
+		n++;
+		if ((*pp)->state != SBX_INSTALL_RUNNING)
+			victim = pp;
+	}
+	if (n < SBX_INSTALLS_MAX)
+		return true;
+	if (!victim)
+		return false;
+	struct sbx_install *v = *victim;
+	*victim = v->next;
+	v->next = NULL;
+	sbx_install_list_free(v);
+	return true;
+}
+
+int sbx_sandbox_install(sbx_manager *m, sbx_sandbox *sb, const char *spec, long wait_ms,
+			struct sbx_install_status *ret_status, struct sbx_error *err)
+{
+	char why[256];
+	struct sbx_install *in = NULL, *fresh = NULL, **pp;
+	struct sbx_install_status st;
+	struct timespec deadline;
+	struct job *job = NULL;
+	pthread_attr_t attr;
+	pthread_t tid;
+	size_t running = 0;
+	int r = 0;
+
+	if (!sbx_package_spec_valid(spec, why, sizeof(why)))
+		return sbx_error_set(err, -EINVAL, "%s", why);
+	clock_gettime(CLOCK_REALTIME, &deadline);
+	if (wait_ms > 0) {
+		deadline.tv_sec += wait_ms / 1000;
+		deadline.tv_nsec += (wait_ms % 1000) * 1000000L;
+		if (deadline.tv_nsec >= 1000000000L) {
+			deadline.tv_sec++;
+			deadline.tv_nsec -= 1000000000L;
+		}
+	}
+	sbx_sandbox_touch(sb);
+
+	pthread_mutex_lock(&m->lock);
+	if (sb->removed) {
+		r = sbx_error_set(err, -ENOENT, "sandbox %s was deleted", sb->id);
+		goto unlock;
+	}
+	in = find_install_locked(sb, spec);
+	if (in && in->state == SBX_INSTALL_RUNNING)
+		goto wait;
+	for (struct sbx_install *i = sb->installs; i; i = i->next)
+		running += i->state == SBX_INSTALL_RUNNING;
+	if (running >= SBX_INSTALLS_RUNNING_MAX) {
+		r = sbx_error_set(err, -EBUSY,
+				  "%zu installs are already running in sandbox %s; wait for one "
+				  "to end (get_package_install_status) and try again",
+				  running, sb->id);
+		goto unlock;
+	}
+	if (in) { /* ended before: forget it and install again */
+		for (pp = &sb->installs; *pp != in; pp = &(*pp)->next)
+			;
+		*pp = in->next;
+		in->next = NULL;
+		sbx_install_list_free(in);
+	}
+	if (!make_room_locked(sb)) {
+		r = sbx_error_set(err, -EBUSY, "too many installs in sandbox %s", sb->id);
+		goto unlock;
+	}
+	in = fresh = calloc(1, sizeof(*in));
+	job = calloc(1, sizeof(*job));
+	if (!in || !job || !(in->spec = strdup(spec)) || !(job->spec = strdup(spec))) {
+		r = sbx_error_set(err, -ENOMEM, "out of memory");
+		goto unlock;
+	}
+	in->state = SBX_INSTALL_RUNNING;
+	clock_gettime(CLOCK_MONOTONIC, &in->started);
+	job->m = m;
+	job->sb = sbx_sandbox_ref(sb);
+	job->in = in;
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	r = pthread_create(&tid, &attr, install_thread, job);
+	pthread_attr_destroy(&attr);
+	if (r != 0) {
+		sbx_sandbox_unref(job->sb);
+		r = sbx_error_set(err, -r, "cannot start the install: %s", strerror(r));
+		goto unlock;
+	}
+	m->installs_running++;
+	in->next = sb->installs;
+	sb->installs = in;
+	fresh = NULL;
+	job = NULL;
+wait:
+	while (in->state == SBX_INSTALL_RUNNING && wait_ms > 0)
+		if (pthread_cond_timedwait(&m->changed, &m->lock, &deadline) == ETIMEDOUT)
+			break;
+	r = status_of_locked(in, &st);
+	if (r < 0)
+		r = sbx_error_set(err, r, "out of memory");
+	in = NULL;
+unlock:
+	pthread_mutex_unlock(&m->lock);
+	if (job)
+		free(job->spec);
+	free(job);
+	sbx_install_list_free(fresh);
+	if (r < 0)
+		return r;
+	*ret_status = st;
+	return 0;
+}
+
+int sbx_sandbox_install_status(sbx_manager *m, sbx_sandbox *sb, const char *spec,
+			       struct sbx_install_status *ret_status, struct sbx_error *err)
+{
+	char why[256];
+	struct sbx_install_status st = {0};
+	_cleanup_free_ char *name = NULL;
+	char *version = NULL;
+	struct sbx_install *in;
+	int r;
+
+	if (!sbx_package_spec_valid(spec, why, sizeof(why)))
+		return sbx_error_set(err, -EINVAL, "%s", why);
+	pthread_mutex_lock(&m->lock);
+	in = find_install_locked(sb, spec);
+	r = in ? status_of_locked(in, &st) : 1;
+	pthread_mutex_unlock(&m->lock);
+	if (r < 0)
+		return sbx_error_set(err, r, "out of memory");
+	if (r == 0) {
+		*ret_status = st;
+		return 0;
+	}
+
+	name = spec_name(spec);
+	if (!name || !(st.package = strdup(spec)))
+		return sbx_error_set(err, -ENOMEM, "out of memory");
+	r = query_version(m, sb, name, &version, err);
+	if (r < 0) {
+		sbx_install_status_release(&st);
+		return r;
+	}
+	st.state = r > 0 ? SBX_INSTALL_PRESENT : SBX_INSTALL_NONE;
+	st.version = version;
+	*ret_status = st;
+	return 0;
+}

@@ -1,18 +1,637 @@
 /* SPDX-License-Identifier: MIT */
-/* placeholder until the tools land: no tools */
+/*
+ * The seven tools: their names, descriptions and schemas (one table), the
+ * checking of arguments against the inputSchema itself, and the shape of a
+ * CallToolResult for each protocol version. The work is done by the sandbox
+ * manager; the handlers (src/tools_run.c) only translate.
+ *
+ * Policy, the same for every tool: isError is true only when the tool could
+ * not do what was asked (bad arguments, unknown sandbox, engine failure).
+ * Code or a command that ran and exited non-zero, timed out, or a pip install
+ * that failed, is a normal result the model reads (exit_code, status).
+ */
 #include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
 
-#include "tools.h"
+#include "sbx/buf.h"
+#include "sbx/common.h"
+#include "tools-internal.h"
+
+#define V_ANNOTATIONS "2025-03-26"	    /* annotations */
+#define V_STRUCTURED SBX_TOOLS_V_STRUCTURED /* title, outputSchema, structuredContent, links */
+
+bool sbx_tools_version_at_least(const char *version, const char *min)
+{
+	/* Versions are dates, YYYY-MM-DD: they compare as strings. Unknown = oldest. */
+	return version && strcmp(version, min) >= 0;
+}
+
+/* ---- the table ---- */
+
+#define SANDBOX_ID_PROP                                                                            \
+	"\"sandbox_id\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":64,"                    \
+	"\"description\":\"The sandbox_id (or name) returned by create_sandbox or "                \
+	"list_sandboxes.\"}"
+#define TIMEOUT_PROP                                                                               \
+	"\"timeout\":{\"type\":\"number\",\"exclusiveMinimum\":0,\"maximum\":3600,"                \
+	"\"description\":\"Time limit in seconds (default: the server's limit, usually 60). "      \
+	"The process is killed when it is reached.\"}"
+#define PACKAGE_PROP                                                                               \
+	"\"package_name\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":200,"                 \
+	"\"description\":\"A pip requirement: a project name with optional extras and version, "   \
+	"e.g. 'requests', 'scikit-learn==1.5.0', 'pandas[excel]>=2'. No options, URLs or "         \
+	"paths.\"}"
+#define RUN_OUTPUT_PROPS                                                                           \
+	"\"stdout\":{\"type\":\"string\"},\"stderr\":{\"type\":\"string\"},"                       \
+	"\"exit_code\":{\"type\":\"integer\",\"description\":\"-1 when killed at the time "        \
+	"limit\"},"                                                                                \
+	"\"timed_out\":{\"type\":\"boolean\"},"                                                    \
+	"\"truncated\":{\"type\":\"boolean\",\"description\":\"output beyond the server's cap "    \
+	"was cut\"}"
+#define RUN_OUTPUT_REQUIRED "\"stdout\",\"stderr\",\"exit_code\",\"timed_out\",\"truncated\""
+#define STATUS_ENUM "\"installing\",\"success\",\"failed\",\"installed\",\"not_installed\""
+
+static const struct sbx_tool_def tools[] = {
+    {
+	.name = "list_sandboxes",
+	.title = "List sandboxes",
+	.description =
+	    "List your Python sandboxes with their status, image, creation and last-use times "
+	    "(UTC) "
+	    "and the packages installed in them with install_package_in_sandbox. Call this first: "
+	    "reuse a running sandbox instead of creating a new one, and use it to find a "
+	    "sandbox_id you lost. Workflow: list_sandboxes -> create_sandbox (if none fits) -> "
+	    "install_package_in_sandbox -> check_package_installation_status -> "
+	    "execute_python_code.",
+	.input_schema = "{\"type\":\"object\",\"properties\":{},\"additionalProperties\":false}",
+	.output_schema =
+	    "{\"type\":\"object\",\"properties\":{\"sandboxes\":{\"type\":\"array\",\"items\":{"
+	    "\"type\":\"object\",\"properties\":{\"sandbox_id\":{\"type\":\"string\"},"
+	    "\"name\":{\"type\":\"string\"},\"status\":{\"type\":\"string\"},"
+	    "\"image\":{\"type\":\"string\"},"
+	    "\"created\":{\"type\":\"string\",\"description\":\"ISO 8601, UTC\"},"
+	    "\"last_used\":{\"type\":\"string\",\"description\":\"ISO 8601, UTC\"},"
+	    "\"packages\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}}},"
+	    "\"required\":[\"sandbox_id\",\"name\",\"status\",\"image\",\"created\","
+	    "\"last_used\",\"packages\"],\"additionalProperties\":false}},"
+	    "\"count\":{\"type\":\"integer\"}},\"required\":[\"sandboxes\",\"count\"],"
+	    "\"additionalProperties\":false}",
+	.read_only = true,
+	.idempotent = true,
+	.run = sbx_tool_list_sandboxes,
+    },
+    {
+	.name = "create_sandbox",
+	.title = "Create sandbox",
+	.description =
+	    "Create a new isolated Python sandbox (a container with Python 3.11, numpy, pandas and "
+	    "matplotlib) and return its sandbox_id. A sandbox keeps its files and installed "
+	    "packages until the server removes it, so create one per task and pass its sandbox_id "
+	    "to every later call; call list_sandboxes first to reuse one you already have. "
+	    "Optional name: a label you can use instead of the id (1-64 letters, digits, '_', '.', "
+	    "'-'; unique among your sandboxes). Next: install_package_in_sandbox for anything "
+	    "missing, then execute_python_code.",
+	.input_schema =
+	    "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\",\"minLength\":1,"
+	    "\"maxLength\":64,\"pattern\":\"^[A-Za-z0-9_.-]+$\",\"description\":\"Optional "
+	    "label for the sandbox, unique among yours, e.g. 'sales-analysis'.\"}},"
+	    "\"additionalProperties\":false}",
+	.output_schema =
+	    "{\"type\":\"object\",\"properties\":{\"sandbox_id\":{\"type\":\"string\"},"
+	    "\"name\":{\"type\":\"string\"},\"status\":{\"type\":\"string\"},"
+	    "\"image\":{\"type\":\"string\"}},"
+	    "\"required\":[\"sandbox_id\",\"name\",\"status\",\"image\"],"
+	    "\"additionalProperties\":false}",
+	.run = sbx_tool_create_sandbox,
+    },
+    {
+	.name = "execute_python_code",
+	.title = "Run Python code",
+	.description =
+	    "Run Python 3 code in a sandbox and return stdout, stderr and the exit code. Each call "
+	    "is a fresh `python3` process in /app/results: variables do not survive between calls, "
+	    "files do (keep state in files). Print what you want to see. Files the code creates or "
+	    "changes under /app/results come back in `files` with a download link (url) to show "
+	    "the "
+	    "user. For plots use matplotlib and save them, e.g. plt.savefig('plot.png') (or "
+	    "'plots/p.png' after os.makedirs('plots', exist_ok=True)); never call plt.show(): "
+	    "there "
+	    "is no display. An uncaught exception is a normal result, not a tool error: exit_code "
+	    "is "
+	    "1 and the traceback is in stderr; fix the code and run it again. timed_out is true "
+	    "when the time limit killed the process. A missing module: install it with "
+	    "install_package_in_sandbox first. Code normally has no network access.",
+	.input_schema = "{\"type\":\"object\",\"properties\":{" SANDBOX_ID_PROP
+			",\"code\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":1000000,"
+			"\"description\":\"The Python source to run.\"}," TIMEOUT_PROP
+			"},\"required\":[\"sandbox_id\",\"code\"],\"additionalProperties\":false}",
+	.output_schema =
+	    "{\"type\":\"object\",\"properties\":{" RUN_OUTPUT_PROPS
+	    ",\"files\":{\"type\":\"array\",\"description\":\"files created or modified under "
+	    "/app/results during the run\",\"items\":{\"type\":\"object\",\"properties\":{"
+	    "\"path\":{\"type\":\"string\",\"description\":\"relative to /app/results\"},"
+	    "\"size\":{\"type\":\"integer\"},\"url\":{\"type\":\"string\"},"
+	    "\"mime_type\":{\"type\":\"string\"}},"
+	    "\"required\":[\"path\",\"size\",\"url\",\"mime_type\"],"
+	    "\"additionalProperties\":false}},"
+	    "\"files_truncated\":{\"type\":\"boolean\"}},"
+	    "\"required\":[" RUN_OUTPUT_REQUIRED ",\"files\",\"files_truncated\"],"
+	    "\"additionalProperties\":false}",
+	.destructive = true,
+	.run = sbx_tool_execute_python_code,
+    },
+    {
+	.name = "install_package_in_sandbox",
+	.title = "Install a Python package",
+	.description =
+	    "Install a Python package into a sandbox with pip (from the server's package index). "
+	    "The install starts in the background; this call waits a few seconds and reports "
+	    "status: 'success' (ready to import), 'failed' (see log_tail: usually a misspelt name "
+	    "or a version that does not exist) or 'installing' (still running: call "
+	    "check_package_installation_status with the same sandbox_id and package_name every few "
+	    "seconds until it says success or failed). numpy, pandas and matplotlib are already "
+	    "there. One package per call; a failed install is a normal result, not a tool error.",
+	.input_schema = "{\"type\":\"object\",\"properties\":{" SANDBOX_ID_PROP "," PACKAGE_PROP
+			"},\"required\":[\"sandbox_id\",\"package_name\"],"
+			"\"additionalProperties\":false}",
+	.output_schema = "{\"type\":\"object\",\"properties\":{\"package\":{\"type\":\"string\"},"
+			 "\"status\":{\"type\":\"string\",\"enum\":[" STATUS_ENUM "]},"
+			 "\"version\":{\"type\":\"string\"},"
+			 "\"log_tail\":{\"type\":\"string\",\"description\":\"the end of pip's "
+			 "output\"},"
+			 "\"seconds\":{\"type\":\"number\"},\"message\":{\"type\":\"string\"}},"
+			 "\"required\":[\"package\",\"status\",\"seconds\",\"message\"],"
+			 "\"additionalProperties\":false}",
+	.idempotent = true,
+	.open_world = true,
+	.run = sbx_tool_install_package,
+    },
+    {
+	.name = "check_package_installation_status",
+	.title = "Check a package installation",
+	.description =
+	    "Report where an install started with install_package_in_sandbox is: 'installing' "
+	    "(wait a few seconds and call again), 'success', 'failed' (log_tail says why), or, for "
+	    "a package this server did not install, 'installed' (already in the sandbox, e.g. "
+	    "numpy) or 'not_installed' (call install_package_in_sandbox). Use the same "
+	    "package_name you passed to install_package_in_sandbox.",
+	.input_schema = "{\"type\":\"object\",\"properties\":{" SANDBOX_ID_PROP "," PACKAGE_PROP
+			"},\"required\":[\"sandbox_id\",\"package_name\"],"
+			"\"additionalProperties\":false}",
+	.output_schema = "{\"type\":\"object\",\"properties\":{\"package\":{\"type\":\"string\"},"
+			 "\"status\":{\"type\":\"string\",\"enum\":[" STATUS_ENUM "]},"
+			 "\"version\":{\"type\":\"string\"},\"log_tail\":{\"type\":\"string\"},"
+			 "\"seconds\":{\"type\":\"number\"},\"message\":{\"type\":\"string\"}},"
+			 "\"required\":[\"package\",\"status\",\"message\"],"
+			 "\"additionalProperties\":false}",
+	.read_only = true,
+	.idempotent = true,
+	.run = sbx_tool_check_package,
+    },
+    {
+	.name = "execute_terminal_command",
+	.title = "Run a shell command",
+	.description =
+	    "Run a shell command (`sh -c`) in a sandbox, in /app/results, as an unprivileged user, "
+	    "and return stdout, stderr and the exit code. Use it to look at files (ls -la, head), "
+	    "move or unpack them, or run tools; use execute_python_code for Python and "
+	    "install_package_in_sandbox for packages (not pip here). A non-zero exit_code is a "
+	    "normal result, not a tool error: read stderr. timed_out is true when the time limit "
+	    "killed the command. Normally no network access; write files under /app/results (they "
+	    "can be downloaded) or /tmp.",
+	.input_schema = "{\"type\":\"object\",\"properties\":{" SANDBOX_ID_PROP
+			",\"command\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":30000,"
+			"\"description\":\"The command line, run with sh -c.\"}," TIMEOUT_PROP
+			"},\"required\":[\"sandbox_id\",\"command\"],"
+			"\"additionalProperties\":false}",
+	.output_schema = "{\"type\":\"object\",\"properties\":{" RUN_OUTPUT_PROPS
+			 "},\"required\":[" RUN_OUTPUT_REQUIRED "],"
+			 "\"additionalProperties\":false}",
+	.destructive = true,
+	.run = sbx_tool_execute_terminal_command,
+    },
+    {
+	.name = "upload_file_to_sandbox",
+	.title = "Upload a file to a sandbox",
+	.description =
+	    "Copy a file from the server's upload folder into a sandbox, e.g. a CSV the user "
+	    "provided, so code can read it. local_file_path is a path on the server inside its "
+	    "upload folder (other paths are refused); dest_path is a directory in the sandbox "
+	    "(the file keeps its name) or a full file path, under /app/results or /tmp; default "
+	    "/app/results. A file of the same name is replaced. Then read it from "
+	    "execute_python_code, e.g. pd.read_csv('data.csv') when it is in /app/results.",
+	.input_schema =
+	    "{\"type\":\"object\",\"properties\":{" SANDBOX_ID_PROP
+	    ",\"local_file_path\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":4096,"
+	    "\"description\":\"Path of the file on the server, inside its upload folder.\"},"
+	    "\"dest_path\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":4096,"
+	    "\"description\":\"Where to put it in the sandbox: a directory or a file path "
+	    "under /app/results or /tmp (default /app/results).\"}},"
+	    "\"required\":[\"sandbox_id\",\"local_file_path\"],\"additionalProperties\":false}",
+	.output_schema =
+	    "{\"type\":\"object\",\"properties\":{\"sandbox_id\":{\"type\":\"string\"},"
+	    "\"path\":{\"type\":\"string\",\"description\":\"where the file is in the sandbox\"},"
+	    "\"size\":{\"type\":\"integer\"},"
+	    "\"url\":{\"type\":\"string\",\"description\":\"a download link, for files under "
+	    "/app/results\"}},\"required\":[\"sandbox_id\",\"path\",\"size\"],"
+	    "\"additionalProperties\":false}",
+	.destructive = true,
+	.idempotent = true,
+	.run = sbx_tool_upload_file,
+    },
+};
+
+/* ---- tools/list ---- */
+
+/* Adds V under K to O; V is consumed. -ENOMEM when V is NULL or the add fails. */
+int sbx_tools_put(struct json_object *o, const char *k, struct json_object *v)
+{
+	if (!v)
+		return -ENOMEM;
+	if (json_object_object_add(o, k, v) < 0) {
+		json_object_put(v);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+int sbx_tools_append(struct json_object *a, struct json_object *v)
+{
+	if (!v)
+		return -ENOMEM;
+	if (json_object_array_add(a, v) < 0) {
+		json_object_put(v);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+static struct json_object *parse_schema(const char *text)
+{
+	/* The table holds literals; a parse failure is a bug the tests catch. */
+	return json_tokener_parse(text);
+}
+
+static struct json_object *annotations_of(const struct sbx_tool_def *t)
+{
+	struct json_object *a = json_object_new_object();
+	int r = 0;
+
+	if (!a)
+		return NULL;
+	r |= sbx_tools_put(a, "title", json_object_new_string(t->title));
+	r |= sbx_tools_put(a, "readOnlyHint", json_object_new_boolean(t->read_only));
+	if (!t->read_only) {
+		r |= sbx_tools_put(a, "destructiveHint", json_object_new_boolean(t->destructive));
+		r |= sbx_tools_put(a, "idempotentHint", json_object_new_boolean(t->idempotent));
+	}
+	r |= sbx_tools_put(a, "openWorldHint", json_object_new_boolean(t->open_world));
+	if (r < 0)
+		return json_object_put(a), NULL;
+	return a;
+}
+
+static struct json_object *tool_entry(const struct sbx_tool_def *t, const char *version)
+{
+	struct json_object *o = json_object_new_object();
+	int r = 0;
+
+	if (!o)
+		return NULL;
+	r |= sbx_tools_put(o, "name", json_object_new_string(t->name));
+	if (sbx_tools_version_at_least(version, V_STRUCTURED))
+		r |= sbx_tools_put(o, "title", json_object_new_string(t->title));
+	r |= sbx_tools_put(o, "description", json_object_new_string(t->description));
+	r |= sbx_tools_put(o, "inputSchema", parse_schema(t->input_schema));
+	if (sbx_tools_version_at_least(version, V_STRUCTURED))
+		r |= sbx_tools_put(o, "outputSchema", parse_schema(t->output_schema));
+	if (sbx_tools_version_at_least(version, V_ANNOTATIONS))
+		r |= sbx_tools_put(o, "annotations", annotations_of(t));
+	if (r < 0)
+		return json_object_put(o), NULL;
+	return o;
+}
 
 struct json_object *sbx_tools_list(const char *version)
 {
-	(void)version;
-	return json_object_new_array();
+	struct json_object *list = json_object_new_array();
+
+	if (!list)
+		return NULL;
+	for (size_t i = 0; i < SBX_ARRAY_SIZE(tools); i++)
+		if (sbx_tools_append(list, tool_entry(&tools[i], version)) < 0)
+			return json_object_put(list), NULL;
+	return list;
 }
 
-int sbx_tools_call(const struct sbx_tool_ctx *ctx, const char *name,
-		   struct json_object *arguments, struct json_object **ret_result,
-		   struct sbx_error *err)
+/* ---- checking arguments against the inputSchema ---- */
+
+static const char *json_type_word(struct json_object *v)
 {
-	return sbx_error_set(err, -ENOENT, "unknown tool: %s", name);
+	switch (json_object_get_type(v)) {
+	case json_type_null:
+		return "null";
+	case json_type_boolean:
+		return "a boolean";
+	case json_type_double:
+	case json_type_int:
+		return "a number";
+	case json_type_object:
+		return "an object";
+	case json_type_array:
+		return "an array";
+	case json_type_string:
+		return "a string";
+	}
+	return "?";
+}
+
+/* Code points of valid UTF-8; a stray byte counts as one. */
+static size_t utf8_chars(const char *s, size_t len)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < len; i++)
+		n += ((unsigned char)s[i] & 0xC0) != 0x80;
+	return n;
+}
+
+static bool schema_num(struct json_object *prop, const char *key, double *ret)
+{
+	struct json_object *v;
+	if (!json_object_object_get_ex(prop, key, &v))
+		return false;
+	*ret = json_object_get_double(v);
+	return true;
+}
+
+static bool is_required(struct json_object *schema, const char *key)
+{
+	struct json_object *req;
+	if (!json_object_object_get_ex(schema, "required", &req))
+		return false;
+	for (size_t i = 0; i < json_object_array_length(req); i++)
+		if (strcmp(json_object_get_string(json_object_array_get_idx(req, i)), key) == 0)
+			return true;
+	return false;
+}
+
+static int append_names(struct sbx_buf *b, struct json_object *props)
+{
+	const char *sep = "";
+	int r = 0;
+	json_object_object_foreach(props, k, v)
+	{
+		(void)v;
+		r = sbx_buf_appendf(b, "%s%s", sep, k);
+		if (r < 0)
+			return r;
+		sep = ", ";
+	}
+	return sep[0] ? 0 : sbx_buf_appendf(b, "no arguments");
+}
+
+/* One argument against its property schema; appends why to MSG when wrong. */
+static int check_value(const char *key, struct json_object *prop, struct json_object *v,
+		       struct sbx_buf *msg)
+{
+	struct json_object *type;
+	const char *want;
+	double lim;
+
+	json_object_object_get_ex(prop, "type", &type);
+	want = json_object_get_string(type);
+	if (strcmp(want, "string") == 0) {
+		const char *s;
+		size_t len, chars;
+		if (!json_object_is_type(v, json_type_string))
+			return sbx_buf_appendf(msg, "argument '%s' must be a string, not %s", key,
+					       json_type_word(v));
+		s = json_object_get_string(v);
+		len = (size_t)json_object_get_string_len(v);
+		chars = utf8_chars(s, len);
+		if (memchr(s, '\0', len))
+			return sbx_buf_appendf(msg, "argument '%s' contains a NUL character", key);
+		if (schema_num(prop, "minLength", &lim) && chars < lim)
+			return sbx_buf_appendf(msg, "argument '%s' must not be empty", key);
+		if (schema_num(prop, "maxLength", &lim) && chars > lim)
+			return sbx_buf_appendf(msg,
+					       "argument '%s' is too long: %zu characters, at "
+					       "most %.0f",
+					       key, chars, lim);
+		return 0;
+	}
+	/* "number" */
+	if (!json_object_is_type(v, json_type_int) && !json_object_is_type(v, json_type_double))
+		return sbx_buf_appendf(msg, "argument '%s' must be a number, not %s", key,
+				       json_type_word(v));
+	double d = json_object_get_double(v), lo = 0, hi = 0;
+	bool has_lo = schema_num(prop, "exclusiveMinimum", &lo);
+	bool has_hi = schema_num(prop, "maximum", &hi);
+	if (!isfinite(d) || (has_lo && !(d > lo)) || (has_hi && d > hi))
+		return sbx_buf_appendf(
+		    msg, "argument '%s' is out of range: %g; use a number above %g and at most %g",
+		    key, d, lo, hi);
+	return 0;
+}
+
+/* Checks ARGS (an object or NULL) against the tool's inputSchema. 0 when
+ * fine, 1 with *ret_msg when not, -ENOMEM. */
+static int check_arguments(const struct sbx_tool_def *t, struct json_object *args, char **ret_msg)
+{
+	struct json_object *schema = parse_schema(t->input_schema), *props;
+	struct sbx_buf msg = SBX_BUF_INIT;
+	int r = 0;
+
+	if (!schema)
+		return -ENOMEM;
+	json_object_object_get_ex(schema, "properties", &props);
+	if (args && !json_object_is_type(args, json_type_object)) {
+		r = sbx_buf_appendf(&msg, "the arguments of %s must be a JSON object, not %s",
+				    t->name, json_type_word(args));
+		goto out;
+	}
+	if (args) {
+		json_object_object_foreach(args, key, v)
+		{
+			(void)v;
+			if (json_object_object_get_ex(props, key, NULL))
+				continue;
+			r = sbx_buf_appendf(&msg, "unknown argument '%.64s': %s takes ", key,
+					    t->name);
+			if (r == 0)
+				r = append_names(&msg, props);
+			goto out;
+		}
+	}
+	json_object_object_foreach(props, key, prop)
+	{
+		struct json_object *v = NULL;
+		bool required = is_required(schema, key);
+		if (args)
+			json_object_object_get_ex(args, key, &v);
+		if (!v && !required)
+			continue; /* absent or null: the default */
+		if (!v && !(args && json_object_object_get_ex(args, key, NULL))) {
+			const char *d =
+			    json_object_get_string(json_object_object_get(prop, "description"));
+			r = sbx_buf_appendf(
+			    &msg, "missing required argument '%s' (%.*s)", key,
+			    (int)(strlen(d) - (strlen(d) && d[strlen(d) - 1] == '.')), d);
+			goto out;
+		}
+		r = check_value(key, prop, v, &msg);
+		if (r < 0 || msg.len)
+			goto out;
+	}
+out:
+	json_object_put(schema);
+	if (r < 0) {
+		sbx_buf_release(&msg);
+		return r;
+	}
+	if (!msg.len)
+		return 0;
+	*ret_msg = sbx_buf_steal(&msg);
+	return 1;
+}
+
+/* ---- the result ---- */
+
+int sbx_tool_fail(struct sbx_tool_out *out, const char *fmt, ...)
+{
+	va_list ap;
+	char *s = NULL;
+	int n;
+
+	va_start(ap, fmt);
+	n = vasprintf(&s, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return -ENOMEM;
+	free(out->error);
+	out->error = s;
+	return 0;
+}
+
+/* The manager's messages often say what to do already, naming a tool. */
+static bool says_what_to_do(const char *msg)
+{
+	static const char *const advice[] = {
+	    "list_sandboxes", "create_sandbox", "install_package_in_sandbox",
+	    "check_package_installation_status", "create a new sandbox"};
+	for (size_t i = 0; i < SBX_ARRAY_SIZE(advice); i++)
+		if (strstr(msg, advice[i]))
+			return true;
+	return false;
+}
+
+int sbx_tool_fail_err(struct sbx_tool_out *out, const struct sbx_error *err, const char *hint)
+{
+	const char *msg = err && err->msg[0] ? err->msg : "the operation failed";
+	size_t n = strlen(msg);
+
+	/* "msg. hint", without a doubled full stop, or the advice the message has. */
+	while (n > 0 && (msg[n - 1] == '.' || msg[n - 1] == ' ' || msg[n - 1] == '\n'))
+		n--;
+	if (!hint || says_what_to_do(msg))
+		return sbx_tool_fail(out, "%.*s.", (int)n, msg);
+	return sbx_tool_fail(out, "%.*s. %s", (int)n, msg, hint);
+}
+
+static void out_release(struct sbx_tool_out *out)
+{
+	json_object_put(out->result);
+	json_object_put(out->links);
+	free(out->error);
+}
+
+static struct json_object *text_item(const char *text)
+{
+	struct json_object *o = json_object_new_object();
+	if (!o)
+		return NULL;
+	if (sbx_tools_put(o, "type", json_object_new_string("text")) < 0 ||
+	    sbx_tools_put(o, "text", json_object_new_string(text)) < 0)
+		return json_object_put(o), NULL;
+	return o;
+}
+
+/* {content, isError, structuredContent?} from OUT. */
+static int build_result(const struct sbx_tool_ctx *ctx, struct sbx_tool_out *out,
+			struct json_object **ret)
+{
+	bool structured = sbx_tools_version_at_least(ctx->protocol_version, V_STRUCTURED);
+	struct json_object *res = json_object_new_object(), *content = json_object_new_array();
+	int r = 0;
+
+	if (!res || !content) {
+		json_object_put(content);
+		r = -ENOMEM;
+		goto fail;
+	}
+	r = sbx_tools_put(res, "content", content);
+	if (r < 0)
+		goto fail;
+	if (out->error) {
+		r = sbx_tools_append(content, text_item(out->error));
+		r |= sbx_tools_put(res, "isError", json_object_new_boolean(true));
+		if (r < 0)
+			goto fail;
+		*ret = res;
+		return 0;
+	}
+	r = sbx_tools_append(
+	    content, text_item(json_object_to_json_string_ext(
+			 out->result, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE)));
+	if (r == 0 && structured && out->links)
+		for (size_t i = 0; r == 0 && i < json_object_array_length(out->links); i++)
+			r = sbx_tools_append(
+			    content, json_object_get(json_object_array_get_idx(out->links, i)));
+	if (r == 0 && structured)
+		r = sbx_tools_put(res, "structuredContent", json_object_get(out->result));
+	if (r == 0)
+		r = sbx_tools_put(res, "isError", json_object_new_boolean(false));
+	if (r < 0)
+		goto fail;
+	*ret = res;
+	return 0;
+fail:
+	json_object_put(res);
+	return -ENOMEM;
+}
+
+int sbx_tools_call(const struct sbx_tool_ctx *ctx, const char *name, struct json_object *arguments,
+		   struct json_object **ret_result, struct sbx_error *err)
+{
+	const struct sbx_tool_def *t = NULL;
+	struct sbx_tool_out out = {0};
+	char *why = NULL;
+	int r;
+
+	for (size_t i = 0; i < SBX_ARRAY_SIZE(tools); i++)
+		if (name && strcmp(tools[i].name, name) == 0)
+			t = &tools[i];
+	if (!t)
+		return sbx_error_set(err, -ENOENT,
+				     "unknown tool '%.64s': tools/list gives the tool names",
+				     name ? name : "");
+	r = check_arguments(t, arguments, &why);
+	if (r == 1) {
+		r = sbx_tool_fail(&out, "%s. See the inputSchema of %s in tools/list.", why,
+				  t->name);
+		free(why);
+	} else if (r == 0) {
+		r = t->run(ctx, arguments, &out);
+	}
+	if (r == 0 && !out.error && !out.result)
+		r = -ENOMEM;
+	if (r == 0)
+		r = build_result(ctx, &out, ret_result);
+	out_release(&out);
+	if (r < 0)
+		return sbx_error_set(err, r, "%s: out of memory", t->name);
+	return 0;
 }

@@ -18,9 +18,9 @@
 struct sbx_tool_ctx {
 	sbx_manager *manager;
 	const struct sbx_settings *settings;
-	const char *owner;	      /* the tenant the session acts for */
-	const char *public_url;	      /* base of artifact links, no trailing slash */
-	const char *protocol_version; /* negotiated: newer result fields are left out */
+	const char *owner;			 /* the tenant the session acts for */
+	const char *public_url;			 /* base of artifact links, no trailing slash */
+	const char *protocol_version;		 /* negotiated: newer result fields are left out */
 	const struct sbx_mcp_notifier *notifier; /* may be NULL */
 	struct json_object *progress_token;	 /* params._meta.progressToken, or NULL */
 };
@@ -36,8 +36,7 @@ struct json_object *sbx_tools_list(const char *version);
  * sandbox, engine down) is a success of this call with isError: true and a
  * message that says what to do. Fails with -ENOENT only when no tool has that
  * name (the MCP layer answers -32602), or with -ENOMEM. */
-int sbx_tools_call(const struct sbx_tool_ctx *ctx, const char *name,
-		   struct json_object *arguments, struct json_object **ret_result,
-		   struct sbx_error *err);
+int sbx_tools_call(const struct sbx_tool_ctx *ctx, const char *name, struct json_object *arguments,
+		   struct json_object **ret_result, struct sbx_error *err);
 
 #endif

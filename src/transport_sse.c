@@ -1,3 +1,336 @@
 /* SPDX-License-Identifier: MIT */
-/* placeholder */
-typedef int sbx_placeholder_transport_sse;
+/*
+ * The legacy HTTP+SSE transport (2024-11-05).
+ *
+ * GET /sse opens a session and its stream: first `event: endpoint` with the
+ * relative URL to POST to, then `event: message` per message, and a
+ * `: keepalive` comment when idle. The session ends with the stream.
+ * POST /messages?session_id=ID answers 202 at once and runs the body in a
+ * detached worker thread; the reply (and any notification) goes onto the
+ * session's queue, which the stream's connection thread drains. The queue is
+ * bounded: a client that does not read gets its stream ended.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "http-internal.h"
+#include "sbx/common.h"
+
+/* ---- the queue ---- */
+
+struct sbx_sse_msg *sbx_sse_msg_new(const char *event, const char *data)
+{
+	/* "event: " + EVENT + "\ndata: " + DATA + "\n\n" + NUL */
+	size_t len = 7 + strlen(event) + 7 + strlen(data) + 2 + 1;
+	struct sbx_sse_msg *m = malloc(sizeof(*m) + len);
+
+	if (!m)
+		return NULL;
+	m->next = NULL;
+	m->len = (size_t)snprintf(m->text, len, "event: %s\ndata: %s\n\n", event, data);
+	return m;
+}
+
+/* Queues one frame. false when the stream is closed (the frame is
+ * dropped). Ends the stream when the queue is full. */
+static bool enqueue(struct sbx_http_session *s, const char *event, const char *data)
+{
+	struct sbx_sse_msg *m = sbx_sse_msg_new(event, data);
+	bool ok = false;
+
+	if (!m)
+		return false;
+	pthread_mutex_lock(&s->lock);
+	if (!s->closed) {
+		if (s->queued_msgs + 1 > SBX_SSE_QUEUE_MAX_MSGS ||
+		    s->queued_bytes + m->len > SBX_SSE_QUEUE_MAX_BYTES) {
+			s->closed = true; /* the client does not read: end the stream */
+		} else {
+			if (s->tail)
+				s->tail->next = m;
+			else
+				s->head = m;
+			s->tail = m;
+			s->queued_msgs++;
+			s->queued_bytes += m->len;
+			m = NULL;
+			ok = true;
+		}
+		pthread_cond_broadcast(&s->cond);
+	}
+	pthread_mutex_unlock(&s->lock);
+	free(m);
+	return ok;
+}
+
+static void notify(void *ctx, const char *json)
+{
+	enqueue(ctx, "message", json);
+}
+
+/* ---- the stream ---- */
+
+struct sse_stream {
+	struct sbx_http *http;
+	struct sbx_http_session *session;
+	struct sbx_buf pending; /* the frame being sent */
+	size_t pos;
+};
+
+static ssize_t copy_pending(struct sse_stream *st, char *buf, size_t max)
+{
+	size_t n = st->pending.len - st->pos;
+
+	if (n > max)
+		n = max;
+	memcpy(buf, st->pending.data + st->pos, n);
+	st->pos += n;
+	return (ssize_t)n;
+}
+
+static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	struct sse_stream *st = cls;
+	struct sbx_http_session *s = st->session;
+	struct sbx_sse_msg *m = NULL;
+	struct timespec deadline;
+	bool end = false;
+
+	(void)pos;
+	if (st->pos < st->pending.len)
+		return copy_pending(st, buf, max);
+	sbx_buf_reset(&st->pending);
+	st->pos = 0;
+
+	clock_gettime(CLOCK_MONOTONIC, &deadline);
+	deadline.tv_sec += SBX_SSE_KEEPALIVE_MS / 1000;
+	pthread_mutex_lock(&s->lock);
+	for (;;) {
+		if (s->closed || atomic_load(&st->http->stopping)) {
+			end = true;
+			break;
+		}
+		if (s->head) {
+			m = s->head;
+			s->head = m->next;
+			if (!s->head)
+				s->tail = NULL;
+			s->queued_msgs--;
+			s->queued_bytes -= m->len;
+			break;
+		}
+		if (pthread_cond_timedwait(&s->cond, &s->lock, &deadline) == ETIMEDOUT)
+			break;
+	}
+	pthread_mutex_unlock(&s->lock);
+	if (end)
+		return MHD_CONTENT_READER_END_OF_STREAM;
+	if (m) {
+		int r = sbx_buf_append(&st->pending, m->text, m->len);
+		free(m);
+		if (r < 0)
+			return MHD_CONTENT_READER_END_WITH_ERROR;
+	} else if (sbx_buf_append(&st->pending, ": keepalive\n\n", strlen(": keepalive\n\n")) < 0) {
+		return MHD_CONTENT_READER_END_WITH_ERROR;
+	}
+	return copy_pending(st, buf, max);
+}
+
+static void sse_free(void *cls)
+{
+	struct sse_stream *st = cls;
+	struct sbx_http_session *s = st->session;
+
+	sbx_session_table_remove(st->http->sessions, s);
+	pthread_mutex_lock(&s->lock);
+	s->closed = true;
+	pthread_cond_broadcast(&s->cond);
+	pthread_mutex_unlock(&s->lock);
+	sbx_http_session_unref(s);
+	sbx_buf_release(&st->pending);
+	free(st);
+}
+
+/* ---- routes ---- */
+
+static const char *session_arg(struct sbx_http_request *rq)
+{
+	return MHD_lookup_connection_value(rq->conn, MHD_GET_ARGUMENT_KIND, "session_id");
+}
+
+bool sbx_sse_check(struct sbx_http_request *rq, enum MHD_Result *ret)
+{
+	struct sbx_http_session *s;
+	const char *id;
+
+	if (rq->route == SBX_ROUTE_SSE) {
+		if (strcmp(rq->method, "GET") != 0) {
+			*ret = sbx_http_respond_405(rq, "GET");
+			return true;
+		}
+		return false;
+	}
+	if (strcmp(rq->method, "POST") != 0) {
+		*ret = sbx_http_respond_405(rq, "POST");
+		return true;
+	}
+	id = session_arg(rq);
+	if (!id || !*id) {
+		*ret = sbx_http_respond_rpc_error(rq, MHD_HTTP_BAD_REQUEST, -32000,
+						  "Bad Request: session_id is required");
+		return true;
+	}
+	s = sbx_session_table_find(rq->http->sessions, id, SBX_MCP_TRANSPORT_SSE);
+	if (!s) {
+		*ret = sbx_http_respond_rpc_error(rq, MHD_HTTP_NOT_FOUND, SBX_MCP_SESSION_NOT_FOUND,
+						  "Session not found: open a new stream on /sse");
+		return true;
+	}
+	sbx_http_session_unref(s);
+	if (!sbx_http_media_is(sbx_http_header(rq, MHD_HTTP_HEADER_CONTENT_TYPE),
+			       "application/json")) {
+		*ret = sbx_http_respond_rpc_error(rq, MHD_HTTP_UNSUPPORTED_MEDIA_TYPE, -32000,
+						  "Unsupported Media Type: Content-Type must be "
+						  "application/json");
+		return true;
+	}
+	return false;
+}
+
+enum MHD_Result sbx_sse_open(struct sbx_http_request *rq)
+{
+	struct sbx_http *h = rq->http;
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sse_stream *st = calloc(1, sizeof(*st));
+	struct MHD_Response *resp;
+	int r;
+
+	if (!st)
+		return MHD_NO;
+	st->http = h;
+	r = sbx_session_table_add(h->sessions, h->mcp, SBX_MCP_TRANSPORT_SSE, &st->session, &err);
+	if (r < 0) {
+		free(st);
+		return sbx_http_respond_error(rq, MHD_HTTP_SERVICE_UNAVAILABLE, err.msg);
+	}
+	if (sbx_buf_appendf(&st->pending, "event: endpoint\ndata: /messages?session_id=%s\n\n",
+			    st->session->id) < 0) {
+		sse_free(st);
+		return MHD_NO;
+	}
+	resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, sse_read, st, sse_free);
+	if (!resp) {
+		sse_free(st);
+		return MHD_NO;
+	}
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+	MHD_add_response_header(resp, "Cache-Control", "no-cache");
+	MHD_add_response_header(resp, "X-Accel-Buffering", "no");
+	/* The stream lives as long as the client keeps it: keepalives, no idle cut. */
+	sbx_http_set_timeout(rq, 0);
+	return sbx_http_queue(rq, MHD_HTTP_OK, resp);
+}
+
+struct sse_job {
+	struct sbx_http *http;
+	struct sbx_http_session *session;
+	sbx_mcp_input *input;
+};
+
+static void *sse_worker(void *arg)
+{
+	struct sse_job *job = arg;
+	struct sbx_http *h = job->http;
+	struct sbx_http_session *s = job->session;
+	struct sbx_error err = SBX_ERROR_INIT;
+	const struct sbx_mcp_notifier n = {.send = notify, .ctx = s};
+	char *reply = NULL;
+
+	if (sbx_mcp_session_run(s->mcp, job->input, &n, &reply, &err) == 0 && reply)
+		enqueue(s, "message", reply);
+	free(reply);
+	free(job);
+	pthread_mutex_lock(&s->lock);
+	s->workers--;
+	pthread_mutex_unlock(&s->lock);
+	sbx_http_session_unref(s);
+	sbx_http_worker_end(h);
+	return NULL;
+}
+
+/* Starts a worker for IN on S (taking IN on success); -EBUSY over the
+ * limits. */
+static int start_worker(struct sbx_http *h, struct sbx_http_session *s, sbx_mcp_input *in)
+{
+	struct sse_job *job;
+	int r;
+
+	pthread_mutex_lock(&s->lock);
+	r = s->workers >= SBX_SSE_WORKERS_PER_SESSION || s->closed ? -EBUSY : 0;
+	if (r == 0)
+		s->workers++;
+	pthread_mutex_unlock(&s->lock);
+	if (r == 0 && (r = sbx_http_worker_begin(h)) < 0) {
+		pthread_mutex_lock(&s->lock);
+		s->workers--;
+		pthread_mutex_unlock(&s->lock);
+	}
+	if (r < 0)
+		return r;
+	job = malloc(sizeof(*job));
+	if (job) {
+		job->http = h;
+		job->session = sbx_http_session_ref(s);
+		job->input = in;
+		r = sbx_http_spawn(sse_worker, job);
+		if (r < 0) {
+			sbx_http_session_unref(s);
+			free(job);
+		}
+	} else {
+		r = -ENOMEM;
+	}
+	if (r < 0) {
+		pthread_mutex_lock(&s->lock);
+		s->workers--;
+		pthread_mutex_unlock(&s->lock);
+		sbx_http_worker_end(h);
+	}
+	return r;
+}
+
+enum MHD_Result sbx_sse_post(struct sbx_http_request *rq)
+{
+	struct sbx_http *h = rq->http;
+	struct sbx_http_session *s;
+	sbx_mcp_input *in = NULL;
+	_cleanup_free_ char *errjson = NULL;
+	int r;
+
+	r = sbx_mcp_input_parse(rq->body.data, rq->body.len, &in, &errjson);
+	if (r == -ENOMEM)
+		return MHD_NO;
+	if (r < 0)
+		return sbx_http_respond(rq, MHD_HTTP_BAD_REQUEST, "application/json", errjson,
+					strlen(errjson), NULL);
+	s = sbx_session_table_find(h->sessions, session_arg(rq), SBX_MCP_TRANSPORT_SSE);
+	if (!s) {
+		sbx_mcp_input_free(in);
+		return sbx_http_respond_rpc_error(rq, MHD_HTTP_NOT_FOUND, SBX_MCP_SESSION_NOT_FOUND,
+						  "Session not found: open a new stream on /sse");
+	}
+	r = start_worker(h, s, in);
+	sbx_http_session_unref(s);
+	if (r < 0) {
+		sbx_mcp_input_free(in);
+		if (r == -ENOMEM)
+			return MHD_NO;
+		return sbx_http_respond_rpc_error(rq, MHD_HTTP_TOO_MANY_REQUESTS, -32000,
+						  "Too many requests in flight on this session");
+	}
+	return sbx_http_respond(rq, MHD_HTTP_ACCEPTED, "text/plain; charset=utf-8", "Accepted",
+				strlen("Accepted"), NULL);
+}

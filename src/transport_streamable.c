@@ -1,3 +1,425 @@
 /* SPDX-License-Identifier: MIT */
-/* placeholder */
-typedef int sbx_placeholder_transport_streamable;
+/*
+ * Streamable HTTP (2025-03-26 and later) on /mcp, in the order of
+ * docs/mcp.md: 405 for other methods, 403 Host/Origin (src/http.c), then for
+ * POST 406 Accept, 415 Content-Type, 413 body, 400 bad JSON, the session
+ * (400 missing, 404 unknown), 400 an unsupported MCP-Protocol-Version; 202
+ * for a body without requests, else 200 application/json with the reply.
+ *
+ * A body with requests runs in a background worker while the connection's
+ * thread waits (concurrent POSTs on one session run side by side). If the
+ * request finishes without sending a notification, the reply is one
+ * application/json response. If it sends one first (progress, log), the
+ * reply becomes text/event-stream: the notifications as they come, then the
+ * response, then the stream closes. Without a free worker the body runs in
+ * the connection's thread and gets the JSON form.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "http-internal.h"
+#include "sbx/common.h"
+
+#define SESSION_HEADER "Mcp-Session-Id"
+#define VERSION_HEADER "MCP-Protocol-Version"
+/* Notifications queued for one request's stream; past this they are dropped. */
+#define CALL_QUEUE_MAX_MSGS 256
+#define CALL_QUEUE_MAX_BYTES (16u * 1024 * 1024)
+
+/* One request running in a worker; shared by the worker and the
+ * connection (and its stream), reference-counted. */
+struct call {
+	atomic_int refs;
+	struct sbx_http *http;
+	struct sbx_http_session *session;
+	sbx_mcp_input *input;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct sbx_sse_msg *head, *tail; /* notifications not yet sent */
+	size_t queued_msgs, queued_bytes;
+	char *reply;		/* the response text once done (NULL: none) */
+	bool done;		/* the worker finished */
+	bool gone;		/* the connection went away: queue nothing */
+	bool replied;		/* the stream sent the response */
+	struct sbx_buf pending; /* the frame being sent on the stream */
+	size_t pos;
+};
+
+static struct call *call_unref(struct call *c)
+{
+	if (!c || atomic_fetch_sub(&c->refs, 1) != 1)
+		return NULL;
+	while (c->head) {
+		struct sbx_sse_msg *m = c->head;
+		c->head = m->next;
+		free(m);
+	}
+	sbx_mcp_input_free(c->input);
+	sbx_http_session_unref(c->session);
+	free(c->reply);
+	sbx_buf_release(&c->pending);
+	pthread_cond_destroy(&c->cond);
+	pthread_mutex_destroy(&c->lock);
+	free(c);
+	return NULL;
+}
+
+static void call_notify(void *ctx, const char *json)
+{
+	struct call *c = ctx;
+	struct sbx_sse_msg *m = sbx_sse_msg_new("message", json);
+
+	if (!m)
+		return;
+	pthread_mutex_lock(&c->lock);
+	if (!c->gone && c->queued_msgs < CALL_QUEUE_MAX_MSGS &&
+	    c->queued_bytes + m->len <= CALL_QUEUE_MAX_BYTES) {
+		if (c->tail)
+			c->tail->next = m;
+		else
+			c->head = m;
+		c->tail = m;
+		c->queued_msgs++;
+		c->queued_bytes += m->len;
+		m = NULL;
+		pthread_cond_broadcast(&c->cond);
+	}
+	pthread_mutex_unlock(&c->lock);
+	free(m);
+}
+
+static void *call_worker(void *arg)
+{
+	struct call *c = arg;
+	struct sbx_http *h = c->http;
+	struct sbx_error err = SBX_ERROR_INIT;
+	const struct sbx_mcp_notifier n = {.send = call_notify, .ctx = c};
+	sbx_mcp_input *in = SBX_TAKE(c->input);
+	char *reply = NULL;
+
+	sbx_mcp_session_run(c->session->mcp, in, &n, &reply, &err);
+	pthread_mutex_lock(&c->lock);
+	c->reply = reply;
+	c->done = true;
+	pthread_cond_broadcast(&c->cond);
+	pthread_mutex_unlock(&c->lock);
+	call_unref(c);
+	sbx_http_worker_end(h);
+	return NULL;
+}
+
+/* Runs IN on S in a worker; NULL when none is free (IN is then still the
+ * caller's). */
+static struct call *call_start(struct sbx_http *h, struct sbx_http_session *s, sbx_mcp_input *in)
+{
+	struct call *c;
+
+	if (sbx_http_worker_begin(h) < 0)
+		return NULL;
+	c = calloc(1, sizeof(*c));
+	if (!c) {
+		sbx_http_worker_end(h);
+		return NULL;
+	}
+	atomic_init(&c->refs, 2); /* the worker's and the caller's */
+	c->http = h;
+	c->session = sbx_http_session_ref(s);
+	c->input = in;
+	pthread_mutex_init(&c->lock, NULL);
+	{
+		pthread_condattr_t ca;
+		pthread_condattr_init(&ca);
+		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+		pthread_cond_init(&c->cond, &ca);
+		pthread_condattr_destroy(&ca);
+	}
+	if (sbx_http_spawn(call_worker, c) < 0) {
+		c->input = NULL; /* still the caller's */
+		atomic_store(&c->refs, 1);
+		call_unref(c);
+		sbx_http_worker_end(h);
+		return NULL;
+	}
+	return c;
+}
+
+static ssize_t call_copy(struct call *c, char *buf, size_t max)
+{
+	size_t n = c->pending.len - c->pos;
+
+	if (n > max)
+		n = max;
+	memcpy(buf, c->pending.data + c->pos, n);
+	c->pos += n;
+	return (ssize_t)n;
+}
+
+/* The event stream of one request: notifications, then the response. */
+static ssize_t call_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	struct call *c = cls;
+	struct sbx_sse_msg *m = NULL;
+	struct timespec deadline;
+	bool end = false;
+	int r = 0;
+
+	(void)pos;
+	if (c->pos < c->pending.len)
+		return call_copy(c, buf, max);
+	sbx_buf_reset(&c->pending);
+	c->pos = 0;
+	if (c->replied)
+		return MHD_CONTENT_READER_END_OF_STREAM;
+	clock_gettime(CLOCK_MONOTONIC, &deadline);
+	deadline.tv_sec += SBX_SSE_KEEPALIVE_MS / 1000;
+	pthread_mutex_lock(&c->lock);
+	for (;;) {
+		if (c->head) {
+			m = c->head;
+			c->head = m->next;
+			if (!c->head)
+				c->tail = NULL;
+			c->queued_msgs--;
+			c->queued_bytes -= m->len;
+			break;
+		}
+		if (c->done) {
+			end = true;
+			break;
+		}
+		if (atomic_load(&c->http->stopping) ||
+		    pthread_cond_timedwait(&c->cond, &c->lock, &deadline) == ETIMEDOUT)
+			break;
+	}
+	pthread_mutex_unlock(&c->lock);
+	if (m) {
+		r = sbx_buf_append(&c->pending, m->text, m->len);
+		free(m);
+	} else if (end) {
+		struct sbx_sse_msg *last = c->reply ? sbx_sse_msg_new("message", c->reply) : NULL;
+		c->replied = true;
+		if (!last)
+			return MHD_CONTENT_READER_END_OF_STREAM;
+		r = sbx_buf_append(&c->pending, last->text, last->len);
+		free(last);
+	} else if (atomic_load(&c->http->stopping)) {
+		return MHD_CONTENT_READER_END_WITH_ERROR;
+	} else {
+		r = sbx_buf_append(&c->pending, ": keepalive\n\n", strlen(": keepalive\n\n"));
+	}
+	if (r < 0)
+		return MHD_CONTENT_READER_END_WITH_ERROR;
+	return call_copy(c, buf, max);
+}
+
+static void call_free(void *cls)
+{
+	struct call *c = cls;
+
+	pthread_mutex_lock(&c->lock);
+	c->gone = true;
+	pthread_mutex_unlock(&c->lock);
+	call_unref(c);
+}
+
+/* Accept lists both application/json and text/event-stream (wildcards
+ * count). */
+static bool accept_ok(const char *accept)
+{
+	bool json = false, sse = false;
+
+	for (const char *p = accept; p && *p;) {
+		const char *e = p + strcspn(p, ",");
+		const char *semi = memchr(p, ';', (size_t)(e - p));
+		const char *end = semi ? semi : e;
+		while (p < end && (*p == ' ' || *p == '\t'))
+			p++;
+		while (end > p && (end[-1] == ' ' || end[-1] == '\t'))
+			end--;
+		size_t n = (size_t)(end - p);
+#define IS(s) (n == strlen(s) && strncasecmp(p, s, n) == 0)
+		if (IS("*/*"))
+			json = sse = true;
+		else if (IS("application/json") || IS("application/*"))
+			json = true;
+		else if (IS("text/event-stream") || IS("text/*"))
+			sse = true;
+#undef IS
+		p = *e ? e + 1 : e;
+	}
+	return json && sse;
+}
+
+bool sbx_streamable_check(struct sbx_http_request *rq, enum MHD_Result *ret)
+{
+	if (strcmp(rq->method, "GET") == 0 || strcmp(rq->method, "OPTIONS") == 0) {
+		/* No server->client stream on GET (yet): the client goes on without. */
+		*ret = sbx_http_respond_405(rq, "GET, POST, DELETE");
+		return true;
+	}
+	if (strcmp(rq->method, "POST") != 0)
+		return false;
+	if (!accept_ok(sbx_http_header(rq, "Accept"))) {
+		*ret = sbx_http_respond_rpc_error(
+		    rq, MHD_HTTP_NOT_ACCEPTABLE, -32000,
+		    "Not Acceptable: Accept must list application/json and text/event-stream");
+		return true;
+	}
+	if (!sbx_http_media_is(sbx_http_header(rq, MHD_HTTP_HEADER_CONTENT_TYPE),
+			       "application/json")) {
+		*ret = sbx_http_respond_rpc_error(rq, MHD_HTTP_UNSUPPORTED_MEDIA_TYPE, -32000,
+						  "Unsupported Media Type: Content-Type must be "
+						  "application/json");
+		return true;
+	}
+	return false;
+}
+
+/* The session the request names: 400 when none, 404 when unknown. */
+static struct sbx_http_session *lookup(struct sbx_http_request *rq, enum MHD_Result *ret)
+{
+	const char *id = sbx_http_header(rq, SESSION_HEADER);
+	struct sbx_http_session *s;
+
+	if (!id || !*id) {
+		*ret = sbx_http_respond_rpc_error(rq, MHD_HTTP_BAD_REQUEST, -32000,
+						  "Bad Request: Mcp-Session-Id header is required");
+		return NULL;
+	}
+	s = sbx_session_table_find(rq->http->sessions, id, SBX_MCP_TRANSPORT_STREAMABLE);
+	if (!s)
+		*ret = sbx_http_respond_rpc_error(rq, MHD_HTTP_NOT_FOUND, SBX_MCP_SESSION_NOT_FOUND,
+						  "Session not found: initialize a new session");
+	return s;
+}
+
+static enum MHD_Result handle_delete(struct sbx_http_request *rq)
+{
+	struct sbx_http_session *s;
+	enum MHD_Result r;
+
+	s = lookup(rq, &r);
+	if (!s)
+		return r;
+	sbx_session_table_remove(rq->http->sessions, s);
+	sbx_http_session_unref(s);
+	return sbx_http_respond(rq, MHD_HTTP_OK, NULL, NULL, 0, NULL);
+}
+
+/* Answers with the request's event stream (C's reference moves to it). */
+static enum MHD_Result respond_stream(struct sbx_http_request *rq, struct sbx_http_session *s,
+				      struct call *c, bool created)
+{
+	struct MHD_Response *resp =
+	    MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, call_read, c, call_free);
+
+	if (!resp) {
+		call_free(c);
+		return MHD_NO;
+	}
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+	MHD_add_response_header(resp, "Cache-Control", "no-cache");
+	if (created)
+		MHD_add_response_header(resp, SESSION_HEADER, s->id);
+	return sbx_http_queue(rq, MHD_HTTP_OK, resp);
+}
+
+static enum MHD_Result handle_post(struct sbx_http_request *rq)
+{
+	struct sbx_http *h = rq->http;
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_http_session *s = NULL;
+	sbx_mcp_input *in = NULL;
+	_cleanup_free_ char *errjson = NULL, *reply = NULL;
+	const char *pv = sbx_http_header(rq, VERSION_HEADER);
+	bool created = false, requests;
+	struct call *c = NULL;
+	enum MHD_Result ret;
+	int r;
+
+	r = sbx_mcp_input_parse(rq->body.data, rq->body.len, &in, &errjson);
+	if (r == -ENOMEM)
+		return MHD_NO;
+	if (r < 0)
+		return sbx_http_respond(rq, MHD_HTTP_BAD_REQUEST, "application/json", errjson,
+					strlen(errjson), NULL);
+	if (sbx_mcp_input_is_initialize(in) && !sbx_http_header(rq, SESSION_HEADER)) {
+		r = sbx_session_table_add(h->sessions, h->mcp, SBX_MCP_TRANSPORT_STREAMABLE, &s,
+					  &err);
+		if (r < 0) {
+			sbx_mcp_input_free(in);
+			return sbx_http_respond_rpc_error(rq, MHD_HTTP_SERVICE_UNAVAILABLE,
+							  SBX_JSONRPC_INTERNAL_ERROR, err.msg);
+		}
+		created = true;
+	} else {
+		s = lookup(rq, &ret);
+		if (!s) {
+			sbx_mcp_input_free(in);
+			return ret;
+		}
+		if (pv && !sbx_mcp_version_supported(pv)) {
+			sbx_mcp_input_free(in);
+			sbx_http_session_unref(s);
+			return sbx_http_respond_rpc_error(
+			    rq, MHD_HTTP_BAD_REQUEST, -32000,
+			    "Bad Request: unsupported MCP-Protocol-Version");
+		}
+	}
+
+	requests = sbx_mcp_input_has_requests(in);
+	/* A tools/call may take minutes: no idle timeout while it runs. */
+	sbx_http_set_timeout(rq, 0);
+	if (requests && (c = call_start(h, s, in)) != NULL) {
+		bool stream;
+		pthread_mutex_lock(&c->lock);
+		while (!c->done && !c->head)
+			pthread_cond_wait(&c->cond, &c->lock);
+		stream = c->head != NULL;
+		reply = stream ? NULL : SBX_TAKE(c->reply);
+		pthread_mutex_unlock(&c->lock);
+		if (stream) {
+			ret = respond_stream(rq, s, c, created);
+			sbx_http_session_unref(s);
+			return ret;
+		}
+		call_unref(c);
+		r = 0;
+	} else {
+		r = sbx_mcp_session_run(s->mcp, in, NULL, &reply, &err);
+	}
+	sbx_http_set_timeout(rq, SBX_HTTP_IDLE_TIMEOUT_S);
+	if (r < 0) {
+		if (created)
+			sbx_session_table_remove(h->sessions, s);
+		sbx_http_session_unref(s);
+		return MHD_NO;
+	}
+	if (created && !sbx_mcp_session_version(s->mcp)) {
+		/* initialize failed: no session to hand out. */
+		sbx_session_table_remove(h->sessions, s);
+		created = false;
+	}
+	if (!requests || !reply) {
+		ret = sbx_http_respond(rq, MHD_HTTP_ACCEPTED, NULL, NULL, 0, NULL);
+	} else {
+		const char *const hdrs[] = {SESSION_HEADER, s->id, NULL};
+		ret = sbx_http_respond(rq, MHD_HTTP_OK, "application/json", reply, strlen(reply),
+				       created ? hdrs : NULL);
+	}
+	sbx_http_session_unref(s);
+	return ret;
+}
+
+enum MHD_Result sbx_streamable_handle(struct sbx_http_request *rq)
+{
+	if (strcmp(rq->method, "DELETE") == 0)
+		return handle_delete(rq);
+	if (strcmp(rq->method, "POST") == 0)
+		return handle_post(rq);
+	/* GET/OPTIONS were answered in the header phase. */
+	return sbx_http_respond_405(rq, "GET, POST, DELETE");
+}

@@ -1,6 +1,1088 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The sandbox manager against a real engine: tests/test-sandbox TYPE URL [IMAGE].
+ * Every manager here uses an instance name unique to this run, and the suite
+ * ends by checking that no container of those instances is left.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
-int main(void)
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sbx/common.h"
+#include "sbx/engine.h"
+#include "sbx/sandbox.h"
+#include "sbx/settings.h"
+#include "sbx/utf8.h"
+#include "tap.h"
+
+static sbx_engine *engine;
+static const char *engine_type;
+static const char *image;
+static char instance[64];
+
+static void settings_for(struct sbx_settings *s, const char *inst, const char *const *extra)
 {
-	puts("1..0 # SKIP not written yet");
-	return 0;
+	char line[512];
+	struct sbx_error err = SBX_ERROR_INIT;
+
+	if (sbx_settings_init(s) < 0)
+		tap_bail("settings init");
+	snprintf(line, sizeof(line), "server.instance=%s", inst);
+	if (sbx_settings_set(s, line, &err) < 0)
+		tap_bail(err.msg);
+	snprintf(line, sizeof(line), "sandbox.image=%s", image);
+	if (sbx_settings_set(s, line, &err) < 0)
+		tap_bail(err.msg);
+	if (sbx_settings_set(s, "sandbox.output_cap=64k", &err) < 0)
+		tap_bail(err.msg);
+	if (sbx_settings_set(s, "sandbox.memory=256m", &err) < 0)
+		tap_bail(err.msg);
+	for (; extra && *extra; extra++)
+		if (sbx_settings_set(s, *extra, &err) < 0) {
+			tap_diag("%s: %s", *extra, err.msg);
+			tap_bail("bad test setting");
+		}
+}
+
+static size_t count_instance(const char *inst)
+{
+	struct sbx_kv want[] = {{SBX_LABEL_MANAGED, "1"}, {SBX_LABEL_INSTANCE, inst}};
+	struct sbx_container_summary *list = NULL;
+	size_t n = 0;
+	if (sbx_container_list(engine, want, 2, &list, &n, NULL) < 0)
+		return (size_t)-1;
+	sbx_container_list_free(list, n);
+	return n;
+}
+
+/* The container id of a sandbox, found through its labels. */
+static char *container_of(const char *inst, const char *id)
+{
+	struct sbx_kv want[] = {{SBX_LABEL_INSTANCE, inst}, {SBX_LABEL_ID, id}};
+	struct sbx_container_summary *list = NULL;
+	size_t n = 0;
+	char *cid = NULL;
+	if (sbx_container_list(engine, want, 2, &list, &n, NULL) == 0 && n == 1)
+		cid = strdup(list[0].id);
+	sbx_container_list_free(list, n);
+	return cid;
+}
+
+static int shell(sbx_manager *m, sbx_sandbox *sb, const char *cmd, struct sbx_run_result *res)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	int r;
+	memset(res, 0, sizeof(*res));
+	r = sbx_sandbox_run_shell(m, sb, cmd, 0, res, &err);
+	if (r < 0)
+		tap_diag("run_shell %s: %s", cmd, err.msg);
+	return r;
+}
+
+static int python(sbx_manager *m, sbx_sandbox *sb, const char *code, struct sbx_run_result *res)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	int r;
+	memset(res, 0, sizeof(*res));
+	r = sbx_sandbox_run_python(m, sb, code, 0, res, &err);
+	if (r < 0)
+		tap_diag("run_python: %s", err.msg);
+	return r;
+}
+
+static bool has_file(const struct sbx_run_result *r, const char *path, int64_t size)
+{
+	for (size_t i = 0; i < r->n_files; i++)
+		if (strcmp(r->files[i].path, path) == 0 && (size < 0 || r->files[i].size == size))
+			return true;
+	return false;
+}
+
+static void diag_files(const struct sbx_run_result *r)
+{
+	for (size_t i = 0; i < r->n_files; i++)
+		tap_diag("  file %s (%lld)", r->files[i].path, (long long)r->files[i].size);
+}
+
+static void test_utf8(void)
+{
+	struct sbx_buf b = SBX_BUF_INIT;
+	sbx_buf_append(&b, "ok \xff\xfe a\xc3\xa9 \xe2\x82 \xed\xa0\x80 \xf0\x9f\x98\x80 \xc3", 24);
+	tap_ok(!sbx_utf8_valid(b.data, b.len), "invalid UTF-8 is detected");
+	tap_ok(sbx_utf8_sanitize(&b) > 0, "sanitize replaces something");
+	tap_is_str(b.data,
+		   "ok \xef\xbf\xbd\xef\xbf\xbd a\xc3\xa9 \xef\xbf\xbd \xef\xbf\xbd\xef\xbf\xbd"
+		   "\xef\xbf\xbd \xf0\x9f\x98\x80 \xef\xbf\xbd",
+		   "maximal subparts become U+FFFD, valid characters stay");
+	tap_ok(sbx_utf8_valid(b.data, b.len), "the result is valid");
+	tap_is_int(sbx_utf8_sanitize(&b), 0, "valid input is left alone");
+	sbx_buf_release(&b);
+}
+
+static void test_create_get_list(sbx_manager *m, sbx_sandbox **ret_a, sbx_sandbox **ret_named)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	sbx_sandbox *a = NULL, *named = NULL, *x = NULL, *bobs = NULL;
+	struct sbx_sandbox_info *list = NULL, info = {0};
+	size_t n = 0;
+	int r;
+
+	r = sbx_sandbox_create(m, "alice", NULL, &a, &err);
+	if (!tap_ok(r == 0 && a, "create a sandbox without a name (%s)", err.msg))
+		tap_bail("cannot create a sandbox");
+	tap_ok(strlen(sbx_sandbox_id(a)) == 12, "its id is 12 characters: %s", sbx_sandbox_id(a));
+	tap_is_str(sbx_sandbox_name(a), sbx_sandbox_id(a), "without a name, the name is the id");
+	r = sbx_sandbox_create(m, "alice", "work", &named, &err);
+	if (!tap_ok(r == 0 && named, "create a sandbox named work (%s)", err.msg))
+		tap_bail("cannot create a sandbox");
+	tap_is_str(sbx_sandbox_name(named), "work", "it has the name");
+	sbx_error_clear(&err);
+	r = sbx_sandbox_create(m, "alice", "work", &x, &err);
+	tap_is_int(r, -EEXIST, "a second sandbox named work: EEXIST (%s)", err.msg);
+	sbx_error_clear(&err);
+	r = sbx_sandbox_create(m, "alice", "bad name", &x, &err);
+	tap_is_int(r, -EINVAL, "a name with a space: EINVAL (%s)", err.msg);
+	r = sbx_sandbox_create(m, "alice", "../x", &x, &err);
+	tap_is_int(r, -EINVAL, "a name with a slash: EINVAL");
+	r = sbx_sandbox_create(m, "alice", "", &x, &err);
+	tap_is_int(r, -EINVAL, "an empty name: EINVAL");
+	r = sbx_sandbox_create(m, "alice",
+			       "a123456789b123456789c123456789d123456789e123456789f123456789g1234",
+			       &x, &err);
+	tap_is_int(r, -EINVAL, "a 65-character name: EINVAL");
+	tap_ok(x == NULL, "failed creates return nothing");
+
+	r = sbx_sandbox_get(m, "alice", sbx_sandbox_id(named), &x, &err);
+	tap_ok(r == 0 && x == named, "get by id finds it");
+	x = sbx_sandbox_unref(x);
+	r = sbx_sandbox_get(m, "alice", "work", &x, &err);
+	tap_ok(r == 0 && x == named, "get by name finds it");
+	x = sbx_sandbox_unref(x);
+	sbx_error_clear(&err);
+	r = sbx_sandbox_get(m, "bob", "work", &x, &err);
+	tap_is_int(r, -ENOENT, "another owner does not see it by name (%s)", err.msg);
+	r = sbx_sandbox_get(m, "bob", sbx_sandbox_id(a), &x, &err);
+	tap_is_int(r, -ENOENT, "another owner does not see it by id");
+	r = sbx_sandbox_get(m, "alice", "nope", &x, &err);
+	tap_is_int(r, -ENOENT, "an unknown name: ENOENT");
+	r = sbx_sandbox_delete(m, "bob", "work", &err);
+	tap_is_int(r, -ENOENT, "another owner cannot delete it");
+
+	r = sbx_sandbox_create(m, "bob", "work", &bobs, &err);
+	tap_ok(r == 0, "another owner may use the same name (%s)", err.msg);
+
+	r = sbx_manager_list(m, "alice", &list, &n, &err);
+	tap_ok(r == 0, "list (%s)", err.msg);
+	tap_is_int(n, 2, "alice has two sandboxes");
+	if (n == 2) {
+		tap_is_str(list[0].id, sbx_sandbox_id(a), "oldest first");
+		tap_is_str(list[1].name, "work", "the named one second");
+		tap_is_str(list[0].owner, "alice", "owner listed");
+		tap_is_str(list[0].status, "running", "status running");
+		tap_is_str(list[0].image, image, "image listed");
+		tap_ok(list[0].created > 0 && list[0].last_used >= list[0].created,
+		       "created and last_used set");
+		tap_ok(list[0].packages && !list[0].packages[0], "no packages yet");
+	}
+	sbx_sandbox_info_list_free(list, n);
+	r = sbx_manager_list(m, "carol", &list, &n, &err);
+	tap_ok(r == 0 && n == 0, "carol has none");
+	sbx_sandbox_info_list_free(list, n);
+
+	r = sbx_sandbox_describe(m, named, &info, &err);
+	tap_ok(r == 0, "describe (%s)", err.msg);
+	tap_is_str(info.name, "work", "describe gives the name");
+	tap_is_str(info.status, "running", "describe gives the status");
+	sbx_sandbox_info_release(&info);
+
+	if (bobs) {
+		tap_ok(sbx_sandbox_delete(m, "bob", "work", &err) == 0, "bob deletes his (%s)",
+		       err.msg);
+		r = sbx_sandbox_describe(m, bobs, &info, &err);
+		tap_ok(r == 0 && info.status && strcmp(info.status, "missing") == 0,
+		       "a held reference to a deleted sandbox describes as missing");
+		sbx_sandbox_info_release(&info);
+		r = sbx_sandbox_get(m, "bob", "work", &x, &err);
+		tap_is_int(r, -ENOENT, "a deleted sandbox is gone");
+		r = sbx_sandbox_delete(m, "bob", "work", &err);
+		tap_is_int(r, -ENOENT, "deleting it again: ENOENT");
+		sbx_sandbox_unref(bobs);
+	}
+	*ret_a = a;
+	*ret_named = named;
+}
+
+static void test_shell(sbx_manager *m, sbx_sandbox *sb)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_run_result res;
+	int r;
+
+	if (shell(m, sb, "echo out; echo err >&2; exit 3", &res) == 0) {
+		tap_is_str(res.out.data, "out\n", "shell stdout");
+		tap_is_str(res.err.data, "err\n", "shell stderr");
+		tap_is_int(res.exit_code, 3, "shell exit code");
+		tap_ok(!res.timed_out && !res.truncated, "not timed out nor truncated");
+	} else
+		tap_ok(0, "run_shell");
+	sbx_run_result_release(&res);
+
+	if (shell(m, sb, "id -u; pwd", &res) == 0)
+		tap_is_str(res.out.data, "1000\n/app/results\n", "runs as 1000 in /app/results");
+	sbx_run_result_release(&res);
+
+	if (shell(m, sb, "printf 'a\\377b\\n'", &res) == 0)
+		tap_is_str(res.out.data,
+			   "a\xef\xbf\xbd"
+			   "b\n",
+			   "invalid UTF-8 becomes U+FFFD");
+	sbx_run_result_release(&res);
+
+	if (shell(m, sb, "head -c 1000000 /dev/zero | tr '\\0' x", &res) == 0) {
+		tap_ok(res.truncated, "big output is truncated");
+		tap_ok(res.out.len <= 64 * 1024 && res.out.len > 1000, "kept at most the cap (%zu)",
+		       res.out.len);
+	}
+	sbx_run_result_release(&res);
+
+	memset(&res, 0, sizeof(res));
+	{
+		struct timespec t0, t1;
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		r = sbx_sandbox_run_shell(m, sb, "sleep 60", 1000, &res, &err);
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		tap_ok(r == 0, "a command past its limit returns a result (%s)", err.msg);
+		tap_ok(res.timed_out, "it says it timed out");
+		tap_is_int(res.exit_code, -1, "exit code -1");
+		tap_ok(t1.tv_sec - t0.tv_sec < 30, "well before the command would end");
+	}
+	sbx_run_result_release(&res);
+	r = sbx_sandbox_run_shell(m, sb, NULL, 0, &res, &err);
+	tap_is_int(r, -EINVAL, "no command: EINVAL");
+}
+
+static void test_python(sbx_manager *m, sbx_sandbox *sb)
+{
+	struct sbx_run_result res;
+
+	if (python(m, sb, "print('hi')\nimport os\nprint(os.getcwd())", &res) == 0) {
+		tap_is_str(res.out.data, "hi\n/app/results\n", "python prints, in /app/results");
+		tap_is_int(res.exit_code, 0, "python exits 0");
+		tap_is_str(res.err.data, "", "no stderr, the report is stripped");
+		tap_is_int(res.n_files, 0, "no files changed");
+	}
+	sbx_run_result_release(&res);
+
+	if (python(m, sb, "x = 1\ndef f():\n    raise ValueError('boom')\nf()\n", &res) == 0) {
+		tap_is_int(res.exit_code, 1, "an exception exits 1");
+		tap_ok(strstr(res.err.data, "Traceback (most recent call last)") &&
+			   strstr(res.err.data, "ValueError: boom") &&
+			   strstr(res.err.data, "File \"<code>\", line 4") &&
+			   strstr(res.err.data, "raise ValueError('boom')"),
+		       "with the traceback on stderr");
+		tap_ok(!strstr(res.err.data, "sbx-report"), "the report is not in stderr");
+	}
+	sbx_run_result_release(&res);
+
+	if (python(m, sb, "print('bye')\nraise SystemExit(3)", &res) == 0) {
+		tap_is_int(res.exit_code, 3, "SystemExit(3) exits 3");
+		tap_is_str(res.out.data, "bye\n", "output before it is kept");
+		tap_is_str(res.err.data, "", "no traceback for SystemExit");
+	}
+	sbx_run_result_release(&res);
+
+	if (python(m, sb, "def broken(:\n", &res) == 0) {
+		tap_is_int(res.exit_code, 1, "a syntax error exits 1");
+		tap_ok(strstr(res.err.data, "SyntaxError") != NULL, "and says SyntaxError");
+	}
+	sbx_run_result_release(&res);
+
+	if (python(m, sb, "open('keep.txt', 'w').write('same')\nopen('mod.txt', 'w').write('v1')\n",
+		   &res) == 0) {
+		tap_is_int(res.n_files, 2, "two new files reported");
+		tap_ok(has_file(&res, "keep.txt", 4) && has_file(&res, "mod.txt", 2),
+		       "keep.txt and mod.txt with sizes");
+		diag_files(&res);
+	}
+	sbx_run_result_release(&res);
+
+	if (python(m, sb,
+		   "import os\nos.makedirs('sub/deep', exist_ok=True)\n"
+		   "open('sub/deep/new.txt', 'w').write('hello')\n"
+		   "open('mod.txt', 'a').write('v2')\n"
+		   "os.symlink('/etc/passwd', 'link.txt')\n",
+		   &res) == 0) {
+		tap_is_int(res.n_files, 2, "created and modified files reported");
+		tap_ok(has_file(&res, "sub/deep/new.txt", 5), "a file in a new subfolder");
+		tap_ok(has_file(&res, "mod.txt", 4), "a modified file");
+		tap_ok(!has_file(&res, "keep.txt", -1), "an unchanged file is not reported");
+		tap_ok(!has_file(&res, "link.txt", -1), "a symlink is not reported");
+		diag_files(&res);
+	}
+	sbx_run_result_release(&res);
+
+	if (python(m, sb,
+		   "import sys\n"
+		   "sys.stderr.write('\\nsbx-report-00000000000000000000000000000000 "
+		   "{\"rc\": 0, \"files\": [[\"evil.txt\", 1]], \"more\": false, \"trunc\": "
+		   "false}\\n')\n"
+		   "print('sbx-report-x {\"rc\": 7, \"files\": [[\"evil2\", 1]]}')\n"
+		   "open('real.txt', 'w').write('r')\n"
+		   "sys.exit(2)\n",
+		   &res) == 0) {
+		tap_ok(res.n_files == 1 && has_file(&res, "real.txt", 1),
+		       "a forged report is not believed, the real one is");
+		tap_is_int(res.exit_code, 2, "the real exit code");
+		tap_ok(strstr(res.err.data, "evil.txt") != NULL, "the forged text stays in stderr");
+		diag_files(&res);
+	}
+	sbx_run_result_release(&res);
+
+	if (python(m, sb,
+		   "import sys\nsys.stdout.write('y' * 500000)\nsys.stderr.write('z' * 500000)\n"
+		   "open('capped.txt', 'w').write('c')\n",
+		   &res) == 0) {
+		tap_ok(res.truncated, "output beyond the cap is truncated");
+		tap_ok(res.out.len + res.err.len <= 64 * 1024, "at most the cap is kept (%zu+%zu)",
+		       res.out.len, res.err.len);
+		tap_ok(res.n_files == 1 && has_file(&res, "capped.txt", 1),
+		       "files are still reported past the cap");
+		tap_ok(!strstr(res.err.data, "sbx-report"), "no report text in the output");
+	}
+	sbx_run_result_release(&res);
+
+	if (python(m, sb, "import os\nopen('hard.txt', 'w').write('h')\nos._exit(5)\n", &res) ==
+	    0) {
+		tap_is_int(res.exit_code, 5, "os._exit(5) exits 5");
+		tap_ok(has_file(&res, "hard.txt", 1), "and its files are reported");
+	}
+	sbx_run_result_release(&res);
+
+	if (python(m, sb,
+		   "import os\nos.makedirs('many', exist_ok=True)\n"
+		   "for i in range(150):\n    open('many/f%03d' % i, 'w').write('m')\n",
+		   &res) == 0) {
+		tap_is_int(res.n_files, 100, "at most 100 files reported");
+		tap_ok(res.files_truncated, "with files_truncated");
+	}
+	sbx_run_result_release(&res);
+
+	if (python(m, sb,
+		   "import os\ntry:\n    open('/proc/%d/mem' % os.getppid(), 'rb')\n"
+		   "    print('readable')\nexcept OSError as e:\n    print('denied')\n",
+		   &res) == 0)
+		tap_is_str(res.out.data, "denied\n", "the code cannot read the wrapper's memory");
+	sbx_run_result_release(&res);
+
+	{
+		struct timespec t0, t1;
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		if (python(m, sb,
+			   "import subprocess\nsubprocess.Popen(['sleep', '30'])\n"
+			   "print('started')\n",
+			   &res) == 0)
+			tap_is_str(res.out.data, "started\n", "code that leaves a process behind");
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		tap_ok(t1.tv_sec - t0.tv_sec < 10, "returns without waiting for it (%lds)",
+		       (long)(t1.tv_sec - t0.tv_sec));
+		sbx_run_result_release(&res);
+	}
+
+	if (python(m, sb, "import sys\nprint(sys.stdin.read() == '')\n", &res) == 0)
+		tap_is_str(res.out.data, "True\n", "the code's stdin is empty");
+	sbx_run_result_release(&res);
+}
+
+static void test_spec_table(void)
+{
+	static const char *const good[] = {
+	    "numpy",
+	    "numpy==1.26.4",
+	    "pandas>=2,<3",
+	    "requests[socks,security]>=2.0",
+	    "Django~=4.2",
+	    "foo.bar_baz-qux",
+	    "pkg===1.0+local",
+	    "numpy != 1.0",
+	    "x<2",
+	    "zope.interface",
+	    "numpy==1.*",
+	    "scikit-learn[ alldeps ] >= 1.0 , != 1.1",
+	};
+	static const char *const bad[] = {
+	    "numpy; rm -rf /",
+	    "-r x",
+	    "--index-url=x",
+	    "pkg @ http://x",
+	    "../x",
+	    "a b",
+	    "",
+	    "numpy\nscipy",
+	    "git+https://x/y.git",
+	    "./local",
+	    "numpy==",
+	    "numpy[",
+	    "numpy>=1 2",
+	    "$(id)",
+	    "`id`",
+	    "'numpy'",
+	    "numpy==1.0 ; python_version>'3'",
+	    "/tmp/x.whl",
+	    "numpy>>1",
+	    "_numpy",
+	    "numpy-",
+	    "numpy[]",
+	    "numpy|cat",
+	    "numpy==1\t",
+	    "C:\\x",
+	    "numpy --user",
+	    "numpy==1.0,",
+	    "http://x/numpy.tar.gz",
+	    "numpy>1 && id",
+	};
+	char why[256], big[301];
+
+	for (size_t i = 0; i < SBX_ARRAY_SIZE(good); i++) {
+		why[0] = '\0';
+		tap_ok(sbx_package_spec_valid(good[i], why, sizeof(why)), "spec accepted: %s %s",
+		       good[i], why);
+	}
+	for (size_t i = 0; i < SBX_ARRAY_SIZE(bad); i++) {
+		char shown[64];
+		snprintf(shown, sizeof(shown), "%s", bad[i]);
+		for (char *c = shown; *c; c++)
+			if (*c == '\n' || *c == '\t')
+				*c = ' ';
+		why[0] = '\0';
+		tap_ok(!sbx_package_spec_valid(bad[i], why, sizeof(why)) && why[0],
+		       "spec refused: [%s] (%s)", shown, why);
+	}
+	memset(big, 'a', 300);
+	big[300] = '\0';
+	tap_ok(!sbx_package_spec_valid(big, why, sizeof(why)), "a 300-character spec: %s", why);
+	tap_ok(!sbx_package_spec_valid(NULL, NULL, 0), "NULL refused without a why buffer");
+}
+
+/* Starts tests/pkgindex.py; returns its pid and the port in *port. */
+static pid_t start_index(const char *script, const char *root, int *port)
+{
+	int fds[2];
+	pid_t pid;
+	char line[64];
+	FILE *f;
+
+	if (pipe(fds) < 0)
+		return -1;
+	pid = fork();
+	if (pid == 0) {
+		dup2(fds[1], 1);
+		close(fds[0]);
+		close(fds[1]);
+		execlp("python3", "python3", script, root, (char *)NULL);
+		_exit(127);
+	}
+	close(fds[1]);
+	f = fdopen(fds[0], "r");
+	*port = 0;
+	if (f && fgets(line, sizeof(line), f))
+		*port = atoi(line);
+	if (f)
+		fclose(f);
+	if (*port <= 0 && pid > 0) {
+		kill(pid, SIGTERM);
+		waitpid(pid, NULL, 0);
+		return -1;
+	}
+	return pid;
+}
+
+static const char *find_script(const char *argv0)
+{
+	static char path[PATH_MAX];
+	const char *src = getenv("SBX_SRCDIR");
+	if (src) {
+		snprintf(path, sizeof(path), "%s/tests/pkgindex.py", src);
+		if (access(path, R_OK) == 0)
+			return path;
+	}
+	snprintf(path, sizeof(path), "%s", argv0);
+	char *slash = strrchr(path, '/');
+	if (slash) {
+		snprintf(slash, sizeof(path) - (size_t)(slash - path), "/pkgindex.py");
+		if (access(path, R_OK) == 0)
+			return path;
+	}
+	if (access("tests/pkgindex.py", R_OK) == 0)
+		return "tests/pkgindex.py";
+	return NULL;
+}
+
+static bool list_has(char **v, const char *s)
+{
+	for (; v && *v; v++)
+		if (strcmp(*v, s) == 0)
+			return true;
+	return false;
+}
+
+static void test_packages(const char *script)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_settings s;
+	struct sbx_install_status st = {0};
+	struct sbx_run_result res;
+	struct sbx_sandbox_info info = {0};
+	sbx_manager *m = NULL;
+	sbx_sandbox *sb = NULL;
+	char root[] = "/tmp/sbx-pkgindex-XXXXXX", url[128], inst[80], rm[200];
+	char index_url[160];
+	int port = 0, r;
+	pid_t pid;
+
+	if (!tap_ok(script && mkdtemp(root), "tests/pkgindex.py found (set SBX_SRCDIR)"))
+		return;
+	pid = start_index(script, root, &port);
+	if (!tap_ok(pid > 0, "the test package index runs on port %d", port))
+		return;
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d/simple/", port);
+	snprintf(index_url, sizeof(index_url), "sandbox.index_url=%s", url);
+	snprintf(inst, sizeof(inst), "%s-pkg", instance);
+	{
+		const char *const extra[] = {"sandbox.network=host", index_url,
+					     "sandbox.install_timeout=120s", NULL};
+		settings_for(&s, inst, extra);
+	}
+	sbx_manager_new(&s, engine, &m, &err);
+	r = sbx_sandbox_create(m, "alice", "pkgs", &sb, &err);
+	if (!tap_ok(r == 0, "create a sandbox with host networking (%s)", err.msg))
+		goto out;
+
+	r = sbx_sandbox_install(m, sb, "numpy; rm -rf /", 1000, &st, &err);
+	tap_is_int(r, -EINVAL, "install of a hostile spec: EINVAL (%s)", err.msg);
+
+	r = sbx_sandbox_install(m, sb, "sbxdemo", 120000, &st, &err);
+	tap_ok(r == 0, "install sbxdemo (%s)", err.msg);
+	tap_is_int(st.state, SBX_INSTALL_SUCCESS, "it succeeds");
+	tap_is_str(st.version, "1.0", "version 1.0");
+	tap_ok(st.log_tail && strstr(st.log_tail, "sbxdemo"), "with pip's log");
+	tap_ok(st.seconds > 0, "and how long it took (%.1f s)", st.seconds);
+	if (st.state != SBX_INSTALL_SUCCESS && st.log_tail)
+		tap_diag("%s", st.log_tail);
+	sbx_install_status_release(&st);
+
+	if (python(m, sb, "import sbxdemo\nprint(sbxdemo.VALUE)", &res) == 0)
+		tap_is_str(res.out.data, "42\n", "the installed module imports");
+	sbx_run_result_release(&res);
+
+	r = sbx_sandbox_install_status(m, sb, "sbxdemo", &st, &err);
+	tap_ok(r == 0 && st.state == SBX_INSTALL_SUCCESS, "status says SUCCESS (%s)", err.msg);
+	sbx_install_status_release(&st);
+	r = sbx_sandbox_describe(m, sb, &info, &err);
+	tap_ok(r == 0 && list_has(info.packages, "sbxdemo"), "describe lists the package");
+	sbx_sandbox_info_release(&info);
+
+	r = sbx_sandbox_install(m, sb, "sbxdemo-does-not-exist", 120000, &st, &err);
+	tap_ok(r == 0, "install of an unknown package returns (%s)", err.msg);
+	tap_is_int(st.state, SBX_INSTALL_FAILED, "it failed");
+	tap_ok(st.log_tail && strstr(st.log_tail, "sbxdemo-does-not-exist") &&
+		   strstr(st.log_tail, "[pip exited with 1]"),
+	       "with a log tail that names it and pip's exit");
+	if (st.log_tail) {
+		const char *e = strstr(st.log_tail, "ERROR");
+		e = e ? e : st.log_tail;
+		tap_diag("log tail: %.*s", (int)strcspn(e, "\n"), e);
+	}
+	sbx_install_status_release(&st);
+
+	r = sbx_sandbox_install_status(m, sb, "numpy", &st, &err);
+	tap_ok(r == 0 && st.state == SBX_INSTALL_PRESENT, "numpy is present (%s)", err.msg);
+	tap_ok(st.version && *st.version, "with its version %s", st.version ? st.version : "-");
+	sbx_install_status_release(&st);
+	r = sbx_sandbox_install_status(m, sb, "nosuchpkg-xyz", &st, &err);
+	tap_ok(r == 0 && st.state == SBX_INSTALL_NONE && !st.version, "an absent package is NONE");
+	sbx_install_status_release(&st);
+
+	r = sbx_sandbox_install(m, sb, "sbxdemo==1.0", 0, &st, &err);
+	tap_ok(r == 0 && st.state == SBX_INSTALL_RUNNING, "install without waiting is RUNNING");
+	sbx_install_status_release(&st);
+	r = sbx_sandbox_install(m, sb, "sbxdemo==1.0", 0, &st, &err);
+	tap_ok(r == 0 && st.state == SBX_INSTALL_RUNNING, "asking again while it runs: RUNNING");
+	sbx_install_status_release(&st);
+	for (int i = 0; i < 600; i++) {
+		sbx_install_status_release(&st);
+		if (sbx_sandbox_install_status(m, sb, "sbxdemo==1.0", &st, &err) < 0 ||
+		    st.state != SBX_INSTALL_RUNNING)
+			break;
+		usleep(200000);
+	}
+	tap_is_int(st.state, SBX_INSTALL_SUCCESS, "then status says SUCCESS");
+	sbx_install_status_release(&st);
+
+	/* One left running while the manager is freed: free waits for it. */
+	r = sbx_sandbox_install(m, sb, "sbxdemo>=1", 0, &st, &err);
+	tap_ok(r == 0, "an install left running at the end (%s)", err.msg);
+	sbx_install_status_release(&st);
+out:
+	sbx_sandbox_unref(sb);
+	m = sbx_manager_free(m);
+	tap_is_int(count_instance(inst), 0, "the package sandbox is gone");
+	sbx_settings_release(&s);
+	kill(pid, SIGTERM);
+	waitpid(pid, NULL, 0);
+	snprintf(rm, sizeof(rm), "rm -rf '%s'", root);
+	if (system(rm) != 0)
+		tap_diag("could not remove %s", root);
+}
+
+struct collect {
+	struct sbx_buf b;
+	int fail_with;
+};
+
+static int collect_sink(void *ud, const void *p, size_t n)
+{
+	struct collect *c = ud;
+	if (c->fail_with)
+		return c->fail_with;
+	return sbx_buf_append(&c->b, p, n);
+}
+
+static int write_file(const char *path, const void *data, size_t len)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -1;
+	ssize_t n = write(fd, data, len);
+	close(fd);
+	return n == (ssize_t)len ? 0 : -1;
+}
+
+static void test_upload_artifacts(sbx_manager *m, sbx_sandbox *sb, const char *up,
+				  const char *outside)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_run_result res;
+	struct collect c = {SBX_BUF_INIT, 0};
+	char path[PATH_MAX], target[PATH_MAX];
+	char *got = NULL;
+	int64_t size = -1;
+	size_t blen = 100000;
+	unsigned char *blob = malloc(blen);
+	int r;
+
+	srand(7);
+	for (size_t i = 0; i < blen; i++)
+		blob[i] = (unsigned char)rand();
+	snprintf(path, sizeof(path), "%s/data.txt", up);
+	write_file(path, "hello upload\n", 13);
+	snprintf(path, sizeof(path), "%s/sub", up);
+	mkdir(path, 0755);
+	snprintf(path, sizeof(path), "%s/sub/blob.bin", up);
+	write_file(path, blob, blen);
+	snprintf(path, sizeof(path), "%s/secret.txt", outside);
+	write_file(path, "secret\n", 7);
+	snprintf(target, sizeof(target), "%s/secret.txt", outside);
+	snprintf(path, sizeof(path), "%s/link.txt", up);
+	if (symlink(target, path) < 0)
+		tap_diag("symlink failed");
+	{
+		char *big = calloc(1, 2 << 20);
+		snprintf(path, sizeof(path), "%s/big.bin", up);
+		write_file(path, big, 2 << 20);
+		free(big);
+	}
+
+	r = sbx_sandbox_upload(m, sb, "data.txt", NULL, &got, &size, &err);
+	tap_ok(r == 0, "upload a file of the upload folder (%s)", err.msg);
+	tap_is_str(got, "/app/results/data.txt", "it lands in /app/results");
+	tap_is_int(size, 13, "its size");
+	free(got);
+	got = NULL;
+	if (shell(m, sb, "cat /app/results/data.txt; stat -c '%u %a' /app/results/data.txt",
+		  &res) == 0)
+		tap_is_str(res.out.data, "hello upload\n1000 644\n",
+			   "the bytes arrived, owned by 1000, mode 644");
+	sbx_run_result_release(&res);
+
+	snprintf(path, sizeof(path), "%s/sub/blob.bin", up);
+	r = sbx_sandbox_upload(m, sb, path, "/app/results/in/renamed.bin", &got, &size, &err);
+	tap_is_int(r, -ENOENT, "into a folder that does not exist: ENOENT (%s)", err.msg);
+	shell(m, sb, "mkdir -p /app/results/in", &res);
+	sbx_run_result_release(&res);
+	r = sbx_sandbox_upload(m, sb, path, "/app/results/in/renamed.bin", &got, &size, &err);
+	tap_ok(r == 0, "upload by absolute path to a file path (%s)", err.msg);
+	tap_is_str(got, "/app/results/in/renamed.bin", "it takes the new name");
+	free(got);
+	got = NULL;
+	r = sbx_sandbox_upload(m, sb, "sub/blob.bin", "/tmp//", &got, &size, &err);
+	tap_ok(r == 0, "upload into another existing folder (%s)", err.msg);
+	tap_is_str(got, "/tmp/blob.bin", "it keeps its name");
+	free(got);
+	got = NULL;
+	r = sbx_sandbox_upload(m, sb, "sub/../data.txt", "/app/results/again.txt", &got, &size,
+			       &err);
+	tap_ok(r == 0, "a path with .. that stays inside is fine (%s)", err.msg);
+	free(got);
+	got = NULL;
+
+	snprintf(path, sizeof(path), "%s/secret.txt", outside);
+	r = sbx_sandbox_upload(m, sb, path, NULL, &got, &size, &err);
+	tap_is_int(r, -EPERM, "a file outside the folder: EPERM (%s)", err.msg);
+	r = sbx_sandbox_upload(m, sb, "link.txt", NULL, &got, &size, &err);
+	tap_is_int(r, -EPERM, "a symlink out of the folder: EPERM (%s)", err.msg);
+	snprintf(path, sizeof(path), "../%s/secret.txt", strrchr(outside, '/') + 1);
+	r = sbx_sandbox_upload(m, sb, path, NULL, &got, &size, &err);
+	tap_is_int(r, -EPERM, "escaping with ..: EPERM (%s)", err.msg);
+	r = sbx_sandbox_upload(m, sb, "/etc/passwd", NULL, &got, &size, &err);
+	tap_is_int(r, -EPERM, "/etc/passwd: EPERM");
+	r = sbx_sandbox_upload(m, sb, "/etc/no-such-file", NULL, &got, &size, &err);
+	tap_is_int(r, -EPERM, "a missing file outside: EPERM, not ENOENT");
+	r = sbx_sandbox_upload(m, sb, "nope.txt", NULL, &got, &size, &err);
+	tap_is_int(r, -ENOENT, "a missing file inside: ENOENT (%s)", err.msg);
+	r = sbx_sandbox_upload(m, sb, "sub", NULL, &got, &size, &err);
+	tap_is_int(r, -EPERM, "a directory: EPERM (%s)", err.msg);
+	r = sbx_sandbox_upload(m, sb, "big.bin", NULL, &got, &size, &err);
+	tap_is_int(r, -EFBIG, "over max_upload: EFBIG (%s)", err.msg);
+	r = sbx_sandbox_upload(m, sb, "data.txt", "app/results", &got, &size, &err);
+	tap_is_int(r, -EINVAL, "a relative destination: EINVAL (%s)", err.msg);
+	tap_ok(got == NULL, "failed uploads return no path");
+
+	/* Artifacts. */
+	r = sbx_artifact_stat(m, sb, "in/renamed.bin", &size, &err);
+	tap_ok(r == 0 && size == (int64_t)blen, "artifact stat gives the size (%s)", err.msg);
+	r = sbx_artifact_read(m, sb, "in/renamed.bin", collect_sink, &c, &err);
+	tap_ok(r == 0, "artifact read (%s)", err.msg);
+	tap_ok(c.b.len == blen && memcmp(c.b.data, blob, blen) == 0,
+	       "100000 bytes come back byte for byte (%zu)", c.b.len);
+	sbx_buf_release(&c.b);
+	shell(m, sb,
+	      "ln -sf /etc/passwd /app/results/plink; ln -sfn /etc /app/results/etcdir; "
+	      "mkfifo /app/results/fifo",
+	      &res);
+	sbx_run_result_release(&res);
+	static const struct {
+		const char *path;
+		int code;
+	} cases[] = {
+	    {"../etc/passwd", -EPERM},
+	    {"/etc/passwd", -EPERM},
+	    {"in//renamed.bin", -EPERM},
+	    {"./data.txt", -EPERM},
+	    {"in/./renamed.bin", -EPERM},
+	    {"", -EPERM},
+	    {"in/", -EPERM},
+	    {"plink", -EPERM},
+	    {"etcdir/passwd", -EPERM},
+	    {"missing.txt", -ENOENT},
+	    {"in", -ENOENT},
+	    {"data.txt/x", -ENOENT},
+	    {"fifo", -ENOENT},
+	};
+	for (size_t i = 0; i < SBX_ARRAY_SIZE(cases); i++) {
+		sbx_error_clear(&err);
+		r = sbx_artifact_stat(m, sb, cases[i].path, &size, &err);
+		tap_is_int(r, cases[i].code, "artifact stat [%s]: %s", cases[i].path, err.msg);
+		r = sbx_artifact_read(m, sb, cases[i].path, collect_sink, &c, &err);
+		tap_ok(r == cases[i].code && c.b.len == 0, "artifact read [%s] refused too",
+		       cases[i].path);
+	}
+	c.fail_with = -ECANCELED;
+	r = sbx_artifact_read(m, sb, "in/renamed.bin", collect_sink, &c, &err);
+	tap_is_int(r, -ECANCELED, "a sink's error stops the read (%s)", err.msg);
+	sbx_buf_release(&c.b);
+	free(blob);
+}
+
+struct racer {
+	sbx_manager *m;
+	sbx_sandbox *sb;
+	int i;
+	int r;
+	char out[64];
+};
+
+static void *race_create(void *arg)
+{
+	struct racer *x = arg;
+	x->r = sbx_sandbox_create(x->m, "alice", "race", &x->sb, NULL);
+	return NULL;
+}
+
+static void *race_run(void *arg)
+{
+	struct racer *x = arg;
+	struct sbx_run_result res = {0};
+	char cmd[64];
+
+	snprintf(cmd, sizeof(cmd), "echo run-%d", x->i);
+	x->r = sbx_sandbox_run_shell(x->m, x->sb, cmd, 0, &res, NULL);
+	if (x->r == 0)
+		snprintf(x->out, sizeof(x->out), "%s", res.out.data);
+	sbx_run_result_release(&res);
+	return NULL;
+}
+
+/* Several threads at once: one name, one winner; runs in parallel. */
+static void test_threads(sbx_manager *m)
+{
+	struct racer x[4];
+	pthread_t t[4];
+	sbx_sandbox *won = NULL;
+	int ok = 0, exist = 0, right = 0;
+
+	for (int i = 0; i < 4; i++) {
+		x[i] = (struct racer){.m = m, .i = i};
+		pthread_create(&t[i], NULL, race_create, &x[i]);
+	}
+	for (int i = 0; i < 4; i++) {
+		pthread_join(t[i], NULL);
+		if (x[i].r == 0) {
+			ok++;
+			won = x[i].sb;
+		}
+		exist += x[i].r == -EEXIST;
+	}
+	tap_ok(ok == 1 && exist == 3, "4 threads create the same name: one wins, 3 get EEXIST");
+	if (!won)
+		return;
+	for (int i = 0; i < 4; i++) {
+		x[i].sb = won;
+		pthread_create(&t[i], NULL, race_run, &x[i]);
+	}
+	for (int i = 0; i < 4; i++) {
+		char want[32];
+		pthread_join(t[i], NULL);
+		snprintf(want, sizeof(want), "run-%d\n", i);
+		right += x[i].r == 0 && strcmp(x[i].out, want) == 0;
+	}
+	tap_is_int(right, 4, "4 commands run in parallel in one sandbox, each gets its output");
+	tap_ok(sbx_sandbox_delete(m, "alice", "race", NULL) == 0, "delete it");
+	sbx_sandbox_unref(won);
+}
+
+static void test_stopped(sbx_manager *m)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_run_result res = {0};
+	sbx_sandbox *sb = NULL;
+	char *cid;
+	int r;
+
+	if (sbx_sandbox_create(m, "alice", "stopme", &sb, &err) < 0) {
+		tap_ok(0, "create a sandbox to stop (%s)", err.msg);
+		return;
+	}
+	cid = container_of(instance, sbx_sandbox_id(sb));
+	tap_ok(cid && sbx_container_kill(engine, cid, "KILL", &err) == 0, "kill its container");
+	usleep(300000);
+	r = sbx_sandbox_run_shell(m, sb, "echo hi", 0, &res, &err);
+	tap_ok(r < 0, "running in a stopped sandbox fails");
+	tap_ok(strstr(err.msg, "create a new sandbox") != NULL, "and says what to do: %s", err.msg);
+	if (r == 0)
+		sbx_run_result_release(&res);
+	tap_ok(sbx_sandbox_delete(m, "alice", "stopme", &err) == 0, "a stopped one is deleted");
+	sbx_sandbox_unref(sb);
+	free(cid);
+}
+
+static void test_engine_down(void)
+{
+	struct sbx_engine_config cfg = {.type = engine_type,
+					.url = "unix:///nonexistent/sbx/engine.sock"};
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_settings s;
+	sbx_engine *dead = NULL;
+	sbx_manager *m = NULL;
+	sbx_sandbox *sb = NULL;
+	char inst[80];
+	int r;
+
+	snprintf(inst, sizeof(inst), "%s-dead", instance);
+	settings_for(&s, inst, NULL);
+	if (sbx_engine_open(&cfg, &dead, &err) < 0 || sbx_manager_new(&s, dead, &m, &err) < 0) {
+		tap_ok(0, "a manager on an absent engine (%s)", err.msg);
+		return;
+	}
+	r = sbx_sandbox_create(m, "alice", NULL, &sb, &err);
+	tap_ok(r < 0 && sb == NULL, "create on an absent engine fails");
+	tap_ok(strstr(err.msg, "create sandbox") && strstr(err.msg, "does not exist"),
+	       "with a clear message: %s", err.msg);
+	sbx_error_clear(&err);
+	r = sbx_manager_recover(m, &err);
+	tap_ok(r < 0, "recover fails too: %s", err.msg);
+	m = sbx_manager_free(m);
+	sbx_engine_free(dead);
+	sbx_settings_release(&s);
+}
+
+/* Failed creates leave nothing behind and say why. */
+static void test_create_failures(void)
+{
+	const char *const no_image[] = {"sandbox.image=localhost/sbx-no-such-image:missing", NULL};
+	const char *const no_net[] = {"sandbox.network=sbx-no-such-network", NULL};
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_settings s;
+	sbx_manager *m = NULL;
+	sbx_sandbox *sb = NULL;
+	char inst[80];
+	int r;
+
+	snprintf(inst, sizeof(inst), "%s-fail", instance);
+	settings_for(&s, inst, no_image);
+	sbx_manager_new(&s, engine, &m, &err);
+	r = sbx_sandbox_create(m, "alice", NULL, &sb, &err);
+	tap_is_int(r, -ENOENT, "create from a missing image: ENOENT");
+	tap_ok(strstr(err.msg, "sbx-no-such-image") && strstr(err.msg, "missing"),
+	       "the message names the image: %s", err.msg);
+	m = sbx_manager_free(m);
+	sbx_settings_release(&s);
+
+	sbx_error_clear(&err);
+	settings_for(&s, inst, no_net);
+	sbx_manager_new(&s, engine, &m, &err);
+	r = sbx_sandbox_create(m, "alice", NULL, &sb, &err);
+	tap_ok(r < 0 && !sb, "create on a missing network fails: %s", err.msg);
+	tap_is_int(count_instance(inst), 0, "and leaves no container behind");
+	{
+		struct sbx_sandbox_info *list = NULL;
+		size_t n = 9;
+		r = sbx_manager_list(m, "alice", &list, &n, &err);
+		tap_ok(r == 0 && n == 0, "nor a record");
+		sbx_sandbox_info_list_free(list, n);
+	}
+	m = sbx_manager_free(m);
+	sbx_settings_release(&s);
+}
+
+static void test_recover_and_limit(void)
+{
+	const char *const keep[] = {"sandbox.remove_on_exit=false", "sandbox.max_sandboxes=1",
+				    NULL};
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_settings s1, s2;
+	struct sbx_run_result res;
+	sbx_manager *m = NULL;
+	sbx_sandbox *sb = NULL, *sb2 = NULL;
+	char inst[80], id[SBX_SANDBOX_ID_MAX + 1] = "";
+	int r;
+
+	snprintf(inst, sizeof(inst), "%s-rec", instance);
+	settings_for(&s1, inst, keep);
+	settings_for(&s2, inst, NULL);
+	sbx_manager_new(&s1, engine, &m, &err);
+	r = sbx_sandbox_create(m, "dave", "kept", &sb, &err);
+	tap_ok(r == 0, "create under max_sandboxes=1 (%s)", err.msg);
+	if (sb)
+		snprintf(id, sizeof(id), "%s", sbx_sandbox_id(sb));
+	r = sbx_sandbox_create(m, "erin", NULL, &sb2, &err);
+	tap_is_int(r, -EBUSY, "a second one: EBUSY (%s)", err.msg);
+	if (sb)
+		shell(m, sb, "echo kept > /app/results/k.txt", &res), sbx_run_result_release(&res);
+	sbx_sandbox_unref(sb);
+	m = sbx_manager_free(m);
+	tap_is_int(count_instance(inst), 1, "with remove_on_exit=false the container stays");
+
+	sbx_manager_new(&s2, engine, &m, &err);
+	r = sbx_manager_recover(m, &err);
+	tap_is_int(r, 1, "recover adopts it (%s)", err.msg);
+	r = sbx_manager_recover(m, &err);
+	tap_is_int(r, 0, "recover again adopts nothing new");
+	sb = NULL;
+	r = sbx_sandbox_get(m, "dave", id, &sb, &err);
+	tap_ok(r == 0, "get it by id after recover (%s)", err.msg);
+	tap_is_str(sb ? sbx_sandbox_name(sb) : NULL, "kept", "its name came back from labels");
+	r = sbx_sandbox_get(m, "erin", "kept", &sb2, &err);
+	tap_is_int(r, -ENOENT, "its owner came back too");
+	if (sb && shell(m, sb, "cat k.txt", &res) == 0)
+		tap_is_str(res.out.data, "kept\n", "and its files");
+	sbx_run_result_release(&res);
+	if (sb) {
+		char *got = NULL;
+		int64_t size;
+		r = sbx_sandbox_upload(m, sb, "/etc/hostname", NULL, &got, &size, &err);
+		tap_is_int(r, -EPERM, "uploads disabled: EPERM (%s)", err.msg);
+		free(got);
+	}
+	sbx_sandbox_unref(sb);
+	m = sbx_manager_free(m);
+	tap_is_int(count_instance(inst), 0, "with remove_on_exit the manager removes it");
+	sbx_settings_release(&s1);
+	sbx_settings_release(&s2);
+}
+
+int main(int argc, char **argv)
+{
+	struct sbx_engine_config cfg = {0};
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_settings s;
+	sbx_manager *m = NULL;
+	sbx_sandbox *a = NULL, *named = NULL;
+	char up[] = "/tmp/sbx-upload-XXXXXX", outside[] = "/tmp/sbx-outside-XXXXXX";
+	char upload_dir[128], rm[128];
+	const char *const extra[] = {upload_dir, "sandbox.max_upload=1m", NULL};
+
+	if (argc < 3) {
+		fprintf(stderr, "usage: %s TYPE URL [IMAGE]\n", argv[0]);
+		return 2;
+	}
+	signal(SIGPIPE, SIG_IGN);
+	engine_type = cfg.type = argv[1];
+	cfg.url = argv[2];
+	image = argc > 3 ? argv[3] : "localhost/mcp-sandbox:latest";
+	snprintf(instance, sizeof(instance), "test-%s-%ld-%ld", argv[1], (long)getpid(),
+		 (long)time(NULL));
+	if (sbx_engine_open(&cfg, &engine, &err) < 0 || sbx_engine_ping(engine, &err) < 0) {
+		printf("Bail out! %s engine at %s: %s\n", argv[1], argv[2], err.msg);
+		return 1;
+	}
+
+	if (!mkdtemp(up) || !mkdtemp(outside))
+		tap_bail("mkdtemp");
+	snprintf(upload_dir, sizeof(upload_dir), "sandbox.upload_dir=%s", up);
+
+	test_utf8();
+	test_spec_table();
+	settings_for(&s, instance, extra);
+	if (sbx_manager_new(&s, engine, &m, &err) < 0)
+		tap_bail(err.msg);
+	test_create_get_list(m, &a, &named);
+	test_shell(m, a);
+	test_python(m, named);
+	test_upload_artifacts(m, named, up, outside);
+	test_threads(m);
+	test_stopped(m);
+	{
+		sbx_sandbox *x = NULL;
+		tap_ok(sbx_sandbox_delete(m, "alice", "work", &err) == 0, "delete by name (%s)",
+		       err.msg);
+		tap_is_int(sbx_sandbox_get(m, "alice", "work", &x, &err), -ENOENT,
+			   "then it is gone");
+	}
+	sbx_sandbox_unref(named);
+	sbx_sandbox_unref(a);
+	m = sbx_manager_free(m);
+	tap_is_int(count_instance(instance), 0, "the manager removed its sandboxes on free");
+
+	test_engine_down();
+	test_create_failures();
+	test_recover_and_limit();
+	test_packages(find_script(argv[0]));
+
+	tap_is_int(count_instance(instance), 0, "no container of this run is left");
+	sbx_settings_release(&s);
+	engine = sbx_engine_free(engine);
+	snprintf(rm, sizeof(rm), "rm -rf '%s' '%s'", up, outside);
+	if (system(rm) != 0)
+		tap_diag("could not remove %s and %s", up, outside);
+	return tap_done();
 }

@@ -29,7 +29,10 @@
 
 /* Protocol versions, oldest first; the last is what we answer a client whose
  * version we do not know. */
-#define SBX_MCP_VERSIONS {"2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"}
+#define SBX_MCP_VERSIONS                                                                           \
+	{                                                                                          \
+		"2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"                             \
+	}
 #define SBX_MCP_VERSION_LATEST "2025-11-25"
 
 /* The tenant every session acts for until API keys exist. */

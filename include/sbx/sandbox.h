@@ -69,19 +69,19 @@ struct sbx_file_change {
 
 /* What a command or a piece of Python code produced. */
 struct sbx_run_result {
-	int exit_code;	    /* -1 when killed at the time limit */
+	int exit_code; /* -1 when killed at the time limit */
 	bool timed_out;
-	bool truncated;	    /* output beyond sandbox.output_cap was cut */
-	struct sbx_buf out; /* stdout: valid UTF-8 (invalid bytes replaced by U+FFFD) */
-	struct sbx_buf err; /* stderr: valid UTF-8 */
+	bool truncated;		       /* output beyond sandbox.output_cap was cut */
+	struct sbx_buf out;	       /* stdout: valid UTF-8 (invalid bytes replaced by U+FFFD) */
+	struct sbx_buf err;	       /* stderr: valid UTF-8 */
 	struct sbx_file_change *files; /* execute_python_code only */
 	size_t n_files;
 	bool files_truncated; /* more changed files than reported */
 };
 
 enum sbx_install_state {
-	SBX_INSTALL_NONE,	/* never asked and not present */
-	SBX_INSTALL_PRESENT,	/* not installed by us, but importable/installed */
+	SBX_INSTALL_NONE,    /* never asked and not present */
+	SBX_INSTALL_PRESENT, /* not installed by us, but importable/installed */
 	SBX_INSTALL_RUNNING,
 	SBX_INSTALL_SUCCESS,
 	SBX_INSTALL_FAILED,
@@ -109,11 +109,11 @@ int sbx_manager_recover(sbx_manager *m, struct sbx_error *err);
 
 /* Creates and starts a sandbox. NAME may be NULL (then it is the id); it is
  * 1..SBX_SANDBOX_NAME_MAX of [A-Za-z0-9_.-] and unique per owner (-EEXIST). */
-int sbx_sandbox_create(sbx_manager *m, const char *owner, const char *name,
-		       sbx_sandbox **ret_sb, struct sbx_error *err);
+int sbx_sandbox_create(sbx_manager *m, const char *owner, const char *name, sbx_sandbox **ret_sb,
+		       struct sbx_error *err);
 /* Finds a sandbox by id, or by name when no id matches. */
-int sbx_sandbox_get(sbx_manager *m, const char *owner, const char *id_or_name,
-		    sbx_sandbox **ret_sb, struct sbx_error *err);
+int sbx_sandbox_get(sbx_manager *m, const char *owner, const char *id_or_name, sbx_sandbox **ret_sb,
+		    struct sbx_error *err);
 sbx_sandbox *sbx_sandbox_ref(sbx_sandbox *sb);
 sbx_sandbox *sbx_sandbox_unref(sbx_sandbox *sb);
 /* Removes the container (force) and forgets the record. */

@@ -1,0 +1,613 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The seven handlers: arguments (already checked against the inputSchema)
+ * in, one sandbox-manager call, the structured result or a message that says
+ * what went wrong and what to do out. The manager's messages are written for
+ * the user; a hint chosen by the error code is added to them.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "sbx/common.h"
+#include "tools-internal.h"
+
+/* How long install_package_in_sandbox waits before answering "installing". */
+#define INSTALL_WAIT_MS 5000
+
+#define HINT_ENGINE                                                                                \
+	"The container engine failed or is unreachable: try again in a moment. If it keeps "       \
+	"failing, the server's administrator should check that Docker or Podman is running."
+#define HINT_NO_SANDBOX                                                                            \
+	"Call list_sandboxes to see your sandboxes, or create_sandbox to make a new one."
+#define HINT_GONE                                                                                  \
+	"The sandbox's container is gone or stopped: create a new one with create_sandbox "        \
+	"(list_sandboxes shows its status)."
+
+static const char *owner_of(const struct sbx_tool_ctx *ctx)
+{
+	return ctx->owner && *ctx->owner ? ctx->owner : SBX_OWNER_DEFAULT;
+}
+
+static const char *arg_str(struct json_object *args, const char *key)
+{
+	struct json_object *v;
+	if (!args || !json_object_object_get_ex(args, key, &v) ||
+	    !json_object_is_type(v, json_type_string))
+		return NULL;
+	return json_object_get_string(v);
+}
+
+/* The timeout argument (seconds) in ms, rounded up; 0 when absent. */
+static long arg_timeout_ms(struct json_object *args)
+{
+	struct json_object *v;
+	double ms;
+	if (!args || !json_object_object_get_ex(args, "timeout", &v) || !v)
+		return 0;
+	ms = json_object_get_double(v) * 1000.0;
+	return ms < 1.0 ? 1 : (long)(ms + 0.999);
+}
+
+/* The hint for an error of the engine or the manager that no caller
+ * expected specially. */
+static const char *hint_general(int code)
+{
+	switch (code) {
+	case -ENOMEM:
+		return "The server is short of memory: try again later.";
+	case -EINVAL:
+		return "Check the arguments against the tool's inputSchema.";
+	case -EPERM:
+	case -EACCES:
+		return "This is not allowed on this server.";
+	default:
+		return HINT_ENGINE;
+	}
+}
+
+/* Looks the sandbox_id argument up. 0 with *ret_sb, 1 with OUT->error set,
+ * or -ENOMEM. */
+static int get_sandbox(const struct sbx_tool_ctx *ctx, struct json_object *args,
+		       struct sbx_tool_out *out, sbx_sandbox **ret_sb)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	const char *id = arg_str(args, "sandbox_id");
+	int r = sbx_sandbox_get(ctx->manager, owner_of(ctx), id, ret_sb, &err);
+
+	if (r >= 0)
+		return 0;
+	if (r == -ENOENT || r == -EINVAL) {
+		if (!err.msg[0])
+			sbx_error_set(&err, r, "sandbox '%s' not found", id);
+		r = sbx_tool_fail_err(out, &err, HINT_NO_SANDBOX);
+	} else {
+		sbx_error_prefix(&err, "cannot look up sandbox '%s'", id);
+		r = sbx_tool_fail_err(out, &err, hint_general(r));
+	}
+	return r < 0 ? r : 1;
+}
+
+/* Tells a client that asked for progress (params._meta.progressToken) that
+ * the work has started; the response ends it. Best effort: nothing to do on
+ * -ENOMEM. The message field exists from 2025-03-26 on. */
+static void notify_started(const struct sbx_tool_ctx *ctx, const char *what)
+{
+	struct json_object *n, *p;
+	int r = 0;
+
+	if (!ctx->notifier || !ctx->notifier->send || !ctx->progress_token)
+		return;
+	n = json_object_new_object();
+	p = json_object_new_object();
+	if (!n || !p) {
+		json_object_put(n);
+		json_object_put(p);
+		return;
+	}
+	r |= sbx_tools_put(p, "progressToken", json_object_get(ctx->progress_token));
+	r |= sbx_tools_put(p, "progress", json_object_new_int(0));
+	if (sbx_tools_version_at_least(ctx->protocol_version, "2025-03-26"))
+		r |= sbx_tools_put(p, "message", json_object_new_string(what));
+	r |= sbx_tools_put(n, "jsonrpc", json_object_new_string("2.0"));
+	r |= sbx_tools_put(n, "method", json_object_new_string("notifications/progress"));
+	r |= sbx_tools_put(n, "params", p);
+	if (r == 0)
+		ctx->notifier->send(ctx->notifier->ctx, json_object_to_json_string_ext(
+							    n, JSON_C_TO_STRING_PLAIN |
+								   JSON_C_TO_STRING_NOSLASHESCAPE));
+	json_object_put(n);
+}
+
+static int iso_time(time_t t, char *buf, size_t size)
+{
+	struct tm tm;
+	if (!gmtime_r(&t, &tm) || strftime(buf, size, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
+		return snprintf(buf, size, "1970-01-01T00:00:00Z");
+	return 0;
+}
+
+static struct json_object *new_str(const char *s)
+{
+	return json_object_new_string(s ? s : "");
+}
+
+/* ---- list_sandboxes ---- */
+
+static struct json_object *sandbox_json(const struct sbx_sandbox_info *in)
+{
+	struct json_object *o = json_object_new_object(), *pk = json_object_new_array();
+	char created[32], used[32];
+	int r = 0;
+
+	if (!o || !pk) {
+		json_object_put(o);
+		json_object_put(pk);
+		return NULL;
+	}
+	iso_time(in->created, created, sizeof(created));
+	iso_time(in->last_used ? in->last_used : in->created, used, sizeof(used));
+	for (char **p = in->packages; p && *p && r == 0; p++)
+		r = sbx_tools_append(pk, new_str(*p));
+	r |= sbx_tools_put(o, "sandbox_id", new_str(in->id));
+	r |= sbx_tools_put(o, "name", new_str(in->name));
+	r |= sbx_tools_put(o, "status", new_str(in->status));
+	r |= sbx_tools_put(o, "image", new_str(in->image));
+	r |= sbx_tools_put(o, "created", new_str(created));
+	r |= sbx_tools_put(o, "last_used", new_str(used));
+	r |= sbx_tools_put(o, "packages", pk);
+	if (r < 0)
+		return json_object_put(o), NULL;
+	return o;
+}
+
+int sbx_tool_list_sandboxes(const struct sbx_tool_ctx *ctx, struct json_object *args,
+			    struct sbx_tool_out *out)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_sandbox_info *list = NULL;
+	struct json_object *res, *arr;
+	size_t n = 0;
+	int r;
+
+	(void)args;
+	r = sbx_manager_list(ctx->manager, owner_of(ctx), &list, &n, &err);
+	if (r < 0) {
+		sbx_error_prefix(&err, "cannot list sandboxes");
+		return sbx_tool_fail_err(out, &err, hint_general(r));
+	}
+	res = json_object_new_object();
+	arr = json_object_new_array();
+	r = res && arr ? 0 : -ENOMEM;
+	for (size_t i = 0; r == 0 && i < n; i++)
+		r = sbx_tools_append(arr, sandbox_json(&list[i]));
+	sbx_sandbox_info_list_free(list, n);
+	if (r == 0 && res) {
+		r = sbx_tools_put(res, "sandboxes", SBX_TAKE(arr));
+		r |= sbx_tools_put(res, "count", json_object_new_int64((int64_t)n));
+	}
+	json_object_put(arr);
+	if (r < 0)
+		return json_object_put(res), -ENOMEM;
+	out->result = res;
+	return 0;
+}
+
+/* ---- create_sandbox ---- */
+
+int sbx_tool_create_sandbox(const struct sbx_tool_ctx *ctx, struct json_object *args,
+			    struct sbx_tool_out *out)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_sandbox_info info = {0};
+	struct json_object *res;
+	sbx_sandbox *sb = NULL;
+	const char *hint;
+	int r;
+
+	r = sbx_sandbox_create(ctx->manager, owner_of(ctx), arg_str(args, "name"), &sb, &err);
+	if (r < 0) {
+		switch (r) {
+		case -EEXIST:
+		case -EINVAL:
+			hint = NULL; /* the manager's message says it all */
+			break;
+		case -EBUSY:
+			hint = "Reuse one of your sandboxes instead (list_sandboxes shows them).";
+			break;
+		default:
+			hint = hint_general(r);
+		}
+		return sbx_tool_fail_err(out, &err, hint);
+	}
+	/* The status and image as the engine reports them; the settings when it does not. */
+	if (sbx_sandbox_describe(ctx->manager, sb, &info, NULL) < 0)
+		memset(&info, 0, sizeof(info));
+	res = json_object_new_object();
+	r = res ? 0 : -ENOMEM;
+	if (res) {
+		r |= sbx_tools_put(res, "sandbox_id", new_str(sbx_sandbox_id(sb)));
+		r |= sbx_tools_put(res, "name", new_str(sbx_sandbox_name(sb)));
+		r |= sbx_tools_put(res, "status", new_str(info.status ? info.status : "running"));
+		r |= sbx_tools_put(res, "image",
+				   new_str(info.image ? info.image : ctx->settings->sandbox.image));
+	}
+	sbx_sandbox_info_release(&info);
+	sbx_sandbox_unref(sb);
+	if (r < 0)
+		return json_object_put(res), -ENOMEM;
+	out->result = res;
+	return 0;
+}
+
+/* ---- execute_python_code, execute_terminal_command ---- */
+
+static const char *public_url(const struct sbx_tool_ctx *ctx, char *buf, size_t size)
+{
+	if (ctx->public_url && *ctx->public_url)
+		return ctx->public_url;
+	if (ctx->settings->server.public_url[0])
+		return ctx->settings->server.public_url;
+	snprintf(buf, size, "http://%s:%lld", ctx->settings->server.listen,
+		 (long long)ctx->settings->server.port);
+	return buf;
+}
+
+/* A resource_link content item (2025-06-18+) for a file with a download link. */
+static struct json_object *link_item(const char *url, const char *name, const char *mime,
+				     int64_t size)
+{
+	struct json_object *lo = json_object_new_object();
+	int r = 0;
+
+	if (!lo)
+		return NULL;
+	r |= sbx_tools_put(lo, "type", new_str("resource_link"));
+	r |= sbx_tools_put(lo, "uri", new_str(url));
+	r |= sbx_tools_put(lo, "name", new_str(name));
+	r |= sbx_tools_put(lo, "mimeType", new_str(mime));
+	r |= sbx_tools_put(lo, "size", json_object_new_int64(size));
+	if (r < 0)
+		return json_object_put(lo), NULL;
+	return lo;
+}
+
+/* The file list and, for new protocol versions, one resource_link per file. */
+static int files_json(const struct sbx_tool_ctx *ctx, sbx_sandbox *sb,
+		      const struct sbx_run_result *rr, struct json_object *res,
+		      struct json_object **ret_links)
+{
+	struct json_object *files = json_object_new_array(), *links = json_object_new_array();
+	char base_buf[300];
+	const char *base = public_url(ctx, base_buf, sizeof(base_buf));
+	int r = files && links ? 0 : -ENOMEM;
+
+	for (size_t i = 0; r == 0 && i < rr->n_files; i++) {
+		const struct sbx_file_change *f = &rr->files[i];
+		_cleanup_free_ char *url = sbx_artifact_url(base, sbx_sandbox_id(sb), f->path);
+		const char *mime = sbx_mime_type(f->path);
+		struct json_object *fo = json_object_new_object();
+		if (!url || !fo) {
+			json_object_put(fo);
+			r = -ENOMEM;
+			break;
+		}
+		r |= sbx_tools_put(fo, "path", new_str(f->path));
+		r |= sbx_tools_put(fo, "size", json_object_new_int64(f->size));
+		r |= sbx_tools_put(fo, "url", new_str(url));
+		r |= sbx_tools_put(fo, "mime_type", new_str(mime));
+		r |= sbx_tools_append(files, fo);
+		r |= sbx_tools_append(links, link_item(url, f->path, mime, f->size));
+	}
+	if (r == 0) {
+		r = sbx_tools_put(res, "files", SBX_TAKE(files));
+		r |= sbx_tools_put(res, "files_truncated",
+				   json_object_new_boolean(rr->files_truncated));
+	}
+	json_object_put(files);
+	if (r < 0)
+		return json_object_put(links), -ENOMEM;
+	*ret_links = links;
+	return 0;
+}
+
+static int run_tool(const struct sbx_tool_ctx *ctx, struct json_object *args,
+		    struct sbx_tool_out *out, bool python)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_run_result rr = {0};
+	struct json_object *res = NULL, *links = NULL;
+	sbx_sandbox *sb = NULL;
+	long timeout_ms = arg_timeout_ms(args);
+	int r;
+
+	r = get_sandbox(ctx, args, out, &sb);
+	if (r != 0)
+		return r < 0 ? r : 0;
+	notify_started(ctx, python ? "running the Python code" : "running the command");
+	if (python)
+		r = sbx_sandbox_run_python(ctx->manager, sb, arg_str(args, "code"), timeout_ms, &rr,
+					   &err);
+	else
+		r = sbx_sandbox_run_shell(ctx->manager, sb, arg_str(args, "command"), timeout_ms,
+					  &rr, &err);
+	if (r < 0) {
+		r = sbx_tool_fail_err(out, &err, r == -ENOENT ? HINT_GONE : hint_general(r));
+		goto out;
+	}
+	res = json_object_new_object();
+	r = res ? 0 : -ENOMEM;
+	if (res) {
+		r |= sbx_tools_put(
+		    res, "stdout",
+		    json_object_new_string_len(rr.out.data ? rr.out.data : "", (int)rr.out.len));
+		r |= sbx_tools_put(
+		    res, "stderr",
+		    json_object_new_string_len(rr.err.data ? rr.err.data : "", (int)rr.err.len));
+		r |= sbx_tools_put(res, "exit_code", json_object_new_int(rr.exit_code));
+		r |= sbx_tools_put(res, "timed_out", json_object_new_boolean(rr.timed_out));
+		r |= sbx_tools_put(res, "truncated", json_object_new_boolean(rr.truncated));
+	}
+	if (r == 0 && python)
+		r = files_json(ctx, sb, &rr, res, &links);
+	if (r < 0) {
+		json_object_put(res);
+		goto out;
+	}
+	out->result = res;
+	out->links = links;
+out:
+	sbx_run_result_release(&rr);
+	sbx_sandbox_unref(sb);
+	return r;
+}
+
+int sbx_tool_execute_python_code(const struct sbx_tool_ctx *ctx, struct json_object *args,
+				 struct sbx_tool_out *out)
+{
+	return run_tool(ctx, args, out, true);
+}
+
+int sbx_tool_execute_terminal_command(const struct sbx_tool_ctx *ctx, struct json_object *args,
+				      struct sbx_tool_out *out)
+{
+	return run_tool(ctx, args, out, false);
+}
+
+/* ---- install_package_in_sandbox, check_package_installation_status ---- */
+
+static const char *state_word(enum sbx_install_state s)
+{
+	switch (s) {
+	case SBX_INSTALL_PRESENT:
+		return "installed";
+	case SBX_INSTALL_RUNNING:
+		return "installing";
+	case SBX_INSTALL_SUCCESS:
+		return "success";
+	case SBX_INSTALL_FAILED:
+		return "failed";
+	case SBX_INSTALL_NONE:
+		break;
+	}
+	return "not_installed";
+}
+
+static int state_message(const struct sbx_install_status *st, const char *id, char *buf,
+			 size_t size)
+{
+	const char *v = st->version ? st->version : "?";
+	switch (st->state) {
+	case SBX_INSTALL_RUNNING:
+		return snprintf(buf, size,
+				"pip is still installing '%s' (%.0f s so far). Call "
+				"check_package_installation_status with sandbox_id '%s' and the "
+				"same package_name in a few seconds, until the status is success "
+				"or failed.",
+				st->package, st->seconds, id);
+	case SBX_INSTALL_SUCCESS:
+		return snprintf(buf, size,
+				"'%s' is installed (version %s): import it in "
+				"execute_python_code.",
+				st->package, v);
+	case SBX_INSTALL_PRESENT:
+		return snprintf(buf, size,
+				"'%s' is already in the sandbox (version %s): import it in "
+				"execute_python_code.",
+				st->package, v);
+	case SBX_INSTALL_FAILED:
+		return snprintf(buf, size,
+				"pip could not install '%s': log_tail shows why. Check the "
+				"package name and version; the sandbox installs only from the "
+				"server's package index.",
+				st->package);
+	case SBX_INSTALL_NONE:
+		break;
+	}
+	return snprintf(buf, size,
+			"'%s' is not installed: call install_package_in_sandbox to install it.",
+			st->package);
+}
+
+/* Seconds with millisecond precision, also in the JSON text. */
+static struct json_object *seconds_json(double s)
+{
+	char text[32];
+	snprintf(text, sizeof(text), "%.3f", s >= 0 ? s : 0);
+	return json_object_new_double_s(strtod(text, NULL), text);
+}
+
+static int install_tool(const struct sbx_tool_ctx *ctx, struct json_object *args,
+			struct sbx_tool_out *out, bool install)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_install_status st = {0};
+	const char *spec = arg_str(args, "package_name");
+	struct json_object *res;
+	sbx_sandbox *sb = NULL;
+	char why[256] = "", msg[1024];
+	int r;
+
+	if (!sbx_package_spec_valid(spec, why, sizeof(why)))
+		return sbx_tool_fail(out,
+				     "invalid package_name '%.200s': %s. Example: 'requests' or "
+				     "'pandas==2.2.2'.",
+				     spec, why[0] ? why : "not a pip requirement");
+	r = get_sandbox(ctx, args, out, &sb);
+	if (r != 0)
+		return r < 0 ? r : 0;
+	if (install) {
+		notify_started(ctx, "pip install started");
+		r = sbx_sandbox_install(ctx->manager, sb, spec, INSTALL_WAIT_MS, &st, &err);
+	} else {
+		r = sbx_sandbox_install_status(ctx->manager, sb, spec, &st, &err);
+	}
+	if (r < 0) {
+		r = sbx_tool_fail_err(out, &err, r == -ENOENT ? HINT_GONE : hint_general(r));
+		goto out;
+	}
+	state_message(&st, sbx_sandbox_id(sb), msg, sizeof(msg));
+	res = json_object_new_object();
+	r = res ? 0 : -ENOMEM;
+	if (res) {
+		r |= sbx_tools_put(res, "package", new_str(st.package ? st.package : spec));
+		r |= sbx_tools_put(res, "status", new_str(state_word(st.state)));
+		if (st.version)
+			r |= sbx_tools_put(res, "version", new_str(st.version));
+		if (st.log_tail)
+			r |= sbx_tools_put(res, "log_tail", new_str(st.log_tail));
+		if (install || st.state == SBX_INSTALL_RUNNING || st.state == SBX_INSTALL_SUCCESS ||
+		    st.state == SBX_INSTALL_FAILED)
+			r |= sbx_tools_put(res, "seconds", seconds_json(st.seconds));
+		r |= sbx_tools_put(res, "message", new_str(msg));
+	}
+	if (r < 0) {
+		json_object_put(res);
+		goto out;
+	}
+	out->result = res;
+out:
+	sbx_install_status_release(&st);
+	sbx_sandbox_unref(sb);
+	return r;
+}
+
+int sbx_tool_install_package(const struct sbx_tool_ctx *ctx, struct json_object *args,
+			     struct sbx_tool_out *out)
+{
+	return install_tool(ctx, args, out, true);
+}
+
+int sbx_tool_check_package(const struct sbx_tool_ctx *ctx, struct json_object *args,
+			   struct sbx_tool_out *out)
+{
+	return install_tool(ctx, args, out, false);
+}
+
+/* ---- upload_file_to_sandbox ---- */
+
+/* PATH has a "." or ".." segment. */
+static bool has_dot_segment(const char *path)
+{
+	for (const char *p = path;; p++) {
+		size_t n = strcspn(p, "/");
+		if ((n == 1 && p[0] == '.') || (n == 2 && p[0] == '.' && p[1] == '.'))
+			return true;
+		p += n;
+		if (!*p)
+			return false;
+	}
+}
+
+/* PATH is DIR or below it. */
+static bool under(const char *path, const char *dir)
+{
+	size_t n = strlen(dir);
+	return strncmp(path, dir, n) == 0 && (path[n] == '\0' || path[n] == '/');
+}
+
+/* Uploads go where the sandbox's user works: the engine writes them as root,
+ * so anywhere else they could replace the sandbox's own system files. */
+int sbx_tool_upload_file(const struct sbx_tool_ctx *ctx, struct json_object *args,
+			 struct sbx_tool_out *out)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	const char *local = arg_str(args, "local_file_path");
+	const char *dest = arg_str(args, "dest_path");
+	const char *upload_dir = ctx->settings->sandbox.upload_dir;
+	_cleanup_free_ char *path = NULL, *url = NULL;
+	char base_buf[300];
+	struct json_object *res;
+	sbx_sandbox *sb = NULL;
+	int64_t size = 0;
+	size_t rl = strlen(SBX_RESULTS_DIR);
+	int r;
+
+	if (dest &&
+	    (has_dot_segment(dest) || !(under(dest, SBX_RESULTS_DIR) || under(dest, "/tmp"))))
+		return sbx_tool_fail(
+		    out,
+		    "dest_path '%.300s' is not allowed: give %s, /tmp or a path "
+		    "below one of them, without '.' or '..' parts, e.g. %s/data.csv",
+		    dest, SBX_RESULTS_DIR, SBX_RESULTS_DIR);
+	r = get_sandbox(ctx, args, out, &sb);
+	if (r != 0)
+		return r < 0 ? r : 0;
+	r = sbx_sandbox_upload(ctx->manager, sb, local, dest, &path, &size, &err);
+	if (r < 0) {
+		const char *hint = NULL; /* the manager's message says it all */
+		switch (r) {
+		case -EPERM:
+		case -EACCES:
+			if (upload_dir[0])
+				hint = "Ask the user to put the file into the upload folder first.";
+			break;
+		case -ENOENT:
+			hint = "Check local_file_path (a file in the upload folder) and dest_path "
+			       "(a folder in the sandbox, default " SBX_RESULTS_DIR ").";
+			break;
+		case -EFBIG:
+		case -EINVAL:
+			break;
+		default:
+			hint = hint_general(r);
+		}
+		r = sbx_tool_fail_err(out, &err, hint);
+		goto out;
+	}
+	/* A link for files under the results folder, the ones the artifact route serves. */
+	if (strncmp(path, SBX_RESULTS_DIR, rl) == 0 && path[rl] == '/' && path[rl + 1] &&
+	    !has_dot_segment(path + rl + 1) && !strstr(path + rl, "//")) {
+		url = sbx_artifact_url(public_url(ctx, base_buf, sizeof(base_buf)),
+				       sbx_sandbox_id(sb), path + rl + 1);
+		if (!url) {
+			r = -ENOMEM;
+			goto out;
+		}
+	}
+	res = json_object_new_object();
+	r = res ? 0 : -ENOMEM;
+	if (res) {
+		r |= sbx_tools_put(res, "sandbox_id", new_str(sbx_sandbox_id(sb)));
+		r |= sbx_tools_put(res, "path", new_str(path));
+		r |= sbx_tools_put(res, "size", json_object_new_int64(size));
+		if (url)
+			r |= sbx_tools_put(res, "url", new_str(url));
+	}
+	if (r == 0 && url) {
+		out->links = json_object_new_array();
+		r = out->links ? sbx_tools_append(out->links, link_item(url, path + rl + 1,
+									sbx_mime_type(path), size))
+			       : -ENOMEM;
+	}
+	if (r < 0) {
+		json_object_put(res);
+		goto out;
+	}
+	out->result = res;
+out:
+	sbx_sandbox_unref(sb);
+	return r;
+}

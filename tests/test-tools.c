@@ -1,0 +1,975 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The seven tools against a real engine: tests/test-tools TYPE URL [IMAGE].
+ * A real sandbox manager under a server.instance unique to this run; every
+ * tool is called through sbx_tools_call with parsed JSON arguments, for each
+ * protocol version where the shape differs. Results are checked against the
+ * tool's own outputSchema. The suite ends by checking that no container of
+ * this run is left.
+ *
+ * The install cases use a second manager whose sandboxes use network host
+ * and tests/pkgindex.py on 127.0.0.1 as the package index.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../src/tools.h"
+#include "sbx/common.h"
+#include "sbx/engine.h"
+#include "sbx/mcp.h"
+#include "sbx/sandbox.h"
+#include "tap.h"
+
+#define PUBLIC_URL "http://127.0.0.1:8765"
+
+static const char *const versions[] = SBX_MCP_VERSIONS;
+static const char *const tool_names[] = {
+    "list_sandboxes",
+    "create_sandbox",
+    "execute_python_code",
+    "install_package_in_sandbox",
+    "check_package_installation_status",
+    "execute_terminal_command",
+    "upload_file_to_sandbox",
+};
+
+static sbx_engine *engine;
+static char instance[64], instance2[80], upload_dir[64] = "";
+static struct json_object *schemas; /* tools/list of the newest version */
+static int rc;			    /* the last call's return, read after it in tap_ok */
+
+/* ---- calling a tool ---- */
+
+struct call {
+	struct json_object *res; /* the CallToolResult */
+	struct json_object *obj; /* the parsed text of a successful result */
+	bool is_error;
+	const char *text; /* content[0].text */
+};
+
+static void call_release(struct call *c)
+{
+	json_object_put(c->res);
+	json_object_put(c->obj);
+	memset(c, 0, sizeof(*c));
+}
+
+static const char *str_at(struct json_object *o, const char *key)
+{
+	struct json_object *v;
+	if (!o || !json_object_object_get_ex(o, key, &v) ||
+	    !json_object_is_type(v, json_type_string))
+		return NULL;
+	return json_object_get_string(v);
+}
+
+static int64_t int_at(struct json_object *o, const char *key)
+{
+	struct json_object *v;
+	if (!o || !json_object_object_get_ex(o, key, &v))
+		return -999;
+	return json_object_get_int64(v);
+}
+
+static bool bool_at(struct json_object *o, const char *key)
+{
+	struct json_object *v;
+	return o && json_object_object_get_ex(o, key, &v) && json_object_get_boolean(v);
+}
+
+static bool has(struct json_object *o, const char *key)
+{
+	return o && json_object_object_get_ex(o, key, NULL);
+}
+
+/* What call_as passes as the notifier and progress token (usually none). */
+static const struct sbx_mcp_notifier *notifier;
+static struct json_object *progress_token;
+static char notified[1024];
+
+static void record_notification(void *ctx, const char *json)
+{
+	(void)ctx;
+	snprintf(notified, sizeof(notified), "%s", json);
+}
+
+/* Mini JSON Schema: type, properties, required, additionalProperties: false,
+ * items, enum. Returns true when VALUE matches; WHY says where not. */
+static bool validate(struct json_object *schema, struct json_object *value, const char *where,
+		     char *why, size_t n)
+{
+	const char *type = str_at(schema, "type");
+	struct json_object *props, *req, *items, *en;
+	enum json_type t = json_object_get_type(value);
+
+	if (type) {
+		bool ok =
+		    (!strcmp(type, "object") && t == json_type_object) ||
+		    (!strcmp(type, "array") && t == json_type_array) ||
+		    (!strcmp(type, "string") && t == json_type_string) ||
+		    (!strcmp(type, "boolean") && t == json_type_boolean) ||
+		    (!strcmp(type, "integer") && t == json_type_int) ||
+		    (!strcmp(type, "number") && (t == json_type_int || t == json_type_double));
+		if (!ok) {
+			snprintf(why, n, "%s: not %s", where, type);
+			return false;
+		}
+	}
+	if (json_object_object_get_ex(schema, "enum", &en)) {
+		bool found = false;
+		for (size_t i = 0; i < json_object_array_length(en); i++)
+			found |= !strcmp(json_object_get_string(json_object_array_get_idx(en, i)),
+					 json_object_get_string(value));
+		if (!found) {
+			snprintf(why, n, "%s: %s not in enum", where,
+				 json_object_get_string(value));
+			return false;
+		}
+	}
+	if (t == json_type_object && json_object_object_get_ex(schema, "properties", &props)) {
+		if (json_object_object_get_ex(schema, "required", &req))
+			for (size_t i = 0; i < json_object_array_length(req); i++) {
+				const char *k =
+				    json_object_get_string(json_object_array_get_idx(req, i));
+				if (!has(value, k)) {
+					snprintf(why, n, "%s: required %s missing", where, k);
+					return false;
+				}
+			}
+		json_object_object_foreach(value, k, v)
+		{
+			struct json_object *ps;
+			char sub[256];
+			if (!json_object_object_get_ex(props, k, &ps)) {
+				snprintf(why, n, "%s: extra property %s", where, k);
+				return false;
+			}
+			snprintf(sub, sizeof(sub), "%s.%s", where, k);
+			if (!validate(ps, v, sub, why, n))
+				return false;
+		}
+	}
+	if (t == json_type_array && json_object_object_get_ex(schema, "items", &items))
+		for (size_t i = 0; i < json_object_array_length(value); i++) {
+			char sub[256];
+			snprintf(sub, sizeof(sub), "%s[%zu]", where, i);
+			if (!validate(items, json_object_array_get_idx(value, i), sub, why, n))
+				return false;
+		}
+	return true;
+}
+
+static struct json_object *tool_in(struct json_object *list, const char *name)
+{
+	for (size_t i = 0; i < json_object_array_length(list); i++) {
+		struct json_object *t = json_object_array_get_idx(list, i);
+		if (!strcmp(str_at(t, "name"), name))
+			return t;
+	}
+	return NULL;
+}
+
+/* Calls NAME with ARGS (JSON text, or NULL for no arguments) as OWNER
+ * speaking VERSION. Checks the result's shape for that version: one text
+ * item first; on success the text parses to an object that matches the
+ * outputSchema and equals structuredContent (2025-06-18+) or there is no
+ * structuredContent (older); errors carry no structuredContent. */
+static int call_as(sbx_manager *m, const struct sbx_settings *s, const char *owner,
+		   const char *version, const char *name, const char *args, struct call *c)
+{
+	struct sbx_tool_ctx ctx = {.manager = m,
+				   .settings = s,
+				   .owner = owner,
+				   .public_url = PUBLIC_URL,
+				   .protocol_version = version,
+				   .notifier = notifier,
+				   .progress_token = progress_token};
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct json_object *a = args ? json_tokener_parse(args) : NULL, *content, *sc;
+	bool structured = strcmp(version, "2025-06-18") >= 0;
+	char why[512] = "";
+	int r;
+
+	memset(c, 0, sizeof(*c));
+	if (args && !a)
+		tap_bail("bad JSON in the test");
+	r = sbx_tools_call(&ctx, name, a, &c->res, &err);
+	json_object_put(a);
+	if (r < 0)
+		return r;
+	c->is_error = bool_at(c->res, "isError");
+	if (!json_object_object_get_ex(c->res, "content", &content) ||
+	    json_object_array_length(content) < 1 ||
+	    strcmp(str_at(json_object_array_get_idx(content, 0), "type"), "text") != 0) {
+		tap_ok(0, "%s: content[0] is a text item", name);
+		return -EBADMSG;
+	}
+	c->text = str_at(json_object_array_get_idx(content, 0), "text");
+	json_object_object_get_ex(c->res, "structuredContent", &sc);
+	if (c->is_error) {
+		if (sc)
+			tap_ok(0, "%s: an error carries no structuredContent", name);
+		return 0;
+	}
+	c->obj = json_tokener_parse(c->text);
+	if (!c->obj || !json_object_is_type(c->obj, json_type_object)) {
+		tap_ok(0, "%s: the text of a result is a JSON object: %s", name, c->text);
+		return -EBADMSG;
+	}
+	if (structured != (sc != NULL) || (sc && !json_object_equal(sc, c->obj)))
+		tap_ok(0, "%s (%s): structuredContent %s", name, version,
+		       structured ? "equals the text" : "is absent");
+	if (!validate(json_object_object_get(tool_in(schemas, name), "outputSchema"), c->obj, name,
+		      why, sizeof(why)))
+		tap_ok(0, "%s: result matches its outputSchema: %s", name, why);
+	return 0;
+}
+
+static sbx_manager *mgr;
+static struct sbx_settings settings;
+
+static int call(const char *name, const char *args, struct call *c)
+{
+	return call_as(mgr, &settings, "default", SBX_MCP_VERSION_LATEST, name, args, c);
+}
+
+/* Expects an isError result whose text contains NEEDLE. */
+static void expect_error(const char *name, const char *args, const char *needle, const char *what)
+{
+	struct call c;
+	int r = call(name, args, &c);
+	if (!tap_ok(r == 0 && c.is_error && c.text && strstr(c.text, needle), "%s: %s", name, what))
+		tap_diag("  r=%d isError=%d text: %s", r, c.is_error, c.text ? c.text : "-");
+	else {
+		char one_line[301];
+		snprintf(one_line, sizeof(one_line), "%s", c.text);
+		for (char *p = one_line; *p; p++)
+			if (*p == '\n')
+				*p = ' ';
+		tap_diag("  %s", one_line);
+	}
+	call_release(&c);
+}
+
+/* ---- tools/list ---- */
+
+static void test_list(void)
+{
+	for (size_t v = 0; v < SBX_ARRAY_SIZE(versions); v++) {
+		struct json_object *list = sbx_tools_list(versions[v]);
+		bool newer = strcmp(versions[v], "2025-06-18") >= 0;
+		bool annotated = strcmp(versions[v], "2025-03-26") >= 0;
+		bool names_ok, shapes_ok = true;
+
+		names_ok = list && json_object_array_length(list) == SBX_ARRAY_SIZE(tool_names);
+		for (size_t i = 0; names_ok && i < SBX_ARRAY_SIZE(tool_names); i++) {
+			struct json_object *t = json_object_array_get_idx(list, i), *in, *props;
+			const char *d = str_at(t, "description");
+			names_ok = !strcmp(str_at(t, "name"), tool_names[i]);
+			in = json_object_object_get(t, "inputSchema");
+			props = json_object_object_get(in, "properties");
+			shapes_ok &= d && strlen(d) > 80 && in && props &&
+				     json_object_is_type(props, json_type_object) &&
+				     !strcmp(str_at(in, "type"), "object") &&
+				     json_object_object_get_ex(in, "additionalProperties", NULL) &&
+				     !json_object_get_boolean(
+					 json_object_object_get(in, "additionalProperties"));
+			shapes_ok &= has(t, "title") == newer && has(t, "outputSchema") == newer &&
+				     has(t, "annotations") == annotated;
+			if (newer)
+				shapes_ok &= !strcmp(
+				    str_at(json_object_object_get(t, "outputSchema"), "type"),
+				    "object");
+		}
+		tap_ok(names_ok, "%s: tools/list names the seven tools in order", versions[v]);
+		tap_ok(shapes_ok,
+		       "%s: descriptions, object inputSchemas; title/outputSchema %s, "
+		       "annotations %s",
+		       versions[v], newer ? "present" : "absent", annotated ? "present" : "absent");
+		json_object_put(list);
+	}
+	{
+		struct json_object *list = sbx_tools_list("2025-06-18");
+		struct json_object *ann =
+		    json_object_object_get(tool_in(list, "list_sandboxes"), "annotations");
+		struct json_object *inst = json_object_object_get(
+		    tool_in(list, "install_package_in_sandbox"), "annotations");
+		tap_ok(bool_at(ann, "readOnlyHint") && bool_at(inst, "openWorldHint") &&
+			   !bool_at(inst, "readOnlyHint") && has(inst, "destructiveHint") &&
+			   !bool_at(inst, "destructiveHint"),
+		       "annotations: list is read-only, install is open-world and not destructive");
+		tap_ok(strstr(str_at(tool_in(list, "execute_python_code"), "description"),
+			      "savefig") != NULL,
+		       "the python description tells to save plots with savefig");
+		json_object_put(list);
+	}
+	{
+		struct sbx_tool_ctx ctx = {.manager = mgr,
+					   .settings = &settings,
+					   .owner = "default",
+					   .public_url = PUBLIC_URL,
+					   .protocol_version = SBX_MCP_VERSION_LATEST};
+		struct json_object *res = NULL;
+		struct sbx_error err = SBX_ERROR_INIT;
+		tap_is_int(sbx_tools_call(&ctx, "no_such_tool", NULL, &res, &err), -ENOENT,
+			   "an unknown tool is -ENOENT (%s)", err.msg);
+		tap_ok(res == NULL, "and gives no result");
+	}
+}
+
+/* ---- bad arguments (no sandbox needed) ---- */
+
+static void test_bad_arguments(void)
+{
+	expect_error("execute_python_code", "[1,2]", "must be a JSON object", "arguments an array");
+	expect_error("execute_python_code", "\"print(1)\"", "must be a JSON object",
+		     "arguments a string");
+	expect_error("execute_python_code", NULL, "missing required argument 'sandbox_id'",
+		     "no arguments at all");
+	expect_error("execute_python_code", "{\"sandbox_id\":\"x\"}",
+		     "missing required argument 'code'", "code missing");
+	expect_error("execute_python_code", "{\"sandbox_id\":\"x\",\"code\":5}",
+		     "'code' must be a string, not a number", "code: 5");
+	expect_error("execute_python_code", "{\"sandbox_id\":null,\"code\":\"1\"}",
+		     "'sandbox_id' must be a string, not null", "sandbox_id: null");
+	expect_error("execute_python_code", "{\"sandbox_id\":\"x\",\"code\":\"\"}",
+		     "'code' must not be empty", "empty code");
+	expect_error("execute_python_code", "{\"sandbox_id\":\"x\",\"code\":\"1\",\"timeout\":-1}",
+		     "'timeout' is out of range", "negative timeout");
+	expect_error("execute_python_code",
+		     "{\"sandbox_id\":\"x\",\"code\":\"1\",\"timeout\":\"30\"}",
+		     "'timeout' must be a number", "timeout as a string");
+	expect_error("execute_python_code", "{\"sandbox_id\":\"x\",\"code\":\"1\",\"cwd\":\"/\"}",
+		     "unknown argument 'cwd'", "an unknown argument");
+	expect_error("execute_python_code", "{\"sandbox_id\":\"x\",\"code\":\"a\\u0000b\"}", "NUL",
+		     "a NUL in the code");
+	expect_error("execute_python_code",
+		     "{\"sandbox_id\":\"x\",\"code\":\"1\",\"timeout\":3601}", "at most 3600",
+		     "a timeout over an hour");
+	expect_error(
+	    "execute_terminal_command",
+	    "{\"sandbox_id\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\","
+	    "\"command\":\"ls\"}",
+	    "'sandbox_id' is too long", "an over-long sandbox_id");
+	{
+		struct json_object *a = json_object_new_object();
+		char *big = malloc(1000002);
+		memset(big, 'x', 1000001);
+		big[1000001] = '\0';
+		json_object_object_add(a, "sandbox_id", json_object_new_string("x"));
+		json_object_object_add(a, "code", json_object_new_string(big));
+		expect_error("execute_python_code", json_object_to_json_string(a),
+			     "'code' is too long", "code over a million characters");
+		json_object_put(a);
+		free(big);
+	}
+	expect_error("list_sandboxes", "{\"all\":true}", "list_sandboxes takes no arguments",
+		     "list takes no arguments");
+	expect_error("create_sandbox", "{\"name\":7}", "'name' must be a string", "name: 7");
+	expect_error(
+	    "create_sandbox",
+	    "{\"name\":\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+	    "aaaaaa\"}",
+	    "too long", "an over-long name");
+	expect_error("create_sandbox", "{\"name\":\"../../etc\"}", "invalid sandbox name",
+		     "a name with slashes");
+	expect_error("execute_terminal_command", "{\"sandbox_id\":\"x\"}",
+		     "missing required argument 'command'", "command missing");
+	expect_error("execute_terminal_command", "{\"sandbox_id\":\"x\",\"command\":[\"ls\"]}",
+		     "'command' must be a string, not an array", "command as an array");
+	expect_error("install_package_in_sandbox", "{\"sandbox_id\":\"x\"}",
+		     "missing required argument 'package_name'", "package_name missing");
+	expect_error("check_package_installation_status",
+		     "{\"sandbox_id\":\"x\",\"package_name\":{}}",
+		     "'package_name' must be a string, not an object", "package_name an object");
+	expect_error("upload_file_to_sandbox", "{\"sandbox_id\":\"x\"}",
+		     "missing required argument 'local_file_path'", "local_file_path missing");
+	expect_error("upload_file_to_sandbox",
+		     "{\"sandbox_id\":\"x\",\"local_file_path\":\"/a\",\"dest_path\":false}",
+		     "'dest_path' must be a string", "dest_path: false");
+	expect_error("execute_terminal_command",
+		     "{\"sandbox_id\":\"no-such-sandbox\",\"command\":\"ls\"}", "list_sandboxes",
+		     "an unknown sandbox says to call list_sandboxes");
+	expect_error("check_package_installation_status",
+		     "{\"sandbox_id\":\"no-such-sandbox\",\"package_name\":\"numpy\"}",
+		     "create_sandbox", "an unknown sandbox says to call create_sandbox");
+	{
+		static const char *const hostile[] = {
+		    "x; rm -rf /",
+		    "--index-url=http://evil.example/simple",
+		    "git+https://example.com/x.git",
+		    "../../etc/passwd",
+		    "pkg @ file:///etc/passwd",
+		    "-e .",
+		    "requests\nnumpy",
+		    "$(id)",
+		};
+		for (size_t i = 0; i < SBX_ARRAY_SIZE(hostile); i++) {
+			struct json_object *a = json_object_new_object();
+			json_object_object_add(a, "sandbox_id", json_object_new_string("x"));
+			json_object_object_add(a, "package_name",
+					       json_object_new_string(hostile[i]));
+			expect_error(i % 2 ? "install_package_in_sandbox"
+					   : "check_package_installation_status",
+				     json_object_to_json_string(a), "invalid package_name",
+				     "a hostile package name is refused before anything runs");
+			json_object_put(a);
+		}
+	}
+}
+
+/* ---- with a sandbox ---- */
+
+static char sandbox_id[SBX_SANDBOX_ID_MAX + 1];
+
+static void test_create_and_list(void)
+{
+	struct call c;
+	char args[256];
+
+	if (call("create_sandbox", "{\"name\":\"tools-a\"}", &c) < 0 || c.is_error)
+		tap_bail(c.text ? c.text : "create_sandbox failed");
+	snprintf(sandbox_id, sizeof(sandbox_id), "%s", str_at(c.obj, "sandbox_id"));
+	tap_ok(sandbox_id[0] != '\0', "create_sandbox gives a sandbox_id: %s", sandbox_id);
+	tap_is_str(str_at(c.obj, "name"), "tools-a", "and the name asked for");
+	tap_is_str(str_at(c.obj, "status"), "running", "and status running");
+	tap_ok(str_at(c.obj, "image") && strstr(str_at(c.obj, "image"), "mcp-sandbox"),
+	       "and the image: %s", str_at(c.obj, "image"));
+	call_release(&c);
+
+	expect_error("create_sandbox", "{\"name\":\"tools-a\"}", "already exists",
+		     "a second sandbox of the same name is refused");
+
+	rc = call("list_sandboxes", "{}", &c);
+	tap_ok(rc == 0 && !c.is_error, "list_sandboxes");
+	{
+		struct json_object *arr = json_object_object_get(c.obj, "sandboxes"), *mine = NULL;
+		for (size_t i = 0; i < json_object_array_length(arr); i++)
+			if (!strcmp(str_at(json_object_array_get_idx(arr, i), "sandbox_id"),
+				    sandbox_id))
+				mine = json_object_array_get_idx(arr, i);
+		tap_is_int(int_at(c.obj, "count"), 1, "count is 1");
+		tap_ok(mine != NULL, "the list holds the new sandbox");
+		tap_is_str(str_at(mine, "name"), "tools-a", "with its name");
+		tap_ok(str_at(mine, "created") && strlen(str_at(mine, "created")) == 20 &&
+			   str_at(mine, "created")[10] == 'T' && str_at(mine, "created")[19] == 'Z',
+		       "created is ISO 8601 UTC: %s", str_at(mine, "created"));
+	}
+	call_release(&c);
+
+	/* The same call for an old protocol: no structuredContent (call_as checks). */
+	rc = call_as(mgr, &settings, "default", "2024-11-05", "list_sandboxes", NULL, &c);
+	tap_ok(rc == 0 && !c.is_error && !has(c.res, "structuredContent"),
+	       "2024-11-05: a result without structuredContent");
+	call_release(&c);
+	rc = call_as(mgr, &settings, "someone-else", SBX_MCP_VERSION_LATEST, "list_sandboxes", NULL,
+		     &c);
+	tap_ok(rc == 0 && int_at(c.obj, "count") == 0, "another owner sees no sandboxes");
+	call_release(&c);
+	snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"command\":\"id\"}", sandbox_id);
+	rc = call_as(mgr, &settings, "someone-else", SBX_MCP_VERSION_LATEST,
+		     "execute_terminal_command", args, &c);
+	tap_ok(rc == 0 && c.is_error && strstr(c.text, "list_sandboxes"),
+	       "another owner's sandbox is not found: %s", c.text);
+	call_release(&c);
+}
+
+static struct json_object *file_named(struct json_object *obj, const char *path)
+{
+	struct json_object *files = json_object_object_get(obj, "files");
+	for (size_t i = 0; i < json_object_array_length(files); i++)
+		if (!strcmp(str_at(json_object_array_get_idx(files, i), "path"), path))
+			return json_object_array_get_idx(files, i);
+	return NULL;
+}
+
+static void test_python(void)
+{
+	struct call c;
+	struct json_object *a = json_object_new_object(), *f, *content;
+	const char *code = "import os\n"
+			   "import matplotlib\n"
+			   "matplotlib.use('Agg')\n"
+			   "import matplotlib.pyplot as plt\n"
+			   "os.makedirs('plots', exist_ok=True)\n"
+			   "plt.plot([1, 2, 3], [1, 4, 9])\n"
+			   "plt.savefig('plots/p.png')\n"
+			   "print('plotted', 6 * 7)\n";
+
+	json_object_object_add(a, "sandbox_id", json_object_new_string(sandbox_id));
+	json_object_object_add(a, "code", json_object_new_string(code));
+	rc = call("execute_python_code", json_object_to_json_string(a), &c);
+	tap_ok(rc == 0 && !c.is_error, "execute_python_code with a plot: %s",
+	       c.is_error ? c.text : "ok");
+	json_object_put(a);
+	tap_diag("  %.600s", c.text);
+	tap_is_str(str_at(c.obj, "stdout"), "plotted 42\n", "stdout");
+	tap_is_int(int_at(c.obj, "exit_code"), 0, "exit code 0");
+	tap_ok(!bool_at(c.obj, "timed_out") && !bool_at(c.obj, "truncated"),
+	       "not timed out, not truncated");
+	f = file_named(c.obj, "plots/p.png");
+	if (tap_ok(f != NULL, "files lists plots/p.png")) {
+		const char *url = str_at(f, "url");
+		const char *route = url ? strstr(url, SBX_ARTIFACT_ROUTE) : NULL;
+		char *id = NULL, *rel = NULL;
+		tap_ok(int_at(f, "size") > 1000, "with its size (%lld)",
+		       (long long)int_at(f, "size"));
+		tap_is_str(str_at(f, "mime_type"), "image/png", "and mime type image/png");
+		tap_ok(url && strncmp(url, PUBLIC_URL "/artifacts/", strlen(PUBLIC_URL) + 11) == 0,
+		       "and a url under the public URL: %s", url);
+		tap_ok(route &&
+			   sbx_artifact_parse(route + strlen(SBX_ARTIFACT_ROUTE), &id, &rel) == 0,
+		       "the url parses back");
+		tap_is_str(id, sandbox_id, "to the sandbox id");
+		tap_is_str(rel, "plots/p.png", "and the relative path");
+		free(id);
+		free(rel);
+	}
+	{
+		bool link = false;
+		json_object_object_get_ex(c.res, "content", &content);
+		for (size_t i = 1; i < json_object_array_length(content); i++) {
+			struct json_object *it = json_object_array_get_idx(content, i);
+			link |= !strcmp(str_at(it, "type"), "resource_link") && str_at(it, "uri") &&
+				!strcmp(str_at(it, "name"), "plots/p.png") &&
+				!strcmp(str_at(it, "mimeType"), "image/png");
+		}
+		tap_ok(link, "2025-06-18+: a resource_link item for the plot");
+	}
+	call_release(&c);
+
+	/* The same run for 2025-03-26: the link stays in the JSON, no resource_link. */
+	{
+		char args[256];
+		snprintf(args, sizeof(args),
+			 "{\"sandbox_id\":\"%s\",\"code\":\"open('t.txt','w').write('x')\"}",
+			 sandbox_id);
+		rc = call_as(mgr, &settings, "default", "2025-03-26", "execute_python_code", args,
+			     &c);
+		tap_ok(rc == 0 && !c.is_error, "2025-03-26: execute_python_code");
+		json_object_object_get_ex(c.res, "content", &content);
+		tap_ok(json_object_array_length(content) == 1 && file_named(c.obj, "t.txt") &&
+			   !has(c.res, "structuredContent"),
+		       "one text item that lists t.txt, no structuredContent");
+		call_release(&c);
+
+		snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"code\":\"print(1/0)\"}",
+			 sandbox_id);
+		rc = call("execute_python_code", args, &c);
+		tap_ok(rc == 0 && !c.is_error, "an exception is a normal result (isError false)");
+		tap_is_int(int_at(c.obj, "exit_code"), 1, "with exit code 1");
+		tap_ok(str_at(c.obj, "stderr") &&
+			   strstr(str_at(c.obj, "stderr"), "ZeroDivisionError"),
+		       "and the traceback in stderr");
+		call_release(&c);
+
+		snprintf(args, sizeof(args),
+			 "{\"sandbox_id\":\"tools-a\",\"code\":\"import time; time.sleep(30)\","
+			 "\"timeout\":1.5}");
+		rc = call("execute_python_code", args, &c);
+		tap_ok(rc == 0 && !c.is_error, "a run over its timeout (by name) is a result");
+		tap_ok(bool_at(c.obj, "timed_out"), "timed_out is true");
+		call_release(&c);
+	}
+}
+
+static void test_terminal(void)
+{
+	struct call c;
+	char args[256];
+
+	snprintf(args, sizeof(args),
+		 "{\"sandbox_id\":\"%s\",\"command\":\"echo hi; pwd; echo oops >&2; exit 3\"}",
+		 sandbox_id);
+	rc = call("execute_terminal_command", args, &c);
+	tap_ok(rc == 0 && !c.is_error, "execute_terminal_command: %s", c.is_error ? c.text : "ok");
+	tap_is_str(str_at(c.obj, "stdout"), "hi\n/app/results\n", "stdout, in /app/results");
+	tap_is_str(str_at(c.obj, "stderr"), "oops\n", "stderr");
+	tap_is_int(int_at(c.obj, "exit_code"), 3, "exit code 3 is a result");
+	tap_ok(!has(c.obj, "files"), "no file list for a command");
+	call_release(&c);
+
+	{
+		static const struct sbx_mcp_notifier rec = {record_notification, NULL};
+		notifier = &rec;
+		progress_token = json_object_new_string("tok-1");
+		snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"command\":\"true\"}",
+			 sandbox_id);
+		rc = call("execute_terminal_command", args, &c);
+		tap_ok(rc == 0 && strstr(notified, "\"method\":\"notifications/progress\"") &&
+			   strstr(notified, "\"progressToken\":\"tok-1\""),
+		       "with a progress token, a progress notification: %s", notified);
+		call_release(&c);
+		notifier = NULL;
+		json_object_put(progress_token);
+		progress_token = NULL;
+	}
+
+	snprintf(args, sizeof(args),
+		 "{\"sandbox_id\":\"%s\",\"command\":\"sleep 20\",\"timeout\":1}", sandbox_id);
+	rc = call("execute_terminal_command", args, &c);
+	tap_ok(rc == 0 && bool_at(c.obj, "timed_out"), "a command over its timeout: timed_out");
+	call_release(&c);
+}
+
+static void test_upload(void)
+{
+	struct call c;
+	char path[256], args[1024], link[256];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/data.csv", upload_dir);
+	f = fopen(path, "we");
+	fputs("a,b\n1,2\n", f);
+	fclose(f);
+	snprintf(link, sizeof(link), "%s/link", upload_dir);
+	tap_ok(symlink("/etc/passwd", link) == 0, "a symlink out of the upload folder");
+
+	snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"local_file_path\":\"%s\"}",
+		 sandbox_id, path);
+	rc = call("upload_file_to_sandbox", args, &c);
+	tap_ok(rc == 0 && !c.is_error, "upload a file: %s", c.is_error ? c.text : "ok");
+	tap_is_str(str_at(c.obj, "path"), "/app/results/data.csv", "into /app/results");
+	tap_is_int(int_at(c.obj, "size"), 8, "size");
+	tap_ok(str_at(c.obj, "url") && strstr(str_at(c.obj, "url"), "/artifacts/") &&
+		   strstr(str_at(c.obj, "url"), "/data.csv"),
+	       "with a url: %s", str_at(c.obj, "url"));
+	{
+		struct json_object *content = json_object_object_get(c.res, "content");
+		struct json_object *it = json_object_array_get_idx(content, 1);
+		tap_ok(json_object_array_length(content) == 2 &&
+			   !strcmp(str_at(it, "type"), "resource_link") &&
+			   !strcmp(str_at(it, "uri"), str_at(c.obj, "url")) &&
+			   !strcmp(str_at(it, "name"), "data.csv"),
+		       "and a resource_link to it");
+	}
+	call_release(&c);
+	snprintf(args, sizeof(args),
+		 "{\"sandbox_id\":\"%s\",\"code\":\"import pandas as pd; "
+		 "print(pd.read_csv('data.csv').b.sum())\"}",
+		 sandbox_id);
+	rc = call("execute_python_code", args, &c);
+	tap_ok(rc == 0 && str_at(c.obj, "stdout") && !strcmp(str_at(c.obj, "stdout"), "2\n"),
+	       "python reads the uploaded file");
+	call_release(&c);
+
+	snprintf(args, sizeof(args),
+		 "{\"sandbox_id\":\"%s\",\"local_file_path\":\"%s\",\"dest_path\":\"/tmp\"}",
+		 sandbox_id, path);
+	rc = call("upload_file_to_sandbox", args, &c);
+	tap_ok(rc == 0 && !c.is_error && !strcmp(str_at(c.obj, "path"), "/tmp/data.csv") &&
+		   !has(c.obj, "url"),
+	       "upload to /tmp: no url outside /app/results (%s)", c.text);
+	call_release(&c);
+
+	snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"local_file_path\":\"/etc/passwd\"}",
+		 sandbox_id);
+	expect_error("upload_file_to_sandbox", args, "upload folder", "a file outside the folder");
+	snprintf(args, sizeof(args),
+		 "{\"sandbox_id\":\"%s\",\"local_file_path\":\"%s/../../etc/passwd\"}", sandbox_id,
+		 upload_dir);
+	expect_error("upload_file_to_sandbox", args, "upload folder", "'..' out of the folder");
+	snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"local_file_path\":\"%s\"}",
+		 sandbox_id, link);
+	expect_error("upload_file_to_sandbox", args, "upload folder",
+		     "a symlink out of the folder");
+	snprintf(args, sizeof(args),
+		 "{\"sandbox_id\":\"%s\",\"local_file_path\":\"%s/missing.csv\"}", sandbox_id,
+		 upload_dir);
+	{
+		int r = call("upload_file_to_sandbox", args, &c);
+		tap_ok(r == 0 && c.is_error && strstr(c.text, "missing.csv"),
+		       "a missing file is an error that names it: %s", c.text);
+		call_release(&c);
+	}
+	snprintf(args, sizeof(args),
+		 "{\"sandbox_id\":\"%s\",\"local_file_path\":\"%s\",\"dest_path\":"
+		 "\"/app/results/../../etc\"}",
+		 sandbox_id, path);
+	{
+		int r = call("upload_file_to_sandbox", args, &c);
+		tap_ok(r == 0 && c.is_error && strstr(c.text, "'..'"),
+		       "a dest_path with '..' is an error: %s", c.text);
+		call_release(&c);
+	}
+	{
+		static const char *const bad_dest[] = {"/etc",	      "/etc/profile.d/x.sh",
+						       "../../etc",   "/app/resultsx",
+						       "/tmp/../etc", "/"};
+		for (size_t i = 0; i < SBX_ARRAY_SIZE(bad_dest); i++) {
+			snprintf(args, sizeof(args),
+				 "{\"sandbox_id\":\"%s\",\"local_file_path\":\"%s\",\"dest_path\":"
+				 "\"%s\"}",
+				 sandbox_id, path, bad_dest[i]);
+			expect_error("upload_file_to_sandbox", args, "is not allowed",
+				     "dest_path outside /app/results and /tmp is refused");
+		}
+	}
+	unlink(link);
+	unlink(path);
+}
+
+/* ---- installs, with the test package index ---- */
+
+static pid_t index_pid = -1;
+static char index_root[] = "/tmp/sbx-tools-index-XXXXXX";
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	return remove(path);
+}
+
+static int start_index(char *url, size_t size)
+{
+	char script[512], line[32] = "";
+	const char *src = getenv("SBX_SRCDIR");
+	int fds[2];
+	ssize_t n;
+
+	if (!mkdtemp(index_root) || pipe2(fds, O_CLOEXEC) < 0)
+		return -errno;
+	snprintf(script, sizeof(script), "%s/tests/pkgindex.py", src ? src : ".");
+	index_pid = fork();
+	if (index_pid == 0) {
+		dup2(fds[1], 1);
+		execlp("python3", "python3", script, index_root, (char *)NULL);
+		_exit(127);
+	}
+	close(fds[1]);
+	/* The whole line: an unbuffered python writes the newline on its own. */
+	for (size_t got = 0; got < sizeof(line) - 1 && !strchr(line, '\n'); got += (size_t)n) {
+		n = read(fds[0], line + got, sizeof(line) - 1 - got);
+		if (n <= 0)
+			break;
+	}
+	close(fds[0]);
+	if (atoi(line) <= 0)
+		return -EIO;
+	snprintf(url, size, "http://127.0.0.1:%d/simple/", atoi(line));
+	return 0;
+}
+
+static void test_install(const char *image)
+{
+	struct sbx_settings s2;
+	struct sbx_error err = SBX_ERROR_INIT;
+	sbx_manager *m2 = NULL;
+	char url[128], set[256], args[256];
+	struct call c;
+	const char *st;
+
+	if (!tap_ok(start_index(url, sizeof(url)) == 0, "tests/pkgindex.py serves the index"))
+		goto stop_index;
+	sbx_settings_init(&s2);
+	snprintf(set, sizeof(set), "server.instance=%s", instance2);
+	sbx_settings_set(&s2, set, &err);
+	snprintf(set, sizeof(set), "engine.socket=%s", settings.engine.socket);
+	sbx_settings_set(&s2, set, &err);
+	snprintf(set, sizeof(set), "sandbox.image=%s", image);
+	sbx_settings_set(&s2, set, &err);
+	sbx_settings_set(&s2, "sandbox.network=host", &err);
+	snprintf(set, sizeof(set), "sandbox.index_url=%s", url);
+	tap_ok(sbx_settings_set(&s2, set, &err) == 0, "index_url %s (%s)", url, err.msg);
+	if (!tap_ok(sbx_manager_new(&s2, engine, &m2, &err) == 0, "a manager for installs (%s)",
+		    err.msg))
+		goto out;
+
+	rc = call_as(m2, &s2, "default", SBX_MCP_VERSION_LATEST, "create_sandbox",
+		     "{\"name\":\"pkgs\"}", &c);
+	tap_ok(rc == 0 && !c.is_error, "a sandbox that reaches the index: %s", c.text);
+	call_release(&c);
+
+	rc = call_as(m2, &s2, "default", SBX_MCP_VERSION_LATEST, "install_package_in_sandbox",
+		     "{\"sandbox_id\":\"pkgs\",\"package_name\":\"sbxdemo\"}", &c);
+	tap_ok(rc == 0 && !c.is_error, "install_package_in_sandbox sbxdemo: %s", c.text);
+	st = str_at(c.obj, "status");
+	tap_ok(st && (!strcmp(st, "success") || !strcmp(st, "installing")),
+	       "status success or installing: %s", st);
+	tap_ok(str_at(c.obj, "message") && has(c.obj, "seconds"), "with a message and seconds");
+	call_release(&c);
+	for (int i = 0; i < 120; i++) {
+		call_as(m2, &s2, "default", SBX_MCP_VERSION_LATEST,
+			"check_package_installation_status",
+			"{\"sandbox_id\":\"pkgs\",\"package_name\":\"sbxdemo\"}", &c);
+		st = str_at(c.obj, "status");
+		if (!st || strcmp(st, "installing") != 0)
+			break;
+		call_release(&c);
+		sleep(1);
+	}
+	tap_is_str(st, "success", "check_package_installation_status: success");
+	tap_is_str(str_at(c.obj, "version"), "1.0", "with the version");
+	call_release(&c);
+
+	tap_ok(
+	    call_as(m2, &s2, "default", SBX_MCP_VERSION_LATEST, "execute_python_code",
+		    "{\"sandbox_id\":\"pkgs\",\"code\":\"import sbxdemo; print(sbxdemo.VALUE)\"}",
+		    &c) == 0 &&
+		str_at(c.obj, "stdout") && !strcmp(str_at(c.obj, "stdout"), "42\n"),
+	    "the installed package imports");
+	call_release(&c);
+
+	rc = call_as(m2, &s2, "default", SBX_MCP_VERSION_LATEST, "list_sandboxes", NULL, &c);
+	tap_ok(rc == 0 && strstr(c.text, "\"packages\":[\"sbxdemo\"]"),
+	       "list_sandboxes shows the package: %s", c.text);
+	call_release(&c);
+
+	call_as(m2, &s2, "default", SBX_MCP_VERSION_LATEST, "check_package_installation_status",
+		"{\"sandbox_id\":\"pkgs\",\"package_name\":\"numpy\"}", &c);
+	tap_is_str(str_at(c.obj, "status"), "installed", "numpy: installed (from the image)");
+	call_release(&c);
+	call_as(m2, &s2, "default", SBX_MCP_VERSION_LATEST, "check_package_installation_status",
+		"{\"sandbox_id\":\"pkgs\",\"package_name\":\"sbxdemo-absent\"}", &c);
+	tap_is_str(str_at(c.obj, "status"), "not_installed", "an unknown package: not_installed");
+	call_release(&c);
+
+	call_as(m2, &s2, "default", SBX_MCP_VERSION_LATEST, "install_package_in_sandbox",
+		"{\"sandbox_id\":\"pkgs\",\"package_name\":\"sbxdemo-absent==9\"}", &c);
+	st = str_at(c.obj, "status");
+	for (int i = 0; i < 120 && st && !strcmp(st, "installing"); i++) {
+		call_release(&c);
+		sleep(1);
+		call_as(m2, &s2, "default", SBX_MCP_VERSION_LATEST,
+			"check_package_installation_status",
+			"{\"sandbox_id\":\"pkgs\",\"package_name\":\"sbxdemo-absent==9\"}", &c);
+		st = str_at(c.obj, "status");
+	}
+	tap_is_str(st, "failed", "a package the index does not have: failed");
+	tap_ok(!c.is_error && str_at(c.obj, "log_tail") && *str_at(c.obj, "log_tail"),
+	       "a normal result with pip's log tail");
+	call_release(&c);
+
+	snprintf(args, sizeof(args), "{\"sandbox_id\":\"pkgs\",\"package_name\":\"x y\"}");
+	rc = call_as(m2, &s2, "default", SBX_MCP_VERSION_LATEST, "install_package_in_sandbox", args,
+		     &c);
+	tap_ok(rc == 0 && c.is_error, "an invalid spec is an error: %s", c.text);
+	call_release(&c);
+
+	tap_ok(sbx_sandbox_delete(m2, "default", "pkgs", &err) == 0, "delete the install sandbox");
+out:
+	sbx_manager_free(m2);
+	sbx_settings_release(&s2);
+stop_index:
+	if (index_pid > 0) {
+		kill(index_pid, SIGTERM);
+		waitpid(index_pid, NULL, 0);
+	}
+	nftw(index_root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* A manager whose engine socket leads nowhere: every tool that needs the
+ * engine is an isError result that says so, never a crash. */
+static void test_engine_down(const char *type)
+{
+	struct sbx_engine_config cfg = {.type = type, .url = "unix:///nonexistent/sbx-tools.sock"};
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_settings s;
+	sbx_engine *e = NULL;
+	sbx_manager *m = NULL;
+	struct call c;
+
+	sbx_settings_init(&s);
+	if (!tap_ok(sbx_engine_open(&cfg, &e, &err) == 0 && sbx_manager_new(&s, e, &m, &err) == 0,
+		    "a manager on an engine that is not there (%s)", err.msg)) {
+		sbx_engine_free(e);
+		sbx_settings_release(&s);
+		return;
+	}
+	rc = call_as(m, &s, "default", SBX_MCP_VERSION_LATEST, "create_sandbox", NULL, &c);
+	tap_ok(rc == 0 && c.is_error && strstr(c.text, "Docker or Podman"),
+	       "engine down: create_sandbox is an error that says what to check: %s", c.text);
+	call_release(&c);
+	rc = call_as(m, &s, "default", SBX_MCP_VERSION_LATEST, "execute_python_code",
+		     "{\"sandbox_id\":\"x\",\"code\":\"1\"}", &c);
+	tap_ok(rc == 0 && c.is_error, "engine down: execute_python_code is an error: %s", c.text);
+	call_release(&c);
+	sbx_manager_free(m);
+	sbx_engine_free(e);
+	sbx_settings_release(&s);
+}
+
+static size_t count_instance(const char *inst)
+{
+	struct sbx_kv want[] = {{SBX_LABEL_INSTANCE, inst}};
+	struct sbx_container_summary *list = NULL;
+	size_t n = 0;
+	if (sbx_container_list(engine, want, 1, &list, &n, NULL) < 0)
+		return (size_t)-1;
+	sbx_container_list_free(list, n);
+	return n;
+}
+
+int main(int argc, char **argv)
+{
+	struct sbx_engine_config cfg = {0};
+	struct sbx_error err = SBX_ERROR_INIT;
+	char set[256], dir[] = "/tmp/sbx-tools-up-XXXXXX";
+	const char *image;
+
+	if (argc < 3) {
+		fprintf(stderr, "usage: %s TYPE URL [IMAGE]\n", argv[0]);
+		return 2;
+	}
+	cfg.type = argv[1];
+	cfg.url = argv[2];
+	image = argc > 3 ? argv[3] : "localhost/mcp-sandbox:latest";
+	snprintf(instance, sizeof(instance), "tools-%s-%ld-%ld", argv[1], (long)getpid(),
+		 (long)time(NULL));
+	snprintf(instance2, sizeof(instance2), "%s-pkg", instance);
+	if (sbx_engine_open(&cfg, &engine, &err) < 0 || sbx_engine_ping(engine, &err) < 0) {
+		printf("Bail out! %s engine at %s: %s\n", argv[1], argv[2], err.msg);
+		return 1;
+	}
+	if (!mkdtemp(dir))
+		tap_bail("mkdtemp");
+	snprintf(upload_dir, sizeof(upload_dir), "%s", dir);
+
+	sbx_settings_init(&settings);
+	{
+		const char *keys[] = {"server.instance=", "engine.type=", "engine.socket=",
+				      "sandbox.image=", "sandbox.upload_dir="};
+		const char *vals[] = {instance, argv[1], argv[2], image, upload_dir};
+		for (size_t i = 0; i < SBX_ARRAY_SIZE(keys); i++) {
+			snprintf(set, sizeof(set), "%s%s", keys[i], vals[i]);
+			if (sbx_settings_set(&settings, set, &err) < 0)
+				tap_bail(err.msg);
+		}
+	}
+	if (sbx_manager_new(&settings, engine, &mgr, &err) < 0) {
+		printf("Bail out! manager: %s\n", err.msg);
+		return 1;
+	}
+	schemas = sbx_tools_list(SBX_MCP_VERSION_LATEST);
+
+	test_list();
+	test_bad_arguments();
+	test_create_and_list();
+	test_python();
+	test_terminal();
+	test_upload();
+	tap_ok(sbx_sandbox_delete(mgr, "default", sandbox_id, &err) == 0, "delete the sandbox (%s)",
+	       err.msg);
+	test_install(image);
+	test_engine_down(argv[1]);
+
+	mgr = sbx_manager_free(mgr);
+	tap_is_int(count_instance(instance), 0, "no container of this run is left");
+	tap_is_int(count_instance(instance2), 0, "no container of the install manager is left");
+	json_object_put(schemas);
+	sbx_settings_release(&settings);
+	rmdir(upload_dir);
+	engine = sbx_engine_free(engine);
+	return tap_done();
+}
