@@ -29,6 +29,15 @@ export async function gatewayCase() {
 		});
 		const c = new Client({ name: 'e2e-supergateway', version: '1.0.0' }, { capabilities: {} });
 		await c.connect(transport);
+		// Should this process be stopped, the bridge goes with it.
+		const pid = transport.pid;
+		if (pid) process.once('exit', () => {
+			try {
+				process.kill(pid, 'SIGTERM');
+			} catch {
+				/* already gone */
+			}
+		});
 		assert.ok(c.getServerVersion()?.name, 'serverInfo.name through the bridge');
 		return c;
 	}, 60000);

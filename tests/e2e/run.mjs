@@ -17,6 +17,8 @@ import { manySessionsCase, slowCallCase, timeoutCase } from './concurrency.mjs';
 const only = process.env.SBX_E2E_ONLY ? new Set(process.env.SBX_E2E_ONLY.split(',')) : null;
 const want = (name) => !only || only.has(name);
 
+// Stopped from outside: exit, so that 'exit' hooks end child processes.
+for (const sig of ['SIGTERM', 'SIGINT', 'SIGHUP']) process.on(sig, () => process.exit(1));
 process.on('unhandledRejection', (e) => diag(`unhandled rejection: ${e && e.stack ? e.stack : e}`));
 
 async function main() {

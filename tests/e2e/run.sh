@@ -14,11 +14,9 @@
 # The npm packages come from tools/e2e-deps (tests/e2e/node_modules after a
 # `cd tests/e2e && npm ci`, else a cache keyed by package-lock.json).
 # By hand: SBX_SRCDIR=$PWD SBX_BUILDDIR=BUILD sh tests/e2e-docker.test
-env_file="${MCP_SANDBOX_ENGINES_DIR:-/var/lib/mcp-sandbox-engines}/engines.env"
-if [ -z "${MCP_SANDBOX_DOCKER_SOCKET:-}${MCP_SANDBOX_PODMAN_SOCKET:-}" ] && [ -r "$env_file" ]; then
-	# shellcheck disable=SC1090
-	. "$env_file"
-fi
+# The engine sockets, as the engine tests find them.
+# shellcheck disable=SC1091
+. "${SBX_SRCDIR:-.}/tests/engine-env.sh"
 
 e2e_skip() {
 	if [ "${MCP_SANDBOX_REQUIRE_ENGINES:-0}" = 1 ]; then
@@ -33,15 +31,26 @@ e2e_diag_file() { # FILE [LINES]: its tail as TAP diagnostics
 	[ -s "$1" ] && tail -n "${2:-20}" "$1" | sed 's/^/#   /'
 }
 
+# e2e_gone PID TENTHS: waits up to TENTHS/10 s for PID to end; 1 if it did not.
+e2e_gone() {
+	i=0
+	while kill -0 "$1" 2>/dev/null; do
+		[ $i -lt "$2" ] || return 1
+		sleep 0.1
+		i=$((i + 1))
+	done
+}
+
 e2e_cleanup() {
+	if [ -n "${e2e_npid:-}" ]; then # interrupted while node ran
+		kill -TERM "$e2e_npid" 2>/dev/null
+		e2e_gone "$e2e_npid" 100 || kill -KILL "$e2e_npid" 2>/dev/null
+		cat "$e2e_tmp/node.tap" 2>/dev/null
+		echo "Bail out! interrupted"
+	fi
 	if [ -n "${e2e_spid:-}" ] && kill -0 "$e2e_spid" 2>/dev/null; then
 		kill -TERM "$e2e_spid" 2>/dev/null
-		i=0
-		while kill -0 "$e2e_spid" 2>/dev/null && [ $i -lt 300 ]; do
-			sleep 0.1
-			i=$((i + 1))
-		done
-		kill -KILL "$e2e_spid" 2>/dev/null
+		e2e_gone "$e2e_spid" 300 || kill -KILL "$e2e_spid" 2>/dev/null
 	fi
 	if [ -n "${e2e_ipid:-}" ]; then
 		kill -TERM "$e2e_ipid" 2>/dev/null
@@ -151,12 +160,18 @@ run_e2e() {
 	done
 	echo "# $e2e_type engine at $e2e_sock, server $url (pid $e2e_spid), instance $instance, index port $index_port"
 
+	# In the background: a signal to this shell interrupts the wait, and the
+	# EXIT trap stops node (and its supergateway) by PID.
 	limit=
 	command -v timeout >/dev/null 2>&1 && limit="timeout -k 10 ${SBX_E2E_TIMEOUT:-900}"
 	SBX_E2E_URL=$url SBX_E2E_UPLOAD_DIR=$e2e_tmp/upload SBX_E2E_TMP=$e2e_tmp \
 		SBX_E2E_SERVER_LOG=$e2e_tmp/server.err SBX_E2E_GATEWAY=$gateway \
 		SBX_E2E_MAX_BODY=65536 SBX_E2E_ALLOWED_ORIGIN=http://allowed.example SBX_E2E_ENGINE=$e2e_type \
-		$limit "$node" "$e2e_tmp/suite/run.mjs" 2>"$e2e_tmp/node.err" | tee "$e2e_tmp/node.tap"
+		$limit "$node" "$e2e_tmp/suite/run.mjs" >"$e2e_tmp/node.tap" 2>"$e2e_tmp/node.err" </dev/null &
+	e2e_npid=$!
+	wait "$e2e_npid"
+	e2e_npid=
+	cat "$e2e_tmp/node.tap"
 	n=$(grep -cE '^(not )?ok ' "$e2e_tmp/node.tap")
 	if [ -s "$e2e_tmp/node.err" ]; then
 		echo "# node's stderr:"
@@ -185,12 +200,7 @@ run_e2e() {
 
 	n=$((n + 1))
 	kill -TERM "$e2e_spid"
-	i=0
-	while kill -0 "$e2e_spid" 2>/dev/null && [ $i -lt 600 ]; do
-		sleep 0.1
-		i=$((i + 1))
-	done
-	if kill -0 "$e2e_spid" 2>/dev/null; then
+	if ! e2e_gone "$e2e_spid" 600; then
 		echo "not ok $n - mcp-sandboxd stops within 60 s of SIGTERM"
 		kill -KILL "$e2e_spid"
 		wait "$e2e_spid" 2>/dev/null
