@@ -50,7 +50,10 @@ e2e_cleanup() {
 	fi
 	if [ -n "${e2e_spid:-}" ] && kill -0 "$e2e_spid" 2>/dev/null; then
 		kill -TERM "$e2e_spid" 2>/dev/null
-		e2e_gone "$e2e_spid" 300 || kill -KILL "$e2e_spid" 2>/dev/null
+		if ! e2e_gone "$e2e_spid" 600; then
+			kill -KILL "$e2e_spid" 2>/dev/null
+			e2e_remove "$e2e_sock" "$(e2e_containers "$e2e_type" "$e2e_sock" "$instance")"
+		fi
 	fi
 	if [ -n "${e2e_ipid:-}" ]; then
 		kill -TERM "$e2e_ipid" 2>/dev/null
@@ -75,6 +78,15 @@ e2e_containers() {
 		process.stdin.on("end", () => { for (const c of JSON.parse(s)) console.log(c.Id); });'
 }
 
+# e2e_remove SOCKET IDS: force-removes the containers IDS (left behind;
+# the Docker-compatible route, which Podman serves too).
+e2e_remove() {
+	for id in $2; do
+		echo "#   removing container $id"
+		curl -sS --max-time 60 --unix-socket "$1" -X DELETE "http://d/containers/$id?force=1&v=1" >/dev/null
+	done
+}
+
 run_e2e() {
 	e2e_type=$1 e2e_sock=$2
 	srcdir=${SBX_SRCDIR:-.}
@@ -90,6 +102,7 @@ run_e2e() {
 		exit 1
 	fi
 
+	instance=e2e-$e2e_type-$$-$(date +%s)
 	e2e_tmp=$(mktemp -d "${TMPDIR:-/tmp}/sbx-e2e-$e2e_type.XXXXXX") || {
 		echo "Bail out! mktemp failed"
 		exit 1
@@ -127,7 +140,6 @@ run_e2e() {
 	done
 	index_port=$(head -n 1 "$e2e_tmp/index.port")
 
-	instance=e2e-$e2e_type-$$-$(date +%s)
 	"$server" -c "$srcdir/etc/mcp-sandbox.ini" \
 		--set engine.type="$e2e_type" \
 		--set engine.socket="unix://$e2e_sock" \
@@ -223,10 +235,7 @@ run_e2e() {
 		echo "ok $n - no container with the instance label is left"
 	else
 		echo "not ok $n - no container with the instance label is left (status $st)"
-		for id in $left; do
-			echo "#   removing $id"
-			curl -sS --max-time 60 --unix-socket "$e2e_sock" -X DELETE "http://d/containers/$id?force=1&v=1" >/dev/null
-		done
+		e2e_remove "$e2e_sock" "$left"
 	fi
 	echo "1..$n"
 }
