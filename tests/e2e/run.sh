@@ -103,6 +103,8 @@ run_e2e() {
 	fi
 
 	instance=e2e-$e2e_type-$$-$(date +%s)
+	max_body=65536 # small, so that the 413 check sends little
+	origin=http://allowed.example
 	e2e_tmp=$(mktemp -d "${TMPDIR:-/tmp}/sbx-e2e-$e2e_type.XXXXXX") || {
 		echo "Bail out! mktemp failed"
 		exit 1
@@ -146,8 +148,8 @@ run_e2e() {
 		--set server.listen=127.0.0.1 \
 		--set server.port=0 \
 		--set server.instance="$instance" \
-		--set server.max_body=64k \
-		--set server.allowed_origins=http://allowed.example \
+		--set server.max_body="$max_body" \
+		--set server.allowed_origins="$origin" \
 		--set sandbox.image="${MCP_SANDBOX_IMAGE:-localhost/mcp-sandbox:latest}" \
 		--set sandbox.network=host \
 		--set sandbox.index_url="http://127.0.0.1:$index_port/simple/" \
@@ -178,7 +180,7 @@ run_e2e() {
 	command -v timeout >/dev/null 2>&1 && limit="timeout -k 10 ${SBX_E2E_TIMEOUT:-900}"
 	SBX_E2E_URL=$url SBX_E2E_UPLOAD_DIR=$e2e_tmp/upload SBX_E2E_TMP=$e2e_tmp \
 		SBX_E2E_SERVER_LOG=$e2e_tmp/server.err SBX_E2E_GATEWAY=$gateway \
-		SBX_E2E_MAX_BODY=65536 SBX_E2E_ALLOWED_ORIGIN=http://allowed.example SBX_E2E_ENGINE=$e2e_type \
+		SBX_E2E_MAX_BODY=$max_body SBX_E2E_ALLOWED_ORIGIN=$origin SBX_E2E_ENGINE=$e2e_type \
 		$limit "$node" "$e2e_tmp/suite/run.mjs" >"$e2e_tmp/node.tap" 2>"$e2e_tmp/node.err" </dev/null &
 	e2e_npid=$!
 	wait "$e2e_npid"
