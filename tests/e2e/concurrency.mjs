@@ -11,7 +11,8 @@ async function oneSession(kind, i, sid) {
 	const client = await connect(kind === 'sse' ? sseTransport() : streamableTransport(), `e2e-many-${kind}-${i}`);
 	try {
 		const { tools } = await client.listTools();
-		assert.equal(tools.length, Object.keys(TOOLS).length, `${kind} ${i}: tools/list`);
+		const names = tools.map((x) => x.name);
+		for (const name of Object.keys(TOOLS)) assert.ok(names.includes(name), `${kind} ${i}: tools/list lacks ${name}`);
 		assert.deepEqual(await client.ping(), {}, `${kind} ${i}: ping`);
 		const word = `session-${kind}-${i}`;
 		const r = await callOk(client, 'execute_terminal_command', { sandbox_id: sid, command: `echo ${word}` });
@@ -83,10 +84,13 @@ export async function timeoutCase(client, sid) {
 		assert.equal(r.exit_code, -1, JSON.stringify(r));
 		assert.ok(Date.now() - t0 < 20000, 'the call waited for the whole sleep');
 	}, 40000);
-	await check('execute_python_code: timeout 1 s kills an endless loop; the sandbox still works', async () => {
+	await check('execute_python_code: timeout 1 s stops an endless loop; the sandbox still works', async () => {
 		const r = await callOk(client, 'execute_python_code', { sandbox_id: sid, code: 'print("start", flush=True)\nwhile True:\n    pass', timeout: 1 });
 		assert.equal(r.timed_out, true, JSON.stringify(r));
-		assert.equal(r.exit_code, -1, JSON.stringify(r));
+		// -1 when the process was killed; an interpreter that is interrupted
+		// instead reports the KeyboardInterrupt's exit code.
+		assert.notEqual(r.exit_code, 0, JSON.stringify(r));
+		assert.match(r.stdout, /start/, 'the output before the limit is kept');
 		const again = await callOk(client, 'execute_python_code', { sandbox_id: sid, code: 'print(6 * 7)' });
 		assert.equal(again.stdout, '42\n');
 	}, 40000);

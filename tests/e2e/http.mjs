@@ -162,7 +162,7 @@ export async function httpCase() {
 			assert.equal((await post({ jsonrpc: '2.0', id: 4, method: 'tools/list' })).status, 202);
 			const list = await sse.next();
 			assert.equal(list.id, 4);
-			assert.equal(list.result.tools.length, 7);
+			assert.ok(list.result.tools.length >= 7, `${list.result.tools.length} tools`);
 			for (const tool of list.result.tools) {
 				assert.equal(tool.outputSchema, undefined, `${tool.name} has an outputSchema`);
 				assert.equal(tool.title, undefined, `${tool.name} has a title`);
