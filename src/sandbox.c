@@ -202,11 +202,13 @@ int sbx_container_provision(sbx_manager *m, const char *id, time_t when, const c
 {
 	const struct sbx_settings *s = m->s;
 	char created[32];
-	struct sbx_kv labels[] = {
-	    {SBX_LABEL_MANAGED, "1"}, {SBX_LABEL_INSTANCE, s->server.instance},
-	    {SBX_LABEL_ID, id},	      {SBX_LABEL_CREATED, created},
-	    {SBX_LABEL_POOL, "1"},    {NULL, NULL},
+	struct sbx_kv labels[6] = {
+	    {SBX_LABEL_MANAGED, "1"},
+	    {SBX_LABEL_INSTANCE, s->server.instance},
+	    {SBX_LABEL_ID, id},
+	    {SBX_LABEL_CREATED, created},
 	};
+	size_t n_labels = 4;
 	struct sbx_ulimit ulimits[] = {{"nofile", 1024, 1024}, {"nproc", 4096, 4096}};
 	_cleanup_free_ char *cname = NULL;
 	char *cid = NULL;
@@ -214,8 +216,10 @@ int sbx_container_provision(sbx_manager *m, const char *id, time_t when, const c
 
 	snprintf(created, sizeof(created), "%lld", (long long)when);
 	if (owner) {
-		labels[4] = (struct sbx_kv){SBX_LABEL_NAME, name ? name : id};
-		labels[5] = (struct sbx_kv){SBX_LABEL_OWNER, owner};
+		labels[n_labels++] = (struct sbx_kv){SBX_LABEL_NAME, name ? name : id};
+		labels[n_labels++] = (struct sbx_kv){SBX_LABEL_OWNER, owner};
+	} else {
+		labels[n_labels++] = (struct sbx_kv){SBX_LABEL_POOL, "1"};
 	}
 	if (asprintf(&cname, "mcp-sbx-%s-%s", s->server.instance, id) < 0) {
 		cname = NULL;
@@ -226,7 +230,7 @@ int sbx_container_provision(sbx_manager *m, const char *id, time_t when, const c
 	    .name = cname,
 	    .cmd = sleep_cmd,
 	    .labels = labels,
-	    .n_labels = owner ? 6 : 5,
+	    .n_labels = n_labels,
 	    .workdir = SBX_RESULTS_DIR,
 	    .user = "1000:1000",
 	    .memory_bytes = s->sandbox.memory,
@@ -659,7 +663,8 @@ int sbx_manager_recover(sbx_manager *m, struct sbx_error *err)
 	}
 	sbx_container_list_free(cs, n_cs);
 	pthread_mutex_lock(&m->lock);
-	qsort(m->table, m->n, sizeof(*m->table), by_created);
+	if (m->n > 1)
+		qsort(m->table, m->n, sizeof(*m->table), by_created);
 	pthread_mutex_unlock(&m->lock);
 	if (r >= 0)
 		sbx_pool_recover_done(m);

@@ -369,6 +369,23 @@ static void test_pool_off(void)
 		m = sbx_manager_free(m);
 		sbx_settings_release(&s);
 	}
+	/* Empty server.state_dir: $STATE_DIRECTORY (its first entry), as systemd sets it. */
+	{
+		const char *const dflt[] = {"server.state_dir=", NULL};
+		char env[300], want[400];
+		snprintf(env, sizeof(env), "%s/env", state_root);
+		snprintf(want, sizeof(want), "%s/instance-%s", env, inst);
+		mkdir(env, 0700);
+		strcat(env, ":/nonexistent/second");
+		setenv("STATE_DIRECTORY", env, 1);
+		settings_for(&s, inst, dflt);
+		m = manager(&s, engine);
+		tap_is_str(sbx_manager_state_dir(m), want,
+			   "an empty state_dir uses $STATE_DIRECTORY");
+		m = sbx_manager_free(m);
+		unsetenv("STATE_DIRECTORY");
+		sbx_settings_release(&s);
+	}
 	/* An explicit state folder that cannot be made is an error. */
 	{
 		char bad[300];
