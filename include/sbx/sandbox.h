@@ -30,15 +30,17 @@
  * folder (server.state_dir, one 0600 file per sandbox in a 0700 folder per
  * instance, written to a temporary file and renamed) before create returns.
  * Recover adopts pool containers that have such a file, removes those that
- * have none (never assigned) and drops files whose container is gone. A
+ * have none (never assigned), leaves alone those whose file it cannot trust,
+ * and drops files whose container is gone. A
  * cold sandbox keeps its owner and name in labels as before and needs no
  * file. Without a state folder the pool is used only when
  * sandbox.remove_on_exit is true (sandboxes do not outlive the server
  * anyway; after a crash, recover then removes pool containers, assigned or
  * not); with remove_on_exit false it is off, so that every sandbox stays
- * adoptable. Simpler schemes were set aside: renaming the container is not
- * in every engine API we use; a file inside the container would be trusted
- * data that the sandbox's own user could reach.
+ * adoptable. Simpler schemes were set aside: a container name (renamed at
+ * assignment) cannot hold an arbitrary owner and renaming is not in the
+ * engine seam; a file inside the container would be data the sandbox's own
+ * user could reach; creating every container at create time loses the pool.
  *
  * Threads: every function may be called from any thread at the same time.
  * Records are reference-counted; sbx_sandbox_get/create return a reference
