@@ -9,6 +9,39 @@
  * pass the tenant they act for, and a sandbox of another owner is reported
  * as not found (-ENOENT), exactly like one that does not exist.
  *
+ * The warm pool (sandbox.pool_size, sandbox_pool.c): create_sandbox takes an
+ * already started container that was never assigned to anyone, so a create
+ * costs no engine call; with the pool empty or off it creates and starts one
+ * (a "cold" create). A pool container is fresh from the image and is never
+ * reused: deleting a sandbox removes its container. One thread per manager
+ * refills the pool in the background (backing off while the engine fails);
+ * it starts filling after sbx_manager_recover succeeds or a create worked,
+ * so it never races the adoption of a previous run's containers and never
+ * hammers an engine that is down. Pooled containers count against
+ * sandbox.max_sandboxes: the pool only fills the room the assigned
+ * sandboxes leave (momentarily one more while a refill is under way) and
+ * never makes a create fail with -EBUSY. They are always removed by
+ * sbx_manager_free.
+ *
+ * Restart: labels are fixed when a container is created, but a pool
+ * container's owner and name are known only when it is assigned. It carries
+ * the managed/instance/sandbox-id/created labels plus SBX_LABEL_POOL, and its
+ * assignment (owner, name, time) is written to a small file in the state
+ * folder (server.state_dir, one 0600 file per sandbox in a 0700 folder per
+ * instance, written to a temporary file and renamed) before create returns.
+ * Recover adopts pool containers that have such a file, removes those that
+ * have none (never assigned), leaves alone those whose file it cannot trust,
+ * and drops files whose container is gone. A
+ * cold sandbox keeps its owner and name in labels as before and needs no
+ * file. Without a state folder the pool is used only when
+ * sandbox.remove_on_exit is true (sandboxes do not outlive the server
+ * anyway; after a crash, recover then removes pool containers, assigned or
+ * not); with remove_on_exit false it is off, so that every sandbox stays
+ * adoptable. Simpler schemes were set aside: a container name (renamed at
+ * assignment) cannot hold an arbitrary owner and renaming is not in the
+ * engine seam; a file inside the container would be data the sandbox's own
+ * user could reach; creating every container at create time loses the pool.
+ *
  * Threads: every function may be called from any thread at the same time.
  * Records are reference-counted; sbx_sandbox_get/create return a reference
  * that the caller drops with sbx_sandbox_unref.
@@ -39,6 +72,10 @@
 #define SBX_LABEL_NAME "org.mcp-sandbox.name"
 #define SBX_LABEL_OWNER "org.mcp-sandbox.owner"
 #define SBX_LABEL_CREATED "org.mcp-sandbox.created" /* Unix seconds */
+/* "1" on a container started for the warm pool. It has no name or owner
+ * label (labels are fixed at creation, and those are only known when it is
+ * assigned); its assignment is a file in the state folder instead. */
+#define SBX_LABEL_POOL "org.mcp-sandbox.pool"
 
 /* Where code runs and writes the files that come back as links. */
 #define SBX_RESULTS_DIR "/app/results"
@@ -100,14 +137,32 @@ struct sbx_install_status {
 int sbx_manager_new(const struct sbx_settings *s, sbx_engine *engine, sbx_manager **ret_m,
 		    struct sbx_error *err);
 /* Waits for background installs; removes every sandbox when
- * sandbox.remove_on_exit (the default), else leaves them for recover. */
+ * sandbox.remove_on_exit (the default), else leaves them for recover. Pooled
+ * containers are always removed. */
 sbx_manager *sbx_manager_free(sbx_manager *m);
 
 /* Adopts the containers labelled with this server.instance (after a
- * restart). Returns how many were adopted. */
+ * restart). Returns how many were adopted. Then lets the pool fill. */
 int sbx_manager_recover(sbx_manager *m, struct sbx_error *err);
 
-/* Creates and starts a sandbox. NAME may be NULL (then it is the id); it is
+/* The warm pool, for tests and the benchmark. */
+struct sbx_pool_stats {
+	size_t size;	   /* containers the pool aims to keep: sandbox.pool_size, 0 when off */
+	size_t ready;	   /* started, unassigned containers waiting now */
+	size_t filling;	   /* containers being started for the pool now (0 or 1) */
+	bool filling_on;   /* the pool has started filling (see above) */
+	uint64_t taken;	   /* creates served from the pool */
+	uint64_t cold;	   /* creates that made their own container */
+	uint64_t made;	   /* containers the pool started */
+	uint64_t failures; /* failed attempts to start one */
+	int last_error;	   /* negative errno of the last attempt, 0 when it worked */
+};
+void sbx_manager_pool_stats(sbx_manager *m, struct sbx_pool_stats *ret_stats);
+/* This instance's state folder, or NULL when there is none. */
+const char *sbx_manager_state_dir(const sbx_manager *m);
+
+/* Creates a sandbox: takes one from the pool, else creates and starts a
+ * container. NAME may be NULL (then it is the id); it is
  * 1..SBX_SANDBOX_NAME_MAX of [A-Za-z0-9_.-] and unique per owner (-EEXIST). */
 int sbx_sandbox_create(sbx_manager *m, const char *owner, const char *name, sbx_sandbox **ret_sb,
 		       struct sbx_error *err);
