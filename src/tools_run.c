@@ -91,34 +91,14 @@ static int get_sandbox(const struct sbx_tool_ctx *ctx, struct json_object *args,
 }
 
 /* Tells a client that asked for progress (params._meta.progressToken) that
- * the work has started; the response ends it. Best effort: nothing to do on
- * -ENOMEM. The message field exists from 2025-03-26 on. */
+ * the work has started; the response ends it. */
 static void notify_started(const struct sbx_tool_ctx *ctx, const char *what)
 {
-	struct json_object *n, *p;
-	int r = 0;
+	struct sbx_progress p;
 
-	if (!ctx->notifier || !ctx->notifier->send || !ctx->progress_token)
-		return;
-	n = json_object_new_object();
-	p = json_object_new_object();
-	if (!n || !p) {
-		json_object_put(n);
-		json_object_put(p);
-		return;
-	}
-	r |= sbx_tools_put(p, "progressToken", json_object_get(ctx->progress_token));
-	r |= sbx_tools_put(p, "progress", json_object_new_int(0));
-	if (sbx_tools_version_at_least(ctx->protocol_version, "2025-03-26"))
-		r |= sbx_tools_put(p, "message", json_object_new_string(what));
-	r |= sbx_tools_put(n, "jsonrpc", json_object_new_string("2.0"));
-	r |= sbx_tools_put(n, "method", json_object_new_string("notifications/progress"));
-	r |= sbx_tools_put(n, "params", p);
-	if (r == 0)
-		ctx->notifier->send(ctx->notifier->ctx, json_object_to_json_string_ext(
-							    n, JSON_C_TO_STRING_PLAIN |
-								   JSON_C_TO_STRING_NOSLASHESCAPE));
-	json_object_put(n);
+	sbx_progress_init(&p, ctx);
+	sbx_progress_step(&p, what);
+	sbx_progress_release(&p);
 }
 
 static int iso_time(time_t t, char *buf, size_t size)
