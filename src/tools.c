@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The seven tools: their names, descriptions and schemas (one table), the
+ * The tools: their names, descriptions and schemas (one table), the
  * checking of arguments against the inputSchema itself, and the shape of a
  * CallToolResult for each protocol version. The work is done by the sandbox
  * manager; the handlers (src/tools_run.c) only translate.
@@ -234,6 +234,11 @@ void sbx_progress_flush(struct sbx_progress *p, bool final)
 	"\"timeout\":{\"type\":\"number\",\"exclusiveMinimum\":0,\"maximum\":3600,"                \
 	"\"description\":\"Time limit in seconds (default: the server's limit, usually 60). "      \
 	"The process is killed when it is reached.\"}"
+#define PY_TIMEOUT_PROP                                                                            \
+	"\"timeout\":{\"type\":\"number\",\"exclusiveMinimum\":0,\"maximum\":3600,"                \
+	"\"description\":\"Time limit in seconds (default: the server's limit, usually 60). "      \
+	"The code is then interrupted; if it does not stop, the interpreter is restarted and its " \
+	"variables are lost.\"}"
 #define PACKAGE_PROP                                                                               \
 	"\"package_name\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":200,"                 \
 	"\"description\":\"A pip requirement: a project name with optional extras and version, "   \
@@ -306,22 +311,25 @@ static const struct sbx_tool_def tools[] = {
 	.name = "execute_python_code",
 	.title = "Run Python code",
 	.description =
-	    "Run Python 3 code in a sandbox and return stdout, stderr and the exit code. Each call "
-	    "is a fresh `python3` process in /app/results: variables do not survive between calls, "
-	    "files do (keep state in files). Print what you want to see. Files the code creates or "
-	    "changes under /app/results come back in `files` with a download link (url) to show "
-	    "the "
-	    "user. For plots use matplotlib and save them, e.g. plt.savefig('plot.png') (or "
-	    "'plots/p.png' after os.makedirs('plots', exist_ok=True)); never call plt.show(): "
-	    "there "
-	    "is no display. An uncaught exception is a normal result, not a tool error: exit_code "
-	    "is "
-	    "1 and the traceback is in stderr; fix the code and run it again. timed_out is true "
-	    "when the time limit killed the process. A missing module: install it with "
+	    "Run Python 3 code in a sandbox and return stdout, stderr and the exit code. The "
+	    "sandbox keeps one Python interpreter, like a notebook: variables, imports and "
+	    "functions defined in one call are there in the next, so build on earlier calls "
+	    "instead of repeating them. Code runs in /app/results. Print what you want to see "
+	    "(the value of a last expression is not shown). Files the code creates or changes "
+	    "under /app/results come back in `files` with a download link (url) to show the "
+	    "user; new PNG/JPEG images also come back as images you can look at. For plots use "
+	    "matplotlib and save them, e.g. plt.savefig('plot.png') (or 'plots/p.png' after "
+	    "os.makedirs('plots', exist_ok=True)); never call plt.show(): there is no display. "
+	    "An uncaught exception is a normal result, not a tool error: exit_code is 1, the "
+	    "traceback is in stderr and earlier variables are kept; fix the code and run it "
+	    "again. At the time limit the code is interrupted (KeyboardInterrupt); if it does not "
+	    "stop, the interpreter is restarted and every variable is lost: then "
+	    "interpreter_restarted is true and `notice` says so (re-run your setup code). "
+	    "reset_python_interpreter starts over on purpose. A missing module: install it with "
 	    "install_package_in_sandbox first. Code normally has no network access.",
 	.input_schema = "{\"type\":\"object\",\"properties\":{" SANDBOX_ID_PROP
 			",\"code\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":1000000,"
-			"\"description\":\"The Python source to run.\"}," TIMEOUT_PROP
+			"\"description\":\"The Python source to run.\"}," PY_TIMEOUT_PROP
 			"},\"required\":[\"sandbox_id\",\"code\"],\"additionalProperties\":false}",
 	.output_schema =
 	    "{\"type\":\"object\",\"properties\":{" RUN_OUTPUT_PROPS
@@ -329,11 +337,18 @@ static const struct sbx_tool_def tools[] = {
 	    "/app/results during the run\",\"items\":{\"type\":\"object\",\"properties\":{"
 	    "\"path\":{\"type\":\"string\",\"description\":\"relative to /app/results\"},"
 	    "\"size\":{\"type\":\"integer\"},\"url\":{\"type\":\"string\"},"
-	    "\"mime_type\":{\"type\":\"string\"}},"
+	    "\"mime_type\":{\"type\":\"string\"},"
+	    "\"inline_image\":{\"type\":\"boolean\",\"description\":\"the image is also in "
+	    "the result's content\"}},"
 	    "\"required\":[\"path\",\"size\",\"url\",\"mime_type\"],"
 	    "\"additionalProperties\":false}},"
-	    "\"files_truncated\":{\"type\":\"boolean\"}},"
-	    "\"required\":[" RUN_OUTPUT_REQUIRED ",\"files\",\"files_truncated\"],"
+	    "\"files_truncated\":{\"type\":\"boolean\"},"
+	    "\"interpreter_restarted\":{\"type\":\"boolean\",\"description\":\"the variables "
+	    "and imports of earlier calls are gone\"},"
+	    "\"notice\":{\"type\":\"string\",\"description\":\"what happened to the "
+	    "interpreter (time limit, restart, output cut)\"}},"
+	    "\"required\":[" RUN_OUTPUT_REQUIRED ",\"files\",\"files_truncated\","
+	    "\"interpreter_restarted\"],"
 	    "\"additionalProperties\":false}",
 	.destructive = true,
 	.run = sbx_tool_execute_python_code,
@@ -436,6 +451,25 @@ static const struct sbx_tool_def tools[] = {
 	.destructive = true,
 	.idempotent = true,
 	.run = sbx_tool_upload_file,
+    },
+    {
+	.name = "reset_python_interpreter",
+	.title = "Reset the Python interpreter",
+	.description =
+	    "Start a fresh Python interpreter in a sandbox: clears all variables, imports and "
+	    "functions that earlier execute_python_code calls defined (also stops code still "
+	    "running there). Files in the sandbox and installed packages stay. Use it when the "
+	    "state is muddled or to free memory; not needed after a normal error.",
+	.input_schema = "{\"type\":\"object\",\"properties\":{" SANDBOX_ID_PROP
+			"},\"required\":[\"sandbox_id\"],\"additionalProperties\":false}",
+	.output_schema = "{\"type\":\"object\",\"properties\":{\"sandbox_id\":{\"type\":"
+			 "\"string\"},\"reset\":{\"type\":\"boolean\"},"
+			 "\"message\":{\"type\":\"string\"}},"
+			 "\"required\":[\"sandbox_id\",\"reset\",\"message\"],"
+			 "\"additionalProperties\":false}",
+	.destructive = true,
+	.idempotent = true,
+	.run = sbx_tool_reset_python,
     },
 };
 
@@ -739,6 +773,8 @@ int sbx_tool_fail_err(struct sbx_tool_out *out, const struct sbx_error *err, con
 static void out_release(struct sbx_tool_out *out)
 {
 	json_object_put(out->result);
+	free(out->notice);
+	json_object_put(out->images);
 	json_object_put(out->links);
 	free(out->error);
 }
@@ -781,6 +817,13 @@ static int build_result(const struct sbx_tool_ctx *ctx, struct sbx_tool_out *out
 	r = sbx_tools_append(
 	    content, text_item(json_object_to_json_string_ext(
 			 out->result, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE)));
+	/* The JSON first (clients of the older versions read content[0]), then
+	 * what the model should see: the notice, the images, the links. */
+	if (r == 0 && out->notice)
+		r = sbx_tools_append(content, text_item(out->notice));
+	for (size_t i = 0; r == 0 && out->images && i < json_object_array_length(out->images); i++)
+		r = sbx_tools_append(content,
+				     json_object_get(json_object_array_get_idx(out->images, i)));
 	if (r == 0 && structured && out->links)
 		for (size_t i = 0; r == 0 && i < json_object_array_length(out->links); i++)
 			r = sbx_tools_append(
