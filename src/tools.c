@@ -209,7 +209,11 @@ void sbx_progress_output(struct sbx_progress *p, const char *text, size_t len)
 	if (sbx_buf_append(&p->pending, text, take) < 0)
 		take = 0;
 	p->dropped += len - take;
-	if (now_ms() - p->last_ms >= SBX_PROGRESS_INTERVAL_MS)
+	/* A line that is still being written (print() writes the text, then the
+	 * newline) waits for its end or for the next sbx_progress_flush. */
+	if (now_ms() - p->last_ms >= SBX_PROGRESS_INTERVAL_MS &&
+	    (p->dropped || p->pending.len >= SBX_PROGRESS_MSG_MAX ||
+	     (p->pending.len && p->pending.data[p->pending.len - 1] == '\n')))
 		progress_flush_locked(p, false);
 	pthread_mutex_unlock(&p->lock);
 }

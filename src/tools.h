@@ -105,8 +105,8 @@ struct sbx_progress {
 void sbx_progress_init(struct sbx_progress *p, const struct sbx_tool_ctx *ctx);
 /* Sends MESSAGE now as the next step (e.g. "running the Python code"). */
 void sbx_progress_step(struct sbx_progress *p, const char *message);
-/* New output: sent at once when the interval since the last send has passed,
- * else kept for later. */
+/* New output: sent at once when the interval since the last send has passed
+ * and the text ends a line (or fills a message), else kept for later. */
 void sbx_progress_output(struct sbx_progress *p, const char *text, size_t len);
 /* Sends the kept text when its interval has passed (call it now and then
  * while the work runs); FINAL sends everything now (before the response). */

@@ -527,7 +527,9 @@ static int fake_tools_call(const struct sbx_tool_ctx *ctx, const char *name,
 		sbx_progress_output(&p, "\xc3", 1); /* half a character: held */
 		sleep_ms(80);
 		sbx_progress_flush(&p, false);
-		sbx_progress_output(&p, "\xa9!", 2); /* "é!" */
+		sbx_progress_output(&p, "\xa9!", 2); /* "é!": no newline, kept */
+		sleep_ms(80);
+		sbx_progress_flush(&p, false); /* sent */
 		sleep_ms(80);
 		memset(big, 'x', sizeof(big));
 		sbx_progress_output(&p, big, sizeof(big)); /* capped */
