@@ -421,23 +421,27 @@ static bool python_cancelled(void *userdata)
 	return sbx_tools_cancelled(h->ctx);
 }
 
-/* Log messages for what the interpreter went through. */
+/* Log messages for what the interpreter went through: a warning when a run
+ * was killed, info when the interpreter was restarted for another reason
+ * (it had died). An interrupt that kept the state is in the result only. */
 static void python_log(const struct sbx_tool_ctx *ctx, sbx_sandbox *sb,
-		       const struct sbx_run_result *rr, long timeout_ms)
+		       const struct sbx_run_result *rr)
 {
 	const char *id = sbx_sandbox_id(sb);
 
-	if (rr->timed_out)
+	if (!rr->interpreter_restarted)
+		return;
+	if (rr->timed_out || rr->cancelled)
+		sbx_tools_log(ctx, SBX_LOG_WARNING,
+			      "sandbox %s: the Python code did not stop when interrupted %s; the "
+			      "interpreter was killed and restarted, its variables are gone",
+			      id, rr->timed_out ? "at its time limit" : "after a cancellation");
+	else
 		sbx_tools_log(
-		    ctx, SBX_LOG_WARNING,
-		    "sandbox %s: the Python code was stopped at its time limit (%ld ms)%s", id,
-		    timeout_ms > 0 ? timeout_ms : (long)ctx->settings->sandbox.exec_timeout_ms,
-		    rr->interpreter_restarted ? "; the interpreter was restarted" : "");
-	else if (rr->interpreter_restarted)
-		sbx_tools_log(ctx, SBX_LOG_INFO,
-			      "sandbox %s: the Python interpreter was restarted; earlier variables "
-			      "are gone",
-			      id);
+		    ctx, SBX_LOG_INFO,
+		    "sandbox %s: the Python interpreter was restarted; variables of earlier "
+		    "calls are gone",
+		    id);
 }
 
 #define HINT_PY_BUSY                                                                               \
@@ -474,7 +478,7 @@ int sbx_tool_execute_python_code(const struct sbx_tool_ctx *ctx, struct json_obj
 						    : hint_general(r));
 		goto out;
 	}
-	python_log(ctx, sb, &rr, opts.timeout_ms);
+	python_log(ctx, sb, &rr);
 	res = json_object_new_object();
 	r = res ? output_json(&rr, res) : -ENOMEM;
 	if (r == 0)

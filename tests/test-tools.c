@@ -743,12 +743,16 @@ static void test_notebook(void)
 	call_release(&c);
 
 	/* The timeout argument: an interrupt first. */
+	notifier = &rec;
+	notes_clear();
 	t0 = mono_ms();
 	rc = run_py("while True: pass", 1, &c);
 	tap_ok(rc == 0 && bool_at(c.obj, "timed_out") && mono_ms() - t0 < 4000,
 	       "timeout 1: the busy loop is stopped, timed_out (%lld ms)",
 	       (long long)(mono_ms() - t0));
 	tap_ok(!bool_at(c.obj, "interpreter_restarted"), "... by an interrupt: state kept");
+	tap_is_int(n_notes, 0, "... no log message for it (no progressToken, nothing killed)");
+	notifier = NULL;
 	call_release(&c);
 
 	/* Code that swallows the interrupt: killed, restarted, and said so. */
