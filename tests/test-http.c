@@ -854,6 +854,40 @@ static void test_cancel_sse(void)
 	tap_ok(read_until(fd, &acc, "\"id\":\"after\"", 5000) && !strstr(acc.data, "\"id\":51"),
 	       "SSE: the cancelled request's response is never sent");
 	reply_release(&r);
+
+	/* A session whose workers are all busy (SBX_SSE_WORKERS_PER_SESSION = 16)
+	 * still gets its cancellations through. */
+	pthread_mutex_lock(&fake_lock);
+	started = fake_started;
+	pthread_mutex_unlock(&fake_lock);
+	cancels = saw_cancel();
+	for (int i = 0; i < 16; i++) {
+		char body[160];
+		snprintf(body, sizeof(body),
+			 "{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"tools/call\",\"params\":{"
+			 "\"name\":\"slow\"}}",
+			 600 + i);
+		r = sse_post(id, body);
+		reply_release(&r);
+	}
+	tap_ok(wait_started(started + 16), "SSE: 16 slow calls run");
+	{
+		bool accepted = true;
+		for (int i = 0; i < 16; i++) {
+			char body[160];
+			snprintf(body, sizeof(body),
+				 "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\","
+				 "\"params\":{\"requestId\":%d}}",
+				 600 + i);
+			r = sse_post(id, body);
+			accepted &= r.status == 202;
+			reply_release(&r);
+		}
+		tap_ok(accepted, "SSE: with every worker busy, cancellations are still accepted");
+	}
+	for (int i = 0; i < 150 && saw_cancel() < cancels + 16; i++)
+		sleep_ms(20);
+	tap_is_int(saw_cancel(), cancels + 16, "SSE: ... and reach all 16 tools");
 	close(fd);
 	sbx_buf_release(&acc);
 }
