@@ -619,7 +619,7 @@ static int converse(struct call *c, const char *code, long limit_ms, struct sbx_
 
 	r = send_run(c, code, err);
 	if (r < 0)
-		return r;
+		return r == -ENOMEM ? r : -EAGAIN; /* it had died: start another */
 	while (!c->done) {
 		long now = now_ms(), until = interrupted ? kill_at : deadline, wait;
 
@@ -660,6 +660,7 @@ static int converse(struct call *c, const char *code, long limit_ms, struct sbx_
 					     secs(limit_ms));
 			if (r < 0)
 				return sbx_error_set(err, r, "out of memory");
+			c->in->has_state = false; /* told now */
 			if (start(c, NULL) < 0)
 				drop_stream(c->in);
 			return 0;

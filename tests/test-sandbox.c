@@ -689,6 +689,23 @@ static void test_interpreter(sbx_manager *m, sbx_sandbox *sb)
 			   strcmp(b.out, "quick\n") == 0,
 		       "two calls at once on one sandbox: the second waits, both answer");
 	}
+	{
+		struct py_racer a = {m, sb, "import time\ntime.sleep(1.5)\n", -1, ""};
+		struct sbx_python_opts o = {.timeout_ms = 300};
+		pthread_t ta;
+		pthread_create(&ta, NULL, race_python, &a);
+		nanosleep(&(struct timespec){.tv_nsec = 300000000L}, NULL);
+		memset(&res, 0, sizeof(res));
+		tap_is_int(sbx_sandbox_run_python_ex(m, sb, "print(1)", &o, &res, &err), -EBUSY,
+			   "a second call waits at most its own limit, then EBUSY (%s)", err.msg);
+		sbx_run_result_release(&res);
+		pthread_join(ta, NULL);
+		tap_is_int(a.r, 0, "the first call is not disturbed");
+	}
+	memset(&res, 0, sizeof(res));
+	tap_is_int(sbx_sandbox_run_python(m, sb, "print('\xff')", 0, &res, &err), -EINVAL,
+		   "code that is not UTF-8: EINVAL");
+	tap_is_int(sbx_sandbox_run_python(m, sb, NULL, 0, &res, &err), -EINVAL, "no code: EINVAL");
 
 	/* Reset. */
 	if (python(m, sb, "q = 1\n", &res) == 0)
