@@ -1329,6 +1329,10 @@ static void test_recover_and_limit(void)
 	tap_is_int(r, -EBUSY, "a second one: EBUSY (%s)", err.msg);
 	if (sb)
 		shell(m, sb, "echo kept > /app/results/k.txt", &res), sbx_run_result_release(&res);
+	if (sb && python(m, sb, "import subprocess\nsubprocess.Popen(['sleep', '321'])\nv = 1\n",
+			 &res) == 0)
+		tap_is_int(res.exit_code, 0, "the interpreter runs and leaves a child");
+	sbx_run_result_release(&res);
 	sbx_sandbox_unref(sb);
 	m = sbx_manager_free(m);
 	tap_is_int(count_instance(inst), 1, "with remove_on_exit=false the container stays");
@@ -1346,6 +1350,20 @@ static void test_recover_and_limit(void)
 	tap_is_int(r, -ENOENT, "its owner came back too");
 	if (sb && shell(m, sb, "cat k.txt", &res) == 0)
 		tap_is_str(res.out.data, "kept\n", "and its files");
+	sbx_run_result_release(&res);
+	/* The old server's interpreter ended with its stream, child included. */
+	if (sb && shell(m, sb,
+			"a=sbx_in; b=sleep; for i in $(seq 50); do n=0; for p in /proc/[0-9]*; do "
+			"case \"$(tr '\\0' ' ' < $p/cmdline 2>/dev/null)\" in "
+			"*\"${a}terp.py\"*|\"${b} 321 \") n=$((n+1));; esac; done; "
+			"[ $n = 0 ] && break; sleep 0.1; done; echo $n",
+			&res) == 0)
+		tap_is_str(res.out.data, "0\n",
+			   "a freed record's interpreter and its children are gone");
+	sbx_run_result_release(&res);
+	if (sb && python(m, sb, "print(globals().get('v'))\n", &res) == 0)
+		tap_ok(strcmp(res.out.data, "None\n") == 0 && !res.interpreter_restarted,
+		       "an adopted sandbox starts a fresh interpreter");
 	sbx_run_result_release(&res);
 	if (sb) {
 		char *got = NULL;
