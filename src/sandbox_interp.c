@@ -43,6 +43,8 @@
 #define START_MS 30000
 /* How often opts->cancelled is polled. */
 #define POLL_MS 50
+/* How long the interpreter may take to end itself when asked to. */
+#define KILL_WAIT_MS 1000
 /* Bytes of the interpreter's own stderr kept to explain a failed start. */
 #define DIAG_MAX 2048
 #define FILES_MAX 100
@@ -403,9 +405,36 @@ static void kill_pid(sbx_manager *m, sbx_sandbox *sb, long pid, long pgid)
 		sbx_exec_result_release(&res);
 }
 
+/* Asks the interpreter to end itself (its reader thread does it while the
+ * code runs): true when its stream ended within KILL_WAIT_MS. */
+static bool kill_politely(struct sbx_interp *in)
+{
+	static const char line[] = "{\"op\":\"kill\"}\n";
+	long deadline = now_ms() + KILL_WAIT_MS;
+	char buf[4096];
+
+	if (!in->stream || sbx_stream_write(in->stream, line, sizeof(line) - 1, NULL) < 0)
+		return false;
+	for (;;) {
+		long left = deadline - now_ms();
+		int fd;
+		ssize_t n = sbx_stream_read(in->stream, buf, sizeof(buf), &fd,
+					    left > 0 ? (int)left : 0, NULL);
+		if (n == 0)
+			return true;
+		if (n < 0)
+			return false;
+	}
+}
+
 static void interp_kill(sbx_manager *m, sbx_sandbox *sb, struct sbx_interp *in)
 {
 	long pid, pgid;
+
+	if (kill_politely(in)) {
+		drop_stream(in);
+		return;
+	}
 
 	pthread_mutex_lock(&in->pid_lock);
 	pid = in->pid;
@@ -619,7 +648,7 @@ static int converse(struct call *c, const char *code, long limit_ms, struct sbx_
 
 	r = send_run(c, code, err);
 	if (r < 0)
-		return r;
+		return r == -ENOMEM ? r : -EAGAIN; /* it had died: start another */
 	while (!c->done) {
 		long now = now_ms(), until = interrupted ? kill_at : deadline, wait;
 
@@ -660,6 +689,7 @@ static int converse(struct call *c, const char *code, long limit_ms, struct sbx_
 					     secs(limit_ms));
 			if (r < 0)
 				return sbx_error_set(err, r, "out of memory");
+			c->in->has_state = false; /* told now */
 			if (start(c, NULL) < 0)
 				drop_stream(c->in);
 			return 0;

@@ -11,6 +11,7 @@
 #
 #   -> {"op": "run", "id": N, "code": S, "cap": BYTES, "img": BYTES, "img_total": BYTES}
 #   -> {"op": "int", "id": N}          interrupt call N (KeyboardInterrupt)
+#   -> {"op": "kill"}                  end the interpreter and its process group
 #   <- {"t": "hello", "v": 1, "pid": P, "pgid": G, "py": "3.11.4"}
 #   <- {"t": "a", "id": N}                          call N starts (the code runs next)
 #   <- {"t": "o", "id": N, "fd": 1|2, "s": TEXT}    output of call N, as produced
@@ -21,7 +22,9 @@
 # created or modified under /app/results during the call (recursively, by
 # ns mtime and size) are listed in the result, at most 100; PNG/JPEG files
 # up to "img" bytes (and "img_total" per call) come with their bytes.
-# End of stdin (the server went away) ends the process group.
+# End of stdin (the server went away) ends the process group too. "int" and
+# "kill" are handled by a reader thread, so they work while code runs (unless
+# it holds the GIL in C; then the server kills the process with an exec).
 import base64
 import codecs
 import fcntl
@@ -134,6 +137,15 @@ def on_sigint(signum, frame):
         raise KeyboardInterrupt
 
 
+def die():
+    # Ends this interpreter and what it started (its process group).
+    try:
+        if os.getpgid(0) == os.getpid():
+            os.killpg(os.getpid(), signal.SIGKILL)
+    finally:
+        os._exit(137)
+
+
 def reader(q):
     buf = b''
     while True:
@@ -144,12 +156,7 @@ def reader(q):
         except OSError:
             b = b''
         if not b:
-            # The server went away: end everything this interpreter started.
-            try:
-                if os.getpgid(0) == os.getpid():
-                    os.killpg(os.getpid(), signal.SIGKILL)
-            finally:
-                os._exit(0)
+            die()  # the server went away
         buf += b
         while b'\n' in buf:
             line, _, buf = buf.partition(b'\n')
@@ -164,6 +171,8 @@ def reader(q):
                             and not c.interrupted:
                         c.interrupted = True
                         signal.pthread_kill(MAIN_IDENT, signal.SIGINT)
+            elif req.get('op') == 'kill':
+                die()
             elif req.get('op') == 'run':
                 q.put(req)
 
