@@ -33,6 +33,8 @@ struct sbx_install {
 	double seconds; /* set when it ended */
 };
 
+struct sbx_interp; /* sandbox_interp.c */
+
 struct sbx_sandbox {
 	int refs; /* atomic */
 	sbx_manager *m;
@@ -48,6 +50,7 @@ struct sbx_sandbox {
 	/* Under m->lock: */
 	time_t last_used;
 	struct sbx_install *installs;
+	struct sbx_interp *interp; /* the Python interpreter; set once, under m->lock */
 };
 
 struct sbx_manager {
@@ -74,6 +77,16 @@ char **sbx_sandbox_packages(sbx_manager *m, sbx_sandbox *sb);
 
 /* Drops the install records of a record being freed. */
 void sbx_install_list_free(struct sbx_install *list);
+
+/* Puts the interpreter program into a new container (sbx_archive_put). */
+int sbx_interp_prepare(sbx_manager *m, const char *container, struct sbx_error *err);
+/* Ends the interpreter of a record being freed (closes its stream). */
+void sbx_interp_free(struct sbx_interp *in);
+/* sbx_sandbox_run_python_ex and sbx_sandbox_reset_python, in sandbox_interp.c. */
+int sbx_interp_run(sbx_manager *m, sbx_sandbox *sb, const char *code,
+		   const struct sbx_python_opts *opts, struct sbx_run_result *ret_result,
+		   struct sbx_error *err);
+int sbx_interp_reset(sbx_manager *m, sbx_sandbox *sb, struct sbx_error *err);
 
 /* Seconds since ts (CLOCK_MONOTONIC). */
 double sbx_seconds_since(const struct timespec *ts);

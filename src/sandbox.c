@@ -76,6 +76,7 @@ static sbx_sandbox *record_free(sbx_sandbox *sb)
 	free(sb->container);
 	free(sb->image);
 	sbx_install_list_free(sb->installs);
+	sbx_interp_free(sb->interp);
 	free(sb);
 	return NULL;
 }
@@ -250,7 +251,9 @@ int sbx_container_provision(sbx_manager *m, const char *id, time_t when, const c
 					 s->sandbox.image, sbx_engine_name(m->engine));
 		return r;
 	}
-	r = sbx_container_start(m->engine, cid, err);
+	r = sbx_interp_prepare(m, cid, err);
+	if (r >= 0)
+		r = sbx_container_start(m->engine, cid, err);
 	if (r < 0) {
 		sbx_error_prefix(err, "start the sandbox container");
 		sbx_container_remove(m->engine, cid, NULL);

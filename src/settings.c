@@ -148,6 +148,11 @@ static const struct sbx_setting schema[] = {
 	    "remove this server's sandboxes when it stops (no = adopt them at the next start)"),
     NUMBER(INT, "sandbox", "pool_size", sandbox.pool_size, "2", 0, 64,
 	   "started sandboxes kept ready for create_sandbox; 0 = none"),
+    NUMBER(SIZE, "sandbox", "image_inline_max", sandbox.image_inline_max, "1m", 0, 16 * MIB,
+	   "largest PNG/JPEG made by Python code that is returned inline as an image; 0 = none"),
+    NUMBER(DURATION, "sandbox", "interrupt_grace", sandbox.interrupt_grace_ms, "2s", 1, 10 * MIN,
+	   "how long Python code may take to stop after its interrupt before the interpreter "
+	   "is killed and restarted"),
 };
 
 struct unit {

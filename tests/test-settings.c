@@ -85,6 +85,8 @@ static void test_defaults(void)
 	tap_is_str(s.sandbox.network, "none", "sandbox.network");
 	tap_is_int(s.sandbox.exec_timeout_ms, 60000, "sandbox.exec_timeout");
 	tap_is_int(s.sandbox.output_cap, 1 << 20, "sandbox.output_cap");
+	tap_is_int(s.sandbox.image_inline_max, 1 << 20, "sandbox.image_inline_max");
+	tap_is_int(s.sandbox.interrupt_grace_ms, 2000, "sandbox.interrupt_grace");
 	tap_is_str(s.sandbox.upload_dir, "", "sandbox.upload_dir");
 	tap_is_str(s.sandbox.index_url, "", "sandbox.index_url");
 

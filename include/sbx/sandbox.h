@@ -102,6 +102,13 @@ struct sbx_sandbox_info {
 struct sbx_file_change {
 	char *path; /* relative to SBX_RESULTS_DIR, e.g. "plots/fig.png" */
 	int64_t size;
+	/* A PNG or JPEG (by name and magic bytes) of at most
+	 * sandbox.image_inline_max bytes that execute_python_code created or
+	 * changed: its content, read by the interpreter in the same round trip
+	 * (at most 4 x image_inline_max per call). NULL otherwise. */
+	unsigned char *image;
+	size_t image_len;
+	const char *image_mime; /* "image/png" or "image/jpeg" (static) when image is set */
 };
 
 /* What a command or a piece of Python code produced. */
@@ -114,6 +121,15 @@ struct sbx_run_result {
 	struct sbx_file_change *files; /* execute_python_code only */
 	size_t n_files;
 	bool files_truncated; /* more changed files than reported */
+	/* Python only: */
+	bool cancelled; /* stopped because sbx_python_opts.cancelled said so */
+	/* The variables, imports and open files of earlier calls are gone: the
+	 * interpreter ended or was killed during this call (it is restarted), or
+	 * it had ended since the last call and a new one ran this code. */
+	bool interpreter_restarted;
+	/* A sentence for the user about the interpreter (time limit reached,
+	 * cancelled, restarted, output cut), or NULL. Owned. */
+	char *notice;
 };
 
 enum sbx_install_state {
@@ -192,12 +208,45 @@ void sbx_sandbox_info_list_free(struct sbx_sandbox_info *list, size_t n);
  * exit is a result, not an error. */
 int sbx_sandbox_run_shell(sbx_manager *m, sbx_sandbox *sb, const char *command, long timeout_ms,
 			  struct sbx_run_result *ret_result, struct sbx_error *err);
-/* Runs CODE with python3 in SBX_RESULTS_DIR and reports the files created or
- * modified under it during the run (recursively, by mtime in ns and size,
- * at most 100). An uncaught exception prints its traceback on stderr and
- * gives exit code 1. */
+/* How sbx_sandbox_run_python_ex runs code. Zeroed = the defaults. */
+struct sbx_python_opts {
+	long timeout_ms; /* > 0 overrides sandbox.exec_timeout */
+	/* New output as it is produced: fd 1 (stdout) or 2 (stderr), valid
+	 * UTF-8, only what is kept within sandbox.output_cap. Called on the
+	 * calling thread, between reads of the engine stream: keep it short. */
+	void (*on_output)(void *userdata, int fd, const char *text, size_t len);
+	/* Polled about every 50 ms while the code runs; true stops the code like
+	 * the time limit does (result.cancelled). */
+	bool (*cancelled)(void *userdata);
+	void *userdata;
+};
+
+/* Runs CODE in the sandbox's persistent Python interpreter (started on
+ * first use, as uid 1000 in SBX_RESULTS_DIR, through the engine's exec
+ * stream): variables, imports and open files persist from call to call, as
+ * in a notebook. Per call: stdout, stderr (an uncaught exception's traceback,
+ * exit code 1; SystemExit(n) gives n), and the files created or modified
+ * under SBX_RESULTS_DIR (recursively, by mtime in ns and size, at most 100,
+ * PNG/JPEG content inline), all in one round trip after the code ends.
+ *
+ * At the time limit (or when cancelled) the code gets a KeyboardInterrupt
+ * and the interpreter is kept; if the code does not stop within
+ * sandbox.interrupt_grace, the interpreter is killed and restarted
+ * (interpreter_restarted, and the notice says so). An interpreter that died
+ * (killed from outside, out of memory, os._exit) is restarted by the next
+ * call, which says so. Output beyond sandbox.output_cap is read and dropped.
+ *
+ * One call at a time per sandbox: a second call waits for the first, at most
+ * its own time limit, then fails with -EBUSY. */
+int sbx_sandbox_run_python_ex(sbx_manager *m, sbx_sandbox *sb, const char *code,
+			      const struct sbx_python_opts *opts, struct sbx_run_result *ret_result,
+			      struct sbx_error *err);
+/* sbx_sandbox_run_python_ex with only a time limit. */
 int sbx_sandbox_run_python(sbx_manager *m, sbx_sandbox *sb, const char *code, long timeout_ms,
 			   struct sbx_run_result *ret_result, struct sbx_error *err);
+/* Kills the sandbox's interpreter (a running call ends, reporting it) and
+ * starts a fresh one: every variable and import is gone. */
+int sbx_sandbox_reset_python(sbx_manager *m, sbx_sandbox *sb, struct sbx_error *err);
 void sbx_run_result_release(struct sbx_run_result *r);
 
 /* Checks a pip requirement spec: a name, optional [extras], optional version

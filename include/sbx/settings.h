@@ -53,7 +53,9 @@ struct sbx_settings {
 		int64_t install_timeout_ms;
 		int64_t max_upload; /* bytes */
 		bool remove_on_exit;
-		int64_t pool_size; /* started containers kept ready; 0 = no pool */
+		int64_t pool_size;	    /* started containers kept ready; 0 = no pool */
+		int64_t image_inline_max;   /* bytes; 0 = no images inline */
+		int64_t interrupt_grace_ms; /* after the KeyboardInterrupt, before the kill */
 	} sandbox;
 };
 
