@@ -6,6 +6,13 @@
  * A session's protocol state (negotiated version, log level) sits under the
  * session's mutex, held only for the few instructions that read or write it,
  * never across a tools/call: many threads may run requests on one session.
+ *
+ * Cancellation: every request but initialize is on its session's in-flight
+ * list while it runs. notifications/cancelled {requestId} marks the entries
+ * with that id (string and integer ids never match each other); unknown or
+ * finished ids are ignored. A marked request's tool sees ctx->cancelled,
+ * its notifications stop, and its response is dropped: the run returns no
+ * reply for it (the transport then ends the exchange without one).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -27,11 +34,8 @@
 /* Messages in one batch. */
 #define MCP_BATCH_MAX 64
 #define MCP_VERSION_MAX 16
-#define MCP_LEVEL_MAX 16
 
 static const char *const versions[] = SBX_MCP_VERSIONS;
-static const char *const log_levels[] = {"debug", "info",     "notice", "warning",
-					 "error", "critical", "alert",	"emergency"};
 
 static const char instructions[] =
     "mcp-sandbox runs Python code and shell commands in isolated containers (sandboxes).\n"
@@ -41,7 +45,9 @@ static const char instructions[] =
     "3. install_package_in_sandbox for every Python package you need that is missing.\n"
     "4. check_package_installation_status until the install reports success (large packages "
     "take a while).\n"
-    "5. execute_python_code or execute_terminal_command in that sandbox.\n"
+    "5. execute_python_code or execute_terminal_command in that sandbox. The Python "
+    "interpreter keeps variables and imports between calls, like a notebook; "
+    "reset_python_interpreter starts it afresh.\n"
     "upload_file_to_sandbox copies a file from the server's upload folder into a sandbox.\n"
     "Code runs in /app/results. Save figures with plt.savefig('name.png') into /app/results; "
     "never call plt.show() (there is no display). Files written to /app/results come back as "
@@ -50,8 +56,19 @@ static const char instructions[] =
 struct sbx_mcp {
 	const struct sbx_settings *settings;
 	sbx_manager *manager;
+	sbx_tools_call_fn tools_call;
 	pthread_mutex_t lock; /* guards public_url */
 	char *public_url;
+};
+
+/* One request in flight: on its session's list while it runs. Lives on the
+ * stack of the thread that runs the request. */
+struct inflight {
+	struct inflight *next;
+	struct json_object *id; /* borrowed from the message, which outlives the entry */
+	atomic_bool cancelled;
+	const struct sbx_mcp_notifier *outer; /* the transport's, may be NULL */
+	struct sbx_mcp_notifier notifier;     /* what the tools get: OUTER until cancelled */
 };
 
 struct sbx_mcp_session {
@@ -62,7 +79,8 @@ struct sbx_mcp_session {
 	pthread_mutex_t lock;	       /* guards the fields below */
 	char version[MCP_VERSION_MAX]; /* "" until initialize succeeded */
 	bool initialized_notified;
-	char log_level[MCP_LEVEL_MAX];
+	enum sbx_log_level log_level;
+	struct inflight *inflight; /* requests running now */
 };
 
 struct sbx_mcp_input {
@@ -79,9 +97,15 @@ int sbx_mcp_new(const struct sbx_mcp_config *cfg, sbx_mcp **ret_mcp, struct sbx_
 	}
 	m->settings = cfg->settings;
 	m->manager = cfg->manager;
+	m->tools_call = sbx_tools_call;
 	pthread_mutex_init(&m->lock, NULL);
 	*ret_mcp = m;
 	return 0;
+}
+
+void sbx_mcp_set_tools_call(sbx_mcp *m, sbx_tools_call_fn fn)
+{
+	m->tools_call = fn ? fn : sbx_tools_call;
 }
 
 sbx_mcp *sbx_mcp_free(sbx_mcp *m)
@@ -144,7 +168,7 @@ int sbx_mcp_session_new(sbx_mcp *m, enum sbx_mcp_transport transport, const char
 	s->mcp = m;
 	atomic_init(&s->refs, 1);
 	s->transport = transport;
-	strcpy(s->log_level, "info");
+	s->log_level = SBX_LOG_INFO;
 	pthread_mutex_init(&s->lock, NULL);
 	*ret_session = s;
 	return 0;
@@ -423,6 +447,86 @@ bool sbx_mcp_input_is_initialize(const sbx_mcp_input *in)
 	return false;
 }
 
+/* ---- requests in flight ---- */
+
+/* Same JSON-RPC id: both strings and equal, or both integers and equal. */
+static bool id_equal(struct json_object *a, struct json_object *b)
+{
+	if (json_object_is_type(a, json_type_string) && json_object_is_type(b, json_type_string))
+		return strcmp(json_object_get_string(a), json_object_get_string(b)) == 0;
+	if (json_object_is_type(a, json_type_int) && json_object_is_type(b, json_type_int))
+		return json_object_get_int64(a) == json_object_get_int64(b) &&
+		       json_object_get_uint64(a) == json_object_get_uint64(b);
+	return false;
+}
+
+static bool inflight_cancelled(void *ud)
+{
+	struct inflight *f = ud;
+
+	return atomic_load(&f->cancelled);
+}
+
+/* The tools' notifier: the transport's, silent once the request is cancelled
+ * (no notification may follow a cancellation). */
+static void inflight_send(void *ctx, const char *json)
+{
+	struct inflight *f = ctx;
+
+	if (!atomic_load(&f->cancelled) && f->outer && f->outer->send)
+		f->outer->send(f->outer->ctx, json);
+}
+
+static void inflight_add(sbx_mcp_session *s, struct inflight *f, struct json_object *id,
+			 const struct sbx_mcp_notifier *outer)
+{
+	f->id = id;
+	atomic_init(&f->cancelled, false);
+	f->outer = outer;
+	f->notifier.send = inflight_send;
+	f->notifier.ctx = f;
+	pthread_mutex_lock(&s->lock);
+	f->next = s->inflight;
+	s->inflight = f;
+	pthread_mutex_unlock(&s->lock);
+}
+
+/* Takes F off the list; true when it was cancelled (then it gets no
+ * response). */
+static bool inflight_remove(sbx_mcp_session *s, struct inflight *f)
+{
+	bool cancelled;
+
+	pthread_mutex_lock(&s->lock);
+	for (struct inflight **pp = &s->inflight; *pp; pp = &(*pp)->next) {
+		if (*pp == f) {
+			*pp = f->next;
+			break;
+		}
+	}
+	/* Read under the lock: a cancellation either found F or comes too late. */
+	cancelled = atomic_load(&f->cancelled);
+	pthread_mutex_unlock(&s->lock);
+	return cancelled;
+}
+
+/* notifications/cancelled {requestId, reason?}: marks the requests in flight
+ * with that id. Anything else (unknown id, no id, a finished request) is
+ * ignored, as the specification asks. */
+static void cancel_request(sbx_mcp_session *s, struct json_object *params)
+{
+	struct json_object *id;
+
+	if (!json_object_is_type(params, json_type_object) ||
+	    !json_object_object_get_ex(params, "requestId", &id) || !id_valid(id))
+		return;
+	pthread_mutex_lock(&s->lock);
+	for (struct inflight *f = s->inflight; f; f = f->next)
+		if (id_equal(f->id, id))
+			atomic_store(&f->cancelled, true);
+	pthread_mutex_unlock(&s->lock);
+}
+
 /* ---- methods ---- */
 
 /* What one request produces: a result (taken) or an error. */
@@ -520,10 +624,10 @@ static void do_set_level(sbx_mcp_session *s, struct json_object *params, struct 
 	    json_object_object_get_ex(params, "level", &v) &&
 	    json_object_is_type(v, json_type_string))
 		level = json_object_get_string(v);
-	for (size_t i = 0; level && i < SBX_ARRAY_SIZE(log_levels); i++) {
-		if (strcmp(level, log_levels[i]) == 0) {
+	for (int i = SBX_LOG_DEBUG; level && i <= SBX_LOG_EMERGENCY; i++) {
+		if (strcmp(level, sbx_log_level_name((enum sbx_log_level)i)) == 0) {
 			pthread_mutex_lock(&s->lock);
-			snprintf(s->log_level, sizeof(s->log_level), "%s", level);
+			s->log_level = (enum sbx_log_level)i;
 			pthread_mutex_unlock(&s->lock);
 			succeed(o, json_object_new_object());
 			return;
@@ -560,7 +664,7 @@ static void do_tools_list(const char *version, struct json_object *params, struc
 }
 
 static void do_tools_call(sbx_mcp_session *s, const char *version, struct json_object *params,
-			  const struct sbx_mcp_notifier *n, struct outcome *o)
+			  struct inflight *f, struct outcome *o)
 {
 	struct sbx_error err = SBX_ERROR_INIT;
 	struct json_object *name, *args = NULL, *meta, *token = NULL, *result = NULL;
@@ -590,16 +694,21 @@ static void do_tools_call(sbx_mcp_session *s, const char *version, struct json_o
 		return;
 	}
 	{
-		const struct sbx_tool_ctx ctx = {
+		struct sbx_tool_ctx ctx = {
 		    .manager = s->mcp->manager,
 		    .settings = s->mcp->settings,
 		    .owner = s->owner,
 		    .public_url = url,
 		    .protocol_version = version,
-		    .notifier = n,
+		    .notifier = f->outer ? &f->notifier : NULL,
 		    .progress_token = token,
+		    .cancelled = inflight_cancelled,
+		    .cancel_ud = f,
 		};
-		r = sbx_tools_call(&ctx, json_object_get_string(name), args, &result, &err);
+		pthread_mutex_lock(&s->lock);
+		ctx.log_level = s->log_level;
+		pthread_mutex_unlock(&s->lock);
+		r = s->mcp->tools_call(&ctx, json_object_get_string(name), args, &result, &err);
 	}
 	if (r == -ENOENT)
 		fail(o, SBX_JSONRPC_INVALID_PARAMS, "Unknown tool: %s",
@@ -612,16 +721,21 @@ static void do_tools_call(sbx_mcp_session *s, const char *version, struct json_o
 		succeed(o, result);
 }
 
-/* Runs one request; the response object, or NULL on -ENOMEM. */
-static struct json_object *run_request(sbx_mcp_session *s, struct json_object *msg, bool in_batch,
-				       const struct sbx_mcp_notifier *n)
+/* Runs one request; *ret_response is its response, or NULL when the client
+ * cancelled it. 0 or -ENOMEM. */
+static int run_request(sbx_mcp_session *s, struct json_object *msg, bool in_batch,
+		       const struct sbx_mcp_notifier *n, struct json_object **ret_response)
 {
-	struct json_object *id, *params = params_of(msg);
+	struct json_object *id, *resp, *params = params_of(msg);
 	const char *method = method_of(msg);
 	char version[MCP_VERSION_MAX];
 	struct outcome o = {0};
+	struct inflight f;
+	bool cancellable = strcmp(method, "initialize") != 0, cancelled = false;
 
 	classify(msg, &id);
+	if (cancellable)
+		inflight_add(s, &f, id, n);
 	pthread_mutex_lock(&s->lock);
 	snprintf(version, sizeof(version), "%s", s->version);
 	pthread_mutex_unlock(&s->lock);
@@ -642,15 +756,22 @@ static struct json_object *run_request(sbx_mcp_session *s, struct json_object *m
 	} else if (strcmp(method, "tools/list") == 0) {
 		do_tools_list(version, params, &o);
 	} else if (strcmp(method, "tools/call") == 0) {
-		do_tools_call(s, version, params, n, &o);
+		do_tools_call(s, version, params, &f, &o);
 	} else {
 		fail(&o, SBX_JSONRPC_METHOD_NOT_FOUND, "Method not found: %.64s", method);
 	}
-	if (o.nomem)
-		return NULL;
-	if (o.result)
-		return result_response(id, o.result);
-	return error_response(id, o.code, "%s", o.msg);
+	if (cancellable)
+		cancelled = inflight_remove(s, &f);
+	if (cancelled || o.nomem) {
+		json_object_put(o.result);
+		*ret_response = NULL;
+		return o.nomem ? -ENOMEM : 0;
+	}
+	resp = o.result ? result_response(id, o.result) : error_response(id, o.code, "%s", o.msg);
+	if (!resp)
+		return -ENOMEM;
+	*ret_response = resp;
+	return 0;
 }
 
 static void run_notification(sbx_mcp_session *s, struct json_object *msg)
@@ -661,8 +782,10 @@ static void run_notification(sbx_mcp_session *s, struct json_object *msg)
 		pthread_mutex_lock(&s->lock);
 		s->initialized_notified = true;
 		pthread_mutex_unlock(&s->lock);
+	} else if (strcmp(method, "notifications/cancelled") == 0) {
+		cancel_request(s, params_of(msg));
 	}
-	/* notifications/cancelled and the rest: nothing to do yet. */
+	/* The rest (roots/list_changed, progress from the client...): nothing to do. */
 }
 
 /* Runs one message of IN; *ret_response is NULL when it needs no answer. */
@@ -673,8 +796,7 @@ static int run_message(sbx_mcp_session *s, struct json_object *msg, bool in_batc
 
 	switch (classify(msg, &id)) {
 	case MSG_REQUEST:
-		resp = run_request(s, msg, in_batch, n);
-		if (!resp)
+		if (run_request(s, msg, in_batch, n, &resp) < 0)
 			return -ENOMEM;
 		break;
 	case MSG_NOTIFICATION:

@@ -33,6 +33,8 @@ struct sbx_install {
 	double seconds; /* set when it ended */
 };
 
+struct sbx_interp; /* sandbox_interp.c */
+
 struct sbx_sandbox {
 	int refs; /* atomic */
 	sbx_manager *m;
@@ -44,9 +46,11 @@ struct sbx_sandbox {
 	time_t created;
 	bool ready;   /* the container exists and runs; false while creating */
 	bool removed; /* no longer in the table */
+	bool pooled;  /* taken from the pool: owner and name live in the state folder */
 	/* Under m->lock: */
 	time_t last_used;
 	struct sbx_install *installs;
+	struct sbx_interp *interp; /* the Python interpreter; set once, under m->lock */
 };
 
 struct sbx_manager {
@@ -57,6 +61,7 @@ struct sbx_manager {
 	sbx_sandbox **table;	/* oldest first */
 	size_t n, cap;
 	size_t installs_running;
+	struct sbx_pool *pool; /* sandbox_pool.c; its fields are under lock too */
 };
 
 /* Marks the sandbox used now. */
@@ -73,7 +78,73 @@ char **sbx_sandbox_packages(sbx_manager *m, sbx_sandbox *sb);
 /* Drops the install records of a record being freed. */
 void sbx_install_list_free(struct sbx_install *list);
 
+/* Puts the interpreter program into a new container (sbx_archive_put). */
+int sbx_interp_prepare(sbx_manager *m, const char *container, struct sbx_error *err);
+/* Ends the interpreter of a record being freed (closes its stream). */
+void sbx_interp_free(struct sbx_interp *in);
+/* sbx_sandbox_run_python_ex and sbx_sandbox_reset_python, in sandbox_interp.c. */
+int sbx_interp_run(sbx_manager *m, sbx_sandbox *sb, const char *code,
+		   const struct sbx_python_opts *opts, struct sbx_run_result *ret_result,
+		   struct sbx_error *err);
+int sbx_interp_reset(sbx_manager *m, sbx_sandbox *sb, struct sbx_error *err);
+
 /* Seconds since ts (CLOCK_MONOTONIC). */
 double sbx_seconds_since(const struct timespec *ts);
+
+/* sandbox.c */
+
+/* A fresh random sandbox id (12 hex digits). */
+int sbx_sandbox_make_id(char id[SBX_SANDBOX_ID_MAX + 1], struct sbx_error *err);
+
+/* The one place a container is made, for a cold create and for the pool
+ * alike: create, start, and whatever a sandbox needs before its first use.
+ * Labels: managed, instance, id, created; plus name and owner when OWNER is
+ * given (a cold create), or SBX_LABEL_POOL when it is NULL (a pool container,
+ * assigned later). On failure nothing is left on the engine. */
+int sbx_container_provision(sbx_manager *m, const char *id, time_t created, const char *name,
+			    const char *owner, char **ret_container, struct sbx_error *err);
+
+/* sandbox_pool.c: the warm pool and the state folder. */
+
+/* A started, never assigned pool container. */
+struct sbx_pool_entry {
+	struct sbx_pool_entry *next;
+	char id[SBX_SANDBOX_ID_MAX + 1];
+	char *container;
+};
+
+/* Resolves the state folder and starts the refill thread (when the pool is
+ * on). It fills nothing before recover succeeded or a cold create worked. */
+int sbx_pool_new(sbx_manager *m, struct sbx_error *err);
+/* Stops and joins the refill thread and removes every pooled container,
+ * whatever sandbox.remove_on_exit says. */
+void sbx_pool_stop(sbx_manager *m);
+void sbx_pool_free(sbx_manager *m);
+
+/* Under m->lock. The oldest ready container, or NULL when there is none. */
+struct sbx_pool_entry *sbx_pool_take_locked(sbx_manager *m);
+/* Under m->lock. Puts back a container that was taken but not assigned. */
+void sbx_pool_give_back_locked(sbx_manager *m, struct sbx_pool_entry *e);
+struct sbx_pool_entry *sbx_pool_entry_free(struct sbx_pool_entry *e);
+/* Under m->lock. A create ended well (from the pool or cold): counts it and
+ * wakes the refill thread. */
+void sbx_pool_created_locked(sbx_manager *m, bool from_pool);
+
+/* Records a pooled sandbox's owner and name in the state folder (atomically:
+ * a temporary file renamed), so that recover can adopt it. */
+int sbx_pool_assign(sbx_manager *m, sbx_sandbox *sb, struct sbx_error *err);
+/* A sandbox is gone: drops its state file (pooled ones) and lets the pool
+ * use the freed slot. */
+void sbx_pool_forget(sbx_manager *m, sbx_sandbox *sb);
+
+/* What recover does with a container labelled SBX_LABEL_POOL: 1 and its
+ * owner, name and assignment time when the state folder says it was
+ * assigned; 0 when it is to be skipped (one of this manager's own, or
+ * unknowable), after removing it when it was never assigned. */
+int sbx_pool_recover_one(sbx_manager *m, const char *id, const char *container, char **ret_owner,
+			 char **ret_name, time_t *ret_assigned, struct sbx_error *err);
+/* After a complete recover: drops state files of sandboxes that are gone,
+ * and starts the pool. */
+void sbx_pool_recover_done(sbx_manager *m);
 
 #endif

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The sandbox manager: records, reference counts, create/get/delete/list,
- * recover after a restart. Exec, packages and files live in sandbox_*.c.
+ * recover after a restart, and sbx_container_provision, the one place a
+ * container is made. Exec, packages and files live in sandbox_*.c; the warm
+ * pool and the state folder in sandbox_pool.c.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -28,6 +30,7 @@ int sbx_manager_new(const struct sbx_settings *s, sbx_engine *engine, sbx_manage
 		    struct sbx_error *err)
 {
 	sbx_manager *m;
+	int r;
 
 	if (!s || !engine)
 		return sbx_error_set(err, -EINVAL, "sandbox manager: no settings or no engine");
@@ -38,6 +41,13 @@ int sbx_manager_new(const struct sbx_settings *s, sbx_engine *engine, sbx_manage
 	m->engine = engine;
 	pthread_mutex_init(&m->lock, NULL);
 	pthread_cond_init(&m->changed, NULL);
+	r = sbx_pool_new(m, err);
+	if (r < 0) {
+		pthread_cond_destroy(&m->changed);
+		pthread_mutex_destroy(&m->lock);
+		free(m);
+		return r;
+	}
 	*ret_m = m;
 	return 0;
 }
@@ -66,6 +76,7 @@ static sbx_sandbox *record_free(sbx_sandbox *sb)
 	free(sb->container);
 	free(sb->image);
 	sbx_install_list_free(sb->installs);
+	sbx_interp_free(sb->interp);
 	free(sb);
 	return NULL;
 }
@@ -145,7 +156,7 @@ static sbx_sandbox *find_locked(sbx_manager *m, const char *owner, const char *i
 	return NULL;
 }
 
-static int make_id(char id[SBX_SANDBOX_ID_MAX + 1], struct sbx_error *err)
+int sbx_sandbox_make_id(char id[SBX_SANDBOX_ID_MAX + 1], struct sbx_error *err)
 {
 	unsigned char raw[6];
 	size_t got = 0;
@@ -172,12 +183,11 @@ static int check_owner(const char *owner, struct sbx_error *err)
 	return 0;
 }
 
-/* Removes whatever container carries sb's id label: after a failed create
- * the engine may have made one without telling us its id. */
-static void remove_by_label(sbx_manager *m, sbx_sandbox *sb)
+/* Removes whatever container carries this sandbox id label: after a failed
+ * create the engine may have made one without telling us its id. */
+static void remove_by_label(sbx_manager *m, const char *id)
 {
-	struct sbx_kv want[] = {{SBX_LABEL_INSTANCE, m->s->server.instance},
-				{SBX_LABEL_ID, sb->id}};
+	struct sbx_kv want[] = {{SBX_LABEL_INSTANCE, m->s->server.instance}, {SBX_LABEL_ID, id}};
 	struct sbx_container_summary *cs = NULL;
 	size_t n = 0;
 
@@ -188,23 +198,31 @@ static void remove_by_label(sbx_manager *m, sbx_sandbox *sb)
 	sbx_container_list_free(cs, n);
 }
 
-/* Creates and starts the container of sb; on failure nothing is left. */
-static int container_up(sbx_manager *m, sbx_sandbox *sb, struct sbx_error *err)
+int sbx_container_provision(sbx_manager *m, const char *id, time_t when, const char *name,
+			    const char *owner, char **ret_container, struct sbx_error *err)
 {
 	const struct sbx_settings *s = m->s;
 	char created[32];
-	struct sbx_kv labels[] = {
-	    {SBX_LABEL_MANAGED, "1"},	  {SBX_LABEL_INSTANCE, s->server.instance},
-	    {SBX_LABEL_ID, sb->id},	  {SBX_LABEL_NAME, sb->name},
-	    {SBX_LABEL_OWNER, sb->owner}, {SBX_LABEL_CREATED, created},
+	struct sbx_kv labels[6] = {
+	    {SBX_LABEL_MANAGED, "1"},
+	    {SBX_LABEL_INSTANCE, s->server.instance},
+	    {SBX_LABEL_ID, id},
+	    {SBX_LABEL_CREATED, created},
 	};
+	size_t n_labels = 4;
 	struct sbx_ulimit ulimits[] = {{"nofile", 1024, 1024}, {"nproc", 4096, 4096}};
 	_cleanup_free_ char *cname = NULL;
 	char *cid = NULL;
 	int r;
 
-	snprintf(created, sizeof(created), "%lld", (long long)sb->created);
-	if (asprintf(&cname, "mcp-sbx-%s-%s", s->server.instance, sb->id) < 0) {
+	snprintf(created, sizeof(created), "%lld", (long long)when);
+	if (owner) {
+		labels[n_labels++] = (struct sbx_kv){SBX_LABEL_NAME, name ? name : id};
+		labels[n_labels++] = (struct sbx_kv){SBX_LABEL_OWNER, owner};
+	} else {
+		labels[n_labels++] = (struct sbx_kv){SBX_LABEL_POOL, "1"};
+	}
+	if (asprintf(&cname, "mcp-sbx-%s-%s", s->server.instance, id) < 0) {
 		cname = NULL;
 		return sbx_error_set(err, -ENOMEM, "out of memory");
 	}
@@ -213,7 +231,7 @@ static int container_up(sbx_manager *m, sbx_sandbox *sb, struct sbx_error *err)
 	    .name = cname,
 	    .cmd = sleep_cmd,
 	    .labels = labels,
-	    .n_labels = SBX_ARRAY_SIZE(labels),
+	    .n_labels = n_labels,
 	    .workdir = SBX_RESULTS_DIR,
 	    .user = "1000:1000",
 	    .memory_bytes = s->sandbox.memory,
@@ -227,21 +245,32 @@ static int container_up(sbx_manager *m, sbx_sandbox *sb, struct sbx_error *err)
 	};
 	r = sbx_container_create(m->engine, &spec, &cid, err);
 	if (r < 0) {
-		remove_by_label(m, sb);
+		remove_by_label(m, id);
 		if (r == -ENOENT && sbx_image_exists(m->engine, s->sandbox.image, NULL) == 0)
 			sbx_error_prefix(err, "the sandbox image %s is missing on the %s engine",
 					 s->sandbox.image, sbx_engine_name(m->engine));
 		return r;
 	}
-	r = sbx_container_start(m->engine, cid, err);
+	r = sbx_interp_prepare(m, cid, err);
+	if (r >= 0)
+		r = sbx_container_start(m->engine, cid, err);
 	if (r < 0) {
 		sbx_error_prefix(err, "start the sandbox container");
 		sbx_container_remove(m->engine, cid, NULL);
 		free(cid);
 		return r;
 	}
-	sb->container = cid;
+	/* Whatever else a sandbox needs before its first use goes here, so that
+	 * pooled and cold sandboxes are made alike. */
+	*ret_container = cid;
 	return 0;
+}
+
+/* Creates and starts the container of a cold sandbox. */
+static int container_up(sbx_manager *m, sbx_sandbox *sb, struct sbx_error *err)
+{
+	return sbx_container_provision(m, sb->id, sb->created, sb->name, sb->owner, &sb->container,
+				       err);
 }
 
 static sbx_sandbox *record_new(sbx_manager *m, const char *id, const char *name, const char *owner,
@@ -264,11 +293,34 @@ static sbx_sandbox *record_new(sbx_manager *m, const char *id, const char *name,
 	return sb;
 }
 
+/* Under m->lock. Checks the limit and the name and adds sb to the table. */
+static int reserve_locked(sbx_manager *m, sbx_sandbox *sb, struct sbx_error *err)
+{
+	if (m->n >= (size_t)m->s->sandbox.max_sandboxes)
+		return sbx_error_set(err, -EBUSY,
+				     "the server already runs its limit of %" PRId64
+				     " sandboxes; delete one you no longer need and try again",
+				     m->s->sandbox.max_sandboxes);
+	for (size_t i = 0; i < m->n; i++)
+		if (strcmp(m->table[i]->owner, sb->owner) == 0 &&
+		    (strcmp(m->table[i]->name, sb->name) == 0 ||
+		     strcmp(m->table[i]->id, sb->name) == 0))
+			return sbx_error_set(err, -EEXIST,
+					     "a sandbox named \"%s\" already exists; pick another "
+					     "name or use that one",
+					     sb->name);
+	if (table_add_locked(m, sb) < 0)
+		return sbx_error_set(err, -ENOMEM, "out of memory");
+	return 0;
+}
+
 int sbx_sandbox_create(sbx_manager *m, const char *owner, const char *name, sbx_sandbox **ret_sb,
 		       struct sbx_error *err)
 {
 	char id[SBX_SANDBOX_ID_MAX + 1];
-	sbx_sandbox *sb;
+	struct sbx_pool_entry *e = NULL;
+	sbx_sandbox *sb = NULL;
+	bool use_pool = true;
 	int r;
 
 	r = check_owner(owner, err);
@@ -280,44 +332,54 @@ int sbx_sandbox_create(sbx_manager *m, const char *owner, const char *name, sbx_
 		    "invalid sandbox name \"%.80s\": use 1 to %d of the characters "
 		    "A-Z a-z 0-9 _ . -",
 		    name, SBX_SANDBOX_NAME_MAX);
-	r = make_id(id, err);
+again:
+	r = sbx_sandbox_make_id(id, err);
 	if (r < 0)
 		return r;
-	sb = record_new(m, id, name, owner, time(NULL));
-	if (!sb)
-		return sbx_error_set(err, -ENOMEM, "out of memory");
 
-	/* Reserve the slot and the name before talking to the engine. */
+	/* Reserve the slot and the name, and take a pooled container (whose id
+	 * the sandbox gets), before talking to the engine. */
 	pthread_mutex_lock(&m->lock);
-	if (m->n >= (size_t)m->s->sandbox.max_sandboxes)
-		r = sbx_error_set(err, -EBUSY,
-				  "the server already runs its limit of %" PRId64
-				  " sandboxes; delete one you no longer need and try again",
-				  m->s->sandbox.max_sandboxes);
-	for (size_t i = 0; r >= 0 && i < m->n; i++)
-		if (strcmp(m->table[i]->owner, owner) == 0 &&
-		    (strcmp(m->table[i]->name, sb->name) == 0 ||
-		     strcmp(m->table[i]->id, sb->name) == 0))
-			r = sbx_error_set(
-			    err, -EEXIST,
-			    "a sandbox named \"%s\" already exists; pick another name "
-			    "or use that one",
-			    sb->name);
-	if (r >= 0 && table_add_locked(m, sb) < 0)
-		r = sbx_error_set(err, -ENOMEM, "out of memory");
+	e = use_pool ? sbx_pool_take_locked(m) : NULL;
+	sb = record_new(m, e ? e->id : id, name, owner, time(NULL));
+	if (sb)
+		sb->pooled = e != NULL;
+	r = sb ? reserve_locked(m, sb, err) : sbx_error_set(err, -ENOMEM, "out of memory");
+	if (r < 0 && e)
+		sbx_pool_give_back_locked(m, SBX_TAKE(e));
 	pthread_mutex_unlock(&m->lock);
 	if (r < 0) {
 		sbx_sandbox_unref(sb);
 		return r;
 	}
 
-	r = container_up(m, sb, err);
+	if (e) {
+		sb->container = SBX_TAKE(e->container);
+		r = sbx_pool_assign(m, sb, err);
+		if (r < 0) {
+			/* Never used: back to the pool, and make this one cold. */
+			pthread_mutex_lock(&m->lock);
+			sbx_sandbox_unref(table_remove_locked(m, sb));
+			e->container = SBX_TAKE(sb->container);
+			sbx_pool_give_back_locked(m, SBX_TAKE(e));
+			pthread_mutex_unlock(&m->lock);
+			sbx_sandbox_unref(sb);
+			sbx_error_clear(err);
+			use_pool = false;
+			goto again;
+		}
+		e = sbx_pool_entry_free(e);
+	} else {
+		r = container_up(m, sb, err);
+	}
 
 	pthread_mutex_lock(&m->lock);
-	if (r >= 0)
+	if (r >= 0) {
 		sb->ready = true;
-	else
+		sbx_pool_created_locked(m, sb->pooled);
+	} else {
 		sbx_sandbox_unref(table_remove_locked(m, sb));
+	}
 	pthread_mutex_unlock(&m->lock);
 	if (r < 0) {
 		sbx_sandbox_unref(sb);
@@ -365,6 +427,7 @@ int sbx_sandbox_delete(sbx_manager *m, const char *owner, const char *id_or_name
 	pthread_mutex_lock(&m->lock);
 	sbx_sandbox_unref(table_remove_locked(m, sb));
 	pthread_mutex_unlock(&m->lock);
+	sbx_pool_forget(m, sb);
 	sbx_sandbox_unref(sb);
 	return 0;
 }
@@ -516,7 +579,9 @@ static int by_created(const void *a, const void *b)
 static int adopt(sbx_manager *m, const char *cid, struct sbx_error *err)
 {
 	struct sbx_container_info ci = {0};
-	const char *id, *name, *owner, *created;
+	const char *id, *name, *owner, *created, *pool;
+	_cleanup_free_ char *pool_owner = NULL, *pool_name = NULL;
+	time_t when = 0;
 	sbx_sandbox *sb = NULL;
 	bool known = false;
 	int r;
@@ -530,13 +595,29 @@ static int adopt(sbx_manager *m, const char *cid, struct sbx_error *err)
 	name = label_of(&ci, SBX_LABEL_NAME);
 	owner = label_of(&ci, SBX_LABEL_OWNER);
 	created = label_of(&ci, SBX_LABEL_CREATED);
+	pool = label_of(&ci, SBX_LABEL_POOL);
+	if (created)
+		when = (time_t)strtoll(created, NULL, 10);
+	if (id && pool && strcmp(pool, "1") == 0) {
+		/* Owner and name are in the state folder, if it was assigned. */
+		r = sbx_pool_recover_one(m, id, ci.id ? ci.id : cid, &pool_owner, &pool_name, &when,
+					 err);
+		if (r <= 0) {
+			sbx_container_info_release(&ci);
+			return r;
+		}
+		name = pool_name;
+		owner = pool_owner;
+		created = "";
+	}
 	if (!id || !name || !owner || !created || strlen(id) > SBX_SANDBOX_ID_MAX ||
 	    !name_valid(id) || !name_valid(name) || check_owner(owner, NULL) < 0) {
 		sbx_container_info_release(&ci);
 		return 0;
 	}
-	sb = record_new(m, id, name, owner, (time_t)strtoll(created, NULL, 10));
+	sb = record_new(m, id, name, owner, when);
 	if (sb) {
+		sb->pooled = pool_owner != NULL;
 		free(sb->image);
 		sb->image = strdup(ci.image ? ci.image : m->s->sandbox.image);
 		sb->container = strdup(ci.id ? ci.id : cid);
@@ -588,6 +669,8 @@ int sbx_manager_recover(sbx_manager *m, struct sbx_error *err)
 	if (m->n > 1)
 		qsort(m->table, m->n, sizeof(*m->table), by_created);
 	pthread_mutex_unlock(&m->lock);
+	if (r >= 0)
+		sbx_pool_recover_done(m);
 	return r < 0 ? r : adopted;
 }
 
@@ -595,11 +678,15 @@ sbx_manager *sbx_manager_free(sbx_manager *m)
 {
 	if (!m)
 		return NULL;
+	sbx_pool_stop(m);
 	/* Removing a container also ends the installs running in it. */
-	if (m->s->sandbox.remove_on_exit)
-		for (size_t i = 0; i < m->n; i++)
-			if (m->table[i]->container)
-				sbx_container_remove(m->engine, m->table[i]->container, NULL);
+	for (size_t i = 0; m->s->sandbox.remove_on_exit && i < m->n; i++) {
+		int r = m->table[i]->container
+			    ? sbx_container_remove(m->engine, m->table[i]->container, NULL)
+			    : -ENOENT;
+		if (r >= 0 || r == -ENOENT)
+			sbx_pool_forget(m, m->table[i]);
+	}
 	pthread_mutex_lock(&m->lock);
 	while (m->installs_running > 0)
 		pthread_cond_wait(&m->changed, &m->lock);
@@ -609,6 +696,7 @@ sbx_manager *sbx_manager_free(sbx_manager *m)
 		sbx_sandbox_unref(m->table[i]);
 	}
 	free(m->table);
+	sbx_pool_free(m);
 	pthread_cond_destroy(&m->changed);
 	pthread_mutex_destroy(&m->lock);
 	free(m);

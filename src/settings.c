@@ -83,6 +83,14 @@ static bool check_instance(const char *v, char *why, size_t n)
 	return false;
 }
 
+static bool check_state_dir(const char *v, char *why, size_t n)
+{
+	if (!*v || v[0] == '/')
+		return true;
+	snprintf(why, n, "expected an absolute path, or empty");
+	return false;
+}
+
 static const char *const engine_types[] = {"docker", "podman", NULL};
 
 static const struct sbx_setting schema[] = {
@@ -108,6 +116,9 @@ static const struct sbx_setting schema[] = {
 	   "name of this server's sandboxes in engine labels ([A-Za-z0-9_.-], 1..64)"),
     NUMBER(DURATION, "server", "session_timeout", server.session_timeout_ms, "60m", SEC, 24 * HOUR,
 	   "an MCP session idle this long is forgotten"),
+    STRING(
+	"server", "state_dir", server.state_dir, "", check_state_dir,
+	"folder for state kept across restarts; empty = $STATE_DIRECTORY or /var/lib/mcp-sandbox"),
 
     STRING("sandbox", "image", sandbox.image, "localhost/mcp-sandbox:latest", NULL,
 	   "image sandboxes are created from"),
@@ -135,6 +146,13 @@ static const struct sbx_setting schema[] = {
 	   "largest file upload_file_to_sandbox copies"),
     BOOLEAN("sandbox", "remove_on_exit", sandbox.remove_on_exit, "true",
 	    "remove this server's sandboxes when it stops (no = adopt them at the next start)"),
+    NUMBER(INT, "sandbox", "pool_size", sandbox.pool_size, "2", 0, 64,
+	   "started sandboxes kept ready for create_sandbox; 0 = none"),
+    NUMBER(SIZE, "sandbox", "image_inline_max", sandbox.image_inline_max, "1m", 0, 16 * MIB,
+	   "largest PNG/JPEG made by Python code that is returned inline as an image; 0 = none"),
+    NUMBER(DURATION, "sandbox", "interrupt_grace", sandbox.interrupt_grace_ms, "2s", 1, 10 * MIN,
+	   "how long Python code may take to stop after its interrupt before the interpreter "
+	   "is killed and restarted"),
 };
 
 struct unit {

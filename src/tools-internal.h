@@ -15,7 +15,9 @@
  * also sent as text) or ERROR (the message of an isError result). */
 struct sbx_tool_out {
 	struct json_object *result;
-	struct json_object *links; /* resource_link content items (2025-06-18+), or NULL */
+	char *notice;		    /* a sentence the model must not miss: a text item, or NULL */
+	struct json_object *images; /* image content items (every version), or NULL */
+	struct json_object *links;  /* resource_link content items (2025-06-18+), or NULL */
 	char *error;
 };
 
@@ -49,6 +51,8 @@ int sbx_tool_execute_terminal_command(const struct sbx_tool_ctx *ctx, struct jso
 				      struct sbx_tool_out *out);
 int sbx_tool_upload_file(const struct sbx_tool_ctx *ctx, struct json_object *args,
 			 struct sbx_tool_out *out);
+int sbx_tool_reset_python(const struct sbx_tool_ctx *ctx, struct json_object *args,
+			  struct sbx_tool_out *out);
 
 /* Sets OUT->error to the formatted message; 0 or -ENOMEM. */
 int sbx_tool_fail(struct sbx_tool_out *out, const char *fmt, ...)

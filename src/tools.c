@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The seven tools: their names, descriptions and schemas (one table), the
+ * The tools: their names, descriptions and schemas (one table), the
  * checking of arguments against the inputSchema itself, and the shape of a
  * CallToolResult for each protocol version. The work is done by the sandbox
  * manager; the handlers (src/tools_run.c) only translate.
@@ -15,9 +15,11 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "sbx/buf.h"
 #include "sbx/common.h"
+#include "sbx/utf8.h"
 #include "tools-internal.h"
 
 #define V_ANNOTATIONS "2025-03-26"	    /* annotations */
@@ -27,6 +29,203 @@ bool sbx_tools_version_at_least(const char *version, const char *min)
 {
 	/* Versions are dates, YYYY-MM-DD: they compare as strings. Unknown = oldest. */
 	return version && strcmp(version, min) >= 0;
+}
+
+/* ---- notifications: log messages, progress ---- */
+
+const char *sbx_log_level_name(enum sbx_log_level level)
+{
+	static const char *const names[] = {"debug", "info",	 "notice", "warning",
+					    "error", "critical", "alert",  "emergency"};
+	return (unsigned)level < SBX_ARRAY_SIZE(names) ? names[level] : NULL;
+}
+
+bool sbx_tools_cancelled(const struct sbx_tool_ctx *ctx)
+{
+	return ctx->cancelled && ctx->cancelled(ctx->cancel_ud);
+}
+
+/* Sends {"jsonrpc":"2.0","method":METHOD,"params":PARAMS} (PARAMS consumed). */
+static void send_notification(const struct sbx_tool_ctx *ctx, const char *method,
+			      struct json_object *params)
+{
+	struct json_object *n = json_object_new_object();
+	int r = 0;
+
+	if (!n || !params) {
+		json_object_put(n);
+		json_object_put(params);
+		return;
+	}
+	r |= sbx_tools_put(n, "jsonrpc", json_object_new_string("2.0"));
+	r |= sbx_tools_put(n, "method", json_object_new_string(method));
+	r |= sbx_tools_put(n, "params", params);
+	if (r == 0)
+		ctx->notifier->send(ctx->notifier->ctx, json_object_to_json_string_ext(
+							    n, JSON_C_TO_STRING_PLAIN |
+								   JSON_C_TO_STRING_NOSLASHESCAPE));
+	json_object_put(n);
+}
+
+void sbx_tools_log(const struct sbx_tool_ctx *ctx, enum sbx_log_level level, const char *fmt, ...)
+{
+	struct json_object *p;
+	char text[1024];
+	va_list ap;
+	int r = 0;
+
+	if (!ctx->notifier || !ctx->notifier->send || level < ctx->log_level ||
+	    !sbx_log_level_name(level))
+		return;
+	va_start(ap, fmt);
+	vsnprintf(text, sizeof(text), fmt, ap);
+	va_end(ap);
+	p = json_object_new_object();
+	if (!p)
+		return;
+	r |= sbx_tools_put(p, "level", json_object_new_string(sbx_log_level_name(level)));
+	r |= sbx_tools_put(p, "logger", json_object_new_string("mcp-sandbox"));
+	r |= sbx_tools_put(p, "data", json_object_new_string(text));
+	if (r < 0)
+		return json_object_put(p), (void)0;
+	send_notification(ctx, "notifications/message", p);
+}
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void sbx_progress_init(struct sbx_progress *p, const struct sbx_tool_ctx *ctx)
+{
+	memset(p, 0, sizeof(*p));
+	p->ctx = ctx;
+	p->active = ctx->notifier && ctx->notifier->send && ctx->progress_token;
+	p->progress = -1;
+	pthread_mutex_init(&p->lock, NULL);
+}
+
+void sbx_progress_release(struct sbx_progress *p)
+{
+	pthread_mutex_destroy(&p->lock);
+	sbx_buf_release(&p->pending);
+}
+
+/* The next progress value with MESSAGE (LEN bytes, valid UTF-8). Under
+ * p->lock, so values go out in order. */
+static void progress_send(struct sbx_progress *p, const char *message, size_t len)
+{
+	struct json_object *params = json_object_new_object();
+	int r = 0;
+
+	if (!params)
+		return;
+	p->progress++;
+	p->last_ms = now_ms();
+	r |= sbx_tools_put(params, "progressToken", json_object_get(p->ctx->progress_token));
+	r |= sbx_tools_put(params, "progress", json_object_new_int64(p->progress));
+	/* The message field exists from 2025-03-26 on. */
+	if (sbx_tools_version_at_least(p->ctx->protocol_version, "2025-03-26"))
+		r |=
+		    sbx_tools_put(params, "message", json_object_new_string_len(message, (int)len));
+	if (r < 0)
+		return json_object_put(params), (void)0;
+	send_notification(p->ctx, "notifications/progress", params);
+}
+
+/* Bytes at the end of S[0..N) that start a UTF-8 character not complete yet. */
+static size_t utf8_open_tail(const char *s, size_t n)
+{
+	size_t i = n, need;
+	unsigned char lead;
+
+	while (i > 0 && n - i < 3 && ((unsigned char)s[i - 1] & 0xC0) == 0x80)
+		i--;
+	if (i == 0)
+		return 0;
+	lead = (unsigned char)s[i - 1];
+	if (lead < 0xC0)
+		return 0; /* ASCII, or continuation bytes without a lead: not ours to hold */
+	need = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : 2;
+	return n - (i - 1) < need ? n - (i - 1) : 0;
+}
+
+/* Sends the kept text; FINAL sends a split character too (as U+FFFD).
+ * Under p->lock. */
+static void progress_flush_locked(struct sbx_progress *p, bool final)
+{
+	struct sbx_buf msg = SBX_BUF_INIT;
+	size_t hold = 0, n;
+
+	if (p->pending.len == 0 && p->dropped == 0)
+		return;
+	if (!final && p->dropped == 0)
+		hold = utf8_open_tail(p->pending.data, p->pending.len);
+	n = p->pending.len - hold;
+	if (n == 0 && p->dropped == 0)
+		return;
+	if (sbx_buf_append(&msg, p->pending.data ? p->pending.data : "", n) < 0 ||
+	    sbx_utf8_sanitize(&msg) < 0 ||
+	    (p->dropped &&
+	     sbx_buf_appendf(&msg, "\n[%zu more bytes not shown here]", p->dropped) < 0)) {
+		sbx_buf_release(&msg);
+		return;
+	}
+	progress_send(p, msg.data ? msg.data : "", msg.len);
+	sbx_buf_release(&msg);
+	if (p->pending.data) {
+		memmove(p->pending.data, p->pending.data + n, hold);
+		p->pending.len = hold;
+		p->pending.data[hold] = '\0';
+	}
+	p->dropped = 0;
+}
+
+void sbx_progress_step(struct sbx_progress *p, const char *message)
+{
+	if (!p->active)
+		return;
+	pthread_mutex_lock(&p->lock);
+	progress_flush_locked(p, true);
+	progress_send(p, message, strlen(message));
+	pthread_mutex_unlock(&p->lock);
+}
+
+void sbx_progress_output(struct sbx_progress *p, const char *text, size_t len)
+{
+	size_t room, take;
+
+	if (!p->active || len == 0)
+		return;
+	pthread_mutex_lock(&p->lock);
+	room = p->pending.len < SBX_PROGRESS_MSG_MAX ? SBX_PROGRESS_MSG_MAX - p->pending.len : 0;
+	take = len < room ? len : room;
+	/* Cut at a character boundary. */
+	while (take < len && take > 0 && ((unsigned char)text[take] & 0xC0) == 0x80)
+		take--;
+	if (sbx_buf_append(&p->pending, text, take) < 0)
+		take = 0;
+	p->dropped += len - take;
+	/* A line that is still being written (print() writes the text, then the
+	 * newline) waits for its end or for the next sbx_progress_flush. */
+	if (now_ms() - p->last_ms >= SBX_PROGRESS_INTERVAL_MS &&
+	    (p->dropped || p->pending.len >= SBX_PROGRESS_MSG_MAX ||
+	     (p->pending.len && p->pending.data[p->pending.len - 1] == '\n')))
+		progress_flush_locked(p, false);
+	pthread_mutex_unlock(&p->lock);
+}
+
+void sbx_progress_flush(struct sbx_progress *p, bool final)
+{
+	if (!p->active)
+		return;
+	pthread_mutex_lock(&p->lock);
+	if (final || now_ms() - p->last_ms >= SBX_PROGRESS_INTERVAL_MS)
+		progress_flush_locked(p, final);
+	pthread_mutex_unlock(&p->lock);
 }
 
 /* ---- the table ---- */
@@ -39,6 +238,11 @@ bool sbx_tools_version_at_least(const char *version, const char *min)
 	"\"timeout\":{\"type\":\"number\",\"exclusiveMinimum\":0,\"maximum\":3600,"                \
 	"\"description\":\"Time limit in seconds (default: the server's limit, usually 60). "      \
 	"The process is killed when it is reached.\"}"
+#define PY_TIMEOUT_PROP                                                                            \
+	"\"timeout\":{\"type\":\"number\",\"exclusiveMinimum\":0,\"maximum\":3600,"                \
+	"\"description\":\"Time limit in seconds (default: the server's limit, usually 60). "      \
+	"The code is then interrupted; if it does not stop, the interpreter is restarted and its " \
+	"variables are lost.\"}"
 #define PACKAGE_PROP                                                                               \
 	"\"package_name\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":200,"                 \
 	"\"description\":\"A pip requirement: a project name with optional extras and version, "   \
@@ -111,22 +315,25 @@ static const struct sbx_tool_def tools[] = {
 	.name = "execute_python_code",
 	.title = "Run Python code",
 	.description =
-	    "Run Python 3 code in a sandbox and return stdout, stderr and the exit code. Each call "
-	    "is a fresh `python3` process in /app/results: variables do not survive between calls, "
-	    "files do (keep state in files). Print what you want to see. Files the code creates or "
-	    "changes under /app/results come back in `files` with a download link (url) to show "
-	    "the "
-	    "user. For plots use matplotlib and save them, e.g. plt.savefig('plot.png') (or "
-	    "'plots/p.png' after os.makedirs('plots', exist_ok=True)); never call plt.show(): "
-	    "there "
-	    "is no display. An uncaught exception is a normal result, not a tool error: exit_code "
-	    "is "
-	    "1 and the traceback is in stderr; fix the code and run it again. timed_out is true "
-	    "when the time limit killed the process. A missing module: install it with "
+	    "Run Python 3 code in a sandbox and return stdout, stderr and the exit code. The "
+	    "sandbox keeps one Python interpreter, like a notebook: variables, imports and "
+	    "functions defined in one call are there in the next, so build on earlier calls "
+	    "instead of repeating them. Code runs in /app/results. Print what you want to see "
+	    "(the value of a last expression is not shown). Files the code creates or changes "
+	    "under /app/results come back in `files` with a download link (url) to show the "
+	    "user; new PNG/JPEG images also come back as images you can look at. For plots use "
+	    "matplotlib and save them, e.g. plt.savefig('plot.png') (or 'plots/p.png' after "
+	    "os.makedirs('plots', exist_ok=True)); never call plt.show(): there is no display. "
+	    "An uncaught exception is a normal result, not a tool error: exit_code is 1, the "
+	    "traceback is in stderr and earlier variables are kept; fix the code and run it "
+	    "again. At the time limit the code is interrupted (KeyboardInterrupt); if it does not "
+	    "stop, the interpreter is restarted and every variable is lost: then "
+	    "interpreter_restarted is true and `notice` says so (re-run your setup code). "
+	    "reset_python_interpreter starts over on purpose. A missing module: install it with "
 	    "install_package_in_sandbox first. Code normally has no network access.",
 	.input_schema = "{\"type\":\"object\",\"properties\":{" SANDBOX_ID_PROP
 			",\"code\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":1000000,"
-			"\"description\":\"The Python source to run.\"}," TIMEOUT_PROP
+			"\"description\":\"The Python source to run.\"}," PY_TIMEOUT_PROP
 			"},\"required\":[\"sandbox_id\",\"code\"],\"additionalProperties\":false}",
 	.output_schema =
 	    "{\"type\":\"object\",\"properties\":{" RUN_OUTPUT_PROPS
@@ -134,11 +341,18 @@ static const struct sbx_tool_def tools[] = {
 	    "/app/results during the run\",\"items\":{\"type\":\"object\",\"properties\":{"
 	    "\"path\":{\"type\":\"string\",\"description\":\"relative to /app/results\"},"
 	    "\"size\":{\"type\":\"integer\"},\"url\":{\"type\":\"string\"},"
-	    "\"mime_type\":{\"type\":\"string\"}},"
+	    "\"mime_type\":{\"type\":\"string\"},"
+	    "\"inline_image\":{\"type\":\"boolean\",\"description\":\"the image is also in "
+	    "the result's content\"}},"
 	    "\"required\":[\"path\",\"size\",\"url\",\"mime_type\"],"
 	    "\"additionalProperties\":false}},"
-	    "\"files_truncated\":{\"type\":\"boolean\"}},"
-	    "\"required\":[" RUN_OUTPUT_REQUIRED ",\"files\",\"files_truncated\"],"
+	    "\"files_truncated\":{\"type\":\"boolean\"},"
+	    "\"interpreter_restarted\":{\"type\":\"boolean\",\"description\":\"the variables "
+	    "and imports of earlier calls are gone\"},"
+	    "\"notice\":{\"type\":\"string\",\"description\":\"what happened to the "
+	    "interpreter (time limit, restart, output cut)\"}},"
+	    "\"required\":[" RUN_OUTPUT_REQUIRED ",\"files\",\"files_truncated\","
+	    "\"interpreter_restarted\"],"
 	    "\"additionalProperties\":false}",
 	.destructive = true,
 	.run = sbx_tool_execute_python_code,
@@ -241,6 +455,25 @@ static const struct sbx_tool_def tools[] = {
 	.destructive = true,
 	.idempotent = true,
 	.run = sbx_tool_upload_file,
+    },
+    {
+	.name = "reset_python_interpreter",
+	.title = "Reset the Python interpreter",
+	.description =
+	    "Start a fresh Python interpreter in a sandbox: clears all variables, imports and "
+	    "functions that earlier execute_python_code calls defined (also stops code still "
+	    "running there). Files in the sandbox and installed packages stay. Use it when the "
+	    "state is muddled or to free memory; not needed after a normal error.",
+	.input_schema = "{\"type\":\"object\",\"properties\":{" SANDBOX_ID_PROP
+			"},\"required\":[\"sandbox_id\"],\"additionalProperties\":false}",
+	.output_schema = "{\"type\":\"object\",\"properties\":{\"sandbox_id\":{\"type\":"
+			 "\"string\"},\"reset\":{\"type\":\"boolean\"},"
+			 "\"message\":{\"type\":\"string\"}},"
+			 "\"required\":[\"sandbox_id\",\"reset\",\"message\"],"
+			 "\"additionalProperties\":false}",
+	.destructive = true,
+	.idempotent = true,
+	.run = sbx_tool_reset_python,
     },
 };
 
@@ -544,6 +777,8 @@ int sbx_tool_fail_err(struct sbx_tool_out *out, const struct sbx_error *err, con
 static void out_release(struct sbx_tool_out *out)
 {
 	json_object_put(out->result);
+	free(out->notice);
+	json_object_put(out->images);
 	json_object_put(out->links);
 	free(out->error);
 }
@@ -586,6 +821,13 @@ static int build_result(const struct sbx_tool_ctx *ctx, struct sbx_tool_out *out
 	r = sbx_tools_append(
 	    content, text_item(json_object_to_json_string_ext(
 			 out->result, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE)));
+	/* The JSON first (clients of the older versions read content[0]), then
+	 * what the model should see: the notice, the images, the links. */
+	if (r == 0 && out->notice)
+		r = sbx_tools_append(content, text_item(out->notice));
+	for (size_t i = 0; r == 0 && out->images && i < json_object_array_length(out->images); i++)
+		r = sbx_tools_append(content,
+				     json_object_get(json_object_array_get_idx(out->images, i)));
 	if (r == 0 && structured && out->links)
 		for (size_t i = 0; r == 0 && i < json_object_array_length(out->links); i++)
 			r = sbx_tools_append(

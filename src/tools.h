@@ -1,18 +1,38 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The seven tools, as the MCP layer (src/mcp.c) sees them. tools.c owns
- * their names, schemas and results; it reaches containers only through the
+ * The tools, as the MCP layer (src/mcp.c) sees them. tools.c owns their
+ * names, schemas and results; it reaches containers only through the
  * sandbox manager (include/sbx/sandbox.h). Internal to src/.
  */
 #ifndef SBX_TOOLS_H
 #define SBX_TOOLS_H
 
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
 #include <json-c/json.h>
 
+#include "sbx/buf.h"
 #include "sbx/error.h"
 #include "sbx/mcp.h"
 #include "sbx/sandbox.h"
 #include "sbx/settings.h"
+
+/* The levels of notifications/message, lowest first (logging/setLevel). */
+enum sbx_log_level {
+	SBX_LOG_DEBUG,
+	SBX_LOG_INFO,
+	SBX_LOG_NOTICE,
+	SBX_LOG_WARNING,
+	SBX_LOG_ERROR,
+	SBX_LOG_CRITICAL,
+	SBX_LOG_ALERT,
+	SBX_LOG_EMERGENCY,
+};
+
+/* "debug" ... "emergency"; NULL out of range. */
+const char *sbx_log_level_name(enum sbx_log_level level);
 
 /* What one tools/call runs with. */
 struct sbx_tool_ctx {
@@ -21,8 +41,15 @@ struct sbx_tool_ctx {
 	const char *owner;			 /* the tenant the session acts for */
 	const char *public_url;			 /* base of artifact links, no trailing slash */
 	const char *protocol_version;		 /* negotiated: newer result fields are left out */
-	const struct sbx_mcp_notifier *notifier; /* may be NULL */
+	const struct sbx_mcp_notifier *notifier; /* may be NULL; silent once cancelled */
 	struct json_object *progress_token;	 /* params._meta.progressToken, or NULL */
+	/* True once the client cancelled this request (notifications/cancelled):
+	 * stop the work, the response is dropped anyway. Cheap and thread-safe;
+	 * NULL when the request cannot be cancelled. */
+	bool (*cancelled)(void *cancel_ud);
+	void *cancel_ud;
+	/* notifications/message below this level are not sent (logging/setLevel). */
+	enum sbx_log_level log_level;
 };
 
 /* The `tools` array of tools/list for VERSION (title, outputSchema and
@@ -38,5 +65,52 @@ struct json_object *sbx_tools_list(const char *version);
  * name (the MCP layer answers -32602), or with -ENOMEM. */
 int sbx_tools_call(const struct sbx_tool_ctx *ctx, const char *name, struct json_object *arguments,
 		   struct json_object **ret_result, struct sbx_error *err);
+
+typedef int (*sbx_tools_call_fn)(const struct sbx_tool_ctx *ctx, const char *name,
+				 struct json_object *arguments, struct json_object **ret_result,
+				 struct sbx_error *err);
+/* For tests of the MCP layer: every tools/call of M's sessions goes to FN
+ * instead of sbx_tools_call (NULL restores it). Set before any session runs. */
+void sbx_mcp_set_tools_call(sbx_mcp *m, sbx_tools_call_fn fn);
+
+/* ctx->cancelled, false when there is none. */
+bool sbx_tools_cancelled(const struct sbx_tool_ctx *ctx);
+
+/* Sends notifications/message {level, logger: "mcp-sandbox", data: text}
+ * when LEVEL is at least ctx->log_level. Best effort (nothing on -ENOMEM). */
+void sbx_tools_log(const struct sbx_tool_ctx *ctx, enum sbx_log_level level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/*
+ * Progress of one tools/call, for a client that gave a progressToken
+ * (nothing is sent otherwise). Text handed to sbx_progress_output (what the
+ * code prints) becomes notifications/progress with the new text as
+ * `message`: at most one per SBX_PROGRESS_INTERVAL_MS, the text of a
+ * quieter period coalesced, at most SBX_PROGRESS_MSG_MAX bytes per message
+ * (more is cut with a note), always valid UTF-8 (a character split between
+ * two chunks waits for its end). `progress` counts up from 0 (the start
+ * message), strictly increasing. All functions are thread-safe.
+ */
+#define SBX_PROGRESS_INTERVAL_MS 50
+#define SBX_PROGRESS_MSG_MAX 4096
+struct sbx_progress {
+	const struct sbx_tool_ctx *ctx;
+	bool active; /* a token was given and there is a notifier */
+	pthread_mutex_t lock;
+	struct sbx_buf pending; /* text not yet sent */
+	size_t dropped;		/* bytes past the cap since the last send */
+	int64_t last_ms;	/* monotonic time of the last send */
+	int64_t progress;	/* the last value sent, -1 before the first */
+};
+void sbx_progress_init(struct sbx_progress *p, const struct sbx_tool_ctx *ctx);
+/* Sends MESSAGE now as the next step (e.g. "running the Python code"). */
+void sbx_progress_step(struct sbx_progress *p, const char *message);
+/* New output: sent at once when the interval since the last send has passed
+ * and the text ends a line (or fills a message), else kept for later. */
+void sbx_progress_output(struct sbx_progress *p, const char *text, size_t len);
+/* Sends the kept text when its interval has passed (call it now and then
+ * while the work runs); FINAL sends everything now (before the response). */
+void sbx_progress_flush(struct sbx_progress *p, bool final);
+void sbx_progress_release(struct sbx_progress *p);
 
 #endif

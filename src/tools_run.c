@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The seven handlers: arguments (already checked against the inputSchema)
+ * The handlers: arguments (already checked against the inputSchema)
  * in, one sandbox-manager call, the structured result or a message that says
  * what went wrong and what to do out. The manager's messages are written for
  * the user; a hint chosen by the error code is added to them.
  */
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,34 +92,14 @@ static int get_sandbox(const struct sbx_tool_ctx *ctx, struct json_object *args,
 }
 
 /* Tells a client that asked for progress (params._meta.progressToken) that
- * the work has started; the response ends it. Best effort: nothing to do on
- * -ENOMEM. The message field exists from 2025-03-26 on. */
+ * the work has started; the response ends it. */
 static void notify_started(const struct sbx_tool_ctx *ctx, const char *what)
 {
-	struct json_object *n, *p;
-	int r = 0;
+	struct sbx_progress p;
 
-	if (!ctx->notifier || !ctx->notifier->send || !ctx->progress_token)
-		return;
-	n = json_object_new_object();
-	p = json_object_new_object();
-	if (!n || !p) {
-		json_object_put(n);
-		json_object_put(p);
-		return;
-	}
-	r |= sbx_tools_put(p, "progressToken", json_object_get(ctx->progress_token));
-	r |= sbx_tools_put(p, "progress", json_object_new_int(0));
-	if (sbx_tools_version_at_least(ctx->protocol_version, "2025-03-26"))
-		r |= sbx_tools_put(p, "message", json_object_new_string(what));
-	r |= sbx_tools_put(n, "jsonrpc", json_object_new_string("2.0"));
-	r |= sbx_tools_put(n, "method", json_object_new_string("notifications/progress"));
-	r |= sbx_tools_put(n, "params", p);
-	if (r == 0)
-		ctx->notifier->send(ctx->notifier->ctx, json_object_to_json_string_ext(
-							    n, JSON_C_TO_STRING_PLAIN |
-								   JSON_C_TO_STRING_NOSLASHESCAPE));
-	json_object_put(n);
+	sbx_progress_init(&p, ctx);
+	sbx_progress_step(&p, what);
+	sbx_progress_release(&p);
 }
 
 static int iso_time(time_t t, char *buf, size_t size)
@@ -274,20 +255,64 @@ static struct json_object *link_item(const char *url, const char *name, const ch
 	return lo;
 }
 
-/* The file list and, for new protocol versions, one resource_link per file. */
+/* Standard base64 (RFC 4648, padded) of DATA; NULL on -ENOMEM. */
+static char *base64(const unsigned char *data, size_t len)
+{
+	static const char abc[] =
+	    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	char *out = malloc((len + 2) / 3 * 4 + 1), *o = out;
+
+	if (!out)
+		return NULL;
+	for (size_t i = 0; i < len; i += 3) {
+		uint32_t v = (uint32_t)data[i] << 16;
+		if (i + 1 < len)
+			v |= (uint32_t)data[i + 1] << 8;
+		if (i + 2 < len)
+			v |= data[i + 2];
+		*o++ = abc[(v >> 18) & 63];
+		*o++ = abc[(v >> 12) & 63];
+		*o++ = i + 1 < len ? abc[(v >> 6) & 63] : '=';
+		*o++ = i + 2 < len ? abc[v & 63] : '=';
+	}
+	*o = '\0';
+	return out;
+}
+
+/* An image content item {type: "image", data: base64, mimeType}. */
+static struct json_object *image_item(const struct sbx_file_change *f)
+{
+	_cleanup_free_ char *b64 = base64(f->image, f->image_len);
+	struct json_object *io = b64 ? json_object_new_object() : NULL;
+	int r = 0;
+
+	if (!io)
+		return NULL;
+	r |= sbx_tools_put(io, "type", new_str("image"));
+	r |= sbx_tools_put(io, "data", new_str(b64));
+	r |= sbx_tools_put(io, "mimeType", new_str(f->image_mime));
+	if (r < 0)
+		return json_object_put(io), NULL;
+	return io;
+}
+
+/* The file list, one image item per image the manager returned inline, and
+ * one resource_link per file (used from 2025-06-18 on). */
 static int files_json(const struct sbx_tool_ctx *ctx, sbx_sandbox *sb,
 		      const struct sbx_run_result *rr, struct json_object *res,
-		      struct json_object **ret_links)
+		      struct sbx_tool_out *out)
 {
 	struct json_object *files = json_object_new_array(), *links = json_object_new_array();
+	struct json_object *images = json_object_new_array();
 	char base_buf[300];
 	const char *base = public_url(ctx, base_buf, sizeof(base_buf));
-	int r = files && links ? 0 : -ENOMEM;
+	int r = files && links && images ? 0 : -ENOMEM;
 
 	for (size_t i = 0; r == 0 && i < rr->n_files; i++) {
 		const struct sbx_file_change *f = &rr->files[i];
 		_cleanup_free_ char *url = sbx_artifact_url(base, sbx_sandbox_id(sb), f->path);
 		const char *mime = sbx_mime_type(f->path);
+		bool inline_image = f->image && f->image_len > 0 && f->image_mime;
 		struct json_object *fo = json_object_new_object();
 		if (!url || !fo) {
 			json_object_put(fo);
@@ -298,6 +323,10 @@ static int files_json(const struct sbx_tool_ctx *ctx, sbx_sandbox *sb,
 		r |= sbx_tools_put(fo, "size", json_object_new_int64(f->size));
 		r |= sbx_tools_put(fo, "url", new_str(url));
 		r |= sbx_tools_put(fo, "mime_type", new_str(mime));
+		if (inline_image) {
+			r |= sbx_tools_put(fo, "inline_image", json_object_new_boolean(true));
+			r |= sbx_tools_append(images, image_item(f));
+		}
 		r |= sbx_tools_append(files, fo);
 		r |= sbx_tools_append(links, link_item(url, f->path, mime, f->size));
 	}
@@ -307,32 +336,186 @@ static int files_json(const struct sbx_tool_ctx *ctx, sbx_sandbox *sb,
 				   json_object_new_boolean(rr->files_truncated));
 	}
 	json_object_put(files);
-	if (r < 0)
-		return json_object_put(links), -ENOMEM;
-	*ret_links = links;
+	if (r < 0) {
+		json_object_put(links);
+		json_object_put(images);
+		return -ENOMEM;
+	}
+	out->links = links;
+	if (json_object_array_length(images) > 0)
+		out->images = images;
+	else
+		json_object_put(images);
 	return 0;
 }
 
-static int run_tool(const struct sbx_tool_ctx *ctx, struct json_object *args,
-		    struct sbx_tool_out *out, bool python)
+/* stdout, stderr, exit_code, timed_out, truncated. */
+static int output_json(const struct sbx_run_result *rr, struct json_object *res)
+{
+	int r = 0;
+
+	r |= sbx_tools_put(
+	    res, "stdout",
+	    json_object_new_string_len(rr->out.data ? rr->out.data : "", (int)rr->out.len));
+	r |= sbx_tools_put(
+	    res, "stderr",
+	    json_object_new_string_len(rr->err.data ? rr->err.data : "", (int)rr->err.len));
+	r |= sbx_tools_put(res, "exit_code", json_object_new_int(rr->exit_code));
+	r |= sbx_tools_put(res, "timed_out", json_object_new_boolean(rr->timed_out));
+	r |= sbx_tools_put(res, "truncated", json_object_new_boolean(rr->truncated));
+	return r < 0 ? -ENOMEM : 0;
+}
+
+int sbx_tool_execute_terminal_command(const struct sbx_tool_ctx *ctx, struct json_object *args,
+				      struct sbx_tool_out *out)
 {
 	struct sbx_error err = SBX_ERROR_INIT;
 	struct sbx_run_result rr = {0};
-	struct json_object *res = NULL, *links = NULL;
+	struct json_object *res = NULL;
 	sbx_sandbox *sb = NULL;
-	long timeout_ms = arg_timeout_ms(args);
 	int r;
 
 	r = get_sandbox(ctx, args, out, &sb);
 	if (r != 0)
 		return r < 0 ? r : 0;
-	notify_started(ctx, python ? "running the Python code" : "running the command");
-	if (python)
-		r = sbx_sandbox_run_python(ctx->manager, sb, arg_str(args, "code"), timeout_ms, &rr,
-					   &err);
+	notify_started(ctx, "running the command");
+	r = sbx_sandbox_run_shell(ctx->manager, sb, arg_str(args, "command"), arg_timeout_ms(args),
+				  &rr, &err);
+	if (r < 0) {
+		r = sbx_tool_fail_err(out, &err, r == -ENOENT ? HINT_GONE : hint_general(r));
+		goto out;
+	}
+	res = json_object_new_object();
+	r = res ? output_json(&rr, res) : -ENOMEM;
+	if (r < 0) {
+		json_object_put(res);
+		goto out;
+	}
+	out->result = res;
+out:
+	sbx_run_result_release(&rr);
+	sbx_sandbox_unref(sb);
+	return r;
+}
+
+/* The interpreter's hooks: output becomes progress; the cancellation poll
+ * (about every 50 ms) also sends output kept back by the rate limit. */
+struct python_hooks {
+	const struct sbx_tool_ctx *ctx;
+	struct sbx_progress progress;
+};
+
+static void python_output(void *userdata, int fd, const char *text, size_t len)
+{
+	struct python_hooks *h = userdata;
+
+	(void)fd;
+	sbx_progress_output(&h->progress, text, len);
+}
+
+static bool python_cancelled(void *userdata)
+{
+	struct python_hooks *h = userdata;
+
+	sbx_progress_flush(&h->progress, false);
+	return sbx_tools_cancelled(h->ctx);
+}
+
+/* Log messages for what the interpreter went through: a warning when a run
+ * was killed, info when the interpreter was restarted for another reason
+ * (it had died). An interrupt that kept the state is in the result only. */
+static void python_log(const struct sbx_tool_ctx *ctx, sbx_sandbox *sb,
+		       const struct sbx_run_result *rr)
+{
+	const char *id = sbx_sandbox_id(sb);
+
+	if (!rr->interpreter_restarted)
+		return;
+	if (rr->timed_out || rr->cancelled)
+		sbx_tools_log(ctx, SBX_LOG_WARNING,
+			      "sandbox %s: the Python code did not stop when interrupted %s; the "
+			      "interpreter was killed and restarted, its variables are gone",
+			      id, rr->timed_out ? "at its time limit" : "after a cancellation");
 	else
-		r = sbx_sandbox_run_shell(ctx->manager, sb, arg_str(args, "command"), timeout_ms,
-					  &rr, &err);
+		sbx_tools_log(
+		    ctx, SBX_LOG_INFO,
+		    "sandbox %s: the Python interpreter was restarted; variables of earlier "
+		    "calls are gone",
+		    id);
+}
+
+#define HINT_PY_BUSY                                                                               \
+	"Another execute_python_code call is still running in this sandbox: wait for it to "       \
+	"finish, or use another sandbox."
+
+int sbx_tool_execute_python_code(const struct sbx_tool_ctx *ctx, struct json_object *args,
+				 struct sbx_tool_out *out)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_run_result rr = {0};
+	struct python_hooks h = {.ctx = ctx};
+	struct sbx_python_opts opts = {
+	    .timeout_ms = arg_timeout_ms(args),
+	    .on_output = python_output,
+	    .cancelled = python_cancelled,
+	    .userdata = &h,
+	};
+	struct json_object *res = NULL;
+	sbx_sandbox *sb = NULL;
+	int r;
+
+	r = get_sandbox(ctx, args, out, &sb);
+	if (r != 0)
+		return r < 0 ? r : 0;
+	sbx_progress_init(&h.progress, ctx);
+	sbx_progress_step(&h.progress, "running the Python code");
+	r = sbx_sandbox_run_python_ex(ctx->manager, sb, arg_str(args, "code"), &opts, &rr, &err);
+	sbx_progress_flush(&h.progress, true);
+	if (r < 0) {
+		r = sbx_tool_fail_err(out, &err,
+				      r == -ENOENT  ? HINT_GONE
+				      : r == -EBUSY ? HINT_PY_BUSY
+						    : hint_general(r));
+		goto out;
+	}
+	python_log(ctx, sb, &rr);
+	res = json_object_new_object();
+	r = res ? output_json(&rr, res) : -ENOMEM;
+	if (r == 0)
+		r = files_json(ctx, sb, &rr, res, out);
+	if (r == 0)
+		r = sbx_tools_put(res, "interpreter_restarted",
+				  json_object_new_boolean(rr.interpreter_restarted));
+	if (r == 0 && rr.notice)
+		r = sbx_tools_put(res, "notice", new_str(rr.notice));
+	if (r == 0 && rr.notice && !(out->notice = strdup(rr.notice)))
+		r = -ENOMEM;
+	if (r < 0) {
+		json_object_put(res);
+		goto out;
+	}
+	out->result = res;
+out:
+	sbx_progress_release(&h.progress);
+	sbx_run_result_release(&rr);
+	sbx_sandbox_unref(sb);
+	return r;
+}
+
+/* ---- reset_python_interpreter ---- */
+
+int sbx_tool_reset_python(const struct sbx_tool_ctx *ctx, struct json_object *args,
+			  struct sbx_tool_out *out)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct json_object *res;
+	sbx_sandbox *sb = NULL;
+	int r;
+
+	r = get_sandbox(ctx, args, out, &sb);
+	if (r != 0)
+		return r < 0 ? r : 0;
+	r = sbx_sandbox_reset_python(ctx->manager, sb, &err);
 	if (r < 0) {
 		r = sbx_tool_fail_err(out, &err, r == -ENOENT ? HINT_GONE : hint_general(r));
 		goto out;
@@ -340,40 +523,22 @@ static int run_tool(const struct sbx_tool_ctx *ctx, struct json_object *args,
 	res = json_object_new_object();
 	r = res ? 0 : -ENOMEM;
 	if (res) {
+		r |= sbx_tools_put(res, "sandbox_id", new_str(sbx_sandbox_id(sb)));
+		r |= sbx_tools_put(res, "reset", json_object_new_boolean(true));
 		r |= sbx_tools_put(
-		    res, "stdout",
-		    json_object_new_string_len(rr.out.data ? rr.out.data : "", (int)rr.out.len));
-		r |= sbx_tools_put(
-		    res, "stderr",
-		    json_object_new_string_len(rr.err.data ? rr.err.data : "", (int)rr.err.len));
-		r |= sbx_tools_put(res, "exit_code", json_object_new_int(rr.exit_code));
-		r |= sbx_tools_put(res, "timed_out", json_object_new_boolean(rr.timed_out));
-		r |= sbx_tools_put(res, "truncated", json_object_new_boolean(rr.truncated));
+		    res, "message",
+		    new_str("A fresh Python interpreter runs in this sandbox: every "
+			    "variable and import is gone; files and installed packages "
+			    "are still there."));
 	}
-	if (r == 0 && python)
-		r = files_json(ctx, sb, &rr, res, &links);
 	if (r < 0) {
 		json_object_put(res);
 		goto out;
 	}
 	out->result = res;
-	out->links = links;
 out:
-	sbx_run_result_release(&rr);
 	sbx_sandbox_unref(sb);
 	return r;
-}
-
-int sbx_tool_execute_python_code(const struct sbx_tool_ctx *ctx, struct json_object *args,
-				 struct sbx_tool_out *out)
-{
-	return run_tool(ctx, args, out, true);
-}
-
-int sbx_tool_execute_terminal_command(const struct sbx_tool_ctx *ctx, struct json_object *args,
-				      struct sbx_tool_out *out)
-{
-	return run_tool(ctx, args, out, false);
 }
 
 /* ---- install_package_in_sandbox, check_package_installation_status ---- */

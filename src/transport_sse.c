@@ -322,6 +322,20 @@ enum MHD_Result sbx_sse_post(struct sbx_http_request *rq)
 		return sbx_http_respond_rpc_error(rq, MHD_HTTP_NOT_FOUND, SBX_MCP_SESSION_NOT_FOUND,
 						  "Session not found: open a new stream on /sse");
 	}
+	if (!sbx_mcp_input_has_requests(in)) {
+		/* Notifications (notifications/cancelled above all) are instant and
+		 * must not wait for a worker: a session busy with slow calls still
+		 * gets to cancel them. */
+		struct sbx_error err = SBX_ERROR_INIT;
+		char *reply = NULL;
+		r = sbx_mcp_session_run(s->mcp, in, NULL, &reply, &err);
+		free(reply);
+		sbx_http_session_unref(s);
+		if (r < 0)
+			return MHD_NO;
+		return sbx_http_respond(rq, MHD_HTTP_ACCEPTED, "text/plain; charset=utf-8",
+					"Accepted", strlen("Accepted"), NULL);
+	}
 	r = start_worker(h, s, in);
 	sbx_http_session_unref(s);
 	if (r < 0) {

@@ -3,8 +3,10 @@
  * The HTTP front in-process on 127.0.0.1 (a free port), no engine needed
  * (the manager points at an absent socket): /health, the checks and codes
  * of /mcp in their order, sessions, the legacy SSE transport, the artifact
- * route's refusals, 20 concurrent sessions, and a request held mid-body not
- * delaying a ping on the same session.
+ * route's refusals, 20 concurrent sessions, a request held mid-body not
+ * delaying a ping on the same session; progress (the event-stream form) and
+ * cancellation on both transports, with stand-in tools "progress" and "slow"
+ * (sbx_mcp_set_tools_call; every other name goes to the real tools).
  */
 #include <errno.h>
 #include <poll.h>
@@ -22,6 +24,7 @@
 
 #include <curl/curl.h>
 
+#include "../src/tools.h"
 #include "sbx/buf.h"
 #include "sbx/common.h"
 #include "sbx/http.h"
@@ -614,6 +617,281 @@ static void test_held_streamable(void)
 	free(id);
 }
 
+/* ---- progress and cancellation ---- */
+
+static pthread_mutex_t fake_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t fake_cond = PTHREAD_COND_INITIALIZER;
+static int fake_started, fake_saw_cancel;
+
+static void sleep_ms(long ms)
+{
+	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+	nanosleep(&ts, NULL);
+}
+
+/* "progress" prints two chunks 100 ms apart; "slow" reports a start (when
+ * asked for progress) and runs until cancelled, at most 5 s. */
+static int fake_tools_call(const struct sbx_tool_ctx *ctx, const char *name,
+			   struct json_object *args, struct json_object **ret_result,
+			   struct sbx_error *err)
+{
+	struct sbx_progress p;
+
+	if (strcmp(name, "progress") != 0 && strcmp(name, "slow") != 0)
+		return sbx_tools_call(ctx, name, args, ret_result, err);
+	sbx_progress_init(&p, ctx);
+	if (strcmp(name, "progress") == 0) {
+		sbx_progress_output(&p, "chunk-one\n", 10);
+		sleep_ms(100);
+		sbx_progress_output(&p, "chunk-two\n", 10);
+	} else {
+		bool seen = false;
+		sbx_progress_step(&p, "slow started");
+		pthread_mutex_lock(&fake_lock);
+		fake_started++;
+		pthread_cond_broadcast(&fake_cond);
+		pthread_mutex_unlock(&fake_lock);
+		for (int i = 0; i < 1000 && !(seen = sbx_tools_cancelled(ctx)); i++)
+			sleep_ms(5);
+		pthread_mutex_lock(&fake_lock);
+		fake_saw_cancel += seen;
+		pthread_mutex_unlock(&fake_lock);
+	}
+	sbx_progress_flush(&p, true);
+	sbx_progress_release(&p);
+	*ret_result = json_tokener_parse("{\"content\":[{\"type\":\"text\",\"text\":\"done\"}]}");
+	return *ret_result ? 0 : -ENOMEM;
+}
+
+/* Waits until N slow tools have started in all (5 s at most). */
+static bool wait_started(int n)
+{
+	struct timespec deadline;
+	bool ok;
+
+	clock_gettime(CLOCK_REALTIME, &deadline);
+	deadline.tv_sec += 5;
+	pthread_mutex_lock(&fake_lock);
+	while (fake_started < n && pthread_cond_timedwait(&fake_cond, &fake_lock, &deadline) == 0)
+		;
+	ok = fake_started >= n;
+	pthread_mutex_unlock(&fake_lock);
+	return ok;
+}
+
+static int saw_cancel(void)
+{
+	pthread_mutex_lock(&fake_lock);
+	int n = fake_saw_cancel;
+	pthread_mutex_unlock(&fake_lock);
+	return n;
+}
+
+static void cancel_on(const char *id, const char *request_id)
+{
+	char body[256];
+	struct reply r;
+
+	snprintf(body, sizeof(body),
+		 "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{"
+		 "\"requestId\":%s,\"reason\":\"test\"}}",
+		 request_id);
+	r = mcp_post(id, NULL, body);
+	tap_is_int(r.status, 202, "notifications/cancelled -> 202");
+	reply_release(&r);
+}
+
+struct bg_post {
+	pthread_t thread;
+	const char *session, *body;
+	struct reply r;
+	long ms;
+};
+
+static void *bg_post_main(void *arg)
+{
+	struct bg_post *b = arg;
+	struct timespec t0;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	b->r = mcp_post(b->session, NULL, b->body);
+	b->ms = elapsed_ms(&t0);
+	return NULL;
+}
+
+/* Raw POST /mcp of BODY on session ID; the connection's fd. */
+static int raw_mcp_post(const char *id, const char *body)
+{
+	char req[1024];
+	int fd = connect_raw();
+
+	snprintf(req, sizeof(req),
+		 "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:%u\r\nAccept: application/json, "
+		 "text/event-stream\r\nContent-Type: application/json\r\nMcp-Session-Id: %s\r\n"
+		 "Content-Length: %zu\r\n\r\n%s",
+		 port, id, strlen(body), body);
+	send_all(fd, req);
+	return fd;
+}
+
+static void test_progress_http(void)
+{
+	char *id = mcp_initialize();
+	struct reply r;
+	const char *one, *two, *resp;
+
+	r = mcp_post(
+	    id, NULL,
+	    "{\"jsonrpc\":\"2.0\",\"id\":31,\"method\":\"tools/call\",\"params\":{\"name\":"
+	    "\"progress\",\"arguments\":{},\"_meta\":{\"progressToken\":\"pt-1\"}}}");
+	tap_is_int(r.status, 200, "/mcp: a call that sends progress -> 200");
+	tap_is_str(header_of(&r, "Content-Type"), "text/event-stream", "... as text/event-stream");
+	one = r.body.data ? strstr(r.body.data, "\"message\":\"chunk-one\\n\"") : NULL;
+	two = r.body.data ? strstr(r.body.data, "\"message\":\"chunk-two\\n\"") : NULL;
+	resp = r.body.data ? strstr(r.body.data, "\"id\":31,\"result\"") : NULL;
+	tap_ok(one && two && resp && one < two && two < resp,
+	       "... the progress notifications with the printed text, then the response");
+	tap_ok(r.body.data &&
+		   strstr(r.body.data, "event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":"
+				       "\"notifications/progress\",\"params\":{\"progressToken\":"
+				       "\"pt-1\",\"progress\":0,"),
+	       "... as event: message frames carrying the token, progress from 0");
+	reply_release(&r);
+
+	r = mcp_post(
+	    id, NULL,
+	    "{\"jsonrpc\":\"2.0\",\"id\":32,\"method\":\"tools/call\",\"params\":{\"name\":"
+	    "\"progress\",\"arguments\":{}}}");
+	tap_ok(r.status == 200 && header_of(&r, "Content-Type") &&
+		   strcmp(header_of(&r, "Content-Type"), "application/json") == 0 && r.body.data &&
+		   !strstr(r.body.data, "notifications/progress"),
+	       "without a progressToken: one application/json response");
+	reply_release(&r);
+	free(id);
+}
+
+static void test_cancel_http(void)
+{
+	char *id = mcp_initialize();
+	struct sbx_buf acc = SBX_BUF_INIT;
+	struct bg_post b = {0};
+	struct reply r;
+	int fd, cancels = saw_cancel(), started;
+
+	pthread_mutex_lock(&fake_lock);
+	started = fake_started;
+	pthread_mutex_unlock(&fake_lock);
+
+	/* The JSON form: the exchange ends with 202 and no body. */
+	b.session = id;
+	b.body = "{\"jsonrpc\":\"2.0\",\"id\":41,\"method\":\"tools/call\",\"params\":{\"name\":"
+		 "\"slow\",\"arguments\":{}}}";
+	pthread_create(&b.thread, NULL, bg_post_main, &b);
+	tap_ok(wait_started(++started), "/mcp: the slow tool runs");
+	cancel_on(id, "41");
+	pthread_join(b.thread, NULL);
+	tap_ok(b.r.status == 202 && b.r.body.len == 0 && b.ms < 3000,
+	       "a cancelled request's POST ends at once with 202 and no body (%ld, %ld ms)",
+	       b.r.status, b.ms);
+	tap_is_int(saw_cancel(), ++cancels, "... and the tool saw the cancellation");
+	reply_release(&b.r);
+
+	/* The event-stream form: the stream ends without a response. */
+	fd = raw_mcp_post(id, "{\"jsonrpc\":\"2.0\",\"id\":42,\"method\":\"tools/call\",\"params\":"
+			      "{\"name\":\"slow\",\"_meta\":{\"progressToken\":7}}}");
+	tap_ok(read_until(fd, &acc, "slow started", 5000) && strstr(acc.data, "text/event-stream"),
+	       "a slow call with a progressToken streams its progress");
+	cancel_on(id, "42");
+	tap_ok(read_until(fd, &acc, "\r\n0\r\n\r\n", 3000) && !strstr(acc.data, "\"id\":42"),
+	       "... and after the cancellation the stream ends without a response");
+	close(fd);
+	tap_is_int(saw_cancel(), ++cancels, "... the tool saw it");
+	sbx_buf_release(&acc);
+
+	/* A dropped connection is no cancellation. */
+	fd = raw_mcp_post(id, "{\"jsonrpc\":\"2.0\",\"id\":43,\"method\":\"tools/call\",\"params\":"
+			      "{\"name\":\"slow\"}}");
+	tap_ok(wait_started(++started), "another slow call runs");
+	close(fd);
+	sleep_ms(300);
+	tap_is_int(saw_cancel(), cancels, "closing its connection does not cancel it");
+	cancel_on(id, "43");
+	for (int i = 0; i < 100 && saw_cancel() == cancels; i++)
+		sleep_ms(20);
+	tap_is_int(saw_cancel(), ++cancels, "... it was still running and is cancelled now");
+
+	r = mcp_post(id, NULL, ping_body);
+	tap_is_int(r.status, 200, "the session answers a ping afterwards");
+	reply_release(&r);
+	free(id);
+}
+
+static void test_cancel_sse(void)
+{
+	struct sbx_buf acc = SBX_BUF_INIT;
+	struct reply r;
+	char id[64];
+	int fd = open_sse(id, &acc), cancels = saw_cancel(), started;
+
+	r = sse_post(id, init_body);
+	reply_release(&r);
+	read_until(fd, &acc, "links in the result.\"}}\n\n", 5000);
+	pthread_mutex_lock(&fake_lock);
+	started = fake_started;
+	pthread_mutex_unlock(&fake_lock);
+	r = sse_post(id, "{\"jsonrpc\":\"2.0\",\"id\":51,\"method\":\"tools/call\",\"params\":{"
+			 "\"name\":\"slow\"}}");
+	tap_ok(r.status == 202 && wait_started(started + 1), "SSE: a slow call runs");
+	reply_release(&r);
+	r = sse_post(id, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{"
+			 "\"requestId\":51}}");
+	reply_release(&r);
+	for (int i = 0; i < 100 && saw_cancel() == cancels; i++)
+		sleep_ms(20);
+	tap_is_int(saw_cancel(), cancels + 1, "SSE: notifications/cancelled reaches the tool");
+	sleep_ms(100);
+	r = sse_post(id, "{\"jsonrpc\":\"2.0\",\"id\":\"after\",\"method\":\"ping\"}");
+	tap_ok(read_until(fd, &acc, "\"id\":\"after\"", 5000) && !strstr(acc.data, "\"id\":51"),
+	       "SSE: the cancelled request's response is never sent");
+	reply_release(&r);
+
+	/* A session whose workers are all busy (SBX_SSE_WORKERS_PER_SESSION = 16)
+	 * still gets its cancellations through. */
+	pthread_mutex_lock(&fake_lock);
+	started = fake_started;
+	pthread_mutex_unlock(&fake_lock);
+	cancels = saw_cancel();
+	for (int i = 0; i < 16; i++) {
+		char body[160];
+		snprintf(body, sizeof(body),
+			 "{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"tools/call\",\"params\":{"
+			 "\"name\":\"slow\"}}",
+			 600 + i);
+		r = sse_post(id, body);
+		reply_release(&r);
+	}
+	tap_ok(wait_started(started + 16), "SSE: 16 slow calls run");
+	{
+		bool accepted = true;
+		for (int i = 0; i < 16; i++) {
+			char body[160];
+			snprintf(body, sizeof(body),
+				 "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\","
+				 "\"params\":{\"requestId\":%d}}",
+				 600 + i);
+			r = sse_post(id, body);
+			accepted &= r.status == 202;
+			reply_release(&r);
+		}
+		tap_ok(accepted, "SSE: with every worker busy, cancellations are still accepted");
+	}
+	for (int i = 0; i < 150 && saw_cancel() < cancels + 16; i++)
+		sleep_ms(20);
+	tap_is_int(saw_cancel(), cancels + 16, "SSE: ... and reach all 16 tools");
+	close(fd);
+	sbx_buf_release(&acc);
+}
+
 static void test_artifacts(void)
 {
 	struct reply r;
@@ -836,6 +1114,7 @@ int main(void)
 		const struct sbx_mcp_config mc = {.settings = &s, .manager = manager};
 		if (sbx_mcp_new(&mc, &mcp, &err) < 0)
 			tap_bail(err.msg);
+		sbx_mcp_set_tools_call(mcp, fake_tools_call);
 	}
 	{
 		const struct sbx_http_config hc = {.settings = &s, .mcp = mcp, .manager = manager};
@@ -854,6 +1133,9 @@ int main(void)
 	test_batch_http();
 	test_sse();
 	test_held_streamable();
+	test_progress_http();
+	test_cancel_http();
+	test_cancel_sse();
 	test_artifacts();
 	test_concurrent_sessions();
 	test_second_server(mcp, manager);

@@ -2,17 +2,21 @@
 /*
  * The MCP layer without HTTP and without an engine: JSON-RPC parsing and
  * validation, ids, batches by version, the lifecycle, version negotiation,
- * logging/setLevel, unknown methods and tools, and concurrent runs on one
- * session.
+ * logging/setLevel, unknown methods and tools, concurrent runs on one
+ * session; cancellation, progress and log messages with a stand-in for the
+ * tools (sbx_mcp_set_tools_call).
  */
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <json-c/json.h>
 
+#include "../src/tools.h"
 #include "sbx/common.h"
 #include "sbx/mcp.h"
 #include "tap.h"
@@ -432,6 +436,379 @@ static void test_concurrency(void)
 	sbx_mcp_session_unref(s);
 }
 
+/* ---- cancellation, progress, log messages ---- */
+
+/* What a notifier received, in order. */
+#define NOTES_MAX 64
+struct notes {
+	pthread_mutex_t lock;
+	int n;
+	char *json[NOTES_MAX];
+};
+
+static void notes_send(void *ctx, const char *json)
+{
+	struct notes *ns = ctx;
+
+	pthread_mutex_lock(&ns->lock);
+	if (ns->n < NOTES_MAX)
+		ns->json[ns->n++] = strdup(json);
+	pthread_mutex_unlock(&ns->lock);
+}
+
+static void notes_clear(struct notes *ns)
+{
+	for (int i = 0; i < ns->n; i++)
+		free(ns->json[i]);
+	ns->n = 0;
+}
+
+static struct json_object *note_params(struct notes *ns, int i, const char *method)
+{
+	struct json_object *o = i < ns->n ? json_tokener_parse(ns->json[i]) : NULL, *p = NULL;
+
+	if (o && method &&
+	    !(path_str(o, "method", NULL) && strcmp(path_str(o, "method", NULL), method) == 0)) {
+		json_object_put(o);
+		return NULL;
+	}
+	if (o && json_object_object_get_ex(o, "params", &p))
+		json_object_get(p);
+	json_object_put(o);
+	return p;
+}
+
+/* The stand-in's state: slow tools that started, and what they saw. */
+static pthread_mutex_t fake_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t fake_cond = PTHREAD_COND_INITIALIZER;
+static int fake_started, fake_saw_cancel;
+
+static void sleep_ms(long ms)
+{
+	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+	nanosleep(&ts, NULL);
+}
+
+/* Tools: "slow" runs until cancelled (at most 5 s) and then tries one more
+ * notification; "progress" prints through sbx_progress; "log" logs at info
+ * and at warning; anything else answers at once. */
+static int fake_tools_call(const struct sbx_tool_ctx *ctx, const char *name,
+			   struct json_object *args, struct json_object **ret_result,
+			   struct sbx_error *err)
+{
+	(void)args;
+	(void)err;
+	if (strcmp(name, "slow") == 0) {
+		bool seen = false;
+		pthread_mutex_lock(&fake_lock);
+		fake_started++;
+		pthread_cond_broadcast(&fake_cond);
+		pthread_mutex_unlock(&fake_lock);
+		for (int i = 0; i < 1000 && !(seen = sbx_tools_cancelled(ctx)); i++)
+			sleep_ms(5);
+		if (seen && ctx->notifier)
+			sbx_tools_log(ctx, SBX_LOG_ERROR, "after the cancellation");
+		pthread_mutex_lock(&fake_lock);
+		fake_started--;
+		fake_saw_cancel += seen;
+		pthread_mutex_unlock(&fake_lock);
+	} else if (strcmp(name, "progress") == 0) {
+		struct sbx_progress p;
+		char big[10000];
+		sbx_progress_init(&p, ctx);
+		sbx_progress_step(&p, "started");
+		sbx_progress_output(&p, "one\n", 4); /* within the interval: kept */
+		sbx_progress_output(&p, "two\n", 4);
+		sleep_ms(80);
+		sbx_progress_flush(&p, false); /* "one\ntwo\n" */
+		sleep_ms(80);
+		sbx_progress_output(&p, "three\n", 6); /* sent at once */
+		sleep_ms(80);
+		sbx_progress_output(&p, "\xc3", 1); /* half a character: held */
+		sleep_ms(80);
+		sbx_progress_flush(&p, false);
+		sbx_progress_output(&p, "\xa9!", 2); /* "é!": no newline, kept */
+		sleep_ms(80);
+		sbx_progress_flush(&p, false); /* sent */
+		sleep_ms(80);
+		memset(big, 'x', sizeof(big));
+		sbx_progress_output(&p, big, sizeof(big)); /* capped */
+		sbx_progress_flush(&p, true);
+		sbx_progress_release(&p);
+	} else if (strcmp(name, "log") == 0) {
+		sbx_tools_log(ctx, SBX_LOG_INFO, "info %d", 1);
+		sbx_tools_log(ctx, SBX_LOG_WARNING, "warning %d", 2);
+	}
+	*ret_result = json_tokener_parse("{\"content\":[{\"type\":\"text\",\"text\":\"done\"}]}");
+	return *ret_result ? 0 : -ENOMEM;
+}
+
+struct bg_run {
+	pthread_t thread;
+	sbx_mcp_session *s;
+	const char *text;
+	struct notes *notes;
+	char *reply;
+};
+
+static void *bg_main(void *arg)
+{
+	struct bg_run *b = arg;
+	struct sbx_error err = SBX_ERROR_INIT;
+	const struct sbx_mcp_notifier n = {.send = notes_send, .ctx = b->notes};
+	sbx_mcp_input *in = NULL;
+	char *ej = NULL;
+
+	if (sbx_mcp_input_parse(b->text, strlen(b->text), &in, &ej) < 0 ||
+	    sbx_mcp_session_run(b->s, in, b->notes ? &n : NULL, &b->reply, &err) < 0)
+		tap_bail("bg run");
+	return NULL;
+}
+
+/* Starts TEXT on S in a thread and waits until a slow tool runs. */
+static void bg_start(struct bg_run *b, sbx_mcp_session *s, const char *text, struct notes *notes)
+{
+	struct timespec deadline;
+
+	memset(b, 0, sizeof(*b));
+	b->s = s;
+	b->text = text;
+	b->notes = notes;
+	pthread_mutex_lock(&fake_lock);
+	int before = fake_started;
+	pthread_mutex_unlock(&fake_lock);
+	if (pthread_create(&b->thread, NULL, bg_main, b) != 0)
+		tap_bail("pthread_create");
+	clock_gettime(CLOCK_REALTIME, &deadline);
+	deadline.tv_sec += 5;
+	pthread_mutex_lock(&fake_lock);
+	while (fake_started == before &&
+	       pthread_cond_timedwait(&fake_cond, &fake_lock, &deadline) == 0)
+		;
+	pthread_mutex_unlock(&fake_lock);
+}
+
+static char *bg_join(struct bg_run *b)
+{
+	pthread_join(b->thread, NULL);
+	return b->reply;
+}
+
+static int saw_cancel(void)
+{
+	pthread_mutex_lock(&fake_lock);
+	int n = fake_saw_cancel;
+	pthread_mutex_unlock(&fake_lock);
+	return n;
+}
+
+static void test_cancel(void)
+{
+	sbx_mcp_session *s = new_session();
+	struct notes ns = {.lock = PTHREAD_MUTEX_INITIALIZER};
+	struct bg_run b;
+	struct json_object *o;
+	char *reply;
+	int r;
+
+	initialize(s, "2025-06-18");
+	bg_start(&b, s,
+		 "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/call\",\"params\":{\"name\":"
+		 "\"slow\"}}",
+		 &ns);
+	reply = run_text(s,
+			 "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{"
+			 "\"requestId\":8}}",
+			 &r);
+	tap_ok(r == 0 && !reply, "a cancellation of an unknown id gets no reply");
+	free(reply);
+	reply = run_text(s,
+			 "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{"
+			 "\"requestId\":\"7\",\"reason\":\"x\"}}",
+			 NULL);
+	free(reply);
+	reply = run_text(s, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\"}", NULL);
+	free(reply);
+	reply = run_text(s,
+			 "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{"
+			 "\"requestId\":null}}",
+			 NULL);
+	free(reply);
+	o = run_json(s, "{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"ping\"}");
+	tap_ok(o && error_code(o) == 0, "a ping is answered while a tool runs");
+	json_object_put(o);
+	sleep_ms(50);
+	tap_is_int(saw_cancel(), 0,
+		   "unknown ids, the string \"7\" for the integer 7 and no id cancel nothing");
+
+	reply = run_text(s,
+			 "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{"
+			 "\"requestId\":7,\"reason\":\"the user gave up\"}}",
+			 &r);
+	tap_ok(r == 0 && !reply, "notifications/cancelled for 7 gets no reply");
+	free(reply);
+	reply = bg_join(&b);
+	tap_ok(reply == NULL, "the cancelled request gets no response (%s)",
+	       reply ? reply : "none");
+	free(reply);
+	tap_is_int(saw_cancel(), 1, "the tool saw ctx->cancelled");
+	tap_is_int(ns.n, 0, "no notification goes out after the cancellation");
+	notes_clear(&ns);
+
+	reply = run_text(s,
+			 "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{"
+			 "\"requestId\":7}}",
+			 &r);
+	tap_ok(r == 0 && !reply, "a cancellation of a finished request is ignored");
+	free(reply);
+	o = run_json(s, "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/call\",\"params\":{"
+			"\"name\":\"quick\"}}");
+	tap_is_str(o ? path_str(o, "result", NULL) ? "result" : "none" : "none", "result",
+		   "the same id later gets its response");
+	json_object_put(o);
+
+	/* A string id. */
+	bg_start(&b, s,
+		 "{\"jsonrpc\":\"2.0\",\"id\":\"call-1\",\"method\":\"tools/call\",\"params\":{"
+		 "\"name\":\"slow\"}}",
+		 NULL);
+	reply = run_text(s,
+			 "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{"
+			 "\"requestId\":\"call-1\"}}",
+			 NULL);
+	free(reply);
+	reply = bg_join(&b);
+	tap_ok(reply == NULL && saw_cancel() == 2, "a string id is cancelled too");
+	free(reply);
+	sbx_mcp_session_unref(s);
+
+	/* In a batch (2025-03-26) only the cancelled request's response is left out. */
+	s = new_session();
+	initialize(s, "2025-03-26");
+	bg_start(&b, s,
+		 "[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":"
+		 "\"slow\"}},{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\"}]",
+		 NULL);
+	reply = run_text(s,
+			 "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{"
+			 "\"requestId\":1}}",
+			 NULL);
+	free(reply);
+	reply = bg_join(&b);
+	o = reply ? json_tokener_parse(reply) : NULL;
+	tap_ok(o && json_object_is_type(o, json_type_array) && json_object_array_length(o) == 1 &&
+		   json_object_get_int(
+		       json_object_object_get(json_object_array_get_idx(o, 0), "id")) == 2,
+	       "a batch answers the other request only (%s)", reply ? reply : "none");
+	json_object_put(o);
+	free(reply);
+	sbx_mcp_session_unref(s);
+}
+
+static void test_progress(void)
+{
+	sbx_mcp_session *s = new_session();
+	struct notes ns = {.lock = PTHREAD_MUTEX_INITIALIZER};
+	struct json_object *p;
+	struct bg_run b;
+	char *reply, expect[4200];
+	int64_t last = -1;
+	bool increasing = true, tokens = true;
+	static const char *const messages[] = {"started", "one\ntwo\n", "three\n", "\xc3\xa9!"};
+
+	initialize(s, "2025-06-18");
+	bg_start(&b, s,
+		 "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":{\"name\":"
+		 "\"progress\",\"_meta\":{\"progressToken\":\"tok\"}}}",
+		 &ns);
+	reply = bg_join(&b);
+	tap_ok(reply && strstr(reply, "\"done\""), "the progress tool answers");
+	free(reply);
+	tap_is_int(ns.n, 5, "five progress notifications");
+	for (int i = 0; i < ns.n; i++) {
+		p = note_params(&ns, i, "notifications/progress");
+		int64_t v = p ? json_object_get_int64(json_object_object_get(p, "progress")) : -1;
+		increasing &= p && v > last;
+		last = v;
+		tokens &= p && path_str(p, "progressToken", NULL) &&
+			  strcmp(path_str(p, "progressToken", NULL), "tok") == 0;
+		if (i < (int)SBX_ARRAY_SIZE(messages))
+			tap_is_str(p ? path_str(p, "message", NULL) : NULL, messages[i],
+				   "progress %d: its message", i);
+		json_object_put(p);
+	}
+	tap_ok(increasing && ns.n > 0, "progress is strictly increasing");
+	tap_ok(tokens, "every notification carries the token");
+	memset(expect, 'x', SBX_PROGRESS_MSG_MAX);
+	snprintf(expect + SBX_PROGRESS_MSG_MAX, sizeof(expect) - SBX_PROGRESS_MSG_MAX,
+		 "\n[%d more bytes not shown here]", 10000 - SBX_PROGRESS_MSG_MAX);
+	p = note_params(&ns, 4, "notifications/progress");
+	tap_is_str(p ? path_str(p, "message", NULL) : NULL, expect,
+		   "a long chunk is capped with a note");
+	json_object_put(p);
+	notes_clear(&ns);
+
+	/* No token, no progress. */
+	bg_start(&b, s,
+		 "{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"tools/call\",\"params\":{\"name\":"
+		 "\"progress\"}}",
+		 &ns);
+	free(bg_join(&b));
+	tap_is_int(ns.n, 0, "without a progressToken nothing is sent");
+	notes_clear(&ns);
+	sbx_mcp_session_unref(s);
+
+	/* 2024-11-05: progress without message, an integer token. */
+	s = new_session();
+	initialize(s, "2024-11-05");
+	bg_start(&b, s,
+		 "{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"tools/call\",\"params\":{\"name\":"
+		 "\"progress\",\"_meta\":{\"progressToken\":42}}}",
+		 &ns);
+	free(bg_join(&b));
+	p = note_params(&ns, 1, "notifications/progress");
+	tap_ok(p && json_object_get_int(json_object_object_get(p, "progressToken")) == 42 &&
+		   !json_object_object_get_ex(p, "message", NULL),
+	       "2024-11-05: an integer token, no message field");
+	json_object_put(p);
+	notes_clear(&ns);
+	sbx_mcp_session_unref(s);
+}
+
+static void test_log_level(void)
+{
+	sbx_mcp_session *s = new_session();
+	struct notes ns = {.lock = PTHREAD_MUTEX_INITIALIZER};
+	struct json_object *p;
+	struct bg_run b;
+	const char *call = "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"tools/call\",\"params\":{"
+			   "\"name\":\"log\"}}";
+
+	initialize(s, "2025-06-18");
+	bg_start(&b, s, call, &ns);
+	free(bg_join(&b));
+	tap_is_int(ns.n, 2, "at the default level (info) both messages go out");
+	p = note_params(&ns, 0, "notifications/message");
+	tap_ok(p && strcmp(path_str(p, "level", NULL) ?: "", "info") == 0 &&
+		   strcmp(path_str(p, "data", NULL) ?: "", "info 1") == 0 &&
+		   strcmp(path_str(p, "logger", NULL) ?: "", "mcp-sandbox") == 0,
+	       "notifications/message {level, logger, data}");
+	json_object_put(p);
+	notes_clear(&ns);
+	free(run_text(s,
+		      "{\"jsonrpc\":\"2.0\",\"id\":6,\"method\":\"logging/setLevel\",\"params\":{"
+		      "\"level\":\"warning\"}}",
+		      NULL));
+	bg_start(&b, s, call, &ns);
+	free(bg_join(&b));
+	p = note_params(&ns, 0, "notifications/message");
+	tap_ok(ns.n == 1 && p && strcmp(path_str(p, "level", NULL) ?: "", "warning") == 0,
+	       "after logging/setLevel warning only the warning goes out");
+	json_object_put(p);
+	notes_clear(&ns);
+	sbx_mcp_session_unref(s);
+}
+
 int main(void)
 {
 	struct sbx_error err = SBX_ERROR_INIT;
@@ -446,6 +823,10 @@ int main(void)
 	test_batches();
 	test_input_predicates();
 	test_concurrency();
+	sbx_mcp_set_tools_call(mcp, fake_tools_call);
+	test_cancel();
+	test_progress();
+	test_log_level();
 	sbx_mcp_free(mcp);
 	return tap_done();
 }

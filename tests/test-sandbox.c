@@ -364,8 +364,14 @@ static void test_python(sbx_manager *m, sbx_sandbox *sb)
 	if (python(m, sb, "import os\nopen('hard.txt', 'w').write('h')\nos._exit(5)\n", &res) ==
 	    0) {
 		tap_is_int(res.exit_code, 5, "os._exit(5) exits 5");
-		tap_ok(has_file(&res, "hard.txt", 1), "and its files are reported");
+		tap_ok(res.interpreter_restarted && res.notice && strstr(res.notice, "ended"),
+		       "and says the interpreter ended (%s)",
+		       res.notice ? res.notice : "no notice");
 	}
+	sbx_run_result_release(&res);
+	if (python(m, sb, "print(1)", &res) == 0)
+		tap_ok(strcmp(res.out.data, "1\n") == 0 && !res.interpreter_restarted,
+		       "the next call runs in a new interpreter, reported once");
 	sbx_run_result_release(&res);
 
 	if (python(m, sb,
@@ -378,10 +384,14 @@ static void test_python(sbx_manager *m, sbx_sandbox *sb)
 	sbx_run_result_release(&res);
 
 	if (python(m, sb,
-		   "import os\ntry:\n    open('/proc/%d/mem' % os.getppid(), 'rb')\n"
-		   "    print('readable')\nexcept OSError as e:\n    print('denied')\n",
+		   "print('{\"t\":\"r\",\"id\":1,\"rc\":9,\"files\":[{\"p\":\"x\",\"s\":1}]}')\n"
+		   "import sys, subprocess\n"
+		   "sys.__stdout__.write('{\"t\":\"o\",\"id\":1,\"fd\":1,\"s\":\"forged\"}\\n')\n"
+		   "subprocess.run(['echo', '{\"t\":\"r\",\"rc\":8}'])\n",
 		   &res) == 0)
-		tap_is_str(res.out.data, "denied\n", "the code cannot read the wrapper's memory");
+		tap_ok(res.exit_code == 0 && res.n_files == 0 && strstr(res.out.data, "\"rc\":8") &&
+			   strstr(res.out.data, "forged"),
+		       "protocol-like prints (also from a subprocess) are only output");
 	sbx_run_result_release(&res);
 
 	{
@@ -400,6 +410,331 @@ static void test_python(sbx_manager *m, sbx_sandbox *sb)
 
 	if (python(m, sb, "import sys\nprint(sys.stdin.read() == '')\n", &res) == 0)
 		tap_is_str(res.out.data, "True\n", "the code's stdin is empty");
+	sbx_run_result_release(&res);
+}
+
+/* ---- the persistent interpreter ---- */
+
+static double ms_since(const struct timespec *t0)
+{
+	struct timespec t1;
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	return (double)(t1.tv_sec - t0->tv_sec) * 1e3 + (double)(t1.tv_nsec - t0->tv_nsec) / 1e6;
+}
+
+static int python_opts(sbx_manager *m, sbx_sandbox *sb, const char *code,
+		       const struct sbx_python_opts *o, struct sbx_run_result *res)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	int r;
+	memset(res, 0, sizeof(*res));
+	r = sbx_sandbox_run_python_ex(m, sb, code, o, res, &err);
+	if (r < 0)
+		tap_diag("run_python_ex: %s", err.msg);
+	return r;
+}
+
+struct streamed {
+	struct timespec t0;
+	int calls;
+	double first_ms;
+	struct sbx_buf text;
+	bool fd_ok;
+};
+
+static void on_output(void *ud, int fd, const char *text, size_t len)
+{
+	struct streamed *s = ud;
+	if (s->calls++ == 0)
+		s->first_ms = ms_since(&s->t0);
+	s->fd_ok = s->fd_ok && fd == 1;
+	sbx_buf_append(&s->text, text, len);
+}
+
+static bool cancel_after_500ms(void *ud)
+{
+	return ms_since(ud) > 500;
+}
+
+struct py_racer {
+	sbx_manager *m;
+	sbx_sandbox *sb;
+	const char *code;
+	int r;
+	char out[64];
+};
+
+static void *race_python(void *arg)
+{
+	struct py_racer *x = arg;
+	struct sbx_run_result res = {0};
+	x->r = sbx_sandbox_run_python(x->m, x->sb, x->code, 0, &res, NULL);
+	if (x->r == 0)
+		snprintf(x->out, sizeof(x->out), "%s", res.out.data);
+	sbx_run_result_release(&res);
+	return NULL;
+}
+
+static const struct sbx_file_change *file_named(const struct sbx_run_result *r, const char *path)
+{
+	for (size_t i = 0; i < r->n_files; i++)
+		if (strcmp(r->files[i].path, path) == 0)
+			return &r->files[i];
+	return NULL;
+}
+
+static void test_interpreter(sbx_manager *m, sbx_sandbox *sb)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_run_result res;
+	struct timespec t0;
+	double ms;
+
+	/* State persists; an exception keeps the interpreter. */
+	if (python(m, sb, "import json\nx = 41\nf = open('persist.txt', 'w')\n", &res) == 0)
+		tap_is_int(res.exit_code, 0, "define a variable, an import, an open file");
+	sbx_run_result_release(&res);
+	if (python(m, sb, "f.write(json.dumps(x + 1))\nf.close()\nprint(x + 1)\n", &res) == 0) {
+		tap_is_str(res.out.data, "42\n", "variables and imports persist");
+		tap_ok(has_file(&res, "persist.txt", 2), "the file opened before is written now");
+		tap_ok(!res.interpreter_restarted && !res.notice, "no restart, no notice");
+	}
+	sbx_run_result_release(&res);
+	if (python(m, sb, "y = 5\nraise KeyError('k')\n", &res) == 0)
+		tap_ok(res.exit_code == 1 && strstr(res.err.data, "KeyError"),
+		       "an uncaught exception: exit 1 and its traceback");
+	sbx_run_result_release(&res);
+	if (python(m, sb, "print(x, y)\n", &res) == 0)
+		tap_is_str(res.out.data, "41 5\n", "the interpreter lives on after the exception");
+	sbx_run_result_release(&res);
+
+	/* run_shell while the interpreter holds state. */
+	if (shell(m, sb, "echo from-shell", &res) == 0)
+		tap_is_str(res.out.data, "from-shell\n", "run_shell works beside the interpreter");
+	sbx_run_result_release(&res);
+
+	/* The time limit: an interrupt keeps the state. */
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	{
+		struct sbx_python_opts o = {.timeout_ms = 1000};
+		if (python_opts(m, sb, "print('looping')\nwhile True:\n    pass\n", &o, &res) ==
+		    0) {
+			ms = ms_since(&t0);
+			tap_ok(res.timed_out && ms < 1900,
+			       "while True: pass stops at its limit (%.0f ms)", ms);
+			tap_ok(strstr(res.err.data, "KeyboardInterrupt") != NULL,
+			       "with a KeyboardInterrupt traceback");
+			tap_ok(!res.interpreter_restarted && res.notice &&
+				   strstr(res.notice, "interrupted") && strstr(res.notice, "kept"),
+			       "the notice says interrupted, state kept (%s)",
+			       res.notice ? res.notice : "none");
+			tap_is_str(res.out.data, "looping\n", "its output before the interrupt");
+		}
+		sbx_run_result_release(&res);
+	}
+	if (python(m, sb, "print(x)\n", &res) == 0)
+		tap_is_str(res.out.data, "41\n", "the next call answers, state kept");
+	sbx_run_result_release(&res);
+	{
+		struct sbx_python_opts o = {.timeout_ms = 1000};
+		if (python_opts(m, sb, "import time\ntime.sleep(30)\n", &o, &res) == 0)
+			tap_ok(res.timed_out && !res.interpreter_restarted,
+			       "time.sleep(30) is interrupted too");
+		sbx_run_result_release(&res);
+	}
+
+	/* Code that ignores KeyboardInterrupt is killed; the interpreter restarts. */
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	{
+		struct sbx_python_opts o = {.timeout_ms = 1000};
+		if (python_opts(m, sb,
+				"print('stubborn')\nwhile True:\n    try:\n        while True:\n"
+				"            pass\n    except KeyboardInterrupt:\n        pass\n",
+				&o, &res) == 0) {
+			ms = ms_since(&t0);
+			tap_ok(res.timed_out && res.exit_code == -1 && res.interpreter_restarted,
+			       "code ignoring the interrupt is killed (%.0f ms)", ms);
+			tap_ok(ms < 1000 + 2000 + 15000, "within limit + grace + restart");
+			tap_ok(res.notice && strstr(res.notice, "killed") &&
+				   strstr(res.notice, "restarted"),
+			       "the notice says killed and restarted (%s)",
+			       res.notice ? res.notice : "none");
+			tap_is_str(res.out.data, "stubborn\n", "its output is kept");
+		}
+		sbx_run_result_release(&res);
+	}
+	if (python(m, sb, "print(globals().get('x'))\n", &res) == 0) {
+		tap_is_str(res.out.data, "None\n",
+			   "after the kill the state is reset, no stale output");
+		tap_ok(!res.interpreter_restarted, "and the restart was reported once");
+	}
+	sbx_run_result_release(&res);
+
+	/* Code blocked in C with the GIL held and SIGINT blocked: only the exec
+	 * kill reaches it. */
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	{
+		struct sbx_python_opts o = {.timeout_ms = 1000};
+		if (python_opts(m, sb,
+				"import ctypes, signal\nw = 1\n"
+				"signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})\n"
+				"ctypes.PyDLL(None).sleep(60)\n",
+				&o, &res) == 0) {
+			ms = ms_since(&t0);
+			tap_ok(res.timed_out && res.interpreter_restarted &&
+				   ms < 1000 + 2000 + 20000,
+			       "code blocked in C holding the GIL is killed too (%.0f ms)", ms);
+		}
+		sbx_run_result_release(&res);
+	}
+	if (python(m, sb, "print(globals().get('w'))\n", &res) == 0)
+		tap_is_str(res.out.data, "None\n",
+			   "and the next call answers in a new interpreter");
+	sbx_run_result_release(&res);
+
+	/* Streaming. */
+	{
+		struct streamed st = {.fd_ok = true};
+		struct sbx_python_opts o = {.on_output = on_output, .userdata = &st};
+		clock_gettime(CLOCK_MONOTONIC, &st.t0);
+		if (python_opts(m, sb,
+				"import time\nfor i in range(4):\n    print('tick', i)\n"
+				"    time.sleep(0.3)\n",
+				&o, &res) == 0) {
+			ms = ms_since(&st.t0);
+			tap_ok(st.calls >= 4, "output streams as produced (%d callbacks)",
+			       st.calls);
+			tap_ok(st.first_ms < ms - 600,
+			       "the first text came early (%.0f of %.0f ms)", st.first_ms, ms);
+			tap_ok(st.text.data && strcmp(st.text.data, res.out.data) == 0 && st.fd_ok,
+			       "the streamed text is the result's stdout");
+		}
+		sbx_run_result_release(&res);
+		sbx_buf_release(&st.text);
+	}
+
+	/* Cancellation. */
+	if (python(m, sb, "z = 'kept'\n", &res) == 0)
+		sbx_run_result_release(&res);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	{
+		struct sbx_python_opts o = {.cancelled = cancel_after_500ms, .userdata = &t0};
+		if (python_opts(m, sb, "import time\ntime.sleep(30)\n", &o, &res) == 0) {
+			ms = ms_since(&t0);
+			tap_ok(res.cancelled && !res.timed_out && ms < 2000,
+			       "a cancelled call stops (%.0f ms)", ms);
+			tap_ok(res.notice && strstr(res.notice, "cancelled"), "the notice says so");
+		}
+		sbx_run_result_release(&res);
+	}
+	if (python(m, sb, "print(z)\n", &res) == 0)
+		tap_is_str(res.out.data, "kept\n", "state survives the cancellation");
+	sbx_run_result_release(&res);
+
+	/* Killed from outside. */
+	/* pkill -9 -f, without procps (not in every image). */
+	if (shell(m, sb,
+		  "n=0; pat=sbx_in; pat=${pat}terp.py; for p in /proc/[0-9]*; do "
+		  "case \"$(tr '\\0' ' ' < $p/cmdline 2>/dev/null)\" in *\"$pat\"*) "
+		  "kill -9 ${p#/proc/} && n=$((n+1));; esac; done; echo $n",
+		  &res) == 0)
+		tap_is_str(res.out.data, "1\n", "kill -9 the interpreter via run_shell");
+	sbx_run_result_release(&res);
+	if (python(m, sb, "print(globals().get('z'))\n", &res) == 0) {
+		tap_is_str(res.out.data, "None\n", "the next call runs in a new interpreter");
+		tap_ok(res.interpreter_restarted && res.notice && strstr(res.notice, "had ended"),
+		       "and says it was restarted (%s)", res.notice ? res.notice : "none");
+	}
+	sbx_run_result_release(&res);
+
+	/* A 50 MB print is capped, memory bounded. */
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	if (python(m, sb, "print('x' * 50000000)\nprint('after', file=__import__('sys').stderr)\n",
+		   &res) == 0) {
+		tap_ok(res.truncated && res.out.len + res.err.len <= 64 * 1024,
+		       "a 50 MB print is cut at the cap (%zu bytes kept, %.0f ms)",
+		       res.out.len + res.err.len, ms_since(&t0));
+		tap_ok(res.notice && strstr(res.notice, "cut"), "with a note (%s)",
+		       res.notice ? res.notice : "none");
+	}
+	sbx_run_result_release(&res);
+	if (python(m, sb, "print('fine')\n", &res) == 0)
+		tap_ok(strcmp(res.out.data, "fine\n") == 0 && !res.truncated,
+		       "the next call is whole again");
+	sbx_run_result_release(&res);
+
+	/* Inline images. */
+	if (python(m, sb,
+		   "import os, struct, zlib\n"
+		   "def chunk(t, d):\n"
+		   "    c = struct.pack('>I', len(d)) + t + d\n"
+		   "    return c + struct.pack('>I', zlib.crc32(t + d) & 0xffffffff)\n"
+		   "png = b'\\x89PNG\\r\\n\\x1a\\n' + chunk(b'IHDR', struct.pack('>IIBBBBB', 1, 1, "
+		   "8, 2, "
+		   "0, 0, 0)) + chunk(b'IDAT', zlib.compress(b'\\x00\\xff\\x00\\x00')) + "
+		   "chunk(b'IEND', b'')\n"
+		   "os.makedirs('plots/deep', exist_ok=True)\n"
+		   "open('plots/deep/dot.png', 'wb').write(png)\n"
+		   "open('photo.JPG', 'wb').write(b'\\xff\\xd8\\xff\\xe0' + b'j' * 100)\n"
+		   "open('fake.png', 'w').write('not a png')\n"
+		   "open('big.png', 'wb').write(png + b'\\0' * (2 << 20))\n",
+		   &res) == 0) {
+		const struct sbx_file_change *dot = file_named(&res, "plots/deep/dot.png");
+		const struct sbx_file_change *jpg = file_named(&res, "photo.JPG");
+		const struct sbx_file_change *fake = file_named(&res, "fake.png");
+		const struct sbx_file_change *big = file_named(&res, "big.png");
+		tap_is_int(res.n_files, 4, "four files reported, one in a subfolder");
+		tap_ok(dot && dot->image && dot->image_len == (size_t)dot->size &&
+			   memcmp(dot->image, "\x89PNG\r\n\x1a\n", 8) == 0 &&
+			   strcmp(dot->image_mime, "image/png") == 0,
+		       "the new PNG comes inline, a valid PNG");
+		tap_ok(jpg && jpg->image && jpg->image_len == 104 &&
+			   strcmp(jpg->image_mime, "image/jpeg") == 0,
+		       "a JPEG too");
+		tap_ok(fake && !fake->image, "a .png that is not one does not");
+		tap_ok(big && !big->image && big->size > (1 << 20),
+		       "a PNG over image_inline_max does not");
+	}
+	sbx_run_result_release(&res);
+
+	/* One call at a time: a second one waits. */
+	{
+		struct py_racer a = {m, sb, "import time\ntime.sleep(1)\nprint('slow')\n", -1, ""};
+		struct py_racer b = {m, sb, "print('quick')\n", -1, ""};
+		pthread_t ta, tb;
+		pthread_create(&ta, NULL, race_python, &a);
+		nanosleep(&(struct timespec){.tv_nsec = 200000000L}, NULL);
+		pthread_create(&tb, NULL, race_python, &b);
+		pthread_join(ta, NULL);
+		pthread_join(tb, NULL);
+		tap_ok(a.r == 0 && b.r == 0 && strcmp(a.out, "slow\n") == 0 &&
+			   strcmp(b.out, "quick\n") == 0,
+		       "two calls at once on one sandbox: the second waits, both answer");
+	}
+	{
+		struct py_racer a = {m, sb, "import time\ntime.sleep(1.5)\n", -1, ""};
+		struct sbx_python_opts o = {.timeout_ms = 300};
+		pthread_t ta;
+		pthread_create(&ta, NULL, race_python, &a);
+		nanosleep(&(struct timespec){.tv_nsec = 300000000L}, NULL);
+		memset(&res, 0, sizeof(res));
+		tap_is_int(sbx_sandbox_run_python_ex(m, sb, "print(1)", &o, &res, &err), -EBUSY,
+			   "a second call waits at most its own limit, then EBUSY (%s)", err.msg);
+		sbx_run_result_release(&res);
+		pthread_join(ta, NULL);
+		tap_is_int(a.r, 0, "the first call is not disturbed");
+	}
+	memset(&res, 0, sizeof(res));
+	tap_is_int(sbx_sandbox_run_python(m, sb, "print('\xff')", 0, &res, &err), -EINVAL,
+		   "code that is not UTF-8: EINVAL");
+	tap_is_int(sbx_sandbox_run_python(m, sb, NULL, 0, &res, &err), -EINVAL, "no code: EINVAL");
+
+	/* Reset. */
+	if (python(m, sb, "q = 1\n", &res) == 0)
+		sbx_run_result_release(&res);
+	tap_ok(sbx_sandbox_reset_python(m, sb, &err) == 0, "reset the interpreter (%s)", err.msg);
+	if (python(m, sb, "print(globals().get('q'))\n", &res) == 0)
+		tap_is_str(res.out.data, "None\n", "after a reset the variables are gone");
 	sbx_run_result_release(&res);
 }
 
@@ -567,6 +902,11 @@ static void test_packages(const char *script)
 	if (!tap_ok(r == 0, "create a sandbox with host networking (%s)", err.msg))
 		goto out;
 
+	if (python(m, sb, "kept = 7\ntry:\n    import sbxdemo\nexcept ImportError:\n    pass\n",
+		   &res) == 0)
+		tap_is_int(res.exit_code, 0, "the interpreter holds state before the install");
+	sbx_run_result_release(&res);
+
 	r = sbx_sandbox_install(m, sb, "numpy; rm -rf /", 1000, &st, &err);
 	tap_is_int(r, -EINVAL, "install of a hostile spec: EINVAL (%s)", err.msg);
 
@@ -580,8 +920,9 @@ static void test_packages(const char *script)
 		tap_diag("%s", st.log_tail);
 	sbx_install_status_release(&st);
 
-	if (python(m, sb, "import sbxdemo\nprint(sbxdemo.VALUE)", &res) == 0)
-		tap_is_str(res.out.data, "42\n", "the installed module imports");
+	if (python(m, sb, "import sbxdemo\nprint(sbxdemo.VALUE, kept)", &res) == 0)
+		tap_is_str(res.out.data, "42 7\n",
+			   "the installed module imports in the running interpreter");
 	sbx_run_result_release(&res);
 
 	r = sbx_sandbox_install_status(m, sb, "sbxdemo", &st, &err);
@@ -988,6 +1329,10 @@ static void test_recover_and_limit(void)
 	tap_is_int(r, -EBUSY, "a second one: EBUSY (%s)", err.msg);
 	if (sb)
 		shell(m, sb, "echo kept > /app/results/k.txt", &res), sbx_run_result_release(&res);
+	if (sb && python(m, sb, "import subprocess\nsubprocess.Popen(['sleep', '321'])\nv = 1\n",
+			 &res) == 0)
+		tap_is_int(res.exit_code, 0, "the interpreter runs and leaves a child");
+	sbx_run_result_release(&res);
 	sbx_sandbox_unref(sb);
 	m = sbx_manager_free(m);
 	tap_is_int(count_instance(inst), 1, "with remove_on_exit=false the container stays");
@@ -1005,6 +1350,20 @@ static void test_recover_and_limit(void)
 	tap_is_int(r, -ENOENT, "its owner came back too");
 	if (sb && shell(m, sb, "cat k.txt", &res) == 0)
 		tap_is_str(res.out.data, "kept\n", "and its files");
+	sbx_run_result_release(&res);
+	/* The old server's interpreter ended with its stream, child included. */
+	if (sb && shell(m, sb,
+			"a=sbx_in; b=sleep; for i in $(seq 50); do n=0; for p in /proc/[0-9]*; do "
+			"case \"$(tr '\\0' ' ' < $p/cmdline 2>/dev/null)\" in "
+			"*\"${a}terp.py\"*|\"${b} 321 \") n=$((n+1));; esac; done; "
+			"[ $n = 0 ] && break; sleep 0.1; done; echo $n",
+			&res) == 0)
+		tap_is_str(res.out.data, "0\n",
+			   "a freed record's interpreter and its children are gone");
+	sbx_run_result_release(&res);
+	if (sb && python(m, sb, "print(globals().get('v'))\n", &res) == 0)
+		tap_ok(strcmp(res.out.data, "None\n") == 0 && !res.interpreter_restarted,
+		       "an adopted sandbox starts a fresh interpreter");
 	sbx_run_result_release(&res);
 	if (sb) {
 		char *got = NULL;
@@ -1058,6 +1417,7 @@ int main(int argc, char **argv)
 	test_create_get_list(m, &a, &named);
 	test_shell(m, a);
 	test_python(m, named);
+	test_interpreter(m, a);
 	test_upload_artifacts(m, named, up, outside);
 	test_threads(m);
 	test_stopped(m);

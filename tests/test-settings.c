@@ -85,6 +85,8 @@ static void test_defaults(void)
 	tap_is_str(s.sandbox.network, "none", "sandbox.network");
 	tap_is_int(s.sandbox.exec_timeout_ms, 60000, "sandbox.exec_timeout");
 	tap_is_int(s.sandbox.output_cap, 1 << 20, "sandbox.output_cap");
+	tap_is_int(s.sandbox.image_inline_max, 1 << 20, "sandbox.image_inline_max");
+	tap_is_int(s.sandbox.interrupt_grace_ms, 2000, "sandbox.interrupt_grace");
 	tap_is_str(s.sandbox.upload_dir, "", "sandbox.upload_dir");
 	tap_is_str(s.sandbox.index_url, "", "sandbox.index_url");
 
@@ -178,6 +180,14 @@ static void test_file_errors(void)
 			  "2: engine.socket: bad value \"http://x\": expected unix:///PATH, /PATH "
 			  "or tcp://HOST:PORT",
 			  "socket form");
+	expect_load_error(
+	    "[server]\nstate_dir = var/lib/x\n",
+	    "2: server.state_dir: bad value \"var/lib/x\": expected an absolute path, "
+	    "or empty",
+	    "a relative state folder");
+	expect_load_error("[sandbox]\npool_size = 65\n",
+			  "2: sandbox.pool_size: bad value \"65\": expected an integer in 0..64",
+			  "pool size bounded");
 	expect_load_error("[sandbox]\ncpus = 1\nimage = a\n\ncpus = 2\n",
 			  "5: duplicate key sandbox.cpus (first set on line 2)", "duplicate key");
 	expect_load_error("[sandbox]\ncpus = 1\n[engine]\n[sandbox]\ncpus = 2\n",
@@ -290,7 +300,7 @@ static void test_set(void)
 	set_fails("server.colour=1",
 		  "--set server.colour: unknown key colour in [server] (known: "
 		  "listen, port, public_url, max_body, allowed_origins, instance, "
-		  "session_timeout)");
+		  "session_timeout, state_dir)");
 	set_fails("server.port=x", "--set server.port: bad value \"x\": expected an integer in "
 				   "0..65535");
 	set_fails("sandbox.image=a\tb", "--set sandbox.image: bad value \"a\tb\": "
@@ -398,9 +408,10 @@ static void non_default(const struct sbx_setting *d, char *out, size_t n)
 	switch (d->type) {
 	case SBX_SETTING_STRING:
 		snprintf(out, n, "%s",
-			 strcmp(d->key, "socket") == 0	   ? "/x.sock"
-			 : strcmp(d->key, "instance") == 0 ? "x"
-							   : "http://x");
+			 strcmp(d->key, "socket") == 0	    ? "/x.sock"
+			 : strcmp(d->key, "instance") == 0  ? "x"
+			 : strcmp(d->key, "state_dir") == 0 ? "/x"
+							    : "http://x");
 		break;
 	case SBX_SETTING_ENUM:
 		snprintf(out, n, "%s", strcmp(d->words[0], d->def) ? d->words[0] : d->words[1]);

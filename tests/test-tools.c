@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The seven tools against a real engine: tests/test-tools TYPE URL [IMAGE].
+ * The tools against a real engine: tests/test-tools TYPE URL [IMAGE].
  * A real sandbox manager under a server.instance unique to this run; every
  * tool is called through sbx_tools_call with parsed JSON arguments, for each
  * protocol version where the shape differs. Results are checked against the
@@ -40,6 +40,7 @@ static const char *const tool_names[] = {
     "check_package_installation_status",
     "execute_terminal_command",
     "upload_file_to_sandbox",
+    "reset_python_interpreter",
 };
 
 static sbx_engine *engine;
@@ -91,15 +92,41 @@ static bool has(struct json_object *o, const char *key)
 	return o && json_object_object_get_ex(o, key, NULL);
 }
 
-/* What call_as passes as the notifier and progress token (usually none). */
+/* What call_as passes as the notifier, progress token, cancellation hook
+ * and log level (usually none). */
 static const struct sbx_mcp_notifier *notifier;
 static struct json_object *progress_token;
+static bool (*cancel_fn)(void *ud);
+static enum sbx_log_level log_level = SBX_LOG_INFO;
 static char notified[1024];
+/* Every notification since the last notes_clear, with when it came. */
+#define NOTES_MAX 256
+static char *notes[NOTES_MAX];
+static int64_t notes_ms[NOTES_MAX];
+static int n_notes;
+
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
 
 static void record_notification(void *ctx, const char *json)
 {
 	(void)ctx;
 	snprintf(notified, sizeof(notified), "%s", json);
+	if (n_notes < NOTES_MAX) {
+		notes_ms[n_notes] = mono_ms();
+		notes[n_notes++] = strdup(json);
+	}
+}
+
+static void notes_clear(void)
+{
+	for (int i = 0; i < n_notes; i++)
+		free(notes[i]);
+	n_notes = 0;
 }
 
 /* Mini JSON Schema: type, properties, required, additionalProperties: false,
@@ -192,7 +219,9 @@ static int call_as(sbx_manager *m, const struct sbx_settings *s, const char *own
 				   .public_url = PUBLIC_URL,
 				   .protocol_version = version,
 				   .notifier = notifier,
-				   .progress_token = progress_token};
+				   .progress_token = progress_token,
+				   .cancelled = cancel_fn,
+				   .log_level = log_level};
 	struct sbx_error err = SBX_ERROR_INIT;
 	struct json_object *a = args ? json_tokener_parse(args) : NULL, *content, *sc;
 	bool structured = strcmp(version, "2025-06-18") >= 0;
@@ -290,7 +319,7 @@ static void test_list(void)
 				    str_at(json_object_object_get(t, "outputSchema"), "type"),
 				    "object");
 		}
-		tap_ok(names_ok, "%s: tools/list names the seven tools in order", versions[v]);
+		tap_ok(names_ok, "%s: tools/list names the tools in order", versions[v]);
 		tap_ok(shapes_ok,
 		       "%s: descriptions, object inputSchemas; title/outputSchema %s, "
 		       "annotations %s",
@@ -580,6 +609,225 @@ static void test_python(void)
 		tap_ok(bool_at(c.obj, "timed_out"), "timed_out is true");
 		call_release(&c);
 	}
+}
+
+/* ---- the notebook: state, progress, cancellation, time limits, reset, images ---- */
+
+/* Runs CODE (a JSON string literal's content) in the sandbox; TIMEOUT > 0 adds it. */
+static int run_py(const char *code, double timeout, struct call *c)
+{
+	struct json_object *a = json_object_new_object();
+	int r;
+
+	json_object_object_add(a, "sandbox_id", json_object_new_string(sandbox_id));
+	json_object_object_add(a, "code", json_object_new_string(code));
+	if (timeout > 0)
+		json_object_object_add(a, "timeout", json_object_new_double(timeout));
+	r = call("execute_python_code", json_object_to_json_string(a), c);
+	json_object_put(a);
+	return r;
+}
+
+static int64_t cancel_at_ms;
+static bool cancel_after(void *ud)
+{
+	(void)ud;
+	return mono_ms() >= cancel_at_ms;
+}
+
+static int b64val(int ch)
+{
+	const char *abc = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	const char *p = ch ? strchr(abc, ch) : NULL;
+	return p ? (int)(p - abc) : -1;
+}
+
+/* Strict base64 decoding; NULL when S is not valid padded base64. */
+static unsigned char *b64decode(const char *s, size_t *ret_len)
+{
+	size_t n = strlen(s), o = 0;
+	unsigned char *out;
+
+	if (n == 0 || n % 4)
+		return NULL;
+	out = malloc(n / 4 * 3);
+	for (size_t i = 0; out && i < n; i += 4) {
+		int v[4];
+		for (int k = 0; k < 4; k++) {
+			v[k] = s[i + k] == '=' && i + 4 == n && k >= 2 ? 0 : b64val(s[i + k]);
+			if (v[k] < 0)
+				return free(out), NULL;
+		}
+		out[o++] = (unsigned char)(v[0] << 2 | v[1] >> 4);
+		if (s[i + 2] != '=')
+			out[o++] = (unsigned char)((v[1] & 15) << 4 | v[2] >> 2);
+		if (s[i + 3] != '=')
+			out[o++] = (unsigned char)((v[2] & 3) << 6 | v[3]);
+	}
+	*ret_len = o;
+	return out;
+}
+
+static void test_notebook(void)
+{
+	static const struct sbx_mcp_notifier rec = {record_notification, NULL};
+	struct call c;
+	int64_t t0, done_ms;
+
+	/* State persists from call to call. */
+	rc = run_py("x = 41\nimport math", 0, &c);
+	tap_ok(rc == 0 && !c.is_error && !bool_at(c.obj, "interpreter_restarted"),
+	       "define a variable");
+	call_release(&c);
+	rc = run_py("print(x + 1, math.floor(2.5))", 0, &c);
+	tap_is_str(str_at(c.obj, "stdout"), "42 2\n",
+		   "the variable and the import are still there");
+	call_release(&c);
+
+	/* Progress carries the printed text as it is produced. */
+	notifier = &rec;
+	progress_token = json_object_new_string("tok-py");
+	notes_clear();
+	t0 = mono_ms();
+	rc = run_py("import time\nfor i in range(3): print(i); time.sleep(0.3)", 0, &c);
+	done_ms = mono_ms();
+	tap_is_str(str_at(c.obj, "stdout"), "0\n1\n2\n", "the loop prints 0 1 2");
+	{
+		struct sbx_buf all = SBX_BUF_INIT;
+		int64_t last = -1, first_out_ms = 0;
+		bool increasing = true, token = true;
+		int with_output = 0;
+		for (int i = 0; i < n_notes; i++) {
+			struct json_object *o = json_tokener_parse(notes[i]), *p = NULL;
+			const char *m;
+			json_object_object_get_ex(o, "params", &p);
+			increasing &= p && int_at(p, "progress") > last;
+			last = int_at(p, "progress");
+			token &= str_at(p, "progressToken") &&
+				 !strcmp(str_at(p, "progressToken"), "tok-py");
+			m = str_at(p, "message");
+			if (i > 0 && m) {
+				sbx_buf_append(&all, m, strlen(m));
+				with_output++;
+				if (!first_out_ms)
+					first_out_ms = notes_ms[i];
+			}
+			json_object_put(o);
+		}
+		tap_is_str(all.data, "0\n1\n2\n", "the progress messages carry the printed text");
+		tap_ok(with_output >= 3, "one notification per chunk (%d)", with_output);
+		tap_ok(increasing && token && n_notes > 0, "progress increases, with the token");
+		tap_ok(first_out_ms && done_ms - first_out_ms >= 400,
+		       "the first line arrives while the code runs (%lld ms before the end, "
+		       "%lld ms in)",
+		       (long long)(done_ms - first_out_ms), (long long)(first_out_ms - t0));
+		sbx_buf_release(&all);
+	}
+	call_release(&c);
+	notes_clear();
+	json_object_put(progress_token);
+	progress_token = NULL;
+
+	/* Cancellation stops a busy loop, keeps the state, the next call answers. */
+	cancel_fn = cancel_after;
+	t0 = mono_ms();
+	cancel_at_ms = t0 + 500;
+	rc = run_py("while True: pass", 0, &c);
+	tap_ok(rc == 0 && mono_ms() - t0 < 3000, "a cancelled busy loop stops (%lld ms)",
+	       (long long)(mono_ms() - t0));
+	call_release(&c);
+	cancel_fn = NULL;
+	rc = run_py("print(x)", 0, &c);
+	tap_is_str(str_at(c.obj, "stdout"), "41\n",
+		   "the sandbox answers the next call, state kept");
+	call_release(&c);
+
+	/* The timeout argument: an interrupt first. */
+	notifier = &rec;
+	notes_clear();
+	t0 = mono_ms();
+	rc = run_py("while True: pass", 1, &c);
+	tap_ok(rc == 0 && bool_at(c.obj, "timed_out") && mono_ms() - t0 < 4000,
+	       "timeout 1: the busy loop is stopped, timed_out (%lld ms)",
+	       (long long)(mono_ms() - t0));
+	tap_ok(!bool_at(c.obj, "interpreter_restarted"), "... by an interrupt: state kept");
+	tap_is_int(n_notes, 0, "... no log message for it (no progressToken, nothing killed)");
+	notifier = NULL;
+	call_release(&c);
+
+	/* Code that swallows the interrupt: killed, restarted, and said so. */
+	notifier = &rec;
+	notes_clear();
+	t0 = mono_ms();
+	rc = run_py("import time\nwhile True:\n    try:\n        time.sleep(10)\n"
+		    "    except KeyboardInterrupt:\n        pass",
+		    1, &c);
+	tap_ok(rc == 0 && !c.is_error && bool_at(c.obj, "timed_out") &&
+		   bool_at(c.obj, "interpreter_restarted"),
+	       "code that ignores the interrupt: timed_out, interpreter_restarted (%lld ms)",
+	       (long long)(mono_ms() - t0));
+	tap_ok(str_at(c.obj, "notice") && strlen(str_at(c.obj, "notice")) > 10,
+	       "... a notice says so: %s", str_at(c.obj, "notice"));
+	{
+		struct json_object *content = json_object_object_get(c.res, "content");
+		struct json_object *second = json_object_array_get_idx(content, 1);
+		tap_ok(second && !strcmp(str_at(second, "type"), "text") &&
+			   str_at(c.obj, "notice") &&
+			   !strcmp(str_at(second, "text"), str_at(c.obj, "notice")),
+		       "... also as a text item after the JSON");
+	}
+	tap_ok(n_notes >= 1 && strstr(notes[n_notes - 1], "notifications/message") &&
+		   strstr(notes[n_notes - 1], "\"level\":\"warning\""),
+	       "... and a warning log message: %s", n_notes ? notes[n_notes - 1] : "none");
+	call_release(&c);
+	notes_clear();
+	notifier = NULL;
+	rc = run_py("print('x' in globals())", 0, &c);
+	tap_is_str(str_at(c.obj, "stdout"), "False\n", "after the restart the variable is gone");
+	call_release(&c);
+
+	/* reset_python_interpreter clears variables, files stay. */
+	rc = run_py("y = 5\nopen('keep.txt', 'w').write('k')", 0, &c);
+	call_release(&c);
+	{
+		char args[128];
+		snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\"}", sandbox_id);
+		rc = call("reset_python_interpreter", args, &c);
+		tap_ok(rc == 0 && !c.is_error && bool_at(c.obj, "reset"),
+		       "reset_python_interpreter: %s", c.text);
+		call_release(&c);
+	}
+	rc = run_py("import os\nprint('y' in globals(), os.path.exists('keep.txt'))", 0, &c);
+	tap_is_str(str_at(c.obj, "stdout"), "False True\n",
+		   "after the reset the variable is gone, the file stays");
+	call_release(&c);
+	expect_error("reset_python_interpreter", "{\"sandbox_id\":\"no-such\"}", "list_sandboxes",
+		     "an unknown sandbox");
+
+	/* A new PNG comes back inline as a valid image. */
+	rc = run_py(
+	    "import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\n"
+	    "plt.figure(figsize=(2, 2))\nplt.plot([1, 2], [2, 1])\nplt.savefig('inline.png')",
+	    0, &c);
+	{
+		struct json_object *content = json_object_object_get(c.res, "content"), *img = NULL;
+		struct json_object *f = file_named(c.obj, "inline.png");
+		unsigned char *png = NULL;
+		size_t len = 0;
+		for (size_t i = 0; i < json_object_array_length(content); i++)
+			if (!strcmp(str_at(json_object_array_get_idx(content, i), "type"), "image"))
+				img = json_object_array_get_idx(content, i);
+		tap_ok(img && !strcmp(str_at(img, "mimeType") ?: "", "image/png"),
+		       "an image content item with mimeType image/png");
+		if (img && str_at(img, "data"))
+			png = b64decode(str_at(img, "data"), &len);
+		tap_ok(png && len > 8 && memcmp(png, "\x89PNG\r\n\x1a\n", 8) == 0,
+		       "its data is base64 of a PNG (%zu bytes)", len);
+		tap_ok(f && int_at(f, "size") == (int64_t)len && bool_at(f, "inline_image"),
+		       "of the file's size, marked inline_image in files");
+		free(png);
+	}
+	call_release(&c);
 }
 
 static void test_terminal(void)
@@ -957,6 +1205,7 @@ int main(int argc, char **argv)
 	test_bad_arguments();
 	test_create_and_list();
 	test_python();
+	test_notebook();
 	test_terminal();
 	test_upload();
 	tap_ok(sbx_sandbox_delete(mgr, "default", sandbox_id, &err) == 0, "delete the sandbox (%s)",

@@ -100,7 +100,8 @@ struct sbx_mcp_notifier {
 
 /* Runs every message of IN on S in order (IN is consumed, also on error).
  * *ret_reply: the text to send back, one response object or, for a batch,
- * an array; NULL when nothing needs an answer (notifications, responses).
+ * an array; NULL when nothing needs an answer (notifications, responses,
+ * requests the client cancelled with notifications/cancelled while they ran).
  * Protocol errors are JSON-RPC error responses in *ret_reply, not failures
  * of this call; it fails only on -ENOMEM. Blocks as long as the tools take:
  * call it from a thread that may block. NOTIFIER may be NULL. */

@@ -9,6 +9,39 @@
  * pass the tenant they act for, and a sandbox of another owner is reported
  * as not found (-ENOENT), exactly like one that does not exist.
  *
+ * The warm pool (sandbox.pool_size, sandbox_pool.c): create_sandbox takes an
+ * already started container that was never assigned to anyone, so a create
+ * costs no engine call; with the pool empty or off it creates and starts one
+ * (a "cold" create). A pool container is fresh from the image and is never
+ * reused: deleting a sandbox removes its container. One thread per manager
+ * refills the pool in the background (backing off while the engine fails);
+ * it starts filling after sbx_manager_recover succeeds or a create worked,
+ * so it never races the adoption of a previous run's containers and never
+ * hammers an engine that is down. Pooled containers count against
+ * sandbox.max_sandboxes: the pool only fills the room the assigned
+ * sandboxes leave (momentarily one more while a refill is under way) and
+ * never makes a create fail with -EBUSY. They are always removed by
+ * sbx_manager_free.
+ *
+ * Restart: labels are fixed when a container is created, but a pool
+ * container's owner and name are known only when it is assigned. It carries
+ * the managed/instance/sandbox-id/created labels plus SBX_LABEL_POOL, and its
+ * assignment (owner, name, time) is written to a small file in the state
+ * folder (server.state_dir, one 0600 file per sandbox in a 0700 folder per
+ * instance, written to a temporary file and renamed) before create returns.
+ * Recover adopts pool containers that have such a file, removes those that
+ * have none (never assigned), leaves alone those whose file it cannot trust,
+ * and drops files whose container is gone. A
+ * cold sandbox keeps its owner and name in labels as before and needs no
+ * file. Without a state folder the pool is used only when
+ * sandbox.remove_on_exit is true (sandboxes do not outlive the server
+ * anyway; after a crash, recover then removes pool containers, assigned or
+ * not); with remove_on_exit false it is off, so that every sandbox stays
+ * adoptable. Simpler schemes were set aside: a container name (renamed at
+ * assignment) cannot hold an arbitrary owner and renaming is not in the
+ * engine seam; a file inside the container would be data the sandbox's own
+ * user could reach; creating every container at create time loses the pool.
+ *
  * Threads: every function may be called from any thread at the same time.
  * Records are reference-counted; sbx_sandbox_get/create return a reference
  * that the caller drops with sbx_sandbox_unref.
@@ -39,6 +72,10 @@
 #define SBX_LABEL_NAME "org.mcp-sandbox.name"
 #define SBX_LABEL_OWNER "org.mcp-sandbox.owner"
 #define SBX_LABEL_CREATED "org.mcp-sandbox.created" /* Unix seconds */
+/* "1" on a container started for the warm pool. It has no name or owner
+ * label (labels are fixed at creation, and those are only known when it is
+ * assigned); its assignment is a file in the state folder instead. */
+#define SBX_LABEL_POOL "org.mcp-sandbox.pool"
 
 /* Where code runs and writes the files that come back as links. */
 #define SBX_RESULTS_DIR "/app/results"
@@ -65,6 +102,13 @@ struct sbx_sandbox_info {
 struct sbx_file_change {
 	char *path; /* relative to SBX_RESULTS_DIR, e.g. "plots/fig.png" */
 	int64_t size;
+	/* A PNG or JPEG (by name and magic bytes) of at most
+	 * sandbox.image_inline_max bytes that execute_python_code created or
+	 * changed: its content, read by the interpreter in the same round trip
+	 * (at most 4 x image_inline_max per call). NULL otherwise. */
+	unsigned char *image;
+	size_t image_len;
+	const char *image_mime; /* "image/png" or "image/jpeg" (static) when image is set */
 };
 
 /* What a command or a piece of Python code produced. */
@@ -77,6 +121,15 @@ struct sbx_run_result {
 	struct sbx_file_change *files; /* execute_python_code only */
 	size_t n_files;
 	bool files_truncated; /* more changed files than reported */
+	/* Python only: */
+	bool cancelled; /* stopped because sbx_python_opts.cancelled said so */
+	/* The variables, imports and open files of earlier calls are gone: the
+	 * interpreter ended or was killed during this call (it is restarted), or
+	 * it had ended since the last call and a new one ran this code. */
+	bool interpreter_restarted;
+	/* A sentence for the user about the interpreter (time limit reached,
+	 * cancelled, restarted, output cut), or NULL. Owned. */
+	char *notice;
 };
 
 enum sbx_install_state {
@@ -100,14 +153,32 @@ struct sbx_install_status {
 int sbx_manager_new(const struct sbx_settings *s, sbx_engine *engine, sbx_manager **ret_m,
 		    struct sbx_error *err);
 /* Waits for background installs; removes every sandbox when
- * sandbox.remove_on_exit (the default), else leaves them for recover. */
+ * sandbox.remove_on_exit (the default), else leaves them for recover. Pooled
+ * containers are always removed. */
 sbx_manager *sbx_manager_free(sbx_manager *m);
 
 /* Adopts the containers labelled with this server.instance (after a
- * restart). Returns how many were adopted. */
+ * restart). Returns how many were adopted. Then lets the pool fill. */
 int sbx_manager_recover(sbx_manager *m, struct sbx_error *err);
 
-/* Creates and starts a sandbox. NAME may be NULL (then it is the id); it is
+/* The warm pool, for tests and the benchmark. */
+struct sbx_pool_stats {
+	size_t size;	   /* containers the pool aims to keep: sandbox.pool_size, 0 when off */
+	size_t ready;	   /* started, unassigned containers waiting now */
+	size_t filling;	   /* containers being started for the pool now (0 or 1) */
+	bool filling_on;   /* the pool has started filling (see above) */
+	uint64_t taken;	   /* creates served from the pool */
+	uint64_t cold;	   /* creates that made their own container */
+	uint64_t made;	   /* containers the pool started */
+	uint64_t failures; /* failed attempts to start one */
+	int last_error;	   /* negative errno of the last attempt, 0 when it worked */
+};
+void sbx_manager_pool_stats(sbx_manager *m, struct sbx_pool_stats *ret_stats);
+/* This instance's state folder, or NULL when there is none. */
+const char *sbx_manager_state_dir(const sbx_manager *m);
+
+/* Creates a sandbox: takes one from the pool, else creates and starts a
+ * container. NAME may be NULL (then it is the id); it is
  * 1..SBX_SANDBOX_NAME_MAX of [A-Za-z0-9_.-] and unique per owner (-EEXIST). */
 int sbx_sandbox_create(sbx_manager *m, const char *owner, const char *name, sbx_sandbox **ret_sb,
 		       struct sbx_error *err);
@@ -137,12 +208,45 @@ void sbx_sandbox_info_list_free(struct sbx_sandbox_info *list, size_t n);
  * exit is a result, not an error. */
 int sbx_sandbox_run_shell(sbx_manager *m, sbx_sandbox *sb, const char *command, long timeout_ms,
 			  struct sbx_run_result *ret_result, struct sbx_error *err);
-/* Runs CODE with python3 in SBX_RESULTS_DIR and reports the files created or
- * modified under it during the run (recursively, by mtime in ns and size,
- * at most 100). An uncaught exception prints its traceback on stderr and
- * gives exit code 1. */
+/* How sbx_sandbox_run_python_ex runs code. Zeroed = the defaults. */
+struct sbx_python_opts {
+	long timeout_ms; /* > 0 overrides sandbox.exec_timeout */
+	/* New output as it is produced: fd 1 (stdout) or 2 (stderr), valid
+	 * UTF-8, only what is kept within sandbox.output_cap. Called on the
+	 * calling thread, between reads of the engine stream: keep it short. */
+	void (*on_output)(void *userdata, int fd, const char *text, size_t len);
+	/* Polled about every 50 ms while the code runs; true stops the code like
+	 * the time limit does (result.cancelled). */
+	bool (*cancelled)(void *userdata);
+	void *userdata;
+};
+
+/* Runs CODE in the sandbox's persistent Python interpreter (started on
+ * first use, as uid 1000 in SBX_RESULTS_DIR, through the engine's exec
+ * stream): variables, imports and open files persist from call to call, as
+ * in a notebook. Per call: stdout, stderr (an uncaught exception's traceback,
+ * exit code 1; SystemExit(n) gives n), and the files created or modified
+ * under SBX_RESULTS_DIR (recursively, by mtime in ns and size, at most 100,
+ * PNG/JPEG content inline), all in one round trip after the code ends.
+ *
+ * At the time limit (or when cancelled) the code gets a KeyboardInterrupt
+ * and the interpreter is kept; if the code does not stop within
+ * sandbox.interrupt_grace, the interpreter is killed and restarted
+ * (interpreter_restarted, and the notice says so). An interpreter that died
+ * (killed from outside, out of memory, os._exit) is restarted by the next
+ * call, which says so. Output beyond sandbox.output_cap is read and dropped.
+ *
+ * One call at a time per sandbox: a second call waits for the first, at most
+ * its own time limit, then fails with -EBUSY. */
+int sbx_sandbox_run_python_ex(sbx_manager *m, sbx_sandbox *sb, const char *code,
+			      const struct sbx_python_opts *opts, struct sbx_run_result *ret_result,
+			      struct sbx_error *err);
+/* sbx_sandbox_run_python_ex with only a time limit. */
 int sbx_sandbox_run_python(sbx_manager *m, sbx_sandbox *sb, const char *code, long timeout_ms,
 			   struct sbx_run_result *ret_result, struct sbx_error *err);
+/* Kills the sandbox's interpreter (a running call ends, reporting it) and
+ * starts a fresh one: every variable and import is gone. */
+int sbx_sandbox_reset_python(sbx_manager *m, sbx_sandbox *sb, struct sbx_error *err);
 void sbx_run_result_release(struct sbx_run_result *r);
 
 /* Checks a pip requirement spec: a name, optional [extras], optional version

@@ -37,6 +37,7 @@ struct sbx_settings {
 		char *allowed_origins;
 		char *instance; /* names this server's sandboxes in engine labels */
 		int64_t session_timeout_ms;
+		char *state_dir; /* "" = $STATE_DIRECTORY, else /var/lib/mcp-sandbox if it exists */
 	} server;
 	struct {
 		char *image;
@@ -52,6 +53,9 @@ struct sbx_settings {
 		int64_t install_timeout_ms;
 		int64_t max_upload; /* bytes */
 		bool remove_on_exit;
+		int64_t pool_size;	    /* started containers kept ready; 0 = no pool */
+		int64_t image_inline_max;   /* bytes; 0 = no images inline */
+		int64_t interrupt_grace_ms; /* after the KeyboardInterrupt, before the kill */
 	} sandbox;
 };
 

@@ -1,0 +1,844 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The persistent Python interpreter of a sandbox: the client side of
+ * src/interp/sbx_interp.py (whose header comment describes the protocol).
+ *
+ * The program is put into the container at create time (sbx_interp_prepare)
+ * and started on first use with sbx_exec_stream as `python3 -u PROGRAM`,
+ * uid 1000, in SBX_RESULTS_DIR. The stream stays open; every call writes one
+ * request line and reads output lines and one result line, all tagged with
+ * the call's id, so output of an earlier call is never taken for this one's.
+ *
+ * Stopping code needs no host signal (the engine may be remote): an "int"
+ * request makes the interpreter raise KeyboardInterrupt in its main thread;
+ * if the code has not returned after sandbox.interrupt_grace, a fresh exec
+ * kills the interpreter's process group (the pid its hello line gave) and a
+ * new interpreter is started.
+ *
+ * Locking: in->run serialises calls (and starts, kills); in->pid_lock guards
+ * pid/pgid so that a reset can kill a running call's interpreter without
+ * waiting for the call.
+ */
+#include <errno.h>
+#include <json-c/json.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "sandbox-internal.h"
+#include "sbx/common.h"
+#include "sbx/tar.h"
+#include "sbx/utf8.h"
+
+/* The program's text, generated from src/interp/sbx_interp.py. */
+#include "src/interp/sbx_interp.inc"
+
+#define INTERP_DIR "/opt/mcp-sandbox"
+#define INTERP_PATH INTERP_DIR "/sbx_interp.py"
+#define INTERP_USER "1000:1000"
+/* How long a new interpreter may take to say hello. */
+#define START_MS 30000
+/* How often opts->cancelled is polled. */
+#define POLL_MS 50
+/* How long the interpreter may take to end itself when asked to. */
+#define KILL_WAIT_MS 1000
+/* Bytes of the interpreter's own stderr kept to explain a failed start. */
+#define DIAG_MAX 2048
+#define FILES_MAX 100
+/* Longest protocol line accepted beyond the inline images. */
+#define LINE_BASE (4 * 1024 * 1024)
+
+struct sbx_interp {
+	pthread_mutex_t run;
+	pthread_mutex_t pid_lock;
+	sbx_stream *stream;
+	long pid, pgid; /* in the container; under pid_lock */
+	uint64_t next_id;
+	bool has_state;	     /* a restart would lose state the user was not told about */
+	bool lost;	     /* it ended between calls; nobody was told yet */
+	struct sbx_buf line; /* an incomplete protocol line */
+	struct sbx_buf diag; /* the interpreter's own stderr */
+};
+
+void sbx_interp_free(struct sbx_interp *in)
+{
+	if (!in)
+		return;
+	sbx_stream_free(in->stream);
+	sbx_buf_release(&in->line);
+	sbx_buf_release(&in->diag);
+	pthread_mutex_destroy(&in->run);
+	pthread_mutex_destroy(&in->pid_lock);
+	free(in);
+}
+
+int sbx_interp_prepare(sbx_manager *m, const char *container, struct sbx_error *err)
+{
+	struct sbx_buf tar = SBX_BUF_INIT;
+	int64_t now = (int64_t)time(NULL);
+	int r;
+
+	r = sbx_tar_add_dir(&tar, INTERP_DIR + 1, 0755, now, 0, 0, err);
+	if (r >= 0)
+		r = sbx_tar_add_file(&tar, INTERP_PATH + 1, sbx_interp_py,
+				     sizeof(sbx_interp_py) - 1, 0644, now, 0, 0, err);
+	if (r >= 0)
+		r = sbx_tar_finish(&tar, err);
+	if (r >= 0)
+		r = sbx_archive_put(m->engine, container, "/", tar.data, tar.len, err);
+	sbx_buf_release(&tar);
+	if (r < 0)
+		sbx_error_prefix(err, "install the Python interpreter program");
+	return r;
+}
+
+static struct sbx_interp *interp_of(sbx_sandbox *sb)
+{
+	struct sbx_interp *in;
+
+	pthread_mutex_lock(&sb->m->lock);
+	if (!sb->interp) {
+		in = calloc(1, sizeof(*in));
+		if (in) {
+			pthread_mutex_init(&in->run, NULL);
+			pthread_mutex_init(&in->pid_lock, NULL);
+			sb->interp = in;
+		}
+	}
+	in = sb->interp;
+	pthread_mutex_unlock(&sb->m->lock);
+	return in;
+}
+
+static long now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ---- base64 (the inline images) ---- */
+
+static int b64_value(unsigned char c)
+{
+	if (c >= 'A' && c <= 'Z')
+		return c - 'A';
+	if (c >= 'a' && c <= 'z')
+		return c - 'a' + 26;
+	if (c >= '0' && c <= '9')
+		return c - '0' + 52;
+	if (c == '+')
+		return 62;
+	if (c == '/')
+		return 63;
+	return -1;
+}
+
+/* Decodes padded base64; NULL when it is not that or out of memory. */
+static unsigned char *b64_decode(const char *s, size_t len, size_t *ret_len)
+{
+	unsigned char *out;
+	size_t n = 0;
+
+	if (len % 4)
+		return NULL;
+	out = malloc(len / 4 * 3 + 1);
+	if (!out)
+		return NULL;
+	for (size_t i = 0; i < len; i += 4) {
+		int v[4];
+		for (int k = 0; k < 4; k++)
+			v[k] = s[i + k] == '=' && i + 4 == len && k >= 2 ? 0 : b64_value(s[i + k]);
+		if (v[0] < 0 || v[1] < 0 || v[2] < 0 || v[3] < 0 ||
+		    (s[i + 2] == '=' && s[i + 3] != '=')) {
+			free(out);
+			return NULL;
+		}
+		out[n++] = (unsigned char)(v[0] << 2 | v[1] >> 4);
+		if (s[i + 2] != '=')
+			out[n++] = (unsigned char)((v[1] & 15) << 4 | v[2] >> 2);
+		if (s[i + 3] != '=')
+			out[n++] = (unsigned char)((v[2] & 3) << 6 | v[3]);
+	}
+	*ret_len = n;
+	return out;
+}
+
+/* ---- one call's state ---- */
+
+struct call {
+	sbx_manager *m;
+	sbx_sandbox *sb;
+	struct sbx_interp *in;
+	const struct sbx_python_opts *opts;
+	uint64_t id;
+	size_t cap;
+	struct sbx_run_result res;
+	struct json_object *hello; /* set by a hello line when starting */
+	bool acked;		   /* the interpreter took the request */
+	bool done;		   /* the result line arrived */
+};
+
+static const char *str_of(struct json_object *o, const char *key)
+{
+	struct json_object *v;
+	if (!json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, json_type_string))
+		return NULL;
+	return json_object_get_string(v);
+}
+
+static int64_t int_of(struct json_object *o, const char *key, int64_t def)
+{
+	struct json_object *v;
+	if (!json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, json_type_int))
+		return def;
+	return json_object_get_int64(v);
+}
+
+static bool bool_of(struct json_object *o, const char *key)
+{
+	struct json_object *v;
+	return json_object_object_get_ex(o, key, &v) && json_object_get_boolean(v);
+}
+
+/* Keeps output text within the cap (cut at a character boundary). */
+static int take_output(struct call *c, int fd, const char *s, size_t len)
+{
+	struct sbx_run_result *r = &c->res;
+	size_t used = r->out.len + r->err.len, take = len;
+
+	if (used >= c->cap)
+		take = 0;
+	else if (take > c->cap - used)
+		take = c->cap - used;
+	while (take > 0 && take < len && ((unsigned char)s[take] & 0xC0) == 0x80)
+		take--;
+	if (take < len)
+		r->truncated = true;
+	if (take == 0)
+		return 0;
+	if (sbx_buf_append(fd == 2 ? &r->err : &r->out, s, take) < 0)
+		return -ENOMEM;
+	if (c->opts && c->opts->on_output)
+		c->opts->on_output(c->opts->userdata, fd, s, take);
+	return 0;
+}
+
+static int take_files(struct call *c, struct json_object *files)
+{
+	struct sbx_run_result *r = &c->res;
+	size_t n = json_object_array_length(files);
+
+	if (n > FILES_MAX) {
+		n = FILES_MAX;
+		r->files_truncated = true;
+	}
+	r->files = calloc(n + 1, sizeof(*r->files));
+	if (!r->files)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		struct json_object *f = json_object_array_get_idx(files, i);
+		struct sbx_file_change *fc = &r->files[r->n_files];
+		const char *path = f ? str_of(f, "p") : NULL;
+		const char *mime = f ? str_of(f, "m") : NULL;
+		struct json_object *b;
+
+		if (!path)
+			continue;
+		fc->path = strdup(path);
+		if (!fc->path)
+			return -ENOMEM;
+		fc->size = int_of(f, "s", 0);
+		r->n_files++;
+		if (mime && json_object_object_get_ex(f, "b", &b) &&
+		    json_object_is_type(b, json_type_string)) {
+			fc->image =
+			    b64_decode(json_object_get_string(b),
+				       (size_t)json_object_get_string_len(b), &fc->image_len);
+			if (fc->image)
+				fc->image_mime =
+				    strcmp(mime, "image/png") == 0 ? "image/png" : "image/jpeg";
+		}
+	}
+	return 0;
+}
+
+/* One protocol line. Lines of other calls are ignored. */
+static int handle_line(struct call *c, const char *line, size_t len)
+{
+	struct json_tokener *tok = json_tokener_new();
+	struct json_object *o, *files;
+	const char *t;
+	int r = 0;
+
+	if (!tok)
+		return -ENOMEM;
+	o = json_tokener_parse_ex(tok, line, (int)len);
+	json_tokener_free(tok);
+	if (!o || !json_object_is_type(o, json_type_object) || !(t = str_of(o, "t")))
+		goto out;
+	if (strcmp(t, "hello") == 0) {
+		json_object_put(c->hello);
+		c->hello = json_object_get(o);
+		goto out;
+	}
+	if ((uint64_t)int_of(o, "id", -1) != c->id || c->done)
+		goto out;
+	if (strcmp(t, "a") == 0) {
+		c->acked = true;
+	} else if (strcmp(t, "o") == 0) {
+		struct json_object *s;
+		if (json_object_object_get_ex(o, "s", &s) &&
+		    json_object_is_type(s, json_type_string))
+			r = take_output(c, (int)int_of(o, "fd", 1), json_object_get_string(s),
+					(size_t)json_object_get_string_len(s));
+	} else if (strcmp(t, "r") == 0) {
+		c->done = true;
+		c->res.exit_code = (int)int_of(o, "rc", 1);
+		c->res.truncated |= bool_of(o, "trunc");
+		c->res.files_truncated = bool_of(o, "more");
+		if (json_object_object_get_ex(o, "files", &files) &&
+		    json_object_is_type(files, json_type_array))
+			r = take_files(c, files);
+	}
+out:
+	json_object_put(o);
+	return r;
+}
+
+/* Feeds stdout bytes of the stream; complete lines are handled. */
+static int feed(struct call *c, const char *p, size_t n)
+{
+	struct sbx_buf *b = &c->in->line;
+	size_t max = LINE_BASE + 2 * (size_t)c->m->s->sandbox.image_inline_max * 4;
+
+	while (n) {
+		const char *nl = memchr(p, '\n', n);
+		size_t take = nl ? (size_t)(nl - p) : n;
+		int r;
+
+		if (b->len + take > max)
+			return -EPROTO;
+		if (nl && b->len == 0) {
+			r = handle_line(c, p, take);
+		} else {
+			if (sbx_buf_append(b, p, take) < 0)
+				return -ENOMEM;
+			r = 0;
+			if (nl) {
+				r = handle_line(c, b->data, b->len);
+				sbx_buf_reset(b);
+			}
+		}
+		if (r < 0)
+			return r;
+		if (!nl)
+			break;
+		p = nl + 1;
+		n -= take + 1;
+	}
+	return 0;
+}
+
+/* Reads one chunk of the stream: 1 when something was read, 0 at end of
+ * stream, -ETIMEDOUT, or another negative code. */
+static int pump(struct call *c, int wait_ms, struct sbx_error *err)
+{
+	char buf[65536];
+	int fd = 1;
+	ssize_t n = sbx_stream_read(c->in->stream, buf, sizeof(buf), &fd, wait_ms, err);
+
+	if (n <= 0)
+		return (int)n;
+	if (fd == 2) {
+		struct sbx_buf *d = &c->in->diag;
+		if (d->len < DIAG_MAX)
+			sbx_buf_append(
+			    d, buf, (size_t)n < DIAG_MAX - d->len ? (size_t)n : DIAG_MAX - d->len);
+		return 1;
+	}
+	int r = feed(c, buf, (size_t)n);
+	if (r < 0)
+		return sbx_error_set(err, r,
+				     r == -EPROTO ? "the Python interpreter sent an over-long line"
+						  : "out of memory");
+	return 1;
+}
+
+static void drop_stream(struct sbx_interp *in)
+{
+	in->stream = sbx_stream_free(in->stream);
+	sbx_buf_reset(&in->line);
+	pthread_mutex_lock(&in->pid_lock);
+	in->pid = in->pgid = 0;
+	pthread_mutex_unlock(&in->pid_lock);
+}
+
+/* Kills the interpreter whose pid is known (and its process group when it
+ * leads one), with a fresh exec. */
+static void kill_pid(sbx_manager *m, sbx_sandbox *sb, long pid, long pgid)
+{
+	char p[32];
+	const char *const argv[] = {
+	    "sh",
+	    "-c",
+	    pgid == pid ? "kill -KILL -- -\"$1\" 2>/dev/null; kill -KILL \"$1\" 2>/dev/null; exit 0"
+			: "kill -KILL \"$1\" 2>/dev/null; exit 0",
+	    "sh",
+	    p,
+	    NULL};
+	struct sbx_exec_spec spec = {
+	    .argv = argv,
+	    .user = INTERP_USER,
+	    .timeout_ms = 10000,
+	    .output_cap = 4096,
+	};
+	struct sbx_exec_result res = {0};
+
+	if (pid <= 0)
+		return;
+	snprintf(p, sizeof(p), "%ld", pid);
+	if (sbx_exec(m->engine, sb->container, &spec, &res, NULL) >= 0)
+		sbx_exec_result_release(&res);
+}
+
+/* Asks the interpreter to end itself (its reader thread does it while the
+ * code runs): true when its stream ended within KILL_WAIT_MS. */
+static bool kill_politely(struct sbx_interp *in)
+{
+	static const char line[] = "{\"op\":\"kill\"}\n";
+	long deadline = now_ms() + KILL_WAIT_MS;
+	char buf[4096];
+
+	if (!in->stream || sbx_stream_write(in->stream, line, sizeof(line) - 1, NULL) < 0)
+		return false;
+	for (;;) {
+		long left = deadline - now_ms();
+		int fd;
+		ssize_t n = sbx_stream_read(in->stream, buf, sizeof(buf), &fd,
+					    left > 0 ? (int)left : 0, NULL);
+		if (n == 0)
+			return true;
+		if (n < 0)
+			return false;
+	}
+}
+
+static void interp_kill(sbx_manager *m, sbx_sandbox *sb, struct sbx_interp *in)
+{
+	long pid, pgid;
+
+	if (kill_politely(in)) {
+		drop_stream(in);
+		return;
+	}
+
+	pthread_mutex_lock(&in->pid_lock);
+	pid = in->pid;
+	pgid = in->pgid;
+	pthread_mutex_unlock(&in->pid_lock);
+	kill_pid(m, sb, pid, pgid);
+	drop_stream(in); /* closing stdin also ends an interpreter the kill missed */
+}
+
+/* Starts the interpreter and waits for its hello. Under in->run. */
+static int start_once(struct call *c, struct sbx_error *err)
+{
+	const char *const argv[] = {"python3", "-u", INTERP_PATH, NULL};
+	const char *const env[] = {"PYTHONIOENCODING=utf-8", NULL};
+	struct sbx_exec_spec spec = {
+	    .argv = argv,
+	    .env = env,
+	    .workdir = SBX_RESULTS_DIR,
+	    .user = INTERP_USER,
+	};
+	struct sbx_interp *in = c->in;
+	long deadline = now_ms() + START_MS;
+	int r;
+
+	sbx_buf_reset(&in->diag);
+	sbx_buf_reset(&in->line);
+	r = sbx_exec_stream(c->m->engine, c->sb->container, &spec, &in->stream, err);
+	if (r < 0)
+		return sbx_sandbox_exec_failed(c->m, c->sb, r, err);
+	while (!c->hello) {
+		long left = deadline - now_ms();
+		r = pump(c, left > 0 ? (int)left : 0, err);
+		if (r == 0 || r == -ETIMEDOUT) {
+			const char *d = in->diag.data ? in->diag.data : "";
+			drop_stream(in);
+			return sbx_error_set(
+			    err, r == 0 ? -EPIPE : -ETIMEDOUT,
+			    "the Python interpreter did not start in sandbox %s%s%.*s", c->sb->id,
+			    *d ? ": " : "", (int)in->diag.len, d);
+		}
+		if (r < 0) {
+			drop_stream(in);
+			return r;
+		}
+	}
+	pthread_mutex_lock(&in->pid_lock);
+	in->pid = (long)int_of(c->hello, "pid", 0);
+	in->pgid = (long)int_of(c->hello, "pgid", 0);
+	pthread_mutex_unlock(&in->pid_lock);
+	json_object_put(c->hello);
+	c->hello = NULL;
+	in->has_state = true;
+	in->lost = false;
+	return 0;
+}
+
+/* Starts the interpreter; when it cannot, puts the program in again (an
+ * adopted container may lack it) and tries once more. */
+static int start(struct call *c, struct sbx_error *err)
+{
+	int r = start_once(c, err);
+
+	if (r != -EPIPE)
+		return r;
+	if (sbx_interp_prepare(c->m, c->sb->container, NULL) < 0)
+		return r;
+	return start_once(c, err);
+}
+
+/* True when the stream has ended (the interpreter died) since last used. */
+static bool stream_ended(struct call *c)
+{
+	struct pollfd p = {.fd = sbx_stream_fd(c->in->stream), .events = POLLIN};
+
+	while (sbx_stream_pending(c->in->stream) || poll(&p, 1, 0) > 0) {
+		int r = pump(c, 0, NULL);
+		if (r == -ETIMEDOUT)
+			return false;
+		if (r <= 0)
+			return true;
+	}
+	return false;
+}
+
+static int send_line(struct sbx_interp *in, struct json_object *o, struct sbx_error *err)
+{
+	size_t len;
+	const char *s = json_object_to_json_string_length(
+	    o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &len);
+	int r;
+
+	if (!s)
+		return sbx_error_set(err, -ENOMEM, "out of memory");
+	r = sbx_stream_write(in->stream, s, len, err);
+	if (r >= 0)
+		r = sbx_stream_write(in->stream, "\n", 1, err);
+	return r;
+}
+
+static int send_run(struct call *c, const char *code, struct sbx_error *err)
+{
+	const struct sbx_settings *s = c->m->s;
+	struct json_object *o = json_object_new_object();
+	int r = o ? 0 : -ENOMEM;
+
+	if (o) {
+		r |= json_object_object_add(o, "op", json_object_new_string("run"));
+		r |= json_object_object_add(o, "id", json_object_new_int64((int64_t)c->id));
+		r |= json_object_object_add(o, "code", json_object_new_string(code));
+		r |= json_object_object_add(o, "cap", json_object_new_int64((int64_t)c->cap));
+		r |= json_object_object_add(o, "img",
+					    json_object_new_int64(s->sandbox.image_inline_max));
+		r |= json_object_object_add(o, "img_total",
+					    json_object_new_int64(4 * s->sandbox.image_inline_max));
+	}
+	if (r < 0) {
+		json_object_put(o);
+		return sbx_error_set(err, -ENOMEM, "out of memory");
+	}
+	r = send_line(c->in, o, err);
+	json_object_put(o);
+	return r;
+}
+
+static int send_interrupt(struct call *c)
+{
+	struct json_object *o = json_object_new_object();
+	int r = -ENOMEM;
+
+	if (o && json_object_object_add(o, "op", json_object_new_string("int")) == 0 &&
+	    json_object_object_add(o, "id", json_object_new_int64((int64_t)c->id)) == 0)
+		r = send_line(c->in, o, NULL);
+	json_object_put(o);
+	return r;
+}
+
+static int set_notice(struct sbx_run_result *r, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static int set_notice(struct sbx_run_result *r, const char *fmt, ...)
+{
+	va_list ap;
+	char *s;
+	int n;
+
+	va_start(ap, fmt);
+	n = vasprintf(&s, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return -ENOMEM;
+	free(r->notice);
+	r->notice = s;
+	return 0;
+}
+
+/* The interpreter's exit code once its stream ended, or -1. */
+static int ended_code(struct call *c)
+{
+	for (int i = 0; i < 20; i++) {
+		int code = sbx_stream_exit_code(c->in->stream, NULL);
+		if (code >= 0)
+			return code;
+		nanosleep(&(struct timespec){.tv_nsec = 10 * 1000000L}, NULL);
+	}
+	return -1;
+}
+
+/* The stream ended (EOF) or broke during the call: the container went
+ * away, or only the interpreter did (a broken one is killed). */
+static int interp_died(struct call *c, bool eof, struct sbx_error *err)
+{
+	struct sbx_container_info ci = {0};
+	int code = eof ? ended_code(c) : -1, q;
+
+	if (eof)
+		drop_stream(c->in);
+	else
+		interp_kill(c->m, c->sb, c->in);
+	q = sbx_container_inspect(c->m->engine, c->sb->container, &ci, NULL);
+	bool gone = q == -ENOENT || (q >= 0 && !ci.running);
+	sbx_container_info_release(&ci);
+	if (gone)
+		return sbx_sandbox_exec_failed(c->m, c->sb, -EPIPE, err);
+	c->res.exit_code = code;
+	c->res.interpreter_restarted = true;
+	c->in->has_state = false; /* told now, not again at the restart */
+	if (code == 137 || code < 0)
+		return set_notice(&c->res,
+				  "The Python interpreter was killed during this call (for example "
+				  "for using too much memory, or from outside); its variables and "
+				  "imports are gone, and the next call starts a new interpreter.");
+	return set_notice(&c->res,
+			  "The code ended the Python interpreter (exit status %d); its variables "
+			  "and imports are gone, and the next call starts a new interpreter.",
+			  code);
+}
+
+static double secs(long ms)
+{
+	return (double)ms / 1000.0;
+}
+
+/* Runs the call: request out, lines in until the result, the time limit
+ * or cancellation. Under in->run with a live stream. */
+static int converse(struct call *c, const char *code, long limit_ms, struct sbx_error *err)
+{
+	const struct sbx_python_opts *o = c->opts;
+	long deadline = now_ms() + limit_ms, kill_at = 0;
+	long grace = (long)c->m->s->sandbox.interrupt_grace_ms;
+	bool interrupted = false;
+	int r;
+
+	r = send_run(c, code, err);
+	if (r < 0)
+		return r == -ENOMEM ? r : -EAGAIN; /* it had died: start another */
+	while (!c->done) {
+		long now = now_ms(), until = interrupted ? kill_at : deadline, wait;
+
+		wait = until > now ? until - now : 0;
+		if (o && o->cancelled && wait > POLL_MS)
+			wait = POLL_MS;
+		r = pump(c, (int)wait, err);
+		if (r == 0 && !c->acked)
+			return -EAGAIN; /* it had died before this call: start another */
+		if (r == 0 || (r < 0 && r != -ETIMEDOUT && r != -ENOMEM))
+			return interp_died(c, r == 0, err);
+		if (r < 0 && r != -ETIMEDOUT)
+			return r;
+		if (c->done)
+			break;
+		now = now_ms();
+		if (!interrupted && o && o->cancelled && o->cancelled(o->userdata)) {
+			c->res.cancelled = true;
+			interrupted = true;
+		} else if (!interrupted && now >= deadline) {
+			c->res.timed_out = true;
+			interrupted = true;
+		} else if (interrupted && now >= kill_at) {
+			interp_kill(c->m, c->sb, c->in);
+			c->res.exit_code = -1;
+			c->res.interpreter_restarted = true;
+			r = c->res.cancelled
+				? set_notice(&c->res,
+					     "The call was cancelled and the code did not stop "
+					     "when interrupted, so the Python interpreter was "
+					     "killed and restarted: variables, imports and open "
+					     "files of earlier calls are gone.")
+				: set_notice(&c->res,
+					     "The code ran past its time limit of %.3g s and did "
+					     "not stop when interrupted, so the Python interpreter "
+					     "was killed and restarted: variables, imports and "
+					     "open files of earlier calls are gone.",
+					     secs(limit_ms));
+			if (r < 0)
+				return sbx_error_set(err, r, "out of memory");
+			c->in->has_state = false; /* told now */
+			if (start(c, NULL) < 0)
+				drop_stream(c->in);
+			return 0;
+		} else {
+			continue;
+		}
+		/* Just interrupted. */
+		kill_at = now + grace;
+		if (send_interrupt(c) < 0)
+			kill_at = now;
+	}
+	if (c->res.cancelled)
+		r = set_notice(&c->res, "The call was cancelled: the code got a KeyboardInterrupt; "
+					"the interpreter and its variables were kept.");
+	else if (c->res.timed_out)
+		r = set_notice(&c->res,
+			       "The code ran past its time limit of %.3g s and was interrupted "
+			       "(KeyboardInterrupt); the interpreter and its variables were kept.",
+			       secs(limit_ms));
+	return r < 0 ? sbx_error_set(err, -ENOMEM, "out of memory") : 0;
+}
+
+/* Waits for in->run until deadline_ms (CLOCK_MONOTONIC). */
+static int lock_until(struct sbx_interp *in, long wait_ms)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += wait_ms / 1000;
+	ts.tv_nsec += (wait_ms % 1000) * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	return -pthread_mutex_timedlock(&in->run, &ts);
+}
+
+int sbx_interp_run(sbx_manager *m, sbx_sandbox *sb, const char *code,
+		   const struct sbx_python_opts *opts, struct sbx_run_result *ret_result,
+		   struct sbx_error *err)
+{
+	struct sbx_interp *in = interp_of(sb);
+	long limit =
+	    opts && opts->timeout_ms > 0 ? opts->timeout_ms : (long)m->s->sandbox.exec_timeout_ms;
+	struct call c = {
+	    .m = m,
+	    .sb = sb,
+	    .in = in,
+	    .opts = opts,
+	    .cap = (size_t)m->s->sandbox.output_cap,
+	};
+	bool was_lost, retried = false;
+	int r;
+
+	if (!code)
+		return sbx_error_set(err, -EINVAL, "no code given");
+	if (!sbx_utf8_valid(code, strlen(code)))
+		return sbx_error_set(err, -EINVAL, "the code is not valid UTF-8");
+	if (!in)
+		return sbx_error_set(err, -ENOMEM, "out of memory");
+	r = lock_until(in, limit);
+	if (r < 0)
+		return sbx_error_set(err, -EBUSY,
+				     "another execute_python_code call is still running in sandbox "
+				     "%s; wait for it to end, or give a longer timeout",
+				     sb->id);
+	sbx_sandbox_touch(sb);
+	c.id = ++in->next_id;
+	c.res.exit_code = -1;
+	if (in->stream && stream_ended(&c)) {
+		drop_stream(in);
+		in->lost = true;
+	}
+again:
+	was_lost = in->lost;
+	if (!in->stream) {
+		bool had_state = in->has_state;
+		r = start(&c, err);
+		if (r < 0)
+			goto out;
+		if (had_state) {
+			c.res.interpreter_restarted = true;
+			r = set_notice(
+			    &c.res, was_lost ? "The Python interpreter had ended since the last "
+					       "call (killed, or out of memory); a new one ran "
+					       "this code: variables and imports of earlier calls "
+					       "are gone."
+					     : "A new Python interpreter ran this code: variables "
+					       "and imports of earlier calls are gone.");
+			if (r < 0) {
+				r = sbx_error_set(err, -ENOMEM, "out of memory");
+				goto out;
+			}
+		}
+	}
+	r = converse(&c, code, limit, err);
+	if (r == -EAGAIN && !retried) {
+		/* The request went to an interpreter that had ended unnoticed. */
+		retried = true;
+		drop_stream(in);
+		in->lost = true;
+		sbx_buf_reset(&c.res.out);
+		sbx_buf_reset(&c.res.err);
+		goto again;
+	}
+	if (r == -EAGAIN)
+		r = sbx_error_set(err, -EPIPE, "the Python interpreter of sandbox %s ended at once",
+				  sb->id);
+	if (r < 0)
+		goto out;
+	if (sbx_buf_append(&c.res.out, "", 0) < 0 || sbx_buf_append(&c.res.err, "", 0) < 0 ||
+	    sbx_utf8_sanitize(&c.res.out) < 0 || sbx_utf8_sanitize(&c.res.err) < 0) {
+		r = sbx_error_set(err, -ENOMEM, "out of memory");
+		goto out;
+	}
+	if (c.res.truncated && !c.res.notice)
+		set_notice(&c.res, "The output was cut at %lld bytes (sandbox.output_cap).",
+			   (long long)c.cap);
+	*ret_result = c.res;
+	memset(&c.res, 0, sizeof(c.res));
+out:
+	pthread_mutex_unlock(&in->run);
+	json_object_put(c.hello);
+	sbx_run_result_release(&c.res);
+	return r;
+}
+
+int sbx_interp_reset(sbx_manager *m, sbx_sandbox *sb, struct sbx_error *err)
+{
+	struct sbx_interp *in = interp_of(sb);
+	struct call c = {.m = m, .sb = sb, .in = in};
+	long pid, pgid;
+	int r;
+
+	if (!in)
+		return sbx_error_set(err, -ENOMEM, "out of memory");
+	/* Kill first, so that a running call ends now instead of at its limit. */
+	pthread_mutex_lock(&in->pid_lock);
+	pid = in->pid;
+	pgid = in->pgid;
+	pthread_mutex_unlock(&in->pid_lock);
+	kill_pid(m, sb, pid, pgid);
+	pthread_mutex_lock(&in->run);
+	drop_stream(in);
+	r = start(&c, err);
+	in->lost = false;
+	pthread_mutex_unlock(&in->run);
+	json_object_put(c.hello);
+	if (r < 0)
+		sbx_error_prefix(err, "reset the Python interpreter");
+	return r;
+}

@@ -1,0 +1,745 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The warm pool and the state folder (include/sbx/sandbox.h says what they
+ * are for).
+ *
+ * The pool is a FIFO of started, never assigned containers plus one refill
+ * thread per manager. Everything here is under m->lock, which is never held
+ * across an engine call or a file write: the thread reserves what it is
+ * about to make (filling, filling_id) so that the limit, stats and recover
+ * see it, drops the lock, provisions with sbx_container_provision, and takes
+ * the lock again.
+ *
+ * The refill thread, in order: removes pooled containers beyond the room
+ * left (the pool is off, stopping, or assigned sandboxes took the room);
+ * starts one more when the pool has started filling, has room and is not
+ * backing off (0.5 s after a failure, doubling up to 30 s); every 30 s lists
+ * the pooled containers (one engine call) and drops those no longer running,
+ * so that a create is not handed a dead one; else sleeps on `wake`.
+ *
+ * State folder: STATE_DIR/instance-INSTANCE/ID, one file per pooled sandbox
+ * once it is assigned: {"id", "container", "owner", "name", "assigned"},
+ * 0600, written to .ID.tmp and renamed (no fsync: after a power loss an
+ * empty or missing file makes recover leave the container alone or remove
+ * it; a server crash loses nothing). Files are opened by the instance
+ * folder's descriptor, never followed through links, read up to
+ * STATE_FILE_MAX bytes.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <json-c/json.h>
+
+#include "sandbox-internal.h"
+#include "sbx/common.h"
+
+#define STATE_DIR_DEFAULT "/var/lib/mcp-sandbox"
+#define STATE_FILE_MAX 4096
+#define BACKOFF_MIN_MS 500
+#define BACKOFF_MAX_MS 30000
+#define CHECK_EVERY_S 30
+
+struct sbx_pool {
+	pthread_t thread;
+	bool have_thread;
+	pthread_cond_t wake;
+	bool started;  /* may fill */
+	bool stopping; /* sbx_pool_stop was called */
+	size_t size;   /* target; 0 = off */
+	struct sbx_pool_entry *head;
+	size_t n_ready;
+	bool filling;
+	char filling_id[SBX_SANDBOX_ID_MAX + 1];
+	unsigned failures_in_row;
+	struct timespec retry_at, check_at; /* CLOCK_MONOTONIC */
+	uint64_t taken, cold, made, failed;
+	int last_error;
+	/* The instance's state folder: -1 and NULL when there is none. */
+	int state_fd;
+	char *state_path;
+	/* Pool sandbox ids recover saw but did not adopt or remove (their
+	 * state files stay). */
+	char (*seen)[SBX_SANDBOX_ID_MAX + 1];
+	size_t n_seen;
+};
+
+static void ts_add_ms(struct timespec *ts, long ms)
+{
+	ts->tv_sec += ms / 1000;
+	ts->tv_nsec += (ms % 1000) * 1000000L;
+	if (ts->tv_nsec >= 1000000000L) {
+		ts->tv_sec++;
+		ts->tv_nsec -= 1000000000L;
+	}
+}
+
+static bool ts_reached(const struct timespec *now, const struct timespec *t)
+{
+	return now->tv_sec > t->tv_sec || (now->tv_sec == t->tv_sec && now->tv_nsec >= t->tv_nsec);
+}
+
+/* Our ids are hex; anything else is not used as a file name. */
+static bool id_valid(const char *id)
+{
+	size_t n = strlen(id);
+	return n >= 1 && n <= SBX_SANDBOX_ID_MAX && strspn(id, "0123456789abcdef") == n;
+}
+
+/* ---- the state folder ---- */
+
+/* Opens PATH (relative to AT) as a directory; with PRIVATE, creates it
+ * 0700 when missing and insists that it is ours and closed to others. */
+static int open_dir(int at, const char *path, bool private, struct sbx_error *err)
+{
+	struct stat st;
+	int fd;
+
+	if (private && mkdirat(at, path, 0700) < 0 && errno != EEXIST)
+		return sbx_error_set(err, -errno, "create %s: %s", path, strerror(errno));
+	fd = openat(at, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC | (private ? O_NOFOLLOW : 0));
+	if (fd < 0)
+		return sbx_error_set(err, -errno, "open %s: %s", path, strerror(errno));
+	if (!private)
+		return fd;
+	if (fstat(fd, &st) < 0 || st.st_uid != geteuid()) {
+		close(fd);
+		return sbx_error_set(err, -EPERM, "%s is not owned by this user", path);
+	}
+	if ((st.st_mode & 077) && fchmod(fd, 0700) < 0) {
+		close(fd);
+		return sbx_error_set(err, -errno, "make %s private: %s", path, strerror(errno));
+	}
+	return fd;
+}
+
+/* Finds the state folder: server.state_dir (created when missing; any
+ * failure is an error), else $STATE_DIRECTORY (its first entry), else
+ * /var/lib/mcp-sandbox when it exists (any failure: no state folder). */
+static int state_open(struct sbx_pool *p, const struct sbx_settings *s, struct sbx_error *err)
+{
+	const char *conf = s->server.state_dir, *env = getenv("STATE_DIRECTORY");
+	_cleanup_free_ char *base = NULL, *sub = NULL;
+	struct sbx_error ignore = SBX_ERROR_INIT;
+	struct stat st;
+	bool explicit = conf && *conf;
+	int top, fd;
+
+	if (explicit)
+		base = strdup(conf);
+	else if (env && *env)
+		base = strndup(env, strcspn(env, ":"));
+	else if (stat(STATE_DIR_DEFAULT, &st) == 0 && S_ISDIR(st.st_mode))
+		base = strdup(STATE_DIR_DEFAULT);
+	else
+		return 0;
+	if (!base || asprintf(&sub, "instance-%s", s->server.instance) < 0) {
+		sub = NULL;
+		return sbx_error_set(err, -ENOMEM, "out of memory");
+	}
+	if (!explicit)
+		err = &ignore;
+	if (explicit && mkdir(base, 0700) < 0 && errno != EEXIST)
+		return sbx_error_set(err, -errno, "state folder (server.state_dir) %s: %s", base,
+				     strerror(errno));
+	top = open_dir(AT_FDCWD, base, false, err);
+	if (top >= 0 && !explicit && faccessat(top, ".", W_OK, AT_EACCESS) < 0) {
+		/* A folder we did not ask for: only if we may write to it. */
+		close(top);
+		return 0;
+	}
+	if (top < 0) {
+		sbx_error_prefix(err, "state folder (server.state_dir)");
+		return explicit ? err->code : 0;
+	}
+	fd = open_dir(top, sub, true, err);
+	close(top);
+	if (fd < 0) {
+		sbx_error_prefix(err, "state folder %s", base);
+		return explicit ? fd : 0;
+	}
+	if (asprintf(&p->state_path, "%s/%s", base, sub) < 0) {
+		p->state_path = NULL;
+		close(fd);
+		return sbx_error_set(err, -ENOMEM, "out of memory");
+	}
+	p->state_fd = fd;
+	return 0;
+}
+
+static int write_all(int fd, const char *data, size_t len)
+{
+	while (len > 0) {
+		ssize_t n = write(fd, data, len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		data += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+static int state_write(struct sbx_pool *p, const sbx_sandbox *sb, struct sbx_error *err)
+{
+	char tmp[SBX_SANDBOX_ID_MAX + 8];
+	json_object *j = json_object_new_object();
+	const char *text;
+	int fd, r;
+
+	if (!j)
+		return sbx_error_set(err, -ENOMEM, "out of memory");
+	json_object_object_add(j, "id", json_object_new_string(sb->id));
+	json_object_object_add(j, "container", json_object_new_string(sb->container));
+	json_object_object_add(j, "owner", json_object_new_string(sb->owner));
+	json_object_object_add(j, "name", json_object_new_string(sb->name));
+	json_object_object_add(j, "assigned", json_object_new_int64((int64_t)sb->created));
+	text = json_object_to_json_string_ext(j, JSON_C_TO_STRING_PLAIN);
+	if (!text || strlen(text) >= STATE_FILE_MAX) {
+		json_object_put(j);
+		return sbx_error_set(err, -ENOMEM, "state of sandbox %s: out of memory", sb->id);
+	}
+	snprintf(tmp, sizeof(tmp), ".%s.tmp", sb->id);
+	fd = openat(p->state_fd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		r = -errno;
+		json_object_put(j);
+		return sbx_error_set(err, r, "write %s/%s: %s", p->state_path, tmp, strerror(-r));
+	}
+	r = write_all(fd, text, strlen(text));
+	json_object_put(j);
+	if (close(fd) < 0 && r == 0)
+		r = -errno;
+	if (r == 0 && renameat(p->state_fd, tmp, p->state_fd, sb->id) < 0)
+		r = -errno;
+	if (r < 0) {
+		unlinkat(p->state_fd, tmp, 0);
+		return sbx_error_set(err, r, "write %s/%s: %s", p->state_path, sb->id,
+				     strerror(-r));
+	}
+	return 0;
+}
+
+/* Reads the assignment of ID: 1 when there is a valid one, 0 when there is
+ * none (-ENOENT in *ret_why) or it cannot be trusted, < 0 when the file
+ * cannot be read. */
+static int state_read(struct sbx_pool *p, const char *id, const char *container, char **ret_owner,
+		      char **ret_name, time_t *ret_assigned, struct sbx_error *err)
+{
+	char buf[STATE_FILE_MAX + 1];
+	json_object *j, *v;
+	const char *owner, *name, *fid, *fcont;
+	size_t len = 0;
+	int fd, r = 0;
+
+	fd = openat(p->state_fd, id, O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC);
+	if (fd < 0 && errno == ENOENT)
+		return -ENOENT;
+	if (fd < 0)
+		return sbx_error_set(err, -errno, "read %s/%s: %s", p->state_path, id,
+				     strerror(errno));
+	while (len < sizeof(buf) - 1) {
+		ssize_t n = read(fd, buf + len, sizeof(buf) - 1 - len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			r = -errno;
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+	}
+	close(fd);
+	if (r < 0)
+		return sbx_error_set(err, r, "read %s/%s: %s", p->state_path, id, strerror(-r));
+	buf[len] = '\0';
+	j = json_tokener_parse(buf);
+	if (!j || !json_object_is_type(j, json_type_object)) {
+		json_object_put(j);
+		return 0;
+	}
+	fid = json_object_object_get_ex(j, "id", &v) ? json_object_get_string(v) : NULL;
+	fcont = json_object_object_get_ex(j, "container", &v) ? json_object_get_string(v) : NULL;
+	owner =
+	    json_object_object_get_ex(j, "owner", &v) && json_object_is_type(v, json_type_string)
+		? json_object_get_string(v)
+		: NULL;
+	name = json_object_object_get_ex(j, "name", &v) && json_object_is_type(v, json_type_string)
+		   ? json_object_get_string(v)
+		   : NULL;
+	if (json_object_object_get_ex(j, "assigned", &v) && json_object_is_type(v, json_type_int))
+		*ret_assigned = (time_t)json_object_get_int64(v);
+	r = 0;
+	if (fid && strcmp(fid, id) == 0 && fcont && strcmp(fcont, container) == 0 && owner &&
+	    name) {
+		*ret_owner = strdup(owner);
+		*ret_name = strdup(name);
+		r = *ret_owner && *ret_name ? 1 : -ENOMEM;
+		if (r < 0) {
+			free(*ret_owner), *ret_owner = NULL;
+			free(*ret_name), *ret_name = NULL;
+			sbx_error_set(err, r, "out of memory");
+		}
+	}
+	json_object_put(j);
+	return r;
+}
+
+/* ---- the pool ---- */
+
+struct sbx_pool_entry *sbx_pool_entry_free(struct sbx_pool_entry *e)
+{
+	if (e) {
+		free(e->container);
+		free(e);
+	}
+	return NULL;
+}
+
+/* Under m->lock: more pooled containers than the pool may keep now. */
+static bool excess_locked(sbx_manager *m)
+{
+	struct sbx_pool *p = m->pool;
+	size_t max = (size_t)m->s->sandbox.max_sandboxes;
+
+	return p->n_ready > 0 && (p->stopping || p->n_ready > p->size || m->n + p->n_ready > max);
+}
+
+/* Under m->lock: the pool may start one more container now. */
+static bool wants_one_locked(sbx_manager *m)
+{
+	struct sbx_pool *p = m->pool;
+	size_t have = p->n_ready + (p->filling ? 1 : 0);
+
+	return p->started && !p->stopping && have < p->size &&
+	       m->n + have < (size_t)m->s->sandbox.max_sandboxes;
+}
+
+/* Under m->lock, dropped around the engine call. */
+static void drop_oldest_locked(sbx_manager *m)
+{
+	struct sbx_pool *p = m->pool;
+	struct sbx_pool_entry *e = p->head;
+
+	p->head = e->next;
+	p->n_ready--;
+	pthread_mutex_unlock(&m->lock);
+	sbx_container_remove(m->engine, e->container, NULL);
+	sbx_pool_entry_free(e);
+	pthread_mutex_lock(&m->lock);
+}
+
+static void push_locked(struct sbx_pool *p, struct sbx_pool_entry *e)
+{
+	struct sbx_pool_entry **at = &p->head;
+
+	while (*at)
+		at = &(*at)->next;
+	e->next = NULL;
+	*at = e;
+	p->n_ready++;
+}
+
+/* Under m->lock, dropped around the engine calls. */
+static void refill_one_locked(sbx_manager *m)
+{
+	struct sbx_pool *p = m->pool;
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_pool_entry *e = calloc(1, sizeof(*e));
+	struct timespec now;
+	int r = e ? sbx_sandbox_make_id(e->id, &err) : -ENOMEM;
+
+	if (r >= 0) {
+		p->filling = true;
+		snprintf(p->filling_id, sizeof(p->filling_id), "%s", e->id);
+		pthread_mutex_unlock(&m->lock);
+		r = sbx_container_provision(m, e->id, time(NULL), NULL, NULL, &e->container, &err);
+		pthread_mutex_lock(&m->lock);
+		p->filling = false;
+		p->filling_id[0] = '\0';
+	}
+	p->last_error = r < 0 ? r : 0;
+	if (r < 0) {
+		long ms = BACKOFF_MIN_MS;
+		for (unsigned i = 0; i < p->failures_in_row && ms < BACKOFF_MAX_MS; i++)
+			ms *= 2;
+		p->failed++;
+		p->failures_in_row++;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		p->retry_at = now;
+		ts_add_ms(&p->retry_at, ms < BACKOFF_MAX_MS ? ms : BACKOFF_MAX_MS);
+		sbx_pool_entry_free(e);
+		return;
+	}
+	p->failures_in_row = 0;
+	p->made++;
+	push_locked(p, e); /* excess_locked() trims it if the room went meanwhile */
+}
+
+/* Under m->lock, dropped around the engine calls: drops pooled containers
+ * that no longer run. Only this thread adds to the pool (give-backs were
+ * in it before), so what the list misses is really gone. */
+static void check_locked(sbx_manager *m)
+{
+	struct sbx_pool *p = m->pool;
+	struct sbx_kv want[] = {{SBX_LABEL_INSTANCE, m->s->server.instance}, {SBX_LABEL_POOL, "1"}};
+	struct sbx_container_summary *cs = NULL;
+	struct sbx_pool_entry *dead = NULL, **at;
+	size_t n = 0;
+	int r;
+
+	pthread_mutex_unlock(&m->lock);
+	r = sbx_container_list(m->engine, want, SBX_ARRAY_SIZE(want), &cs, &n, NULL);
+	pthread_mutex_lock(&m->lock);
+	clock_gettime(CLOCK_MONOTONIC, &p->check_at);
+	p->check_at.tv_sec += CHECK_EVERY_S;
+	if (r < 0)
+		return;
+	for (at = &p->head; *at;) {
+		struct sbx_pool_entry *e = *at;
+		bool alive = false;
+		for (size_t i = 0; i < n && !alive; i++)
+			alive = cs[i].running && cs[i].id && strlen(cs[i].id) >= 12 &&
+				strncmp(cs[i].id, e->container, strlen(cs[i].id)) == 0;
+		if (alive) {
+			at = &e->next;
+			continue;
+		}
+		*at = e->next;
+		p->n_ready--;
+		e->next = dead;
+		dead = e;
+	}
+	sbx_container_list_free(cs, n);
+	pthread_mutex_unlock(&m->lock);
+	while (dead) {
+		struct sbx_pool_entry *next = dead->next;
+		sbx_container_remove(m->engine, dead->container, NULL);
+		sbx_pool_entry_free(dead);
+		dead = next;
+	}
+	pthread_mutex_lock(&m->lock);
+}
+
+static void *refill_main(void *arg)
+{
+	sbx_manager *m = arg;
+	struct sbx_pool *p = m->pool;
+	struct timespec now;
+
+	pthread_mutex_lock(&m->lock);
+	while (!p->stopping) {
+		const struct timespec *until = NULL;
+
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if (excess_locked(m)) {
+			drop_oldest_locked(m);
+			continue;
+		}
+		if (wants_one_locked(m)) {
+			if (ts_reached(&now, &p->retry_at)) {
+				refill_one_locked(m);
+				continue;
+			}
+			until = &p->retry_at;
+		}
+		if (p->n_ready > 0) {
+			if (ts_reached(&now, &p->check_at)) {
+				check_locked(m);
+				continue;
+			}
+			if (!until || !ts_reached(&p->check_at, until))
+				until = &p->check_at;
+		}
+		if (until)
+			pthread_cond_timedwait(&p->wake, &m->lock, until);
+		else
+			pthread_cond_wait(&p->wake, &m->lock);
+	}
+	pthread_mutex_unlock(&m->lock);
+	return NULL;
+}
+
+int sbx_pool_new(sbx_manager *m, struct sbx_error *err)
+{
+	struct sbx_pool *p = calloc(1, sizeof(*p));
+	pthread_condattr_t ca;
+	int r;
+
+	if (!p)
+		return sbx_error_set(err, -ENOMEM, "out of memory");
+	p->state_fd = -1;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&p->wake, &ca);
+	pthread_condattr_destroy(&ca);
+	m->pool = p;
+	r = state_open(p, m->s, err);
+	if (r < 0) {
+		sbx_pool_free(m);
+		return r;
+	}
+	/* Without a state folder a pooled sandbox could not be adopted after a
+	 * restart: then the pool only serves servers that remove their
+	 * sandboxes on exit. */
+	p->size = (size_t)m->s->sandbox.pool_size;
+	if (p->state_fd < 0 && !m->s->sandbox.remove_on_exit)
+		p->size = 0;
+	if (p->size == 0)
+		return 0;
+	clock_gettime(CLOCK_MONOTONIC, &p->check_at);
+	p->check_at.tv_sec += CHECK_EVERY_S;
+	r = -pthread_create(&p->thread, NULL, refill_main, m);
+	if (r < 0) {
+		sbx_pool_free(m);
+		return sbx_error_set(err, r, "start the pool thread: %s", strerror(-r));
+	}
+	p->have_thread = true;
+	return 0;
+}
+
+void sbx_pool_stop(sbx_manager *m)
+{
+	struct sbx_pool *p = m->pool;
+	struct sbx_pool_entry *e;
+
+	pthread_mutex_lock(&m->lock);
+	p->stopping = true;
+	pthread_cond_signal(&p->wake);
+	pthread_mutex_unlock(&m->lock);
+	if (p->have_thread)
+		pthread_join(p->thread, NULL);
+	p->have_thread = false;
+	/* The thread is gone and nobody else adds to the pool now. */
+	while ((e = p->head)) {
+		p->head = e->next;
+		p->n_ready--;
+		sbx_container_remove(m->engine, e->container, NULL);
+		sbx_pool_entry_free(e);
+	}
+}
+
+void sbx_pool_free(sbx_manager *m)
+{
+	struct sbx_pool *p = m->pool;
+
+	if (!p)
+		return;
+	if (p->have_thread)
+		sbx_pool_stop(m);
+	while (p->head) {
+		struct sbx_pool_entry *e = p->head;
+		p->head = e->next;
+		sbx_pool_entry_free(e);
+	}
+	if (p->state_fd >= 0)
+		close(p->state_fd);
+	free(p->state_path);
+	free(p->seen);
+	pthread_cond_destroy(&p->wake);
+	free(p);
+	m->pool = NULL;
+}
+
+struct sbx_pool_entry *sbx_pool_take_locked(sbx_manager *m)
+{
+	struct sbx_pool *p = m->pool;
+	struct sbx_pool_entry *e = p->head;
+
+	if (!e)
+		return NULL;
+	p->head = e->next;
+	p->n_ready--;
+	e->next = NULL;
+	return e;
+}
+
+void sbx_pool_give_back_locked(sbx_manager *m, struct sbx_pool_entry *e)
+{
+	struct sbx_pool *p = m->pool;
+
+	e->next = p->head;
+	p->head = e;
+	p->n_ready++;
+	pthread_cond_signal(&p->wake);
+}
+
+void sbx_pool_created_locked(sbx_manager *m, bool from_pool)
+{
+	struct sbx_pool *p = m->pool;
+
+	if (from_pool) {
+		p->taken++;
+	} else {
+		p->cold++;
+		p->started = true; /* the engine can run a sandbox */
+	}
+	pthread_cond_signal(&p->wake);
+}
+
+int sbx_pool_assign(sbx_manager *m, sbx_sandbox *sb, struct sbx_error *err)
+{
+	if (m->pool->state_fd < 0)
+		return 0;
+	return state_write(m->pool, sb, err);
+}
+
+void sbx_pool_forget(sbx_manager *m, sbx_sandbox *sb)
+{
+	struct sbx_pool *p = m->pool;
+
+	if (sb->pooled && p->state_fd >= 0)
+		unlinkat(p->state_fd, sb->id, 0);
+	pthread_mutex_lock(&m->lock);
+	pthread_cond_signal(&p->wake);
+	pthread_mutex_unlock(&m->lock);
+}
+
+/* Under m->lock: the id is one of this manager's, pooled, being made, or a
+ * record (maybe still being assigned). */
+static bool own_id_locked(sbx_manager *m, const char *id)
+{
+	struct sbx_pool *p = m->pool;
+
+	if (p->filling && strcmp(p->filling_id, id) == 0)
+		return true;
+	for (struct sbx_pool_entry *e = p->head; e; e = e->next)
+		if (strcmp(e->id, id) == 0)
+			return true;
+	for (size_t i = 0; i < m->n; i++)
+		if (strcmp(m->table[i]->id, id) == 0)
+			return true;
+	return false;
+}
+
+static int remember_locked(struct sbx_pool *p, const char *id)
+{
+	void *seen = reallocarray(p->seen, p->n_seen + 1, sizeof(*p->seen));
+
+	if (!seen)
+		return -ENOMEM;
+	p->seen = seen;
+	snprintf(p->seen[p->n_seen++], sizeof(*p->seen), "%s", id);
+	return 0;
+}
+
+int sbx_pool_recover_one(sbx_manager *m, const char *id, const char *container, char **ret_owner,
+			 char **ret_name, time_t *ret_assigned, struct sbx_error *err)
+{
+	struct sbx_pool *p = m->pool;
+	char *owner = NULL, *name = NULL;
+	time_t assigned = 0;
+	bool own;
+	int r;
+
+	if (!id_valid(id))
+		return 0;
+	pthread_mutex_lock(&m->lock);
+	own = own_id_locked(m, id);
+	pthread_mutex_unlock(&m->lock);
+	if (own)
+		return 0;
+	if (p->state_fd < 0) {
+		/* Unknowable. Gone with the server anyway when remove_on_exit. */
+		if (m->s->sandbox.remove_on_exit)
+			sbx_container_remove(m->engine, container, NULL);
+		return 0;
+	}
+	r = state_read(p, id, container, &owner, &name, &assigned, err);
+	if (r == -ENOENT) {
+		/* Never assigned: nobody's, and maybe from an older image. */
+		r = sbx_container_remove(m->engine, container, err);
+		return r == -ENOENT ? 0 : r < 0 ? r : 0;
+	}
+	if (r <= 0) {
+		/* Unreadable or untrusted: leave container and file alone. */
+		pthread_mutex_lock(&m->lock);
+		if (remember_locked(p, id) < 0 && r == 0)
+			r = sbx_error_set(err, -ENOMEM, "out of memory");
+		pthread_mutex_unlock(&m->lock);
+		return r;
+	}
+	*ret_owner = owner;
+	*ret_name = name;
+	*ret_assigned = assigned;
+	return 1;
+}
+
+void sbx_pool_recover_done(sbx_manager *m)
+{
+	struct sbx_pool *p = m->pool;
+	struct dirent *de;
+	DIR *d = NULL;
+	int fd;
+
+	if (p->state_fd >= 0) {
+		fd = openat(p->state_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		d = fd >= 0 ? fdopendir(fd) : NULL;
+		if (!d && fd >= 0)
+			close(fd);
+	}
+	while (d && (de = readdir(d))) {
+		char id[SBX_SANDBOX_ID_MAX + 1];
+		const char *n = de->d_name;
+		size_t len = strlen(n);
+		bool keep = false;
+
+		if (n[0] == '.' && len > 5 && strcmp(n + len - 4, ".tmp") == 0 &&
+		    len - 5 <= SBX_SANDBOX_ID_MAX) {
+			memcpy(id, n + 1, len - 5);
+			id[len - 5] = '\0';
+		} else if (len <= SBX_SANDBOX_ID_MAX) {
+			memcpy(id, n, len + 1);
+		} else {
+			continue;
+		}
+		if (!id_valid(id))
+			continue;
+		pthread_mutex_lock(&m->lock);
+		keep = own_id_locked(m, id);
+		for (size_t i = 0; i < p->n_seen && !keep; i++)
+			keep = strcmp(p->seen[i], id) == 0;
+		pthread_mutex_unlock(&m->lock);
+		if (!keep)
+			unlinkat(p->state_fd, n, 0);
+	}
+	if (d)
+		closedir(d);
+	pthread_mutex_lock(&m->lock);
+	free(p->seen);
+	p->seen = NULL;
+	p->n_seen = 0;
+	p->started = true;
+	pthread_cond_signal(&p->wake);
+	pthread_mutex_unlock(&m->lock);
+}
+
+void sbx_manager_pool_stats(sbx_manager *m, struct sbx_pool_stats *ret_stats)
+{
+	struct sbx_pool *p = m->pool;
+
+	pthread_mutex_lock(&m->lock);
+	*ret_stats = (struct sbx_pool_stats){
+	    .size = p->size,
+	    .ready = p->n_ready,
+	    .filling = p->filling ? 1 : 0,
+	    .filling_on = p->started && p->size > 0,
+	    .taken = p->taken,
+	    .cold = p->cold,
+	    .made = p->made,
+	    .failures = p->failed,
+	    .last_error = p->last_error,
+	};
+	pthread_mutex_unlock(&m->lock);
+}
+
+const char *sbx_manager_state_dir(const sbx_manager *m)
+{
+	return m->pool->state_path;
+}

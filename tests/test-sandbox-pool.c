@@ -1,0 +1,922 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The warm pool against a real engine: tests/test-sandbox-pool TYPE URL [IMAGE].
+ * Every manager here uses an instance name unique to this run and a state
+ * folder under a temporary directory; the suite ends by checking that no
+ * container of those instances is left.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sbx/common.h"
+#include "sbx/engine.h"
+#include "sbx/sandbox.h"
+#include "sbx/settings.h"
+#include "tap.h"
+
+static sbx_engine *engine;
+static const char *engine_type, *engine_url, *image;
+static char instance[64];
+static char state_root[] = "/tmp/sbx-pool-XXXXXX";
+static char state_dir[128];
+
+static void settings_for(struct sbx_settings *s, const char *inst, const char *const *extra)
+{
+	char line[512];
+	struct sbx_error err = SBX_ERROR_INIT;
+	const char *base[] = {"sandbox.output_cap=64k", "sandbox.memory=256m", state_dir, NULL};
+
+	if (sbx_settings_init(s) < 0)
+		tap_bail("settings init");
+	snprintf(line, sizeof(line), "server.instance=%s", inst);
+	if (sbx_settings_set(s, line, &err) < 0)
+		tap_bail(err.msg);
+	snprintf(line, sizeof(line), "sandbox.image=%s", image);
+	if (sbx_settings_set(s, line, &err) < 0)
+		tap_bail(err.msg);
+	for (const char *const *x = base; *x; x++)
+		if (sbx_settings_set(s, *x, &err) < 0)
+			tap_bail(err.msg);
+	for (; extra && *extra; extra++)
+		if (sbx_settings_set(s, *extra, &err) < 0) {
+			tap_diag("%s: %s", *extra, err.msg);
+			tap_bail("bad test setting");
+		}
+}
+
+static sbx_manager *manager(const struct sbx_settings *s, sbx_engine *e)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	sbx_manager *m = NULL;
+
+	if (sbx_manager_new(s, e, &m, &err) < 0) {
+		tap_diag("manager: %s", err.msg);
+		tap_bail("cannot make a manager");
+	}
+	return m;
+}
+
+static size_t count_labels(const char *inst, bool pool_only)
+{
+	struct sbx_kv want[] = {{SBX_LABEL_INSTANCE, inst}, {SBX_LABEL_POOL, "1"}};
+	struct sbx_container_summary *list = NULL;
+	size_t n = 0;
+	if (sbx_container_list(engine, want, pool_only ? 2 : 1, &list, &n, NULL) < 0)
+		return (size_t)-1;
+	sbx_container_list_free(list, n);
+	return n;
+}
+
+static size_t count_instance(const char *inst)
+{
+	return count_labels(inst, false);
+}
+
+static size_t count_pool_labelled(const char *inst)
+{
+	return count_labels(inst, true);
+}
+
+/* The container id of a sandbox, found through its labels. */
+static char *container_of(const char *inst, const char *id)
+{
+	struct sbx_kv want[] = {{SBX_LABEL_INSTANCE, inst}, {SBX_LABEL_ID, id}};
+	struct sbx_container_summary *list = NULL;
+	size_t n = 0;
+	char *cid = NULL;
+	if (sbx_container_list(engine, want, 2, &list, &n, NULL) == 0 && n == 1)
+		cid = strdup(list[0].id);
+	sbx_container_list_free(list, n);
+	return cid;
+}
+
+static double now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* Waits until the pool holds READY containers and is not filling. */
+static bool wait_pool(sbx_manager *m, size_t ready, int seconds)
+{
+	struct sbx_pool_stats st;
+	double until = now_ms() + seconds * 1000.0;
+
+	do {
+		sbx_manager_pool_stats(m, &st);
+		if (st.ready == ready && st.filling == 0)
+			return true;
+		usleep(50000);
+	} while (now_ms() < until);
+	tap_diag("pool: %zu ready, %zu filling (wanted %zu); last error %d", st.ready, st.filling,
+		 ready, st.last_error);
+	return false;
+}
+
+static char *shell_out(sbx_manager *m, sbx_sandbox *sb, const char *cmd)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_run_result res = {0};
+	char *out = NULL;
+
+	if (sbx_sandbox_run_shell(m, sb, cmd, 0, &res, &err) < 0) {
+		tap_diag("run_shell %s: %s", cmd, err.msg);
+		return strdup("<failed>");
+	}
+	out = strdup(res.out.data ? res.out.data : "");
+	sbx_run_result_release(&res);
+	return out;
+}
+
+static bool state_file(const char *inst, const char *id, struct stat *ret_st)
+{
+	char path[512];
+	snprintf(path, sizeof(path), "%s/instance-%s/%s", state_root, inst, id);
+	return stat(path, ret_st) == 0;
+}
+
+static size_t state_files(const char *inst)
+{
+	char cmd[512];
+	size_t n = 0;
+	FILE *f;
+
+	snprintf(cmd, sizeof(cmd), "ls -A '%s/instance-%s' 2>/dev/null | wc -l", state_root, inst);
+	f = popen(cmd, "r");
+	if (!f || fscanf(f, "%zu", &n) != 1)
+		n = (size_t)-1;
+	if (f)
+		pclose(f);
+	return n;
+}
+
+/* Counts the processes running `sleep 4242` (the pattern does not match itself). */
+static const char procs_4242[] = "for f in /proc/[0-9]*/cmdline; do tr '\\0' ' ' < $f; echo; "
+				 "done 2>/dev/null | grep -c 'sleep 424[2]'; true";
+
+static void test_fill_take_refill(void)
+{
+	const char *const extra[] = {"sandbox.pool_size=2", NULL};
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_pool_stats st;
+	struct sbx_settings s;
+	struct sbx_sandbox_info info = {0};
+	struct stat fst;
+	sbx_manager *m;
+	sbx_sandbox *a = NULL;
+	char inst[80], *cid = NULL, *pooled_before = NULL;
+	int r;
+
+	snprintf(inst, sizeof(inst), "%s-fill", instance);
+	settings_for(&s, inst, extra);
+	m = manager(&s, engine);
+	{
+		char want[300];
+		snprintf(want, sizeof(want), "%s/instance-%s", state_root, inst);
+		tap_is_str(sbx_manager_state_dir(m), want, "the instance's state folder");
+	}
+	sbx_manager_pool_stats(m, &st);
+	tap_ok(st.size == 2 && !st.filling_on && st.ready == 0,
+	       "a new manager does not fill before recover");
+	r = sbx_manager_recover(m, &err);
+	tap_is_int(r, 0, "recover finds nothing (%s)", err.msg);
+	tap_ok(wait_pool(m, 2, 60), "the pool fills to pool_size");
+	tap_is_int(count_pool_labelled(inst), 2, "two pool containers on the engine");
+	{
+		struct sbx_kv want[] = {{SBX_LABEL_INSTANCE, inst}, {SBX_LABEL_POOL, "1"}};
+		struct sbx_container_summary *list = NULL;
+		size_t n = 0;
+		if (sbx_container_list(engine, want, 2, &list, &n, NULL) == 0 && n >= 1) {
+			size_t len = 0;
+			pooled_before = calloc(n, 80);
+			for (size_t i = 0; pooled_before && i < n; i++)
+				len += (size_t)sprintf(pooled_before + len, "%.64s ", list[i].id);
+		}
+		sbx_container_list_free(list, n);
+	}
+
+	r = sbx_sandbox_create(m, "alice", "a", &a, &err);
+	tap_ok(r == 0 && a, "create (%s)", err.msg);
+	sbx_manager_pool_stats(m, &st);
+	tap_ok(st.taken == 1 && st.cold == 0, "it came from the pool (taken %llu, cold %llu)",
+	       (unsigned long long)st.taken, (unsigned long long)st.cold);
+	if (!a)
+		tap_bail("no sandbox");
+	cid = container_of(inst, sbx_sandbox_id(a));
+	tap_ok(cid && pooled_before && strstr(pooled_before, cid),
+	       "its container was started before the call");
+	tap_ok(state_file(inst, sbx_sandbox_id(a), &fst) && (fst.st_mode & 0777) == 0600,
+	       "its assignment is a 0600 file in the state folder");
+	{
+		char path[512];
+		struct stat dst;
+		snprintf(path, sizeof(path), "%s/instance-%s", state_root, inst);
+		tap_ok(stat(path, &dst) == 0 && (dst.st_mode & 0777) == 0700,
+		       "the instance's state folder is 0700");
+	}
+	r = sbx_sandbox_describe(m, a, &info, &err);
+	tap_ok(r == 0 && strcmp(info.status, "running") == 0 && strcmp(info.owner, "alice") == 0 &&
+		   strcmp(info.name, "a") == 0,
+	       "it runs, with its owner and name (%s)", err.msg);
+	sbx_sandbox_info_release(&info);
+	tap_ok(wait_pool(m, 2, 60), "the pool refills");
+	sbx_manager_pool_stats(m, &st);
+	tap_ok(st.made >= 3, "the pool started a third container (%llu)",
+	       (unsigned long long)st.made);
+
+	/* Leave traces in A, then check that B, from the pool, has none. */
+	{
+		const char *traces =
+		    "echo secret > /app/results/secret.txt && mkdir -p /app/results/sub && "
+		    "echo s > /app/results/sub/s.txt && echo secret > /tmp/secret-a && "
+		    "echo 'export SECRET_A=1' >> ~/.profile && echo 'export SECRET_A=1' >> "
+		    "~/.bashrc "
+		    "&& (setsid nohup sleep 4242 >/dev/null 2>&1 &) && echo ok";
+		struct sbx_run_result res = {0};
+		char *out = shell_out(m, a, traces);
+		tap_is_str(out, "ok\n", "leave files, a profile and a process in sandbox A");
+		free(out);
+		out = shell_out(m, a, procs_4242);
+		tap_is_str(out, "1\n", "A runs that process");
+		free(out);
+		if (sbx_sandbox_run_python(m, a, "import os\nopen('py.txt','w').write('x')\n", 0,
+					   &res, &err) == 0)
+			sbx_run_result_release(&res);
+	}
+	{
+		char id_a[SBX_SANDBOX_ID_MAX + 1];
+		sbx_sandbox *b = NULL;
+		char *out, *cid_b;
+
+		snprintf(id_a, sizeof(id_a), "%s", sbx_sandbox_id(a));
+		tap_ok(sbx_sandbox_delete(m, "alice", "a", &err) == 0, "delete A (%s)", err.msg);
+		tap_ok(!state_file(inst, id_a, &fst), "its state file is gone");
+		a = sbx_sandbox_unref(a);
+		tap_ok(wait_pool(m, 2, 60), "the pool is full again");
+		r = sbx_sandbox_create(m, "bob", "a", &b, &err);
+		sbx_manager_pool_stats(m, &st);
+		tap_ok(r == 0 && st.taken == 2, "create B from the pool (%s)", err.msg);
+		if (!b)
+			tap_bail("no sandbox B");
+		cid_b = container_of(inst, sbx_sandbox_id(b));
+		tap_ok(strcmp(sbx_sandbox_id(b), id_a) != 0 && cid_b && cid &&
+			   strcmp(cid_b, cid) != 0,
+		       "B is another container");
+		out = shell_out(m, b, "ls -A /app/results");
+		tap_is_str(out, "", "B's /app/results is empty");
+		free(out);
+		out = shell_out(m, b, "ls -A /tmp | grep -c secret; true");
+		tap_is_str(out, "0\n", "B's /tmp has no file of A");
+		free(out);
+		out = shell_out(m, b,
+				"env | grep -c SECRET; cat ~/.profile ~/.bashrc 2>/dev/null | "
+				"grep -c SECRET; true");
+		tap_is_str(out, "0\n0\n", "B has no variable or profile line of A");
+		free(out);
+		out = shell_out(m, b, procs_4242);
+		tap_is_str(out, "0\n", "B runs no process of A");
+		free(out);
+		{
+			struct sbx_run_result res = {0};
+			r = sbx_sandbox_run_python(
+			    m, b, "print(sorted(n for n in globals() if not n.startswith('__')))\n",
+			    0, &res, &err);
+			tap_ok(r == 0 && res.out.data && strcmp(res.out.data, "[]\n") == 0,
+			       "B's Python starts with no variables (%s)", r == 0 ? "" : err.msg);
+			sbx_run_result_release(&res);
+		}
+		free(cid_b);
+		sbx_sandbox_unref(b);
+	}
+	m = sbx_manager_free(m);
+	tap_is_int(count_instance(inst), 0, "free removes the sandboxes and the pooled containers");
+	tap_is_int(state_files(inst), 0, "and their state files");
+	free(cid);
+	free(pooled_before);
+	sbx_settings_release(&s);
+}
+
+static void test_pool_off(void)
+{
+	const char *const extra[] = {"sandbox.pool_size=0", NULL};
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_pool_stats st;
+	struct sbx_settings s;
+	struct sbx_container_info ci = {0};
+	sbx_manager *m;
+	sbx_sandbox *sb = NULL;
+	char inst[80], *cid;
+	int r;
+
+	snprintf(inst, sizeof(inst), "%s-off", instance);
+	settings_for(&s, inst, extra);
+	m = manager(&s, engine);
+	sbx_manager_recover(m, &err);
+	r = sbx_sandbox_create(m, "alice", "cold", &sb, &err);
+	sbx_manager_pool_stats(m, &st);
+	tap_ok(r == 0 && st.size == 0 && st.cold == 1 && st.taken == 0,
+	       "pool_size=0: create makes its own container (%s)", err.msg);
+	usleep(300000);
+	tap_is_int(count_pool_labelled(inst), 0, "and no pool container exists");
+	cid = sb ? container_of(inst, sbx_sandbox_id(sb)) : NULL;
+	if (cid && sbx_container_inspect(engine, cid, &ci, &err) == 0) {
+		bool name = false, owner = false;
+		for (size_t i = 0; i < ci.n_labels; i++) {
+			name |= strcmp(ci.labels[i].key, SBX_LABEL_NAME) == 0 &&
+				strcmp(ci.labels[i].value, "cold") == 0;
+			owner |= strcmp(ci.labels[i].key, SBX_LABEL_OWNER) == 0 &&
+				 strcmp(ci.labels[i].value, "alice") == 0;
+		}
+		tap_ok(name && owner, "a cold sandbox keeps its name and owner in labels");
+	} else {
+		tap_ok(0, "inspect the cold sandbox (%s)", err.msg);
+	}
+	sbx_container_info_release(&ci);
+	tap_is_int(state_files(inst), 0, "and needs no state file");
+	free(cid);
+	sbx_sandbox_unref(sb);
+	m = sbx_manager_free(m);
+	tap_is_int(count_instance(inst), 0, "nothing left");
+	sbx_settings_release(&s);
+
+	/* No state folder and sandboxes that outlive the server: no pool. */
+	{
+		const char *const keep[] = {"sandbox.pool_size=2", "sandbox.remove_on_exit=false",
+					    "server.state_dir=", NULL};
+		settings_for(&s, inst, keep);
+		m = manager(&s, engine);
+		sbx_manager_pool_stats(m, &st);
+		if (sbx_manager_state_dir(m))
+			tap_skip(1, "a default state folder exists on this host");
+		else
+			tap_is_int(
+			    st.size, 0,
+			    "without a state folder, remove_on_exit=false turns the pool off");
+		m = sbx_manager_free(m);
+		sbx_settings_release(&s);
+	}
+	/* Empty server.state_dir: $STATE_DIRECTORY (its first entry), as systemd sets it. */
+	{
+		const char *const dflt[] = {"server.state_dir=", NULL};
+		char env[300], want[400];
+		snprintf(env, sizeof(env), "%s/env", state_root);
+		snprintf(want, sizeof(want), "%s/instance-%s", env, inst);
+		mkdir(env, 0700);
+		strcat(env, ":/nonexistent/second");
+		setenv("STATE_DIRECTORY", env, 1);
+		settings_for(&s, inst, dflt);
+		m = manager(&s, engine);
+		tap_is_str(sbx_manager_state_dir(m), want,
+			   "an empty state_dir uses $STATE_DIRECTORY");
+		m = sbx_manager_free(m);
+		unsetenv("STATE_DIRECTORY");
+		sbx_settings_release(&s);
+	}
+	/* An explicit state folder that cannot be made is an error. */
+	{
+		char bad[300];
+		const char *const broken[] = {bad, NULL};
+		snprintf(bad, sizeof(bad), "server.state_dir=%s/no/such/parent", state_root);
+		settings_for(&s, inst, broken);
+		m = NULL;
+		r = sbx_manager_new(&s, engine, &m, &err);
+		tap_ok(r < 0 && !m && strstr(err.msg, "state"), "a bad server.state_dir fails: %s",
+		       err.msg);
+		sbx_settings_release(&s);
+	}
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+/* p50 of N creates (each then deleted), from the pool or cold. */
+static void measure(bool pooled, int n)
+{
+	char size[32], inst[80];
+	const char *const extra[] = {size, NULL};
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_pool_stats st;
+	struct sbx_settings s;
+	double t[64];
+	sbx_manager *m;
+	int ok = 0;
+
+	snprintf(size, sizeof(size), "sandbox.pool_size=%d", pooled ? 2 : 0);
+	snprintf(inst, sizeof(inst), "%s-p50-%s", instance, pooled ? "pool" : "cold");
+	settings_for(&s, inst, extra);
+	m = manager(&s, engine);
+	sbx_manager_recover(m, &err);
+	for (int i = 0; i < n; i++) {
+		sbx_sandbox *sb = NULL;
+		double t0;
+		if (pooled && !wait_pool(m, 2, 60))
+			break;
+		t0 = now_ms();
+		if (sbx_sandbox_create(m, "alice", NULL, &sb, &err) < 0) {
+			tap_diag("create: %s", err.msg);
+			break;
+		}
+		t[ok++] = now_ms() - t0;
+		sbx_sandbox_delete(m, "alice", sbx_sandbox_id(sb), NULL);
+		sbx_sandbox_unref(sb);
+	}
+	sbx_manager_pool_stats(m, &st);
+	tap_ok(ok == n && (pooled ? st.taken : st.cold) == (uint64_t)n,
+	       "%d creates, all %s (taken %llu, cold %llu)", n, pooled ? "from the pool" : "cold",
+	       (unsigned long long)st.taken, (unsigned long long)st.cold);
+	qsort(t, (size_t)ok, sizeof(*t), cmp_double);
+	if (ok > 0)
+		tap_diag("%s: create_sandbox %s: p50 %.2f ms, min %.2f ms, max %.2f ms over %d",
+			 engine_type, pooled ? "from the pool" : "cold", t[ok / 2], t[0], t[ok - 1],
+			 ok);
+	m = sbx_manager_free(m);
+	tap_is_int(count_instance(inst), 0, "nothing left");
+	sbx_settings_release(&s);
+}
+
+static void test_limit(void)
+{
+	const char *const extra[] = {"sandbox.pool_size=2", "sandbox.max_sandboxes=2", NULL};
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_pool_stats st;
+	struct sbx_settings s;
+	sbx_manager *m;
+	sbx_sandbox *x = NULL, *y = NULL, *z = NULL;
+	char inst[80];
+	int r;
+
+	snprintf(inst, sizeof(inst), "%s-max", instance);
+	settings_for(&s, inst, extra);
+	m = manager(&s, engine);
+	sbx_manager_recover(m, &err);
+	tap_ok(wait_pool(m, 2, 60), "max_sandboxes=2, pool_size=2: the pool fills to 2");
+	r = sbx_sandbox_create(m, "alice", "x", &x, &err);
+	tap_ok(r == 0, "create x (%s)", err.msg);
+	tap_ok(wait_pool(m, 1, 30), "the pool shrinks to the room left: 1");
+	tap_is_int(count_instance(inst), 2, "two containers in all");
+	r = sbx_sandbox_create(m, "alice", "y", &y, &err);
+	sbx_manager_pool_stats(m, &st);
+	tap_ok(r == 0 && st.taken == 2, "create y from the pool (%s)", err.msg);
+	sbx_error_clear(&err);
+	r = sbx_sandbox_create(m, "alice", "z", &z, &err);
+	tap_is_int(r, -EBUSY, "a third: EBUSY (%s)", err.msg);
+	usleep(1500000);
+	sbx_manager_pool_stats(m, &st);
+	tap_ok(st.ready == 0 && st.filling == 0 && count_instance(inst) == 2,
+	       "at the limit the pool stays empty");
+	tap_ok(sbx_sandbox_delete(m, "alice", "y", &err) == 0, "delete y");
+	tap_ok(wait_pool(m, 1, 60), "the pool takes the room back");
+	tap_is_int(count_instance(inst), 2, "still two containers in all");
+	sbx_sandbox_unref(x);
+	sbx_sandbox_unref(y);
+	m = sbx_manager_free(m);
+	tap_is_int(count_instance(inst), 0, "nothing left");
+	sbx_settings_release(&s);
+}
+
+struct racer {
+	sbx_manager *m;
+	const char *owner, *name;
+	sbx_sandbox *sb;
+	int r;
+	pthread_barrier_t *go;
+};
+
+static void *race_create(void *arg)
+{
+	struct racer *x = arg;
+	struct sbx_error err = SBX_ERROR_INIT;
+	pthread_barrier_wait(x->go);
+	x->r = sbx_sandbox_create(x->m, x->owner, x->name, &x->sb, &err);
+	return NULL;
+}
+
+static int race(sbx_manager *m, struct racer *x, int n)
+{
+	pthread_barrier_t go;
+	pthread_t t[8];
+	int ok = 0;
+
+	pthread_barrier_init(&go, NULL, (unsigned)n);
+	for (int i = 0; i < n; i++) {
+		x[i].m = m;
+		x[i].go = &go;
+		x[i].sb = NULL;
+		pthread_create(&t[i], NULL, race_create, &x[i]);
+	}
+	for (int i = 0; i < n; i++) {
+		pthread_join(t[i], NULL);
+		ok += x[i].r == 0;
+	}
+	pthread_barrier_destroy(&go);
+	return ok;
+}
+
+static void test_names_race(void)
+{
+	const char *const extra[] = {"sandbox.pool_size=4", NULL};
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_pool_stats st;
+	struct sbx_settings s;
+	struct racer x[4];
+	sbx_manager *m;
+	char inst[80];
+	int ok, exist = 0;
+
+	snprintf(inst, sizeof(inst), "%s-race", instance);
+	settings_for(&s, inst, extra);
+	m = manager(&s, engine);
+	sbx_manager_recover(m, &err);
+	tap_ok(wait_pool(m, 4, 90), "a pool of 4 fills");
+	for (int i = 0; i < 4; i++)
+		x[i] = (struct racer){.owner = "alice", .name = "race"};
+	ok = race(m, x, 4);
+	for (int i = 0; i < 4; i++) {
+		exist += x[i].r == -EEXIST;
+		sbx_sandbox_unref(x[i].sb);
+	}
+	sbx_manager_pool_stats(m, &st);
+	tap_ok(ok == 1 && exist == 3 && st.taken == 1 && st.cold == 0,
+	       "4 threads take the same name from the pool: one wins, 3 get EEXIST");
+	tap_ok(st.ready + st.filling >= 3, "the losers' containers went back to the pool (%zu)",
+	       st.ready);
+	tap_ok(wait_pool(m, 4, 60), "the pool is full again");
+
+	for (int i = 0; i < 4; i++)
+		x[i] = (struct racer){.owner = i % 2 ? "bob" : "carol", .name = "same"};
+	ok = race(m, x, 4);
+	tap_is_int(ok, 2, "2 owners, 2 threads each, one name: one per owner wins");
+	for (int i = 0; i < 4; i++)
+		sbx_sandbox_unref(x[i].sb);
+	m = sbx_manager_free(m);
+	tap_is_int(count_instance(inst), 0, "nothing left");
+	sbx_settings_release(&s);
+}
+
+static void write_file(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "we");
+	if (!f || fputs(text, f) < 0 || fclose(f) != 0)
+		tap_bail("write a test file");
+}
+
+static void test_recover(void)
+{
+	const char *const keep[] = {"sandbox.pool_size=2", "sandbox.remove_on_exit=false", NULL};
+	const char *const again[] = {"sandbox.pool_size=2", NULL};
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_pool_stats st;
+	struct sbx_settings s1, s2;
+	sbx_manager *m;
+	sbx_sandbox *kept = NULL, *anon = NULL, *x = NULL;
+	char inst[80], id_kept[SBX_SANDBOX_ID_MAX + 1] = "", id_anon[SBX_SANDBOX_ID_MAX + 1] = "";
+	char path[512], *out, *orphan = NULL;
+	int r;
+
+	snprintf(inst, sizeof(inst), "%s-rec", instance);
+	settings_for(&s1, inst, keep);
+	settings_for(&s2, inst, again);
+	m = manager(&s1, engine);
+	sbx_manager_recover(m, &err);
+	tap_ok(wait_pool(m, 2, 60), "remove_on_exit=false with a state folder: the pool fills");
+	r = sbx_sandbox_create(m, "dave", "kept", &kept, &err);
+	tap_ok(r == 0, "create kept (%s)", err.msg);
+	r = sbx_sandbox_create(m, "dave", NULL, &anon, &err);
+	sbx_manager_pool_stats(m, &st);
+	tap_ok(r == 0 && st.taken == 2, "and an unnamed one, both from the pool (%s)", err.msg);
+	if (!kept || !anon)
+		tap_bail("no sandboxes to recover");
+	snprintf(id_kept, sizeof(id_kept), "%s", sbx_sandbox_id(kept));
+	snprintf(id_anon, sizeof(id_anon), "%s", sbx_sandbox_id(anon));
+	out = shell_out(m, kept, "echo kept > k.txt && echo ok");
+	tap_is_str(out, "ok\n", "write a file in it");
+	free(out);
+	kept = sbx_sandbox_unref(kept);
+	anon = sbx_sandbox_unref(anon);
+	m = sbx_manager_free(m);
+	tap_is_int(count_instance(inst), 2,
+		   "free keeps the assigned ones, removes the pooled ones");
+
+	/* What a crash leaves: an unassigned pool container, a state file
+	 * without a container, a half-written temporary file. */
+	{
+		char when[32];
+		struct sbx_kv labels[] = {{SBX_LABEL_MANAGED, "1"},
+					  {SBX_LABEL_INSTANCE, inst},
+					  {SBX_LABEL_ID, "0123456789ab"},
+					  {SBX_LABEL_CREATED, when},
+					  {SBX_LABEL_POOL, "1"}};
+		const char *const cmd[] = {"sleep", "infinity", NULL};
+		struct sbx_container_spec spec = {.image = image,
+						  .cmd = cmd,
+						  .labels = labels,
+						  .n_labels = SBX_ARRAY_SIZE(labels),
+						  .network_mode = "none"};
+		snprintf(when, sizeof(when), "%lld", (long long)time(NULL));
+		r = sbx_container_create(engine, &spec, &orphan, &err);
+		tap_ok(r == 0, "make an unassigned pool container (%s)", err.msg);
+		snprintf(path, sizeof(path), "%s/instance-%s/abcdefabcdef", state_root, inst);
+		write_file(path, "{\"id\":\"abcdefabcdef\",\"container\":\"gone\",\"owner\":\"x\","
+				 "\"name\":\"y\",\"assigned\":1}");
+		snprintf(path, sizeof(path), "%s/instance-%s/.fedcbafedcba.tmp", state_root, inst);
+		write_file(path, "{");
+	}
+	tap_is_int(state_files(inst), 4, "the state folder holds 2 files, a stale one and a temp");
+
+	m = manager(&s2, engine);
+	r = sbx_manager_recover(m, &err);
+	tap_is_int(r, 2, "recover adopts the two assigned sandboxes (%s)", err.msg);
+	out = container_of(inst, "0123456789ab");
+	tap_ok(out == NULL, "and removes the unassigned pool container");
+	free(out);
+	tap_is_int(state_files(inst), 2, "and the stale state files");
+	r = sbx_sandbox_get(m, "dave", "kept", &kept, &err);
+	tap_ok(r == 0 && kept && strcmp(sbx_sandbox_id(kept), id_kept) == 0,
+	       "kept is dave's, by name, after recover (%s)", err.msg);
+	r = sbx_sandbox_get(m, "dave", id_anon, &anon, &err);
+	tap_ok(r == 0 && anon && strcmp(sbx_sandbox_name(anon), id_anon) == 0,
+	       "the unnamed one too, by id");
+	tap_is_int(sbx_sandbox_get(m, "erin", "kept", &x, &err), -ENOENT,
+		   "another owner does not see it");
+	if (kept) {
+		out = shell_out(m, kept, "cat k.txt");
+		tap_is_str(out, "kept\n", "its files are there");
+		free(out);
+	}
+	tap_ok(wait_pool(m, 2, 60), "the new manager's pool fills");
+	r = sbx_manager_recover(m, &err);
+	tap_is_int(r, 0, "recover again adopts nothing");
+	sbx_manager_pool_stats(m, &st);
+	tap_ok(st.ready == 2 && count_instance(inst) == 4,
+	       "and leaves the manager's own pool alone");
+	r = sbx_sandbox_create(m, "dave", "kept", &x, &err);
+	tap_is_int(r, -EEXIST, "an adopted name stays taken (%s)", err.msg);
+	sbx_sandbox_unref(kept);
+	sbx_sandbox_unref(anon);
+	m = sbx_manager_free(m);
+	tap_is_int(count_instance(inst), 0, "with remove_on_exit all is removed");
+	tap_is_int(state_files(inst), 0, "and the state folder is empty");
+	if (orphan && container_of(inst, "0123456789ab"))
+		sbx_container_remove(engine, orphan, NULL);
+	free(orphan);
+	sbx_settings_release(&s1);
+	sbx_settings_release(&s2);
+}
+
+/* ---- an engine that goes away: a relay we can stop ---- */
+
+static void relay_conn(int a, const char *target)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	int b = socket(AF_UNIX, SOCK_STREAM, 0);
+	char buf[65536];
+	bool ab = true, ba = true;
+
+	memcpy(sa.sun_path, target, strlen(target));
+	if (b < 0 || connect(b, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		_exit(1);
+	while (ab || ba) {
+		struct pollfd fds[2] = {{.fd = ab ? a : -1, .events = POLLIN},
+					{.fd = ba ? b : -1, .events = POLLIN}};
+		if (poll(fds, 2, -1) < 0)
+			continue;
+		for (int i = 0; i < 2; i++) {
+			int from = i ? b : a, to = i ? a : b;
+			ssize_t n;
+			if (!fds[i].revents)
+				continue;
+			n = read(from, buf, sizeof(buf));
+			if (n <= 0) {
+				shutdown(to, SHUT_WR);
+				*(i ? &ba : &ab) = false;
+				continue;
+			}
+			for (ssize_t off = 0; off < n;) {
+				ssize_t w = write(to, buf + off, (size_t)(n - off));
+				if (w <= 0)
+					_exit(0);
+				off += w;
+			}
+		}
+	}
+	_exit(0);
+}
+
+/* A process (group) that relays PATH to TARGET; only system calls after fork. */
+static pid_t relay_up(const char *path, const char *target)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	pid_t pid;
+	int l;
+
+	unlink(path);
+	memcpy(sa.sun_path, path, strlen(path));
+	l = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (l < 0 || bind(l, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(l, 64) < 0)
+		tap_bail("relay socket");
+	pid = fork();
+	if (pid < 0)
+		tap_bail("fork");
+	if (pid == 0) {
+		setpgid(0, 0);
+		signal(SIGCHLD, SIG_IGN);
+		for (;;) {
+			int c = accept(l, NULL, NULL);
+			if (c < 0)
+				continue;
+			if (fork() == 0) {
+				close(l);
+				relay_conn(c, target);
+			}
+			close(c);
+		}
+	}
+	setpgid(pid, pid);
+	close(l);
+	return pid;
+}
+
+static void relay_down(pid_t pid, const char *path)
+{
+	kill(-pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	unlink(path);
+}
+
+static void test_engine_down(void)
+{
+	const char *const extra[] = {"sandbox.pool_size=2", NULL};
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_engine_config cfg = {.type = engine_type};
+	struct sbx_pool_stats st;
+	struct sbx_settings s;
+	sbx_engine *via = NULL;
+	sbx_manager *m;
+	sbx_sandbox *a = NULL, *b = NULL, *c = NULL;
+	char inst[80], sock[200], url[220];
+	uint64_t failures;
+	pid_t relay;
+	int r;
+
+	snprintf(inst, sizeof(inst), "%s-down", instance);
+	snprintf(sock, sizeof(sock), "%s/relay.sock", state_root);
+	snprintf(url, sizeof(url), "unix://%s", sock);
+	relay = relay_up(sock, engine_url + strlen("unix://"));
+	cfg.url = url;
+	if (sbx_engine_open(&cfg, &via, &err) < 0)
+		tap_bail(err.msg);
+	settings_for(&s, inst, extra);
+	m = manager(&s, via);
+	r = sbx_manager_recover(m, &err);
+	tap_ok(r == 0 && wait_pool(m, 2, 60), "through a relay: the pool fills (%s)", err.msg);
+
+	relay_down(relay, sock);
+	r = sbx_sandbox_create(m, "alice", "a", &a, &err);
+	tap_ok(r == 0, "engine down: create still takes a pooled sandbox, no engine call (%s)",
+	       err.msg);
+	sleep(4);
+	sbx_manager_pool_stats(m, &st);
+	tap_ok(st.failures >= 2 && st.failures <= 6 && st.last_error < 0,
+	       "the refill fails, retries, and backs off (%llu tries in 4 s, last error %d)",
+	       (unsigned long long)st.failures, st.last_error);
+	r = sbx_sandbox_create(m, "alice", "b", &b, &err);
+	tap_ok(r == 0, "the second pooled one too");
+	sbx_error_clear(&err);
+	r = sbx_sandbox_create(m, "alice", "c", &c, &err);
+	tap_ok(r < 0 && !c && strstr(err.msg, "create sandbox"),
+	       "with the pool empty, create reports the engine's error: %s", err.msg);
+	failures = st.failures;
+
+	relay = relay_up(sock, engine_url + strlen("unix://"));
+	sbx_error_clear(&err);
+	tap_ok(wait_pool(m, 2, 90), "the engine back, the pool refills");
+	sbx_manager_pool_stats(m, &st);
+	tap_ok(st.failures >= failures && st.last_error == 0, "and the last attempt worked");
+	tap_ok(sbx_sandbox_delete(m, "alice", "a", &err) == 0 &&
+		   sbx_sandbox_delete(m, "alice", "b", &err) == 0,
+	       "delete both (%s)", err.msg);
+	sbx_sandbox_unref(a);
+	sbx_sandbox_unref(b);
+	m = sbx_manager_free(m);
+	tap_is_int(count_instance(inst), 0, "nothing left");
+	relay_down(relay, sock);
+	sbx_engine_free(via);
+	sbx_settings_release(&s);
+}
+
+/* A pooled container that dies is noticed (within 30 s) and replaced. */
+static void test_dead_pooled(void)
+{
+	const char *const extra[] = {"sandbox.pool_size=1", NULL};
+	struct sbx_kv want[2];
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_container_summary *list = NULL;
+	struct sbx_pool_stats st;
+	struct sbx_settings s;
+	sbx_manager *m;
+	char inst[80], *victim = NULL;
+	size_t n = 0;
+	bool replaced = false;
+
+	snprintf(inst, sizeof(inst), "%s-dead", instance);
+	want[0] = (struct sbx_kv){SBX_LABEL_INSTANCE, inst};
+	want[1] = (struct sbx_kv){SBX_LABEL_POOL, "1"};
+	settings_for(&s, inst, extra);
+	m = manager(&s, engine);
+	sbx_manager_recover(m, &err);
+	tap_ok(wait_pool(m, 1, 60), "a pool of one fills");
+	if (sbx_container_list(engine, want, 2, &list, &n, &err) == 0 && n == 1)
+		victim = strdup(list[0].id);
+	sbx_container_list_free(list, n);
+	tap_ok(victim && sbx_container_kill(engine, victim, "KILL", &err) == 0,
+	       "kill the pooled container (%s)", err.msg);
+	for (int i = 0; i < 50 && !replaced; i++) {
+		sleep(1);
+		sbx_manager_pool_stats(m, &st);
+		replaced = st.made == 2 && st.ready == 1 && st.filling == 0;
+	}
+	tap_ok(replaced, "the pool notices and starts another");
+	list = NULL;
+	n = 0;
+	if (sbx_container_list(engine, want, 2, &list, &n, &err) == 0)
+		tap_ok(n == 1 && list[0].running && victim && strcmp(list[0].id, victim) != 0,
+		       "the dead one is removed, the new one runs");
+	sbx_container_list_free(list, n);
+	free(victim);
+	m = sbx_manager_free(m);
+	tap_is_int(count_instance(inst), 0, "nothing left");
+	sbx_settings_release(&s);
+}
+
+int main(int argc, char **argv)
+{
+	struct sbx_engine_config cfg = {0};
+	struct sbx_error err = SBX_ERROR_INIT;
+	char rm[300];
+
+	if (argc < 3) {
+		fprintf(stderr, "usage: %s TYPE URL [IMAGE]\n", argv[0]);
+		return 2;
+	}
+	signal(SIGPIPE, SIG_IGN);
+	engine_type = cfg.type = argv[1];
+	engine_url = cfg.url = argv[2];
+	image = argc > 3 ? argv[3] : "localhost/mcp-sandbox:latest";
+	if (strncmp(engine_url, "unix://", 7) != 0) {
+		printf("1..0 # SKIP needs a unix:// engine URL\n");
+		return 0;
+	}
+	snprintf(instance, sizeof(instance), "pool-%s-%ld-%ld", argv[1], (long)getpid(),
+		 (long)time(NULL));
+	if (sbx_engine_open(&cfg, &engine, &err) < 0 || sbx_engine_ping(engine, &err) < 0) {
+		printf("Bail out! %s engine at %s: %s\n", argv[1], argv[2], err.msg);
+		return 1;
+	}
+	if (!mkdtemp(state_root))
+		tap_bail("mkdtemp");
+	snprintf(state_dir, sizeof(state_dir), "server.state_dir=%s", state_root);
+
+	test_fill_take_refill();
+	test_pool_off();
+	test_limit();
+	test_names_race();
+	test_recover();
+	test_engine_down();
+	test_dead_pooled();
+	measure(true, 20);
+	measure(false, 20);
+
+	{
+		static const char *const parts[] = {"fill", "off",  "max",	"race",	   "rec",
+						    "down", "dead", "p50-pool", "p50-cold"};
+		size_t left = 0;
+		for (size_t i = 0; i < SBX_ARRAY_SIZE(parts); i++) {
+			char inst[80];
+			snprintf(inst, sizeof(inst), "%s-%s", instance, parts[i]);
+			left += count_instance(inst);
+		}
+		tap_is_int(left, 0, "no container of this run is left");
+	}
+	engine = sbx_engine_free(engine);
+	snprintf(rm, sizeof(rm), "rm -rf '%s'", state_root);
+	if (system(rm) != 0)
+		tap_diag("could not remove %s", state_root);
+	return tap_done();
+}
