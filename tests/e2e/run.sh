@@ -1,8 +1,8 @@
 # Sourced by tests/e2e-docker.test and tests/e2e-podman.test:
 #   run_e2e TYPE SOCKET
 # Starts the test package index (tests/pkgindex.py) and its own mcp-sandboxd
-# (port 0, a unique server.instance, sandbox.network=host, a temporary upload
-# folder, server.max_body=64k, one allowed Origin) against the engine at SOCKET, runs the
+# (port 0, a unique server.instance, sandbox.network=host, temporary upload and
+# state folders, server.max_body=64k, one allowed Origin) against the engine at SOCKET, runs the
 # node suite (tests/e2e/run.mjs: the official MCP SDK client and
 # supergateway), stops both by PID, and checks that no container with the
 # instance label is left. Prints TAP; the plan comes last.
@@ -120,7 +120,7 @@ run_e2e() {
 	fi
 	# ES modules resolve packages next to the importing file: run a copy of
 	# the suite beside a node_modules link (the source tree may be read-only).
-	mkdir -p "$e2e_tmp/suite" "$e2e_tmp/upload" "$e2e_tmp/index"
+	mkdir -p "$e2e_tmp/suite" "$e2e_tmp/upload" "$e2e_tmp/index" "$e2e_tmp/state"
 	cp "$srcdir"/tests/e2e/*.mjs "$e2e_tmp/suite/" && ln -s "$mods" "$e2e_tmp/suite/node_modules" || {
 		echo "Bail out! cannot set up $e2e_tmp/suite"
 		exit 1
@@ -148,6 +148,7 @@ run_e2e() {
 		--set server.listen=127.0.0.1 \
 		--set server.port=0 \
 		--set server.instance="$instance" \
+		--set server.state_dir="$e2e_tmp/state" \
 		--set server.max_body="$max_body" \
 		--set server.allowed_origins="$origin" \
 		--set sandbox.image="${MCP_SANDBOX_IMAGE:-localhost/mcp-sandbox:latest}" \
