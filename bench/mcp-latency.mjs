@@ -3,8 +3,10 @@
 // SDK client (Client + StreamableHTTPClientTransport) and with a minimal
 // keep-alive client (bench/lib.mjs RawClient), to separate the SDK's own cost.
 //   node mcp-latency.mjs exec BASE_URL CALLS FRESH_CALLS
-//     one hot sandbox; `ping`, execute_python_code("print(1)") and
-//     execute_terminal_command("python3 -c 'print(1)'") (a fresh exec per call)
+//     one hot sandbox; CALLS `ping`s per client, then, taking turns, CALLS
+//     execute_python_code("print(1)") per client and FRESH_CALLS
+//     execute_terminal_command("python3 -c 'print(1)'") (a fresh exec per call,
+//     SDK client only: at ~100 ms the client's cost does not show)
 //   node mcp-latency.mjs create BASE_URL ROUNDS [GAP_MS]
 //     create_sandbox ROUNDS times, GAP_MS apart (time for a pool to refill)
 // Prints RESULT lines (bench/lib.mjs result()) for bench/run-mcp-bench; the
@@ -53,27 +55,33 @@ async function benchExec(calls, freshCalls) {
 		r = await timed(calls, async () => (await raw.request('ping', {}), true));
 		result('ping.raw', r.samples, r.failed);
 
-		r = await timed(calls, async () => {
-			const res = toolJson(await sdk.callTool({ name: 'execute_python_code', arguments: py }, undefined, TIMEOUT));
-			return !res.isError && printedOne(res.json);
-		});
-		result('python.sdk', r.samples, r.failed);
-		r = await timed(calls, async () => {
-			const res = toolJson(await raw.callTool('execute_python_code', py));
-			return !res.isError && printedOne(res.json);
-		});
-		result('python.raw', r.samples, r.failed);
-
-		r = await timed(freshCalls, async () => {
-			const res = toolJson(await sdk.callTool({ name: 'execute_terminal_command', arguments: sh }, undefined, TIMEOUT));
-			return !res.isError && printedOne(res.json);
-		});
-		result('fresh.sdk', r.samples, r.failed);
-		r = await timed(freshCalls, async () => {
-			const res = toolJson(await raw.callTool('execute_terminal_command', sh));
-			return !res.isError && printedOne(res.json);
-		});
-		result('fresh.raw', r.samples, r.failed);
+		// The three tool calls take turns, so that a change in the machine's
+		// load hits them alike.
+		const ops = [
+			['python.sdk', calls, async () => toolJson(await sdk.callTool({ name: 'execute_python_code', arguments: py }, undefined, TIMEOUT))],
+			['python.raw', calls, async () => toolJson(await raw.callTool('execute_python_code', py))],
+			['fresh.sdk', freshCalls, async () => toolJson(await sdk.callTool({ name: 'execute_terminal_command', arguments: sh }, undefined, TIMEOUT))],
+		];
+		const acc = ops.map(() => ({ samples: [], failed: 0 }));
+		for (let i = -WARMUP; i < Math.max(calls, freshCalls); i++) {
+			for (const [k, [, n, fn]] of ops.entries()) {
+				if (i >= n) continue;
+				const t0 = now();
+				let ok = false;
+				try {
+					const res = await fn();
+					ok = !res.isError && printedOne(res.json);
+					if (!ok && acc[k].failed === 0 && i >= 0) console.error(`# ${ops[k][0]}: ${JSON.stringify(res.json)}`);
+				} catch (e) {
+					if (acc[k].failed === 0 && i >= 0) console.error(`# ${ops[k][0]}: ${e.message || e}`);
+				}
+				const dt = now() - t0;
+				if (i < 0) continue;
+				if (ok) acc[k].samples.push(dt);
+				else acc[k].failed++;
+			}
+		}
+		for (const [k, [name]] of ops.entries()) result(name, acc[k].samples, acc[k].failed);
 	} finally {
 		await raw.close();
 		await sdkClose(sdk);
