@@ -143,9 +143,7 @@ enum MHD_Result sbx_artifact_handle(struct sbx_http_request *rq)
 	int r;
 
 	if (strcmp(rq->method, "GET") != 0 && strcmp(rq->method, "HEAD") != 0) {
-		static const char *const allow[] = {"Allow", "GET, HEAD", NULL};
-		return sbx_http_respond(rq, MHD_HTTP_METHOD_NOT_ALLOWED, "application/json",
-					"{\"error\":\"method not allowed\"}", 30, allow);
+		return sbx_http_respond_405(rq, "GET, HEAD");
 	}
 	if (sbx_artifact_parse(rq->url + strlen(SBX_ARTIFACT_ROUTE), &id, &relpath) < 0)
 		return sbx_http_respond_error(rq, MHD_HTTP_BAD_REQUEST,

@@ -139,6 +139,8 @@ enum MHD_Result sbx_http_respond_rpc_error(struct sbx_http_request *rq, unsigned
 /* A plain JSON error: {"error": message} */
 enum MHD_Result sbx_http_respond_error(struct sbx_http_request *rq, unsigned status,
 				       const char *message);
+/* 405 with Allow: ALLOW and a JSON error. */
+enum MHD_Result sbx_http_respond_405(struct sbx_http_request *rq, const char *allow);
 enum MHD_Result sbx_http_queue(struct sbx_http_request *rq, unsigned status,
 			       struct MHD_Response *resp);
 /* Case-insensitive check that the media type of a Content-Type value is T. */

@@ -224,6 +224,15 @@ enum MHD_Result sbx_http_respond_rpc_error(struct sbx_http_request *rq, unsigned
 	return r;
 }
 
+enum MHD_Result sbx_http_respond_405(struct sbx_http_request *rq, const char *allow)
+{
+	static const char body[] = "{\"error\":\"method not allowed\"}";
+	const char *const headers[] = {"Allow", allow, NULL};
+
+	return sbx_http_respond(rq, MHD_HTTP_METHOD_NOT_ALLOWED, "application/json", body,
+				sizeof(body) - 1, headers);
+}
+
 enum MHD_Result sbx_http_respond_error(struct sbx_http_request *rq, unsigned status,
 				       const char *message)
 {
@@ -284,9 +293,7 @@ static bool header_phase(struct sbx_http_request *rq, enum MHD_Result *ret)
 	if (rq->route == SBX_ROUTE_MCP && strcmp(rq->method, "POST") != 0 &&
 	    strcmp(rq->method, "GET") != 0 && strcmp(rq->method, "DELETE") != 0 &&
 	    strcmp(rq->method, "OPTIONS") != 0) {
-		static const char *const allow[] = {"Allow", "GET, POST, DELETE", NULL};
-		*ret = sbx_http_respond(rq, MHD_HTTP_METHOD_NOT_ALLOWED, "application/json",
-					"{\"error\":\"method not allowed\"}", 30, allow);
+		*ret = sbx_http_respond_405(rq, "GET, POST, DELETE");
 		return true;
 	}
 	if (!host_allowed(h, sbx_http_header(rq, "Host"))) {
@@ -328,12 +335,10 @@ static enum MHD_Result dispatch(struct sbx_http_request *rq)
 	switch (rq->route) {
 	case SBX_ROUTE_HEALTH:
 		if (!get) {
-			static const char *const allow[] = {"Allow", "GET, HEAD", NULL};
-			return sbx_http_respond(rq, MHD_HTTP_METHOD_NOT_ALLOWED, "application/json",
-						"{\"error\":\"method not allowed\"}", 30, allow);
+			return sbx_http_respond_405(rq, "GET, HEAD");
 		}
 		return sbx_http_respond(rq, MHD_HTTP_OK, "application/json", "{\"status\":\"ok\"}",
-					15, NULL);
+					strlen("{\"status\":\"ok\"}"), NULL);
 	case SBX_ROUTE_SSE:
 		return sbx_sse_open(rq);
 	case SBX_ROUTE_MESSAGES:
@@ -605,6 +610,7 @@ int sbx_http_start(const struct sbx_http_config *cfg, sbx_http **ret_http, struc
 				  s->server.listen, h->port);
 		goto fail;
 	}
+	h->listen_fd = -1; /* the daemon owns it now and closes it on stop */
 	*ret_http = h;
 	return 0;
 fail:

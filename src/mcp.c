@@ -42,6 +42,7 @@ static const char instructions[] =
     "4. check_package_installation_status until the install reports success (large packages "
     "take a while).\n"
     "5. execute_python_code or execute_terminal_command in that sandbox.\n"
+    "upload_file_to_sandbox copies a file from the server's upload folder into a sandbox.\n"
     "Code runs in /app/results. Save figures with plt.savefig('name.png') into /app/results; "
     "never call plt.show() (there is no display). Files written to /app/results come back as "
     "links in the result.";

@@ -585,7 +585,8 @@ int sbx_manager_recover(sbx_manager *m, struct sbx_error *err)
 	}
 	sbx_container_list_free(cs, n_cs);
 	pthread_mutex_lock(&m->lock);
-	qsort(m->table, m->n, sizeof(*m->table), by_created);
+	if (m->n > 1)
+		qsort(m->table, m->n, sizeof(*m->table), by_created);
 	pthread_mutex_unlock(&m->lock);
 	return r < 0 ? r : adopted;
 }

@@ -133,7 +133,7 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max)
 		free(m);
 		if (r < 0)
 			return MHD_CONTENT_READER_END_WITH_ERROR;
-	} else if (sbx_buf_append(&st->pending, ": keepalive\n\n", 13) < 0) {
+	} else if (sbx_buf_append(&st->pending, ": keepalive\n\n", strlen(": keepalive\n\n")) < 0) {
 		return MHD_CONTENT_READER_END_WITH_ERROR;
 	}
 	return copy_pending(st, buf, max);
@@ -168,17 +168,13 @@ bool sbx_sse_check(struct sbx_http_request *rq, enum MHD_Result *ret)
 
 	if (rq->route == SBX_ROUTE_SSE) {
 		if (strcmp(rq->method, "GET") != 0) {
-			static const char *const allow[] = {"Allow", "GET", NULL};
-			*ret = sbx_http_respond(rq, MHD_HTTP_METHOD_NOT_ALLOWED, "application/json",
-						"{\"error\":\"method not allowed\"}", 30, allow);
+			*ret = sbx_http_respond_405(rq, "GET");
 			return true;
 		}
 		return false;
 	}
 	if (strcmp(rq->method, "POST") != 0) {
-		static const char *const allow[] = {"Allow", "POST", NULL};
-		*ret = sbx_http_respond(rq, MHD_HTTP_METHOD_NOT_ALLOWED, "application/json",
-					"{\"error\":\"method not allowed\"}", 30, allow);
+		*ret = sbx_http_respond_405(rq, "POST");
 		return true;
 	}
 	id = session_arg(rq);
@@ -335,6 +331,6 @@ enum MHD_Result sbx_sse_post(struct sbx_http_request *rq)
 		return sbx_http_respond_rpc_error(rq, MHD_HTTP_TOO_MANY_REQUESTS, -32000,
 						  "Too many requests in flight on this session");
 	}
-	return sbx_http_respond(rq, MHD_HTTP_ACCEPTED, "text/plain; charset=utf-8", "Accepted", 8,
-				NULL);
+	return sbx_http_respond(rq, MHD_HTTP_ACCEPTED, "text/plain; charset=utf-8", "Accepted",
+				strlen("Accepted"), NULL);
 }

@@ -208,7 +208,7 @@ static ssize_t call_read(void *cls, uint64_t pos, char *buf, size_t max)
 	} else if (atomic_load(&c->http->stopping)) {
 		return MHD_CONTENT_READER_END_WITH_ERROR;
 	} else {
-		r = sbx_buf_append(&c->pending, ": keepalive\n\n", 13);
+		r = sbx_buf_append(&c->pending, ": keepalive\n\n", strlen(": keepalive\n\n"));
 	}
 	if (r < 0)
 		return MHD_CONTENT_READER_END_WITH_ERROR;
@@ -257,10 +257,7 @@ bool sbx_streamable_check(struct sbx_http_request *rq, enum MHD_Result *ret)
 {
 	if (strcmp(rq->method, "GET") == 0 || strcmp(rq->method, "OPTIONS") == 0) {
 		/* No server->client stream on GET (yet): the client goes on without. */
-		static const char *const allow[] = {"Allow", "GET, POST, DELETE", NULL};
-		*ret = sbx_http_respond(rq, MHD_HTTP_METHOD_NOT_ALLOWED, "application/json",
-					"{\"error\":\"no server-initiated stream on GET\"}", 44,
-					allow);
+		*ret = sbx_http_respond_405(rq, "GET, POST, DELETE");
 		return true;
 	}
 	if (strcmp(rq->method, "POST") != 0)
@@ -424,5 +421,5 @@ enum MHD_Result sbx_streamable_handle(struct sbx_http_request *rq)
 	if (strcmp(rq->method, "POST") == 0)
 		return handle_post(rq);
 	/* GET/OPTIONS were answered in the header phase. */
-	return sbx_http_respond_error(rq, MHD_HTTP_METHOD_NOT_ALLOWED, "method not allowed");
+	return sbx_http_respond_405(rq, "GET, POST, DELETE");
 }

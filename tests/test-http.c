@@ -241,6 +241,83 @@ static void test_basics(void)
 	}
 }
 
+/* The checks of POST /mcp come in the order of docs/mcp.md. */
+static void test_order(void)
+{
+	struct reply r;
+
+	{
+		const char *const hs[] = {"Host: evil.example", NULL};
+		r = request("PUT", "/mcp", hs, "x");
+		tap_is_int(r.status, 405, "order: 405 before 403");
+		reply_release(&r);
+	}
+	{
+		const char *const hs[] = {"Origin: http://evil.example", "Accept: text/html",
+					  "Content-Type: text/plain", NULL};
+		r = request("POST", "/mcp", hs, "{");
+		tap_is_int(r.status, 403, "order: 403 before 406");
+		reply_release(&r);
+	}
+	{
+		const char *const hs[] = {"Accept: text/html", "Content-Type: text/plain", NULL};
+		r = request("POST", "/mcp", hs, "{");
+		tap_is_int(r.status, 406, "order: 406 before 415");
+		reply_release(&r);
+	}
+	{
+		const char *const hs[] = {ACCEPT_BOTH, "Content-Type: text/plain", NULL};
+		r = request("POST", "/mcp", hs, "{");
+		tap_is_int(r.status, 415, "order: 415 before 400");
+		reply_release(&r);
+	}
+	{
+		const char *const hs[] = {"Accept: */*",
+					  "Content-Type: application/json; charset=utf-8", NULL};
+		r = request("POST", "/mcp", hs, init_body);
+		tap_is_int(r.status, 200, "Accept */* and a charset parameter are fine");
+		reply_release(&r);
+	}
+	{
+		const char *const hs[] = {"Origin: http://evil.example",
+					  "Access-Control-Request-Method: POST", NULL};
+		r = request("OPTIONS", "/mcp", hs, NULL);
+		tap_is_int(r.status, 403, "CORS preflight from a foreign origin -> 403");
+		reply_release(&r);
+	}
+	r = request("GET", "/messages?session_id=x", NULL, NULL);
+	tap_is_int(r.status, 405, "GET /messages -> 405");
+	reply_release(&r);
+	r = request("POST", "/sse", (const char *const[]){CT_JSON, NULL}, ping_body);
+	tap_is_int(r.status, 405, "POST /sse -> 405");
+	reply_release(&r);
+}
+
+static void test_batch_http(void)
+{
+	static const char init_0326[] =
+	    "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{"
+	    "\"protocolVersion\":\"2025-03-26\",\"capabilities\":{},\"clientInfo\":{\"name\":"
+	    "\"t\",\"version\":\"1\"}}}";
+	struct reply r = mcp_post(NULL, NULL, init_0326);
+	const char *h = header_of(&r, "Mcp-Session-Id");
+	char *id = h ? strdup(h) : NULL;
+
+	reply_release(&r);
+	r = mcp_post(id, NULL,
+		     "[{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"ping\"},"
+		     "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"},"
+		     "{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"tools/list\"}]");
+	tap_ok(r.status == 200 && r.body.data && r.body.data[0] == '[' &&
+		   strstr(r.body.data, "\"id\":7") && strstr(r.body.data, "\"id\":8"),
+	       "a batch in 2025-03-26 -> 200 with an array of responses");
+	reply_release(&r);
+	r = mcp_post(id, NULL, "[{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}]");
+	tap_ok(r.status == 202 && r.body.len == 0, "a batch of notifications -> 202");
+	reply_release(&r);
+	free(id);
+}
+
 static void test_sessions(void)
 {
 	struct reply r;
@@ -561,6 +638,36 @@ static void test_artifacts(void)
 	reply_release(&r);
 }
 
+static void test_mime(void)
+{
+	static const char *const cases[][2] = {
+	    {"fig.png", "image/png"},
+	    {"dir/Photo.JPG", "image/jpeg"},
+	    {"a.jpeg", "image/jpeg"},
+	    {"a.gif", "image/gif"},
+	    {"plot.svg", "image/svg+xml"},
+	    {"a.webp", "image/webp"},
+	    {"r.pdf", "application/pdf"},
+	    {"t.csv", "text/csv; charset=utf-8"},
+	    {"d.json", "application/json"},
+	    {"p.html", "text/html; charset=utf-8"},
+	    {"x.txt", "text/plain; charset=utf-8"},
+	    {"run.log", "text/plain; charset=utf-8"},
+	    {"README.md", "text/plain; charset=utf-8"},
+	    {"s.py", "text/plain; charset=utf-8"},
+	    {"x.xml", "application/xml"},
+	    {"a.zip", "application/zip"},
+	    {"t.parquet", "application/vnd.apache.parquet"},
+	    {"noext", "application/octet-stream"},
+	    {".hidden", "application/octet-stream"},
+	    {"dir.png/file", "application/octet-stream"},
+	    {"weird.", "application/octet-stream"},
+	};
+
+	for (size_t i = 0; i < SBX_ARRAY_SIZE(cases); i++)
+		tap_is_str(sbx_mime_type(cases[i][0]), cases[i][1], "mime type of %s", cases[i][0]);
+}
+
 #define SESSIONS 24
 
 static void *init_thread(void *arg)
@@ -740,8 +847,11 @@ int main(void)
 	tap_ok(port != 0, "bound a free port (%u)", port);
 	tap_is_str(sbx_http_public_url(http), base, "the public URL is http://127.0.0.1:PORT");
 
+	test_mime();
 	test_basics();
+	test_order();
 	test_sessions();
+	test_batch_http();
 	test_sse();
 	test_held_streamable();
 	test_artifacts();
