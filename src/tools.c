@@ -250,8 +250,8 @@ void sbx_progress_flush(struct sbx_progress *p, bool final)
 	"paths.\"}"
 #define RUN_OUTPUT_PROPS                                                                           \
 	"\"stdout\":{\"type\":\"string\"},\"stderr\":{\"type\":\"string\"},"                       \
-	"\"exit_code\":{\"type\":\"integer\",\"description\":\"-1 when killed at the time "        \
-	"limit\"},"                                                                                \
+	"\"exit_code\":{\"type\":\"integer\",\"description\":\"0 on success; non-zero after an "   \
+	"error or an interrupt at the time limit; -1 when the process was killed\"},"              \
 	"\"timed_out\":{\"type\":\"boolean\"},"                                                    \
 	"\"truncated\":{\"type\":\"boolean\",\"description\":\"output beyond the server's cap "    \
 	"was cut\"}"

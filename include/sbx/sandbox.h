@@ -113,7 +113,7 @@ struct sbx_file_change {
 
 /* What a command or a piece of Python code produced. */
 struct sbx_run_result {
-	int exit_code; /* -1 when killed at the time limit */
+	int exit_code; /* -1 when the process was killed (time limit, restart) */
 	bool timed_out;
 	bool truncated;		       /* output beyond sandbox.output_cap was cut */
 	struct sbx_buf out;	       /* stdout: valid UTF-8 (invalid bytes replaced by U+FFFD) */
