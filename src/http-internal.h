@@ -47,6 +47,10 @@
 #else
 #define SBX_HTTP_CONN_STACK (128 * 1024)
 #endif
+/* libmicrohttpd's memory per connection (request line and headers, the
+ * read buffer, the response headers); its default is 32 KiB, zeroed on
+ * every keep-alive request. */
+#define SBX_HTTP_CONN_MEMORY (16 * 1024)
 /* Connections past server.max_connections still get a 503 up to this many
  * more; beyond, they are closed at accept. */
 #define SBX_HTTP_OVERFLOW 64

@@ -768,6 +768,7 @@ int sbx_http_start(const struct sbx_http_config *cfg, sbx_http **ret_http, struc
 	    0, on_accept, h, on_request, h, MHD_OPTION_LISTEN_SOCKET, h->listen_fd,
 	    MHD_OPTION_CONNECTION_LIMIT, (unsigned)(h->max_connections + 2 * SBX_HTTP_OVERFLOW),
 	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)SBX_HTTP_IDLE_TIMEOUT_S,
+	    MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)SBX_HTTP_CONN_MEMORY,
 	    MHD_OPTION_THREAD_STACK_SIZE, (size_t)SBX_HTTP_CONN_STACK, MHD_OPTION_NOTIFY_COMPLETED,
 	    on_completed, h, MHD_OPTION_NOTIFY_CONNECTION, on_connection, h,
 	    MHD_OPTION_UNESCAPE_CALLBACK, keep_escapes, NULL, MHD_OPTION_END);
