@@ -626,6 +626,7 @@ static void test_held_streamable(void)
 static pthread_mutex_t fake_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t fake_cond = PTHREAD_COND_INITIALIZER;
 static int fake_started, fake_saw_cancel;
+static pid_t fake_progress_tid; /* the thread of the last "progress" call */
 
 static void sleep_ms(long ms)
 {
@@ -645,6 +646,9 @@ static int fake_tools_call(const struct sbx_tool_ctx *ctx, const char *name,
 		return sbx_tools_call(ctx, name, args, ret_result, err);
 	sbx_progress_init(&p, ctx);
 	if (strcmp(name, "progress") == 0) {
+		pthread_mutex_lock(&fake_lock);
+		fake_progress_tid = gettid();
+		pthread_mutex_unlock(&fake_lock);
 		sbx_progress_output(&p, "chunk-one\n", 10);
 		sleep_ms(100);
 		sbx_progress_output(&p, "chunk-two\n", 10);
@@ -771,6 +775,22 @@ static void test_progress_http(void)
 		   !strstr(r.body.data, "notifications/progress"),
 	       "without a progressToken: one application/json response");
 	reply_release(&r);
+	{
+		pid_t first;
+		pthread_mutex_lock(&fake_lock);
+		first = fake_progress_tid;
+		pthread_mutex_unlock(&fake_lock);
+		sleep_ms(100);
+		r = mcp_post(id, NULL,
+			     "{\"jsonrpc\":\"2.0\",\"id\":33,\"method\":\"tools/call\",\"params\":{"
+			     "\"name\":\"progress\",\"arguments\":{}}}");
+		pthread_mutex_lock(&fake_lock);
+		tap_ok(r.status == 200 && first != 0 && fake_progress_tid == first,
+		       "the next call runs on the same pooled worker thread (tid %d, %d)",
+		       (int)first, (int)fake_progress_tid);
+		pthread_mutex_unlock(&fake_lock);
+		reply_release(&r);
+	}
 	free(id);
 }
 
