@@ -21,18 +21,42 @@
 /* 128 random bits, hex. */
 #define SBX_SESSION_ID_LEN 32
 /* Sessions alive at once (SSE streams + Streamable HTTP sessions). */
-#define SBX_SESSIONS_MAX 1024
+#define SBX_SESSIONS_MAX 4096
 /* An SSE stream's outbound queue: past this the stream is ended. */
 #define SBX_SSE_QUEUE_MAX_MSGS 1024
 #define SBX_SSE_QUEUE_MAX_BYTES (64u * 1024 * 1024)
 /* Idle SSE streams get a comment this often. */
 #define SBX_SSE_KEEPALIVE_MS 15000
-/* Requests running in background threads: per SSE session, and in all
- * (SSE bodies and Streamable HTTP requests). */
+/* A waiting stream checks this often whether its client closed. */
+#define SBX_PEER_CHECK_MS 500
+/* Requests running on pooled worker threads: per SSE session, and in all
+ * (tools/call on either transport). */
 #define SBX_SSE_WORKERS_PER_SESSION 16
 #define SBX_HTTP_WORKERS_MAX 256
-/* Stack of every thread the server runs requests in. */
+/* A pooled worker idle this long ends. */
+#define SBX_HTTP_WORKER_IDLE_MS 10000
+/* Stack of a pooled worker (tools run there: engine calls, libcurl, tar). */
 #define SBX_HTTP_STACK (512 * 1024)
+/* Stack of a connection's thread: routing, JSON-RPC parse/serialise (json-c
+ * nesting is bounded at depth 64) and the cheap methods; never a tool (an
+ * artifact's engine calls run on its producer thread). The deepest use
+ * measured over tests/test-http is 17 KiB; AddressSanitizer's redzones need
+ * several times more. */
+#if defined(__SANITIZE_ADDRESS__)
+#define SBX_HTTP_CONN_STACK (512 * 1024)
+#else
+#define SBX_HTTP_CONN_STACK (128 * 1024)
+#endif
+/* libmicrohttpd's memory per connection (request line and headers, the
+ * read buffer, the response headers); its default is 32 KiB, zeroed on
+ * every keep-alive request. */
+#define SBX_HTTP_CONN_MEMORY (16 * 1024)
+/* Connections past server.max_connections still get a 503 up to this many
+ * more; beyond, they are closed at accept. */
+#define SBX_HTTP_OVERFLOW 64
+/* File descriptors kept for everything but client connections (engine
+ * sockets, artifact streams, files, log). */
+#define SBX_HTTP_FD_RESERVE 256
 
 /* ---- sessions (src/session.c) ---- */
 
@@ -82,6 +106,10 @@ void sbx_session_table_close_all(struct sbx_session_table *t);
 struct sbx_http_session *sbx_http_session_ref(struct sbx_http_session *s);
 struct sbx_http_session *sbx_http_session_unref(struct sbx_http_session *s);
 int64_t sbx_monotonic_ms(void);
+/* Waits on COND (a CLOCK_MONOTONIC one) for at most SBX_PEER_CHECK_MS and
+ * not past UNTIL_MS (sbx_monotonic_ms time): the pthread_cond_timedwait
+ * result. */
+int sbx_cond_wait_slice(pthread_cond_t *cond, pthread_mutex_t *lock, int64_t until_ms);
 
 /* ---- the server (src/http.c) ---- */
 
@@ -101,10 +129,20 @@ struct sbx_http {
 	struct sbx_session_table *sessions;
 	atomic_bool stopping;
 
-	/* Background workers (detached), counted so stop can wait. */
+	/* Client connections: open now, and the most served (more get 503). */
+	atomic_int connections;
+	int max_connections;
+
+	/* The worker pool: detached threads that take jobs off the queue and
+	 * end after SBX_HTTP_WORKER_IDLE_MS without one. */
 	pthread_mutex_t workers_lock;
-	pthread_cond_t workers_cond;
-	int workers;
+	pthread_cond_t work_cond;    /* a job was queued, or stop */
+	pthread_cond_t workers_cond; /* a thread ended */
+	struct sbx_http_job *queue_head, *queue_tail;
+	int queued;  /* jobs on the queue */
+	int jobs;    /* jobs queued or running */
+	int threads; /* pool threads alive */
+	int idle;    /* pool threads waiting for a job */
 };
 
 enum sbx_route {
@@ -133,6 +171,10 @@ struct sbx_http_request {
 enum MHD_Result sbx_http_respond(struct sbx_http_request *rq, unsigned status,
 				 const char *content_type, const char *body, size_t len,
 				 const char *const *headers);
+/* The same for an application/json BODY from malloc, which it takes (no
+ * copy; freed also on failure). */
+enum MHD_Result sbx_http_respond_json_take(struct sbx_http_request *rq, unsigned status, char *body,
+					   const char *const *headers);
 /* {"jsonrpc":"2.0","id":null,"error":{code,message}} */
 enum MHD_Result sbx_http_respond_rpc_error(struct sbx_http_request *rq, unsigned status, int code,
 					   const char *message);
@@ -162,13 +204,20 @@ enum MHD_Result sbx_sse_open(struct sbx_http_request *rq);
 enum MHD_Result sbx_sse_post(struct sbx_http_request *rq);
 enum MHD_Result sbx_streamable_handle(struct sbx_http_request *rq);
 enum MHD_Result sbx_artifact_handle(struct sbx_http_request *rq);
-/* Background workers: begin is -EBUSY over SBX_HTTP_WORKERS_MAX or while
- * stopping; end wakes sbx_http_wait_workers (server stop). */
-int sbx_http_worker_begin(struct sbx_http *h);
-void sbx_http_worker_end(struct sbx_http *h);
+/* A job for the worker pool, embedded in the caller's struct. */
+struct sbx_http_job {
+	struct sbx_http_job *next;
+	void (*fn)(struct sbx_http_job *job);
+};
+/* Runs JOB->fn(JOB) on a pooled worker (stack SBX_HTTP_STACK), reusing an
+ * idle one or starting one. -EBUSY with SBX_HTTP_WORKERS_MAX jobs in flight
+ * or while stopping, -EAGAIN when no thread can be started; JOB is then the
+ * caller's again. The pool does not touch JOB once fn is called. */
+int sbx_http_submit(struct sbx_http *h, struct sbx_http_job *job);
+/* Stop: runs what is queued, then waits for every pool thread to end. */
 void sbx_http_wait_workers(struct sbx_http *h);
-/* Starts a detached thread with the server's stack size. */
-int sbx_http_spawn(void *(*fn)(void *), void *arg);
+/* True when the client of CONN closed the connection (or it failed). */
+bool sbx_http_peer_gone(struct MHD_Connection *conn);
 
 /* One SSE frame "event: EVENT\ndata: DATA\n\n" (DATA is one line). */
 struct sbx_sse_msg *sbx_sse_msg_new(const char *event, const char *data);

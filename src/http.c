@@ -5,30 +5,35 @@
  * GET /health. The transports and the artifact route live next door.
  *
  * Threading model: MHD_USE_THREAD_PER_CONNECTION (with its internal polling
- * thread). A connection's thread may block for as long as its request takes
- * (a tools/call runs in it for Streamable HTTP; an SSE stream's thread waits
- * on the session's queue; an artifact's thread waits on the engine), so a
- * slow call never holds up another connection, a ping on the same session
- * included. The cost is one thread per open connection: bounded by
- * SBX_HTTP_CONNECTIONS_MAX, each with a modest stack (SBX_HTTP_STACK). An
- * event loop with MHD_suspend_connection could replace this later.
+ * thread, poll() rather than select() so that descriptors past FD_SETSIZE
+ * work). Cheap requests (ping, initialize, tools/list, notifications) are
+ * answered in the connection's thread. A tools/call runs on a pooled worker
+ * (sbx_http_submit) with a larger stack while the connection's thread waits
+ * for its first notification or its end (so progress can stream); an SSE
+ * stream's thread waits on the session's queue; an artifact's thread waits
+ * on the engine. So a slow call never holds up another connection, a ping on
+ * the same session included. The cost is one thread per open connection,
+ * with a small stack (SBX_HTTP_CONN_STACK), at most server.max_connections
+ * (clamped to what RLIMIT_NOFILE allows); the next SBX_HTTP_OVERFLOW get an
+ * immediate 503 with Retry-After, and further ones are closed at accept.
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <time.h>
 
 #include <json-c/json.h>
 
 #include "http-internal.h"
 #include "sbx/common.h"
-
-#define SBX_HTTP_CONNECTIONS_MAX 512
 
 /* ---- small helpers ---- */
 
@@ -200,6 +205,23 @@ enum MHD_Result sbx_http_respond(struct sbx_http_request *rq, unsigned status,
 	return sbx_http_queue(rq, status, resp);
 }
 
+enum MHD_Result sbx_http_respond_json_take(struct sbx_http_request *rq, unsigned status, char *body,
+					   const char *const *headers)
+{
+	struct MHD_Response *resp =
+	    MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
+
+	if (!resp) {
+		free(body);
+		return MHD_NO;
+	}
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+	MHD_add_response_header(resp, "Cache-Control", "no-store");
+	for (size_t i = 0; headers && headers[i]; i += 2)
+		MHD_add_response_header(resp, headers[i], headers[i + 1]);
+	return sbx_http_queue(rq, status, resp);
+}
+
 enum MHD_Result sbx_http_respond_rpc_error(struct sbx_http_request *rq, unsigned status, int code,
 					   const char *message)
 {
@@ -248,6 +270,71 @@ enum MHD_Result sbx_http_respond_error(struct sbx_http_request *rq, unsigned sta
 	r = sbx_http_respond(rq, status, "application/json", t, strlen(t), NULL);
 	json_object_put(o);
 	return r;
+}
+
+/* ---- connections ---- */
+
+/* Marks a connection past the limit (its socket context). */
+static char over_limit_mark;
+
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+			  enum MHD_ConnectionNotificationCode toe)
+{
+	struct sbx_http *h = cls;
+
+	(void)conn;
+	if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+		if (atomic_fetch_add(&h->connections, 1) >= h->max_connections)
+			*socket_context = &over_limit_mark;
+	} else {
+		atomic_fetch_sub(&h->connections, 1);
+	}
+}
+
+static bool over_limit(struct MHD_Connection *conn)
+{
+	const union MHD_ConnectionInfo *ci =
+	    MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+
+	return ci && ci->socket_context == &over_limit_mark;
+}
+
+/* Past the overflow band a connection is closed at once (no thread). */
+static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen_t addrlen)
+{
+	struct sbx_http *h = cls;
+
+	(void)addr;
+	(void)addrlen;
+	return atomic_load(&h->connections) >= h->max_connections + SBX_HTTP_OVERFLOW ? MHD_NO
+										      : MHD_YES;
+}
+
+/* 503 + Retry-After for a connection over the limit; the connection closes. */
+static enum MHD_Result respond_busy(struct sbx_http_request *rq)
+{
+	static const char body[] = "{\"error\":\"too many connections; retry later\"}";
+	static const char *const headers[] = {"Retry-After", "1", MHD_HTTP_HEADER_CONNECTION,
+					      "close", NULL};
+
+	return sbx_http_respond(rq, MHD_HTTP_SERVICE_UNAVAILABLE, "application/json", body,
+				sizeof(body) - 1, headers);
+}
+
+bool sbx_http_peer_gone(struct MHD_Connection *conn)
+{
+	const union MHD_ConnectionInfo *ci =
+	    MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+	struct pollfd p;
+
+	if (!ci)
+		return false;
+	p.fd = ci->connect_fd;
+	p.events = POLLRDHUP;
+	p.revents = 0;
+	if (poll(&p, 1, 0) <= 0)
+		return false;
+	return (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) != 0;
 }
 
 /* ---- routing ---- */
@@ -375,6 +462,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		if (atomic_load(&h->stopping))
 			return sbx_http_respond_error(rq, MHD_HTTP_SERVICE_UNAVAILABLE,
 						      "server stopping");
+		if (over_limit(conn))
+			return respond_busy(rq);
 		if (header_phase(rq, &r))
 			return r;
 		return MHD_YES;
@@ -410,38 +499,53 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	*con_cls = NULL;
 }
 
-/* ---- background workers ---- */
+/* ---- the worker pool ---- */
 
-int sbx_http_worker_begin(struct sbx_http *h)
+static void *pool_thread(void *arg)
 {
-	int r = 0;
+	struct sbx_http *h = arg;
 
 	pthread_mutex_lock(&h->workers_lock);
-	if (h->workers >= SBX_HTTP_WORKERS_MAX || atomic_load(&h->stopping))
-		r = -EBUSY;
-	else
-		h->workers++;
-	pthread_mutex_unlock(&h->workers_lock);
-	return r;
-}
-
-void sbx_http_worker_end(struct sbx_http *h)
-{
-	pthread_mutex_lock(&h->workers_lock);
-	h->workers--;
+	for (;;) {
+		struct sbx_http_job *job;
+		while (!h->queue_head) {
+			struct timespec deadline;
+			int r;
+			if (atomic_load(&h->stopping))
+				goto out;
+			clock_gettime(CLOCK_MONOTONIC, &deadline);
+			deadline.tv_sec += SBX_HTTP_WORKER_IDLE_MS / 1000;
+			deadline.tv_nsec += (long)(SBX_HTTP_WORKER_IDLE_MS % 1000) * 1000000L;
+			if (deadline.tv_nsec >= 1000000000L) {
+				deadline.tv_sec++;
+				deadline.tv_nsec -= 1000000000L;
+			}
+			h->idle++;
+			r = pthread_cond_timedwait(&h->work_cond, &h->workers_lock, &deadline);
+			h->idle--;
+			if (r == ETIMEDOUT && !h->queue_head)
+				goto out;
+		}
+		job = h->queue_head;
+		h->queue_head = job->next;
+		if (!h->queue_head)
+			h->queue_tail = NULL;
+		h->queued--;
+		pthread_mutex_unlock(&h->workers_lock);
+		job->next = NULL;
+		job->fn(job);
+		pthread_mutex_lock(&h->workers_lock);
+		h->jobs--;
+	}
+out:
+	h->threads--;
 	pthread_cond_broadcast(&h->workers_cond);
 	pthread_mutex_unlock(&h->workers_lock);
+	return NULL;
 }
 
-void sbx_http_wait_workers(struct sbx_http *h)
-{
-	pthread_mutex_lock(&h->workers_lock);
-	while (h->workers > 0)
-		pthread_cond_wait(&h->workers_cond, &h->workers_lock);
-	pthread_mutex_unlock(&h->workers_lock);
-}
-
-int sbx_http_spawn(void *(*fn)(void *), void *arg)
+/* Starts a detached thread with STACK bytes of stack. */
+static int spawn(void *(*fn)(void *), void *arg, size_t stack)
 {
 	pthread_attr_t attr;
 	pthread_t t;
@@ -449,10 +553,47 @@ int sbx_http_spawn(void *(*fn)(void *), void *arg)
 
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	pthread_attr_setstacksize(&attr, SBX_HTTP_STACK);
+	pthread_attr_setstacksize(&attr, stack);
 	r = -pthread_create(&t, &attr, fn, arg);
 	pthread_attr_destroy(&attr);
 	return r;
+}
+
+int sbx_http_submit(struct sbx_http *h, struct sbx_http_job *job)
+{
+	int r = 0;
+
+	pthread_mutex_lock(&h->workers_lock);
+	if (h->jobs >= SBX_HTTP_WORKERS_MAX || atomic_load(&h->stopping)) {
+		r = -EBUSY;
+	} else if (h->idle <= h->queued) {
+		/* Every idle thread already has a job waiting for it. */
+		r = spawn(pool_thread, h, SBX_HTTP_STACK);
+		if (r == 0)
+			h->threads++;
+	}
+	if (r == 0) {
+		job->next = NULL;
+		if (h->queue_tail)
+			h->queue_tail->next = job;
+		else
+			h->queue_head = job;
+		h->queue_tail = job;
+		h->queued++;
+		h->jobs++;
+		pthread_cond_signal(&h->work_cond);
+	}
+	pthread_mutex_unlock(&h->workers_lock);
+	return r;
+}
+
+void sbx_http_wait_workers(struct sbx_http *h)
+{
+	pthread_mutex_lock(&h->workers_lock);
+	pthread_cond_broadcast(&h->work_cond);
+	while (h->threads > 0)
+		pthread_cond_wait(&h->workers_cond, &h->workers_lock);
+	pthread_mutex_unlock(&h->workers_lock);
 }
 
 /* MHD would percent-decode the path before routing; the artifact route
@@ -498,7 +639,7 @@ static int open_listener(const char *listen_addr, uint16_t port, int *ret_fd, ui
 		int v6only = 0;
 		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, sizeof(v6only));
 	}
-	if (bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, 128) < 0 ||
+	if (bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, 1024) < 0 ||
 	    getsockname(fd, (struct sockaddr *)&ss, &sl) < 0) {
 		r = -errno;
 		close(fd);
@@ -512,6 +653,21 @@ static int open_listener(const char *listen_addr, uint16_t port, int *ret_fd, ui
 						   : ((struct sockaddr_in *)&ss)->sin_port);
 	*ret_fd = fd;
 	return 0;
+}
+
+/* server.max_connections, lowered to what the open-file limit leaves after
+ * SBX_HTTP_FD_RESERVE and the overflow band (at least 8). */
+static int connection_limit(int64_t wanted)
+{
+	struct rlimit rl;
+	int64_t cap = wanted;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
+		int64_t fds = (int64_t)rl.rlim_cur - SBX_HTTP_FD_RESERVE - 2 * SBX_HTTP_OVERFLOW;
+		if (fds < cap)
+			cap = fds;
+	}
+	return cap < 8 ? 8 : (int)cap;
 }
 
 /* Fills public_host, public_port and public_origin from public_url. */
@@ -555,8 +711,17 @@ int sbx_http_start(const struct sbx_http_config *cfg, sbx_http **ret_http, struc
 	h->listen_fd = -1;
 	h->max_body = (size_t)s->server.max_body;
 	atomic_init(&h->stopping, false);
+	atomic_init(&h->connections, 0);
 	pthread_mutex_init(&h->workers_lock, NULL);
 	pthread_cond_init(&h->workers_cond, NULL);
+	{
+		pthread_condattr_t ca;
+		pthread_condattr_init(&ca);
+		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+		pthread_cond_init(&h->work_cond, &ca);
+		pthread_condattr_destroy(&ca);
+	}
+	h->max_connections = connection_limit(s->server.max_connections);
 
 	r = sbx_session_table_new(s->server.session_timeout_ms, &h->sessions);
 	if (r < 0) {
@@ -598,13 +763,15 @@ int sbx_http_start(const struct sbx_http_config *cfg, sbx_http **ret_http, struc
 		goto fail;
 	}
 	h->daemon = MHD_start_daemon(
-	    MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC |
+	    MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_ITC |
 		(v6 ? MHD_USE_IPv6 : 0),
-	    0, NULL, NULL, on_request, h, MHD_OPTION_LISTEN_SOCKET, h->listen_fd,
-	    MHD_OPTION_CONNECTION_LIMIT, (unsigned)SBX_HTTP_CONNECTIONS_MAX,
+	    0, on_accept, h, on_request, h, MHD_OPTION_LISTEN_SOCKET, h->listen_fd,
+	    MHD_OPTION_CONNECTION_LIMIT, (unsigned)(h->max_connections + 2 * SBX_HTTP_OVERFLOW),
 	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)SBX_HTTP_IDLE_TIMEOUT_S,
-	    MHD_OPTION_THREAD_STACK_SIZE, (size_t)SBX_HTTP_STACK, MHD_OPTION_NOTIFY_COMPLETED,
-	    on_completed, h, MHD_OPTION_UNESCAPE_CALLBACK, keep_escapes, NULL, MHD_OPTION_END);
+	    MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)SBX_HTTP_CONN_MEMORY,
+	    MHD_OPTION_THREAD_STACK_SIZE, (size_t)SBX_HTTP_CONN_STACK, MHD_OPTION_NOTIFY_COMPLETED,
+	    on_completed, h, MHD_OPTION_NOTIFY_CONNECTION, on_connection, h,
+	    MHD_OPTION_UNESCAPE_CALLBACK, keep_escapes, NULL, MHD_OPTION_END);
 	if (!h->daemon) {
 		r = sbx_error_set(err, -EIO, "http: cannot start the server on %s port %u",
 				  s->server.listen, h->port);
@@ -642,6 +809,7 @@ sbx_http *sbx_http_stop(sbx_http *h)
 		close(h->listen_fd);
 	sbx_session_table_free(h->sessions);
 	pthread_cond_destroy(&h->workers_cond);
+	pthread_cond_destroy(&h->work_cond);
 	pthread_mutex_destroy(&h->workers_lock);
 	free(h->public_url);
 	free(h->listen_host);

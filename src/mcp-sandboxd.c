@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "sbx/engine.h"
 #include "sbx/http.h"
@@ -46,6 +47,19 @@ static void usage(FILE *out)
 }
 
 /* Runs the server until SIGINT/SIGTERM; the exit status. */
+/* Every open connection holds a descriptor (server.max_connections, 4096 by
+ * default): take the soft open-file limit up to the hard one. The HTTP
+ * front lowers its connection limit to what the soft limit leaves. */
+static void raise_fd_limit(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+}
+
 static int serve(const struct sbx_settings *s, struct sbx_error *err)
 {
 	struct sbx_engine_config ec = {.type = s->engine.type,
@@ -65,6 +79,7 @@ static int serve(const struct sbx_settings *s, struct sbx_error *err)
 	sigaddset(&stop, SIGTERM);
 	pthread_sigmask(SIG_BLOCK, &stop, NULL);
 	signal(SIGPIPE, SIG_IGN);
+	raise_fd_limit();
 
 	if (sbx_engine_open(&ec, &engine, err) < 0 || sbx_engine_ping(engine, err) < 0) {
 		fprintf(stderr,

@@ -447,6 +447,20 @@ bool sbx_mcp_input_is_initialize(const sbx_mcp_input *in)
 	return false;
 }
 
+bool sbx_mcp_input_may_block(const sbx_mcp_input *in)
+{
+	size_t n = input_count(in);
+
+	for (size_t i = 0; i < n; i++) {
+		struct json_object *id, *msg = input_at(in, i);
+		const char *method = method_of(msg);
+		if (classify(msg, &id) == MSG_REQUEST && method &&
+		    strcmp(method, "tools/call") == 0)
+			return true;
+	}
+	return false;
+}
+
 /* ---- requests in flight ---- */
 
 /* Same JSON-RPC id: both strings and equal, or both integers and equal. */

@@ -29,6 +29,20 @@ int64_t sbx_monotonic_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+int sbx_cond_wait_slice(pthread_cond_t *cond, pthread_mutex_t *lock, int64_t until_ms)
+{
+	int64_t now = sbx_monotonic_ms(), at = now + SBX_PEER_CHECK_MS;
+	struct timespec ts;
+
+	if (until_ms < at)
+		at = until_ms;
+	if (at <= now)
+		return ETIMEDOUT;
+	ts.tv_sec = (time_t)(at / 1000);
+	ts.tv_nsec = (long)(at % 1000) * 1000000L;
+	return pthread_cond_timedwait(cond, lock, &ts);
+}
+
 int sbx_session_table_new(int64_t timeout_ms, struct sbx_session_table **ret_t)
 {
 	struct sbx_session_table *t = calloc(1, sizeof(*t));

@@ -116,6 +116,8 @@ static const struct sbx_setting schema[] = {
 	   "name of this server's sandboxes in engine labels ([A-Za-z0-9_.-], 1..64)"),
     NUMBER(DURATION, "server", "session_timeout", server.session_timeout_ms, "60m", SEC, 24 * HOUR,
 	   "an MCP session idle this long is forgotten"),
+    NUMBER(INT, "server", "max_connections", server.max_connections, "4096", 8, 65536,
+	   "HTTP connections open at once (SSE streams included); more get 503"),
     STRING(
 	"server", "state_dir", server.state_dir, "", check_state_dir,
 	"folder for state kept across restarts; empty = $STATE_DIRECTORY or /var/lib/mcp-sandbox"),

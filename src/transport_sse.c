@@ -5,10 +5,12 @@
  * GET /sse opens a session and its stream: first `event: endpoint` with the
  * relative URL to POST to, then `event: message` per message, and a
  * `: keepalive` comment when idle. The session ends with the stream.
- * POST /messages?session_id=ID answers 202 at once and runs the body in a
- * detached worker thread; the reply (and any notification) goes onto the
- * session's queue, which the stream's connection thread drains. The queue is
- * bounded: a client that does not read gets its stream ended.
+ * POST /messages?session_id=ID answers 202; a body with a tools/call runs on
+ * a pooled worker, anything else in the connection's thread before the 202.
+ * The reply (and any notification) goes onto the session's queue, which the
+ * stream's connection thread drains. The queue is bounded: a client that
+ * does not read gets its stream ended. A stream whose client closed ends
+ * within SBX_PEER_CHECK_MS, and its session with it.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -75,6 +77,7 @@ static void notify(void *ctx, const char *json)
 
 struct sse_stream {
 	struct sbx_http *http;
+	struct MHD_Connection *conn;
 	struct sbx_http_session *session;
 	struct sbx_buf pending; /* the frame being sent */
 	size_t pos;
@@ -96,8 +99,8 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max)
 	struct sse_stream *st = cls;
 	struct sbx_http_session *s = st->session;
 	struct sbx_sse_msg *m = NULL;
-	struct timespec deadline;
-	bool end = false;
+	int64_t keepalive_at;
+	bool end = false, gone = false;
 
 	(void)pos;
 	if (st->pos < st->pending.len)
@@ -105,8 +108,7 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max)
 	sbx_buf_reset(&st->pending);
 	st->pos = 0;
 
-	clock_gettime(CLOCK_MONOTONIC, &deadline);
-	deadline.tv_sec += SBX_SSE_KEEPALIVE_MS / 1000;
+	keepalive_at = sbx_monotonic_ms() + SBX_SSE_KEEPALIVE_MS;
 	pthread_mutex_lock(&s->lock);
 	for (;;) {
 		if (s->closed || atomic_load(&st->http->stopping)) {
@@ -122,10 +124,18 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max)
 			s->queued_bytes -= m->len;
 			break;
 		}
-		if (pthread_cond_timedwait(&s->cond, &s->lock, &deadline) == ETIMEDOUT)
-			break;
+		if (sbx_cond_wait_slice(&s->cond, &s->lock, keepalive_at) == ETIMEDOUT) {
+			if (sbx_monotonic_ms() >= keepalive_at)
+				break;
+			if (sbx_http_peer_gone(st->conn)) {
+				gone = true;
+				break;
+			}
+		}
 	}
 	pthread_mutex_unlock(&s->lock);
+	if (gone)
+		return MHD_CONTENT_READER_END_WITH_ERROR;
 	if (end)
 		return MHD_CONTENT_READER_END_OF_STREAM;
 	if (m) {
@@ -211,6 +221,7 @@ enum MHD_Result sbx_sse_open(struct sbx_http_request *rq)
 	if (!st)
 		return MHD_NO;
 	st->http = h;
+	st->conn = rq->conn;
 	r = sbx_session_table_add(h->sessions, h->mcp, SBX_MCP_TRANSPORT_SSE, &st->session, &err);
 	if (r < 0) {
 		free(st);
@@ -235,69 +246,67 @@ enum MHD_Result sbx_sse_open(struct sbx_http_request *rq)
 }
 
 struct sse_job {
-	struct sbx_http *http;
+	struct sbx_http_job job; /* first */
 	struct sbx_http_session *session;
 	sbx_mcp_input *input;
 };
 
-static void *sse_worker(void *arg)
+/* Runs IN on S, the reply onto the stream. */
+static int run_body(struct sbx_http_session *s, sbx_mcp_input *in)
 {
-	struct sse_job *job = arg;
-	struct sbx_http *h = job->http;
-	struct sbx_http_session *s = job->session;
 	struct sbx_error err = SBX_ERROR_INIT;
 	const struct sbx_mcp_notifier n = {.send = notify, .ctx = s};
 	char *reply = NULL;
+	int r;
 
-	if (sbx_mcp_session_run(s->mcp, job->input, &n, &reply, &err) == 0 && reply)
+	r = sbx_mcp_session_run(s->mcp, in, &n, &reply, &err);
+	if (r == 0 && reply)
 		enqueue(s, "message", reply);
 	free(reply);
+	return r;
+}
+
+static void sse_worker(struct sbx_http_job *j)
+{
+	struct sse_job *job = (struct sse_job *)j;
+	struct sbx_http_session *s = job->session;
+
+	run_body(s, job->input);
 	free(job);
 	pthread_mutex_lock(&s->lock);
 	s->workers--;
 	pthread_mutex_unlock(&s->lock);
 	sbx_http_session_unref(s);
-	sbx_http_worker_end(h);
-	return NULL;
 }
 
 /* Starts a worker for IN on S (taking IN on success); -EBUSY over the
  * limits. */
 static int start_worker(struct sbx_http *h, struct sbx_http_session *s, sbx_mcp_input *in)
 {
-	struct sse_job *job;
+	struct sse_job *job = calloc(1, sizeof(*job));
 	int r;
 
+	if (!job)
+		return -ENOMEM;
 	pthread_mutex_lock(&s->lock);
 	r = s->workers >= SBX_SSE_WORKERS_PER_SESSION || s->closed ? -EBUSY : 0;
 	if (r == 0)
 		s->workers++;
 	pthread_mutex_unlock(&s->lock);
-	if (r == 0 && (r = sbx_http_worker_begin(h)) < 0) {
-		pthread_mutex_lock(&s->lock);
-		s->workers--;
-		pthread_mutex_unlock(&s->lock);
-	}
-	if (r < 0)
-		return r;
-	job = malloc(sizeof(*job));
-	if (job) {
-		job->http = h;
-		job->session = sbx_http_session_ref(s);
-		job->input = in;
-		r = sbx_http_spawn(sse_worker, job);
-		if (r < 0) {
-			sbx_http_session_unref(s);
-			free(job);
-		}
-	} else {
-		r = -ENOMEM;
-	}
 	if (r < 0) {
+		free(job);
+		return r;
+	}
+	job->job.fn = sse_worker;
+	job->session = sbx_http_session_ref(s);
+	job->input = in;
+	r = sbx_http_submit(h, &job->job);
+	if (r < 0) {
+		sbx_http_session_unref(s);
+		free(job);
 		pthread_mutex_lock(&s->lock);
 		s->workers--;
 		pthread_mutex_unlock(&s->lock);
-		sbx_http_worker_end(h);
 	}
 	return r;
 }
@@ -322,14 +331,11 @@ enum MHD_Result sbx_sse_post(struct sbx_http_request *rq)
 		return sbx_http_respond_rpc_error(rq, MHD_HTTP_NOT_FOUND, SBX_MCP_SESSION_NOT_FOUND,
 						  "Session not found: open a new stream on /sse");
 	}
-	if (!sbx_mcp_input_has_requests(in)) {
-		/* Notifications (notifications/cancelled above all) are instant and
-		 * must not wait for a worker: a session busy with slow calls still
-		 * gets to cancel them. */
-		struct sbx_error err = SBX_ERROR_INIT;
-		char *reply = NULL;
-		r = sbx_mcp_session_run(s->mcp, in, NULL, &reply, &err);
-		free(reply);
+	if (!sbx_mcp_input_may_block(in)) {
+		/* Notifications (notifications/cancelled above all) and cheap
+		 * requests are instant and must not wait for a worker: a session
+		 * busy with slow calls still gets to cancel them. */
+		r = run_body(s, in);
 		sbx_http_session_unref(s);
 		if (r < 0)
 			return MHD_NO;

@@ -6,13 +6,15 @@
  * (400 missing, 404 unknown), 400 an unsupported MCP-Protocol-Version; 202
  * for a body without requests, else 200 application/json with the reply.
  *
- * A body with requests runs in a background worker while the connection's
- * thread waits (concurrent POSTs on one session run side by side). If the
- * request finishes without sending a notification, the reply is one
- * application/json response. If it sends one first (progress, log), the
- * reply becomes text/event-stream: the notifications as they come, then the
- * response, then the stream closes. Without a free worker the body runs in
- * the connection's thread and gets the JSON form.
+ * A body that only holds cheap requests (everything but tools/call) runs in
+ * the connection's thread and gets the application/json reply. One with a
+ * tools/call runs on a pooled worker while the connection's thread waits
+ * (concurrent POSTs on one session run side by side). If the call finishes
+ * without sending a notification, the reply is one application/json
+ * response. If it sends one first (progress, log), the reply becomes
+ * text/event-stream: the notifications as they come, then the response,
+ * then the stream closes. Without a free worker: 503 with Retry-After. A
+ * client that drops the connection does not cancel the call.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -32,8 +34,10 @@
 /* One request running in a worker; shared by the worker and the
  * connection (and its stream), reference-counted. */
 struct call {
+	struct sbx_http_job job;
 	atomic_int refs;
 	struct sbx_http *http;
+	struct MHD_Connection *conn; /* while the stream is on */
 	struct sbx_http_session *session;
 	sbx_mcp_input *input;
 	pthread_mutex_t lock;
@@ -91,10 +95,9 @@ static void call_notify(void *ctx, const char *json)
 	free(m);
 }
 
-static void *call_worker(void *arg)
+static void call_worker(struct sbx_http_job *job)
 {
-	struct call *c = arg;
-	struct sbx_http *h = c->http;
+	struct call *c = (struct call *)job; /* the first member */
 	struct sbx_error err = SBX_ERROR_INIT;
 	const struct sbx_mcp_notifier n = {.send = call_notify, .ctx = c};
 	sbx_mcp_input *in = SBX_TAKE(c->input);
@@ -107,23 +110,17 @@ static void *call_worker(void *arg)
 	pthread_cond_broadcast(&c->cond);
 	pthread_mutex_unlock(&c->lock);
 	call_unref(c);
-	sbx_http_worker_end(h);
-	return NULL;
 }
 
-/* Runs IN on S in a worker; NULL when none is free (IN is then still the
- * caller's). */
+/* Runs IN on S on a pooled worker; NULL when none is free (IN is then
+ * still the caller's). */
 static struct call *call_start(struct sbx_http *h, struct sbx_http_session *s, sbx_mcp_input *in)
 {
-	struct call *c;
+	struct call *c = calloc(1, sizeof(*c));
 
-	if (sbx_http_worker_begin(h) < 0)
+	if (!c)
 		return NULL;
-	c = calloc(1, sizeof(*c));
-	if (!c) {
-		sbx_http_worker_end(h);
-		return NULL;
-	}
+	c->job.fn = call_worker;
 	atomic_init(&c->refs, 2); /* the worker's and the caller's */
 	c->http = h;
 	c->session = sbx_http_session_ref(s);
@@ -136,11 +133,10 @@ static struct call *call_start(struct sbx_http *h, struct sbx_http_session *s, s
 		pthread_cond_init(&c->cond, &ca);
 		pthread_condattr_destroy(&ca);
 	}
-	if (sbx_http_spawn(call_worker, c) < 0) {
+	if (sbx_http_submit(h, &c->job) < 0) {
 		c->input = NULL; /* still the caller's */
 		atomic_store(&c->refs, 1);
 		call_unref(c);
-		sbx_http_worker_end(h);
 		return NULL;
 	}
 	return c;
@@ -162,8 +158,8 @@ static ssize_t call_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
 	struct call *c = cls;
 	struct sbx_sse_msg *m = NULL;
-	struct timespec deadline;
-	bool end = false;
+	int64_t keepalive_at;
+	bool end = false, gone = false;
 	int r = 0;
 
 	(void)pos;
@@ -173,8 +169,7 @@ static ssize_t call_read(void *cls, uint64_t pos, char *buf, size_t max)
 	c->pos = 0;
 	if (c->replied)
 		return MHD_CONTENT_READER_END_OF_STREAM;
-	clock_gettime(CLOCK_MONOTONIC, &deadline);
-	deadline.tv_sec += SBX_SSE_KEEPALIVE_MS / 1000;
+	keepalive_at = sbx_monotonic_ms() + SBX_SSE_KEEPALIVE_MS;
 	pthread_mutex_lock(&c->lock);
 	for (;;) {
 		if (c->head) {
@@ -190,11 +185,21 @@ static ssize_t call_read(void *cls, uint64_t pos, char *buf, size_t max)
 			end = true;
 			break;
 		}
-		if (atomic_load(&c->http->stopping) ||
-		    pthread_cond_timedwait(&c->cond, &c->lock, &deadline) == ETIMEDOUT)
+		if (atomic_load(&c->http->stopping))
 			break;
+		if (sbx_cond_wait_slice(&c->cond, &c->lock, keepalive_at) == ETIMEDOUT) {
+			if (sbx_monotonic_ms() >= keepalive_at)
+				break;
+			/* The client left: free the connection; the call runs on. */
+			if (sbx_http_peer_gone(c->conn)) {
+				gone = true;
+				break;
+			}
+		}
 	}
 	pthread_mutex_unlock(&c->lock);
+	if (gone)
+		return MHD_CONTENT_READER_END_WITH_ERROR;
 	if (m) {
 		r = sbx_buf_append(&c->pending, m->text, m->len);
 		free(m);
@@ -313,9 +318,10 @@ static enum MHD_Result handle_delete(struct sbx_http_request *rq)
 static enum MHD_Result respond_stream(struct sbx_http_request *rq, struct sbx_http_session *s,
 				      struct call *c, bool created)
 {
-	struct MHD_Response *resp =
-	    MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, call_read, c, call_free);
+	struct MHD_Response *resp;
 
+	c->conn = rq->conn;
+	resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, call_read, c, call_free);
 	if (!resp) {
 		call_free(c);
 		return MHD_NO;
@@ -371,10 +377,24 @@ static enum MHD_Result handle_post(struct sbx_http_request *rq)
 	}
 
 	requests = sbx_mcp_input_has_requests(in);
-	/* A tools/call may take minutes: no idle timeout while it runs. */
-	sbx_http_set_timeout(rq, 0);
-	if (requests && (c = call_start(h, s, in)) != NULL) {
+	if (requests && sbx_mcp_input_may_block(in)) {
 		bool stream;
+		/* A tools/call may take minutes: no idle timeout while it runs. */
+		sbx_http_set_timeout(rq, 0);
+		c = call_start(h, s, in);
+		if (!c) {
+			static const char *const busy[] = {"Retry-After", "1", NULL};
+			static const char body[] =
+			    "{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{\"code\":-32603,"
+			    "\"message\":\"Server busy: too many tool calls in flight\"}}";
+			sbx_mcp_input_free(in);
+			sbx_http_set_timeout(rq, SBX_HTTP_IDLE_TIMEOUT_S);
+			if (created)
+				sbx_session_table_remove(h->sessions, s);
+			sbx_http_session_unref(s);
+			return sbx_http_respond(rq, MHD_HTTP_SERVICE_UNAVAILABLE,
+						"application/json", body, sizeof(body) - 1, busy);
+		}
 		pthread_mutex_lock(&c->lock);
 		while (!c->done && !c->head)
 			pthread_cond_wait(&c->cond, &c->lock);
@@ -387,11 +407,12 @@ static enum MHD_Result handle_post(struct sbx_http_request *rq)
 			return ret;
 		}
 		call_unref(c);
+		sbx_http_set_timeout(rq, SBX_HTTP_IDLE_TIMEOUT_S);
 		r = 0;
 	} else {
+		/* Cheap: answered here, no worker, no wait. */
 		r = sbx_mcp_session_run(s->mcp, in, NULL, &reply, &err);
 	}
-	sbx_http_set_timeout(rq, SBX_HTTP_IDLE_TIMEOUT_S);
 	if (r < 0) {
 		if (created)
 			sbx_session_table_remove(h->sessions, s);
@@ -407,8 +428,8 @@ static enum MHD_Result handle_post(struct sbx_http_request *rq)
 		ret = sbx_http_respond(rq, MHD_HTTP_ACCEPTED, NULL, NULL, 0, NULL);
 	} else {
 		const char *const hdrs[] = {SESSION_HEADER, s->id, NULL};
-		ret = sbx_http_respond(rq, MHD_HTTP_OK, "application/json", reply, strlen(reply),
-				       created ? hdrs : NULL);
+		ret = sbx_http_respond_json_take(rq, MHD_HTTP_OK, SBX_TAKE(reply),
+						 created ? hdrs : NULL);
 	}
 	sbx_http_session_unref(s);
 	return ret;

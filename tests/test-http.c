@@ -6,7 +6,10 @@
  * route's refusals, 20 concurrent sessions, a request held mid-body not
  * delaying a ping on the same session; progress (the event-stream form) and
  * cancellation on both transports, with stand-in tools "progress" and "slow"
- * (sbx_mcp_set_tools_call; every other name goes to the real tools).
+ * (sbx_mcp_set_tools_call; every other name goes to the real tools); cheap
+ * requests answered while tool calls hold workers; server.max_connections
+ * (600 idle SSE streams under 1000, 503 past a small limit) and a closed SSE
+ * client's session let go of within 2 s.
  */
 #include <errno.h>
 #include <poll.h>
@@ -16,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
@@ -622,6 +626,7 @@ static void test_held_streamable(void)
 static pthread_mutex_t fake_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t fake_cond = PTHREAD_COND_INITIALIZER;
 static int fake_started, fake_saw_cancel;
+static pid_t fake_progress_tid; /* the thread of the last "progress" call */
 
 static void sleep_ms(long ms)
 {
@@ -641,6 +646,9 @@ static int fake_tools_call(const struct sbx_tool_ctx *ctx, const char *name,
 		return sbx_tools_call(ctx, name, args, ret_result, err);
 	sbx_progress_init(&p, ctx);
 	if (strcmp(name, "progress") == 0) {
+		pthread_mutex_lock(&fake_lock);
+		fake_progress_tid = gettid();
+		pthread_mutex_unlock(&fake_lock);
 		sbx_progress_output(&p, "chunk-one\n", 10);
 		sleep_ms(100);
 		sbx_progress_output(&p, "chunk-two\n", 10);
@@ -767,6 +775,22 @@ static void test_progress_http(void)
 		   !strstr(r.body.data, "notifications/progress"),
 	       "without a progressToken: one application/json response");
 	reply_release(&r);
+	{
+		pid_t first;
+		pthread_mutex_lock(&fake_lock);
+		first = fake_progress_tid;
+		pthread_mutex_unlock(&fake_lock);
+		sleep_ms(100);
+		r = mcp_post(id, NULL,
+			     "{\"jsonrpc\":\"2.0\",\"id\":33,\"method\":\"tools/call\",\"params\":{"
+			     "\"name\":\"progress\",\"arguments\":{}}}");
+		pthread_mutex_lock(&fake_lock);
+		tap_ok(r.status == 200 && first != 0 && fake_progress_tid == first,
+		       "the next call runs on the same pooled worker thread (tid %d, %d)",
+		       (int)first, (int)fake_progress_tid);
+		pthread_mutex_unlock(&fake_lock);
+		reply_release(&r);
+	}
 	free(id);
 }
 
@@ -986,6 +1010,245 @@ static void test_concurrent_sessions(void)
 	tap_is_int(good, SESSIONS, "... and each answers a ping");
 }
 
+/* Cheap requests are answered in the connection's thread: they do not
+ * wait for the tool calls that hold workers, on either transport. */
+static void test_cheap_while_busy(void)
+{
+	char *id = mcp_initialize(), *id2;
+	struct bg_post b[3] = {{0}};
+	struct sbx_buf acc = SBX_BUF_INIT;
+	struct timespec t0;
+	struct reply r;
+	char sid[64], body[256];
+	int started, cancels = saw_cancel(), fd;
+
+	pthread_mutex_lock(&fake_lock);
+	started = fake_started;
+	pthread_mutex_unlock(&fake_lock);
+	for (int i = 0; i < 3; i++) {
+		b[i].session = id;
+		b[i].body = i == 0   ? "{\"jsonrpc\":\"2.0\",\"id\":61,\"method\":\"tools/call\","
+				       "\"params\":{\"name\":\"slow\",\"arguments\":{}}}"
+			    : i == 1 ? "{\"jsonrpc\":\"2.0\",\"id\":62,\"method\":\"tools/call\","
+				       "\"params\":{\"name\":\"slow\",\"arguments\":{}}}"
+				     : "{\"jsonrpc\":\"2.0\",\"id\":63,\"method\":\"tools/call\","
+				       "\"params\":{\"name\":\"slow\",\"arguments\":{}}}";
+		pthread_create(&b[i].thread, NULL, bg_post_main, &b[i]);
+	}
+	started += 3;
+	tap_ok(wait_started(started), "three slow tool calls hold workers");
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	r = mcp_post(id, NULL, ping_body);
+	tap_ok(r.status == 200 && r.body.data &&
+		   strcmp(r.body.data, "{\"jsonrpc\":\"2.0\",\"id\":2,\"result\":{}}") == 0,
+	       "... meanwhile ping on their session -> its JSON result (%s)",
+	       r.body.data ? r.body.data : "");
+	reply_release(&r);
+	r = mcp_post(id, NULL, "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/list\"}");
+	tap_ok(r.status == 200 && r.body.data &&
+		   strstr(r.body.data, "\"id\":3,\"result\":{\"tools\":[") &&
+		   strstr(r.body.data, "execute_python_code"),
+	       "... tools/list -> the tools");
+	reply_release(&r);
+	r = mcp_post(id, NULL,
+		     "{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"logging/setLevel\",\"params\":{"
+		     "\"level\":\"info\"}}");
+	tap_ok(r.status == 200 && r.body.data && strstr(r.body.data, "\"id\":4,\"result\":{}"),
+	       "... logging/setLevel -> an empty result");
+	reply_release(&r);
+	r = mcp_post(id, NULL, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}");
+	tap_ok(r.status == 202 && r.body.len == 0, "... a notification -> 202, no body");
+	reply_release(&r);
+	id2 = mcp_initialize();
+	tap_ok(id2 != NULL, "... initialize of another session");
+	tap_ok(elapsed_ms(&t0) < 2000, "... all within %ld ms", elapsed_ms(&t0));
+	free(id2);
+
+	/* The legacy transport: the reply goes onto the stream. */
+	fd = open_sse(sid, &acc);
+	snprintf(body, sizeof(body), "%s", init_body);
+	r = sse_post(sid, body);
+	reply_release(&r);
+	r = sse_post(sid, "{\"jsonrpc\":\"2.0\",\"id\":77,\"method\":\"ping\"}");
+	tap_ok(r.status == 202 &&
+		   read_until(fd, &acc, "{\"jsonrpc\":\"2.0\",\"id\":77,\"result\":{}}", 2000),
+	       "SSE: a ping while the slow calls run -> 202, its result on the stream");
+	reply_release(&r);
+	close(fd);
+	sbx_buf_release(&acc);
+
+	cancel_on(id, "61");
+	cancel_on(id, "62");
+	cancel_on(id, "63");
+	for (int i = 0; i < 3; i++) {
+		pthread_join(b[i].thread, NULL);
+		reply_release(&b[i].r);
+	}
+	tap_is_int(saw_cancel(), cancels + 3, "the three slow calls were cancelled");
+	free(id);
+}
+
+/* Lifts the soft open-file limit to N (or the hard limit); the soft limit. */
+static rlim_t raise_nofile(rlim_t n)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+		return 0;
+	if (rl.rlim_cur < n) {
+		rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > n ? n : rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+		getrlimit(RLIMIT_NOFILE, &rl);
+	}
+	return rl.rlim_cur;
+}
+
+/* A server with MAXC connections on 127.0.0.1 (port and base switched). */
+static sbx_http *limit_server(sbx_mcp *mcp, sbx_manager *manager, struct sbx_settings *s2, int maxc)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	sbx_http *h = NULL;
+	char set[64];
+
+	snprintf(set, sizeof(set), "server.max_connections=%d", maxc);
+	if (sbx_settings_init(s2) < 0 ||
+	    sbx_settings_set(s2, "server.listen=127.0.0.1", &err) < 0 ||
+	    sbx_settings_set(s2, "server.port=0", &err) < 0 || sbx_settings_set(s2, set, &err) < 0)
+		tap_bail(err.msg[0] ? err.msg : "settings");
+	{
+		const struct sbx_http_config hc = {.settings = s2, .mcp = mcp, .manager = manager};
+		if (sbx_http_start(&hc, &h, &err) < 0)
+			tap_bail(err.msg);
+	}
+	port = sbx_http_port(h);
+	snprintf(base, sizeof(base), "http://127.0.0.1:%u", port);
+	return h;
+}
+
+#define MANY_SSE 600
+
+/* MANY_SSE idle SSE streams at once, all served, with max_connections=1000. */
+static void test_many_sse(sbx_mcp *mcp, sbx_manager *manager)
+{
+	struct sbx_settings s2;
+	uint16_t saved_port = port;
+	char saved_base[64], req[128];
+	static int fds[MANY_SSE];
+	static struct sbx_buf accs[MANY_SSE];
+	struct timespec t0;
+	sbx_http *h;
+	int got = 0, n = 0;
+	rlim_t lim = raise_nofile(4096);
+
+	if (lim < 2 * MANY_SSE + 600) {
+		char why[160];
+		snprintf(why, sizeof(why),
+			 "%d SSE streams need %d open files in this process (server and "
+			 "clients); RLIMIT_NOFILE allows %llu",
+			 MANY_SSE, 2 * MANY_SSE + 600, (unsigned long long)lim);
+		tap_skip(2, why);
+		return;
+	}
+	snprintf(saved_base, sizeof(saved_base), "%s", base);
+	h = limit_server(mcp, manager, &s2, 1000);
+	snprintf(req, sizeof(req), "GET /sse HTTP/1.1\r\nHost: 127.0.0.1:%u\r\n\r\n", port);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (n = 0; n < MANY_SSE; n++) {
+		fds[n] = connect_raw();
+		send_all(fds[n], req);
+	}
+	for (int i = 0; i < n; i++) {
+		if (read_until(
+			fds[i], &accs[i], "event: endpoint\ndata: /messages?session_id=",
+			i == 0
+			    ? 20000
+			    : (int)(20000 - elapsed_ms(&t0) > 100 ? 20000 - elapsed_ms(&t0) : 100)))
+			got++;
+	}
+	tap_is_int(got, MANY_SSE,
+		   "server.max_connections=1000: %d idle SSE streams all get "
+		   "their endpoint event (%ld ms)",
+		   MANY_SSE, elapsed_ms(&t0));
+	{
+		struct reply r = request("GET", "/health", NULL, NULL);
+		tap_is_int(r.status, 200, "... and the server still answers /health");
+		reply_release(&r);
+	}
+	for (int i = 0; i < n; i++) {
+		close(fds[i]);
+		sbx_buf_release(&accs[i]);
+	}
+	sbx_http_stop(h);
+	sbx_settings_release(&s2);
+	port = saved_port;
+	snprintf(base, sizeof(base), "%s", saved_base);
+}
+
+/* server.max_connections=8: the 9th connection gets 503 + Retry-After at
+ * once; a closed SSE client frees its slot and session within 2 s. */
+static void test_over_limit(sbx_mcp *mcp, sbx_manager *manager)
+{
+	struct sbx_settings s2;
+	uint16_t saved_port = port;
+	char saved_base[64], ids[8][64];
+	struct sbx_buf accs[8];
+	int fds[8], got = 0;
+	struct timespec t0;
+	struct reply r;
+	sbx_http *h;
+	long status = 0;
+
+	snprintf(saved_base, sizeof(saved_base), "%s", base);
+	h = limit_server(mcp, manager, &s2, 8);
+	for (int i = 0; i < 8; i++) {
+		accs[i] = (struct sbx_buf)SBX_BUF_INIT;
+		fds[i] = open_sse(ids[i], &accs[i]);
+		got += ids[i][0] != '\0';
+	}
+	tap_is_int(got, 8, "server.max_connections=8: 8 SSE streams open");
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	r = request("GET", "/health", NULL, NULL);
+	tap_ok(r.status == 503 && header_of(&r, "Retry-After") &&
+		   strcmp(header_of(&r, "Retry-After"), "1") == 0 && elapsed_ms(&t0) < 1000,
+	       "... a 9th connection -> 503 with Retry-After: 1 at once (%ld, %ld ms)", r.status,
+	       elapsed_ms(&t0));
+	reply_release(&r);
+
+	/* The client of stream 0 goes away: its session ends, its slot frees. */
+	close(fds[0]);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	while (elapsed_ms(&t0) < 3000) {
+		r = sse_post(ids[0], "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}");
+		status = r.status;
+		reply_release(&r);
+		if (status == 404)
+			break;
+		sleep_ms(50);
+	}
+	tap_ok(status == 404 && elapsed_ms(&t0) < 2000,
+	       "a closed SSE client's session is gone within 2 s (%ld after %ld ms)", status,
+	       elapsed_ms(&t0));
+	/* The closed connections' slots free a moment after their sessions. */
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	do {
+		r = sse_post(ids[1], "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}");
+		status = r.status;
+		reply_release(&r);
+		if (status != 202)
+			sleep_ms(50);
+	} while (status == 503 && elapsed_ms(&t0) < 2000);
+	tap_is_int(status, 202, "... the others live on, and a new connection is served again");
+	for (int i = 1; i < 8; i++)
+		close(fds[i]);
+	for (int i = 0; i < 8; i++)
+		sbx_buf_release(&accs[i]);
+	sbx_http_stop(h);
+	sbx_settings_release(&s2);
+	port = saved_port;
+	snprintf(base, sizeof(base), "%s", saved_base);
+}
+
 /* A second server: IPv6 loopback when available, a public URL on another
  * host name, a 1 s session timeout; stopped with a stream open. */
 static void test_second_server(sbx_mcp *mcp, sbx_manager *manager)
@@ -1138,6 +1401,9 @@ int main(void)
 	test_cancel_sse();
 	test_artifacts();
 	test_concurrent_sessions();
+	test_cheap_while_busy();
+	test_over_limit(mcp, manager);
+	test_many_sse(mcp, manager);
 	test_second_server(mcp, manager);
 
 	sbx_http_stop(http);

@@ -78,6 +78,7 @@ static void test_defaults(void)
 	tap_is_str(s.server.public_url, "", "server.public_url");
 	tap_is_int(s.server.max_body, 4 << 20, "server.max_body");
 	tap_is_str(s.server.allowed_origins, "", "server.allowed_origins");
+	tap_is_int(s.server.max_connections, 4096, "server.max_connections");
 	tap_is_str(s.sandbox.image, "localhost/mcp-sandbox:latest", "sandbox.image");
 	tap_is_int(s.sandbox.memory, 512 << 20, "sandbox.memory");
 	tap_is_int(s.sandbox.nano_cpus, 1000000000, "sandbox.cpus");
@@ -165,6 +166,10 @@ static void test_file_errors(void)
 	expect_load_error("[server]\nport = 70000\n",
 			  "2: server.port: bad value \"70000\": expected an integer in 0..65535",
 			  "int out of range");
+	expect_load_error("[server]\nmax_connections = 4\n",
+			  "2: server.max_connections: bad value \"4\": expected an integer in "
+			  "8..65536",
+			  "max_connections below its floor");
 	expect_load_error("[engine]\ntype = lxc\n",
 			  "2: engine.type: bad value \"lxc\": expected one of: docker podman",
 			  "enum word");
@@ -300,7 +305,7 @@ static void test_set(void)
 	set_fails("server.colour=1",
 		  "--set server.colour: unknown key colour in [server] (known: "
 		  "listen, port, public_url, max_body, allowed_origins, instance, "
-		  "session_timeout, state_dir)");
+		  "session_timeout, max_connections, state_dir)");
 	set_fails("server.port=x", "--set server.port: bad value \"x\": expected an integer in "
 				   "0..65535");
 	set_fails("sandbox.image=a\tb", "--set sandbox.image: bad value \"a\tb\": "

@@ -89,6 +89,9 @@ sbx_mcp_input *sbx_mcp_input_free(sbx_mcp_input *in);
 bool sbx_mcp_input_has_requests(const sbx_mcp_input *in);
 /* Holds an initialize request. */
 bool sbx_mcp_input_is_initialize(const sbx_mcp_input *in);
+/* Holds a request that may block for long (tools/call); everything else is
+ * answered without waiting, so a transport may run it in any thread. */
+bool sbx_mcp_input_may_block(const sbx_mcp_input *in);
 
 /* Where a running request sends notifications (notifications/progress,
  * notifications/message) before its response. Called from the thread that

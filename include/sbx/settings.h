@@ -37,6 +37,7 @@ struct sbx_settings {
 		char *allowed_origins;
 		char *instance; /* names this server's sandboxes in engine labels */
 		int64_t session_timeout_ms;
+		int64_t max_connections; /* more get 503 + Retry-After */
 		char *state_dir; /* "" = $STATE_DIRECTORY, else /var/lib/mcp-sandbox if it exists */
 	} server;
 	struct {
