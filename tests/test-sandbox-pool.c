@@ -583,17 +583,45 @@ static void test_warm_interp(void)
 	sbx_settings_release(&s);
 }
 
-/* p50 of the first execute_python_code on N new sandboxes, from the pool or
- * cold (the create is not timed). */
+/* Times one "print(1)" in SB: ms, or -1 when it failed or printed wrong. */
+static double time_print1(sbx_manager *m, sbx_sandbox *sb)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_run_result res = {0};
+	double t0 = now_ms(), t;
+	int r = sbx_sandbox_run_python(m, sb, "print(1)\n", 0, &res, &err);
+
+	t = now_ms() - t0;
+	if (r < 0)
+		tap_diag("run_python: %s", err.msg);
+	if (r < 0 || !res.out.data || strcmp(res.out.data, "1\n") != 0 || res.exit_code != 0)
+		t = -1;
+	sbx_run_result_release(&res);
+	return t;
+}
+
+static void diag_p50(const char *what, double *t, int n)
+{
+	qsort(t, (size_t)n, sizeof(*t), cmp_double);
+	if (n > 0)
+		tap_diag("%s: %s: p50 %.2f ms, min %.2f ms, max %.2f ms over %d", engine_type, what,
+			 t[n / 2], t[0], t[n - 1], n);
+}
+
+/* p50 of the first execute_python_code on new sandboxes, from the pool or
+ * cold (the create is not timed). Each round makes two sandboxes: the
+ * first call of A right after the create (a pool refill then competes for
+ * the engine), that of B once the pool is full again; for comparison a
+ * call in A (used, then idle as long as B was) and a second call in B. */
 static void measure_first_call(bool pooled, int n)
 {
 	char size[32], inst[80];
 	const char *const extra[] = {size, NULL};
 	struct sbx_error err = SBX_ERROR_INIT;
 	struct sbx_settings s;
-	double t[64], t2[64];
+	double now[64], quiet[64], idle[64], second[64], t;
 	sbx_manager *m;
-	int ok = 0, ok2 = 0, ready = 0;
+	int ok = 0, n_quiet = 0, n_idle = 0, n_second = 0, ready = 0, calls = 0;
 
 	snprintf(size, sizeof(size), "sandbox.pool_size=%d", pooled ? 2 : 0);
 	snprintf(inst, sizeof(inst), "%s-first-%s", instance, pooled ? "pool" : "cold");
@@ -601,43 +629,46 @@ static void measure_first_call(bool pooled, int n)
 	m = manager(&s, engine);
 	sbx_manager_recover(m, &err);
 	for (int i = 0; i < n; i++) {
-		struct sbx_run_result res = {0};
-		sbx_sandbox *sb = NULL;
-		double t0, t1;
+		sbx_sandbox *a = NULL, *b = NULL;
 		if (pooled && !wait_pool(m, 2, 60))
 			break;
-		if (sbx_sandbox_create(m, "alice", NULL, &sb, &err) < 0) {
+		if (sbx_sandbox_create(m, "alice", NULL, &a, &err) < 0 ||
+		    sbx_sandbox_create(m, "alice", NULL, &b, &err) < 0) {
 			tap_diag("create: %s", err.msg);
+			sbx_sandbox_unref(a);
 			break;
 		}
-		ready += sbx_sandbox_python_ready(sb);
-		t0 = now_ms();
-		if (sbx_sandbox_run_python(m, sb, "print(1)\n", 0, &res, &err) < 0)
-			tap_diag("run_python: %s", err.msg);
-		t1 = now_ms();
-		if (res.out.data && strcmp(res.out.data, "1\n") == 0 && res.exit_code == 0)
-			t[ok++] = t1 - t0;
-		sbx_run_result_release(&res);
-		t0 = now_ms();
-		if (sbx_sandbox_run_python(m, sb, "print(1)\n", 0, &res, &err) == 0)
-			t2[ok2++] = now_ms() - t0;
-		sbx_run_result_release(&res);
-		sbx_sandbox_delete(m, "alice", sbx_sandbox_id(sb), NULL);
-		sbx_sandbox_unref(sb);
+		ready += sbx_sandbox_python_ready(a) + sbx_sandbox_python_ready(b);
+		calls += 2;
+		if ((t = time_print1(m, a)) >= 0)
+			now[ok++] = t;
+		if (pooled)
+			wait_pool(m, 2, 60);
+		if ((t = time_print1(m, b)) >= 0)
+			quiet[n_quiet++] = t;
+		if ((t = time_print1(m, a)) >= 0)
+			idle[n_idle++] = t;
+		if ((t = time_print1(m, b)) >= 0)
+			second[n_second++] = t;
+		sbx_sandbox_delete(m, "alice", sbx_sandbox_id(a), NULL);
+		sbx_sandbox_delete(m, "alice", sbx_sandbox_id(b), NULL);
+		sbx_sandbox_unref(a);
+		sbx_sandbox_unref(b);
 	}
-	tap_ok(ok == n && ready == (pooled ? n : 0),
-	       "%d first calls %s, all right (%d had a live interpreter)", n,
-	       pooled ? "from the pool" : "cold", ready);
-	qsort(t, (size_t)ok, sizeof(*t), cmp_double);
-	if (ok > 0)
-		tap_diag("%s: first execute_python_code %s: p50 %.2f ms, min %.2f ms, max %.2f ms "
-			 "over %d",
-			 engine_type, pooled ? "from the pool" : "cold", t[ok / 2], t[0], t[ok - 1],
-			 ok);
-	qsort(t2, (size_t)ok2, sizeof(*t2), cmp_double);
-	if (ok2 > 0)
-		tap_diag("%s: the second call, for comparison: p50 %.2f ms", engine_type,
-			 t2[ok2 / 2]);
+	tap_ok(ok == n && n_quiet == n && n_second == n && ready == (pooled ? calls : 0),
+	       "%d first calls %s, all right (%d of %d had a live interpreter)", 2 * n,
+	       pooled ? "from the pool" : "cold", ready, calls);
+	diag_p50(pooled ? "first execute_python_code from the pool, right after create"
+			: "first execute_python_code cold, right after create",
+		 now, ok);
+	diag_p50(pooled ? "first execute_python_code from the pool, pool refilled"
+			: "first execute_python_code cold, other sandbox",
+		 quiet, n_quiet);
+	diag_p50(pooled ? "a used sandbox after the same idle time (pool)"
+			: "a used sandbox after the same idle time (cold)",
+		 idle, n_idle);
+	diag_p50(pooled ? "second call, back to back (pool)" : "second call, back to back (cold)",
+		 second, n_second);
 	m = sbx_manager_free(m);
 	tap_is_int(count_instance(inst), 0, "nothing left");
 	sbx_settings_release(&s);
