@@ -7,9 +7,10 @@
  * and started with sbx_exec_stream as `python3 -u PROGRAM`, uid 1000, in
  * SBX_RESULTS_DIR: by the pool's refill thread for a pooled container
  * (sbx_interp_start_pooled; the interpreter moves to the record when the
- * container is assigned), else on first use. The stream stays open; every call writes one
- * request line and reads output lines and one result line, all tagged with
- * the call's id, so output of an earlier call is never taken for this one's.
+ * container is assigned), else on first use. The stream stays open; every
+ * call writes one request line and reads output lines and one result line,
+ * all tagged with the call's id, so output of an earlier call is never taken
+ * for this one's.
  *
  * Stopping code needs no host signal (the engine may be remote): an "int"
  * request makes the interpreter raise KeyboardInterrupt in its main thread;
