@@ -50,7 +50,9 @@ struct sbx_sandbox {
 	/* Under m->lock: */
 	time_t last_used;
 	struct sbx_install *installs;
-	struct sbx_interp *interp; /* the Python interpreter; set once, under m->lock */
+	/* The Python interpreter: set once, under m->lock, at first use or (from
+	 * the pool entry) at assignment before the record is ready. */
+	struct sbx_interp *interp;
 };
 
 struct sbx_manager {
@@ -80,7 +82,12 @@ void sbx_install_list_free(struct sbx_install *list);
 
 /* Puts the interpreter program into a new container (sbx_archive_put). */
 int sbx_interp_prepare(sbx_manager *m, const char *container, struct sbx_error *err);
-/* Ends the interpreter of a record being freed (closes its stream). */
+/* Starts a fresh interpreter in a pooled container (sandbox ID, no record
+ * yet) and waits for its hello; the pool entry owns it until assignment. */
+int sbx_interp_start_pooled(sbx_manager *m, const char *id, const char *container,
+			    struct sbx_interp **ret_in, struct sbx_error *err);
+/* Ends the interpreter of a record or pool entry being freed (closes its
+ * stream, which ends the process). */
 void sbx_interp_free(struct sbx_interp *in);
 /* sbx_sandbox_run_python_ex and sbx_sandbox_reset_python, in sandbox_interp.c. */
 int sbx_interp_run(sbx_manager *m, sbx_sandbox *sb, const char *code,
@@ -111,6 +118,9 @@ struct sbx_pool_entry {
 	struct sbx_pool_entry *next;
 	char id[SBX_SANDBOX_ID_MAX + 1];
 	char *container;
+	/* Its started interpreter, or NULL (then started on first use). Moves
+	 * to the record, under m->lock, when the container is assigned. */
+	struct sbx_interp *interp;
 };
 
 /* Resolves the state folder and starts the refill thread (when the pool is

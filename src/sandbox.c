@@ -368,19 +368,21 @@ again:
 			use_pool = false;
 			goto again;
 		}
-		e = sbx_pool_entry_free(e);
 	} else {
 		r = container_up(m, sb, err);
 	}
 
 	pthread_mutex_lock(&m->lock);
 	if (r >= 0) {
+		if (e)
+			sb->interp = SBX_TAKE(e->interp); /* its pooled interpreter */
 		sb->ready = true;
 		sbx_pool_created_locked(m, sb->pooled);
 	} else {
 		sbx_sandbox_unref(table_remove_locked(m, sb));
 	}
 	pthread_mutex_unlock(&m->lock);
+	sbx_pool_entry_free(e);
 	if (r < 0) {
 		sbx_sandbox_unref(sb);
 		sbx_error_prefix(err, "create sandbox");

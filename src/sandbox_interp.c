@@ -4,10 +4,13 @@
  * src/interp/sbx_interp.py (whose header comment describes the protocol).
  *
  * The program is put into the container at create time (sbx_interp_prepare)
- * and started on first use with sbx_exec_stream as `python3 -u PROGRAM`,
- * uid 1000, in SBX_RESULTS_DIR. The stream stays open; every call writes one
- * request line and reads output lines and one result line, all tagged with
- * the call's id, so output of an earlier call is never taken for this one's.
+ * and started with sbx_exec_stream as `python3 -u PROGRAM`, uid 1000, in
+ * SBX_RESULTS_DIR: by the pool's refill thread for a pooled container
+ * (sbx_interp_start_pooled; the interpreter moves to the record when the
+ * container is assigned), else on first use. The stream stays open; every
+ * call writes one request line and reads output lines and one result line,
+ * all tagged with the call's id, so output of an earlier call is never taken
+ * for this one's.
  *
  * Stopping code needs no host signal (the engine may be remote): an "int"
  * request makes the interpreter raise KeyboardInterrupt in its main thread;
@@ -57,7 +60,8 @@ struct sbx_interp {
 	sbx_stream *stream;
 	long pid, pgid; /* in the container; under pid_lock */
 	uint64_t next_id;
-	bool has_state;	     /* a restart would lose state the user was not told about */
+	bool has_state;	     /* a restart would lose state the user was not told about;
+			      * false in a pooled interpreter no call has used yet */
 	bool lost;	     /* it ended between calls; nobody was told yet */
 	struct sbx_buf line; /* an incomplete protocol line */
 	struct sbx_buf diag; /* the interpreter's own stderr */
@@ -95,19 +99,24 @@ int sbx_interp_prepare(sbx_manager *m, const char *container, struct sbx_error *
 	return r;
 }
 
+static struct sbx_interp *interp_new(void)
+{
+	struct sbx_interp *in = calloc(1, sizeof(*in));
+
+	if (in) {
+		pthread_mutex_init(&in->run, NULL);
+		pthread_mutex_init(&in->pid_lock, NULL);
+	}
+	return in;
+}
+
 static struct sbx_interp *interp_of(sbx_sandbox *sb)
 {
 	struct sbx_interp *in;
 
 	pthread_mutex_lock(&sb->m->lock);
-	if (!sb->interp) {
-		in = calloc(1, sizeof(*in));
-		if (in) {
-			pthread_mutex_init(&in->run, NULL);
-			pthread_mutex_init(&in->pid_lock, NULL);
-			sb->interp = in;
-		}
-	}
+	if (!sb->interp)
+		sb->interp = interp_new();
 	in = sb->interp;
 	pthread_mutex_unlock(&sb->m->lock);
 	return in;
@@ -171,7 +180,8 @@ static unsigned char *b64_decode(const char *s, size_t len, size_t *ret_len)
 
 struct call {
 	sbx_manager *m;
-	sbx_sandbox *sb;
+	sbx_sandbox *sb;	     /* NULL when starting a pooled interpreter */
+	const char *container, *sid; /* the sandbox's container and id */
 	struct sbx_interp *in;
 	const struct sbx_python_opts *opts;
 	uint64_t id;
@@ -461,7 +471,11 @@ static int start_once(struct call *c, struct sbx_error *err)
 
 	sbx_buf_reset(&in->diag);
 	sbx_buf_reset(&in->line);
-	r = sbx_exec_stream(c->m->engine, c->sb->container, &spec, &in->stream, err);
+	r = sbx_exec_stream(c->m->engine, c->container, &spec, &in->stream, err);
+	if (r < 0 && !c->sb) {
+		sbx_error_prefix(err, "sandbox %s", c->sid);
+		return r;
+	}
 	if (r < 0)
 		return sbx_sandbox_exec_failed(c->m, c->sb, r, err);
 	while (!c->hello) {
@@ -472,7 +486,7 @@ static int start_once(struct call *c, struct sbx_error *err)
 			drop_stream(in);
 			return sbx_error_set(
 			    err, r == 0 ? -EPIPE : -ETIMEDOUT,
-			    "the Python interpreter did not start in sandbox %s%s%.*s", c->sb->id,
+			    "the Python interpreter did not start in sandbox %s%s%.*s", c->sid,
 			    *d ? ": " : "", (int)in->diag.len, d);
 		}
 		if (r < 0) {
@@ -499,7 +513,7 @@ static int start(struct call *c, struct sbx_error *err)
 
 	if (r != -EPIPE)
 		return r;
-	if (sbx_interp_prepare(c->m, c->sb->container, NULL) < 0)
+	if (sbx_interp_prepare(c->m, c->container, NULL) < 0)
 		return r;
 	return start_once(c, err);
 }
@@ -737,11 +751,13 @@ int sbx_interp_run(sbx_manager *m, sbx_sandbox *sb, const char *code,
 	struct call c = {
 	    .m = m,
 	    .sb = sb,
+	    .container = sb->container,
+	    .sid = sb->id,
 	    .in = in,
 	    .opts = opts,
 	    .cap = (size_t)m->s->sandbox.output_cap,
 	};
-	bool was_lost, retried = false;
+	bool was_lost, had_state, retried = false;
 	int r;
 
 	if (!code)
@@ -766,7 +782,7 @@ int sbx_interp_run(sbx_manager *m, sbx_sandbox *sb, const char *code,
 again:
 	was_lost = in->lost;
 	if (!in->stream) {
-		bool had_state = in->has_state;
+		had_state = in->has_state;
 		r = start(&c, err);
 		if (r < 0)
 			goto out;
@@ -785,7 +801,11 @@ again:
 			}
 		}
 	}
+	had_state = in->has_state;
+	in->has_state = true; /* this call's code may leave some */
 	r = converse(&c, code, limit, err);
+	if (r == -EAGAIN)
+		in->has_state = had_state; /* the request was not taken: no code ran */
 	if (r == -EAGAIN && !retried) {
 		/* The request went to an interpreter that had ended unnoticed. */
 		retried = true;
@@ -820,7 +840,7 @@ out:
 int sbx_interp_reset(sbx_manager *m, sbx_sandbox *sb, struct sbx_error *err)
 {
 	struct sbx_interp *in = interp_of(sb);
-	struct call c = {.m = m, .sb = sb, .in = in};
+	struct call c = {.m = m, .sb = sb, .container = sb->container, .sid = sb->id, .in = in};
 	long pid, pgid;
 	int r;
 
@@ -841,4 +861,74 @@ int sbx_interp_reset(sbx_manager *m, sbx_sandbox *sb, struct sbx_error *err)
 	if (r < 0)
 		sbx_error_prefix(err, "reset the Python interpreter");
 	return r;
+}
+
+/* Runs "pass" once in a new interpreter, so that the first user call finds
+ * its code paths warm (compiled, imported, paged in): it leaves no
+ * variable, output or file. Under in->run. */
+static int warm_up(struct call *c, struct sbx_error *err)
+{
+	long deadline = now_ms() + START_MS;
+	int r;
+
+	c->id = ++c->in->next_id;
+	c->cap = 4096;
+	r = send_run(c, "pass", err);
+	while (r >= 0 && !c->done) {
+		long left = deadline - now_ms();
+		r = pump(c, left > 0 ? (int)left : 0, err);
+		if (r == 0)
+			r = sbx_error_set(err, -EPIPE, "the Python interpreter ended");
+	}
+	sbx_run_result_release(&c->res);
+	return r < 0 ? r : 0;
+}
+
+int sbx_interp_start_pooled(sbx_manager *m, const char *id, const char *container,
+			    struct sbx_interp **ret_in, struct sbx_error *err)
+{
+	struct sbx_interp *in = interp_new();
+	struct call c = {.m = m, .in = in, .container = container, .sid = id};
+	int r;
+
+	if (!in)
+		return sbx_error_set(err, -ENOMEM, "out of memory");
+	pthread_mutex_lock(&in->run);
+	r = start_once(&c, err);
+	if (r >= 0)
+		r = warm_up(&c, err);
+	pthread_mutex_unlock(&in->run);
+	json_object_put(c.hello);
+	if (r < 0) {
+		sbx_interp_free(in);
+		return r;
+	}
+	in->has_state = false; /* nobody's code ran in it: losing it loses nothing */
+	*ret_in = in;
+	return 0;
+}
+
+bool sbx_sandbox_python_ready(sbx_sandbox *sb)
+{
+	struct sbx_interp *in;
+	struct call c = {.m = sb->m, .sb = sb, .container = sb->container, .sid = sb->id};
+	bool ready;
+
+	pthread_mutex_lock(&sb->m->lock);
+	in = sb->interp;
+	pthread_mutex_unlock(&sb->m->lock);
+	if (!in)
+		return false;
+	if (pthread_mutex_trylock(&in->run) != 0)
+		return true; /* a call (or reset) is using it */
+	c.in = in;
+	/* c.id 0 matches no call: pending lines of no call are dropped. */
+	if (in->stream && stream_ended(&c)) {
+		drop_stream(in);
+		in->lost = true;
+	}
+	ready = in->stream != NULL;
+	pthread_mutex_unlock(&in->run);
+	json_object_put(c.hello);
+	return ready;
 }

@@ -12,10 +12,11 @@
  *
  * The refill thread, in order: removes pooled containers beyond the room
  * left (the pool is off, stopping, or assigned sandboxes took the room);
- * starts one more when the pool has started filling, has room and is not
- * backing off (0.5 s after a failure, doubling up to 30 s); every 30 s lists
- * the pooled containers (one engine call) and drops those no longer running,
- * so that a create is not handed a dead one; else sleeps on `wake`.
+ * starts one more (the container, then its Python interpreter, which the
+ * entry owns and which moves to the record at assignment) when the pool has started filling, has
+ * room and is not backing off (0.5 s after a failure, doubling up to 30 s); every 30 s lists the
+ * pooled containers (one engine call) and drops those no longer running, so that a create is not
+ * handed a dead one; else sleeps on `wake`.
  *
  * State folder: STATE_DIR/instance-INSTANCE/ID, one file per pooled sandbox
  * once it is assigned: {"id", "container", "owner", "name", "assigned"},
@@ -296,6 +297,7 @@ static int state_read(struct sbx_pool *p, const char *id, const char *container,
 struct sbx_pool_entry *sbx_pool_entry_free(struct sbx_pool_entry *e)
 {
 	if (e) {
+		sbx_interp_free(e->interp);
 		free(e->container);
 		free(e);
 	}
@@ -360,6 +362,10 @@ static void refill_one_locked(sbx_manager *m)
 		snprintf(p->filling_id, sizeof(p->filling_id), "%s", e->id);
 		pthread_mutex_unlock(&m->lock);
 		r = sbx_container_provision(m, e->id, time(NULL), NULL, NULL, &e->container, &err);
+		/* Without an interpreter the entry still serves: the first call
+		 * starts one, as for a cold create. */
+		if (r >= 0 && sbx_interp_start_pooled(m, e->id, e->container, &e->interp, NULL) < 0)
+			e->interp = NULL;
 		pthread_mutex_lock(&m->lock);
 		p->filling = false;
 		p->filling_id[0] = '\0';

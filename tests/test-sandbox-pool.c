@@ -451,6 +451,229 @@ static void measure(bool pooled, int n)
 	sbx_settings_release(&s);
 }
 
+/* Runs CODE; its stdout, or "<failed>" (the error as a diagnostic). RES
+ * keeps the result flags. */
+static char *py_out(sbx_manager *m, sbx_sandbox *sb, const char *code, struct sbx_run_result *res)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	char *out;
+
+	memset(res, 0, sizeof(*res));
+	if (sbx_sandbox_run_python(m, sb, code, 0, res, &err) < 0) {
+		tap_diag("run_python: %s", err.msg);
+		return strdup("<failed>");
+	}
+	out = strdup(res->out.data ? res->out.data : "");
+	return out;
+}
+
+/* Kills the interpreter process in every pooled container of INST but the
+ * (assigned) container KEEP, from outside (a fresh exec); returns how many
+ * containers it was killed in. */
+static int kill_pooled_interps(const char *inst, const char *keep)
+{
+	/* The pattern does not match the shell's own command line. */
+	const char *const argv[] = {
+	    "sh", "-c",
+	    "n=0; for p in /proc/[0-9]*; do case \"$(tr '\\0' ' ' < $p/cmdline 2>/dev/null)\" in "
+	    "*sbx_interp[.]py*) kill -KILL ${p#/proc/} && n=$((n+1));; esac; done; echo $n",
+	    NULL};
+	struct sbx_exec_spec spec = {.argv = argv, .timeout_ms = 10000, .output_cap = 4096};
+	struct sbx_kv want[] = {{SBX_LABEL_INSTANCE, inst}, {SBX_LABEL_POOL, "1"}};
+	struct sbx_container_summary *list = NULL;
+	size_t n = 0;
+	int killed = 0;
+
+	if (sbx_container_list(engine, want, 2, &list, &n, NULL) < 0)
+		return -1;
+	for (size_t i = 0; i < n; i++) {
+		struct sbx_exec_result res = {0};
+		if (keep && strcmp(list[i].id, keep) == 0)
+			continue;
+		if (sbx_exec(engine, list[i].id, &spec, &res, NULL) == 0) {
+			killed += res.out.data && strcmp(res.out.data, "1\n") == 0;
+			sbx_exec_result_release(&res);
+		}
+	}
+	sbx_container_list_free(list, n);
+	return killed;
+}
+
+/* A sandbox from the pool comes with a live, fresh Python interpreter; one
+ * that died in the pool is restarted by the first call, silently. */
+static void test_warm_interp(void)
+{
+	const char *const extra[] = {"sandbox.pool_size=2", NULL};
+	const char *const fresh = "import os\nprint(sorted(n for n in globals() if not "
+				  "n.startswith('__') and n != 'os'), sorted(os.listdir('.')))\n";
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_run_result res;
+	struct sbx_pool_stats st;
+	struct sbx_settings s;
+	sbx_manager *m;
+	sbx_sandbox *a = NULL, *b = NULL;
+	char inst[80], *out, *cid;
+	bool ready = true;
+	int r;
+
+	snprintf(inst, sizeof(inst), "%s-warm", instance);
+	settings_for(&s, inst, extra);
+	m = manager(&s, engine);
+	sbx_manager_recover(m, &err);
+	tap_ok(wait_pool(m, 2, 60), "warm: the pool fills");
+	r = sbx_sandbox_create(m, "alice", "w1", &a, &err);
+	sbx_manager_pool_stats(m, &st);
+	tap_ok(r == 0 && st.taken == 1, "create from the pool (%s)", err.msg);
+	if (!a)
+		tap_bail("no sandbox");
+	tap_ok(sbx_sandbox_python_ready(a), "it has a live interpreter before its first call");
+	out = py_out(m, a, fresh, &res);
+	tap_is_str(out, "[] []\n", "the first call sees no variables and no files");
+	tap_ok(res.exit_code == 0 && !res.interpreter_restarted && !res.notice,
+	       "and reports no (re)start (exit %d%s%s)", res.exit_code, res.notice ? ": " : "",
+	       res.notice ? res.notice : "");
+	free(out);
+	sbx_run_result_release(&res);
+	out = py_out(m, a, "x = 41\nimport os\nprint(x + 1, os.getcwd(), os.getuid())\n", &res);
+	tap_is_str(out, "42 /app/results 1000\n", "it runs as uid 1000 in /app/results");
+	free(out);
+	sbx_run_result_release(&res);
+	out = py_out(m, a, "print(x)\n", &res);
+	tap_is_str(out, "41\n", "state persists in the pooled interpreter");
+	free(out);
+	sbx_run_result_release(&res);
+
+	/* Kill the interpreters of the refilled pool before assignment. */
+	tap_ok(wait_pool(m, 2, 60), "the pool refills");
+	cid = container_of(inst, sbx_sandbox_id(a));
+	tap_is_int(kill_pooled_interps(inst, cid), 2,
+		   "kill the interpreter of both pooled containers");
+	free(cid);
+	r = sbx_sandbox_create(m, "bob", "w2", &b, &err);
+	sbx_manager_pool_stats(m, &st);
+	tap_ok(r == 0 && st.taken == 2, "create another from the pool (%s)", err.msg);
+	if (!b)
+		tap_bail("no sandbox");
+	for (int i = 0; i < 50 && ready; i++) {
+		ready = sbx_sandbox_python_ready(b);
+		if (ready)
+			usleep(100000);
+	}
+	tap_ok(!ready, "its interpreter, killed in the pool, is seen dead");
+	out = py_out(m, b, fresh, &res);
+	tap_is_str(out, "[] []\n", "the first call starts a fresh one and works");
+	tap_ok(res.exit_code == 0 && !res.interpreter_restarted && !res.notice,
+	       "with no state lost, it reports no restart%s%s", res.notice ? ": " : "",
+	       res.notice ? res.notice : "");
+	free(out);
+	sbx_run_result_release(&res);
+	tap_ok(sbx_sandbox_python_ready(b), "and it is live afterwards");
+	out = py_out(m, a, "print(x)\n", &res);
+	tap_is_str(out, "41\n", "the first sandbox kept its state");
+	free(out);
+	sbx_run_result_release(&res);
+
+	tap_ok(sbx_sandbox_delete(m, "alice", "w1", &err) == 0 &&
+		   sbx_sandbox_delete(m, "bob", "w2", &err) == 0,
+	       "delete both (%s)", err.msg);
+	sbx_sandbox_unref(a);
+	sbx_sandbox_unref(b);
+	m = sbx_manager_free(m);
+	tap_is_int(count_instance(inst), 0, "nothing left");
+	sbx_settings_release(&s);
+}
+
+/* Times one "print(1)" in SB: ms, or -1 when it failed or printed wrong. */
+static double time_print1(sbx_manager *m, sbx_sandbox *sb)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_run_result res = {0};
+	double t0 = now_ms(), t;
+	int r = sbx_sandbox_run_python(m, sb, "print(1)\n", 0, &res, &err);
+
+	t = now_ms() - t0;
+	if (r < 0)
+		tap_diag("run_python: %s", err.msg);
+	if (r < 0 || !res.out.data || strcmp(res.out.data, "1\n") != 0 || res.exit_code != 0)
+		t = -1;
+	sbx_run_result_release(&res);
+	return t;
+}
+
+static void diag_p50(const char *what, double *t, int n)
+{
+	qsort(t, (size_t)n, sizeof(*t), cmp_double);
+	if (n > 0)
+		tap_diag("%s: %s: p50 %.2f ms, min %.2f ms, max %.2f ms over %d", engine_type, what,
+			 t[n / 2], t[0], t[n - 1], n);
+}
+
+/* p50 of the first execute_python_code on new sandboxes, from the pool or
+ * cold (the create is not timed). Each round makes two sandboxes: the
+ * first call of A right after the create (a pool refill then competes for
+ * the engine), that of B once the pool is full again; for comparison a
+ * call in A (used, then idle as long as B was) and a second call in B. */
+static void measure_first_call(bool pooled, int n)
+{
+	char size[32], inst[80];
+	const char *const extra[] = {size, NULL};
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_settings s;
+	double now[64], quiet[64], idle[64], second[64], t;
+	sbx_manager *m;
+	int ok = 0, n_quiet = 0, n_idle = 0, n_second = 0, ready = 0, calls = 0;
+
+	snprintf(size, sizeof(size), "sandbox.pool_size=%d", pooled ? 2 : 0);
+	snprintf(inst, sizeof(inst), "%s-first-%s", instance, pooled ? "pool" : "cold");
+	settings_for(&s, inst, extra);
+	m = manager(&s, engine);
+	sbx_manager_recover(m, &err);
+	for (int i = 0; i < n; i++) {
+		sbx_sandbox *a = NULL, *b = NULL;
+		if (pooled && !wait_pool(m, 2, 60))
+			break;
+		if (sbx_sandbox_create(m, "alice", NULL, &a, &err) < 0 ||
+		    sbx_sandbox_create(m, "alice", NULL, &b, &err) < 0) {
+			tap_diag("create: %s", err.msg);
+			sbx_sandbox_unref(a);
+			break;
+		}
+		ready += sbx_sandbox_python_ready(a) + sbx_sandbox_python_ready(b);
+		calls += 2;
+		if ((t = time_print1(m, a)) >= 0)
+			now[ok++] = t;
+		if (pooled)
+			wait_pool(m, 2, 60);
+		if ((t = time_print1(m, b)) >= 0)
+			quiet[n_quiet++] = t;
+		if ((t = time_print1(m, a)) >= 0)
+			idle[n_idle++] = t;
+		if ((t = time_print1(m, b)) >= 0)
+			second[n_second++] = t;
+		sbx_sandbox_delete(m, "alice", sbx_sandbox_id(a), NULL);
+		sbx_sandbox_delete(m, "alice", sbx_sandbox_id(b), NULL);
+		sbx_sandbox_unref(a);
+		sbx_sandbox_unref(b);
+	}
+	tap_ok(ok == n && n_quiet == n && n_second == n && ready == (pooled ? calls : 0),
+	       "%d first calls %s, all right (%d of %d had a live interpreter)", 2 * n,
+	       pooled ? "from the pool" : "cold", ready, calls);
+	diag_p50(pooled ? "first execute_python_code from the pool, right after create"
+			: "first execute_python_code cold, right after create",
+		 now, ok);
+	diag_p50(pooled ? "first execute_python_code from the pool, pool refilled"
+			: "first execute_python_code cold, other sandbox",
+		 quiet, n_quiet);
+	diag_p50(pooled ? "a used sandbox after the same idle time (pool)"
+			: "a used sandbox after the same idle time (cold)",
+		 idle, n_idle);
+	diag_p50(pooled ? "second call, back to back (pool)" : "second call, back to back (cold)",
+		 second, n_second);
+	m = sbx_manager_free(m);
+	tap_is_int(count_instance(inst), 0, "nothing left");
+	sbx_settings_release(&s);
+}
+
 static void test_limit(void)
 {
 	const char *const extra[] = {"sandbox.pool_size=2", "sandbox.max_sandboxes=2", NULL};
@@ -900,12 +1123,16 @@ int main(int argc, char **argv)
 	test_recover();
 	test_engine_down();
 	test_dead_pooled();
+	test_warm_interp();
 	measure(true, 20);
 	measure(false, 20);
+	measure_first_call(true, 10);
+	measure_first_call(false, 10);
 
 	{
-		static const char *const parts[] = {"fill", "off",  "max",	"race",	   "rec",
-						    "down", "dead", "p50-pool", "p50-cold"};
+		static const char *const parts[] = {"fill",	"off",	"max",	      "race",
+						    "rec",	"down", "dead",	      "p50-pool",
+						    "p50-cold", "warm", "first-pool", "first-cold"};
 		size_t left = 0;
 		for (size_t i = 0; i < SBX_ARRAY_SIZE(parts); i++) {
 			char inst[80];

@@ -221,11 +221,11 @@ struct sbx_python_opts {
 	void *userdata;
 };
 
-/* Runs CODE in the sandbox's persistent Python interpreter (started on
- * first use, as uid 1000 in SBX_RESULTS_DIR, through the engine's exec
- * stream): variables, imports and open files persist from call to call, as
- * in a notebook. Per call: stdout, stderr (an uncaught exception's traceback,
- * exit code 1; SystemExit(n) gives n), and the files created or modified
+/* Runs CODE in the sandbox's persistent Python interpreter (as uid 1000 in
+ * SBX_RESULTS_DIR, through the engine's exec stream; a pooled sandbox comes
+ * with a fresh one started by the pool, else it is started on first use): variables, imports and
+ * open files persist from call to call, as in a notebook. Per call: stdout, stderr (an uncaught
+ * exception's traceback, exit code 1; SystemExit(n) gives n), and the files created or modified
  * under SBX_RESULTS_DIR (recursively, by mtime in ns and size, at most 100,
  * PNG/JPEG content inline), all in one round trip after the code ends.
  *
@@ -244,6 +244,11 @@ int sbx_sandbox_run_python_ex(sbx_manager *m, sbx_sandbox *sb, const char *code,
 /* sbx_sandbox_run_python_ex with only a time limit. */
 int sbx_sandbox_run_python(sbx_manager *m, sbx_sandbox *sb, const char *code, long timeout_ms,
 			   struct sbx_run_result *ret_result, struct sbx_error *err);
+/* True when the sandbox has a live Python interpreter, so that the next
+ * call costs a round trip, not a start (also true while a call runs). An
+ * interpreter found dead here is restarted by the next call, as usual. For
+ * tests and the benchmark; no engine call. */
+bool sbx_sandbox_python_ready(sbx_sandbox *sb);
 /* Kills the sandbox's interpreter (a running call ends, reporting it) and
  * starts a fresh one: every variable and import is gone. */
 int sbx_sandbox_reset_python(sbx_manager *m, sbx_sandbox *sb, struct sbx_error *err);
