@@ -419,6 +419,9 @@ static int exec_wait_exit(sbx_engine *e, const char *exec_id, int *ret_code, str
 	return 0;
 }
 
+/* How often sbx_exec asks spec->cancelled. */
+#define CANCEL_POLL_MS 50
+
 int sbx_exec(sbx_engine *e, const char *id, const struct sbx_exec_spec *spec,
 	     struct sbx_exec_result *ret_result, struct sbx_error *err)
 {
@@ -429,7 +432,7 @@ int sbx_exec(sbx_engine *e, const char *id, const struct sbx_exec_spec *spec,
 	struct sbx_exec_spec run;
 	sbx_stream *s = NULL;
 	char buf[65536];
-	long deadline = 0;
+	long deadline = 0, next_poll;
 	size_t argc = 0;
 	int r;
 
@@ -439,7 +442,7 @@ int sbx_exec(sbx_engine *e, const char *id, const struct sbx_exec_spec *spec,
 
 	run = *spec;
 	cap.cap = spec->output_cap ? spec->output_cap : (1u << 20);
-	if (spec->timeout_ms > 0) {
+	if (spec->timeout_ms > 0 || spec->cancelled) {
 		while (spec->argv[argc])
 			argc++;
 		argv = calloc(argc + 5, sizeof(*argv));
@@ -452,7 +455,8 @@ int sbx_exec(sbx_engine *e, const char *id, const struct sbx_exec_spec *spec,
 		memcpy(argv + 4, spec->argv, argc * sizeof(*argv));
 		run.argv = argv;
 		cap.want_pid = true;
-		deadline = now_ms() + spec->timeout_ms;
+		if (spec->timeout_ms > 0)
+			deadline = now_ms() + spec->timeout_ms;
 	}
 
 	r = e->ops->exec_create(e, id, &run, spec->stdin_data != NULL, &exec_id, err);
@@ -468,19 +472,32 @@ int sbx_exec(sbx_engine *e, const char *id, const struct sbx_exec_spec *spec,
 		if (r < 0)
 			goto out;
 	}
+	next_poll = spec->cancelled ? now_ms() + CANCEL_POLL_MS : 0;
 	for (;;) {
+		long now = deadline || next_poll ? now_ms() : 0;
 		int fd = 1, wait = -1;
 		ssize_t n;
 
-		if (deadline) {
-			long left = deadline - now_ms();
-			wait = left > 0 ? (int)left : 0;
-		}
-		n = sbx_stream_read(s, buf, sizeof(buf), &fd, wait, err);
-		if (n == -ETIMEDOUT) {
+		/* checked before every read, so a flood of output cannot hide
+		 * the time limit or a cancellation */
+		if (deadline && now >= deadline) {
 			res.timed_out = true;
 			break;
 		}
+		if (next_poll && now >= next_poll) {
+			if (spec->cancelled(spec->userdata)) {
+				res.cancelled = true;
+				break;
+			}
+			next_poll = now + CANCEL_POLL_MS;
+		}
+		if (deadline)
+			wait = (int)(deadline - now);
+		if (next_poll && (wait < 0 || wait > next_poll - now))
+			wait = (int)(next_poll - now);
+		n = sbx_stream_read(s, buf, sizeof(buf), &fd, wait, err);
+		if (n == -ETIMEDOUT)
+			continue;
 		if (n < 0) {
 			r = (int)n;
 			goto out;
@@ -493,7 +510,7 @@ int sbx_exec(sbx_engine *e, const char *id, const struct sbx_exec_spec *spec,
 			capture(&cap, fd, buf, (size_t)n);
 	}
 	s = sbx_stream_free(s);
-	if (res.timed_out) {
+	if (res.timed_out || res.cancelled) {
 		if (cap.pid > 0)
 			exec_kill_tree(e, id, spec, cap.pid);
 		res.exit_code = -1;

@@ -91,7 +91,7 @@ int sbx_interp_start_pooled(sbx_manager *m, const char *id, const char *containe
 void sbx_interp_free(struct sbx_interp *in);
 /* sbx_sandbox_run_python_ex and sbx_sandbox_reset_python, in sandbox_interp.c. */
 int sbx_interp_run(sbx_manager *m, sbx_sandbox *sb, const char *code,
-		   const struct sbx_python_opts *opts, struct sbx_run_result *ret_result,
+		   const struct sbx_run_opts *opts, struct sbx_run_result *ret_result,
 		   struct sbx_error *err);
 int sbx_interp_reset(sbx_manager *m, sbx_sandbox *sb, struct sbx_error *err);
 

@@ -51,6 +51,7 @@ static int take_result(struct sbx_exec_result *res, struct sbx_run_result *out,
 	memset(out, 0, sizeof(*out));
 	out->exit_code = res->timed_out ? -1 : res->exit_code;
 	out->timed_out = res->timed_out;
+	out->cancelled = res->cancelled;
 	out->truncated = res->truncated;
 	out->out = res->out;
 	out->err = res->err;
@@ -69,14 +70,17 @@ static long time_limit(sbx_manager *m, long timeout_ms)
 	return timeout_ms > 0 ? timeout_ms : (long)m->s->sandbox.exec_timeout_ms;
 }
 
-int sbx_sandbox_run_shell(sbx_manager *m, sbx_sandbox *sb, const char *command, long timeout_ms,
-			  struct sbx_run_result *ret_result, struct sbx_error *err)
+int sbx_sandbox_run_shell_ex(sbx_manager *m, sbx_sandbox *sb, const char *command,
+			     const struct sbx_run_opts *opts, struct sbx_run_result *ret_result,
+			     struct sbx_error *err)
 {
 	const char *const argv[] = {"sh", "-c", command, NULL};
 	struct sbx_exec_spec spec = {
 	    .argv = argv,
-	    .timeout_ms = time_limit(m, timeout_ms),
+	    .timeout_ms = time_limit(m, opts ? opts->timeout_ms : 0),
 	    .output_cap = (size_t)m->s->sandbox.output_cap,
+	    .cancelled = opts ? opts->cancelled : NULL,
+	    .userdata = opts ? opts->userdata : NULL,
 	};
 	struct sbx_exec_result res = {0};
 	struct sbx_run_result out;
@@ -95,8 +99,15 @@ int sbx_sandbox_run_shell(sbx_manager *m, sbx_sandbox *sb, const char *command, 
 	return 0;
 }
 
+int sbx_sandbox_run_shell(sbx_manager *m, sbx_sandbox *sb, const char *command, long timeout_ms,
+			  struct sbx_run_result *ret_result, struct sbx_error *err)
+{
+	struct sbx_run_opts opts = {.timeout_ms = timeout_ms};
+	return sbx_sandbox_run_shell_ex(m, sb, command, &opts, ret_result, err);
+}
+
 int sbx_sandbox_run_python_ex(sbx_manager *m, sbx_sandbox *sb, const char *code,
-			      const struct sbx_python_opts *opts, struct sbx_run_result *ret_result,
+			      const struct sbx_run_opts *opts, struct sbx_run_result *ret_result,
 			      struct sbx_error *err)
 {
 	return sbx_interp_run(m, sb, code, opts, ret_result, err);
@@ -105,7 +116,7 @@ int sbx_sandbox_run_python_ex(sbx_manager *m, sbx_sandbox *sb, const char *code,
 int sbx_sandbox_run_python(sbx_manager *m, sbx_sandbox *sb, const char *code, long timeout_ms,
 			   struct sbx_run_result *ret_result, struct sbx_error *err)
 {
-	struct sbx_python_opts opts = {.timeout_ms = timeout_ms};
+	struct sbx_run_opts opts = {.timeout_ms = timeout_ms};
 	return sbx_interp_run(m, sb, code, &opts, ret_result, err);
 }
 

@@ -183,7 +183,7 @@ struct call {
 	sbx_sandbox *sb;	     /* NULL when starting a pooled interpreter */
 	const char *container, *sid; /* the sandbox's container and id */
 	struct sbx_interp *in;
-	const struct sbx_python_opts *opts;
+	const struct sbx_run_opts *opts;
 	uint64_t id;
 	size_t cap;
 	struct sbx_run_result res;
@@ -654,7 +654,7 @@ static double secs(long ms)
  * or cancellation. Under in->run with a live stream. */
 static int converse(struct call *c, const char *code, long limit_ms, struct sbx_error *err)
 {
-	const struct sbx_python_opts *o = c->opts;
+	const struct sbx_run_opts *o = c->opts;
 	long deadline = now_ms() + limit_ms, kill_at = 0;
 	long grace = (long)c->m->s->sandbox.interrupt_grace_ms;
 	bool interrupted = false;
@@ -742,7 +742,7 @@ static int lock_until(struct sbx_interp *in, long wait_ms)
 }
 
 int sbx_interp_run(sbx_manager *m, sbx_sandbox *sb, const char *code,
-		   const struct sbx_python_opts *opts, struct sbx_run_result *ret_result,
+		   const struct sbx_run_opts *opts, struct sbx_run_result *ret_result,
 		   struct sbx_error *err)
 {
 	struct sbx_interp *in = interp_of(sb);

@@ -366,9 +366,19 @@ static int output_json(const struct sbx_run_result *rr, struct json_object *res)
 	return r < 0 ? -ENOMEM : 0;
 }
 
+static bool command_cancelled(void *userdata)
+{
+	return sbx_tools_cancelled(userdata);
+}
+
 int sbx_tool_execute_terminal_command(const struct sbx_tool_ctx *ctx, struct json_object *args,
 				      struct sbx_tool_out *out)
 {
+	struct sbx_run_opts opts = {
+	    .timeout_ms = arg_timeout_ms(args),
+	    .cancelled = command_cancelled,
+	    .userdata = (void *)ctx,
+	};
 	struct sbx_error err = SBX_ERROR_INIT;
 	struct sbx_run_result rr = {0};
 	struct json_object *res = NULL;
@@ -379,8 +389,7 @@ int sbx_tool_execute_terminal_command(const struct sbx_tool_ctx *ctx, struct jso
 	if (r != 0)
 		return r < 0 ? r : 0;
 	notify_started(ctx, "running the command");
-	r = sbx_sandbox_run_shell(ctx->manager, sb, arg_str(args, "command"), arg_timeout_ms(args),
-				  &rr, &err);
+	r = sbx_sandbox_run_shell_ex(ctx->manager, sb, arg_str(args, "command"), &opts, &rr, &err);
 	if (r < 0) {
 		r = sbx_tool_fail_err(out, &err, r == -ENOENT ? HINT_GONE : hint_general(r));
 		goto out;
@@ -454,7 +463,7 @@ int sbx_tool_execute_python_code(const struct sbx_tool_ctx *ctx, struct json_obj
 	struct sbx_error err = SBX_ERROR_INIT;
 	struct sbx_run_result rr = {0};
 	struct python_hooks h = {.ctx = ctx};
-	struct sbx_python_opts opts = {
+	struct sbx_run_opts opts = {
 	    .timeout_ms = arg_timeout_ms(args),
 	    .on_output = python_output,
 	    .cancelled = python_cancelled,

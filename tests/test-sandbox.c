@@ -89,6 +89,13 @@ static int shell(sbx_manager *m, sbx_sandbox *sb, const char *cmd, struct sbx_ru
 	return r;
 }
 
+static bool shell_cancel_after_500ms(void *ud)
+{
+	struct timespec *t0 = ud, now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (now.tv_sec - t0->tv_sec) * 1000 + (now.tv_nsec - t0->tv_nsec) / 1000000 > 500;
+}
+
 static int python(sbx_manager *m, sbx_sandbox *sb, const char *code, struct sbx_run_result *res)
 {
 	struct sbx_error err = SBX_ERROR_INIT;
@@ -267,6 +274,39 @@ static void test_shell(sbx_manager *m, sbx_sandbox *sb)
 		tap_ok(t1.tv_sec - t0.tv_sec < 30, "well before the command would end");
 	}
 	sbx_run_result_release(&res);
+
+	/* A flood of output does not hide the time limit. */
+	memset(&res, 0, sizeof(res));
+	r = sbx_sandbox_run_shell(m, sb, "yes", 1000, &res, &err);
+	tap_ok(r == 0 && res.timed_out && res.truncated && res.exit_code == -1,
+	       "`yes` stops at its limit, output cut (%s)", err.msg);
+	sbx_run_result_release(&res);
+
+	/* Cancellation kills the command's whole process tree. */
+	{
+		struct timespec t0, t1;
+		struct sbx_run_opts o = {.cancelled = shell_cancel_after_500ms, .userdata = &t0};
+		memset(&res, 0, sizeof(res));
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		r = sbx_sandbox_run_shell_ex(m, sb, "sleep 301 & sleep 302; echo never", &o, &res,
+					     &err);
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		tap_ok(r == 0, "a cancelled command returns a result (%s)", err.msg);
+		tap_ok(res.cancelled && !res.timed_out && res.exit_code == -1,
+		       "it says it was cancelled, exit code -1");
+		tap_ok(t1.tv_sec - t0.tv_sec < 60, "well before the command would end");
+		tap_ok(!res.out.data || !strstr(res.out.data, "never"),
+		       "the command did not go on");
+		sbx_run_result_release(&res);
+	}
+	/* no sleep 301/302 left behind (without procps: /proc) */
+	if (shell(
+		m, sb,
+		"n=0; for p in /proc/[0-9]*; do case \"$(tr '\\0' ' ' < $p/cmdline 2>/dev/null)\" "
+		"in \"sleep 30\"[12]*) n=$((n+1));; esac; done; echo $n",
+		&res) == 0)
+		tap_is_str(res.out.data, "0\n", "no process of the cancelled command is left");
+	sbx_run_result_release(&res);
 	r = sbx_sandbox_run_shell(m, sb, NULL, 0, &res, &err);
 	tap_is_int(r, -EINVAL, "no command: EINVAL");
 }
@@ -423,7 +463,7 @@ static double ms_since(const struct timespec *t0)
 }
 
 static int python_opts(sbx_manager *m, sbx_sandbox *sb, const char *code,
-		       const struct sbx_python_opts *o, struct sbx_run_result *res)
+		       const struct sbx_run_opts *o, struct sbx_run_result *res)
 {
 	struct sbx_error err = SBX_ERROR_INIT;
 	int r;
@@ -516,7 +556,7 @@ static void test_interpreter(sbx_manager *m, sbx_sandbox *sb)
 	/* The time limit: an interrupt keeps the state. */
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	{
-		struct sbx_python_opts o = {.timeout_ms = 1000};
+		struct sbx_run_opts o = {.timeout_ms = 1000};
 		if (python_opts(m, sb, "print('looping')\nwhile True:\n    pass\n", &o, &res) ==
 		    0) {
 			ms = ms_since(&t0);
@@ -536,7 +576,7 @@ static void test_interpreter(sbx_manager *m, sbx_sandbox *sb)
 		tap_is_str(res.out.data, "41\n", "the next call answers, state kept");
 	sbx_run_result_release(&res);
 	{
-		struct sbx_python_opts o = {.timeout_ms = 1000};
+		struct sbx_run_opts o = {.timeout_ms = 1000};
 		if (python_opts(m, sb, "import time\ntime.sleep(30)\n", &o, &res) == 0)
 			tap_ok(res.timed_out && !res.interpreter_restarted,
 			       "time.sleep(30) is interrupted too");
@@ -546,7 +586,7 @@ static void test_interpreter(sbx_manager *m, sbx_sandbox *sb)
 	/* Code that ignores KeyboardInterrupt is killed; the interpreter restarts. */
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	{
-		struct sbx_python_opts o = {.timeout_ms = 1000};
+		struct sbx_run_opts o = {.timeout_ms = 1000};
 		if (python_opts(m, sb,
 				"print('stubborn')\nwhile True:\n    try:\n        while True:\n"
 				"            pass\n    except KeyboardInterrupt:\n        pass\n",
@@ -574,7 +614,7 @@ static void test_interpreter(sbx_manager *m, sbx_sandbox *sb)
 	 * kill reaches it. */
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	{
-		struct sbx_python_opts o = {.timeout_ms = 1000};
+		struct sbx_run_opts o = {.timeout_ms = 1000};
 		if (python_opts(m, sb,
 				"import ctypes, signal\nw = 1\n"
 				"signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})\n"
@@ -595,7 +635,7 @@ static void test_interpreter(sbx_manager *m, sbx_sandbox *sb)
 	/* Streaming. */
 	{
 		struct streamed st = {.fd_ok = true};
-		struct sbx_python_opts o = {.on_output = on_output, .userdata = &st};
+		struct sbx_run_opts o = {.on_output = on_output, .userdata = &st};
 		clock_gettime(CLOCK_MONOTONIC, &st.t0);
 		if (python_opts(m, sb,
 				"import time\nfor i in range(4):\n    print('tick', i)\n"
@@ -618,7 +658,7 @@ static void test_interpreter(sbx_manager *m, sbx_sandbox *sb)
 		sbx_run_result_release(&res);
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	{
-		struct sbx_python_opts o = {.cancelled = cancel_after_500ms, .userdata = &t0};
+		struct sbx_run_opts o = {.cancelled = cancel_after_500ms, .userdata = &t0};
 		if (python_opts(m, sb, "import time\ntime.sleep(30)\n", &o, &res) == 0) {
 			ms = ms_since(&t0);
 			tap_ok(res.cancelled && !res.timed_out && ms < 2000,
@@ -713,7 +753,7 @@ static void test_interpreter(sbx_manager *m, sbx_sandbox *sb)
 	}
 	{
 		struct py_racer a = {m, sb, "import time\ntime.sleep(1.5)\n", -1, ""};
-		struct sbx_python_opts o = {.timeout_ms = 300};
+		struct sbx_run_opts o = {.timeout_ms = 300};
 		pthread_t ta;
 		pthread_create(&ta, NULL, race_python, &a);
 		nanosleep(&(struct timespec){.tv_nsec = 300000000L}, NULL);

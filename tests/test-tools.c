@@ -742,6 +742,32 @@ static void test_notebook(void)
 		   "the sandbox answers the next call, state kept");
 	call_release(&c);
 
+	/* A cancelled terminal command stops, its processes with it. */
+	{
+		struct json_object *a = json_object_new_object();
+		json_object_object_add(a, "sandbox_id", json_object_new_string(sandbox_id));
+		json_object_object_add(a, "command",
+				       json_object_new_string("sleep 311 & sleep 312; echo never"));
+		cancel_fn = cancel_after;
+		t0 = mono_ms();
+		cancel_at_ms = t0 + 500;
+		rc = call("execute_terminal_command", json_object_to_json_string(a), &c);
+		tap_ok(rc == 0 && mono_ms() - t0 < 60000,
+		       "a cancelled terminal command stops (%lld ms)", (long long)(mono_ms() - t0));
+		tap_ok(!strstr(json_object_to_json_string(c.obj), "never"),
+		       "... before it went on");
+		call_release(&c);
+		cancel_fn = NULL;
+		json_object_put(a);
+		rc = run_py("import os\nn = 0\nfor p in os.listdir('/proc'):\n"
+			    "    try:\n        n += open('/proc/%s/cmdline' % p, 'rb').read()"
+			    ".startswith(b'sleep\\x00311')\n    except Exception:\n        pass\n"
+			    "print(n)",
+			    0, &c);
+		tap_is_str(str_at(c.obj, "stdout"), "0\n", "... and no process of it is left");
+		call_release(&c);
+	}
+
 	/* The timeout argument: an interrupt first. */
 	notifier = &rec;
 	notes_clear();

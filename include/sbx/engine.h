@@ -111,11 +111,16 @@ struct sbx_exec_spec {
 	size_t output_cap;	/* bytes kept of stdout + stderr together; 0 = 1 MiB */
 	const void *stdin_data; /* optional, written then closed */
 	size_t stdin_len;
+	/* Optional: polled about every 50 ms while the process runs; true kills
+	 * the process tree as the time limit does (result.cancelled). */
+	bool (*cancelled)(void *userdata);
+	void *userdata;
 };
 
 struct sbx_exec_result {
 	int exit_code; /* -1 when unknown (killed on timeout) */
 	bool timed_out;
+	bool cancelled;	    /* spec->cancelled said so; the process tree was killed */
 	bool truncated;	    /* output beyond output_cap was dropped */
 	struct sbx_buf out; /* stdout, NUL-terminated, may hold binary */
 	struct sbx_buf err; /* stderr */

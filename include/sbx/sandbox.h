@@ -121,8 +121,8 @@ struct sbx_run_result {
 	struct sbx_file_change *files; /* execute_python_code only */
 	size_t n_files;
 	bool files_truncated; /* more changed files than reported */
+	bool cancelled;	      /* stopped because sbx_run_opts.cancelled said so */
 	/* Python only: */
-	bool cancelled; /* stopped because sbx_python_opts.cancelled said so */
 	/* The variables, imports and open files of earlier calls are gone: the
 	 * interpreter ended or was killed during this call (it is restarted), or
 	 * it had ended since the last call and a new one ran this code. */
@@ -203,23 +203,32 @@ int sbx_manager_list(sbx_manager *m, const char *owner, struct sbx_sandbox_info 
 		     size_t *ret_n, struct sbx_error *err);
 void sbx_sandbox_info_list_free(struct sbx_sandbox_info *list, size_t n);
 
-/* `sh -c COMMAND` in SBX_RESULTS_DIR, with sandbox.exec_timeout and
- * sandbox.output_cap (timeout_ms > 0 overrides the time limit). A non-zero
- * exit is a result, not an error. */
-int sbx_sandbox_run_shell(sbx_manager *m, sbx_sandbox *sb, const char *command, long timeout_ms,
-			  struct sbx_run_result *ret_result, struct sbx_error *err);
-/* How sbx_sandbox_run_python_ex runs code. Zeroed = the defaults. */
-struct sbx_python_opts {
+/* How a command or Python code runs (sbx_sandbox_run_shell_ex,
+ * sbx_sandbox_run_python_ex). Zeroed = the defaults. */
+struct sbx_run_opts {
 	long timeout_ms; /* > 0 overrides sandbox.exec_timeout */
-	/* New output as it is produced: fd 1 (stdout) or 2 (stderr), valid
-	 * UTF-8, only what is kept within sandbox.output_cap. Called on the
-	 * calling thread, between reads of the engine stream: keep it short. */
+	/* Python only. New output as it is produced: fd 1 (stdout) or 2
+	 * (stderr), valid UTF-8, only what is kept within sandbox.output_cap.
+	 * Called on the calling thread, between reads of the engine stream:
+	 * keep it short. */
 	void (*on_output)(void *userdata, int fd, const char *text, size_t len);
-	/* Polled about every 50 ms while the code runs; true stops the code like
-	 * the time limit does (result.cancelled). */
+	/* Polled about every 50 ms while the code or command runs; true stops
+	 * it like the time limit does (result.cancelled). */
 	bool (*cancelled)(void *userdata);
 	void *userdata;
 };
+
+/* `sh -c COMMAND` in SBX_RESULTS_DIR, with sandbox.exec_timeout and
+ * sandbox.output_cap (timeout_ms > 0 overrides the time limit). A non-zero
+ * exit is a result, not an error. At the time limit, or when opts->cancelled
+ * says so, the command's whole process tree is killed (exit_code -1,
+ * timed_out or cancelled). */
+int sbx_sandbox_run_shell_ex(sbx_manager *m, sbx_sandbox *sb, const char *command,
+			     const struct sbx_run_opts *opts, struct sbx_run_result *ret_result,
+			     struct sbx_error *err);
+/* sbx_sandbox_run_shell_ex with only a time limit. */
+int sbx_sandbox_run_shell(sbx_manager *m, sbx_sandbox *sb, const char *command, long timeout_ms,
+			  struct sbx_run_result *ret_result, struct sbx_error *err);
 
 /* Runs CODE in the sandbox's persistent Python interpreter (as uid 1000 in
  * SBX_RESULTS_DIR, through the engine's exec stream; a pooled sandbox comes
@@ -239,7 +248,7 @@ struct sbx_python_opts {
  * One call at a time per sandbox: a second call waits for the first, at most
  * its own time limit, then fails with -EBUSY. */
 int sbx_sandbox_run_python_ex(sbx_manager *m, sbx_sandbox *sb, const char *code,
-			      const struct sbx_python_opts *opts, struct sbx_run_result *ret_result,
+			      const struct sbx_run_opts *opts, struct sbx_run_result *ret_result,
 			      struct sbx_error *err);
 /* sbx_sandbox_run_python_ex with only a time limit. */
 int sbx_sandbox_run_python(sbx_manager *m, sbx_sandbox *sb, const char *code, long timeout_ms,
