@@ -2,7 +2,7 @@
 /*
  * The HTTP front (include/sbx/http.h): the libmicrohttpd daemon, routing,
  * the Host/Origin allow-list (DNS rebinding), CORS, the body limit and
- * GET /health. The transports and the artifact route live next door.
+ * GET /health and /ready. The transports and the artifact route live next door.
  *
  * Threading model: MHD_USE_THREAD_PER_CONNECTION (with its internal polling
  * thread, poll() rather than select() so that descriptors past FD_SETSIZE
@@ -343,6 +343,8 @@ static enum sbx_route route_of(const char *url)
 {
 	if (strcmp(url, "/health") == 0)
 		return SBX_ROUTE_HEALTH;
+	if (strcmp(url, "/ready") == 0)
+		return SBX_ROUTE_READY;
 	if (strcmp(url, "/sse") == 0)
 		return SBX_ROUTE_SSE;
 	if (strcmp(url, "/messages") == 0 || strcmp(url, "/messages/") == 0)
@@ -394,7 +396,7 @@ static bool header_phase(struct sbx_http_request *rq, enum MHD_Result *ret)
 	}
 	rq->origin = origin;
 	if (strcmp(rq->method, "OPTIONS") == 0 && rq->route != SBX_ROUTE_NONE &&
-	    rq->route != SBX_ROUTE_HEALTH && origin) {
+	    rq->route != SBX_ROUTE_HEALTH && rq->route != SBX_ROUTE_READY && origin) {
 		*ret = preflight(rq);
 		return true;
 	}
@@ -415,6 +417,32 @@ static bool header_phase(struct sbx_http_request *rq, enum MHD_Result *ret)
 	}
 }
 
+/* GET /ready: 200 when the engine answers, else 503 saying why (the server
+ * itself is alive: that is GET /health). */
+static enum MHD_Result ready(struct sbx_http_request *rq)
+{
+	static const char *const retry[] = {"Retry-After", "5", NULL};
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct json_object *o;
+	enum MHD_Result ret;
+	const char *t;
+	int r;
+
+	r = sbx_manager_check_engine(rq->http->manager, &err);
+	o = json_object_new_object();
+	if (!o)
+		return MHD_NO;
+	json_object_object_add(o, "status",
+			       json_object_new_string(r < 0 ? "unavailable" : "ready"));
+	json_object_object_add(o, "engine", json_object_new_string(r < 0 ? err.msg : "ok"));
+	t = json_object_to_json_string_ext(o,
+					   JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
+	ret = sbx_http_respond(rq, r < 0 ? MHD_HTTP_SERVICE_UNAVAILABLE : MHD_HTTP_OK,
+			       "application/json", t, strlen(t), r < 0 ? retry : NULL);
+	json_object_put(o);
+	return ret;
+}
+
 static enum MHD_Result dispatch(struct sbx_http_request *rq)
 {
 	bool get = strcmp(rq->method, "GET") == 0 || strcmp(rq->method, "HEAD") == 0;
@@ -426,6 +454,10 @@ static enum MHD_Result dispatch(struct sbx_http_request *rq)
 		}
 		return sbx_http_respond(rq, MHD_HTTP_OK, "application/json", "{\"status\":\"ok\"}",
 					strlen("{\"status\":\"ok\"}"), NULL);
+	case SBX_ROUTE_READY:
+		if (!get)
+			return sbx_http_respond_405(rq, "GET, HEAD");
+		return ready(rq);
 	case SBX_ROUTE_SSE:
 		return sbx_sse_open(rq);
 	case SBX_ROUTE_MESSAGES:

@@ -2,7 +2,7 @@
 /*
  * mcp-sandboxd: the MCP server. Loads the configuration, opens the engine,
  * adopts this instance's sandboxes, serves MCP over HTTP (legacy SSE on
- * /sse + /messages, Streamable HTTP on /mcp, artifacts, /health) until
+ * /sse + /messages, Streamable HTTP on /mcp, artifacts, /health, /ready) until
  * SIGINT or SIGTERM, then stops cleanly (removing its sandboxes when
  * sandbox.remove_on_exit).
  */
@@ -32,18 +32,19 @@
 
 static void usage(FILE *out)
 {
-	fprintf(
-	    out,
-	    "Usage: mcp-sandboxd [-c FILE] [--set section.key=value ...] [--check] [--dump]\n"
-	    "Serves MCP over HTTP on server.listen:server.port (default 127.0.0.1:8000):\n"
-	    "  /mcp (Streamable HTTP), /sse + /messages (legacy SSE), /artifacts/..., /health.\n"
-	    "Prints 'mcp-sandboxd: listening on URL' once ready; stops on SIGINT/SIGTERM.\n"
-	    "  -c, --config FILE   INI configuration (default " SBX_SYSCONFDIR "/mcp-sandbox.ini)\n"
-	    "      --set S.K=V     override one key (repeatable)\n"
-	    "      --check         contact the engine, report its version and exit\n"
-	    "      --dump          print the effective configuration and exit\n"
-	    "  -h, --help          this text\n"
-	    "  -V, --version       the version\n");
+	fprintf(out,
+		"Usage: mcp-sandboxd [-c FILE] [--set section.key=value ...] [--check] [--dump]\n"
+		"Serves MCP over HTTP on server.listen:server.port (default 127.0.0.1:8000):\n"
+		"  /mcp (Streamable HTTP), /sse + /messages (legacy SSE), /artifacts/..., /health, "
+		"/ready.\n"
+		"Prints 'mcp-sandboxd: listening on URL' once ready; stops on SIGINT/SIGTERM.\n"
+		"  -c, --config FILE   INI configuration (default " SBX_SYSCONFDIR
+		"/mcp-sandbox.ini)\n"
+		"      --set S.K=V     override one key (repeatable)\n"
+		"      --check         contact the engine, report its version and exit\n"
+		"      --dump          print the effective configuration and exit\n"
+		"  -h, --help          this text\n"
+		"  -V, --version       the version\n");
 }
 
 /* Runs the server until SIGINT/SIGTERM; the exit status. */

@@ -64,6 +64,11 @@ struct sbx_manager {
 	size_t n, cap;
 	size_t installs_running;
 	struct sbx_pool *pool; /* sandbox_pool.c; its fields are under lock too */
+	/* sbx_manager_check_engine: the last answer, kept for a second */
+	pthread_mutex_t check_lock;
+	struct timespec check_at;
+	bool check_done;
+	struct sbx_error check_err;
 };
 
 /* Marks the sandbox used now. */

@@ -40,9 +40,11 @@ int sbx_manager_new(const struct sbx_settings *s, sbx_engine *engine, sbx_manage
 	m->s = s;
 	m->engine = engine;
 	pthread_mutex_init(&m->lock, NULL);
+	pthread_mutex_init(&m->check_lock, NULL);
 	pthread_cond_init(&m->changed, NULL);
 	r = sbx_pool_new(m, err);
 	if (r < 0) {
+		pthread_mutex_destroy(&m->check_lock);
 		pthread_cond_destroy(&m->changed);
 		pthread_mutex_destroy(&m->lock);
 		free(m);
@@ -700,9 +702,30 @@ sbx_manager *sbx_manager_free(sbx_manager *m)
 	free(m->table);
 	sbx_pool_free(m);
 	pthread_cond_destroy(&m->changed);
+	pthread_mutex_destroy(&m->check_lock);
 	pthread_mutex_destroy(&m->lock);
 	free(m);
 	return NULL;
+}
+
+int sbx_manager_check_engine(sbx_manager *m, struct sbx_error *err)
+{
+	int r;
+
+	pthread_mutex_lock(&m->check_lock);
+	if (!m->check_done || sbx_seconds_since(&m->check_at) >= 1.0) {
+		sbx_error_clear(&m->check_err);
+		r = sbx_engine_ping(m->engine, &m->check_err);
+		if (r < 0 && !m->check_err.code)
+			sbx_error_set(&m->check_err, r, "the engine did not answer");
+		clock_gettime(CLOCK_MONOTONIC, &m->check_at);
+		m->check_done = true;
+	}
+	r = m->check_err.code;
+	if (err && r < 0)
+		*err = m->check_err;
+	pthread_mutex_unlock(&m->check_lock);
+	return r;
 }
 
 int sbx_sandbox_exec_failed(sbx_manager *m, sbx_sandbox *sb, int r, struct sbx_error *err)

@@ -158,6 +158,19 @@ static void test_basics(void)
 	tap_ok(r.status == 200 && r.body.data && strstr(r.body.data, "\"ok\""),
 	       "GET /health -> 200 ok");
 	reply_release(&r);
+	/* the engine socket here does not exist: not ready, and why */
+	r = request("GET", "/ready", NULL, NULL);
+	tap_is_int(r.status, 503, "GET /ready without an engine -> 503");
+	tap_ok(r.body.data && strstr(r.body.data, "\"status\":\"unavailable\"") &&
+		   strstr(r.body.data, "\"engine\":\"") &&
+		   !strstr(r.body.data, "\"engine\":\"ok\""),
+	       "... the body says the engine is unavailable and why (%s)",
+	       r.body.data ? r.body.data : "");
+	tap_is_str(header_of(&r, "Retry-After"), "5", "... with Retry-After");
+	reply_release(&r);
+	r = request("POST", "/ready", NULL, "x");
+	tap_is_int(r.status, 405, "POST /ready -> 405");
+	reply_release(&r);
 	r = request("GET", "/nope", NULL, NULL);
 	tap_is_int(r.status, 404, "an unknown path -> 404");
 	reply_release(&r);

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The HTTP front of mcp-sandboxd (libmicrohttpd): the MCP transports
- * (GET /sse + POST /messages, and /mcp), GET /health and the artifact
+ * (GET /sse + POST /messages, and /mcp), GET /health, GET /ready and the artifact
  * routes (SBX_ARTIFACT_ROUTE). It checks Host and Origin, the body limit and
  * the session, then hands bodies to the MCP layer (include/sbx/mcp.h);
  * artifacts stream from the sandbox manager (include/sbx/sandbox.h).

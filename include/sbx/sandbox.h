@@ -174,6 +174,11 @@ struct sbx_pool_stats {
 	int last_error;	   /* negative errno of the last attempt, 0 when it worked */
 };
 void sbx_manager_pool_stats(sbx_manager *m, struct sbx_pool_stats *ret_stats);
+/* Whether the engine answers (its _ping), for a readiness check: 0, or a
+ * negative errno with a message saying what is wrong. The answer is reused
+ * for one second, so a probe cannot hammer the engine; callers wait for a
+ * check in progress rather than start another. */
+int sbx_manager_check_engine(sbx_manager *m, struct sbx_error *err);
 /* This instance's state folder, or NULL when there is none. */
 const char *sbx_manager_state_dir(const sbx_manager *m);
 

@@ -26,6 +26,11 @@ export async function httpCase() {
 		const res = await raw({ path: '/health' });
 		assert.equal(res.status, 200);
 	});
+	await check(t('GET /ready is 200: the engine answers'), async () => {
+		const res = await raw({ path: '/ready' });
+		assert.equal(res.status, 200, `HTTP ${res.status} ${res.body}`);
+		assert.deepEqual(JSON.parse(res.body.toString('utf8')), { status: 'ready', engine: 'ok' });
+	});
 	await check(t('/mcp: malformed JSON is 400 with -32700 and id null'), async () => {
 		for (const body of ['{"jsonrpc": "2.0", "id": 1, "method": ', 'not json at all', '\u0000\u0001']) {
 			const res = await raw({ method: 'POST', path: '/mcp', headers: JSON_HEADERS, body });
