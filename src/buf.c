@@ -84,3 +84,25 @@ void sbx_buf_release(struct sbx_buf *b)
 	b->data = NULL;
 	b->len = b->cap = 0;
 }
+
+int sbx_str_vreplacef(char **dst, const char *fmt, va_list ap)
+{
+	char *s;
+
+	if (vasprintf(&s, fmt, ap) < 0)
+		return -ENOMEM;
+	free(*dst);
+	*dst = s;
+	return 0;
+}
+
+int sbx_str_replacef(char **dst, const char *fmt, ...)
+{
+	va_list ap;
+	int r;
+
+	va_start(ap, fmt);
+	r = sbx_str_vreplacef(dst, fmt, ap);
+	va_end(ap);
+	return r;
+}

@@ -222,5 +222,11 @@ bool sbx_http_peer_gone(struct MHD_Connection *conn);
 
 /* One SSE frame "event: EVENT\ndata: DATA\n\n" (DATA is one line). */
 struct sbx_sse_msg *sbx_sse_msg_new(const char *event, const char *data);
+/* The comment an idle stream sends. */
+#define SBX_SSE_KEEPALIVE_FRAME ": keepalive\n\n"
+/* A content reader's output step: copies up to MAX bytes of B from *POS on
+ * into BUF and advances *POS; once all of B is copied, empties B and sets
+ * *POS to 0 for the next frame. Returns the count copied. */
+size_t sbx_http_drain(struct sbx_buf *b, size_t *pos, char *buf, size_t max);
 
 #endif

@@ -272,6 +272,38 @@ enum MHD_Result sbx_http_respond_error(struct sbx_http_request *rq, unsigned sta
 	return r;
 }
 
+/* ---- SSE frames ---- */
+
+struct sbx_sse_msg *sbx_sse_msg_new(const char *event, const char *data)
+{
+	/* "event: " + EVENT + "\ndata: " + DATA + "\n\n" + NUL */
+	size_t len = 7 + strlen(event) + 7 + strlen(data) + 2 + 1;
+	struct sbx_sse_msg *m = malloc(sizeof(*m) + len);
+
+	if (!m)
+		return NULL;
+	m->next = NULL;
+	m->len = (size_t)snprintf(m->text, len, "event: %s\ndata: %s\n\n", event, data);
+	return m;
+}
+
+size_t sbx_http_drain(struct sbx_buf *b, size_t *pos, char *buf, size_t max)
+{
+	size_t n = b->len - *pos;
+
+	if (n > max)
+		n = max;
+	if (n) {
+		memcpy(buf, b->data + *pos, n);
+		*pos += n;
+	}
+	if (*pos >= b->len) {
+		sbx_buf_reset(b);
+		*pos = 0;
+	}
+	return n;
+}
+
 /* ---- connections ---- */
 
 /* Marks a connection past the limit (its socket context). */

@@ -25,13 +25,13 @@
 #include <errno.h>
 #include <json-c/json.h>
 #include <poll.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "sandbox-internal.h"
+#include "sbx/buf.h"
 #include "sbx/common.h"
 #include "sbx/tar.h"
 #include "sbx/utf8.h"
@@ -585,24 +585,6 @@ static int send_interrupt(struct call *c)
 	return r;
 }
 
-static int set_notice(struct sbx_run_result *r, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static int set_notice(struct sbx_run_result *r, const char *fmt, ...)
-{
-	va_list ap;
-	char *s;
-	int n;
-
-	va_start(ap, fmt);
-	n = vasprintf(&s, fmt, ap);
-	va_end(ap);
-	if (n < 0)
-		return -ENOMEM;
-	free(r->notice);
-	r->notice = s;
-	return 0;
-}
-
 /* The interpreter's exit code once its stream ended, or -1. */
 static int ended_code(struct call *c)
 {
@@ -635,14 +617,16 @@ static int interp_died(struct call *c, bool eof, struct sbx_error *err)
 	c->res.interpreter_restarted = true;
 	c->in->has_state = false; /* told now, not again at the restart */
 	if (code == 137 || code < 0)
-		return set_notice(&c->res,
-				  "The Python interpreter was killed during this call (for example "
-				  "for using too much memory, or from outside); its variables and "
-				  "imports are gone, and the next call starts a new interpreter.");
-	return set_notice(&c->res,
-			  "The code ended the Python interpreter (exit status %d); its variables "
-			  "and imports are gone, and the next call starts a new interpreter.",
-			  code);
+		return sbx_str_replacef(
+		    &c->res.notice,
+		    "The Python interpreter was killed during this call (for example "
+		    "for using too much memory, or from outside); its variables and "
+		    "imports are gone, and the next call starts a new interpreter.");
+	return sbx_str_replacef(
+	    &c->res.notice,
+	    "The code ended the Python interpreter (exit status %d); its variables "
+	    "and imports are gone, and the next call starts a new interpreter.",
+	    code);
 }
 
 static double secs(long ms)
@@ -690,17 +674,19 @@ static int converse(struct call *c, const char *code, long limit_ms, struct sbx_
 			c->res.exit_code = -1;
 			c->res.interpreter_restarted = true;
 			r = c->res.cancelled
-				? set_notice(&c->res,
-					     "The call was cancelled and the code did not stop "
-					     "when interrupted, so the Python interpreter was "
-					     "killed and restarted: variables, imports and open "
-					     "files of earlier calls are gone.")
-				: set_notice(&c->res,
-					     "The code ran past its time limit of %.3g s and did "
-					     "not stop when interrupted, so the Python interpreter "
-					     "was killed and restarted: variables, imports and "
-					     "open files of earlier calls are gone.",
-					     secs(limit_ms));
+				? sbx_str_replacef(
+				      &c->res.notice,
+				      "The call was cancelled and the code did not stop "
+				      "when interrupted, so the Python interpreter was "
+				      "killed and restarted: variables, imports and open "
+				      "files of earlier calls are gone.")
+				: sbx_str_replacef(
+				      &c->res.notice,
+				      "The code ran past its time limit of %.3g s and did "
+				      "not stop when interrupted, so the Python interpreter "
+				      "was killed and restarted: variables, imports and "
+				      "open files of earlier calls are gone.",
+				      secs(limit_ms));
 			if (r < 0)
 				return sbx_error_set(err, r, "out of memory");
 			c->in->has_state = false; /* told now */
@@ -716,13 +702,15 @@ static int converse(struct call *c, const char *code, long limit_ms, struct sbx_
 			kill_at = now;
 	}
 	if (c->res.cancelled)
-		r = set_notice(&c->res, "The call was cancelled: the code got a KeyboardInterrupt; "
-					"the interpreter and its variables were kept.");
+		r = sbx_str_replacef(&c->res.notice,
+				     "The call was cancelled: the code got a KeyboardInterrupt; "
+				     "the interpreter and its variables were kept.");
 	else if (c->res.timed_out)
-		r = set_notice(&c->res,
-			       "The code ran past its time limit of %.3g s and was interrupted "
-			       "(KeyboardInterrupt); the interpreter and its variables were kept.",
-			       secs(limit_ms));
+		r = sbx_str_replacef(
+		    &c->res.notice,
+		    "The code ran past its time limit of %.3g s and was interrupted "
+		    "(KeyboardInterrupt); the interpreter and its variables were kept.",
+		    secs(limit_ms));
 	return r < 0 ? sbx_error_set(err, -ENOMEM, "out of memory") : 0;
 }
 
@@ -788,13 +776,14 @@ again:
 			goto out;
 		if (had_state) {
 			c.res.interpreter_restarted = true;
-			r = set_notice(
-			    &c.res, was_lost ? "The Python interpreter had ended since the last "
-					       "call (killed, or out of memory); a new one ran "
-					       "this code: variables and imports of earlier calls "
-					       "are gone."
-					     : "A new Python interpreter ran this code: variables "
-					       "and imports of earlier calls are gone.");
+			r = sbx_str_replacef(
+			    &c.res.notice,
+			    was_lost ? "The Python interpreter had ended since the last "
+				       "call (killed, or out of memory); a new one ran "
+				       "this code: variables and imports of earlier calls "
+				       "are gone."
+				     : "A new Python interpreter ran this code: variables "
+				       "and imports of earlier calls are gone.");
 			if (r < 0) {
 				r = sbx_error_set(err, -ENOMEM, "out of memory");
 				goto out;
@@ -826,8 +815,9 @@ again:
 		goto out;
 	}
 	if (c.res.truncated && !c.res.notice)
-		set_notice(&c.res, "The output was cut at %lld bytes (sandbox.output_cap).",
-			   (long long)c.cap);
+		sbx_str_replacef(&c.res.notice,
+				 "The output was cut at %lld bytes (sandbox.output_cap).",
+				 (long long)c.cap);
 	*ret_result = c.res;
 	memset(&c.res, 0, sizeof(c.res));
 out:

@@ -736,17 +736,12 @@ out:
 int sbx_tool_fail(struct sbx_tool_out *out, const char *fmt, ...)
 {
 	va_list ap;
-	char *s = NULL;
-	int n;
+	int r;
 
 	va_start(ap, fmt);
-	n = vasprintf(&s, fmt, ap);
+	r = sbx_str_vreplacef(&out->error, fmt, ap);
 	va_end(ap);
-	if (n < 0)
-		return -ENOMEM;
-	free(out->error);
-	out->error = s;
-	return 0;
+	return r;
 }
 
 /* The manager's messages often say what to do already, naming a tool. */

@@ -144,6 +144,16 @@ static struct json_object *sandbox_json(const struct sbx_sandbox_info *in)
 	return o;
 }
 
+/* The end of a tool: on R < 0 drops RES, else hands it to OUT. Returns R. */
+static int set_result(struct sbx_tool_out *out, struct json_object *res, int r)
+{
+	if (r < 0)
+		json_object_put(res);
+	else
+		out->result = res;
+	return r;
+}
+
 int sbx_tool_list_sandboxes(const struct sbx_tool_ctx *ctx, struct json_object *args,
 			    struct sbx_tool_out *out)
 {
@@ -170,10 +180,7 @@ int sbx_tool_list_sandboxes(const struct sbx_tool_ctx *ctx, struct json_object *
 		r |= sbx_tools_put(res, "count", json_object_new_int64((int64_t)n));
 	}
 	json_object_put(arr);
-	if (r < 0)
-		return json_object_put(res), -ENOMEM;
-	out->result = res;
-	return 0;
+	return set_result(out, res, r);
 }
 
 /* ---- create_sandbox ---- */
@@ -217,10 +224,7 @@ int sbx_tool_create_sandbox(const struct sbx_tool_ctx *ctx, struct json_object *
 	}
 	sbx_sandbox_info_release(&info);
 	sbx_sandbox_unref(sb);
-	if (r < 0)
-		return json_object_put(res), -ENOMEM;
-	out->result = res;
-	return 0;
+	return set_result(out, res, r);
 }
 
 /* ---- execute_python_code, execute_terminal_command ---- */
@@ -396,11 +400,7 @@ int sbx_tool_execute_terminal_command(const struct sbx_tool_ctx *ctx, struct jso
 	}
 	res = json_object_new_object();
 	r = res ? output_json(&rr, res) : -ENOMEM;
-	if (r < 0) {
-		json_object_put(res);
-		goto out;
-	}
-	out->result = res;
+	r = set_result(out, res, r);
 out:
 	sbx_run_result_release(&rr);
 	sbx_sandbox_unref(sb);
@@ -499,11 +499,7 @@ int sbx_tool_execute_python_code(const struct sbx_tool_ctx *ctx, struct json_obj
 		r = sbx_tools_put(res, "notice", new_str(rr.notice));
 	if (r == 0 && rr.notice && !(out->notice = strdup(rr.notice)))
 		r = -ENOMEM;
-	if (r < 0) {
-		json_object_put(res);
-		goto out;
-	}
-	out->result = res;
+	r = set_result(out, res, r);
 out:
 	sbx_progress_release(&h.progress);
 	sbx_run_result_release(&rr);
@@ -540,11 +536,7 @@ int sbx_tool_reset_python(const struct sbx_tool_ctx *ctx, struct json_object *ar
 			    "variable and import is gone; files and installed packages "
 			    "are still there."));
 	}
-	if (r < 0) {
-		json_object_put(res);
-		goto out;
-	}
-	out->result = res;
+	r = set_result(out, res, r);
 out:
 	sbx_sandbox_unref(sb);
 	return r;
@@ -657,11 +649,7 @@ static int install_tool(const struct sbx_tool_ctx *ctx, struct json_object *args
 			r |= sbx_tools_put(res, "seconds", seconds_json(st.seconds));
 		r |= sbx_tools_put(res, "message", new_str(msg));
 	}
-	if (r < 0) {
-		json_object_put(res);
-		goto out;
-	}
-	out->result = res;
+	r = set_result(out, res, r);
 out:
 	sbx_install_status_release(&st);
 	sbx_sandbox_unref(sb);
@@ -776,11 +764,7 @@ int sbx_tool_upload_file(const struct sbx_tool_ctx *ctx, struct json_object *arg
 									sbx_mime_type(path), size))
 			       : -ENOMEM;
 	}
-	if (r < 0) {
-		json_object_put(res);
-		goto out;
-	}
-	out->result = res;
+	r = set_result(out, res, r);
 out:
 	sbx_sandbox_unref(sb);
 	return r;

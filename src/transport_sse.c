@@ -13,7 +13,6 @@
  * within SBX_PEER_CHECK_MS, and its session with it.
  */
 #include <errno.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -22,19 +21,6 @@
 #include "sbx/common.h"
 
 /* ---- the queue ---- */
-
-struct sbx_sse_msg *sbx_sse_msg_new(const char *event, const char *data)
-{
-	/* "event: " + EVENT + "\ndata: " + DATA + "\n\n" + NUL */
-	size_t len = 7 + strlen(event) + 7 + strlen(data) + 2 + 1;
-	struct sbx_sse_msg *m = malloc(sizeof(*m) + len);
-
-	if (!m)
-		return NULL;
-	m->next = NULL;
-	m->len = (size_t)snprintf(m->text, len, "event: %s\ndata: %s\n\n", event, data);
-	return m;
-}
 
 /* Queues one frame. false when the stream is closed (the frame is
  * dropped). Ends the stream when the queue is full. */
@@ -83,17 +69,6 @@ struct sse_stream {
 	size_t pos;
 };
 
-static ssize_t copy_pending(struct sse_stream *st, char *buf, size_t max)
-{
-	size_t n = st->pending.len - st->pos;
-
-	if (n > max)
-		n = max;
-	memcpy(buf, st->pending.data + st->pos, n);
-	st->pos += n;
-	return (ssize_t)n;
-}
-
 static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
 	struct sse_stream *st = cls;
@@ -104,9 +79,7 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max)
 
 	(void)pos;
 	if (st->pos < st->pending.len)
-		return copy_pending(st, buf, max);
-	sbx_buf_reset(&st->pending);
-	st->pos = 0;
+		return (ssize_t)sbx_http_drain(&st->pending, &st->pos, buf, max);
 
 	keepalive_at = sbx_monotonic_ms() + SBX_SSE_KEEPALIVE_MS;
 	pthread_mutex_lock(&s->lock);
@@ -143,10 +116,11 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max)
 		free(m);
 		if (r < 0)
 			return MHD_CONTENT_READER_END_WITH_ERROR;
-	} else if (sbx_buf_append(&st->pending, ": keepalive\n\n", strlen(": keepalive\n\n")) < 0) {
+	} else if (sbx_buf_append(&st->pending, SBX_SSE_KEEPALIVE_FRAME,
+				  strlen(SBX_SSE_KEEPALIVE_FRAME)) < 0) {
 		return MHD_CONTENT_READER_END_WITH_ERROR;
 	}
-	return copy_pending(st, buf, max);
+	return (ssize_t)sbx_http_drain(&st->pending, &st->pos, buf, max);
 }
 
 static void sse_free(void *cls)

@@ -142,17 +142,6 @@ static struct call *call_start(struct sbx_http *h, struct sbx_http_session *s, s
 	return c;
 }
 
-static ssize_t call_copy(struct call *c, char *buf, size_t max)
-{
-	size_t n = c->pending.len - c->pos;
-
-	if (n > max)
-		n = max;
-	memcpy(buf, c->pending.data + c->pos, n);
-	c->pos += n;
-	return (ssize_t)n;
-}
-
 /* The event stream of one request: notifications, then the response. */
 static ssize_t call_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
@@ -164,9 +153,7 @@ static ssize_t call_read(void *cls, uint64_t pos, char *buf, size_t max)
 
 	(void)pos;
 	if (c->pos < c->pending.len)
-		return call_copy(c, buf, max);
-	sbx_buf_reset(&c->pending);
-	c->pos = 0;
+		return (ssize_t)sbx_http_drain(&c->pending, &c->pos, buf, max);
 	if (c->replied)
 		return MHD_CONTENT_READER_END_OF_STREAM;
 	keepalive_at = sbx_monotonic_ms() + SBX_SSE_KEEPALIVE_MS;
@@ -213,11 +200,12 @@ static ssize_t call_read(void *cls, uint64_t pos, char *buf, size_t max)
 	} else if (atomic_load(&c->http->stopping)) {
 		return MHD_CONTENT_READER_END_WITH_ERROR;
 	} else {
-		r = sbx_buf_append(&c->pending, ": keepalive\n\n", strlen(": keepalive\n\n"));
+		r = sbx_buf_append(&c->pending, SBX_SSE_KEEPALIVE_FRAME,
+				   strlen(SBX_SSE_KEEPALIVE_FRAME));
 	}
 	if (r < 0)
 		return MHD_CONTENT_READER_END_WITH_ERROR;
-	return call_copy(c, buf, max);
+	return (ssize_t)sbx_http_drain(&c->pending, &c->pos, buf, max);
 }
 
 static void call_free(void *cls)

@@ -3,6 +3,7 @@
 #ifndef SBX_BUF_H
 #define SBX_BUF_H
 
+#include <stdarg.h>
 #include <stddef.h>
 
 struct sbx_buf {
@@ -23,5 +24,11 @@ int sbx_buf_appendf(struct sbx_buf *b, const char *fmt, ...) __attribute__((form
 char *sbx_buf_steal(struct sbx_buf *b);
 void sbx_buf_reset(struct sbx_buf *b);
 void sbx_buf_release(struct sbx_buf *b);
+
+/* Replaces the owned string *DST with one formatted from FMT, freeing the
+ * old one. Returns 0, or -ENOMEM with *DST left as it was. */
+int sbx_str_replacef(char **dst, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int sbx_str_vreplacef(char **dst, const char *fmt, va_list ap)
+    __attribute__((format(printf, 2, 0)));
 
 #endif
