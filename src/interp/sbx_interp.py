@@ -38,6 +38,7 @@ import signal
 import stat
 import sys
 import threading
+import time
 import traceback
 import types
 
@@ -46,6 +47,7 @@ FILES_MAX = 100
 PATH_MAX = 1024
 SCAN_MAX = 20000
 CHUNK = 65536
+COALESCE_S = 0.001  # the pump's wait before forwarding a call's first output
 
 PROTO_IN = fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, 100)
 PROTO_OUT = fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC, 100)
@@ -131,11 +133,20 @@ def drain(pipes, fds, out=None):
 
 
 def pump(pipes):
+    waited_for = None
     while True:
         try:
             ready = select.select(list(pipes), [], [])[0]
         except InterruptedError:
             continue
+        c = CUR
+        if c is not None and c is not waited_for:
+            # Once per call: a short call ends meanwhile and run() sends its
+            # output with the result in one write (print's text and newline
+            # are two writes otherwise); later output is not held back.
+            waited_for = c
+            time.sleep(COALESCE_S)
+            ready = list(pipes)
         with SEND_LOCK:
             drain(pipes, ready)
 
