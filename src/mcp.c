@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include <json-c/json.h>
+#include <json-c/printbuf.h>
 
 #include "sbx/common.h"
 #include "sbx/mcp.h"
@@ -57,8 +58,11 @@ struct sbx_mcp {
 	const struct sbx_settings *settings;
 	sbx_manager *manager;
 	sbx_tools_call_fn tools_call;
-	pthread_mutex_t lock; /* guards public_url */
+	pthread_mutex_t lock; /* guards public_url and tools_text */
 	char *public_url;
+	/* The tools/list "tools" array as text, per entry of versions[]; built
+	 * on first use, then constant. */
+	char *tools_text[SBX_ARRAY_SIZE(versions)];
 };
 
 /* One request in flight: on its session's list while it runs. Lives on the
@@ -114,6 +118,8 @@ sbx_mcp *sbx_mcp_free(sbx_mcp *m)
 		return NULL;
 	pthread_mutex_destroy(&m->lock);
 	free(m->public_url);
+	for (size_t i = 0; i < SBX_ARRAY_SIZE(m->tools_text); i++)
+		free(m->tools_text[i]);
 	free(m);
 	return NULL;
 }
@@ -652,7 +658,55 @@ static void do_set_level(sbx_mcp_session *s, struct json_object *params, struct 
 	     "critical, alert, emergency");
 }
 
-static void do_tools_list(const char *version, struct json_object *params, struct outcome *o)
+/* Writes the text a placeholder stands for (see tools_of). */
+static int cached_text_serialize(struct json_object *jso, struct printbuf *pb, int level, int flags)
+{
+	const char *text = json_object_get_userdata(jso);
+
+	(void)level;
+	(void)flags;
+	return printbuf_memappend(pb, text, (int)strlen(text)) < 0 ? -1 : 0;
+}
+
+/* The tools array for VERSION. The list only depends on the version, so its
+ * text is built once per version and the answer is a placeholder object
+ * that serialises as that text (only ever serialised, never inspected). */
+static struct json_object *tools_of(sbx_mcp *m, const char *version)
+{
+	struct json_object *tools, *o;
+	size_t i = 0;
+	char *text;
+
+	while (i < SBX_ARRAY_SIZE(versions) && strcmp(versions[i], version) != 0)
+		i++;
+	if (i == SBX_ARRAY_SIZE(versions))
+		return sbx_tools_list(version);
+	pthread_mutex_lock(&m->lock);
+	text = m->tools_text[i];
+	pthread_mutex_unlock(&m->lock);
+	if (!text) {
+		tools = sbx_tools_list(version);
+		text = tools ? to_text(tools) : NULL;
+		json_object_put(tools);
+		if (!text)
+			return NULL;
+		pthread_mutex_lock(&m->lock);
+		if (m->tools_text[i]) {
+			free(text); /* another thread was first */
+		} else {
+			m->tools_text[i] = text;
+		}
+		text = m->tools_text[i];
+		pthread_mutex_unlock(&m->lock);
+	}
+	o = json_object_new_object();
+	if (o)
+		json_object_set_serializer(o, cached_text_serialize, text, NULL);
+	return o;
+}
+
+static void do_tools_list(sbx_mcp *m, const char *version, struct json_object *params,
+			  struct outcome *o)
 {
 	struct json_object *cursor, *r, *tools;
 
@@ -665,7 +719,7 @@ static void do_tools_list(const char *version, struct json_object *params, struc
 		fail(o, SBX_JSONRPC_INVALID_PARAMS, "tools/list: unknown cursor");
 		return;
 	}
-	tools = sbx_tools_list(version);
+	tools = tools_of(m, version);
 	r = json_object_new_object();
 	if (!tools || !r) {
 		json_object_put(tools);
@@ -768,7 +822,7 @@ static int run_request(sbx_mcp_session *s, struct json_object *msg, bool in_batc
 	} else if (strcmp(method, "logging/setLevel") == 0) {
 		do_set_level(s, params, &o);
 	} else if (strcmp(method, "tools/list") == 0) {
-		do_tools_list(version, params, &o);
+		do_tools_list(s->mcp, version, params, &o);
 	} else if (strcmp(method, "tools/call") == 0) {
 		do_tools_call(s, version, params, &f, &o);
 	} else {

@@ -60,11 +60,12 @@ struct sbx_interp {
 	sbx_stream *stream;
 	long pid, pgid; /* in the container; under pid_lock */
 	uint64_t next_id;
-	bool has_state;	     /* a restart would lose state the user was not told about;
-			      * false in a pooled interpreter no call has used yet */
-	bool lost;	     /* it ended between calls; nobody was told yet */
-	struct sbx_buf line; /* an incomplete protocol line */
-	struct sbx_buf diag; /* the interpreter's own stderr */
+	bool has_state;		  /* a restart would lose state the user was not told about;
+				   * false in a pooled interpreter no call has used yet */
+	bool lost;		  /* it ended between calls; nobody was told yet */
+	struct sbx_buf line;	  /* an incomplete protocol line */
+	struct sbx_buf diag;	  /* the interpreter's own stderr */
+	struct json_tokener *tok; /* parses each line (reset first); under run */
 };
 
 void sbx_interp_free(struct sbx_interp *in)
@@ -73,6 +74,8 @@ void sbx_interp_free(struct sbx_interp *in)
 		return;
 	sbx_stream_free(in->stream);
 	sbx_buf_release(&in->line);
+	if (in->tok)
+		json_tokener_free(in->tok);
 	sbx_buf_release(&in->diag);
 	pthread_mutex_destroy(&in->run);
 	pthread_mutex_destroy(&in->pid_lock);
@@ -279,15 +282,14 @@ static int take_files(struct call *c, struct json_object *files)
 /* One protocol line. Lines of other calls are ignored. */
 static int handle_line(struct call *c, const char *line, size_t len)
 {
-	struct json_tokener *tok = json_tokener_new();
 	struct json_object *o, *files;
 	const char *t;
 	int r = 0;
 
-	if (!tok)
+	if (!c->in->tok && !(c->in->tok = json_tokener_new()))
 		return -ENOMEM;
-	o = json_tokener_parse_ex(tok, line, (int)len);
-	json_tokener_free(tok);
+	json_tokener_reset(c->in->tok);
+	o = json_tokener_parse_ex(c->in->tok, line, (int)len);
 	if (!o || !json_object_is_type(o, json_type_object) || !(t = str_of(o, "t")))
 		goto out;
 	if (strcmp(t, "hello") == 0) {
@@ -538,14 +540,15 @@ static int send_line(struct sbx_interp *in, struct json_object *o, struct sbx_er
 	size_t len;
 	const char *s = json_object_to_json_string_length(
 	    o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &len);
-	int r;
+	_cleanup_free_ char *line = s ? malloc(len + 1) : NULL;
 
-	if (!s)
+	if (!line)
 		return sbx_error_set(err, -ENOMEM, "out of memory");
-	r = sbx_stream_write(in->stream, s, len, err);
-	if (r >= 0)
-		r = sbx_stream_write(in->stream, "\n", 1, err);
-	return r;
+	/* One write: the line reaches the interpreter in one piece, not two
+	 * trips through the engine. */
+	memcpy(line, s, len);
+	line[len] = '\n';
+	return sbx_stream_write(in->stream, line, len + 1, err);
 }
 
 static int send_run(struct call *c, const char *code, struct sbx_error *err)

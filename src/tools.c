@@ -12,6 +12,7 @@
  */
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -670,14 +671,30 @@ static int check_value(const char *key, struct json_object *prop, struct json_ob
 	return 0;
 }
 
+/* The input schemas parsed once, shared by every thread and only read
+ * (no get/put, no serialising: json-c's reference counts and string caches
+ * are not thread-safe); an entry left NULL is parsed per call. */
+static struct json_object *input_schemas[SBX_ARRAY_SIZE(tools)];
+static pthread_once_t input_schemas_once = PTHREAD_ONCE_INIT;
+
+static void parse_input_schemas(void)
+{
+	for (size_t i = 0; i < SBX_ARRAY_SIZE(tools); i++)
+		input_schemas[i] = parse_schema(tools[i].input_schema);
+}
+
 /* Checks ARGS (an object or NULL) against the tool's inputSchema. 0 when
  * fine, 1 with *ret_msg when not, -ENOMEM. */
 static int check_arguments(const struct sbx_tool_def *t, struct json_object *args, char **ret_msg)
 {
-	struct json_object *schema = parse_schema(t->input_schema), *props;
+	struct json_object *schema, *owned = NULL, *props;
 	struct sbx_buf msg = SBX_BUF_INIT;
 	int r = 0;
 
+	pthread_once(&input_schemas_once, parse_input_schemas);
+	schema = input_schemas[t - tools];
+	if (!schema)
+		schema = owned = parse_schema(t->input_schema);
 	if (!schema)
 		return -ENOMEM;
 	json_object_object_get_ex(schema, "properties", &props);
@@ -720,7 +737,7 @@ static int check_arguments(const struct sbx_tool_def *t, struct json_object *arg
 			goto out;
 	}
 out:
-	json_object_put(schema);
+	json_object_put(owned);
 	if (r < 0) {
 		sbx_buf_release(&msg);
 		return r;

@@ -75,6 +75,7 @@ static void call_notify(void *ctx, const char *json)
 {
 	struct call *c = ctx;
 	struct sbx_sse_msg *m = sbx_sse_msg_new("message", json);
+	bool queued = false;
 
 	if (!m)
 		return;
@@ -89,9 +90,12 @@ static void call_notify(void *ctx, const char *json)
 		c->queued_msgs++;
 		c->queued_bytes += m->len;
 		m = NULL;
-		pthread_cond_broadcast(&c->cond);
+		queued = true;
 	}
 	pthread_mutex_unlock(&c->lock);
+	/* Woken after the unlock: the waiter does not wake into a held lock. */
+	if (queued)
+		pthread_cond_broadcast(&c->cond);
 	free(m);
 }
 
@@ -107,8 +111,10 @@ static void call_worker(struct sbx_http_job *job)
 	pthread_mutex_lock(&c->lock);
 	c->reply = reply;
 	c->done = true;
-	pthread_cond_broadcast(&c->cond);
 	pthread_mutex_unlock(&c->lock);
+	/* After the unlock (C lives on: this thread's reference), so the waiter
+	 * does not wake into a held lock and sleep again. */
+	pthread_cond_broadcast(&c->cond);
 	call_unref(c);
 }
 

@@ -38,6 +38,7 @@ import signal
 import stat
 import sys
 import threading
+import time
 import traceback
 import types
 
@@ -46,6 +47,7 @@ FILES_MAX = 100
 PATH_MAX = 1024
 SCAN_MAX = 20000
 CHUNK = 65536
+COALESCE_S = 0.001  # the pump's wait before forwarding a call's first output
 
 PROTO_IN = fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, 100)
 PROTO_OUT = fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC, 100)
@@ -70,11 +72,20 @@ CUR = None
 MAIN_IDENT = threading.get_ident()
 
 
-def send(obj):
-    b = (json.dumps(obj, ensure_ascii=False, separators=(',', ':')) + '\n').encode(
-        'utf-8', 'surrogatepass')
+def write_all(b):
     while b:
         b = b[os.write(PROTO_OUT, b):]
+
+
+def send(obj, out=None):
+    # Writes the line now, or appends it to the list out (written later in
+    # one piece by the caller).
+    b = (json.dumps(obj, ensure_ascii=False, separators=(',', ':')) + '\n').encode(
+        'utf-8', 'surrogatepass')
+    if out is not None:
+        out.append(b)
+    else:
+        write_all(b)
 
 
 def setup_stdio():
@@ -91,7 +102,7 @@ def setup_stdio():
     return pipes
 
 
-def forward(c, n, b, final=False):
+def forward(c, n, b, final=False, out=None):
     # Under SEND_LOCK. Counts b against the call's cap and sends what fits.
     if c is None:
         return
@@ -101,10 +112,10 @@ def forward(c, n, b, final=False):
         c.trunc = True
     s = c.dec[n].decode(keep, final)
     if s:
-        send({'t': 'o', 'id': c.id, 'fd': n, 's': s})
+        send({'t': 'o', 'id': c.id, 'fd': n, 's': s}, out)
 
 
-def drain(pipes, fds):
+def drain(pipes, fds, out=None):
     # Under SEND_LOCK: reads what the pipes hold now.
     for fd in fds:
         while True:
@@ -116,17 +127,26 @@ def drain(pipes, fds):
                 continue
             if not b:
                 break
-            forward(CUR, pipes[fd], b)
+            forward(CUR, pipes[fd], b, out=out)
             if len(b) < CHUNK:
                 break
 
 
 def pump(pipes):
+    waited_for = None
     while True:
         try:
             ready = select.select(list(pipes), [], [])[0]
         except InterruptedError:
             continue
+        c = CUR
+        if c is not None and c is not waited_for:
+            # Once per call: a short call ends meanwhile and run() sends its
+            # output with the result in one write (print's text and newline
+            # are two writes otherwise); later output is not held back.
+            waited_for = c
+            time.sleep(COALESCE_S)
+            ready = list(pipes)
         with SEND_LOCK:
             drain(pipes, ready)
 
@@ -290,12 +310,16 @@ def run(req, g, pipes):
     finally:
         c.running = False
         with SEND_LOCK:
-            drain(pipes, list(pipes))
+            # The last output and the result in one write: one trip through
+            # the engine's stream instead of one per line.
+            out = []
+            drain(pipes, list(pipes), out)
             for n in (1, 2):
-                forward(c, n, b'', True)
+                forward(c, n, b'', True, out)
             CUR = None
             send({'t': 'r', 'id': c.id, 'rc': rc, 'trunc': c.trunc, 'intr': c.interrupted,
-                  'files': files, 'more': more})
+                  'files': files, 'more': more}, out)
+            write_all(b''.join(out))
 
 
 def main():
