@@ -439,32 +439,28 @@ bool sbx_mcp_input_has_requests(const sbx_mcp_input *in)
 	return false;
 }
 
-bool sbx_mcp_input_is_initialize(const sbx_mcp_input *in)
+/* Whether IN holds a request (not a notification or response) for METHOD. */
+static bool input_has_request(const sbx_mcp_input *in, const char *method)
 {
 	size_t n = input_count(in);
 
 	for (size_t i = 0; i < n; i++) {
 		struct json_object *id, *msg = input_at(in, i);
-		const char *method = method_of(msg);
-		if (classify(msg, &id) == MSG_REQUEST && method &&
-		    strcmp(method, "initialize") == 0)
+		const char *m = method_of(msg);
+		if (classify(msg, &id) == MSG_REQUEST && m && strcmp(m, method) == 0)
 			return true;
 	}
 	return false;
 }
 
+bool sbx_mcp_input_is_initialize(const sbx_mcp_input *in)
+{
+	return input_has_request(in, "initialize");
+}
+
 bool sbx_mcp_input_may_block(const sbx_mcp_input *in)
 {
-	size_t n = input_count(in);
-
-	for (size_t i = 0; i < n; i++) {
-		struct json_object *id, *msg = input_at(in, i);
-		const char *method = method_of(msg);
-		if (classify(msg, &id) == MSG_REQUEST && method &&
-		    strcmp(method, "tools/call") == 0)
-			return true;
-	}
-	return false;
+	return input_has_request(in, "tools/call");
 }
 
 /* ---- requests in flight ---- */
