@@ -28,7 +28,7 @@
 
 #include <curl/curl.h>
 
-#include "../src/tools.h"
+#include "tools/tools.h"
 #include "sbx/buf.h"
 #include "sbx/common.h"
 #include "sbx/http.h"

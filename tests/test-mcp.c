@@ -16,7 +16,7 @@
 
 #include <json-c/json.h>
 
-#include "../src/tools.h"
+#include "tools/tools.h"
 #include "sbx/common.h"
 #include "sbx/mcp.h"
 #include "tap.h"

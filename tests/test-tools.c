@@ -22,7 +22,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../src/tools.h"
+#include "tools/tools.h"
+#include "sbx/artifact.h"
 #include "sbx/common.h"
 #include "sbx/engine.h"
 #include "sbx/mcp.h"

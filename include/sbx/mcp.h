@@ -111,13 +111,4 @@ struct sbx_mcp_notifier {
 int sbx_mcp_session_run(sbx_mcp_session *s, sbx_mcp_input *in, const struct sbx_mcp_notifier *n,
 			char **ret_reply, struct sbx_error *err);
 
-/* Artifact links: PUBLIC_URL/artifacts/SANDBOX_ID/RELPATH, every path
- * segment percent-encoded (src/artifact_link.c). */
-#define SBX_ARTIFACT_ROUTE "/artifacts/"
-char *sbx_artifact_url(const char *public_url, const char *sandbox_id, const char *relpath);
-/* Splits the part of a request path after SBX_ARTIFACT_ROUTE into a sandbox
- * id and a relative path, percent-decoded. -EINVAL when malformed (no
- * relpath, bad escapes, a decoded NUL or '/' inside a segment). */
-int sbx_artifact_parse(const char *route_rest, char **ret_sandbox_id, char **ret_relpath);
-
 #endif

@@ -9,7 +9,7 @@
  * pass the tenant they act for, and a sandbox of another owner is reported
  * as not found (-ENOENT), exactly like one that does not exist.
  *
- * The warm pool (sandbox.pool_size, sandbox_pool.c): create_sandbox takes an
+ * The warm pool (sandbox.pool_size, pool.c): create_sandbox takes an
  * already started container that was never assigned to anyone, so a create
  * costs no engine call; with the pool empty or off it creates and starts one
  * (a "cold" create). A pool container is fresh from the image and is never

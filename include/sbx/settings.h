@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The server's settings: an INI file (etc/mcp-sandbox.ini) plus --set
- * overrides, checked against one table-driven schema (src/settings.c). Adding
+ * overrides, checked against one table-driven schema (src/base/settings.c). Adding
  * a key is one line in that table and one field here.
  *
  * Every mistake is an error, never a warning: unknown section, unknown key,

@@ -18,6 +18,7 @@
 #include <sys/socket.h>
 
 #include "http-internal.h"
+#include "sbx/artifact.h"
 #include "sbx/common.h"
 
 struct artifact_stream {

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Streamable HTTP (2025-03-26 and later) on /mcp, in the order of
- * docs/mcp.md: 405 for other methods, 403 Host/Origin (src/http.c), then for
+ * docs/mcp.md: 405 for other methods, 403 Host/Origin (src/http/server.c), then for
  * POST 406 Accept, 415 Content-Type, 413 body, 400 bad JSON, the session
  * (400 missing, 404 unknown), 400 an unsupported MCP-Protocol-Version; 202
  * for a body without requests, else 200 application/json with the reply.

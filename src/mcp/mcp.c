@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The MCP layer: JSON-RPC 2.0 messages, the session lifecycle and the
- * dispatch to the tools (src/tools.h). Transport-neutral (include/sbx/mcp.h).
+ * dispatch to the tools (src/tools/tools.h). Transport-neutral (include/sbx/mcp.h).
  *
  * A session's protocol state (negotiated version, log level) sits under the
  * session's mutex, held only for the few instructions that read or write it,
@@ -28,7 +28,7 @@
 
 #include "sbx/common.h"
 #include "sbx/mcp.h"
-#include "tools.h"
+#include "tools/tools.h"
 
 /* Nesting accepted in a JSON body: enough for any tool argument. */
 #define MCP_JSON_DEPTH 64

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: MIT
 # mcp-sandbox's persistent interpreter: runs inside a sandbox container as
 # `python3 -u sbx_interp.py`, started once per sandbox over the engine's
-# exec stream (src/sandbox_interp.c). Standard library only.
+# exec stream (src/sandbox/interp.c). Standard library only.
 #
 # Protocol: one JSON object per line. The server writes requests to this
 # process's stdin; this process answers on its stdout. Both are moved to

@@ -2,7 +2,7 @@
 # awk only (no xxd or python3 on the build host); escapes by concatenation,
 # not gsub, whose backslash handling differs between awks.
 BEGIN {
-	print "/* Generated from src/interp/sbx_interp.py by src/interp/embed.awk. */"
+	print "/* Generated from src/sandbox/interp/sbx_interp.py by src/sandbox/interp/embed.awk. */"
 	print "static const char sbx_interp_py[] ="
 }
 {

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Between the tool table (src/tools.c: schemas, argument checks, result
- * shape) and the handlers (src/tools_run.c: the calls into the sandbox
- * manager). Internal to src/tools*.c.
+ * Between the tool table (src/tools/tools.c: schemas, argument checks, result
+ * shape) and the handlers (src/tools/handlers.c: the calls into the sandbox
+ * manager). Internal to src/tools/.
  */
 #ifndef SBX_TOOLS_INTERNAL_H
 #define SBX_TOOLS_INTERNAL_H

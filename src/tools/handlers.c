@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "sbx/artifact.h"
 #include "sbx/common.h"
 #include "tools-internal.h"
 

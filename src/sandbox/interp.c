@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The persistent Python interpreter of a sandbox: the client side of
- * src/interp/sbx_interp.py (whose header comment describes the protocol).
+ * src/sandbox/interp/sbx_interp.py (whose header comment describes the protocol).
  *
  * The program is put into the container at create time (sbx_interp_prepare)
  * and started with sbx_exec_stream as `python3 -u PROGRAM`, uid 1000, in
@@ -36,8 +36,8 @@
 #include "sbx/tar.h"
 #include "sbx/utf8.h"
 
-/* The program's text, generated from src/interp/sbx_interp.py. */
-#include "src/interp/sbx_interp.inc"
+/* The program's text, generated from src/sandbox/interp/sbx_interp.py. */
+#include "src/sandbox/interp/sbx_interp.inc"
 
 #define INTERP_DIR "/opt/mcp-sandbox"
 #define INTERP_PATH INTERP_DIR "/sbx_interp.py"

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The tools, as the MCP layer (src/mcp.c) sees them. tools.c owns their
+ * The tools, as the MCP layer (src/mcp/mcp.c) sees them. tools.c owns their
  * names, schemas and results; it reaches containers only through the
  * sandbox manager (include/sbx/sandbox.h). Internal to src/.
  */

@@ -3,7 +3,7 @@
  * The tools: their names, descriptions and schemas (one table), the
  * checking of arguments against the inputSchema itself, and the shape of a
  * CallToolResult for each protocol version. The work is done by the sandbox
- * manager; the handlers (src/tools_run.c) only translate.
+ * manager; the handlers (src/tools/handlers.c) only translate.
  *
  * Policy, the same for every tool: isError is true only when the tool could
  * not do what was asked (bad arguments, unknown sandbox, engine failure).

@@ -3,7 +3,7 @@
  * The sandbox manager: records, reference counts, create/get/delete/list,
  * recover after a restart, and sbx_container_provision, the one place a
  * container is made. Exec, packages and files live in sandbox_*.c; the warm
- * pool and the state folder in sandbox_pool.c.
+ * pool and the state folder in pool.c.
  */
 #include <errno.h>
 #include <inttypes.h>

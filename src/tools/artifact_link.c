@@ -7,7 +7,7 @@
 
 #include "sbx/buf.h"
 #include "sbx/common.h"
-#include "sbx/mcp.h"
+#include "sbx/artifact.h"
 
 /* RFC 3986 unreserved characters stay; everything else is %XX. */
 static int append_escaped(struct sbx_buf *b, const char *s, bool keep_slash)

@@ -33,6 +33,7 @@
 #include <json-c/json.h>
 
 #include "http-internal.h"
+#include "sbx/artifact.h"
 #include "sbx/common.h"
 
 /* ---- small helpers ---- */

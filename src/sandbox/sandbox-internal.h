@@ -33,7 +33,7 @@ struct sbx_install {
 	double seconds; /* set when it ended */
 };
 
-struct sbx_interp; /* sandbox_interp.c */
+struct sbx_interp; /* interp.c */
 
 struct sbx_sandbox {
 	int refs; /* atomic */
@@ -63,7 +63,7 @@ struct sbx_manager {
 	sbx_sandbox **table;	/* oldest first */
 	size_t n, cap;
 	size_t installs_running;
-	struct sbx_pool *pool; /* sandbox_pool.c; its fields are under lock too */
+	struct sbx_pool *pool; /* pool.c; its fields are under lock too */
 	/* sbx_manager_check_engine: the last answer, kept for a second */
 	pthread_mutex_t check_lock;
 	struct timespec check_at;
@@ -94,7 +94,7 @@ int sbx_interp_start_pooled(sbx_manager *m, const char *id, const char *containe
 /* Ends the interpreter of a record or pool entry being freed (closes its
  * stream, which ends the process). */
 void sbx_interp_free(struct sbx_interp *in);
-/* sbx_sandbox_run_python_ex and sbx_sandbox_reset_python, in sandbox_interp.c. */
+/* sbx_sandbox_run_python_ex and sbx_sandbox_reset_python, in interp.c. */
 int sbx_interp_run(sbx_manager *m, sbx_sandbox *sb, const char *code,
 		   const struct sbx_run_opts *opts, struct sbx_run_result *ret_result,
 		   struct sbx_error *err);
@@ -103,7 +103,7 @@ int sbx_interp_reset(sbx_manager *m, sbx_sandbox *sb, struct sbx_error *err);
 /* Seconds since ts (CLOCK_MONOTONIC). */
 double sbx_seconds_since(const struct timespec *ts);
 
-/* sandbox.c */
+/* manager.c */
 
 /* A fresh random sandbox id (12 hex digits). */
 int sbx_sandbox_make_id(char id[SBX_SANDBOX_ID_MAX + 1], struct sbx_error *err);
@@ -116,7 +116,7 @@ int sbx_sandbox_make_id(char id[SBX_SANDBOX_ID_MAX + 1], struct sbx_error *err);
 int sbx_container_provision(sbx_manager *m, const char *id, time_t created, const char *name,
 			    const char *owner, char **ret_container, struct sbx_error *err);
 
-/* sandbox_pool.c: the warm pool and the state folder. */
+/* pool.c: the warm pool and the state folder. */
 
 /* A started, never assigned pool container. */
 struct sbx_pool_entry {

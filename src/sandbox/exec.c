@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Running things in a sandbox: a shell command is one plain exec; Python code
- * goes to the sandbox's persistent interpreter (sandbox_interp.c).
+ * goes to the sandbox's persistent interpreter (interp.c).
  */
 #include <errno.h>
 #include <stdio.h>

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * What the HTTP front's files share: the server, one request's state, the
- * session table (src/session.c) and the route handlers (the transports and
+ * session table (src/http/session.c) and the route handlers (the transports and
  * the artifact route). Internal to src/.
  */
 #ifndef SBX_HTTP_INTERNAL_H
@@ -58,7 +58,7 @@
  * sockets, artifact streams, files, log). */
 #define SBX_HTTP_FD_RESERVE 256
 
-/* ---- sessions (src/session.c) ---- */
+/* ---- sessions (src/http/session.c) ---- */
 
 struct sbx_sse_msg {
 	struct sbx_sse_msg *next;
@@ -111,7 +111,7 @@ int64_t sbx_monotonic_ms(void);
  * result. */
 int sbx_cond_wait_slice(pthread_cond_t *cond, pthread_mutex_t *lock, int64_t until_ms);
 
-/* ---- the server (src/http.c) ---- */
+/* ---- the server (src/http/server.c) ---- */
 
 struct sbx_http {
 	const struct sbx_settings *settings;
