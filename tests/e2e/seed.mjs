@@ -44,6 +44,29 @@ print('saved')
 const CSV_TEXT = 'x,y\n1,1\n2,4\n3,9\n';
 const PNG_MAGIC = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
 
+// Files with active content (script a browser would run) and one without a
+// known type, written by code.
+const ACTIVE_FILES = [
+	['page.html', '<!doctype html><title>e2e</title><script>document.title = "ran"</script>\n'],
+	['PAGE.HTM', '<html><body onload="alert(1)">e2e</body></html>\n'],
+	['pic.svg', '<svg xmlns="http://www.w3.org/2000/svg"><script>alert(1)</script></svg>\n'],
+	['data.xml', '<?xml version="1.0"?><a>e2e</a>\n'],
+	['noext', '<html><script>alert(1)</script></html>\n'],
+];
+const ACTIVE_CODE = `${ACTIVE_FILES.map(([name, text]) => `open(${JSON.stringify(name)}, 'w').write(${JSON.stringify(text)})`).join('\n')}\nprint('written')\n`;
+// What src/http/artifact_route.c sends per file: [name, Content-Type,
+// Content-Security-Policy or null when absent]. X-Content-Type-Options:
+// nosniff and Cache-Control: no-store always.
+const ARTIFACT_HEADERS = [
+	['plot.png', 'image/png', null],
+	['data.csv', 'text/csv; charset=utf-8', null],
+	['page.html', 'text/html; charset=utf-8', 'sandbox'],
+	['PAGE.HTM', 'text/html; charset=utf-8', 'sandbox'],
+	['pic.svg', 'image/svg+xml', 'sandbox'],
+	['data.xml', 'application/xml', 'sandbox'],
+	['noext', 'application/octet-stream', null],
+];
+
 function fileNamed(files, base) {
 	const f = files.find((x) => typeof x.path === 'string' && x.path.split('/').pop() === base);
 	assert.ok(f, `${base} is not among the files: ${JSON.stringify(files)}`);
@@ -149,6 +172,29 @@ export async function seedWorkflow(label, makeTransport) {
 			assert.equal(res.status, 200);
 			assert.match(res.headers.get('content-type') || '', /^text\/csv/);
 			assert.equal(await res.text(), CSV_TEXT);
+		});
+		await check(t('artifact headers: nosniff and no-store on every file; CSP sandbox on HTML, SVG and XML only'), async () => {
+			assert.ok(files, 'no files from the previous step');
+			const res = await call(client, 'execute_python_code', { sandbox_id: sid, code: ACTIVE_CODE });
+			assert.ok(!res.isError && res.json, `execute_python_code failed: ${res.text}`);
+			assert.equal(res.json.exit_code, 0, res.text);
+			const served = [files.png, files.csv, ...ACTIVE_FILES.map(([base]) => fileNamed(res.json.files, base))];
+			for (const f of served) {
+				const base = f.path.split('/').pop();
+				const [, type, csp] = ARTIFACT_HEADERS.find(([b]) => b === base);
+				for (const method of ['GET', 'HEAD']) {
+					const r = await fetch(f.url, { method });
+					const what = `${method} ${base}`;
+					assert.equal(r.status, 200, what);
+					assert.equal(r.headers.get('content-type'), type, `${what}: Content-Type`);
+					assert.equal(r.headers.get('x-content-type-options'), 'nosniff', `${what}: X-Content-Type-Options`);
+					assert.equal(r.headers.get('cache-control'), 'no-store', `${what}: Cache-Control`);
+					assert.equal(r.headers.get('content-security-policy'), csp, `${what}: Content-Security-Policy`);
+					assert.equal(r.headers.get('content-disposition'), `inline; filename="${base}"`, `${what}: Content-Disposition`);
+					const body = Buffer.from(await r.arrayBuffer());
+					assert.equal(body.length, method === 'GET' ? f.size : 0, `${what}: body length`);
+				}
+			}
 		});
 		await check(t('artifacts: a missing file and an unknown sandbox are 404'), async () => {
 			const missing = await raw({ path: `/artifacts/${encodeURIComponent(sid)}/no-such-file-e2e.png` });
