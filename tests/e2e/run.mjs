@@ -4,7 +4,8 @@
 // tests/e2e/run.sh, which owns the server, the package index and the plan;
 // this prints flat TAP points (no plan) on stdout.
 //
-// SBX_E2E_ONLY=seed,gateway,http,upload,bad,timeout,many,slow runs a subset.
+// SBX_E2E_ONLY=seed,gateway,http,upload,bad,timeout,many,slow runs a subset
+// (adopt, the adoption phase, is run.sh's and tests/e2e/adopt.mjs').
 import { check, diag, summary } from './tap.mjs';
 import { cfg, connect, createSandbox, disconnect, sseTransport, streamableTransport } from './util.mjs';
 import { seedWorkflow } from './seed.mjs';

@@ -5,12 +5,15 @@
 # state folders, server.max_body=64k, one allowed Origin) against the engine at SOCKET, runs the
 # node suite (tests/e2e/run.mjs: the official MCP SDK client and
 # supergateway), stops both by PID, and checks that no container with the
-# instance label is left. Prints TAP; the plan comes last.
+# instance label is left. Then the adoption phase (e2e_adopt): a server with
+# sandbox.remove_on_exit=false is stopped by SIGTERM and leaves its sandbox,
+# which the next server on the same instance and state folder adopts
+# (tests/e2e/adopt.mjs). Prints TAP; the plan comes last.
 #
 # Without the engine, node or the npm packages the test is skipped, unless
 # MCP_SANDBOX_REQUIRE_ENGINES=1 (then Bail out!). SBX_E2E_KEEP=1 keeps the
-# temporary folder; SBX_E2E_ONLY=seed,gateway,http,upload,bad,timeout,many,slow
-# runs a subset; SBX_E2E_TIMEOUT (seconds, default 900) bounds the node run.
+# temporary folder; SBX_E2E_ONLY=seed,gateway,http,upload,bad,timeout,many,slow,adopt
+# runs a subset; SBX_E2E_TIMEOUT (seconds, default 900) bounds each node run.
 # The npm packages come from tools/e2e-deps (tests/e2e/node_modules after a
 # `cd tests/e2e && npm ci`, else a cache keyed by package-lock.json).
 # By hand: SBX_SRCDIR=$PWD SBX_BUILDDIR=BUILD sh tests/e2e-docker.test
@@ -45,15 +48,17 @@ e2e_cleanup() {
 	if [ -n "${e2e_npid:-}" ]; then # interrupted while node ran
 		kill -TERM "$e2e_npid" 2>/dev/null
 		e2e_gone "$e2e_npid" 100 || kill -KILL "$e2e_npid" 2>/dev/null
-		cat "$e2e_tmp/node.tap" 2>/dev/null
+		cat "$e2e_ntap" 2>/dev/null
 		echo "Bail out! interrupted"
 	fi
 	if [ -n "${e2e_spid:-}" ] && kill -0 "$e2e_spid" 2>/dev/null; then
 		kill -TERM "$e2e_spid" 2>/dev/null
-		if ! e2e_gone "$e2e_spid" 600; then
-			kill -KILL "$e2e_spid" 2>/dev/null
-			e2e_remove "$e2e_sock" "$(e2e_containers "$e2e_type" "$e2e_sock" "$instance")"
-		fi
+		e2e_gone "$e2e_spid" 600 || kill -KILL "$e2e_spid" 2>/dev/null
+	fi
+	# Whatever a server left behind (killed, or stopped with
+	# remove_on_exit=false): the instance is this run's own.
+	if [ -n "${e2e_started:-}" ]; then
+		e2e_remove "$e2e_sock" "$(e2e_containers "$e2e_type" "$e2e_sock" "$instance")"
 	fi
 	if [ -n "${e2e_ipid:-}" ]; then
 		kill -TERM "$e2e_ipid" 2>/dev/null
@@ -64,9 +69,10 @@ e2e_cleanup() {
 	fi
 }
 
-# e2e_containers TYPE SOCKET INSTANCE: the ids of the instance's containers.
+# e2e_containers TYPE SOCKET INSTANCE [LABEL=VALUE]: the ids of the
+# instance's containers (those that also carry LABEL=VALUE).
 e2e_containers() {
-	filters="{\"label\":[\"org.mcp-sandbox.instance=$3\"]}"
+	filters="{\"label\":[\"org.mcp-sandbox.instance=$3\"${4:+,\"$4\"}]}"
 	if [ "$1" = podman ]; then
 		url="http://d/v4.0.0/libpod/containers/json?all=true"
 	else
@@ -78,6 +84,11 @@ e2e_containers() {
 		process.stdin.on("end", () => { for (const c of JSON.parse(s)) console.log(c.Id); });'
 }
 
+# e2e_count LINES: how many non-empty lines.
+e2e_count() {
+	printf '%s' "$1" | grep -c .
+}
+
 # e2e_remove SOCKET IDS: force-removes the containers IDS (left behind;
 # the Docker-compatible route, which Podman serves too).
 e2e_remove() {
@@ -85,6 +96,207 @@ e2e_remove() {
 		echo "#   removing container $id"
 		curl -sS --max-time 60 --unix-socket "$1" -X DELETE "http://d/containers/$id?force=1&v=1" >/dev/null
 	done
+}
+
+# e2e_want NAME: SBX_E2E_ONLY is unset or names NAME.
+e2e_want() {
+	[ -z "${SBX_E2E_ONLY:-}" ] && return 0
+	case ",$SBX_E2E_ONLY," in
+	*",$1,"*) return 0 ;;
+	esac
+	return 1
+}
+
+# e2e_server_start NAME [ARG...]: starts mcp-sandboxd with the suite's
+# settings, then ARGs (more --set; the last one wins), its output in
+# $e2e_tmp/NAME.out and NAME.err; sets e2e_spid, e2e_url and e2e_slog.
+# Status 1, with its output as diagnostics and the server stopped, when it
+# printed no 'listening on' line within 60 s.
+e2e_server_start() {
+	e2e_sout=$e2e_tmp/$1.out
+	e2e_slog=$e2e_tmp/$1.err
+	shift
+	"$server" -c "$srcdir/etc/mcp-sandbox.ini" \
+		--set engine.type="$e2e_type" \
+		--set engine.socket="unix://$e2e_sock" \
+		--set server.listen=127.0.0.1 \
+		--set server.port=0 \
+		--set server.instance="$instance" \
+		--set server.state_dir="$e2e_tmp/state" \
+		--set server.max_body="$max_body" \
+		--set server.allowed_origins="$origin" \
+		--set sandbox.image="${MCP_SANDBOX_IMAGE:-localhost/mcp-sandbox:latest}" \
+		--set sandbox.network=host \
+		--set sandbox.index_url="http://127.0.0.1:$index_port/simple/" \
+		--set sandbox.upload_dir="$e2e_tmp/upload" \
+		--set sandbox.exec_timeout=120s \
+		"$@" >"$e2e_sout" 2>"$e2e_slog" </dev/null &
+	e2e_spid=$!
+	e2e_started=1
+	i=0
+	while :; do
+		e2e_url=$(sed -n 's|^mcp-sandboxd: listening on \(http://[^ ]*\).*|\1|p' "$e2e_sout" 2>/dev/null | head -n 1)
+		[ -n "$e2e_url" ] && return 0
+		if [ $i -ge 600 ] || ! kill -0 "$e2e_spid" 2>/dev/null; then
+			echo "# mcp-sandboxd printed:"
+			e2e_diag_file "$e2e_sout"
+			e2e_diag_file "$e2e_slog"
+			kill -TERM "$e2e_spid" 2>/dev/null
+			e2e_gone "$e2e_spid" 600 || kill -KILL "$e2e_spid" 2>/dev/null
+			wait "$e2e_spid" 2>/dev/null
+			e2e_spid=
+			return 1
+		fi
+		sleep 0.1
+		i=$((i + 1))
+	done
+}
+
+# e2e_server_stop WHO: SIGTERM to the server e2e_spid; one TAP point: it
+# ends within 60 s (else it is killed) with status 0.
+e2e_server_stop() {
+	n=$((n + 1))
+	kill -TERM "$e2e_spid"
+	if ! e2e_gone "$e2e_spid" 600; then
+		echo "not ok $n - $1 stops within 60 s of SIGTERM"
+		kill -KILL "$e2e_spid"
+		wait "$e2e_spid" 2>/dev/null
+	else
+		wait "$e2e_spid"
+		st=$?
+		if [ $st = 0 ]; then
+			echo "ok $n - $1 stops on SIGTERM with status 0"
+		else
+			echo "not ok $n - $1 stops on SIGTERM with status 0 (status $st)"
+			e2e_diag_file "$e2e_slog"
+		fi
+	fi
+	e2e_spid=
+}
+
+# e2e_node NAME WHAT SCRIPT [ARG...]: runs a node script of the suite
+# against the server at e2e_url, its TAP points numbered on from n, and
+# passes its TAP on; then one TAP point: WHAT ran to its end (it printed
+# its "# N checks, F failed" line).
+e2e_node() {
+	e2e_ntap=$e2e_tmp/$1.tap
+	nerr=$e2e_tmp/$1.stderr
+	what=$2
+	shift 2
+	# In the background: a signal to this shell interrupts the wait, and the
+	# EXIT trap stops node (and its supergateway) by PID.
+	SBX_E2E_URL=$e2e_url SBX_E2E_UPLOAD_DIR=$e2e_tmp/upload SBX_E2E_TMP=$e2e_tmp \
+		SBX_E2E_SERVER_LOG=$e2e_slog SBX_E2E_GATEWAY=$gateway SBX_E2E_TAP_OFFSET=$n \
+		SBX_E2E_MAX_BODY=$max_body SBX_E2E_ALLOWED_ORIGIN=$origin SBX_E2E_ENGINE=$e2e_type \
+		$limit "$node" "$@" >"$e2e_ntap" 2>"$nerr" </dev/null &
+	e2e_npid=$!
+	wait "$e2e_npid"
+	e2e_npid=
+	cat "$e2e_ntap"
+	n=$((n + $(grep -cE '^(not )?ok ' "$e2e_ntap")))
+	if [ -s "$nerr" ]; then
+		echo "# node's stderr:"
+		e2e_diag_file "$nerr" 30
+	fi
+	n=$((n + 1))
+	if grep -q '# [0-9]* checks, [0-9]* failed' "$e2e_ntap"; then
+		echo "ok $n - $what ran to its end"
+	else
+		echo "not ok $n - $what ran to its end (it stopped early or timed out)"
+	fi
+}
+
+# e2e_none_left WHAT: one TAP point: the engine has no container with the
+# instance label (those found are removed).
+e2e_none_left() {
+	n=$((n + 1))
+	left=$(e2e_containers "$e2e_type" "$e2e_sock" "$instance")
+	st=$?
+	if [ $st = 0 ] && [ -z "$left" ]; then
+		echo "ok $n - $1"
+	else
+		echo "not ok $n - $1 (status $st)"
+		e2e_remove "$e2e_sock" "$left"
+	fi
+}
+
+# The adoption phase, after the suite's server has stopped. Server A, with
+# sandbox.remove_on_exit=false and a warm pool, hands out a named sandbox
+# from its pool (whose assignment is then a file in the state folder) and
+# is stopped by SIGTERM: the sandbox's container stays, the pool's go.
+# Server B, on the same server.instance and state folder with the default
+# remove_on_exit=true, adopts it (sbx_manager_recover), serves it over MCP
+# (tests/e2e/adopt.mjs) and removes it when it stops. A failed step that
+# the next ones need ends the phase (a server still running is then
+# e2e_spid); the caller stops it and checks that no container is left.
+e2e_adopt() {
+	n=$((n + 1))
+	if ! e2e_server_start adopt-a --set sandbox.remove_on_exit=false --set sandbox.pool_size=2; then
+		echo "not ok $n - adopt: server A (sandbox.remove_on_exit=false) starts"
+		return
+	fi
+	echo "ok $n - adopt: server A (sandbox.remove_on_exit=false) starts: $e2e_url (pid $e2e_spid)"
+
+	# The sandbox is to come from the pool. Refills go one at a time: with
+	# two pool containers listed, the first is ready.
+	n=$((n + 1))
+	i=0
+	while :; do
+		pooled=$(e2e_count "$(e2e_containers "$e2e_type" "$e2e_sock" "$instance" org.mcp-sandbox.pool=1)")
+		if [ "$pooled" -ge 2 ] || [ $i -ge 240 ]; then
+			break
+		fi
+		sleep 0.5
+		i=$((i + 1))
+	done
+	if [ "$pooled" -ge 2 ]; then
+		echo "ok $n - adopt: server A's warm pool holds 2 containers"
+	else
+		echo "not ok $n - adopt: server A's warm pool holds 2 containers ($pooled after 120 s)"
+	fi
+
+	e2e_node adopt-a "adopt: the step on server A" "$e2e_tmp/suite/adopt.mjs" before
+	sid=$("$node" -e 'try { console.log(JSON.parse(require("fs").readFileSync(process.argv[1], "utf8")).sandbox_id || ""); } catch {}' "$e2e_tmp/adopt.json")
+
+	n=$((n + 1))
+	if [ -n "$sid" ] && [ -s "$e2e_tmp/state/instance-$instance/$sid" ]; then
+		echo "ok $n - adopt: the sandbox $sid came from the pool: its assignment is a file in the state folder"
+	else
+		echo "not ok $n - adopt: the sandbox '$sid' came from the pool: its assignment is a file in the state folder"
+		ls -la "$e2e_tmp/state/instance-$instance" 2>&1 | sed 's/^/#   /'
+	fi
+
+	e2e_server_stop "adopt: server A (sandbox.remove_on_exit=false)"
+
+	n=$((n + 1))
+	all=$(e2e_containers "$e2e_type" "$e2e_sock" "$instance")
+	st=$?
+	mine=
+	[ -n "$sid" ] && mine=$(e2e_containers "$e2e_type" "$e2e_sock" "$instance" "org.mcp-sandbox.sandbox-id=$sid")
+	if [ $st = 0 ] && [ -n "$mine" ] && [ "$all" = "$mine" ] && [ "$(e2e_count "$mine")" = 1 ]; then
+		echo "ok $n - adopt: after server A stopped, the engine keeps the sandbox's container and no other of the instance"
+	else
+		echo "not ok $n - adopt: after server A stopped, the engine keeps the sandbox's container and no other of the instance (status $st; $(e2e_count "$all") left, $(e2e_count "$mine") of sandbox '$sid')"
+		return
+	fi
+
+	n=$((n + 1))
+	if ! e2e_server_start adopt-b; then
+		echo "not ok $n - adopt: server B starts on the same server.instance and state folder"
+		return
+	fi
+	echo "ok $n - adopt: server B starts on the same server.instance and state folder: $e2e_url (pid $e2e_spid)"
+	n=$((n + 1))
+	if grep -qx "mcp-sandboxd: adopted 1 sandbox(es) of instance $instance" "$e2e_slog"; then
+		echo "ok $n - adopt: server B says it adopted 1 sandbox"
+	else
+		echo "not ok $n - adopt: server B says it adopted 1 sandbox"
+		e2e_diag_file "$e2e_slog"
+	fi
+
+	e2e_node adopt-b "adopt: the step on server B" "$e2e_tmp/suite/adopt.mjs" after
+
+	e2e_server_stop "adopt: server B (sandbox.remove_on_exit=true)"
 }
 
 run_e2e() {
@@ -142,69 +354,23 @@ run_e2e() {
 	done
 	index_port=$(head -n 1 "$e2e_tmp/index.port")
 
-	"$server" -c "$srcdir/etc/mcp-sandbox.ini" \
-		--set engine.type="$e2e_type" \
-		--set engine.socket="unix://$e2e_sock" \
-		--set server.listen=127.0.0.1 \
-		--set server.port=0 \
-		--set server.instance="$instance" \
-		--set server.state_dir="$e2e_tmp/state" \
-		--set server.max_body="$max_body" \
-		--set server.allowed_origins="$origin" \
-		--set sandbox.image="${MCP_SANDBOX_IMAGE:-localhost/mcp-sandbox:latest}" \
-		--set sandbox.network=host \
-		--set sandbox.index_url="http://127.0.0.1:$index_port/simple/" \
-		--set sandbox.upload_dir="$e2e_tmp/upload" \
-		--set sandbox.exec_timeout=120s \
-		>"$e2e_tmp/server.out" 2>"$e2e_tmp/server.err" </dev/null &
-	e2e_spid=$!
-	i=0
-	url=
-	while [ -z "$url" ]; do
-		url=$(sed -n 's|^mcp-sandboxd: listening on \(http://[^ ]*\).*|\1|p' "$e2e_tmp/server.out" 2>/dev/null | head -n 1)
-		[ -n "$url" ] && break
-		if [ $i -ge 600 ] || ! kill -0 "$e2e_spid" 2>/dev/null; then
-			echo "# mcp-sandboxd printed:"
-			e2e_diag_file "$e2e_tmp/server.out"
-			e2e_diag_file "$e2e_tmp/server.err"
-			echo "Bail out! mcp-sandboxd did not start (no 'listening on' line)"
-			exit 1
-		fi
-		sleep 0.1
-		i=$((i + 1))
-	done
-	echo "# $e2e_type engine at $e2e_sock, server $url (pid $e2e_spid), instance $instance, index port $index_port"
+	if ! e2e_server_start server; then
+		echo "Bail out! mcp-sandboxd did not start (no 'listening on' line)"
+		exit 1
+	fi
+	echo "# $e2e_type engine at $e2e_sock, server $e2e_url (pid $e2e_spid), instance $instance, index port $index_port"
 
-	# In the background: a signal to this shell interrupts the wait, and the
-	# EXIT trap stops node (and its supergateway) by PID.
 	limit=
 	command -v timeout >/dev/null 2>&1 && limit="timeout -k 10 ${SBX_E2E_TIMEOUT:-900}"
-	SBX_E2E_URL=$url SBX_E2E_UPLOAD_DIR=$e2e_tmp/upload SBX_E2E_TMP=$e2e_tmp \
-		SBX_E2E_SERVER_LOG=$e2e_tmp/server.err SBX_E2E_GATEWAY=$gateway \
-		SBX_E2E_MAX_BODY=$max_body SBX_E2E_ALLOWED_ORIGIN=$origin SBX_E2E_ENGINE=$e2e_type \
-		$limit "$node" "$e2e_tmp/suite/run.mjs" >"$e2e_tmp/node.tap" 2>"$e2e_tmp/node.err" </dev/null &
-	e2e_npid=$!
-	wait "$e2e_npid"
-	e2e_npid=
-	cat "$e2e_tmp/node.tap"
-	n=$(grep -cE '^(not )?ok ' "$e2e_tmp/node.tap")
-	if [ -s "$e2e_tmp/node.err" ]; then
-		echo "# node's stderr:"
-		e2e_diag_file "$e2e_tmp/node.err" 30
-	fi
-	n=$((n + 1))
-	if grep -q '# [0-9]* checks, [0-9]* failed' "$e2e_tmp/node.tap"; then
-		echo "ok $n - the node suite ran to its end"
-	else
-		echo "not ok $n - the node suite ran to its end (it stopped early or timed out)"
-	fi
+	n=0
+	e2e_node node "the node suite" "$e2e_tmp/suite/run.mjs"
 
 	# The filter finds the server's sandboxes while it runs: the final
 	# check below is not vacuous.
 	n=$((n + 1))
 	live=$(e2e_containers "$e2e_type" "$e2e_sock" "$instance")
 	st=$?
-	count=$(printf '%s' "$live" | grep -c .)
+	count=$(e2e_count "$live")
 	if [ $st = 0 ] && [ "$count" -gt 0 ]; then
 		echo "ok $n - the engine lists $count sandboxes with label org.mcp-sandbox.instance=$instance"
 	elif [ $st = 0 ] && [ -n "${SBX_E2E_ONLY:-}" ]; then
@@ -213,32 +379,18 @@ run_e2e() {
 		echo "not ok $n - the engine lists sandboxes with label org.mcp-sandbox.instance=$instance (status $st, $count found)"
 	fi
 
-	n=$((n + 1))
-	kill -TERM "$e2e_spid"
-	if ! e2e_gone "$e2e_spid" 600; then
-		echo "not ok $n - mcp-sandboxd stops within 60 s of SIGTERM"
-		kill -KILL "$e2e_spid"
-		wait "$e2e_spid" 2>/dev/null
-	else
-		wait "$e2e_spid"
-		st=$?
-		if [ $st = 0 ]; then
-			echo "ok $n - mcp-sandboxd stops on SIGTERM with status 0"
-		else
-			echo "not ok $n - mcp-sandboxd stops on SIGTERM with status 0 (status $st)"
-			e2e_diag_file "$e2e_tmp/server.err"
-		fi
-	fi
-	e2e_spid=
+	e2e_server_stop mcp-sandboxd
+	e2e_none_left "no container with the instance label is left"
 
-	n=$((n + 1))
-	left=$(e2e_containers "$e2e_type" "$e2e_sock" "$instance")
-	st=$?
-	if [ $st = 0 ] && [ -z "$left" ]; then
-		echo "ok $n - no container with the instance label is left"
-	else
-		echo "not ok $n - no container with the instance label is left (status $st)"
-		e2e_remove "$e2e_sock" "$left"
+	if e2e_want adopt; then
+		e2e_adopt
+		if [ -n "${e2e_spid:-}" ]; then # a step failed while a server ran
+			kill -TERM "$e2e_spid"
+			e2e_gone "$e2e_spid" 600 || kill -KILL "$e2e_spid"
+			wait "$e2e_spid" 2>/dev/null
+			e2e_spid=
+		fi
+		e2e_none_left "adopt: no container with the instance label is left"
 	fi
 	echo "1..$n"
 }

@@ -2,8 +2,11 @@
 // A flat TAP producer for automake's tap-driver: one "ok N - name" or
 // "not ok N - name" line per check, "# " diagnostics, no plan (the wrapper,
 // tests/e2e/run.sh, adds its own checks and prints the plan at the end).
+// The points are numbered from SBX_E2E_TAP_OFFSET + 1: run.sh runs more than
+// one node script in one TAP stream.
 import { readFileSync } from 'node:fs';
 
+const offset = Number(process.env.SBX_E2E_TAP_OFFSET || 0);
 let count = 0;
 let failures = 0;
 
@@ -45,13 +48,13 @@ function describe(err) {
 
 export function ok(name) {
 	count++;
-	process.stdout.write(`ok ${count} - ${clean(name)}\n`);
+	process.stdout.write(`ok ${offset + count} - ${clean(name)}\n`);
 }
 
 export function notOk(name, err) {
 	count++;
 	failures++;
-	process.stdout.write(`not ok ${count} - ${clean(name)}\n`);
+	process.stdout.write(`not ok ${offset + count} - ${clean(name)}\n`);
 	if (err !== undefined) diag(describe(err));
 	serverTail();
 }
