@@ -60,42 +60,10 @@ static int docker_ping(sbx_engine *e, struct sbx_error *err)
 	return sbx_rest_json(e->rest, "GET", "/_ping", NULL, NULL, NULL, err);
 }
 
-static int docker_version(sbx_engine *e, struct sbx_engine_version *ret, struct sbx_error *err)
-{
-	_cleanup_json_ struct json_object *j = NULL;
-	_cleanup_free_ char *path = sbx_engine_path(e, "/version");
-	struct sbx_engine_version v = {0};
-	int r;
-
-	if (!path)
-		return sbx_error_set(err, -ENOMEM, "out of memory");
-	r = sbx_rest_json(e->rest, "GET", path, NULL, NULL, &j, err);
-	if (r < 0)
-		return r;
-	v.engine = strdup("docker");
-	v.version = strdup(sbx_json_str(j, "Version") ? sbx_json_str(j, "Version") : "unknown");
-	v.api_version = strdup(e->api_version);
-	if (!v.engine || !v.version || !v.api_version) {
-		sbx_engine_version_release(&v);
-		return sbx_error_set(err, -ENOMEM, "out of memory");
-	}
-	*ret = v;
-	return 0;
-}
-
 static int docker_image_exists(sbx_engine *e, const char *ref, struct sbx_error *err)
 {
-	_cleanup_free_ char *path = sbx_engine_path(e, "/images/%s/json", ref);
-	int r;
-
-	if (!path)
-		return sbx_error_set(err, -ENOMEM, "out of memory");
-	r = sbx_rest_json(e->rest, "GET", path, NULL, NULL, NULL, err);
-	if (r == -ENOENT) {
-		sbx_error_clear(err);
-		return 0;
-	}
-	return r < 0 ? r : 1;
+	return sbx_moby_present(
+	    sbx_engine_json(e, "GET", NULL, NULL, NULL, err, "/images/%s/json", ref), err);
 }
 
 /* "repo:tag" -> repo, tag; a ':' before the last '/' is a registry port. */
@@ -149,10 +117,7 @@ static int docker_image_import(sbx_engine *e, const char *tar_path, const char *
 
 static int docker_image_remove(sbx_engine *e, const char *ref, struct sbx_error *err)
 {
-	_cleanup_free_ char *path = sbx_engine_path(e, "/images/%s?force=1", ref);
-	if (!path)
-		return sbx_error_set(err, -ENOMEM, "out of memory");
-	return sbx_rest_json(e->rest, "DELETE", path, NULL, NULL, NULL, err);
+	return sbx_engine_json(e, "DELETE", NULL, NULL, NULL, err, "/images/%s?force=1", ref);
 }
 
 static struct json_object *docker_host_config(const struct sbx_container_spec *spec)
@@ -191,20 +156,10 @@ static struct json_object *docker_host_config(const struct sbx_container_spec *s
 	if (spec->network_mode)
 		json_object_object_add(h, "NetworkMode",
 				       json_object_new_string(spec->network_mode));
-	if (spec->n_ulimits) {
-		struct json_object *ul = json_object_new_array();
-		for (size_t i = 0; i < spec->n_ulimits; i++) {
-			struct json_object *u = json_object_new_object();
-			json_object_object_add(u, "Name",
-					       json_object_new_string(spec->ulimits[i].name));
-			json_object_object_add(u, "Soft",
-					       json_object_new_int64(spec->ulimits[i].soft));
-			json_object_object_add(u, "Hard",
-					       json_object_new_int64(spec->ulimits[i].hard));
-			json_object_array_add(ul, u);
-		}
-		json_object_object_add(h, "Ulimits", ul);
-	}
+	if (spec->n_ulimits)
+		json_object_object_add(
+		    h, "Ulimits",
+		    sbx_json_ulimits(spec->ulimits, spec->n_ulimits, "Name", "Soft", "Hard"));
 	return h;
 }
 
@@ -247,13 +202,9 @@ static int docker_container_stop(sbx_engine *e, const char *id, int timeout_s,
 
 static int docker_stats(sbx_engine *e, const char *id, struct sbx_stats *ret, struct sbx_error *err)
 {
-	_cleanup_free_ char *path = sbx_engine_path(e, "/containers/%s/stats?stream=0", id);
 	_cleanup_json_ struct json_object *j = NULL;
-	int r;
+	int r = sbx_engine_json(e, "GET", NULL, NULL, &j, err, "/containers/%s/stats?stream=0", id);
 
-	if (!path)
-		return sbx_error_set(err, -ENOMEM, "out of memory");
-	r = sbx_rest_json(e->rest, "GET", path, NULL, NULL, &j, err);
 	if (r < 0)
 		return r;
 	ret->cpu_total_ns =
@@ -282,7 +233,7 @@ const struct sbx_engine_ops sbx_docker_ops = {
     .name = "docker",
     .negotiate = docker_negotiate,
     .ping = docker_ping,
-    .version = docker_version,
+    .version = sbx_moby_version,
     .image_exists = docker_image_exists,
     .image_build = sbx_moby_image_build,
     .image_import = docker_image_import,

@@ -108,12 +108,28 @@ struct sbx_engine {
 /* e->api_prefix + the printf-escaped path (see sbx_rest_path). */
 char *sbx_engine_path(const sbx_engine *e, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+/* sbx_rest_json on the path FMT makes under e->api_prefix (sbx_engine_path):
+ * one request with an optional JSON body and reply. */
+int sbx_engine_json(sbx_engine *e, const char *method, struct json_object *body,
+		    const long *ok_also, struct json_object **ret_json, struct sbx_error *err,
+		    const char *fmt, ...) __attribute__((format(printf, 7, 8)));
+/* REQ (its path left NULL) sent to the path FMT makes, its status checked
+ * (sbx_rest_check with OK_ALSO) and its reply dropped: for requests whose
+ * body streams to a sink or does not matter. */
+int sbx_engine_send(sbx_engine *e, struct sbx_rest_request *req, const long *ok_also,
+		    struct sbx_error *err, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
 
 extern const struct sbx_engine_ops sbx_docker_ops;
 extern const struct sbx_engine_ops sbx_podman_ops;
 
 /* The REST operations Docker and libpod share (backends/moby_common.c): the
  * same paths under their prefix and the same JSON shapes. */
+/* Engine and API versions from /version; the engine is named e->ops->name. */
+int sbx_moby_version(sbx_engine *e, struct sbx_engine_version *ret, struct sbx_error *err);
+/* An image_exists answer from the result R of a GET that is 404 when the
+ * image is absent: 1 present, 0 absent (err cleared), else R. */
+int sbx_moby_present(int r, struct sbx_error *err);
 int sbx_moby_image_build(sbx_engine *e, const struct sbx_buf *tar, const char *containerfile,
 			 const char *tag, const char *const *build_args, struct sbx_buf *log,
 			 struct sbx_error *err);
@@ -160,5 +176,8 @@ bool sbx_json_bool(struct json_object *o, const char *key);
 struct json_object *sbx_json_path(struct json_object *o, const char *a, const char *b);
 struct json_object *sbx_json_strv(const char *const *v);
 struct json_object *sbx_json_labels(const struct sbx_kv *kv, size_t n);
+/* [{NAME_KEY: name, SOFT_KEY: soft, HARD_KEY: hard}, ...] of U[0..N). */
+struct json_object *sbx_json_ulimits(const struct sbx_ulimit *u, size_t n, const char *name_key,
+				     const char *soft_key, const char *hard_key);
 
 #endif

@@ -151,6 +151,44 @@ char *sbx_engine_path(const sbx_engine *e, const char *fmt, ...)
 	return p;
 }
 
+int sbx_engine_json(sbx_engine *e, const char *method, struct json_object *body,
+		    const long *ok_also, struct json_object **ret_json, struct sbx_error *err,
+		    const char *fmt, ...)
+{
+	_cleanup_free_ char *path = NULL;
+	va_list ap;
+
+	va_start(ap, fmt);
+	path = sbx_rest_vpath(e->api_prefix, fmt, ap);
+	va_end(ap);
+	if (!path)
+		return sbx_error_set(err, -ENOMEM, "out of memory");
+	return sbx_rest_json(e->rest, method, path, body, ok_also, ret_json, err);
+}
+
+int sbx_engine_send(sbx_engine *e, struct sbx_rest_request *req, const long *ok_also,
+		    struct sbx_error *err, const char *fmt, ...)
+{
+	_cleanup_free_ char *path = NULL;
+	struct sbx_rest_response resp;
+	va_list ap;
+	int r;
+
+	va_start(ap, fmt);
+	path = sbx_rest_vpath(e->api_prefix, fmt, ap);
+	va_end(ap);
+	if (!path)
+		return sbx_error_set(err, -ENOMEM, "out of memory");
+	req->path = path;
+	r = sbx_rest_call(e->rest, req, &resp, err);
+	req->path = NULL;
+	if (r < 0)
+		return r;
+	r = sbx_rest_check(&resp, ok_also, err);
+	sbx_rest_response_release(&resp);
+	return r;
+}
+
 static int negotiate(sbx_engine *e, struct sbx_error *err)
 {
 	int r = 0;

@@ -58,6 +58,21 @@ struct json_object *sbx_json_labels(const struct sbx_kv *kv, size_t n)
 	return o;
 }
 
+struct json_object *sbx_json_ulimits(const struct sbx_ulimit *u, size_t n, const char *name_key,
+				     const char *soft_key, const char *hard_key)
+{
+	struct json_object *a = json_object_new_array();
+
+	for (size_t i = 0; a && i < n; i++) {
+		struct json_object *o = json_object_new_object();
+		json_object_object_add(o, name_key, json_object_new_string(u[i].name));
+		json_object_object_add(o, soft_key, json_object_new_int64(u[i].soft));
+		json_object_object_add(o, hard_key, json_object_new_int64(u[i].hard));
+		json_object_array_add(a, o);
+	}
+	return a;
+}
+
 void sbx_json_putp(struct json_object **j)
 {
 	json_object_put(*j);

@@ -97,54 +97,67 @@ int sbx_moby_image_build(sbx_engine *e, const struct sbx_buf *tar, const char *c
 	return ret;
 }
 
+/* ---- the engine and its images ---- */
+
+int sbx_moby_version(sbx_engine *e, struct sbx_engine_version *ret, struct sbx_error *err)
+{
+	_cleanup_json_ struct json_object *j = NULL;
+	struct sbx_engine_version v = {0};
+	const char *ver;
+	int r = sbx_engine_json(e, "GET", NULL, NULL, &j, err, "/version");
+
+	if (r < 0)
+		return r;
+	ver = sbx_json_str(j, "Version");
+	v.engine = strdup(e->ops->name);
+	v.version = strdup(ver ? ver : "unknown");
+	v.api_version = strdup(e->api_version);
+	if (!v.engine || !v.version || !v.api_version) {
+		sbx_engine_version_release(&v);
+		return sbx_error_set(err, -ENOMEM, "out of memory");
+	}
+	*ret = v;
+	return 0;
+}
+
+int sbx_moby_present(int r, struct sbx_error *err)
+{
+	if (r == -ENOENT) {
+		sbx_error_clear(err);
+		return 0;
+	}
+	return r < 0 ? r : 1;
+}
+
 /* ---- containers ---- */
 
 int sbx_moby_container_start(sbx_engine *e, const char *id, struct sbx_error *err)
 {
-	_cleanup_free_ char *path = sbx_engine_path(e, "/containers/%s/start", id);
-	if (!path)
-		return sbx_error_set(err, -ENOMEM, "out of memory");
-	return sbx_rest_json(e->rest, "POST", path, NULL, ok_304, NULL, err);
+	return sbx_engine_json(e, "POST", NULL, ok_304, NULL, err, "/containers/%s/start", id);
 }
 
 int sbx_moby_container_stop(sbx_engine *e, const char *id, const char *timeout_param, int timeout_s,
 			    struct sbx_error *err)
 {
-	_cleanup_free_ char *path =
-	    sbx_engine_path(e, "/containers/%s/stop?%s=%d", id, timeout_param, timeout_s);
-	struct sbx_rest_response resp;
 	struct sbx_rest_request req = {
 	    .method = "POST",
-	    .path = path,
 	    .timeout_ms = (timeout_s + 30) * 1000L,
 	};
-	int r;
-
-	if (!path)
-		return sbx_error_set(err, -ENOMEM, "out of memory");
-	r = sbx_rest_call(e->rest, &req, &resp, err);
-	if (r >= 0)
-		r = sbx_rest_check(&resp, ok_304, err);
-	sbx_rest_response_release(&resp);
-	return r;
+	return sbx_engine_send(e, &req, ok_304, err, "/containers/%s/stop?%s=%d", id, timeout_param,
+			       timeout_s);
 }
 
 int sbx_moby_container_kill(sbx_engine *e, const char *id, const char *signal,
 			    struct sbx_error *err)
 {
-	_cleanup_free_ char *path =
-	    sbx_engine_path(e, "/containers/%s/kill?signal=%s", id, signal ? signal : "KILL");
-	if (!path)
-		return sbx_error_set(err, -ENOMEM, "out of memory");
-	return sbx_rest_json(e->rest, "POST", path, NULL, NULL, NULL, err);
+	return sbx_engine_json(e, "POST", NULL, NULL, NULL, err, "/containers/%s/kill?signal=%s",
+			       id, signal ? signal : "KILL");
 }
 
 int sbx_moby_container_remove(sbx_engine *e, const char *id, struct sbx_error *err)
 {
-	_cleanup_free_ char *path = sbx_engine_path(e, "/containers/%s?force=1&v=1", id);
-	if (!path)
-		return sbx_error_set(err, -ENOMEM, "out of memory");
-	return sbx_rest_json(e->rest, "DELETE", path, NULL, NULL, NULL, err);
+	return sbx_engine_json(e, "DELETE", NULL, NULL, NULL, err, "/containers/%s?force=1&v=1",
+			       id);
 }
 
 static char *dup_or_null(const char *s)
@@ -179,16 +192,12 @@ static int info_labels(struct json_object *labels, struct sbx_container_info *in
 int sbx_moby_container_inspect(sbx_engine *e, const char *id, struct sbx_container_info *ret,
 			       struct sbx_error *err)
 {
-	_cleanup_free_ char *path = sbx_engine_path(e, "/containers/%s/json", id);
 	_cleanup_json_ struct json_object *j = NULL;
 	struct sbx_container_info info = {0};
 	struct json_object *state, *host, *config;
 	const char *image;
-	int r;
+	int r = sbx_engine_json(e, "GET", NULL, NULL, &j, err, "/containers/%s/json", id);
 
-	if (!path)
-		return sbx_error_set(err, -ENOMEM, "out of memory");
-	r = sbx_rest_json(e->rest, "GET", path, NULL, NULL, &j, err);
 	if (r < 0)
 		return r;
 	state = sbx_json_path(j, "State", NULL);
@@ -232,7 +241,6 @@ int sbx_moby_container_list(sbx_engine *e, const struct sbx_kv *labels, size_t n
 	_cleanup_json_ struct json_object *j = NULL;
 	struct json_object *label_list = json_object_new_array();
 	struct sbx_container_summary *list;
-	_cleanup_free_ char *path = NULL;
 	size_t n;
 	int r;
 
@@ -244,11 +252,8 @@ int sbx_moby_container_list(sbx_engine *e, const struct sbx_kv *labels, size_t n
 		json_object_array_add(label_list, json_object_new_string(f ? f : ""));
 	}
 	json_object_object_add(filters, "label", label_list);
-	path = sbx_engine_path(e, "/containers/json?all=1&filters=%s",
-			       json_object_to_json_string_ext(filters, JSON_C_TO_STRING_PLAIN));
-	if (!path)
-		return sbx_error_set(err, -ENOMEM, "out of memory");
-	r = sbx_rest_json(e->rest, "GET", path, NULL, NULL, &j, err);
+	r = sbx_engine_json(e, "GET", NULL, NULL, &j, err, "/containers/json?all=1&filters=%s",
+			    json_object_to_json_string_ext(filters, JSON_C_TO_STRING_PLAIN));
 	if (r < 0)
 		return r;
 	if (!json_object_is_type(j, json_type_array))
@@ -278,12 +283,11 @@ int sbx_moby_container_list(sbx_engine *e, const struct sbx_kv *labels, size_t n
 int sbx_moby_exec_create(sbx_engine *e, const char *id, const struct sbx_exec_spec *spec,
 			 bool attach_stdin, char **ret_exec_id, struct sbx_error *err)
 {
-	_cleanup_free_ char *path = sbx_engine_path(e, "/containers/%s/exec", id);
 	_cleanup_json_ struct json_object *body = json_object_new_object();
 	_cleanup_json_ struct json_object *j = NULL;
 	int r;
 
-	if (!path || !body)
+	if (!body)
 		return sbx_error_set(err, -ENOMEM, "out of memory");
 	json_object_object_add(body, "AttachStdin", json_object_new_boolean(attach_stdin));
 	json_object_object_add(body, "AttachStdout", json_object_new_boolean(1));
@@ -296,7 +300,7 @@ int sbx_moby_exec_create(sbx_engine *e, const char *id, const struct sbx_exec_sp
 		json_object_object_add(body, "WorkingDir", json_object_new_string(spec->workdir));
 	if (spec->user)
 		json_object_object_add(body, "User", json_object_new_string(spec->user));
-	r = sbx_rest_json(e->rest, "POST", path, body, NULL, &j, err);
+	r = sbx_engine_json(e, "POST", body, NULL, &j, err, "/containers/%s/exec", id);
 	if (r < 0)
 		return r;
 	return sbx_moby_reply_id(j, ret_exec_id, err);
@@ -318,13 +322,9 @@ int sbx_moby_exec_start(sbx_engine *e, const char *exec_id, sbx_stream **ret_str
 int sbx_moby_exec_inspect(sbx_engine *e, const char *exec_id, int *ret_exit_code, bool *ret_running,
 			  struct sbx_error *err)
 {
-	_cleanup_free_ char *path = sbx_engine_path(e, "/exec/%s/json", exec_id);
 	_cleanup_json_ struct json_object *j = NULL;
-	int r;
+	int r = sbx_engine_json(e, "GET", NULL, NULL, &j, err, "/exec/%s/json", exec_id);
 
-	if (!path)
-		return sbx_error_set(err, -ENOMEM, "out of memory");
-	r = sbx_rest_json(e->rest, "GET", path, NULL, NULL, &j, err);
 	if (r < 0)
 		return r;
 	*ret_exit_code = (int)sbx_json_int(j, "ExitCode");
@@ -337,47 +337,25 @@ int sbx_moby_exec_inspect(sbx_engine *e, const char *exec_id, int *ret_exit_code
 int sbx_moby_archive_put(sbx_engine *e, const char *id, const char *dir, const void *tar,
 			 size_t len, struct sbx_error *err)
 {
-	_cleanup_free_ char *path = sbx_engine_path(e, "/containers/%s/archive?path=%s", id, dir);
-	struct sbx_rest_response resp;
 	struct sbx_rest_request req = {
 	    .method = "PUT",
-	    .path = path,
 	    .content_type = "application/x-tar",
 	    .body = tar,
 	    .body_len = len,
 	};
-	int r;
-
-	if (!path)
-		return sbx_error_set(err, -ENOMEM, "out of memory");
-	r = sbx_rest_call(e->rest, &req, &resp, err);
-	if (r >= 0)
-		r = sbx_rest_check(&resp, NULL, err);
-	sbx_rest_response_release(&resp);
-	return r;
+	return sbx_engine_send(e, &req, NULL, err, "/containers/%s/archive?path=%s", id, dir);
 }
 
 int sbx_moby_archive_get(sbx_engine *e, const char *id, const char *path, sbx_sink_fn sink,
 			 void *userdata, struct sbx_error *err)
 {
-	_cleanup_free_ char *p = sbx_engine_path(e, "/containers/%s/archive?path=%s", id, path);
-	struct sbx_rest_response resp;
 	struct sbx_rest_request req = {
 	    .method = "GET",
-	    .path = p,
 	    .sink = sink,
 	    .sink_data = userdata,
 	    .timeout_ms = -1,
 	};
-	int r;
-
-	if (!p)
-		return sbx_error_set(err, -ENOMEM, "out of memory");
-	r = sbx_rest_call(e->rest, &req, &resp, err);
-	if (r >= 0)
-		r = sbx_rest_check(&resp, NULL, err);
-	sbx_rest_response_release(&resp);
-	return r;
+	return sbx_engine_send(e, &req, NULL, err, "/containers/%s/archive?path=%s", id, path);
 }
 
 static unsigned char *base64_decode(const char *in, size_t *ret_len)
@@ -472,12 +450,12 @@ int sbx_moby_network(sbx_engine *e, const char *id, const char *network, bool co
 		     const char *container_key, struct sbx_error *err)
 {
 	_cleanup_json_ struct json_object *body = json_object_new_object();
-	_cleanup_free_ char *path = sbx_engine_path(
-	    e, connect ? "/networks/%s/connect" : "/networks/%s/disconnect", network);
-	if (!path || !body)
+
+	if (!body)
 		return sbx_error_set(err, -ENOMEM, "out of memory");
 	json_object_object_add(body, container_key, json_object_new_string(id));
 	if (!connect)
 		json_object_object_add(body, "Force", json_object_new_boolean(1));
-	return sbx_rest_json(e->rest, "POST", path, body, NULL, NULL, err);
+	return sbx_engine_json(e, "POST", body, NULL, NULL, err, "/networks/%s/%s", network,
+			       connect ? "connect" : "disconnect");
 }

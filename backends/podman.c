@@ -46,75 +46,27 @@ static int podman_ping(sbx_engine *e, struct sbx_error *err)
 	return sbx_rest_json(e->rest, "GET", "/libpod/_ping", NULL, NULL, NULL, err);
 }
 
-static int podman_version(sbx_engine *e, struct sbx_engine_version *ret, struct sbx_error *err)
-{
-	_cleanup_json_ struct json_object *j = NULL;
-	_cleanup_free_ char *path = sbx_engine_path(e, "/version");
-	struct sbx_engine_version v = {0};
-	const char *ver;
-	int r;
-
-	if (!path)
-		return sbx_error_set(err, -ENOMEM, "out of memory");
-	r = sbx_rest_json(e->rest, "GET", path, NULL, NULL, &j, err);
-	if (r < 0)
-		return r;
-	ver = sbx_json_str(j, "Version");
-	v.engine = strdup("podman");
-	v.version = strdup(ver ? ver : "unknown");
-	v.api_version = strdup(e->api_version);
-	if (!v.engine || !v.version || !v.api_version) {
-		sbx_engine_version_release(&v);
-		return sbx_error_set(err, -ENOMEM, "out of memory");
-	}
-	*ret = v;
-	return 0;
-}
-
 static int podman_image_exists(sbx_engine *e, const char *ref, struct sbx_error *err)
 {
-	_cleanup_free_ char *path = sbx_engine_path(e, "/images/%s/exists", ref);
-	int r;
-
-	if (!path)
-		return sbx_error_set(err, -ENOMEM, "out of memory");
-	r = sbx_rest_json(e->rest, "GET", path, NULL, NULL, NULL, err);
-	if (r == -ENOENT) {
-		sbx_error_clear(err);
-		return 0;
-	}
-	return r < 0 ? r : 1;
+	return sbx_moby_present(
+	    sbx_engine_json(e, "GET", NULL, NULL, NULL, err, "/images/%s/exists", ref), err);
 }
 
 static int podman_image_import(sbx_engine *e, const char *tar_path, const char *ref,
 			       struct sbx_error *err)
 {
-	_cleanup_free_ char *path = sbx_engine_path(e, "/images/import?reference=%s", ref);
-	struct sbx_rest_response resp;
 	struct sbx_rest_request req = {
 	    .method = "POST",
-	    .path = path,
 	    .content_type = "application/x-tar",
 	    .body_file = tar_path,
 	    .timeout_ms = -1,
 	};
-	int r;
-
-	if (!path)
-		return sbx_error_set(err, -ENOMEM, "out of memory");
-	r = sbx_rest_call(e->rest, &req, &resp, err);
-	if (r >= 0)
-		r = sbx_rest_check(&resp, NULL, err);
-	sbx_rest_response_release(&resp);
-	return r;
+	return sbx_engine_send(e, &req, NULL, err, "/images/import?reference=%s", ref);
 }
 
 static int podman_image_remove(sbx_engine *e, const char *ref, struct sbx_error *err)
 {
-	_cleanup_free_ char *path = sbx_engine_path(e, "/images/%s?force=true", ref);
-	if (!path)
-		return sbx_error_set(err, -ENOMEM, "out of memory");
-	return sbx_rest_json(e->rest, "DELETE", path, NULL, NULL, NULL, err);
+	return sbx_engine_json(e, "DELETE", NULL, NULL, NULL, err, "/images/%s?force=true", ref);
 }
 
 static struct json_object *podman_resources(const struct sbx_container_spec *spec)
@@ -228,20 +180,10 @@ static int podman_container_create(sbx_engine *e, const struct sbx_container_spe
 		json_object_object_add(body, "no_new_privileges", json_object_new_boolean(1));
 	if (spec->network_mode)
 		json_object_object_add(body, "netns", podman_netns(spec->network_mode, body));
-	if (spec->n_ulimits) {
-		struct json_object *ul = json_object_new_array();
-		for (size_t i = 0; i < spec->n_ulimits; i++) {
-			struct json_object *u = json_object_new_object();
-			json_object_object_add(u, "type",
-					       json_object_new_string(spec->ulimits[i].name));
-			json_object_object_add(u, "soft",
-					       json_object_new_int64(spec->ulimits[i].soft));
-			json_object_object_add(u, "hard",
-					       json_object_new_int64(spec->ulimits[i].hard));
-			json_object_array_add(ul, u);
-		}
-		json_object_object_add(body, "r_limits", ul);
-	}
+	if (spec->n_ulimits)
+		json_object_object_add(
+		    body, "r_limits",
+		    sbx_json_ulimits(spec->ulimits, spec->n_ulimits, "type", "soft", "hard"));
 	r = sbx_rest_json(e->rest, "POST", path, body, NULL, &j, err);
 	/* libpod answers 500 for an absent image; Docker says 404. */
 	if (r == -EIO && err && strstr(err->msg, "image not known"))
@@ -259,15 +201,11 @@ static int podman_container_stop(sbx_engine *e, const char *id, int timeout_s,
 
 static int podman_stats(sbx_engine *e, const char *id, struct sbx_stats *ret, struct sbx_error *err)
 {
-	_cleanup_free_ char *path =
-	    sbx_engine_path(e, "/containers/stats?containers=%s&stream=false", id);
 	_cleanup_json_ struct json_object *j = NULL;
 	struct json_object *stats, *s;
-	int r;
+	int r = sbx_engine_json(e, "GET", NULL, NULL, &j, err,
+				"/containers/stats?containers=%s&stream=false", id);
 
-	if (!path)
-		return sbx_error_set(err, -ENOMEM, "out of memory");
-	r = sbx_rest_json(e->rest, "GET", path, NULL, NULL, &j, err);
 	if (r < 0)
 		return r;
 	stats = sbx_json_path(j, "Stats", NULL);
@@ -298,7 +236,7 @@ const struct sbx_engine_ops sbx_podman_ops = {
     .name = "podman",
     .negotiate = podman_negotiate,
     .ping = podman_ping,
-    .version = podman_version,
+    .version = sbx_moby_version,
     .image_exists = podman_image_exists,
     .image_build = sbx_moby_image_build,
     .image_import = podman_image_import,

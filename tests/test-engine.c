@@ -115,6 +115,40 @@ static void test_images(void)
 		   "an absent image is reported absent");
 }
 
+/* A one-file root filesystem imported as an image, found, removed, gone. */
+static void test_image_import_remove(void)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_buf tar = SBX_BUF_INIT;
+	char path[] = "/tmp/sbx-test-import-XXXXXX", ref[96];
+	int fd = mkstemp(path), r;
+
+	snprintf(ref, sizeof(ref), "localhost/sbx-test-import-%s:t", run_label);
+	if (!tap_ok(fd >= 0 &&
+			sbx_tar_add_file(&tar, "hello.txt", "hi\n", 3, 0644, 0, 0, 0, &err) == 0 &&
+			sbx_tar_finish(&tar, &err) == 0 &&
+			write(fd, tar.data, tar.len) == (ssize_t)tar.len,
+		    "a rootfs tarball is written (%s)", err.msg)) {
+		if (fd >= 0) {
+			close(fd);
+			unlink(path);
+		}
+		sbx_buf_release(&tar);
+		return;
+	}
+	close(fd);
+	r = sbx_image_import(engine, path, ref, &err);
+	tap_ok(r == 0, "image import as %s (%s)", ref, err.msg);
+	tap_is_int(sbx_image_exists(engine, ref, &err), 1, "the imported image exists");
+	r = sbx_image_remove(engine, ref, &err);
+	tap_ok(r == 0, "image remove (%s)", err.msg);
+	tap_is_int(sbx_image_exists(engine, ref, &err), 0, "the removed image is gone");
+	sbx_error_clear(&err);
+	tap_is_int(sbx_image_remove(engine, ref, &err), -ENOENT, "removing it again is -ENOENT");
+	unlink(path);
+	sbx_buf_release(&tar);
+}
+
 static void test_inspect_shows_spec(const char *id)
 {
 	struct sbx_error err = SBX_ERROR_INIT;
@@ -522,6 +556,7 @@ int main(int argc, char **argv)
 		       sbx_engine_url(engine));
 	test_ping_version();
 	test_images();
+	test_image_import_remove();
 
 	id = create_container("a", NULL, 0, &err);
 	if (!tap_ok(id != NULL, "create with limits, labels and hardening (%s)", err.msg))
