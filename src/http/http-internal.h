@@ -17,6 +17,7 @@
 #include "sbx/buf.h"
 #include "sbx/http.h"
 #include "sbx/mcp.h"
+#include "sbx/queue.h"
 
 /* 128 random bits, hex. */
 #define SBX_SESSION_ID_LEN 32
@@ -61,7 +62,7 @@
 /* ---- sessions (src/http/session.c) ---- */
 
 struct sbx_sse_msg {
-	struct sbx_sse_msg *next;
+	struct sbx_queue_node node; /* counts for len bytes */
 	size_t len;
 	char text[]; /* one complete SSE frame */
 };
@@ -80,10 +81,9 @@ struct sbx_http_session {
 	/* The SSE stream (SBX_MCP_TRANSPORT_SSE), under lock. */
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
-	struct sbx_sse_msg *head, *tail;
-	size_t queued_msgs, queued_bytes;
-	bool closed; /* the stream ended (or the server stops): queue nothing */
-	int workers; /* POST bodies running in the background */
+	struct sbx_queue queue; /* of struct sbx_sse_msg */
+	bool closed;		/* the stream ended (or the server stops): queue nothing */
+	int workers;		/* POST bodies running in the background */
 };
 
 struct sbx_session_table;
@@ -110,6 +110,8 @@ int64_t sbx_monotonic_ms(void);
  * not past UNTIL_MS (sbx_monotonic_ms time): the pthread_cond_timedwait
  * result. */
 int sbx_cond_wait_slice(pthread_cond_t *cond, pthread_mutex_t *lock, int64_t until_ms);
+/* pthread_cond_init on the CLOCK_MONOTONIC clock (timed waits use it). */
+void sbx_cond_init_monotonic(pthread_cond_t *cond);
 
 /* ---- the server (src/http/server.c) ---- */
 
@@ -138,11 +140,10 @@ struct sbx_http {
 	pthread_mutex_t workers_lock;
 	pthread_cond_t work_cond;    /* a job was queued, or stop */
 	pthread_cond_t workers_cond; /* a thread ended */
-	struct sbx_http_job *queue_head, *queue_tail;
-	int queued;  /* jobs on the queue */
-	int jobs;    /* jobs queued or running */
-	int threads; /* pool threads alive */
-	int idle;    /* pool threads waiting for a job */
+	struct sbx_queue jobq;	     /* of struct sbx_http_job, bytes 0 */
+	int jobs;		     /* jobs queued or running */
+	int threads;		     /* pool threads alive */
+	int idle;		     /* pool threads waiting for a job */
 };
 
 enum sbx_route {
@@ -207,7 +208,7 @@ enum MHD_Result sbx_streamable_handle(struct sbx_http_request *rq);
 enum MHD_Result sbx_artifact_handle(struct sbx_http_request *rq);
 /* A job for the worker pool, embedded in the caller's struct. */
 struct sbx_http_job {
-	struct sbx_http_job *next;
+	struct sbx_queue_node node;
 	void (*fn)(struct sbx_http_job *job);
 };
 /* Runs JOB->fn(JOB) on a pooled worker (stack SBX_HTTP_STACK), reusing an
@@ -222,11 +223,51 @@ bool sbx_http_peer_gone(struct MHD_Connection *conn);
 
 /* One SSE frame "event: EVENT\ndata: DATA\n\n" (DATA is one line). */
 struct sbx_sse_msg *sbx_sse_msg_new(const char *event, const char *data);
+/* Frees the message whose node is N (a sbx_queue_drain callback). */
+void sbx_sse_msg_free_node(struct sbx_queue_node *n);
 /* The comment an idle stream sends. */
 #define SBX_SSE_KEEPALIVE_FRAME ": keepalive\n\n"
 /* A content reader's output step: copies up to MAX bytes of B from *POS on
  * into BUF and advances *POS; once all of B is copied, empties B and sets
  * *POS to 0 for the next frame. Returns the count copied. */
 size_t sbx_http_drain(struct sbx_buf *b, size_t *pos, char *buf, size_t max);
+
+/* ---- event streams (src/http/stream.c) ---- */
+
+/* Where an event stream stands: its state callback's answer, under its lock. */
+enum sbx_stream_state {
+	SBX_STREAM_OPEN,    /* more may come: send what is queued, else wait */
+	SBX_STREAM_CLOSED,  /* end now; what is queued is not sent */
+	SBX_STREAM_DONE,    /* send what is queued, then end */
+	SBX_STREAM_ABORTED, /* send what is queued, then fail */
+};
+
+/* What sbx_stream_next did. */
+enum sbx_stream_step {
+	SBX_STREAM_MESSAGE,   /* appended the next queued message */
+	SBX_STREAM_KEEPALIVE, /* appended SBX_SSE_KEEPALIVE_FRAME (idle SBX_SSE_KEEPALIVE_MS) */
+	SBX_STREAM_END,	      /* CLOSED, or DONE with the queue empty */
+	SBX_STREAM_FAIL,      /* the client left, ABORTED with the queue empty, or no memory */
+};
+
+/* One event stream on a connection: what it sends comes off QUEUE (of struct
+ * sbx_sse_msg), which LOCK guards and whose changes (and the state's) are
+ * broadcast on COND (a CLOCK_MONOTONIC one). */
+struct sbx_stream {
+	struct MHD_Connection *conn;
+	pthread_mutex_t *lock;
+	pthread_cond_t *cond;
+	struct sbx_queue *queue;
+	enum sbx_stream_state (*state)(void *ctx); /* called with LOCK held */
+	void *ctx;
+	struct sbx_buf pending; /* the frame being sent */
+	size_t pos;
+};
+
+/* Once the pending frame is sent: waits for the next one and appends it to
+ * PENDING, a queued message, or the keepalive when none came for
+ * SBX_SSE_KEEPALIVE_MS. Checks every SBX_PEER_CHECK_MS whether the client
+ * closed. */
+enum sbx_stream_step sbx_stream_next(struct sbx_stream *s);
 
 #endif

@@ -283,9 +283,13 @@ struct sbx_sse_msg *sbx_sse_msg_new(const char *event, const char *data)
 
 	if (!m)
 		return NULL;
-	m->next = NULL;
 	m->len = (size_t)snprintf(m->text, len, "event: %s\ndata: %s\n\n", event, data);
 	return m;
+}
+
+void sbx_sse_msg_free_node(struct sbx_queue_node *n)
+{
+	free(sbx_queue_entry(n, struct sbx_sse_msg, node));
 }
 
 size_t sbx_http_drain(struct sbx_buf *b, size_t *pos, char *buf, size_t max)
@@ -573,7 +577,7 @@ static void *pool_thread(void *arg)
 	pthread_mutex_lock(&h->workers_lock);
 	for (;;) {
 		struct sbx_http_job *job;
-		while (!h->queue_head) {
+		while (sbx_queue_empty(&h->jobq)) {
 			struct timespec deadline;
 			int r;
 			if (atomic_load(&h->stopping))
@@ -588,16 +592,11 @@ static void *pool_thread(void *arg)
 			h->idle++;
 			r = pthread_cond_timedwait(&h->work_cond, &h->workers_lock, &deadline);
 			h->idle--;
-			if (r == ETIMEDOUT && !h->queue_head)
+			if (r == ETIMEDOUT && sbx_queue_empty(&h->jobq))
 				goto out;
 		}
-		job = h->queue_head;
-		h->queue_head = job->next;
-		if (!h->queue_head)
-			h->queue_tail = NULL;
-		h->queued--;
+		job = sbx_queue_entry(sbx_queue_pop(&h->jobq), struct sbx_http_job, node);
 		pthread_mutex_unlock(&h->workers_lock);
-		job->next = NULL;
 		job->fn(job);
 		pthread_mutex_lock(&h->workers_lock);
 		h->jobs--;
@@ -631,20 +630,14 @@ int sbx_http_submit(struct sbx_http *h, struct sbx_http_job *job)
 	pthread_mutex_lock(&h->workers_lock);
 	if (h->jobs >= SBX_HTTP_WORKERS_MAX || atomic_load(&h->stopping)) {
 		r = -EBUSY;
-	} else if (h->idle <= h->queued) {
+	} else if ((size_t)h->idle <= h->jobq.count) {
 		/* Every idle thread already has a job waiting for it. */
 		r = spawn(pool_thread, h, SBX_HTTP_STACK);
 		if (r == 0)
 			h->threads++;
 	}
 	if (r == 0) {
-		job->next = NULL;
-		if (h->queue_tail)
-			h->queue_tail->next = job;
-		else
-			h->queue_head = job;
-		h->queue_tail = job;
-		h->queued++;
+		sbx_queue_push(&h->jobq, &job->node, 0);
 		h->jobs++;
 		pthread_cond_signal(&h->work_cond);
 	}
@@ -779,13 +772,8 @@ int sbx_http_start(const struct sbx_http_config *cfg, sbx_http **ret_http, struc
 	atomic_init(&h->connections, 0);
 	pthread_mutex_init(&h->workers_lock, NULL);
 	pthread_cond_init(&h->workers_cond, NULL);
-	{
-		pthread_condattr_t ca;
-		pthread_condattr_init(&ca);
-		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-		pthread_cond_init(&h->work_cond, &ca);
-		pthread_condattr_destroy(&ca);
-	}
+	sbx_cond_init_monotonic(&h->work_cond);
+	sbx_queue_init(&h->jobq);
 	h->max_connections = connection_limit(s->server.max_connections);
 
 	r = sbx_session_table_new(s->server.session_timeout_ms, &h->sessions);

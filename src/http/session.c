@@ -43,6 +43,16 @@ int sbx_cond_wait_slice(pthread_cond_t *cond, pthread_mutex_t *lock, int64_t unt
 	return pthread_cond_timedwait(cond, lock, &ts);
 }
 
+void sbx_cond_init_monotonic(pthread_cond_t *cond)
+{
+	pthread_condattr_t ca;
+
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(cond, &ca);
+	pthread_condattr_destroy(&ca);
+}
+
 int sbx_session_table_new(int64_t timeout_ms, struct sbx_session_table **ret_t)
 {
 	struct sbx_session_table *t = calloc(1, sizeof(*t));
@@ -88,11 +98,7 @@ struct sbx_http_session *sbx_http_session_unref(struct sbx_http_session *s)
 {
 	if (!s || atomic_fetch_sub(&s->refs, 1) != 1)
 		return NULL;
-	while (s->head) {
-		struct sbx_sse_msg *m = s->head;
-		s->head = m->next;
-		free(m);
-	}
+	sbx_queue_drain(&s->queue, sbx_sse_msg_free_node);
 	sbx_mcp_session_unref(s->mcp);
 	pthread_cond_destroy(&s->cond);
 	pthread_mutex_destroy(&s->lock);
@@ -164,14 +170,9 @@ int sbx_session_table_add(struct sbx_session_table *t, sbx_mcp *mcp,
 	atomic_init(&s->refs, 2); /* the table's and the caller's */
 	s->transport = transport;
 	pthread_mutex_init(&s->lock, NULL);
-	{
-		/* SSE readers wait with timeouts on the monotonic clock. */
-		pthread_condattr_t ca;
-		pthread_condattr_init(&ca);
-		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-		pthread_cond_init(&s->cond, &ca);
-		pthread_condattr_destroy(&ca);
-	}
+	/* SSE readers wait with timeouts on the monotonic clock. */
+	sbx_cond_init_monotonic(&s->cond);
+	sbx_queue_init(&s->queue);
 
 	pthread_mutex_lock(&t->lock);
 	nd = sweep(t, dead, SBX_ARRAY_SIZE(dead));

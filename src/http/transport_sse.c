@@ -33,19 +33,12 @@ static bool enqueue(struct sbx_http_session *s, const char *event, const char *d
 		return false;
 	pthread_mutex_lock(&s->lock);
 	if (!s->closed) {
-		if (s->queued_msgs + 1 > SBX_SSE_QUEUE_MAX_MSGS ||
-		    s->queued_bytes + m->len > SBX_SSE_QUEUE_MAX_BYTES) {
-			s->closed = true; /* the client does not read: end the stream */
-		} else {
-			if (s->tail)
-				s->tail->next = m;
-			else
-				s->head = m;
-			s->tail = m;
-			s->queued_msgs++;
-			s->queued_bytes += m->len;
+		if (sbx_queue_push_bounded(&s->queue, &m->node, m->len, SBX_SSE_QUEUE_MAX_MSGS,
+					   SBX_SSE_QUEUE_MAX_BYTES)) {
 			m = NULL;
 			ok = true;
+		} else {
+			s->closed = true; /* the client does not read: end the stream */
 		}
 		pthread_cond_broadcast(&s->cond);
 	}
@@ -63,64 +56,35 @@ static void notify(void *ctx, const char *json)
 
 struct sse_stream {
 	struct sbx_http *http;
-	struct MHD_Connection *conn;
 	struct sbx_http_session *session;
-	struct sbx_buf pending; /* the frame being sent */
-	size_t pos;
+	struct sbx_stream out;
 };
+
+/* Closed (or the server stops): the stream ends, what is queued unsent. */
+static enum sbx_stream_state sse_state(void *ctx)
+{
+	struct sse_stream *st = ctx;
+
+	return st->session->closed || atomic_load(&st->http->stopping) ? SBX_STREAM_CLOSED
+								       : SBX_STREAM_OPEN;
+}
 
 static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
 	struct sse_stream *st = cls;
-	struct sbx_http_session *s = st->session;
-	struct sbx_sse_msg *m = NULL;
-	int64_t keepalive_at;
-	bool end = false, gone = false;
 
 	(void)pos;
-	if (st->pos < st->pending.len)
-		return (ssize_t)sbx_http_drain(&st->pending, &st->pos, buf, max);
-
-	keepalive_at = sbx_monotonic_ms() + SBX_SSE_KEEPALIVE_MS;
-	pthread_mutex_lock(&s->lock);
-	for (;;) {
-		if (s->closed || atomic_load(&st->http->stopping)) {
-			end = true;
-			break;
-		}
-		if (s->head) {
-			m = s->head;
-			s->head = m->next;
-			if (!s->head)
-				s->tail = NULL;
-			s->queued_msgs--;
-			s->queued_bytes -= m->len;
-			break;
-		}
-		if (sbx_cond_wait_slice(&s->cond, &s->lock, keepalive_at) == ETIMEDOUT) {
-			if (sbx_monotonic_ms() >= keepalive_at)
-				break;
-			if (sbx_http_peer_gone(st->conn)) {
-				gone = true;
-				break;
-			}
-		}
-	}
-	pthread_mutex_unlock(&s->lock);
-	if (gone)
-		return MHD_CONTENT_READER_END_WITH_ERROR;
-	if (end)
-		return MHD_CONTENT_READER_END_OF_STREAM;
-	if (m) {
-		int r = sbx_buf_append(&st->pending, m->text, m->len);
-		free(m);
-		if (r < 0)
+	if (st->out.pos >= st->out.pending.len) {
+		switch (sbx_stream_next(&st->out)) {
+		case SBX_STREAM_END:
+			return MHD_CONTENT_READER_END_OF_STREAM;
+		case SBX_STREAM_FAIL:
 			return MHD_CONTENT_READER_END_WITH_ERROR;
-	} else if (sbx_buf_append(&st->pending, SBX_SSE_KEEPALIVE_FRAME,
-				  strlen(SBX_SSE_KEEPALIVE_FRAME)) < 0) {
-		return MHD_CONTENT_READER_END_WITH_ERROR;
+		default:
+			break;
+		}
 	}
-	return (ssize_t)sbx_http_drain(&st->pending, &st->pos, buf, max);
+	return (ssize_t)sbx_http_drain(&st->out.pending, &st->out.pos, buf, max);
 }
 
 static void sse_free(void *cls)
@@ -134,7 +98,7 @@ static void sse_free(void *cls)
 	pthread_cond_broadcast(&s->cond);
 	pthread_mutex_unlock(&s->lock);
 	sbx_http_session_unref(s);
-	sbx_buf_release(&st->pending);
+	sbx_buf_release(&st->out.pending);
 	free(st);
 }
 
@@ -195,13 +159,18 @@ enum MHD_Result sbx_sse_open(struct sbx_http_request *rq)
 	if (!st)
 		return MHD_NO;
 	st->http = h;
-	st->conn = rq->conn;
 	r = sbx_session_table_add(h->sessions, h->mcp, SBX_MCP_TRANSPORT_SSE, &st->session, &err);
 	if (r < 0) {
 		free(st);
 		return sbx_http_respond_error(rq, MHD_HTTP_SERVICE_UNAVAILABLE, err.msg);
 	}
-	if (sbx_buf_appendf(&st->pending, "event: endpoint\ndata: /messages?session_id=%s\n\n",
+	st->out = (struct sbx_stream){.conn = rq->conn,
+				      .lock = &st->session->lock,
+				      .cond = &st->session->cond,
+				      .queue = &st->session->queue,
+				      .state = sse_state,
+				      .ctx = st};
+	if (sbx_buf_appendf(&st->out.pending, "event: endpoint\ndata: /messages?session_id=%s\n\n",
 			    st->session->id) < 0) {
 		sse_free(st);
 		return MHD_NO;

@@ -37,34 +37,27 @@ struct call {
 	struct sbx_http_job job;
 	atomic_int refs;
 	struct sbx_http *http;
-	struct MHD_Connection *conn; /* while the stream is on */
 	struct sbx_http_session *session;
 	sbx_mcp_input *input;
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
-	struct sbx_sse_msg *head, *tail; /* notifications not yet sent */
-	size_t queued_msgs, queued_bytes;
+	struct sbx_queue queue; /* notifications not yet sent */
 	char *reply;		/* the response text once done (NULL: none) */
 	bool done;		/* the worker finished */
 	bool gone;		/* the connection went away: queue nothing */
 	bool replied;		/* the stream sent the response */
-	struct sbx_buf pending; /* the frame being sent on the stream */
-	size_t pos;
+	struct sbx_stream out;	/* the stream, once on */
 };
 
 static struct call *call_unref(struct call *c)
 {
 	if (!c || atomic_fetch_sub(&c->refs, 1) != 1)
 		return NULL;
-	while (c->head) {
-		struct sbx_sse_msg *m = c->head;
-		c->head = m->next;
-		free(m);
-	}
+	sbx_queue_drain(&c->queue, sbx_sse_msg_free_node);
 	sbx_mcp_input_free(c->input);
 	sbx_http_session_unref(c->session);
 	free(c->reply);
-	sbx_buf_release(&c->pending);
+	sbx_buf_release(&c->out.pending);
 	pthread_cond_destroy(&c->cond);
 	pthread_mutex_destroy(&c->lock);
 	free(c);
@@ -80,15 +73,8 @@ static void call_notify(void *ctx, const char *json)
 	if (!m)
 		return;
 	pthread_mutex_lock(&c->lock);
-	if (!c->gone && c->queued_msgs < CALL_QUEUE_MAX_MSGS &&
-	    c->queued_bytes + m->len <= CALL_QUEUE_MAX_BYTES) {
-		if (c->tail)
-			c->tail->next = m;
-		else
-			c->head = m;
-		c->tail = m;
-		c->queued_msgs++;
-		c->queued_bytes += m->len;
+	if (!c->gone && sbx_queue_push_bounded(&c->queue, &m->node, m->len, CALL_QUEUE_MAX_MSGS,
+					       CALL_QUEUE_MAX_BYTES)) {
 		m = NULL;
 		queued = true;
 	}
@@ -132,13 +118,8 @@ static struct call *call_start(struct sbx_http *h, struct sbx_http_session *s, s
 	c->session = sbx_http_session_ref(s);
 	c->input = in;
 	pthread_mutex_init(&c->lock, NULL);
-	{
-		pthread_condattr_t ca;
-		pthread_condattr_init(&ca);
-		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-		pthread_cond_init(&c->cond, &ca);
-		pthread_condattr_destroy(&ca);
-	}
+	sbx_cond_init_monotonic(&c->cond);
+	sbx_queue_init(&c->queue);
 	if (sbx_http_submit(h, &c->job) < 0) {
 		c->input = NULL; /* still the caller's */
 		atomic_store(&c->refs, 1);
@@ -148,70 +129,51 @@ static struct call *call_start(struct sbx_http *h, struct sbx_http_session *s, s
 	return c;
 }
 
-/* The event stream of one request: notifications, then the response. */
+/* The worker's end closes the stream once the notifications are out; the
+ * server's stop fails it. */
+static enum sbx_stream_state call_state(void *ctx)
+{
+	struct call *c = ctx;
+
+	if (c->done)
+		return SBX_STREAM_DONE;
+	return atomic_load(&c->http->stopping) ? SBX_STREAM_ABORTED : SBX_STREAM_OPEN;
+}
+
+/* The event stream of one request: notifications, then the response. A
+ * client that leaves frees the connection; the call runs on. */
 static ssize_t call_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
 	struct call *c = cls;
-	struct sbx_sse_msg *m = NULL;
-	int64_t keepalive_at;
-	bool end = false, gone = false;
-	int r = 0;
+	struct sbx_sse_msg *last;
+	int r;
 
 	(void)pos;
-	if (c->pos < c->pending.len)
-		return (ssize_t)sbx_http_drain(&c->pending, &c->pos, buf, max);
+	if (c->out.pos < c->out.pending.len)
+		return (ssize_t)sbx_http_drain(&c->out.pending, &c->out.pos, buf, max);
 	if (c->replied)
 		return MHD_CONTENT_READER_END_OF_STREAM;
-	keepalive_at = sbx_monotonic_ms() + SBX_SSE_KEEPALIVE_MS;
-	pthread_mutex_lock(&c->lock);
-	for (;;) {
-		if (c->head) {
-			m = c->head;
-			c->head = m->next;
-			if (!c->head)
-				c->tail = NULL;
-			c->queued_msgs--;
-			c->queued_bytes -= m->len;
-			break;
-		}
-		if (c->done) {
-			end = true;
-			break;
-		}
+	switch (sbx_stream_next(&c->out)) {
+	case SBX_STREAM_MESSAGE:
+		break;
+	case SBX_STREAM_KEEPALIVE:
 		if (atomic_load(&c->http->stopping))
-			break;
-		if (sbx_cond_wait_slice(&c->cond, &c->lock, keepalive_at) == ETIMEDOUT) {
-			if (sbx_monotonic_ms() >= keepalive_at)
-				break;
-			/* The client left: free the connection; the call runs on. */
-			if (sbx_http_peer_gone(c->conn)) {
-				gone = true;
-				break;
-			}
-		}
-	}
-	pthread_mutex_unlock(&c->lock);
-	if (gone)
-		return MHD_CONTENT_READER_END_WITH_ERROR;
-	if (m) {
-		r = sbx_buf_append(&c->pending, m->text, m->len);
-		free(m);
-	} else if (end) {
-		struct sbx_sse_msg *last = c->reply ? sbx_sse_msg_new("message", c->reply) : NULL;
+			return MHD_CONTENT_READER_END_WITH_ERROR;
+		break;
+	case SBX_STREAM_END:
+		last = c->reply ? sbx_sse_msg_new("message", c->reply) : NULL;
 		c->replied = true;
 		if (!last)
 			return MHD_CONTENT_READER_END_OF_STREAM;
-		r = sbx_buf_append(&c->pending, last->text, last->len);
+		r = sbx_buf_append(&c->out.pending, last->text, last->len);
 		free(last);
-	} else if (atomic_load(&c->http->stopping)) {
+		if (r < 0)
+			return MHD_CONTENT_READER_END_WITH_ERROR;
+		break;
+	default:
 		return MHD_CONTENT_READER_END_WITH_ERROR;
-	} else {
-		r = sbx_buf_append(&c->pending, SBX_SSE_KEEPALIVE_FRAME,
-				   strlen(SBX_SSE_KEEPALIVE_FRAME));
 	}
-	if (r < 0)
-		return MHD_CONTENT_READER_END_WITH_ERROR;
-	return (ssize_t)sbx_http_drain(&c->pending, &c->pos, buf, max);
+	return (ssize_t)sbx_http_drain(&c->out.pending, &c->out.pos, buf, max);
 }
 
 static void call_free(void *cls)
@@ -314,7 +276,12 @@ static enum MHD_Result respond_stream(struct sbx_http_request *rq, struct sbx_ht
 {
 	struct MHD_Response *resp;
 
-	c->conn = rq->conn;
+	c->out = (struct sbx_stream){.conn = rq->conn,
+				     .lock = &c->lock,
+				     .cond = &c->cond,
+				     .queue = &c->queue,
+				     .state = call_state,
+				     .ctx = c};
 	resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, call_read, c, call_free);
 	if (!resp) {
 		call_free(c);
@@ -390,9 +357,9 @@ static enum MHD_Result handle_post(struct sbx_http_request *rq)
 						"application/json", body, sizeof(body) - 1, busy);
 		}
 		pthread_mutex_lock(&c->lock);
-		while (!c->done && !c->head)
+		while (!c->done && sbx_queue_empty(&c->queue))
 			pthread_cond_wait(&c->cond, &c->lock);
-		stream = c->head != NULL;
+		stream = !sbx_queue_empty(&c->queue);
 		reply = stream ? NULL : SBX_TAKE(c->reply);
 		pthread_mutex_unlock(&c->lock);
 		if (stream) {
