@@ -189,6 +189,9 @@ enum MHD_Result sbx_http_queue(struct sbx_http_request *rq, unsigned status,
 			       struct MHD_Response *resp);
 /* Case-insensitive check that the media type of a Content-Type value is T. */
 bool sbx_http_media_is(const char *value, const char *type);
+/* A POST body that is not application/json: answers 415 with a JSON-RPC
+ * error into *RET and returns true; false (nothing sent) when it is. */
+bool sbx_http_refuse_non_json(struct sbx_http_request *rq, enum MHD_Result *ret);
 /* The request's header NAME, or NULL. */
 const char *sbx_http_header(struct sbx_http_request *rq, const char *name);
 /* Lifts the idle timeout while a request blocks for long (0 = none). */

@@ -38,6 +38,17 @@
 
 /* ---- small helpers ---- */
 
+bool sbx_http_refuse_non_json(struct sbx_http_request *rq, enum MHD_Result *ret)
+{
+	if (sbx_http_media_is(sbx_http_header(rq, MHD_HTTP_HEADER_CONTENT_TYPE),
+			      "application/json"))
+		return false;
+	*ret = sbx_http_respond_rpc_error(rq, MHD_HTTP_UNSUPPORTED_MEDIA_TYPE, -32000,
+					  "Unsupported Media Type: Content-Type must be "
+					  "application/json");
+	return true;
+}
+
 const char *sbx_http_header(struct sbx_http_request *rq, const char *name)
 {
 	return MHD_lookup_connection_value(rq->conn, MHD_HEADER_KIND, name);

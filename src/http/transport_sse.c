@@ -138,14 +138,7 @@ bool sbx_sse_check(struct sbx_http_request *rq, enum MHD_Result *ret)
 		return true;
 	}
 	sbx_http_session_unref(s);
-	if (!sbx_http_media_is(sbx_http_header(rq, MHD_HTTP_HEADER_CONTENT_TYPE),
-			       "application/json")) {
-		*ret = sbx_http_respond_rpc_error(rq, MHD_HTTP_UNSUPPORTED_MEDIA_TYPE, -32000,
-						  "Unsupported Media Type: Content-Type must be "
-						  "application/json");
-		return true;
-	}
-	return false;
+	return sbx_http_refuse_non_json(rq, ret);
 }
 
 enum MHD_Result sbx_sse_open(struct sbx_http_request *rq)

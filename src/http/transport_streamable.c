@@ -229,14 +229,7 @@ bool sbx_streamable_check(struct sbx_http_request *rq, enum MHD_Result *ret)
 		    "Not Acceptable: Accept must list application/json and text/event-stream");
 		return true;
 	}
-	if (!sbx_http_media_is(sbx_http_header(rq, MHD_HTTP_HEADER_CONTENT_TYPE),
-			       "application/json")) {
-		*ret = sbx_http_respond_rpc_error(rq, MHD_HTTP_UNSUPPORTED_MEDIA_TYPE, -32000,
-						  "Unsupported Media Type: Content-Type must be "
-						  "application/json");
-		return true;
-	}
-	return false;
+	return sbx_http_refuse_non_json(rq, ret);
 }
 
 /* The session the request names: 400 when none, 404 when unknown. */
