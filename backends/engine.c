@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "engine-internal.h"
+#include "sbx/clock.h"
 #include "sbx/common.h"
 #include "sbx/tar.h"
 
@@ -361,13 +362,6 @@ void sbx_container_list_free(struct sbx_container_summary *list, size_t n)
 
 /* ---- exec ---- */
 
-static long now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
-}
-
 /* With a time limit, argv runs under a POSIX sh that first reports its PID on
  * stderr (marked with \036 so it cannot be mistaken for output) and then
  * execs argv: the PID is in the container's namespace, so the kill goes
@@ -470,7 +464,7 @@ int sbx_exec(sbx_engine *e, const char *id, const struct sbx_exec_spec *spec,
 	struct sbx_exec_spec run;
 	sbx_stream *s = NULL;
 	char buf[65536];
-	long deadline = 0, next_poll;
+	int64_t deadline = 0, next_poll;
 	size_t argc = 0;
 	int r;
 
@@ -494,7 +488,7 @@ int sbx_exec(sbx_engine *e, const char *id, const struct sbx_exec_spec *spec,
 		run.argv = argv;
 		cap.want_pid = true;
 		if (spec->timeout_ms > 0)
-			deadline = now_ms() + spec->timeout_ms;
+			deadline = sbx_monotonic_ms() + spec->timeout_ms;
 	}
 
 	r = e->ops->exec_create(e, id, &run, spec->stdin_data != NULL, &exec_id, err);
@@ -510,9 +504,9 @@ int sbx_exec(sbx_engine *e, const char *id, const struct sbx_exec_spec *spec,
 		if (r < 0)
 			goto out;
 	}
-	next_poll = spec->cancelled ? now_ms() + CANCEL_POLL_MS : 0;
+	next_poll = spec->cancelled ? sbx_monotonic_ms() + CANCEL_POLL_MS : 0;
 	for (;;) {
-		long now = deadline || next_poll ? now_ms() : 0;
+		int64_t now = deadline || next_poll ? sbx_monotonic_ms() : 0;
 		int fd = 1, wait = -1;
 		ssize_t n;
 

@@ -15,6 +15,7 @@
 #include <microhttpd.h>
 
 #include "sbx/buf.h"
+#include "sbx/clock.h"
 #include "sbx/http.h"
 #include "sbx/mcp.h"
 #include "sbx/queue.h"
@@ -105,13 +106,10 @@ void sbx_session_table_remove(struct sbx_session_table *t, struct sbx_http_sessi
 void sbx_session_table_close_all(struct sbx_session_table *t);
 struct sbx_http_session *sbx_http_session_ref(struct sbx_http_session *s);
 struct sbx_http_session *sbx_http_session_unref(struct sbx_http_session *s);
-int64_t sbx_monotonic_ms(void);
 /* Waits on COND (a CLOCK_MONOTONIC one) for at most SBX_PEER_CHECK_MS and
  * not past UNTIL_MS (sbx_monotonic_ms time): the pthread_cond_timedwait
  * result. */
 int sbx_cond_wait_slice(pthread_cond_t *cond, pthread_mutex_t *lock, int64_t until_ms);
-/* pthread_cond_init on the CLOCK_MONOTONIC clock (timed waits use it). */
-void sbx_cond_init_monotonic(pthread_cond_t *cond);
 
 /* ---- the server (src/http/server.c) ---- */
 

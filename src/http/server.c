@@ -589,19 +589,12 @@ static void *pool_thread(void *arg)
 	for (;;) {
 		struct sbx_http_job *job;
 		while (sbx_queue_empty(&h->jobq)) {
-			struct timespec deadline;
 			int r;
 			if (atomic_load(&h->stopping))
 				goto out;
-			clock_gettime(CLOCK_MONOTONIC, &deadline);
-			deadline.tv_sec += SBX_HTTP_WORKER_IDLE_MS / 1000;
-			deadline.tv_nsec += (long)(SBX_HTTP_WORKER_IDLE_MS % 1000) * 1000000L;
-			if (deadline.tv_nsec >= 1000000000L) {
-				deadline.tv_sec++;
-				deadline.tv_nsec -= 1000000000L;
-			}
 			h->idle++;
-			r = pthread_cond_timedwait(&h->work_cond, &h->workers_lock, &deadline);
+			r = sbx_cond_wait_until(&h->work_cond, &h->workers_lock,
+						sbx_monotonic_ms() + SBX_HTTP_WORKER_IDLE_MS);
 			h->idle--;
 			if (r == ETIMEDOUT && sbx_queue_empty(&h->jobq))
 				goto out;

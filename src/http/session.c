@@ -21,36 +21,11 @@ struct sbx_session_table {
 	size_t n;
 };
 
-int64_t sbx_monotonic_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 int sbx_cond_wait_slice(pthread_cond_t *cond, pthread_mutex_t *lock, int64_t until_ms)
 {
-	int64_t now = sbx_monotonic_ms(), at = now + SBX_PEER_CHECK_MS;
-	struct timespec ts;
+	int64_t at = sbx_monotonic_ms() + SBX_PEER_CHECK_MS;
 
-	if (until_ms < at)
-		at = until_ms;
-	if (at <= now)
-		return ETIMEDOUT;
-	ts.tv_sec = (time_t)(at / 1000);
-	ts.tv_nsec = (long)(at % 1000) * 1000000L;
-	return pthread_cond_timedwait(cond, lock, &ts);
-}
-
-void sbx_cond_init_monotonic(pthread_cond_t *cond)
-{
-	pthread_condattr_t ca;
-
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(cond, &ca);
-	pthread_condattr_destroy(&ca);
+	return sbx_cond_wait_until(cond, lock, until_ms < at ? until_ms : at);
 }
 
 int sbx_session_table_new(int64_t timeout_ms, struct sbx_session_table **ret_t)

@@ -39,6 +39,7 @@
 #include <json-c/json.h>
 
 #include "sandbox-internal.h"
+#include "sbx/clock.h"
 #include "sbx/common.h"
 
 #define STATE_DIR_DEFAULT "/var/lib/mcp-sandbox"
@@ -475,16 +476,12 @@ static void *refill_main(void *arg)
 int sbx_pool_new(sbx_manager *m, struct sbx_error *err)
 {
 	struct sbx_pool *p = calloc(1, sizeof(*p));
-	pthread_condattr_t ca;
 	int r;
 
 	if (!p)
 		return sbx_error_set(err, -ENOMEM, "out of memory");
 	p->state_fd = -1;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&p->wake, &ca);
-	pthread_condattr_destroy(&ca);
+	sbx_cond_init_monotonic(&p->wake);
 	m->pool = p;
 	r = state_open(p, m->s, err);
 	if (r < 0) {

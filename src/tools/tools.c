@@ -19,6 +19,7 @@
 #include <time.h>
 
 #include "sbx/buf.h"
+#include "sbx/clock.h"
 #include "sbx/common.h"
 #include "sbx/utf8.h"
 #include "tools-internal.h"
@@ -92,14 +93,6 @@ void sbx_tools_log(const struct sbx_tool_ctx *ctx, enum sbx_log_level level, con
 	send_notification(ctx, "notifications/message", p);
 }
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 void sbx_progress_init(struct sbx_progress *p, const struct sbx_tool_ctx *ctx)
 {
 	memset(p, 0, sizeof(*p));
@@ -125,7 +118,7 @@ static void progress_send(struct sbx_progress *p, const char *message, size_t le
 	if (!params)
 		return;
 	p->progress++;
-	p->last_ms = now_ms();
+	p->last_ms = sbx_monotonic_ms();
 	r |= sbx_tools_put(params, "progressToken", json_object_get(p->ctx->progress_token));
 	r |= sbx_tools_put(params, "progress", json_object_new_int64(p->progress));
 	/* The message field exists from 2025-03-26 on. */
@@ -212,7 +205,7 @@ void sbx_progress_output(struct sbx_progress *p, const char *text, size_t len)
 	p->dropped += len - take;
 	/* A line that is still being written (print() writes the text, then the
 	 * newline) waits for its end or for the next sbx_progress_flush. */
-	if (now_ms() - p->last_ms >= SBX_PROGRESS_INTERVAL_MS &&
+	if (sbx_monotonic_ms() - p->last_ms >= SBX_PROGRESS_INTERVAL_MS &&
 	    (p->dropped || p->pending.len >= SBX_PROGRESS_MSG_MAX ||
 	     (p->pending.len && p->pending.data[p->pending.len - 1] == '\n')))
 		progress_flush_locked(p, false);
@@ -224,7 +217,7 @@ void sbx_progress_flush(struct sbx_progress *p, bool final)
 	if (!p->active)
 		return;
 	pthread_mutex_lock(&p->lock);
-	if (final || now_ms() - p->last_ms >= SBX_PROGRESS_INTERVAL_MS)
+	if (final || sbx_monotonic_ms() - p->last_ms >= SBX_PROGRESS_INTERVAL_MS)
 		progress_flush_locked(p, final);
 	pthread_mutex_unlock(&p->lock);
 }
