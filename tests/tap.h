@@ -92,9 +92,10 @@ static inline int tap_call(int r, const char *msg, const char *fmt, ...)
 }
 
 /*
- * S as a short one-line excerpt for a description, in BUF: newlines shown
- * as \n, other control characters as ?, a '#' escaped (it could start a TAP
- * directive), cut with "..." when longer than fits.
+ * S as a short one-line ASCII excerpt for a description, in BUF: newlines
+ * shown as \n, other control characters and non-ASCII bytes as ?, a '#'
+ * escaped (it could start a TAP directive), cut with "..." when longer than
+ * fits.
  */
 static inline const char *tap_excerpt(char *buf, size_t size, const char *s)
 {
@@ -113,7 +114,7 @@ static inline const char *tap_excerpt(char *buf, size_t size, const char *s)
 			buf[n++] = '\\';
 			buf[n++] = *s == '\n' ? 'n' : '#';
 		} else
-			buf[n++] = (unsigned char)*s < ' ' ? '?' : *s;
+			buf[n++] = (unsigned char)*s < ' ' || (unsigned char)*s > '~' ? '?' : *s;
 	}
 	if (*s) {
 		memcpy(buf + n, "...", 3);

@@ -806,7 +806,7 @@ static void test_recover(void)
 	m = sbx_manager_free(m);
 	tap_is_int(count_instance(inst), 0, "with remove_on_exit all is removed");
 	tap_is_int(state_files(inst), 0, "and the state folder is empty");
-	if (orphan && container_of(inst, "0123456789ab"))
+	if (orphan) /* only in case recover left it: the error is not a check */
 		sbx_container_remove(engine, orphan, NULL);
 	free(orphan);
 	sbx_settings_release(&s1);
