@@ -23,88 +23,14 @@
 #include "sbx/sandbox.h"
 #include "sbx/settings.h"
 #include "sbx/utf8.h"
+#include "sandbox-fixture.h"
 #include "tap.h"
-
-static sbx_engine *engine;
-static const char *engine_type;
-static const char *image;
-static char instance[64];
-
-static void settings_for(struct sbx_settings *s, const char *inst, const char *const *extra)
-{
-	char line[512];
-	struct sbx_error err = SBX_ERROR_INIT;
-
-	if (sbx_settings_init(s) < 0)
-		tap_bail("settings init");
-	snprintf(line, sizeof(line), "server.instance=%s", inst);
-	if (sbx_settings_set(s, line, &err) < 0)
-		tap_bail(err.msg);
-	snprintf(line, sizeof(line), "sandbox.image=%s", image);
-	if (sbx_settings_set(s, line, &err) < 0)
-		tap_bail(err.msg);
-	if (sbx_settings_set(s, "sandbox.output_cap=64k", &err) < 0)
-		tap_bail(err.msg);
-	if (sbx_settings_set(s, "sandbox.memory=256m", &err) < 0)
-		tap_bail(err.msg);
-	for (; extra && *extra; extra++)
-		if (sbx_settings_set(s, *extra, &err) < 0) {
-			tap_diag("%s: %s", *extra, err.msg);
-			tap_bail("bad test setting");
-		}
-}
-
-static size_t count_instance(const char *inst)
-{
-	struct sbx_kv want[] = {{SBX_LABEL_MANAGED, "1"}, {SBX_LABEL_INSTANCE, inst}};
-	struct sbx_container_summary *list = NULL;
-	size_t n = 0;
-	if (sbx_container_list(engine, want, 2, &list, &n, NULL) < 0)
-		return (size_t)-1;
-	sbx_container_list_free(list, n);
-	return n;
-}
-
-/* The container id of a sandbox, found through its labels. */
-static char *container_of(const char *inst, const char *id)
-{
-	struct sbx_kv want[] = {{SBX_LABEL_INSTANCE, inst}, {SBX_LABEL_ID, id}};
-	struct sbx_container_summary *list = NULL;
-	size_t n = 0;
-	char *cid = NULL;
-	if (sbx_container_list(engine, want, 2, &list, &n, NULL) == 0 && n == 1)
-		cid = strdup(list[0].id);
-	sbx_container_list_free(list, n);
-	return cid;
-}
-
-static int shell(sbx_manager *m, sbx_sandbox *sb, const char *cmd, struct sbx_run_result *res)
-{
-	struct sbx_error err = SBX_ERROR_INIT;
-	int r;
-	memset(res, 0, sizeof(*res));
-	r = sbx_sandbox_run_shell(m, sb, cmd, 0, res, &err);
-	if (r < 0)
-		tap_diag("run_shell %s: %s", cmd, err.msg);
-	return r;
-}
 
 static bool shell_cancel_after_500ms(void *ud)
 {
 	struct timespec *t0 = ud, now;
 	clock_gettime(CLOCK_MONOTONIC, &now);
 	return (now.tv_sec - t0->tv_sec) * 1000 + (now.tv_nsec - t0->tv_nsec) / 1000000 > 500;
-}
-
-static int python(sbx_manager *m, sbx_sandbox *sb, const char *code, struct sbx_run_result *res)
-{
-	struct sbx_error err = SBX_ERROR_INIT;
-	int r;
-	memset(res, 0, sizeof(*res));
-	r = sbx_sandbox_run_python(m, sb, code, 0, res, &err);
-	if (r < 0)
-		tap_diag("run_python: %s", err.msg);
-	return r;
 }
 
 static bool has_file(const struct sbx_run_result *r, const char *path, int64_t size)
@@ -240,8 +166,7 @@ static void test_shell(sbx_manager *m, sbx_sandbox *sb)
 		tap_is_str(res.err.data, "err\n", "shell stderr");
 		tap_is_int(res.exit_code, 3, "shell exit code");
 		tap_ok(!res.timed_out && !res.truncated, "not timed out nor truncated");
-	} else
-		tap_ok(0, "run_shell");
+	}
 	sbx_run_result_release(&res);
 
 	if (shell(m, sb, "id -u; pwd", &res) == 0)
@@ -462,18 +387,6 @@ static double ms_since(const struct timespec *t0)
 	return (double)(t1.tv_sec - t0->tv_sec) * 1e3 + (double)(t1.tv_nsec - t0->tv_nsec) / 1e6;
 }
 
-static int python_opts(sbx_manager *m, sbx_sandbox *sb, const char *code,
-		       const struct sbx_run_opts *o, struct sbx_run_result *res)
-{
-	struct sbx_error err = SBX_ERROR_INIT;
-	int r;
-	memset(res, 0, sizeof(*res));
-	r = sbx_sandbox_run_python_ex(m, sb, code, o, res, &err);
-	if (r < 0)
-		tap_diag("run_python_ex: %s", err.msg);
-	return r;
-}
-
 struct streamed {
 	struct timespec t0;
 	int calls;
@@ -515,6 +428,34 @@ static void *race_python(void *arg)
 	return NULL;
 }
 
+/* A field of /proc/self/status in kB (NAME with its colon), or -1. */
+static long proc_status_kb(const char *name)
+{
+	char line[256];
+	long kb = -1;
+	FILE *f = fopen("/proc/self/status", "re");
+
+	while (f && fgets(line, sizeof(line), f))
+		if (strncmp(line, name, strlen(name)) == 0) {
+			kb = strtol(line + strlen(name), NULL, 10);
+			break;
+		}
+	if (f)
+		fclose(f);
+	return kb;
+}
+
+/* Resets this process's peak resident size (VmHWM) to its current size. */
+static bool reset_peak_memory(void)
+{
+	int fd = open("/proc/self/clear_refs", O_WRONLY | O_CLOEXEC);
+	bool ok = fd >= 0 && write(fd, "5", 1) == 1;
+
+	if (fd >= 0)
+		close(fd);
+	return ok;
+}
+
 static const struct sbx_file_change *file_named(const struct sbx_run_result *r, const char *path)
 {
 	for (size_t i = 0; i < r->n_files; i++)
@@ -553,15 +494,18 @@ static void test_interpreter(sbx_manager *m, sbx_sandbox *sb)
 		tap_is_str(res.out.data, "from-shell\n", "run_shell works beside the interpreter");
 	sbx_run_result_release(&res);
 
-	/* The time limit: an interrupt keeps the state. */
+	/* The time limit: an interrupt keeps the state. What is asserted is what
+	 * happened, in order (the output, then the interrupt at the limit, not
+	 * before it); the upper bound only proves that the loop was stopped. */
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	{
 		struct sbx_run_opts o = {.timeout_ms = 1000};
 		if (python_opts(m, sb, "print('looping')\nwhile True:\n    pass\n", &o, &res) ==
 		    0) {
 			ms = ms_since(&t0);
-			tap_ok(res.timed_out && ms < 1900,
-			       "while True: pass stops at its limit (%.0f ms)", ms);
+			tap_ok(res.timed_out && res.exit_code == 1 && ms >= 1000 && ms < 30000,
+			       "while True: pass is stopped at its limit, not before (%.0f ms)",
+			       ms);
 			tap_ok(strstr(res.err.data, "KeyboardInterrupt") != NULL,
 			       "with a KeyboardInterrupt traceback");
 			tap_ok(!res.interpreter_restarted && res.notice &&
@@ -661,8 +605,10 @@ static void test_interpreter(sbx_manager *m, sbx_sandbox *sb)
 		struct sbx_run_opts o = {.cancelled = cancel_after_500ms, .userdata = &t0};
 		if (python_opts(m, sb, "import time\ntime.sleep(30)\n", &o, &res) == 0) {
 			ms = ms_since(&t0);
-			tap_ok(res.cancelled && !res.timed_out && ms < 2000,
-			       "a cancelled call stops (%.0f ms)", ms);
+			tap_ok(res.cancelled && !res.timed_out && ms >= 500 && ms < 20000,
+			       "a cancelled call stops after the cancel, before the sleep ends "
+			       "(%.0f ms)",
+			       ms);
 			tap_ok(res.notice && strstr(res.notice, "cancelled"), "the notice says so");
 		}
 		sbx_run_result_release(&res);
@@ -687,17 +633,35 @@ static void test_interpreter(sbx_manager *m, sbx_sandbox *sb)
 	}
 	sbx_run_result_release(&res);
 
-	/* A 50 MB print is capped, memory bounded. */
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	if (python(m, sb, "print('x' * 50000000)\nprint('after', file=__import__('sys').stderr)\n",
-		   &res) == 0) {
-		tap_ok(res.truncated && res.out.len + res.err.len <= 64 * 1024,
-		       "a 50 MB print is cut at the cap (%zu bytes kept, %.0f ms)",
-		       res.out.len + res.err.len, ms_since(&t0));
-		tap_ok(res.notice && strstr(res.notice, "cut"), "with a note (%s)",
-		       res.notice ? res.notice : "none");
+	/* A 50 MB print is capped, and this process's memory stays bounded: its
+	 * peak resident size (VmHWM, reset to the current size first where the
+	 * kernel lets us) grows by far less than the 50 MB that keeping the
+	 * whole print, even for a moment, would take. */
+	{
+		bool reset = reset_peak_memory();
+		long rss0 = proc_status_kb("VmRSS:"), peak0 = proc_status_kb("VmHWM:"), peak1;
+		long growth;
+
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		if (python(m, sb,
+			   "print('x' * 50000000)\nprint('after', file=__import__('sys').stderr)\n",
+			   &res) == 0) {
+			tap_ok(res.truncated && res.out.len + res.err.len <= 64 * 1024,
+			       "a 50 MB print is cut at the cap (%zu bytes kept, %.0f ms)",
+			       res.out.len + res.err.len, ms_since(&t0));
+			tap_ok(res.notice && strstr(res.notice, "cut"), "with a note (%s)",
+			       res.notice ? res.notice : "none");
+		}
+		sbx_run_result_release(&res);
+		peak1 = proc_status_kb("VmHWM:");
+		growth = peak1 - (reset ? rss0 : peak0);
+		if (!reset)
+			tap_diag("VmHWM could not be reset: the growth is over the earlier peak");
+		tap_ok(rss0 > 0 && peak0 > 0 && peak1 > 0 && growth < 24 * 1024,
+		       "and this process's peak memory grew by %ld kB, far below 50 MB (from "
+		       "%ld kB)",
+		       growth, rss0);
 	}
-	sbx_run_result_release(&res);
 	if (python(m, sb, "print('fine')\n", &res) == 0)
 		tap_ok(strcmp(res.out.data, "fine\n") == 0 && !res.truncated,
 		       "the next call is whole again");
@@ -937,7 +901,7 @@ static void test_packages(const char *script)
 					     "sandbox.install_timeout=120s", NULL};
 		settings_for(&s, inst, extra);
 	}
-	sbx_manager_new(&s, engine, &m, &err);
+	m = manager(&s, engine);
 	r = sbx_sandbox_create(m, "alice", "pkgs", &sb, &err);
 	if (!tap_ok(r == 0, "create a sandbox with host networking (%s)", err.msg))
 		goto out;
@@ -1059,29 +1023,30 @@ static void test_upload_artifacts(sbx_manager *m, sbx_sandbox *sb, const char *u
 	int64_t size = -1;
 	size_t blen = 100000;
 	unsigned char *blob = malloc(blen);
-	int r;
+	int r, setup = 0;
 
 	srand(7);
 	for (size_t i = 0; i < blen; i++)
 		blob[i] = (unsigned char)rand();
 	snprintf(path, sizeof(path), "%s/data.txt", up);
-	write_file(path, "hello upload\n", 13);
+	setup |= write_file(path, "hello upload\n", 13);
 	snprintf(path, sizeof(path), "%s/sub", up);
-	mkdir(path, 0755);
+	setup |= mkdir(path, 0755);
 	snprintf(path, sizeof(path), "%s/sub/blob.bin", up);
-	write_file(path, blob, blen);
+	setup |= write_file(path, blob, blen);
 	snprintf(path, sizeof(path), "%s/secret.txt", outside);
-	write_file(path, "secret\n", 7);
+	setup |= write_file(path, "secret\n", 7);
 	snprintf(target, sizeof(target), "%s/secret.txt", outside);
 	snprintf(path, sizeof(path), "%s/link.txt", up);
-	if (symlink(target, path) < 0)
-		tap_diag("symlink failed");
+	setup |= symlink(target, path);
 	{
 		char *big = calloc(1, 2 << 20);
 		snprintf(path, sizeof(path), "%s/big.bin", up);
-		write_file(path, big, 2 << 20);
+		setup |= big ? write_file(path, big, 2 << 20) : -1;
 		free(big);
 	}
+	tap_ok(setup == 0, "the upload folder holds a file, a subfolder, a symlink out and a "
+			   "big file");
 
 	r = sbx_sandbox_upload(m, sb, "data.txt", NULL, &got, &size, &err);
 	tap_ok(r == 0, "upload a file of the upload folder (%s)", err.msg);
@@ -1320,7 +1285,7 @@ static void test_create_failures(void)
 
 	snprintf(inst, sizeof(inst), "%s-fail", instance);
 	settings_for(&s, inst, no_image);
-	sbx_manager_new(&s, engine, &m, &err);
+	m = manager(&s, engine);
 	r = sbx_sandbox_create(m, "alice", NULL, &sb, &err);
 	tap_is_int(r, -ENOENT, "create from a missing image: ENOENT");
 	tap_ok(strstr(err.msg, "sbx-no-such-image") && strstr(err.msg, "missing"),
@@ -1330,7 +1295,7 @@ static void test_create_failures(void)
 
 	sbx_error_clear(&err);
 	settings_for(&s, inst, no_net);
-	sbx_manager_new(&s, engine, &m, &err);
+	m = manager(&s, engine);
 	r = sbx_sandbox_create(m, "alice", NULL, &sb, &err);
 	tap_ok(r < 0 && !sb, "create on a missing network fails: %s", err.msg);
 	tap_is_int(count_instance(inst), 0, "and leaves no container behind");
@@ -1360,7 +1325,7 @@ static void test_recover_and_limit(void)
 	snprintf(inst, sizeof(inst), "%s-rec", instance);
 	settings_for(&s1, inst, keep);
 	settings_for(&s2, inst, NULL);
-	sbx_manager_new(&s1, engine, &m, &err);
+	m = manager(&s1, engine);
 	r = sbx_sandbox_create(m, "dave", "kept", &sb, &err);
 	tap_ok(r == 0, "create under max_sandboxes=1 (%s)", err.msg);
 	if (sb)
@@ -1377,7 +1342,7 @@ static void test_recover_and_limit(void)
 	m = sbx_manager_free(m);
 	tap_is_int(count_instance(inst), 1, "with remove_on_exit=false the container stays");
 
-	sbx_manager_new(&s2, engine, &m, &err);
+	m = manager(&s2, engine);
 	r = sbx_manager_recover(m, &err);
 	tap_is_int(r, 1, "recover adopts it (%s)", err.msg);
 	r = sbx_manager_recover(m, &err);
@@ -1421,7 +1386,6 @@ static void test_recover_and_limit(void)
 
 int main(int argc, char **argv)
 {
-	struct sbx_engine_config cfg = {0};
 	struct sbx_error err = SBX_ERROR_INIT;
 	struct sbx_settings s;
 	sbx_manager *m = NULL;
@@ -1430,21 +1394,7 @@ int main(int argc, char **argv)
 	char upload_dir[128], rm[128];
 	const char *const extra[] = {upload_dir, "sandbox.max_upload=1m", NULL};
 
-	if (argc < 3) {
-		fprintf(stderr, "usage: %s TYPE URL [IMAGE]\n", argv[0]);
-		return 2;
-	}
-	signal(SIGPIPE, SIG_IGN);
-	engine_type = cfg.type = argv[1];
-	cfg.url = argv[2];
-	image = argc > 3 ? argv[3] : "localhost/mcp-sandbox:latest";
-	snprintf(instance, sizeof(instance), "test-%s-%ld-%ld", argv[1], (long)getpid(),
-		 (long)time(NULL));
-	if (sbx_engine_open(&cfg, &engine, &err) < 0 || sbx_engine_ping(engine, &err) < 0) {
-		printf("Bail out! %s engine at %s: %s\n", argv[1], argv[2], err.msg);
-		return 1;
-	}
-
+	fixture_init(argc, argv, "test");
 	if (!mkdtemp(up) || !mkdtemp(outside))
 		tap_bail("mkdtemp");
 	snprintf(upload_dir, sizeof(upload_dir), "sandbox.upload_dir=%s", up);
@@ -1452,8 +1402,7 @@ int main(int argc, char **argv)
 	test_utf8();
 	test_spec_table();
 	settings_for(&s, instance, extra);
-	if (sbx_manager_new(&s, engine, &m, &err) < 0)
-		tap_bail(err.msg);
+	m = manager(&s, engine);
 	test_create_get_list(m, &a, &named);
 	test_shell(m, a);
 	test_python(m, named);
@@ -1480,9 +1429,8 @@ int main(int argc, char **argv)
 
 	tap_is_int(count_instance(instance), 0, "no container of this run is left");
 	sbx_settings_release(&s);
-	engine = sbx_engine_free(engine);
 	snprintf(rm, sizeof(rm), "rm -rf '%s' '%s'", up, outside);
 	if (system(rm) != 0)
 		tap_diag("could not remove %s and %s", up, outside);
-	return tap_done();
+	return fixture_end();
 }
