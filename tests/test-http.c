@@ -34,14 +34,34 @@
 #include "http-client.h"
 #include "tap.h"
 
+/* A NULL-terminated list of header lines, for request(). */
+#define HS(...) ((const char *const[]){__VA_ARGS__, NULL})
+
+/* Asserts that the reply REP_ (released here) has status CODE_ and a body
+ * that holds NEEDLE_. */
+#define expect_body(rep_, code_, needle_, ...)                                                     \
+	do {                                                                                       \
+		struct reply _r = (rep_);                                                          \
+		if (!tap_ok(_r.status == (code_) && _r.body.data &&                                \
+				strstr(_r.body.data, (needle_)),                                   \
+			    __VA_ARGS__))                                                          \
+			tap_diag("  got %ld: %s", _r.status, _r.body.data ? _r.body.data : "");    \
+		reply_release(&_r);                                                                \
+	} while (0)
+
+/* Asserts that the reply REP_ (released here) has status CODE_. */
+#define expect_status(rep_, code_, ...)                                                            \
+	do {                                                                                       \
+		struct reply _r = (rep_);                                                          \
+		tap_is_int(_r.status, (code_), __VA_ARGS__);                                       \
+		reply_release(&_r);                                                                \
+	} while (0)
+
 static void test_basics(void)
 {
 	struct reply r;
 
-	r = request("GET", "/health", NULL, NULL);
-	tap_ok(r.status == 200 && r.body.data && strstr(r.body.data, "\"ok\""),
-	       "GET /health -> 200 ok");
-	reply_release(&r);
+	expect_body(request("GET", "/health", NULL, NULL), 200, "\"ok\"", "GET /health -> 200 ok");
 	/* the engine socket here does not exist: not ready, and why */
 	r = request("GET", "/ready", NULL, NULL);
 	tap_is_int(r.status, 503, "GET /ready without an engine -> 503");
@@ -52,47 +72,32 @@ static void test_basics(void)
 	       r.body.data ? r.body.data : "");
 	tap_is_str(header_of(&r, "Retry-After"), "5", "... with Retry-After");
 	reply_release(&r);
-	r = request("POST", "/ready", NULL, "x");
-	tap_is_int(r.status, 405, "POST /ready -> 405");
-	reply_release(&r);
-	r = request("GET", "/nope", NULL, NULL);
-	tap_is_int(r.status, 404, "an unknown path -> 404");
-	reply_release(&r);
+	expect_status(request("POST", "/ready", NULL, "x"), 405, "POST /ready -> 405");
+	expect_status(request("GET", "/nope", NULL, NULL), 404, "an unknown path -> 404");
 
 	r = request("PUT", "/mcp", NULL, "x");
 	tap_is_int(r.status, 405, "PUT /mcp -> 405");
 	tap_is_str(header_of(&r, "Allow"), "GET, POST, DELETE", "... with Allow");
 	reply_release(&r);
-	r = request("GET", "/mcp", (const char *const[]){"Accept: text/event-stream", NULL}, NULL);
-	tap_is_int(r.status, 405, "GET /mcp -> 405 (no server stream)");
-	reply_release(&r);
+	expect_status(request("GET", "/mcp", HS("Accept: text/event-stream"), NULL), 405,
+		      "GET /mcp -> 405 (no server stream)");
 
-	{
-		const char *const hs[] = {"Host: evil.example", ACCEPT_BOTH, CT_JSON, NULL};
-		r = request("POST", "/mcp", hs, init_body);
-		tap_is_int(r.status, 403, "a foreign Host -> 403");
-		reply_release(&r);
-	}
-	{
-		const char *const hs[] = {"Host: localhost:1", ACCEPT_BOTH, CT_JSON, NULL};
-		r = request("POST", "/mcp", hs, init_body);
-		tap_is_int(r.status, 403, "localhost on another port -> 403");
-		reply_release(&r);
-	}
+	expect_status(
+	    request("POST", "/mcp", HS("Host: evil.example", ACCEPT_BOTH, CT_JSON), init_body), 403,
+	    "a foreign Host -> 403");
+	expect_status(
+	    request("POST", "/mcp", HS("Host: localhost:1", ACCEPT_BOTH, CT_JSON), init_body), 403,
+	    "localhost on another port -> 403");
 	{
 		char host[64];
 		snprintf(host, sizeof(host), "Host: localhost:%u", http_target.port);
 		const char *const hs[] = {host, ACCEPT_BOTH, CT_JSON, NULL};
-		r = request("POST", "/mcp", hs, init_body);
-		tap_is_int(r.status, 200, "Host localhost:PORT is fine");
-		reply_release(&r);
+		expect_status(request("POST", "/mcp", hs, init_body), 200,
+			      "Host localhost:PORT is fine");
 	}
-	r = mcp_post(NULL, "Origin: http://evil.example", init_body);
-	tap_is_int(r.status, 403, "a foreign Origin -> 403");
-	reply_release(&r);
-	r = mcp_post(NULL, "Origin: null", init_body);
-	tap_is_int(r.status, 403, "Origin null -> 403");
-	reply_release(&r);
+	expect_status(mcp_post(NULL, "Origin: http://evil.example", init_body), 403,
+		      "a foreign Origin -> 403");
+	expect_status(mcp_post(NULL, "Origin: null", init_body), 403, "Origin null -> 403");
 	r = mcp_post(NULL, "Origin: http://localhost:5173", init_body);
 	tap_ok(r.status == 200 && header_of(&r, "Access-Control-Expose-Headers") &&
 		   strstr(header_of(&r, "Access-Control-Expose-Headers"), "Mcp-Session-Id"),
@@ -100,9 +105,8 @@ static void test_basics(void)
 	tap_is_str(header_of(&r, "Access-Control-Allow-Origin"), "http://localhost:5173",
 		   "... Access-Control-Allow-Origin echoes it");
 	reply_release(&r);
-	r = mcp_post(NULL, "Origin: https://app.example", init_body);
-	tap_is_int(r.status, 200, "an Origin from server.allowed_origins is fine");
-	reply_release(&r);
+	expect_status(mcp_post(NULL, "Origin: https://app.example", init_body), 200,
+		      "an Origin from server.allowed_origins is fine");
 	{
 		const char *const hs[] = {"Origin: https://app.example",
 					  "Access-Control-Request-Method: POST", NULL};
@@ -113,22 +117,13 @@ static void test_basics(void)
 		reply_release(&r);
 	}
 
-	{
-		const char *const hs[] = {"Accept: application/json", CT_JSON, NULL};
-		r = request("POST", "/mcp", hs, init_body);
-		tap_is_int(r.status, 406, "Accept without text/event-stream -> 406");
-		reply_release(&r);
-	}
-	{
-		const char *const hs[] = {ACCEPT_BOTH, "Content-Type: text/plain", NULL};
-		r = request("POST", "/mcp", hs, init_body);
-		tap_is_int(r.status, 415, "Content-Type text/plain -> 415");
-		reply_release(&r);
-	}
-	r = mcp_post(NULL, NULL, "{\"jsonrpc\":");
-	tap_ok(r.status == 400 && r.body.data && strstr(r.body.data, "-32700"),
-	       "bad JSON -> 400 with -32700");
-	reply_release(&r);
+	expect_status(request("POST", "/mcp", HS("Accept: application/json", CT_JSON), init_body),
+		      406, "Accept without text/event-stream -> 406");
+	expect_status(
+	    request("POST", "/mcp", HS(ACCEPT_BOTH, "Content-Type: text/plain"), init_body), 415,
+	    "Content-Type text/plain -> 415");
+	expect_body(mcp_post(NULL, NULL, "{\"jsonrpc\":"), 400, "-32700",
+		    "bad JSON -> 400 with -32700");
 	{
 		size_t n = 64 * 1024;
 		char *big = malloc(n + 1);
@@ -138,9 +133,7 @@ static void test_basics(void)
 		big[0] = '[';
 		big[n - 1] = ']';
 		big[n] = '\0';
-		r = mcp_post(NULL, NULL, big);
-		tap_is_int(r.status, 413, "a body over server.max_body -> 413");
-		reply_release(&r);
+		expect_status(mcp_post(NULL, NULL, big), 413, "a body over server.max_body -> 413");
 		free(big);
 	}
 }
@@ -148,53 +141,29 @@ static void test_basics(void)
 /* The checks of POST /mcp come in the order of docs/mcp.md. */
 static void test_order(void)
 {
-	struct reply r;
-
-	{
-		const char *const hs[] = {"Host: evil.example", NULL};
-		r = request("PUT", "/mcp", hs, "x");
-		tap_is_int(r.status, 405, "order: 405 before 403");
-		reply_release(&r);
-	}
-	{
-		const char *const hs[] = {"Origin: http://evil.example", "Accept: text/html",
-					  "Content-Type: text/plain", NULL};
-		r = request("POST", "/mcp", hs, "{");
-		tap_is_int(r.status, 403, "order: 403 before 406");
-		reply_release(&r);
-	}
-	{
-		const char *const hs[] = {"Accept: text/html", "Content-Type: text/plain", NULL};
-		r = request("POST", "/mcp", hs, "{");
-		tap_is_int(r.status, 406, "order: 406 before 415");
-		reply_release(&r);
-	}
-	{
-		const char *const hs[] = {ACCEPT_BOTH, "Content-Type: text/plain", NULL};
-		r = request("POST", "/mcp", hs, "{");
-		tap_is_int(r.status, 415, "order: 415 before 400");
-		reply_release(&r);
-	}
-	{
-		const char *const hs[] = {"Accept: */*",
-					  "Content-Type: application/json; charset=utf-8", NULL};
-		r = request("POST", "/mcp", hs, init_body);
-		tap_is_int(r.status, 200, "Accept */* and a charset parameter are fine");
-		reply_release(&r);
-	}
-	{
-		const char *const hs[] = {"Origin: http://evil.example",
-					  "Access-Control-Request-Method: POST", NULL};
-		r = request("OPTIONS", "/mcp", hs, NULL);
-		tap_is_int(r.status, 403, "CORS preflight from a foreign origin -> 403");
-		reply_release(&r);
-	}
-	r = request("GET", "/messages?session_id=x", NULL, NULL);
-	tap_is_int(r.status, 405, "GET /messages -> 405");
-	reply_release(&r);
-	r = request("POST", "/sse", (const char *const[]){CT_JSON, NULL}, ping_body);
-	tap_is_int(r.status, 405, "POST /sse -> 405");
-	reply_release(&r);
+	expect_status(request("PUT", "/mcp", HS("Host: evil.example"), "x"), 405,
+		      "order: 405 before 403");
+	expect_status(request("POST", "/mcp",
+			      HS("Origin: http://evil.example", "Accept: text/html",
+				 "Content-Type: text/plain"),
+			      "{"),
+		      403, "order: 403 before 406");
+	expect_status(
+	    request("POST", "/mcp", HS("Accept: text/html", "Content-Type: text/plain"), "{"), 406,
+	    "order: 406 before 415");
+	expect_status(request("POST", "/mcp", HS(ACCEPT_BOTH, "Content-Type: text/plain"), "{"),
+		      415, "order: 415 before 400");
+	expect_status(request("POST", "/mcp",
+			      HS("Accept: */*", "Content-Type: application/json; charset=utf-8"),
+			      init_body),
+		      200, "Accept */* and a charset parameter are fine");
+	expect_status(
+	    request("OPTIONS", "/mcp",
+		    HS("Origin: http://evil.example", "Access-Control-Request-Method: POST"), NULL),
+	    403, "CORS preflight from a foreign origin -> 403");
+	expect_status(request("GET", "/messages?session_id=x", NULL, NULL), 405,
+		      "GET /messages -> 405");
+	expect_status(request("POST", "/sse", HS(CT_JSON), ping_body), 405, "POST /sse -> 405");
 }
 
 static void test_batch_http(void)
@@ -233,14 +202,10 @@ static void test_sessions(void)
 	tap_ok(id && id2 && strcmp(id, id2) != 0, "two sessions have different ids");
 	free(id2);
 
-	r = mcp_post(NULL, NULL, ping_body);
-	tap_ok(r.status == 400 && r.body.data && strstr(r.body.data, "\"error\""),
-	       "a request without Mcp-Session-Id -> 400");
-	reply_release(&r);
-	r = mcp_post("0123456789abcdef0123456789abcdef", NULL, ping_body);
-	tap_ok(r.status == 404 && r.body.data && strstr(r.body.data, "-32001"),
-	       "an unknown session -> 404 with -32001");
-	reply_release(&r);
+	expect_body(mcp_post(NULL, NULL, ping_body), 400, "\"error\"",
+		    "a request without Mcp-Session-Id -> 400");
+	expect_body(mcp_post("0123456789abcdef0123456789abcdef", NULL, ping_body), 404, "-32001",
+		    "an unknown session -> 404 with -32001");
 	r = mcp_post(id, NULL, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}");
 	tap_ok(r.status == 202 && r.body.len == 0, "a notification -> 202, empty");
 	reply_release(&r);
@@ -250,39 +215,27 @@ static void test_sessions(void)
 		   strncmp(header_of(&r, "Content-Type"), "application/json", 16) == 0,
 	       "ping on the session -> 200 application/json {}");
 	reply_release(&r);
-	r = mcp_post(id, "MCP-Protocol-Version: 2025-06-18", ping_body);
-	tap_is_int(r.status, 200, "a supported MCP-Protocol-Version is fine");
-	reply_release(&r);
-	r = mcp_post(id, "MCP-Protocol-Version: 1999-01-01", ping_body);
-	tap_is_int(r.status, 400, "an unsupported MCP-Protocol-Version -> 400");
-	reply_release(&r);
-	r = mcp_post(id, NULL, init_body);
-	tap_ok(r.status == 200 && r.body.data && strstr(r.body.data, "-32600"),
-	       "a second initialize on the session is a JSON-RPC error");
-	reply_release(&r);
-	r = mcp_post(id, NULL,
-		     "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":{"
-		     "\"name\":\"no_such_tool\",\"arguments\":{}}}");
-	tap_ok(r.status == 200 && r.body.data && strstr(r.body.data, "-32602"),
-	       "tools/call of an unknown tool -> -32602");
-	reply_release(&r);
+	expect_status(mcp_post(id, "MCP-Protocol-Version: 2025-06-18", ping_body), 200,
+		      "a supported MCP-Protocol-Version is fine");
+	expect_status(mcp_post(id, "MCP-Protocol-Version: 1999-01-01", ping_body), 400,
+		      "an unsupported MCP-Protocol-Version -> 400");
+	expect_body(mcp_post(id, NULL, init_body), 200, "-32600",
+		    "a second initialize on the session is a JSON-RPC error");
+	expect_body(mcp_post(id, NULL,
+			     "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":{"
+			     "\"name\":\"no_such_tool\",\"arguments\":{}}}"),
+		    200, "-32602", "tools/call of an unknown tool -> -32602");
 	{
 		char sh[128];
 		snprintf(sh, sizeof(sh), "Mcp-Session-Id: %s", id ? id : "x");
 		const char *const hs[] = {sh, NULL};
-		r = request("DELETE", "/mcp", hs, NULL);
-		tap_is_int(r.status, 200, "DELETE the session -> 200");
-		reply_release(&r);
-		r = request("DELETE", "/mcp", hs, NULL);
-		tap_is_int(r.status, 404, "DELETE it again -> 404");
-		reply_release(&r);
-		r = request("DELETE", "/mcp", NULL, NULL);
-		tap_is_int(r.status, 400, "DELETE without a session -> 400");
-		reply_release(&r);
+		expect_status(request("DELETE", "/mcp", hs, NULL), 200,
+			      "DELETE the session -> 200");
+		expect_status(request("DELETE", "/mcp", hs, NULL), 404, "DELETE it again -> 404");
+		expect_status(request("DELETE", "/mcp", NULL, NULL), 400,
+			      "DELETE without a session -> 400");
 	}
-	r = mcp_post(id, NULL, ping_body);
-	tap_is_int(r.status, 404, "a deleted session -> 404");
-	reply_release(&r);
+	expect_status(mcp_post(id, NULL, ping_body), 404, "a deleted session -> 404");
 	free(id);
 
 	r = mcp_post(NULL, NULL,
@@ -306,10 +259,7 @@ static void test_sse(void)
 	       "ping -> 202, the result on the stream");
 	reply_release(&r);
 
-	r = sse_post(id, "{\"jsonrpc\":");
-	tap_ok(r.status == 400 && r.body.data && strstr(r.body.data, "-32700"),
-	       "bad JSON -> 400 with -32700");
-	reply_release(&r);
+	expect_body(sse_post(id, "{\"jsonrpc\":"), 400, "-32700", "bad JSON -> 400 with -32700");
 	{
 		char path[128];
 		const char *const hs[] = {"Content-Type: text/plain", NULL};
@@ -320,21 +270,12 @@ static void test_sse(void)
 		       "... a JSON-RPC error that says why (%s)", r.body.data ? r.body.data : "");
 		reply_release(&r);
 	}
-	r = sse_post("0123456789abcdef0123456789abcdef", ping_body);
-	tap_is_int(r.status, 404, "an unknown session -> 404");
-	reply_release(&r);
-	{
-		const char *const hs[] = {CT_JSON, NULL};
-		r = request("POST", "/messages", hs, ping_body);
-		tap_is_int(r.status, 400, "no session_id -> 400");
-		reply_release(&r);
-	}
-	{
-		const char *const hs[] = {"Origin: http://evil.example", NULL};
-		r = request("GET", "/sse", hs, NULL);
-		tap_is_int(r.status, 403, "GET /sse from a foreign Origin -> 403");
-		reply_release(&r);
-	}
+	expect_status(sse_post("0123456789abcdef0123456789abcdef", ping_body), 404,
+		      "an unknown session -> 404");
+	expect_status(request("POST", "/messages", HS(CT_JSON), ping_body), 400,
+		      "no session_id -> 400");
+	expect_status(request("GET", "/sse", HS("Origin: http://evil.example"), NULL), 403,
+		      "GET /sse from a foreign Origin -> 403");
 
 	/* A POST held mid-body does not delay a ping on the same session. */
 	{
@@ -423,15 +364,12 @@ static int fake_tools_call(const struct sbx_tool_ctx *ctx, const char *name,
 static void cancel_on(const char *id, const char *request_id)
 {
 	char body[256];
-	struct reply r;
 
 	snprintf(body, sizeof(body),
 		 "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{"
 		 "\"requestId\":%s,\"reason\":\"test\"}}",
 		 request_id);
-	r = mcp_post(id, NULL, body);
-	tap_is_int(r.status, 202, "notifications/cancelled -> 202");
-	reply_release(&r);
+	expect_status(mcp_post(id, NULL, body), 202, "notifications/cancelled -> 202");
 }
 
 struct bg_post {
@@ -509,7 +447,6 @@ static void test_cancel_http(void)
 	char *id = mcp_initialize();
 	struct sbx_buf acc = SBX_BUF_INIT;
 	struct bg_post b = {0};
-	struct reply r;
 	int fd, cancels = slow_tool_cancels(), started;
 
 	started = slow_tool_started();
@@ -554,9 +491,7 @@ static void test_cancel_http(void)
 	slow_tool_wait_cancels(cancels + 1, 2000);
 	tap_is_int(slow_tool_cancels(), ++cancels, "... it was still running and is cancelled now");
 
-	r = mcp_post(id, NULL, ping_body);
-	tap_is_int(r.status, 200, "the session answers a ping afterwards");
-	reply_release(&r);
+	expect_status(mcp_post(id, NULL, ping_body), 200, "the session answers a ping afterwards");
 	free(id);
 }
 
@@ -621,26 +556,19 @@ static void test_cancel_sse(void)
 
 static void test_artifacts(void)
 {
-	struct reply r;
 
-	r = request("GET", "/artifacts/", NULL, NULL);
-	tap_is_int(r.status, 400, "/artifacts/ without a path -> 400");
-	reply_release(&r);
-	r = request("GET", "/artifacts/abc", NULL, NULL);
-	tap_is_int(r.status, 400, "/artifacts/ID without a file -> 400");
-	reply_release(&r);
-	r = request("GET", "/artifacts/abc/%zz.png", NULL, NULL);
-	tap_is_int(r.status, 400, "a bad escape -> 400");
-	reply_release(&r);
-	r = request("GET", "/artifacts/nosuchsandbox/plot.png", NULL, NULL);
-	tap_is_int(r.status, 404, "an unknown sandbox -> 404");
-	reply_release(&r);
-	r = request("HEAD", "/artifacts/nosuchsandbox/plot.png", NULL, NULL);
-	tap_is_int(r.status, 404, "HEAD of an unknown sandbox -> 404");
-	reply_release(&r);
-	r = request("POST", "/artifacts/nosuchsandbox/plot.png", NULL, "x");
-	tap_is_int(r.status, 405, "POST to an artifact -> 405");
-	reply_release(&r);
+	expect_status(request("GET", "/artifacts/", NULL, NULL), 400,
+		      "/artifacts/ without a path -> 400");
+	expect_status(request("GET", "/artifacts/abc", NULL, NULL), 400,
+		      "/artifacts/ID without a file -> 400");
+	expect_status(request("GET", "/artifacts/abc/%zz.png", NULL, NULL), 400,
+		      "a bad escape -> 400");
+	expect_status(request("GET", "/artifacts/nosuchsandbox/plot.png", NULL, NULL), 404,
+		      "an unknown sandbox -> 404");
+	expect_status(request("HEAD", "/artifacts/nosuchsandbox/plot.png", NULL, NULL), 404,
+		      "HEAD of an unknown sandbox -> 404");
+	expect_status(request("POST", "/artifacts/nosuchsandbox/plot.png", NULL, "x"), 405,
+		      "POST to an artifact -> 405");
 }
 
 static void test_mime(void)
@@ -752,12 +680,11 @@ static void test_cheap_while_busy(void)
 		   strstr(r.body.data, "execute_python_code"),
 	       "... tools/list -> the tools");
 	reply_release(&r);
-	r = mcp_post(id, NULL,
+	expect_body(
+	    mcp_post(id, NULL,
 		     "{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"logging/setLevel\",\"params\":{"
-		     "\"level\":\"info\"}}");
-	tap_ok(r.status == 200 && r.body.data && strstr(r.body.data, "\"id\":4,\"result\":{}"),
-	       "... logging/setLevel -> an empty result");
-	reply_release(&r);
+		     "\"level\":\"info\"}}"),
+	    200, "\"id\":4,\"result\":{}", "... logging/setLevel -> an empty result");
 	r = mcp_post(id, NULL, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}");
 	tap_ok(r.status == 202 && r.body.len == 0, "... a notification -> 202, no body");
 	reply_release(&r);
@@ -858,8 +785,7 @@ static void test_many_sse(sbx_mcp *mcp, sbx_manager *manager)
 		tap_skip(2, why);
 		return;
 	}
-	server_begin(&sv, mcp, manager, false,
-		     (const char *const[]){"server.max_connections=1000", NULL});
+	server_begin(&sv, mcp, manager, false, HS("server.max_connections=1000"));
 	/* Every request goes out first; then each stream is read. */
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (int i = 0; i < MANY_SSE; i++)
@@ -895,8 +821,7 @@ static void test_over_limit(sbx_mcp *mcp, sbx_manager *manager)
 	long status = 0;
 	int got = 0;
 
-	server_begin(&sv, mcp, manager, false,
-		     (const char *const[]){"server.max_connections=8", NULL});
+	server_begin(&sv, mcp, manager, false, HS("server.max_connections=8"));
 	for (int i = 0; i < 8; i++)
 		got += sse_open(&ss[i], SSE_ENDPOINT);
 	tap_is_int(got, 8, "server.max_connections=8: 8 SSE streams open");
@@ -942,7 +867,6 @@ static void test_over_limit(sbx_mcp *mcp, sbx_manager *manager)
 static void test_second_server(sbx_mcp *mcp, sbx_manager *manager)
 {
 	struct server sv;
-	struct reply r;
 	char *id;
 	bool v6;
 
@@ -955,36 +879,24 @@ static void test_second_server(sbx_mcp *mcp, sbx_manager *manager)
 			close(fd);
 	}
 	server_begin(&sv, mcp, manager, v6,
-		     (const char *const[]){"server.public_url=http://mcp.example:8080/",
-					   "server.session_timeout=1s", NULL});
+		     HS("server.public_url=http://mcp.example:8080/", "server.session_timeout=1s"));
 	tap_is_str(sbx_http_public_url(sv.h), "http://mcp.example:8080",
 		   "server.public_url is the public URL (without the trailing slash)");
-	r = request("GET", "/health", NULL, NULL);
-	tap_is_int(r.status, 200, "GET /health on %s", v6 ? "[::1]" : "127.0.0.1 (no IPv6 here)");
-	reply_release(&r);
-	{
-		const char *const hs[] = {"Host: mcp.example:8080",
-					  "Origin: http://mcp.example:8080", NULL};
-		r = request("GET", "/health", hs, NULL);
-		tap_is_int(r.status, 200, "the public URL's host and origin are allowed");
-		reply_release(&r);
-	}
-	{
-		const char *const hs[] = {"Host: mcp.example:9999", NULL};
-		r = request("GET", "/health", hs, NULL);
-		tap_is_int(r.status, 403, "... on another port they are not");
-		reply_release(&r);
-	}
+	expect_status(request("GET", "/health", NULL, NULL), 200, "GET /health on %s",
+		      v6 ? "[::1]" : "127.0.0.1 (no IPv6 here)");
+	expect_status(request("GET", "/health",
+			      HS("Host: mcp.example:8080", "Origin: http://mcp.example:8080"),
+			      NULL),
+		      200, "the public URL's host and origin are allowed");
+	expect_status(request("GET", "/health", HS("Host: mcp.example:9999"), NULL), 403,
+		      "... on another port they are not");
 
 	id = mcp_initialize();
 	tap_ok(id != NULL, "initialize on the second server");
-	r = mcp_post(id, NULL, ping_body);
-	tap_is_int(r.status, 200, "the session answers at once");
-	reply_release(&r);
+	expect_status(mcp_post(id, NULL, ping_body), 200, "the session answers at once");
 	usleep(1600 * 1000);
-	r = mcp_post(id, NULL, ping_body);
-	tap_is_int(r.status, 404, "after server.session_timeout idle it is gone (404)");
-	reply_release(&r);
+	expect_status(mcp_post(id, NULL, ping_body), 404,
+		      "after server.session_timeout idle it is gone (404)");
 	free(id);
 
 	{

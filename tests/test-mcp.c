@@ -72,6 +72,14 @@ static const char *path_str(struct json_object *o, const char *a, const char *b)
 	return json_object_get_string(v);
 }
 
+/* Asserts that TEXT on S is answered with error code CODE (0: a result). */
+#define expect_code(s_, text_, code_, ...)                                                         \
+	do {                                                                                       \
+		struct json_object *_o = run_json((s_), (text_));                                  \
+		tap_is_int(error_code(_o), (code_), __VA_ARGS__);                                  \
+		json_object_put(_o);                                                               \
+	} while (0)
+
 static sbx_mcp_session *new_session(void)
 {
 	struct sbx_error err = SBX_ERROR_INIT;
@@ -237,10 +245,10 @@ static void test_lifecycle(void)
 	json_object_put(o);
 	tap_is_str(sbx_mcp_session_version(s), "2025-06-18", "the session knows its version");
 
-	o = run_json(s, "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"initialize\",\"params\":{"
-			"\"protocolVersion\":\"2025-06-18\"}}");
-	tap_is_int(error_code(o), SBX_JSONRPC_INVALID_REQUEST, "a second initialize is an error");
-	json_object_put(o);
+	expect_code(s,
+		    "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"initialize\",\"params\":{"
+		    "\"protocolVersion\":\"2025-06-18\"}}",
+		    SBX_JSONRPC_INVALID_REQUEST, "a second initialize is an error");
 
 	reply = run_text(s, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}", &r);
 	tap_ok(r == 0 && reply == NULL, "notifications/initialized gets no reply");
@@ -257,14 +265,13 @@ static void test_lifecycle(void)
 	tap_ok(o && error_code(o) == 0 && json_object_object_get_ex(o, "result", NULL),
 	       "logging/setLevel warning -> {}");
 	json_object_put(o);
-	o = run_json(s, "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"logging/setLevel\",\"params\":"
-			"{\"level\":\"loud\"}}");
-	tap_is_int(error_code(o), SBX_JSONRPC_INVALID_PARAMS, "logging/setLevel loud -> -32602");
-	json_object_put(o);
+	expect_code(s,
+		    "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"logging/setLevel\",\"params\":"
+		    "{\"level\":\"loud\"}}",
+		    SBX_JSONRPC_INVALID_PARAMS, "logging/setLevel loud -> -32602");
 
-	o = run_json(s, "{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"resources/list\"}");
-	tap_is_int(error_code(o), SBX_JSONRPC_METHOD_NOT_FOUND, "an unknown method -> -32601");
-	json_object_put(o);
+	expect_code(s, "{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"resources/list\"}",
+		    SBX_JSONRPC_METHOD_NOT_FOUND, "an unknown method -> -32601");
 
 	o = run_json(s, "{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"tools/list\"}");
 	v = NULL;
@@ -272,18 +279,17 @@ static void test_lifecycle(void)
 		json_object_object_get_ex(v, "tools", &v);
 	tap_ok(v && json_object_is_type(v, json_type_array), "tools/list returns a tools array");
 	json_object_put(o);
-	o = run_json(s, "{\"jsonrpc\":\"2.0\",\"id\":10,\"method\":\"tools/list\",\"params\":{"
-			"\"cursor\":\"nope\"}}");
-	tap_is_int(error_code(o), SBX_JSONRPC_INVALID_PARAMS, "a bad cursor -> -32602");
-	json_object_put(o);
+	expect_code(s,
+		    "{\"jsonrpc\":\"2.0\",\"id\":10,\"method\":\"tools/list\",\"params\":{"
+		    "\"cursor\":\"nope\"}}",
+		    SBX_JSONRPC_INVALID_PARAMS, "a bad cursor -> -32602");
 
-	o = run_json(s, "{\"jsonrpc\":\"2.0\",\"id\":11,\"method\":\"tools/call\",\"params\":{"
-			"\"name\":\"no_such_tool\",\"arguments\":{}}}");
-	tap_is_int(error_code(o), SBX_JSONRPC_INVALID_PARAMS, "an unknown tool -> -32602");
-	json_object_put(o);
-	o = run_json(s, "{\"jsonrpc\":\"2.0\",\"id\":12,\"method\":\"tools/call\",\"params\":{}}");
-	tap_is_int(error_code(o), SBX_JSONRPC_INVALID_PARAMS, "tools/call without name -> -32602");
-	json_object_put(o);
+	expect_code(s,
+		    "{\"jsonrpc\":\"2.0\",\"id\":11,\"method\":\"tools/call\",\"params\":{"
+		    "\"name\":\"no_such_tool\",\"arguments\":{}}}",
+		    SBX_JSONRPC_INVALID_PARAMS, "an unknown tool -> -32602");
+	expect_code(s, "{\"jsonrpc\":\"2.0\",\"id\":12,\"method\":\"tools/call\",\"params\":{}}",
+		    SBX_JSONRPC_INVALID_PARAMS, "tools/call without name -> -32602");
 	o = run_json(s, "{\"jsonrpc\":\"2.0\",\"id\":13,\"method\":\"tools/call\",\"params\":{"
 			"\"name\":\"x\",\"arguments\":[1]}}");
 	tap_is_int(error_code(o), SBX_JSONRPC_INVALID_PARAMS,
