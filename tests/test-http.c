@@ -12,17 +12,14 @@
  * client's session let go of within 2 s.
  */
 #include <errno.h>
-#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <netinet/in.h>
-#include <arpa/inet.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -34,130 +31,37 @@
 #include "sbx/http.h"
 #include "sbx/mcp.h"
 #include "sbx/sandbox.h"
+#include "http-client.h"
 #include "tap.h"
 
-static uint16_t port;
-static char base[64];
+/* A NULL-terminated list of header lines, for request(). */
+#define HS(...) ((const char *const[]){__VA_ARGS__, NULL})
 
-struct reply {
-	long status;
-	struct sbx_buf headers;
-	struct sbx_buf body;
-};
+/* Asserts that the reply REP_ (released here) has status CODE_ and a body
+ * that holds NEEDLE_. */
+#define expect_body(rep_, code_, needle_, ...)                                                     \
+	do {                                                                                       \
+		struct reply _r = (rep_);                                                          \
+		if (!tap_ok(_r.status == (code_) && _r.body.data &&                                \
+				strstr(_r.body.data, (needle_)),                                   \
+			    __VA_ARGS__))                                                          \
+			tap_diag("  got %ld: %s", _r.status, _r.body.data ? _r.body.data : "");    \
+		reply_release(&_r);                                                                \
+	} while (0)
 
-static size_t collect(char *p, size_t size, size_t n, void *ud)
-{
-	return sbx_buf_append(ud, p, size * n) < 0 ? 0 : size * n;
-}
-
-static void reply_release(struct reply *r)
-{
-	sbx_buf_release(&r->headers);
-	sbx_buf_release(&r->body);
-}
-
-/* The value of response header NAME (a per-thread buffer), or NULL. */
-static const char *header_of(const struct reply *r, const char *name)
-{
-	static __thread char val[256];
-	size_t n = strlen(name);
-
-	for (const char *p = r->headers.data; p && *p;) {
-		const char *e = strstr(p, "\r\n");
-		if (!e)
-			break;
-		if ((size_t)(e - p) > n && strncasecmp(p, name, n) == 0 && p[n] == ':') {
-			const char *v = p + n + 1;
-			while (*v == ' ')
-				v++;
-			snprintf(val, sizeof(val), "%.*s", (int)(e - v), v);
-			return val;
-		}
-		p = e + 2;
-	}
-	return NULL;
-}
-
-/* One request. HEADERS: NULL-terminated "Name: value" lines. */
-static struct reply request(const char *method, const char *path, const char *const *headers,
-			    const char *body)
-{
-	struct reply r = {0};
-	struct curl_slist *h = NULL;
-	char url[512];
-	CURL *c = curl_easy_init();
-
-	if (!c)
-		tap_bail("curl_easy_init");
-	snprintf(url, sizeof(url), "%s%s", base, path);
-	curl_easy_setopt(c, CURLOPT_URL, url);
-	curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
-	if (strcmp(method, "HEAD") == 0)
-		curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
-	for (size_t i = 0; headers && headers[i]; i++)
-		h = curl_slist_append(h, headers[i]);
-	h = curl_slist_append(h, "Expect:");
-	curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-	if (body) {
-		curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
-		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
-	}
-	curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, collect);
-	curl_easy_setopt(c, CURLOPT_HEADERDATA, &r.headers);
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, collect);
-	curl_easy_setopt(c, CURLOPT_WRITEDATA, &r.body);
-	curl_easy_setopt(c, CURLOPT_TIMEOUT, 20L);
-	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-	if (curl_easy_perform(c) == CURLE_OK)
-		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r.status);
-	curl_slist_free_all(h);
-	curl_easy_cleanup(c);
-	return r;
-}
-
-#define ACCEPT_BOTH "Accept: application/json, text/event-stream"
-#define CT_JSON "Content-Type: application/json"
-
-static const char init_body[] =
-    "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{\"protocolVersion\":"
-    "\"2025-06-18\",\"capabilities\":{},\"clientInfo\":{\"name\":\"t\",\"version\":\"1\"}}}";
-static const char ping_body[] = "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\"}";
-
-/* A POST to /mcp with the usual headers plus EXTRA (may be NULL). */
-static struct reply mcp_post(const char *session, const char *extra, const char *body)
-{
-	char sh[128];
-	const char *hs[5] = {ACCEPT_BOTH, CT_JSON, NULL, NULL, NULL};
-	size_t n = 2;
-
-	if (session) {
-		snprintf(sh, sizeof(sh), "Mcp-Session-Id: %s", session);
-		hs[n++] = sh;
-	}
-	if (extra)
-		hs[n++] = extra;
-	return request("POST", "/mcp", hs, body);
-}
-
-/* Initializes a Streamable HTTP session; its id (malloc'd) or NULL. */
-static char *mcp_initialize(void)
-{
-	struct reply r = mcp_post(NULL, NULL, init_body);
-	const char *id = r.status == 200 ? header_of(&r, "Mcp-Session-Id") : NULL;
-	char *copy = id ? strdup(id) : NULL;
-
-	reply_release(&r);
-	return copy;
-}
+/* Asserts that the reply REP_ (released here) has status CODE_. */
+#define expect_status(rep_, code_, ...)                                                            \
+	do {                                                                                       \
+		struct reply _r = (rep_);                                                          \
+		tap_is_int(_r.status, (code_), __VA_ARGS__);                                       \
+		reply_release(&_r);                                                                \
+	} while (0)
 
 static void test_basics(void)
 {
 	struct reply r;
 
-	r = request("GET", "/health", NULL, NULL);
-	tap_ok(r.status == 200 && r.body.data && strstr(r.body.data, "\"ok\""),
-	       "GET /health -> 200 ok");
-	reply_release(&r);
+	expect_body(request("GET", "/health", NULL, NULL), 200, "\"ok\"", "GET /health -> 200 ok");
 	/* the engine socket here does not exist: not ready, and why */
 	r = request("GET", "/ready", NULL, NULL);
 	tap_is_int(r.status, 503, "GET /ready without an engine -> 503");
@@ -168,47 +72,32 @@ static void test_basics(void)
 	       r.body.data ? r.body.data : "");
 	tap_is_str(header_of(&r, "Retry-After"), "5", "... with Retry-After");
 	reply_release(&r);
-	r = request("POST", "/ready", NULL, "x");
-	tap_is_int(r.status, 405, "POST /ready -> 405");
-	reply_release(&r);
-	r = request("GET", "/nope", NULL, NULL);
-	tap_is_int(r.status, 404, "an unknown path -> 404");
-	reply_release(&r);
+	expect_status(request("POST", "/ready", NULL, "x"), 405, "POST /ready -> 405");
+	expect_status(request("GET", "/nope", NULL, NULL), 404, "an unknown path -> 404");
 
 	r = request("PUT", "/mcp", NULL, "x");
 	tap_is_int(r.status, 405, "PUT /mcp -> 405");
 	tap_is_str(header_of(&r, "Allow"), "GET, POST, DELETE", "... with Allow");
 	reply_release(&r);
-	r = request("GET", "/mcp", (const char *const[]){"Accept: text/event-stream", NULL}, NULL);
-	tap_is_int(r.status, 405, "GET /mcp -> 405 (no server stream)");
-	reply_release(&r);
+	expect_status(request("GET", "/mcp", HS("Accept: text/event-stream"), NULL), 405,
+		      "GET /mcp -> 405 (no server stream)");
 
-	{
-		const char *const hs[] = {"Host: evil.example", ACCEPT_BOTH, CT_JSON, NULL};
-		r = request("POST", "/mcp", hs, init_body);
-		tap_is_int(r.status, 403, "a foreign Host -> 403");
-		reply_release(&r);
-	}
-	{
-		const char *const hs[] = {"Host: localhost:1", ACCEPT_BOTH, CT_JSON, NULL};
-		r = request("POST", "/mcp", hs, init_body);
-		tap_is_int(r.status, 403, "localhost on another port -> 403");
-		reply_release(&r);
-	}
+	expect_status(
+	    request("POST", "/mcp", HS("Host: evil.example", ACCEPT_BOTH, CT_JSON), init_body), 403,
+	    "a foreign Host -> 403");
+	expect_status(
+	    request("POST", "/mcp", HS("Host: localhost:1", ACCEPT_BOTH, CT_JSON), init_body), 403,
+	    "localhost on another port -> 403");
 	{
 		char host[64];
-		snprintf(host, sizeof(host), "Host: localhost:%u", port);
+		snprintf(host, sizeof(host), "Host: localhost:%u", http_target.port);
 		const char *const hs[] = {host, ACCEPT_BOTH, CT_JSON, NULL};
-		r = request("POST", "/mcp", hs, init_body);
-		tap_is_int(r.status, 200, "Host localhost:PORT is fine");
-		reply_release(&r);
+		expect_status(request("POST", "/mcp", hs, init_body), 200,
+			      "Host localhost:PORT is fine");
 	}
-	r = mcp_post(NULL, "Origin: http://evil.example", init_body);
-	tap_is_int(r.status, 403, "a foreign Origin -> 403");
-	reply_release(&r);
-	r = mcp_post(NULL, "Origin: null", init_body);
-	tap_is_int(r.status, 403, "Origin null -> 403");
-	reply_release(&r);
+	expect_status(mcp_post(NULL, "Origin: http://evil.example", init_body), 403,
+		      "a foreign Origin -> 403");
+	expect_status(mcp_post(NULL, "Origin: null", init_body), 403, "Origin null -> 403");
 	r = mcp_post(NULL, "Origin: http://localhost:5173", init_body);
 	tap_ok(r.status == 200 && header_of(&r, "Access-Control-Expose-Headers") &&
 		   strstr(header_of(&r, "Access-Control-Expose-Headers"), "Mcp-Session-Id"),
@@ -216,9 +105,8 @@ static void test_basics(void)
 	tap_is_str(header_of(&r, "Access-Control-Allow-Origin"), "http://localhost:5173",
 		   "... Access-Control-Allow-Origin echoes it");
 	reply_release(&r);
-	r = mcp_post(NULL, "Origin: https://app.example", init_body);
-	tap_is_int(r.status, 200, "an Origin from server.allowed_origins is fine");
-	reply_release(&r);
+	expect_status(mcp_post(NULL, "Origin: https://app.example", init_body), 200,
+		      "an Origin from server.allowed_origins is fine");
 	{
 		const char *const hs[] = {"Origin: https://app.example",
 					  "Access-Control-Request-Method: POST", NULL};
@@ -229,22 +117,13 @@ static void test_basics(void)
 		reply_release(&r);
 	}
 
-	{
-		const char *const hs[] = {"Accept: application/json", CT_JSON, NULL};
-		r = request("POST", "/mcp", hs, init_body);
-		tap_is_int(r.status, 406, "Accept without text/event-stream -> 406");
-		reply_release(&r);
-	}
-	{
-		const char *const hs[] = {ACCEPT_BOTH, "Content-Type: text/plain", NULL};
-		r = request("POST", "/mcp", hs, init_body);
-		tap_is_int(r.status, 415, "Content-Type text/plain -> 415");
-		reply_release(&r);
-	}
-	r = mcp_post(NULL, NULL, "{\"jsonrpc\":");
-	tap_ok(r.status == 400 && r.body.data && strstr(r.body.data, "-32700"),
-	       "bad JSON -> 400 with -32700");
-	reply_release(&r);
+	expect_status(request("POST", "/mcp", HS("Accept: application/json", CT_JSON), init_body),
+		      406, "Accept without text/event-stream -> 406");
+	expect_status(
+	    request("POST", "/mcp", HS(ACCEPT_BOTH, "Content-Type: text/plain"), init_body), 415,
+	    "Content-Type text/plain -> 415");
+	expect_body(mcp_post(NULL, NULL, "{\"jsonrpc\":"), 400, "-32700",
+		    "bad JSON -> 400 with -32700");
 	{
 		size_t n = 64 * 1024;
 		char *big = malloc(n + 1);
@@ -254,9 +133,7 @@ static void test_basics(void)
 		big[0] = '[';
 		big[n - 1] = ']';
 		big[n] = '\0';
-		r = mcp_post(NULL, NULL, big);
-		tap_is_int(r.status, 413, "a body over server.max_body -> 413");
-		reply_release(&r);
+		expect_status(mcp_post(NULL, NULL, big), 413, "a body over server.max_body -> 413");
 		free(big);
 	}
 }
@@ -264,53 +141,29 @@ static void test_basics(void)
 /* The checks of POST /mcp come in the order of docs/mcp.md. */
 static void test_order(void)
 {
-	struct reply r;
-
-	{
-		const char *const hs[] = {"Host: evil.example", NULL};
-		r = request("PUT", "/mcp", hs, "x");
-		tap_is_int(r.status, 405, "order: 405 before 403");
-		reply_release(&r);
-	}
-	{
-		const char *const hs[] = {"Origin: http://evil.example", "Accept: text/html",
-					  "Content-Type: text/plain", NULL};
-		r = request("POST", "/mcp", hs, "{");
-		tap_is_int(r.status, 403, "order: 403 before 406");
-		reply_release(&r);
-	}
-	{
-		const char *const hs[] = {"Accept: text/html", "Content-Type: text/plain", NULL};
-		r = request("POST", "/mcp", hs, "{");
-		tap_is_int(r.status, 406, "order: 406 before 415");
-		reply_release(&r);
-	}
-	{
-		const char *const hs[] = {ACCEPT_BOTH, "Content-Type: text/plain", NULL};
-		r = request("POST", "/mcp", hs, "{");
-		tap_is_int(r.status, 415, "order: 415 before 400");
-		reply_release(&r);
-	}
-	{
-		const char *const hs[] = {"Accept: */*",
-					  "Content-Type: application/json; charset=utf-8", NULL};
-		r = request("POST", "/mcp", hs, init_body);
-		tap_is_int(r.status, 200, "Accept */* and a charset parameter are fine");
-		reply_release(&r);
-	}
-	{
-		const char *const hs[] = {"Origin: http://evil.example",
-					  "Access-Control-Request-Method: POST", NULL};
-		r = request("OPTIONS", "/mcp", hs, NULL);
-		tap_is_int(r.status, 403, "CORS preflight from a foreign origin -> 403");
-		reply_release(&r);
-	}
-	r = request("GET", "/messages?session_id=x", NULL, NULL);
-	tap_is_int(r.status, 405, "GET /messages -> 405");
-	reply_release(&r);
-	r = request("POST", "/sse", (const char *const[]){CT_JSON, NULL}, ping_body);
-	tap_is_int(r.status, 405, "POST /sse -> 405");
-	reply_release(&r);
+	expect_status(request("PUT", "/mcp", HS("Host: evil.example"), "x"), 405,
+		      "order: 405 before 403");
+	expect_status(request("POST", "/mcp",
+			      HS("Origin: http://evil.example", "Accept: text/html",
+				 "Content-Type: text/plain"),
+			      "{"),
+		      403, "order: 403 before 406");
+	expect_status(
+	    request("POST", "/mcp", HS("Accept: text/html", "Content-Type: text/plain"), "{"), 406,
+	    "order: 406 before 415");
+	expect_status(request("POST", "/mcp", HS(ACCEPT_BOTH, "Content-Type: text/plain"), "{"),
+		      415, "order: 415 before 400");
+	expect_status(request("POST", "/mcp",
+			      HS("Accept: */*", "Content-Type: application/json; charset=utf-8"),
+			      init_body),
+		      200, "Accept */* and a charset parameter are fine");
+	expect_status(
+	    request("OPTIONS", "/mcp",
+		    HS("Origin: http://evil.example", "Access-Control-Request-Method: POST"), NULL),
+	    403, "CORS preflight from a foreign origin -> 403");
+	expect_status(request("GET", "/messages?session_id=x", NULL, NULL), 405,
+		      "GET /messages -> 405");
+	expect_status(request("POST", "/sse", HS(CT_JSON), ping_body), 405, "POST /sse -> 405");
 }
 
 static void test_batch_http(void)
@@ -349,14 +202,10 @@ static void test_sessions(void)
 	tap_ok(id && id2 && strcmp(id, id2) != 0, "two sessions have different ids");
 	free(id2);
 
-	r = mcp_post(NULL, NULL, ping_body);
-	tap_ok(r.status == 400 && r.body.data && strstr(r.body.data, "\"error\""),
-	       "a request without Mcp-Session-Id -> 400");
-	reply_release(&r);
-	r = mcp_post("0123456789abcdef0123456789abcdef", NULL, ping_body);
-	tap_ok(r.status == 404 && r.body.data && strstr(r.body.data, "-32001"),
-	       "an unknown session -> 404 with -32001");
-	reply_release(&r);
+	expect_body(mcp_post(NULL, NULL, ping_body), 400, "\"error\"",
+		    "a request without Mcp-Session-Id -> 400");
+	expect_body(mcp_post("0123456789abcdef0123456789abcdef", NULL, ping_body), 404, "-32001",
+		    "an unknown session -> 404 with -32001");
 	r = mcp_post(id, NULL, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}");
 	tap_ok(r.status == 202 && r.body.len == 0, "a notification -> 202, empty");
 	reply_release(&r);
@@ -366,39 +215,27 @@ static void test_sessions(void)
 		   strncmp(header_of(&r, "Content-Type"), "application/json", 16) == 0,
 	       "ping on the session -> 200 application/json {}");
 	reply_release(&r);
-	r = mcp_post(id, "MCP-Protocol-Version: 2025-06-18", ping_body);
-	tap_is_int(r.status, 200, "a supported MCP-Protocol-Version is fine");
-	reply_release(&r);
-	r = mcp_post(id, "MCP-Protocol-Version: 1999-01-01", ping_body);
-	tap_is_int(r.status, 400, "an unsupported MCP-Protocol-Version -> 400");
-	reply_release(&r);
-	r = mcp_post(id, NULL, init_body);
-	tap_ok(r.status == 200 && r.body.data && strstr(r.body.data, "-32600"),
-	       "a second initialize on the session is a JSON-RPC error");
-	reply_release(&r);
-	r = mcp_post(id, NULL,
-		     "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":{"
-		     "\"name\":\"no_such_tool\",\"arguments\":{}}}");
-	tap_ok(r.status == 200 && r.body.data && strstr(r.body.data, "-32602"),
-	       "tools/call of an unknown tool -> -32602");
-	reply_release(&r);
+	expect_status(mcp_post(id, "MCP-Protocol-Version: 2025-06-18", ping_body), 200,
+		      "a supported MCP-Protocol-Version is fine");
+	expect_status(mcp_post(id, "MCP-Protocol-Version: 1999-01-01", ping_body), 400,
+		      "an unsupported MCP-Protocol-Version -> 400");
+	expect_body(mcp_post(id, NULL, init_body), 200, "-32600",
+		    "a second initialize on the session is a JSON-RPC error");
+	expect_body(mcp_post(id, NULL,
+			     "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":{"
+			     "\"name\":\"no_such_tool\",\"arguments\":{}}}"),
+		    200, "-32602", "tools/call of an unknown tool -> -32602");
 	{
 		char sh[128];
 		snprintf(sh, sizeof(sh), "Mcp-Session-Id: %s", id ? id : "x");
 		const char *const hs[] = {sh, NULL};
-		r = request("DELETE", "/mcp", hs, NULL);
-		tap_is_int(r.status, 200, "DELETE the session -> 200");
-		reply_release(&r);
-		r = request("DELETE", "/mcp", hs, NULL);
-		tap_is_int(r.status, 404, "DELETE it again -> 404");
-		reply_release(&r);
-		r = request("DELETE", "/mcp", NULL, NULL);
-		tap_is_int(r.status, 400, "DELETE without a session -> 400");
-		reply_release(&r);
+		expect_status(request("DELETE", "/mcp", hs, NULL), 200,
+			      "DELETE the session -> 200");
+		expect_status(request("DELETE", "/mcp", hs, NULL), 404, "DELETE it again -> 404");
+		expect_status(request("DELETE", "/mcp", NULL, NULL), 400,
+			      "DELETE without a session -> 400");
 	}
-	r = mcp_post(id, NULL, ping_body);
-	tap_is_int(r.status, 404, "a deleted session -> 404");
-	reply_release(&r);
+	expect_status(mcp_post(id, NULL, ping_body), 404, "a deleted session -> 404");
 	free(id);
 
 	r = mcp_post(NULL, NULL,
@@ -408,183 +245,48 @@ static void test_sessions(void)
 	reply_release(&r);
 }
 
-/* ---- raw sockets (SSE, held requests) ---- */
-
-static int connect_raw(void)
-{
-	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-	inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
-	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
-		tap_bail("connect");
-	return fd;
-}
-
-static void send_all(int fd, const char *s)
-{
-	size_t len = strlen(s);
-
-	while (len > 0) {
-		ssize_t n = send(fd, s, len, MSG_NOSIGNAL);
-		if (n <= 0)
-			tap_bail("send");
-		s += n;
-		len -= (size_t)n;
-	}
-}
-
-/* Reads from FD into ACC until NEEDLE appears or MS pass; true if found. */
-static bool read_until(int fd, struct sbx_buf *acc, const char *needle, int ms)
-{
-	struct timespec t0, t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	for (;;) {
-		struct pollfd p = {.fd = fd, .events = POLLIN};
-		char buf[4096];
-		long left;
-		ssize_t n;
-
-		if (acc->data && strstr(acc->data, needle))
-			return true;
-		clock_gettime(CLOCK_MONOTONIC, &t);
-		left = ms - ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000);
-		if (left <= 0 || poll(&p, 1, (int)left) <= 0)
-			return false;
-		n = recv(fd, buf, sizeof(buf), 0);
-		if (n <= 0)
-			return acc->data && strstr(acc->data, needle);
-		sbx_buf_append(acc, buf, (size_t)n);
-	}
-}
-
-static long elapsed_ms(const struct timespec *t0)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (t.tv_sec - t0->tv_sec) * 1000 + (t.tv_nsec - t0->tv_nsec) / 1000000;
-}
-
-/* True when the peer closes FD within MS (data before that is skipped). */
-static bool closed_within(int fd, int ms)
-{
-	struct timespec t0;
-
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	while (elapsed_ms(&t0) < ms) {
-		struct pollfd p = {.fd = fd, .events = POLLIN};
-		char buf[512];
-		if (poll(&p, 1, 100) > 0 && recv(fd, buf, sizeof(buf), 0) <= 0)
-			return true;
-	}
-	return false;
-}
-
-/* Opens GET /sse; returns the fd and fills the session id. */
-static int open_sse(char id[64], struct sbx_buf *acc)
-{
-	char req[256];
-	int fd = connect_raw();
-	const char *p;
-
-	snprintf(req, sizeof(req),
-		 "GET /sse HTTP/1.1\r\nHost: 127.0.0.1:%u\r\nAccept: text/event-stream\r\n\r\n",
-		 port);
-	send_all(fd, req);
-	id[0] = '\0';
-	if (!read_until(fd, acc, "\n\n", 5000) || !read_until(fd, acc, "session_id=", 5000))
-		return fd;
-	read_until(fd, acc, "\n\n", 5000);
-	p = strstr(acc->data, "event: endpoint\ndata: /messages?session_id=");
-	if (p) {
-		p += strlen("event: endpoint\ndata: /messages?session_id=");
-		size_t n = strspn(p, "0123456789abcdef");
-		snprintf(id, 64, "%.*s", (int)n, p);
-	}
-	return fd;
-}
-
-static struct reply sse_post(const char *id, const char *body)
-{
-	char path[128];
-	const char *const hs[] = {CT_JSON, NULL};
-
-	snprintf(path, sizeof(path), "/messages?session_id=%s", id);
-	return request("POST", path, hs, body);
-}
-
 static void test_sse(void)
 {
-	struct sbx_buf acc = SBX_BUF_INIT;
+	struct sse_session s = {0};
 	struct reply r;
-	char id[64];
-	int fd = open_sse(id, &acc);
+	const char *id = s.id;
 
-	tap_ok(acc.data && strstr(acc.data, "200 OK") &&
-		   strcasestr(acc.data, "Content-Type: text/event-stream") &&
-		   strcasestr(acc.data, "Cache-Control: no-cache"),
-	       "GET /sse -> 200 text/event-stream, no-cache");
-	tap_ok(strlen(id) == 32, "the first frame is the endpoint with a session id");
-
-	r = sse_post(id, init_body);
-	tap_is_int(r.status, 202, "POST initialize to the endpoint -> 202");
-	reply_release(&r);
-	tap_ok(read_until(fd, &acc, "links in the result.\"}}\n\n", 5000) &&
-		   strstr(acc.data, "\"protocolVersion\":\"2025-06-18\"") &&
-		   strstr(acc.data, "event: message\ndata: {"),
-	       "... and the reply arrives on the stream as event: message");
-	r = sse_post(id, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}");
-	tap_is_int(r.status, 202, "a notification -> 202");
-	reply_release(&r);
+	/* The setup, one assertion a step. */
+	for (int i = 0; i < SSE_STEPS; i++)
+		tap_ok(sse_step(&s, (enum sse_step)i), "%s", sse_step_what((enum sse_step)i));
 	r = sse_post(id, "{\"jsonrpc\":\"2.0\",\"id\":\"p-77\",\"method\":\"ping\"}");
-	tap_ok(r.status == 202 && read_until(fd, &acc, "\"id\":\"p-77\",\"result\":{}", 5000),
+	tap_ok(r.status == 202 && read_until(s.fd, &s.acc, "\"id\":\"p-77\",\"result\":{}", 5000),
 	       "ping -> 202, the result on the stream");
 	reply_release(&r);
 
-	r = sse_post(id, "{\"jsonrpc\":");
-	tap_ok(r.status == 400 && r.body.data && strstr(r.body.data, "-32700"),
-	       "bad JSON -> 400 with -32700");
-	reply_release(&r);
+	expect_body(sse_post(id, "{\"jsonrpc\":"), 400, "-32700", "bad JSON -> 400 with -32700");
 	{
 		char path[128];
 		const char *const hs[] = {"Content-Type: text/plain", NULL};
 		snprintf(path, sizeof(path), "/messages?session_id=%s", id);
 		r = request("POST", path, hs, ping_body);
-		tap_ok(r.status == 415 || r.status == 400, "wrong Content-Type -> 415");
+		tap_is_int(r.status, 415, "Content-Type text/plain on a known session -> 415");
+		tap_ok(r.body.data && strstr(r.body.data, "Unsupported Media Type"),
+		       "... a JSON-RPC error that says why (%s)", r.body.data ? r.body.data : "");
 		reply_release(&r);
 	}
-	r = sse_post("0123456789abcdef0123456789abcdef", ping_body);
-	tap_is_int(r.status, 404, "an unknown session -> 404");
-	reply_release(&r);
-	{
-		const char *const hs[] = {CT_JSON, NULL};
-		r = request("POST", "/messages", hs, ping_body);
-		tap_is_int(r.status, 400, "no session_id -> 400");
-		reply_release(&r);
-	}
-	{
-		const char *const hs[] = {"Origin: http://evil.example", NULL};
-		r = request("GET", "/sse", hs, NULL);
-		tap_is_int(r.status, 403, "GET /sse from a foreign Origin -> 403");
-		reply_release(&r);
-	}
+	expect_status(sse_post("0123456789abcdef0123456789abcdef", ping_body), 404,
+		      "an unknown session -> 404");
+	expect_status(request("POST", "/messages", HS(CT_JSON), ping_body), 400,
+		      "no session_id -> 400");
+	expect_status(request("GET", "/sse", HS("Origin: http://evil.example"), NULL), 403,
+		      "GET /sse from a foreign Origin -> 403");
 
 	/* A POST held mid-body does not delay a ping on the same session. */
 	{
-		char req[512];
+		char path[128];
 		struct timespec t0;
-		int held = connect_raw();
-		snprintf(
-		    req, sizeof(req),
-		    "POST /messages?session_id=%s HTTP/1.1\r\nHost: 127.0.0.1:%u\r\n"
-		    "Content-Type: application/json\r\nContent-Length: 200\r\n\r\n{\"jsonrpc\"",
-		    id, port);
-		send_all(held, req);
+		int held;
+		snprintf(path, sizeof(path), "/messages?session_id=%s", id);
+		held = raw_post(path, CT_JSON "\r\n", 200, "{\"jsonrpc\"");
 		clock_gettime(CLOCK_MONOTONIC, &t0);
 		r = sse_post(id, "{\"jsonrpc\":\"2.0\",\"id\":\"p-78\",\"method\":\"ping\"}");
-		tap_ok(r.status == 202 && read_until(fd, &acc, "\"id\":\"p-78\"", 3000) &&
+		tap_ok(r.status == 202 && read_until(s.fd, &s.acc, "\"id\":\"p-78\"", 3000) &&
 			   elapsed_ms(&t0) < 3000,
 		       "a request held mid-body does not delay a ping on the session (%ld ms)",
 		       elapsed_ms(&t0));
@@ -592,7 +294,7 @@ static void test_sse(void)
 		close(held);
 	}
 
-	close(fd);
+	sse_close(&s);
 	/* The session ends with its stream. */
 	{
 		struct timespec t0;
@@ -607,23 +309,15 @@ static void test_sse(void)
 		tap_is_int(r.status, 404, "after the stream closes the session is gone");
 		reply_release(&r);
 	}
-	sbx_buf_release(&acc);
 }
 
 static void test_held_streamable(void)
 {
 	char *id = mcp_initialize();
-	char req[512];
 	struct timespec t0;
 	struct reply r;
-	int held = connect_raw();
+	int held = raw_mcp_post(id ? id : "x", 300, "{\"jsonrpc\":\"2.0\",");
 
-	snprintf(req, sizeof(req),
-		 "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:%u\r\nAccept: application/json, "
-		 "text/event-stream\r\nContent-Type: application/json\r\nMcp-Session-Id: %s\r\n"
-		 "Content-Length: 300\r\n\r\n{\"jsonrpc\":\"2.0\",",
-		 port, id ? id : "x");
-	send_all(held, req);
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	r = mcp_post(id, NULL, ping_body);
 	tap_ok(r.status == 200 && elapsed_ms(&t0) < 3000,
@@ -637,15 +331,7 @@ static void test_held_streamable(void)
 /* ---- progress and cancellation ---- */
 
 static pthread_mutex_t fake_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t fake_cond = PTHREAD_COND_INITIALIZER;
-static int fake_started, fake_saw_cancel;
 static pid_t fake_progress_tid; /* the thread of the last "progress" call */
-
-static void sleep_ms(long ms)
-{
-	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-	nanosleep(&ts, NULL);
-}
 
 /* "progress" prints two chunks 100 ms apart; "slow" reports a start (when
  * asked for progress) and runs until cancelled, at most 5 s. */
@@ -666,17 +352,8 @@ static int fake_tools_call(const struct sbx_tool_ctx *ctx, const char *name,
 		sleep_ms(100);
 		sbx_progress_output(&p, "chunk-two\n", 10);
 	} else {
-		bool seen = false;
 		sbx_progress_step(&p, "slow started");
-		pthread_mutex_lock(&fake_lock);
-		fake_started++;
-		pthread_cond_broadcast(&fake_cond);
-		pthread_mutex_unlock(&fake_lock);
-		for (int i = 0; i < 1000 && !(seen = sbx_tools_cancelled(ctx)); i++)
-			sleep_ms(5);
-		pthread_mutex_lock(&fake_lock);
-		fake_saw_cancel += seen;
-		pthread_mutex_unlock(&fake_lock);
+		slow_tool_run(ctx);
 	}
 	sbx_progress_flush(&p, true);
 	sbx_progress_release(&p);
@@ -684,42 +361,15 @@ static int fake_tools_call(const struct sbx_tool_ctx *ctx, const char *name,
 	return *ret_result ? 0 : -ENOMEM;
 }
 
-/* Waits until N slow tools have started in all (5 s at most). */
-static bool wait_started(int n)
-{
-	struct timespec deadline;
-	bool ok;
-
-	clock_gettime(CLOCK_REALTIME, &deadline);
-	deadline.tv_sec += 5;
-	pthread_mutex_lock(&fake_lock);
-	while (fake_started < n && pthread_cond_timedwait(&fake_cond, &fake_lock, &deadline) == 0)
-		;
-	ok = fake_started >= n;
-	pthread_mutex_unlock(&fake_lock);
-	return ok;
-}
-
-static int saw_cancel(void)
-{
-	pthread_mutex_lock(&fake_lock);
-	int n = fake_saw_cancel;
-	pthread_mutex_unlock(&fake_lock);
-	return n;
-}
-
 static void cancel_on(const char *id, const char *request_id)
 {
 	char body[256];
-	struct reply r;
 
 	snprintf(body, sizeof(body),
 		 "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{"
 		 "\"requestId\":%s,\"reason\":\"test\"}}",
 		 request_id);
-	r = mcp_post(id, NULL, body);
-	tap_is_int(r.status, 202, "notifications/cancelled -> 202");
-	reply_release(&r);
+	expect_status(mcp_post(id, NULL, body), 202, "notifications/cancelled -> 202");
 }
 
 struct bg_post {
@@ -738,21 +388,6 @@ static void *bg_post_main(void *arg)
 	b->r = mcp_post(b->session, NULL, b->body);
 	b->ms = elapsed_ms(&t0);
 	return NULL;
-}
-
-/* Raw POST /mcp of BODY on session ID; the connection's fd. */
-static int raw_mcp_post(const char *id, const char *body)
-{
-	char req[1024];
-	int fd = connect_raw();
-
-	snprintf(req, sizeof(req),
-		 "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:%u\r\nAccept: application/json, "
-		 "text/event-stream\r\nContent-Type: application/json\r\nMcp-Session-Id: %s\r\n"
-		 "Content-Length: %zu\r\n\r\n%s",
-		 port, id, strlen(body), body);
-	send_all(fd, req);
-	return fd;
 }
 
 static void test_progress_http(void)
@@ -812,92 +447,84 @@ static void test_cancel_http(void)
 	char *id = mcp_initialize();
 	struct sbx_buf acc = SBX_BUF_INIT;
 	struct bg_post b = {0};
-	struct reply r;
-	int fd, cancels = saw_cancel(), started;
+	int fd, cancels = slow_tool_cancels(), started;
 
-	pthread_mutex_lock(&fake_lock);
-	started = fake_started;
-	pthread_mutex_unlock(&fake_lock);
+	started = slow_tool_started();
 
 	/* The JSON form: the exchange ends with 202 and no body. */
 	b.session = id;
 	b.body = "{\"jsonrpc\":\"2.0\",\"id\":41,\"method\":\"tools/call\",\"params\":{\"name\":"
 		 "\"slow\",\"arguments\":{}}}";
 	pthread_create(&b.thread, NULL, bg_post_main, &b);
-	tap_ok(wait_started(++started), "/mcp: the slow tool runs");
+	tap_ok(slow_tool_wait_started(++started), "/mcp: the slow tool runs");
 	cancel_on(id, "41");
 	pthread_join(b.thread, NULL);
 	tap_ok(b.r.status == 202 && b.r.body.len == 0 && b.ms < 3000,
 	       "a cancelled request's POST ends at once with 202 and no body (%ld, %ld ms)",
 	       b.r.status, b.ms);
-	tap_is_int(saw_cancel(), ++cancels, "... and the tool saw the cancellation");
+	tap_is_int(slow_tool_cancels(), ++cancels, "... and the tool saw the cancellation");
 	reply_release(&b.r);
 
 	/* The event-stream form: the stream ends without a response. */
-	fd = raw_mcp_post(id, "{\"jsonrpc\":\"2.0\",\"id\":42,\"method\":\"tools/call\",\"params\":"
-			      "{\"name\":\"slow\",\"_meta\":{\"progressToken\":7}}}");
+	fd = raw_mcp_post(id, 0,
+			  "{\"jsonrpc\":\"2.0\",\"id\":42,\"method\":\"tools/call\",\"params\":"
+			  "{\"name\":\"slow\",\"_meta\":{\"progressToken\":7}}}");
 	tap_ok(read_until(fd, &acc, "slow started", 5000) && strstr(acc.data, "text/event-stream"),
 	       "a slow call with a progressToken streams its progress");
+	started++; /* it sent "slow started", so it has started */
 	cancel_on(id, "42");
 	tap_ok(read_until(fd, &acc, "\r\n0\r\n\r\n", 3000) && !strstr(acc.data, "\"id\":42"),
 	       "... and after the cancellation the stream ends without a response");
 	close(fd);
-	tap_is_int(saw_cancel(), ++cancels, "... the tool saw it");
+	tap_is_int(slow_tool_cancels(), ++cancels, "... the tool saw it");
 	sbx_buf_release(&acc);
 
 	/* A dropped connection is no cancellation. */
-	fd = raw_mcp_post(id, "{\"jsonrpc\":\"2.0\",\"id\":43,\"method\":\"tools/call\",\"params\":"
-			      "{\"name\":\"slow\"}}");
-	tap_ok(wait_started(++started), "another slow call runs");
+	fd = raw_mcp_post(id, 0,
+			  "{\"jsonrpc\":\"2.0\",\"id\":43,\"method\":\"tools/call\",\"params\":"
+			  "{\"name\":\"slow\"}}");
+	tap_ok(slow_tool_wait_started(++started), "another slow call runs");
 	close(fd);
 	sleep_ms(300);
-	tap_is_int(saw_cancel(), cancels, "closing its connection does not cancel it");
+	tap_is_int(slow_tool_cancels(), cancels, "closing its connection does not cancel it");
 	cancel_on(id, "43");
-	for (int i = 0; i < 100 && saw_cancel() == cancels; i++)
-		sleep_ms(20);
-	tap_is_int(saw_cancel(), ++cancels, "... it was still running and is cancelled now");
+	slow_tool_wait_cancels(cancels + 1, 2000);
+	tap_is_int(slow_tool_cancels(), ++cancels, "... it was still running and is cancelled now");
 
-	r = mcp_post(id, NULL, ping_body);
-	tap_is_int(r.status, 200, "the session answers a ping afterwards");
-	reply_release(&r);
+	expect_status(mcp_post(id, NULL, ping_body), 200, "the session answers a ping afterwards");
 	free(id);
 }
 
 static void test_cancel_sse(void)
 {
-	struct sbx_buf acc = SBX_BUF_INIT;
+	struct sse_session s = {0};
 	struct reply r;
-	char id[64];
-	int fd = open_sse(id, &acc), cancels = saw_cancel(), started;
+	const char *id = s.id;
+	int cancels = slow_tool_cancels(), started;
 
-	r = sse_post(id, init_body);
-	reply_release(&r);
-	read_until(fd, &acc, "links in the result.\"}}\n\n", 5000);
-	pthread_mutex_lock(&fake_lock);
-	started = fake_started;
-	pthread_mutex_unlock(&fake_lock);
+	tap_ok(sse_open(&s, SSE_INITIALIZED), "SSE: a session is set up");
+	started = slow_tool_started();
 	r = sse_post(id, "{\"jsonrpc\":\"2.0\",\"id\":51,\"method\":\"tools/call\",\"params\":{"
 			 "\"name\":\"slow\"}}");
-	tap_ok(r.status == 202 && wait_started(started + 1), "SSE: a slow call runs");
+	tap_ok(r.status == 202 && slow_tool_wait_started(started + 1), "SSE: a slow call runs");
 	reply_release(&r);
 	r = sse_post(id, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{"
 			 "\"requestId\":51}}");
 	reply_release(&r);
-	for (int i = 0; i < 100 && saw_cancel() == cancels; i++)
-		sleep_ms(20);
-	tap_is_int(saw_cancel(), cancels + 1, "SSE: notifications/cancelled reaches the tool");
+	slow_tool_wait_cancels(cancels + 1, 2000);
+	tap_is_int(slow_tool_cancels(), cancels + 1,
+		   "SSE: notifications/cancelled reaches the tool");
 	sleep_ms(100);
 	r = sse_post(id, "{\"jsonrpc\":\"2.0\",\"id\":\"after\",\"method\":\"ping\"}");
-	tap_ok(read_until(fd, &acc, "\"id\":\"after\"", 5000) && !strstr(acc.data, "\"id\":51"),
+	tap_ok(read_until(s.fd, &s.acc, "\"id\":\"after\"", 5000) &&
+		   !strstr(s.acc.data, "\"id\":51"),
 	       "SSE: the cancelled request's response is never sent");
 	reply_release(&r);
 
 	/* A session whose workers are all busy (SBX_SSE_WORKERS_PER_SESSION = 16)
 	 * still gets its cancellations through. */
-	pthread_mutex_lock(&fake_lock);
-	started = fake_started;
-	pthread_mutex_unlock(&fake_lock);
-	cancels = saw_cancel();
+	started = slow_tool_started();
+	cancels = slow_tool_cancels();
 	for (int i = 0; i < 16; i++) {
 		char body[160];
 		snprintf(body, sizeof(body),
@@ -907,7 +534,7 @@ static void test_cancel_sse(void)
 		r = sse_post(id, body);
 		reply_release(&r);
 	}
-	tap_ok(wait_started(started + 16), "SSE: 16 slow calls run");
+	tap_ok(slow_tool_wait_started(started + 16), "SSE: 16 slow calls run");
 	{
 		bool accepted = true;
 		for (int i = 0; i < 16; i++) {
@@ -922,35 +549,26 @@ static void test_cancel_sse(void)
 		}
 		tap_ok(accepted, "SSE: with every worker busy, cancellations are still accepted");
 	}
-	for (int i = 0; i < 150 && saw_cancel() < cancels + 16; i++)
-		sleep_ms(20);
-	tap_is_int(saw_cancel(), cancels + 16, "SSE: ... and reach all 16 tools");
-	close(fd);
-	sbx_buf_release(&acc);
+	slow_tool_wait_cancels(cancels + 16, 3000);
+	tap_is_int(slow_tool_cancels(), cancels + 16, "SSE: ... and reach all 16 tools");
+	sse_close(&s);
 }
 
 static void test_artifacts(void)
 {
-	struct reply r;
 
-	r = request("GET", "/artifacts/", NULL, NULL);
-	tap_is_int(r.status, 400, "/artifacts/ without a path -> 400");
-	reply_release(&r);
-	r = request("GET", "/artifacts/abc", NULL, NULL);
-	tap_is_int(r.status, 400, "/artifacts/ID without a file -> 400");
-	reply_release(&r);
-	r = request("GET", "/artifacts/abc/%zz.png", NULL, NULL);
-	tap_is_int(r.status, 400, "a bad escape -> 400");
-	reply_release(&r);
-	r = request("GET", "/artifacts/nosuchsandbox/plot.png", NULL, NULL);
-	tap_is_int(r.status, 404, "an unknown sandbox -> 404");
-	reply_release(&r);
-	r = request("HEAD", "/artifacts/nosuchsandbox/plot.png", NULL, NULL);
-	tap_is_int(r.status, 404, "HEAD of an unknown sandbox -> 404");
-	reply_release(&r);
-	r = request("POST", "/artifacts/nosuchsandbox/plot.png", NULL, "x");
-	tap_is_int(r.status, 405, "POST to an artifact -> 405");
-	reply_release(&r);
+	expect_status(request("GET", "/artifacts/", NULL, NULL), 400,
+		      "/artifacts/ without a path -> 400");
+	expect_status(request("GET", "/artifacts/abc", NULL, NULL), 400,
+		      "/artifacts/ID without a file -> 400");
+	expect_status(request("GET", "/artifacts/abc/%zz.png", NULL, NULL), 400,
+		      "a bad escape -> 400");
+	expect_status(request("GET", "/artifacts/nosuchsandbox/plot.png", NULL, NULL), 404,
+		      "an unknown sandbox -> 404");
+	expect_status(request("HEAD", "/artifacts/nosuchsandbox/plot.png", NULL, NULL), 404,
+		      "HEAD of an unknown sandbox -> 404");
+	expect_status(request("POST", "/artifacts/nosuchsandbox/plot.png", NULL, "x"), 405,
+		      "POST to an artifact -> 405");
 }
 
 static void test_mime(void)
@@ -1029,15 +647,13 @@ static void test_cheap_while_busy(void)
 {
 	char *id = mcp_initialize(), *id2;
 	struct bg_post b[3] = {{0}};
-	struct sbx_buf acc = SBX_BUF_INIT;
+	struct sse_session s = {0};
 	struct timespec t0;
 	struct reply r;
-	char sid[64], body[256];
-	int started, cancels = saw_cancel(), fd;
+	bool set_up;
+	int started, cancels = slow_tool_cancels();
 
-	pthread_mutex_lock(&fake_lock);
-	started = fake_started;
-	pthread_mutex_unlock(&fake_lock);
+	started = slow_tool_started();
 	for (int i = 0; i < 3; i++) {
 		b[i].session = id;
 		b[i].body = i == 0   ? "{\"jsonrpc\":\"2.0\",\"id\":61,\"method\":\"tools/call\","
@@ -1049,7 +665,7 @@ static void test_cheap_while_busy(void)
 		pthread_create(&b[i].thread, NULL, bg_post_main, &b[i]);
 	}
 	started += 3;
-	tap_ok(wait_started(started), "three slow tool calls hold workers");
+	tap_ok(slow_tool_wait_started(started), "three slow tool calls hold workers");
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	r = mcp_post(id, NULL, ping_body);
@@ -1064,12 +680,11 @@ static void test_cheap_while_busy(void)
 		   strstr(r.body.data, "execute_python_code"),
 	       "... tools/list -> the tools");
 	reply_release(&r);
-	r = mcp_post(id, NULL,
+	expect_body(
+	    mcp_post(id, NULL,
 		     "{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"logging/setLevel\",\"params\":{"
-		     "\"level\":\"info\"}}");
-	tap_ok(r.status == 200 && r.body.data && strstr(r.body.data, "\"id\":4,\"result\":{}"),
-	       "... logging/setLevel -> an empty result");
-	reply_release(&r);
+		     "\"level\":\"info\"}}"),
+	    200, "\"id\":4,\"result\":{}", "... logging/setLevel -> an empty result");
 	r = mcp_post(id, NULL, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}");
 	tap_ok(r.status == 202 && r.body.len == 0, "... a notification -> 202, no body");
 	reply_release(&r);
@@ -1079,17 +694,13 @@ static void test_cheap_while_busy(void)
 	free(id2);
 
 	/* The legacy transport: the reply goes onto the stream. */
-	fd = open_sse(sid, &acc);
-	snprintf(body, sizeof(body), "%s", init_body);
-	r = sse_post(sid, body);
-	reply_release(&r);
-	r = sse_post(sid, "{\"jsonrpc\":\"2.0\",\"id\":77,\"method\":\"ping\"}");
-	tap_ok(r.status == 202 &&
-		   read_until(fd, &acc, "{\"jsonrpc\":\"2.0\",\"id\":77,\"result\":{}}", 2000),
+	set_up = sse_open(&s, SSE_INITIALIZE);
+	r = sse_post(s.id, "{\"jsonrpc\":\"2.0\",\"id\":77,\"method\":\"ping\"}");
+	tap_ok(set_up && r.status == 202 &&
+		   read_until(s.fd, &s.acc, "{\"jsonrpc\":\"2.0\",\"id\":77,\"result\":{}}", 2000),
 	       "SSE: a ping while the slow calls run -> 202, its result on the stream");
 	reply_release(&r);
-	close(fd);
-	sbx_buf_release(&acc);
+	sse_close(&s);
 
 	cancel_on(id, "61");
 	cancel_on(id, "62");
@@ -1098,7 +709,7 @@ static void test_cheap_while_busy(void)
 		pthread_join(b[i].thread, NULL);
 		reply_release(&b[i].r);
 	}
-	tap_is_int(saw_cancel(), cancels + 3, "the three slow calls were cancelled");
+	tap_is_int(slow_tool_cancels(), cancels + 3, "the three slow calls were cancelled");
 	free(id);
 }
 
@@ -1117,26 +728,41 @@ static rlim_t raise_nofile(rlim_t n)
 	return rl.rlim_cur;
 }
 
-/* A server with MAXC connections on 127.0.0.1 (port and base switched). */
-static sbx_http *limit_server(sbx_mcp *mcp, sbx_manager *manager, struct sbx_settings *s2, int maxc)
+/* Another server on the loopback with the settings SETS (NULL-terminated
+ * "key=value"), port 0; the helpers talk to it until server_end. */
+struct server {
+	struct sbx_settings s;
+	sbx_http *h;
+	struct http_target saved;
+};
+
+static void server_begin(struct server *sv, sbx_mcp *mcp, sbx_manager *manager, bool v6,
+			 const char *const *sets)
 {
 	struct sbx_error err = SBX_ERROR_INIT;
-	sbx_http *h = NULL;
-	char set[64];
 
-	snprintf(set, sizeof(set), "server.max_connections=%d", maxc);
-	if (sbx_settings_init(s2) < 0 ||
-	    sbx_settings_set(s2, "server.listen=127.0.0.1", &err) < 0 ||
-	    sbx_settings_set(s2, "server.port=0", &err) < 0 || sbx_settings_set(s2, set, &err) < 0)
+	if (sbx_settings_init(&sv->s) < 0 ||
+	    sbx_settings_set(&sv->s, v6 ? "server.listen=::1" : "server.listen=127.0.0.1", &err) <
+		0 ||
+	    sbx_settings_set(&sv->s, "server.port=0", &err) < 0)
 		tap_bail(err.msg[0] ? err.msg : "settings");
+	for (size_t i = 0; sets[i]; i++)
+		if (sbx_settings_set(&sv->s, sets[i], &err) < 0)
+			tap_bail(err.msg[0] ? err.msg : "settings");
 	{
-		const struct sbx_http_config hc = {.settings = s2, .mcp = mcp, .manager = manager};
-		if (sbx_http_start(&hc, &h, &err) < 0)
+		const struct sbx_http_config hc = {
+		    .settings = &sv->s, .mcp = mcp, .manager = manager};
+		if (sbx_http_start(&hc, &sv->h, &err) < 0)
 			tap_bail(err.msg);
 	}
-	port = sbx_http_port(h);
-	snprintf(base, sizeof(base), "http://127.0.0.1:%u", port);
-	return h;
+	sv->saved = http_use(sbx_http_port(sv->h), v6);
+}
+
+static void server_end(struct server *sv)
+{
+	sv->h = sbx_http_stop(sv->h);
+	sbx_settings_release(&sv->s);
+	http_restore(&sv->saved);
 }
 
 #define MANY_SSE 600
@@ -1144,14 +770,10 @@ static sbx_http *limit_server(sbx_mcp *mcp, sbx_manager *manager, struct sbx_set
 /* MANY_SSE idle SSE streams at once, all served, with max_connections=1000. */
 static void test_many_sse(sbx_mcp *mcp, sbx_manager *manager)
 {
-	struct sbx_settings s2;
-	uint16_t saved_port = port;
-	char saved_base[64], req[128];
-	static int fds[MANY_SSE];
-	static struct sbx_buf accs[MANY_SSE];
+	static struct sse_session ss[MANY_SSE];
+	struct server sv;
 	struct timespec t0;
-	sbx_http *h;
-	int got = 0, n = 0;
+	int got = 0;
 	rlim_t lim = raise_nofile(4096);
 
 	if (lim < 2 * MANY_SSE + 600) {
@@ -1163,20 +785,15 @@ static void test_many_sse(sbx_mcp *mcp, sbx_manager *manager)
 		tap_skip(2, why);
 		return;
 	}
-	snprintf(saved_base, sizeof(saved_base), "%s", base);
-	h = limit_server(mcp, manager, &s2, 1000);
-	snprintf(req, sizeof(req), "GET /sse HTTP/1.1\r\nHost: 127.0.0.1:%u\r\n\r\n", port);
+	server_begin(&sv, mcp, manager, false, HS("server.max_connections=1000"));
+	/* Every request goes out first; then each stream is read. */
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	for (n = 0; n < MANY_SSE; n++) {
-		fds[n] = connect_raw();
-		send_all(fds[n], req);
-	}
-	for (int i = 0; i < n; i++) {
-		if (read_until(
-			fds[i], &accs[i], "event: endpoint\ndata: /messages?session_id=",
-			i == 0
-			    ? 20000
-			    : (int)(20000 - elapsed_ms(&t0) > 100 ? 20000 - elapsed_ms(&t0) : 100)))
+	for (int i = 0; i < MANY_SSE; i++)
+		sse_step(&ss[i], SSE_CONNECT);
+	for (int i = 0; i < MANY_SSE; i++) {
+		long left = 20000 - elapsed_ms(&t0);
+		ss[i].ms = left > 100 ? (int)left : 100;
+		if (sse_step(&ss[i], SSE_OPEN) && sse_step(&ss[i], SSE_ENDPOINT))
 			got++;
 	}
 	tap_is_int(got, MANY_SSE,
@@ -1188,37 +805,25 @@ static void test_many_sse(sbx_mcp *mcp, sbx_manager *manager)
 		tap_is_int(r.status, 200, "... and the server still answers /health");
 		reply_release(&r);
 	}
-	for (int i = 0; i < n; i++) {
-		close(fds[i]);
-		sbx_buf_release(&accs[i]);
-	}
-	sbx_http_stop(h);
-	sbx_settings_release(&s2);
-	port = saved_port;
-	snprintf(base, sizeof(base), "%s", saved_base);
+	for (int i = 0; i < MANY_SSE; i++)
+		sse_close(&ss[i]);
+	server_end(&sv);
 }
 
 /* server.max_connections=8: the 9th connection gets 503 + Retry-After at
  * once; a closed SSE client frees its slot and session within 2 s. */
 static void test_over_limit(sbx_mcp *mcp, sbx_manager *manager)
 {
-	struct sbx_settings s2;
-	uint16_t saved_port = port;
-	char saved_base[64], ids[8][64];
-	struct sbx_buf accs[8];
-	int fds[8], got = 0;
+	struct sse_session ss[8] = {0};
+	struct server sv;
 	struct timespec t0;
 	struct reply r;
-	sbx_http *h;
 	long status = 0;
+	int got = 0;
 
-	snprintf(saved_base, sizeof(saved_base), "%s", base);
-	h = limit_server(mcp, manager, &s2, 8);
-	for (int i = 0; i < 8; i++) {
-		accs[i] = (struct sbx_buf)SBX_BUF_INIT;
-		fds[i] = open_sse(ids[i], &accs[i]);
-		got += ids[i][0] != '\0';
-	}
+	server_begin(&sv, mcp, manager, false, HS("server.max_connections=8"));
+	for (int i = 0; i < 8; i++)
+		got += sse_open(&ss[i], SSE_ENDPOINT);
 	tap_is_int(got, 8, "server.max_connections=8: 8 SSE streams open");
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	r = request("GET", "/health", NULL, NULL);
@@ -1229,10 +834,10 @@ static void test_over_limit(sbx_mcp *mcp, sbx_manager *manager)
 	reply_release(&r);
 
 	/* The client of stream 0 goes away: its session ends, its slot frees. */
-	close(fds[0]);
+	sse_close(&ss[0]);
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	while (elapsed_ms(&t0) < 3000) {
-		r = sse_post(ids[0], "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}");
+		r = sse_post(ss[0].id, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}");
 		status = r.status;
 		reply_release(&r);
 		if (status == 404)
@@ -1245,7 +850,7 @@ static void test_over_limit(sbx_mcp *mcp, sbx_manager *manager)
 	/* The closed connections' slots free a moment after their sessions. */
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	do {
-		r = sse_post(ids[1], "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}");
+		r = sse_post(ss[1].id, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}");
 		status = r.status;
 		reply_release(&r);
 		if (status != 202)
@@ -1253,28 +858,18 @@ static void test_over_limit(sbx_mcp *mcp, sbx_manager *manager)
 	} while (status == 503 && elapsed_ms(&t0) < 2000);
 	tap_is_int(status, 202, "... the others live on, and a new connection is served again");
 	for (int i = 1; i < 8; i++)
-		close(fds[i]);
-	for (int i = 0; i < 8; i++)
-		sbx_buf_release(&accs[i]);
-	sbx_http_stop(h);
-	sbx_settings_release(&s2);
-	port = saved_port;
-	snprintf(base, sizeof(base), "%s", saved_base);
+		sse_close(&ss[i]);
+	server_end(&sv);
 }
 
 /* A second server: IPv6 loopback when available, a public URL on another
  * host name, a 1 s session timeout; stopped with a stream open. */
 static void test_second_server(sbx_mcp *mcp, sbx_manager *manager)
 {
-	struct sbx_error err = SBX_ERROR_INIT;
-	struct sbx_settings s2;
-	sbx_http *h2 = NULL;
-	uint16_t saved_port = port;
-	char saved_base[64], *id;
-	struct reply r;
+	struct server sv;
+	char *id;
 	bool v6;
 
-	snprintf(saved_base, sizeof(saved_base), "%s", base);
 	{
 		int fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
 		struct sockaddr_in6 sa = {.sin6_family = AF_INET6,
@@ -1283,81 +878,39 @@ static void test_second_server(sbx_mcp *mcp, sbx_manager *manager)
 		if (fd >= 0)
 			close(fd);
 	}
-	if (sbx_settings_init(&s2) < 0 ||
-	    sbx_settings_set(&s2, v6 ? "server.listen=::1" : "server.listen=127.0.0.1", &err) < 0 ||
-	    sbx_settings_set(&s2, "server.port=0", &err) < 0 ||
-	    sbx_settings_set(&s2, "server.public_url=http://mcp.example:8080/", &err) < 0 ||
-	    sbx_settings_set(&s2, "server.session_timeout=1s", &err) < 0)
-		tap_bail(err.msg[0] ? err.msg : "settings");
-	{
-		const struct sbx_http_config hc = {.settings = &s2, .mcp = mcp, .manager = manager};
-		if (sbx_http_start(&hc, &h2, &err) < 0)
-			tap_bail(err.msg);
-	}
-	port = sbx_http_port(h2);
-	snprintf(base, sizeof(base), v6 ? "http://[::1]:%u" : "http://127.0.0.1:%u", port);
-	tap_is_str(sbx_http_public_url(h2), "http://mcp.example:8080",
+	server_begin(&sv, mcp, manager, v6,
+		     HS("server.public_url=http://mcp.example:8080/", "server.session_timeout=1s"));
+	tap_is_str(sbx_http_public_url(sv.h), "http://mcp.example:8080",
 		   "server.public_url is the public URL (without the trailing slash)");
-	r = request("GET", "/health", NULL, NULL);
-	tap_is_int(r.status, 200, "GET /health on %s", v6 ? "[::1]" : "127.0.0.1 (no IPv6 here)");
-	reply_release(&r);
-	{
-		const char *const hs[] = {"Host: mcp.example:8080",
-					  "Origin: http://mcp.example:8080", NULL};
-		r = request("GET", "/health", hs, NULL);
-		tap_is_int(r.status, 200, "the public URL's host and origin are allowed");
-		reply_release(&r);
-	}
-	{
-		const char *const hs[] = {"Host: mcp.example:9999", NULL};
-		r = request("GET", "/health", hs, NULL);
-		tap_is_int(r.status, 403, "... on another port they are not");
-		reply_release(&r);
-	}
+	expect_status(request("GET", "/health", NULL, NULL), 200, "GET /health on %s",
+		      v6 ? "[::1]" : "127.0.0.1 (no IPv6 here)");
+	expect_status(request("GET", "/health",
+			      HS("Host: mcp.example:8080", "Origin: http://mcp.example:8080"),
+			      NULL),
+		      200, "the public URL's host and origin are allowed");
+	expect_status(request("GET", "/health", HS("Host: mcp.example:9999"), NULL), 403,
+		      "... on another port they are not");
 
 	id = mcp_initialize();
 	tap_ok(id != NULL, "initialize on the second server");
-	r = mcp_post(id, NULL, ping_body);
-	tap_is_int(r.status, 200, "the session answers at once");
-	reply_release(&r);
+	expect_status(mcp_post(id, NULL, ping_body), 200, "the session answers at once");
 	usleep(1600 * 1000);
-	r = mcp_post(id, NULL, ping_body);
-	tap_is_int(r.status, 404, "after server.session_timeout idle it is gone (404)");
-	reply_release(&r);
+	expect_status(mcp_post(id, NULL, ping_body), 404,
+		      "after server.session_timeout idle it is gone (404)");
 	free(id);
 
 	{
-		struct sbx_buf acc = SBX_BUF_INIT;
+		struct sse_session ss = {0};
 		struct timespec t0;
-		char sid[64];
-		int fd = -1;
-		if (v6) {
-			/* open_sse speaks IPv4; use curl-less raw IPv6 here. */
-			struct sockaddr_in6 sa = {.sin6_family = AF_INET6,
-						  .sin6_port = htons(port),
-						  .sin6_addr = IN6ADDR_LOOPBACK_INIT};
-			char req[128];
-			fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
-			if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
-				tap_bail("connect [::1]");
-			snprintf(req, sizeof(req), "GET /sse HTTP/1.1\r\nHost: [::1]:%u\r\n\r\n",
-				 port);
-			send_all(fd, req);
-		} else {
-			fd = open_sse(sid, &acc);
-		}
-		tap_ok(read_until(fd, &acc, "event: endpoint", 5000), "an SSE stream is open");
+		tap_ok(sse_open(&ss, SSE_ENDPOINT), "an SSE stream is open");
 		clock_gettime(CLOCK_MONOTONIC, &t0);
-		h2 = sbx_http_stop(h2);
+		sv.h = sbx_http_stop(sv.h);
 		tap_ok(elapsed_ms(&t0) < 3000, "stop with a stream open takes %ld ms",
 		       elapsed_ms(&t0));
-		tap_ok(closed_within(fd, 2000), "... and the stream is closed");
-		close(fd);
-		sbx_buf_release(&acc);
+		tap_ok(closed_within(ss.fd, 2000), "... and the stream is closed");
+		sse_close(&ss);
 	}
-	sbx_settings_release(&s2);
-	port = saved_port;
-	snprintf(base, sizeof(base), "%s", saved_base);
+	server_end(&sv);
 }
 
 int main(void)
@@ -1397,10 +950,10 @@ int main(void)
 		if (sbx_http_start(&hc, &http, &err) < 0)
 			tap_bail(err.msg);
 	}
-	port = sbx_http_port(http);
-	snprintf(base, sizeof(base), "http://127.0.0.1:%u", port);
-	tap_ok(port != 0, "bound a free port (%u)", port);
-	tap_is_str(sbx_http_public_url(http), base, "the public URL is http://127.0.0.1:PORT");
+	http_use(sbx_http_port(http), false);
+	tap_ok(http_target.port != 0, "bound a free port (%u)", http_target.port);
+	tap_is_str(sbx_http_public_url(http), http_target.base,
+		   "the public URL is http://127.0.0.1:PORT");
 
 	test_mime();
 	test_basics();

@@ -19,6 +19,7 @@
 #include "tools/tools.h"
 #include "sbx/common.h"
 #include "sbx/mcp.h"
+#include "http-client.h"
 #include "tap.h"
 
 static sbx_mcp *mcp;
@@ -71,6 +72,14 @@ static const char *path_str(struct json_object *o, const char *a, const char *b)
 	return json_object_get_string(v);
 }
 
+/* Asserts that TEXT on S is answered with error code CODE (0: a result). */
+#define expect_code(s_, text_, code_, ...)                                                         \
+	do {                                                                                       \
+		struct json_object *_o = run_json((s_), (text_));                                  \
+		tap_is_int(error_code(_o), (code_), __VA_ARGS__);                                  \
+		json_object_put(_o);                                                               \
+	} while (0)
+
 static sbx_mcp_session *new_session(void)
 {
 	struct sbx_error err = SBX_ERROR_INIT;
@@ -116,20 +125,41 @@ static void test_parse(void)
 	json_object_put(o);
 	free(reply);
 
-	reply = run_text(s, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"} x", &r);
-	tap_is_int(r, -EBADMSG, "trailing garbage is a parse error");
-	free(reply);
-	reply = run_text(s, "", &r);
-	tap_is_int(r, -EBADMSG, "an empty body is a parse error");
-	free(reply);
+	/* What each text parses to. */
+	{
+		static const struct {
+			const char *text;
+			int r;
+			const char *what;
+		} cases[] = {
+		    {"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"} x", -EBADMSG,
+		     "trailing garbage is a parse error"},
+		    {"", -EBADMSG, "an empty body is a parse error"},
+		    {"[]", -EINVAL, "an empty batch is -EINVAL"},
+		    {"{\"jsonrpc\":\"2.0\",\"id\":null,\"method\":\"ping\"}", -EINVAL,
+		     "id null is invalid"},
+		    {"{\"jsonrpc\":\"2.0\",\"id\":1.5,\"method\":\"ping\"}", -EINVAL,
+		     "a fractional id is invalid"},
+		    {"{\"jsonrpc\":\"2.0\",\"id\":{},\"method\":\"ping\"}", -EINVAL,
+		     "an object id is invalid"},
+		    {"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":3}", -EINVAL,
+		     "a numeric method is invalid"},
+		    {"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"params\":3}", -EINVAL,
+		     "scalar params are invalid"},
+		    {"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\0junk", 0,
+		     "a body ends at its length"},
+		};
+		for (size_t i = 0; i < SBX_ARRAY_SIZE(cases); i++) {
+			reply = run_text(s, cases[i].text, &r);
+			tap_is_int(r, cases[i].r, "%s", cases[i].what);
+			free(reply);
+		}
+	}
 	reply = run_text(s, "42", &r);
 	tap_is_int(r, -EINVAL, "a number is -EINVAL");
 	o = reply ? json_tokener_parse(reply) : NULL;
 	tap_is_int(error_code(o), SBX_JSONRPC_INVALID_REQUEST, "... answered -32600");
 	json_object_put(o);
-	free(reply);
-	reply = run_text(s, "[]", &r);
-	tap_is_int(r, -EINVAL, "an empty batch is -EINVAL");
 	free(reply);
 	reply = run_text(s, "{\"jsonrpc\":\"1.0\",\"id\":7,\"method\":\"ping\"}", &r);
 	tap_is_int(r, -EINVAL, "jsonrpc 1.0 is -EINVAL");
@@ -137,25 +167,6 @@ static void test_parse(void)
 	tap_is_int(o ? json_object_get_int(json_object_object_get(o, "id")) : 0, 7,
 		   "... and the readable id is echoed");
 	json_object_put(o);
-	free(reply);
-
-	reply = run_text(s, "{\"jsonrpc\":\"2.0\",\"id\":null,\"method\":\"ping\"}", &r);
-	tap_is_int(r, -EINVAL, "id null is invalid");
-	free(reply);
-	reply = run_text(s, "{\"jsonrpc\":\"2.0\",\"id\":1.5,\"method\":\"ping\"}", &r);
-	tap_is_int(r, -EINVAL, "a fractional id is invalid");
-	free(reply);
-	reply = run_text(s, "{\"jsonrpc\":\"2.0\",\"id\":{},\"method\":\"ping\"}", &r);
-	tap_is_int(r, -EINVAL, "an object id is invalid");
-	free(reply);
-	reply = run_text(s, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":3}", &r);
-	tap_is_int(r, -EINVAL, "a numeric method is invalid");
-	free(reply);
-	reply = run_text(s, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"params\":3}", &r);
-	tap_is_int(r, -EINVAL, "scalar params are invalid");
-	free(reply);
-	reply = run_text(s, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\0junk", &r);
-	tap_is_int(r, 0, "a body ends at its length");
 	free(reply);
 	{
 		static const char nul[] = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\0x";
@@ -234,10 +245,10 @@ static void test_lifecycle(void)
 	json_object_put(o);
 	tap_is_str(sbx_mcp_session_version(s), "2025-06-18", "the session knows its version");
 
-	o = run_json(s, "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"initialize\",\"params\":{"
-			"\"protocolVersion\":\"2025-06-18\"}}");
-	tap_is_int(error_code(o), SBX_JSONRPC_INVALID_REQUEST, "a second initialize is an error");
-	json_object_put(o);
+	expect_code(s,
+		    "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"initialize\",\"params\":{"
+		    "\"protocolVersion\":\"2025-06-18\"}}",
+		    SBX_JSONRPC_INVALID_REQUEST, "a second initialize is an error");
 
 	reply = run_text(s, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}", &r);
 	tap_ok(r == 0 && reply == NULL, "notifications/initialized gets no reply");
@@ -254,14 +265,13 @@ static void test_lifecycle(void)
 	tap_ok(o && error_code(o) == 0 && json_object_object_get_ex(o, "result", NULL),
 	       "logging/setLevel warning -> {}");
 	json_object_put(o);
-	o = run_json(s, "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"logging/setLevel\",\"params\":"
-			"{\"level\":\"loud\"}}");
-	tap_is_int(error_code(o), SBX_JSONRPC_INVALID_PARAMS, "logging/setLevel loud -> -32602");
-	json_object_put(o);
+	expect_code(s,
+		    "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"logging/setLevel\",\"params\":"
+		    "{\"level\":\"loud\"}}",
+		    SBX_JSONRPC_INVALID_PARAMS, "logging/setLevel loud -> -32602");
 
-	o = run_json(s, "{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"resources/list\"}");
-	tap_is_int(error_code(o), SBX_JSONRPC_METHOD_NOT_FOUND, "an unknown method -> -32601");
-	json_object_put(o);
+	expect_code(s, "{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"resources/list\"}",
+		    SBX_JSONRPC_METHOD_NOT_FOUND, "an unknown method -> -32601");
 
 	o = run_json(s, "{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"tools/list\"}");
 	v = NULL;
@@ -269,18 +279,17 @@ static void test_lifecycle(void)
 		json_object_object_get_ex(v, "tools", &v);
 	tap_ok(v && json_object_is_type(v, json_type_array), "tools/list returns a tools array");
 	json_object_put(o);
-	o = run_json(s, "{\"jsonrpc\":\"2.0\",\"id\":10,\"method\":\"tools/list\",\"params\":{"
-			"\"cursor\":\"nope\"}}");
-	tap_is_int(error_code(o), SBX_JSONRPC_INVALID_PARAMS, "a bad cursor -> -32602");
-	json_object_put(o);
+	expect_code(s,
+		    "{\"jsonrpc\":\"2.0\",\"id\":10,\"method\":\"tools/list\",\"params\":{"
+		    "\"cursor\":\"nope\"}}",
+		    SBX_JSONRPC_INVALID_PARAMS, "a bad cursor -> -32602");
 
-	o = run_json(s, "{\"jsonrpc\":\"2.0\",\"id\":11,\"method\":\"tools/call\",\"params\":{"
-			"\"name\":\"no_such_tool\",\"arguments\":{}}}");
-	tap_is_int(error_code(o), SBX_JSONRPC_INVALID_PARAMS, "an unknown tool -> -32602");
-	json_object_put(o);
-	o = run_json(s, "{\"jsonrpc\":\"2.0\",\"id\":12,\"method\":\"tools/call\",\"params\":{}}");
-	tap_is_int(error_code(o), SBX_JSONRPC_INVALID_PARAMS, "tools/call without name -> -32602");
-	json_object_put(o);
+	expect_code(s,
+		    "{\"jsonrpc\":\"2.0\",\"id\":11,\"method\":\"tools/call\",\"params\":{"
+		    "\"name\":\"no_such_tool\",\"arguments\":{}}}",
+		    SBX_JSONRPC_INVALID_PARAMS, "an unknown tool -> -32602");
+	expect_code(s, "{\"jsonrpc\":\"2.0\",\"id\":12,\"method\":\"tools/call\",\"params\":{}}",
+		    SBX_JSONRPC_INVALID_PARAMS, "tools/call without name -> -32602");
 	o = run_json(s, "{\"jsonrpc\":\"2.0\",\"id\":13,\"method\":\"tools/call\",\"params\":{"
 			"\"name\":\"x\",\"arguments\":[1]}}");
 	tap_is_int(error_code(o), SBX_JSONRPC_INVALID_PARAMS,
@@ -478,17 +487,6 @@ static struct json_object *note_params(struct notes *ns, int i, const char *meth
 	return p;
 }
 
-/* The stand-in's state: slow tools that started, and what they saw. */
-static pthread_mutex_t fake_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t fake_cond = PTHREAD_COND_INITIALIZER;
-static int fake_started, fake_saw_cancel;
-
-static void sleep_ms(long ms)
-{
-	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-	nanosleep(&ts, NULL);
-}
-
 /* Tools: "slow" runs until cancelled (at most 5 s) and then tries one more
  * notification; "progress" prints through sbx_progress; "log" logs at info
  * and at warning; anything else answers at once. */
@@ -499,19 +497,8 @@ static int fake_tools_call(const struct sbx_tool_ctx *ctx, const char *name,
 	(void)args;
 	(void)err;
 	if (strcmp(name, "slow") == 0) {
-		bool seen = false;
-		pthread_mutex_lock(&fake_lock);
-		fake_started++;
-		pthread_cond_broadcast(&fake_cond);
-		pthread_mutex_unlock(&fake_lock);
-		for (int i = 0; i < 1000 && !(seen = sbx_tools_cancelled(ctx)); i++)
-			sleep_ms(5);
-		if (seen && ctx->notifier)
+		if (slow_tool_run(ctx) && ctx->notifier)
 			sbx_tools_log(ctx, SBX_LOG_ERROR, "after the cancellation");
-		pthread_mutex_lock(&fake_lock);
-		fake_started--;
-		fake_saw_cancel += seen;
-		pthread_mutex_unlock(&fake_lock);
 	} else if (strcmp(name, "progress") == 0) {
 		struct sbx_progress p;
 		char big[10000];
@@ -565,41 +552,26 @@ static void *bg_main(void *arg)
 	return NULL;
 }
 
-/* Starts TEXT on S in a thread and waits until a slow tool runs. */
+/* Starts TEXT on S in a thread; when it calls the slow tool, waits until
+ * that runs (5 s at most). */
 static void bg_start(struct bg_run *b, sbx_mcp_session *s, const char *text, struct notes *notes)
 {
-	struct timespec deadline;
+	int before = slow_tool_started();
 
 	memset(b, 0, sizeof(*b));
 	b->s = s;
 	b->text = text;
 	b->notes = notes;
-	pthread_mutex_lock(&fake_lock);
-	int before = fake_started;
-	pthread_mutex_unlock(&fake_lock);
 	if (pthread_create(&b->thread, NULL, bg_main, b) != 0)
 		tap_bail("pthread_create");
-	clock_gettime(CLOCK_REALTIME, &deadline);
-	deadline.tv_sec += 5;
-	pthread_mutex_lock(&fake_lock);
-	while (fake_started == before &&
-	       pthread_cond_timedwait(&fake_cond, &fake_lock, &deadline) == 0)
-		;
-	pthread_mutex_unlock(&fake_lock);
+	if (strstr(text, "\"name\":\"slow\""))
+		slow_tool_wait_started(before + 1);
 }
 
 static char *bg_join(struct bg_run *b)
 {
 	pthread_join(b->thread, NULL);
 	return b->reply;
-}
-
-static int saw_cancel(void)
-{
-	pthread_mutex_lock(&fake_lock);
-	int n = fake_saw_cancel;
-	pthread_mutex_unlock(&fake_lock);
-	return n;
 }
 
 static void test_cancel(void)
@@ -638,7 +610,7 @@ static void test_cancel(void)
 	tap_ok(o && error_code(o) == 0, "a ping is answered while a tool runs");
 	json_object_put(o);
 	sleep_ms(50);
-	tap_is_int(saw_cancel(), 0,
+	tap_is_int(slow_tool_cancels(), 0,
 		   "unknown ids, the string \"7\" for the integer 7 and no id cancel nothing");
 
 	reply = run_text(s,
@@ -651,7 +623,7 @@ static void test_cancel(void)
 	tap_ok(reply == NULL, "the cancelled request gets no response (%s)",
 	       reply ? reply : "none");
 	free(reply);
-	tap_is_int(saw_cancel(), 1, "the tool saw ctx->cancelled");
+	tap_is_int(slow_tool_cancels(), 1, "the tool saw ctx->cancelled");
 	tap_is_int(ns.n, 0, "no notification goes out after the cancellation");
 	notes_clear(&ns);
 
@@ -678,7 +650,7 @@ static void test_cancel(void)
 			 NULL);
 	free(reply);
 	reply = bg_join(&b);
-	tap_ok(reply == NULL && saw_cancel() == 2, "a string id is cancelled too");
+	tap_ok(reply == NULL && slow_tool_cancels() == 2, "a string id is cancelled too");
 	free(reply);
 	sbx_mcp_session_unref(s);
 

@@ -9,10 +9,15 @@
  *
  * The install cases use a second manager whose sandboxes use network host
  * and tests/pkgindex.py on 127.0.0.1 as the package index.
+ *
+ * GET /ready runs against the engine reached through a counting relay
+ * (tests/tcp-relay.c): its answer is cached for a second, and it turns 503
+ * once the relay stops.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,9 +31,12 @@
 #include "sbx/artifact.h"
 #include "sbx/common.h"
 #include "sbx/engine.h"
+#include "sbx/http.h"
 #include "sbx/mcp.h"
 #include "sbx/sandbox.h"
+#include "http-client.h"
 #include "tap.h"
+#include "tcp-relay.h"
 
 #define PUBLIC_URL "http://127.0.0.1:8765"
 
@@ -630,10 +638,14 @@ static int run_py(const char *code, double timeout, struct call *c)
 }
 
 static int64_t cancel_at_ms;
+static int cancel_said; /* how often cancel_after answered true */
 static bool cancel_after(void *ud)
 {
+	bool yes = mono_ms() >= cancel_at_ms;
+
 	(void)ud;
-	return mono_ms() >= cancel_at_ms;
+	cancel_said += yes;
+	return yes;
 }
 
 static int b64val(int ch)
@@ -731,11 +743,19 @@ static void test_notebook(void)
 
 	/* Cancellation stops a busy loop, keeps the state, the next call answers. */
 	cancel_fn = cancel_after;
+	cancel_said = 0;
 	t0 = mono_ms();
 	cancel_at_ms = t0 + 500;
 	rc = run_py("while True: pass", 0, &c);
 	tap_ok(rc == 0 && mono_ms() - t0 < 3000, "a cancelled busy loop stops (%lld ms)",
 	       (long long)(mono_ms() - t0));
+	tap_ok(!c.is_error && cancel_said > 0 && has(c.obj, "timed_out") &&
+		   !bool_at(c.obj, "timed_out") && !bool_at(c.obj, "interpreter_restarted") &&
+		   str_at(c.obj, "notice") && strstr(str_at(c.obj, "notice"), "cancelled"),
+	       "... a result whose notice says it was cancelled, not timed out: %s",
+	       c.is_error		 ? c.text
+	       : str_at(c.obj, "notice") ? str_at(c.obj, "notice")
+					 : "none");
 	call_release(&c);
 	cancel_fn = NULL;
 	rc = run_py("print(x)", 0, &c);
@@ -749,13 +769,27 @@ static void test_notebook(void)
 		json_object_object_add(a, "sandbox_id", json_object_new_string(sandbox_id));
 		json_object_object_add(a, "command",
 				       json_object_new_string("sleep 311 & sleep 312; echo never"));
+		int64_t ms;
 		cancel_fn = cancel_after;
+		cancel_said = 0;
 		t0 = mono_ms();
 		cancel_at_ms = t0 + 500;
 		rc = call("execute_terminal_command", json_object_to_json_string(a), &c);
-		tap_ok(rc == 0 && mono_ms() - t0 < 60000,
-		       "a cancelled terminal command stops (%lld ms)", (long long)(mono_ms() - t0));
-		tap_ok(!strstr(json_object_to_json_string(c.obj), "never"),
+		ms = mono_ms() - t0;
+		tap_ok(rc == 0 && ms < 60000, "a cancelled terminal command stops (%lld ms)",
+		       (long long)ms);
+		/* A cancelled command is a result (the MCP layer sends none for a
+		 * cancelled request); what marks it: killed (exit_code -1), not at
+		 * its time limit, after the hook said so and not before 500 ms. */
+		if (!tap_ok(rc == 0 && !c.is_error && cancel_said > 0 && ms >= 500 &&
+				int_at(c.obj, "exit_code") == -1 && has(c.obj, "timed_out") &&
+				!bool_at(c.obj, "timed_out"),
+			    "... stopped by the cancellation: exit_code -1, not timed out, not an "
+			    "error"))
+			tap_diag("  isError=%d cancel_said=%d ms=%lld: %s", c.is_error, cancel_said,
+				 (long long)ms, c.text ? c.text : "-");
+		tap_ok(c.obj && str_at(c.obj, "stdout") &&
+			   !strstr(str_at(c.obj, "stdout"), "never"),
 		       "... before it went on");
 		call_release(&c);
 		cancel_fn = NULL;
@@ -1175,6 +1209,151 @@ static void test_engine_down(const char *type)
 	sbx_settings_release(&s);
 }
 
+/* ---- GET /ready against the real engine, through a relay ---- */
+
+#define READY_THREADS 4
+#define READY_MIN 200	  /* requests in the burst, at least */
+#define READY_MIN_MS 2500 /* and for at least this long, past the cache's second */
+
+struct ready_burst {
+	pthread_t thread;
+	int made, ok;
+	const struct timespec *t0;
+};
+
+static void *ready_burst_main(void *arg)
+{
+	struct ready_burst *b = arg;
+
+	while (b->made < READY_MIN / READY_THREADS || elapsed_ms(b->t0) < READY_MIN_MS) {
+		struct reply r = request("GET", "/ready", NULL, NULL);
+		b->made++;
+		b->ok +=
+		    r.status == 200 && r.body.data && strstr(r.body.data, "\"status\":\"ready\"");
+		reply_release(&r);
+		sleep_ms(2); /* a burst that leaves the shared machine some air */
+	}
+	return NULL;
+}
+
+/* The HTTP server with a manager whose engine is the real one reached through
+ * a relay that counts its pings: a burst of /ready reaches the engine about
+ * once a second, not once a request; with the relay gone /ready turns 503. */
+static void test_ready(const char *type, const char *url)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct ready_burst b[READY_THREADS] = {{0}};
+	struct tcp_relay *relay = NULL;
+	struct http_target saved;
+	struct sbx_settings s;
+	sbx_engine *e = NULL;
+	sbx_manager *m = NULL;
+	sbx_mcp *mcp = NULL;
+	sbx_http *http = NULL;
+	char set[256], tcp_url[64];
+	struct timespec t0;
+	struct reply r;
+	unsigned before, pings;
+	int made = 0, ok = 0, r0;
+	long ms;
+
+	if (strncmp(url, "unix://", 7) != 0) {
+		tap_skip(6, "GET /ready through a relay needs a unix:// engine socket");
+		return;
+	}
+	r0 = tcp_relay_new(url + 7, "_ping HTTP/1.", &relay);
+	if (!tap_ok(r0 == 0, "a counting relay to %s (%s)", url + 7, strerror(-r0))) {
+		tap_skip(5, "no relay");
+		return;
+	}
+	snprintf(tcp_url, sizeof(tcp_url), "tcp://127.0.0.1:%d", tcp_relay_port(relay));
+	sbx_settings_init(&s);
+	{
+		char inst[96];
+		snprintf(inst, sizeof(inst), "%s-ready", instance);
+		const char *keys[] = {"server.instance=", "engine.type=", "engine.socket=",
+				      "server.listen=",	  "server.port=", "sandbox.pool_size="};
+		const char *vals[] = {inst, type, tcp_url, "127.0.0.1", "0", "0"};
+		for (size_t i = 0; i < SBX_ARRAY_SIZE(keys); i++) {
+			snprintf(set, sizeof(set), "%s%s", keys[i], vals[i]);
+			if (sbx_settings_set(&s, set, &err) < 0)
+				tap_bail(err.msg);
+		}
+	}
+	{
+		struct sbx_engine_config ec = {.type = type, .url = tcp_url, .timeout_ms = 5000};
+		struct sbx_mcp_config mc = {.settings = &s};
+		if (sbx_engine_open(&ec, &e, &err) < 0 || sbx_manager_new(&s, e, &m, &err) < 0)
+			tap_bail(err.msg);
+		mc.manager = m;
+		if (sbx_mcp_new(&mc, &mcp, &err) < 0)
+			tap_bail(err.msg);
+	}
+	{
+		const struct sbx_http_config hc = {.settings = &s, .mcp = mcp, .manager = m};
+		if (sbx_http_start(&hc, &http, &err) < 0)
+			tap_bail(err.msg);
+	}
+	saved = http_use(sbx_http_port(http), false);
+
+	r = request("GET", "/ready", NULL, NULL);
+	tap_ok(r.status == 200 && r.body.data && strstr(r.body.data, "\"status\":\"ready\"") &&
+		   tcp_relay_matches(relay) >= 1,
+	       "GET /ready through the relay -> 200 ready, after a ping of the engine (%ld, %u "
+	       "pings: %s)",
+	       r.status, tcp_relay_matches(relay), r.body.data ? r.body.data : "");
+	reply_release(&r);
+
+	/* The burst. */
+	before = tcp_relay_matches(relay);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (int i = 0; i < READY_THREADS; i++) {
+		b[i].t0 = &t0;
+		if (pthread_create(&b[i].thread, NULL, ready_burst_main, &b[i]) != 0)
+			tap_bail("pthread_create");
+	}
+	for (int i = 0; i < READY_THREADS; i++) {
+		pthread_join(b[i].thread, NULL);
+		made += b[i].made;
+		ok += b[i].ok;
+	}
+	ms = elapsed_ms(&t0);
+	pings = tcp_relay_matches(relay) - before;
+	tap_is_int(ok, made, "a burst of %d GET /ready in %ld ms: every one 200 ready", made, ms);
+	if (!tap_ok(pings <= (unsigned)(ms / 1000 + 2),
+		    "... reaches the engine at most once a second: %u pings for %d requests in "
+		    "%ld ms",
+		    pings, made, ms))
+		tap_diag("  the engine was pinged more often than the one-second cache allows");
+	tap_ok(pings >= 1, "... and asks it again once the cached answer is a second old (%u)",
+	       pings);
+
+	/* The engine goes away. */
+	relay = tcp_relay_free(relay);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		r = request("GET", "/ready", NULL, NULL);
+		if (r.status == 503 || elapsed_ms(&t0) >= 15000)
+			break;
+		reply_release(&r);
+		sleep_ms(100);
+	}
+	tap_ok(r.status == 503 && r.body.data &&
+		   strstr(r.body.data, "\"status\":\"unavailable\"") &&
+		   !strstr(r.body.data, "\"engine\":\"ok\""),
+	       "with the relay stopped GET /ready turns 503 unavailable within 15 s (%ld after "
+	       "%ld ms: %s)",
+	       r.status, elapsed_ms(&t0), r.body.data ? r.body.data : "");
+	reply_release(&r);
+
+	http_restore(&saved);
+	sbx_http_stop(http);
+	sbx_mcp_free(mcp);
+	sbx_manager_free(m);
+	sbx_engine_free(e);
+	sbx_settings_release(&s);
+}
+
 static size_t count_instance(const char *inst)
 {
 	struct sbx_kv want[] = {{SBX_LABEL_INSTANCE, inst}};
@@ -1239,6 +1418,7 @@ int main(int argc, char **argv)
 	       err.msg);
 	test_install(image);
 	test_engine_down(argv[1]);
+	test_ready(argv[1], argv[2]);
 
 	mgr = sbx_manager_free(mgr);
 	tap_is_int(count_instance(instance), 0, "no container of this run is left");
