@@ -12,6 +12,7 @@
 
 #include "engine-internal.h"
 #include "sbx/common.h"
+#include "sbx/crypto.h"
 
 static const long ok_304[] = {304, 0};
 
@@ -358,38 +359,6 @@ int sbx_moby_archive_get(sbx_engine *e, const char *id, const char *path, sbx_si
 	return sbx_engine_send(e, &req, NULL, err, "/containers/%s/archive?path=%s", id, path);
 }
 
-static unsigned char *base64_decode(const char *in, size_t *ret_len)
-{
-	size_t n = strlen(in), o = 0;
-	unsigned char *out = malloc(n / 4 * 3 + 4);
-	unsigned v = 0;
-	int bits = 0;
-
-	if (!out)
-		return NULL;
-	for (size_t i = 0; i < n; i++) {
-		const char *alpha =
-		    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-		const char *p;
-		if (in[i] == '=')
-			break;
-		p = strchr(alpha, in[i]);
-		if (!p || !in[i]) {
-			free(out);
-			return NULL;
-		}
-		v = (v << 6) | (unsigned)(p - alpha);
-		bits += 6;
-		if (bits >= 8) {
-			bits -= 8;
-			out[o++] = (unsigned char)(v >> bits);
-		}
-	}
-	out[o] = '\0';
-	*ret_len = o;
-	return out;
-}
-
 int sbx_moby_path_stat(sbx_engine *e, const char *id, const char *path, struct sbx_path_stat *ret,
 		       struct sbx_error *err)
 {
@@ -418,8 +387,10 @@ int sbx_moby_path_stat(sbx_engine *e, const char *id, const char *path, struct s
 	r = sbx_rest_check(&resp, NULL, err);
 	if (r >= 0 && !resp.header)
 		r = sbx_error_set(err, -EPROTO, "engine sent no path stat for %s", path);
-	if (r >= 0 && (!(raw = base64_decode(resp.header, &raw_len)) ||
-		       !(j = json_tokener_parse((const char *)raw))))
+	/* Padded or not; the decoder NUL-terminates the JSON text. */
+	if (r >= 0 &&
+	    (sbx_base64_decode_lenient(resp.header, strlen(resp.header), &raw, &raw_len) < 0 ||
+	     !(j = json_tokener_parse((const char *)raw))))
 		r = sbx_error_set(err, -EPROTO, "engine sent a malformed path stat for %s", path);
 	sbx_rest_response_release(&resp);
 	if (r < 0)

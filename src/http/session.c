@@ -8,11 +8,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <time.h>
 
 #include "http-internal.h"
 #include "sbx/common.h"
+#include "sbx/crypto.h"
 
 struct sbx_session_table {
 	pthread_mutex_t lock;
@@ -107,18 +107,11 @@ static size_t sweep(struct sbx_session_table *t, struct sbx_http_session **dead,
 static int random_id(char out[SBX_SESSION_ID_LEN + 1])
 {
 	unsigned char raw[SBX_SESSION_ID_LEN / 2];
-	size_t got = 0;
+	int r = sbx_random_bytes(raw, sizeof(raw));
 
-	while (got < sizeof(raw)) {
-		ssize_t r = getrandom(raw + got, sizeof(raw) - got, 0);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return -errno;
-		got += (size_t)r;
-	}
-	for (size_t i = 0; i < sizeof(raw); i++)
-		snprintf(out + 2 * i, 3, "%02x", raw[i]);
+	if (r < 0)
+		return r;
+	sbx_hex_encode(raw, sizeof(raw), out);
 	return 0;
 }
 

@@ -33,6 +33,7 @@
 #include "sandbox-internal.h"
 #include "sbx/buf.h"
 #include "sbx/common.h"
+#include "sbx/crypto.h"
 #include "sbx/tar.h"
 #include "sbx/utf8.h"
 
@@ -132,53 +133,6 @@ static long now_ms(void)
 	return (long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* ---- base64 (the inline images) ---- */
-
-static int b64_value(unsigned char c)
-{
-	if (c >= 'A' && c <= 'Z')
-		return c - 'A';
-	if (c >= 'a' && c <= 'z')
-		return c - 'a' + 26;
-	if (c >= '0' && c <= '9')
-		return c - '0' + 52;
-	if (c == '+')
-		return 62;
-	if (c == '/')
-		return 63;
-	return -1;
-}
-
-/* Decodes padded base64; NULL when it is not that or out of memory. */
-static unsigned char *b64_decode(const char *s, size_t len, size_t *ret_len)
-{
-	unsigned char *out;
-	size_t n = 0;
-
-	if (len % 4)
-		return NULL;
-	out = malloc(len / 4 * 3 + 1);
-	if (!out)
-		return NULL;
-	for (size_t i = 0; i < len; i += 4) {
-		int v[4];
-		for (int k = 0; k < 4; k++)
-			v[k] = s[i + k] == '=' && i + 4 == len && k >= 2 ? 0 : b64_value(s[i + k]);
-		if (v[0] < 0 || v[1] < 0 || v[2] < 0 || v[3] < 0 ||
-		    (s[i + 2] == '=' && s[i + 3] != '=')) {
-			free(out);
-			return NULL;
-		}
-		out[n++] = (unsigned char)(v[0] << 2 | v[1] >> 4);
-		if (s[i + 2] != '=')
-			out[n++] = (unsigned char)((v[1] & 15) << 4 | v[2] >> 2);
-		if (s[i + 3] != '=')
-			out[n++] = (unsigned char)((v[2] & 3) << 6 | v[3]);
-	}
-	*ret_len = n;
-	return out;
-}
-
 /* ---- one call's state ---- */
 
 struct call {
@@ -268,10 +222,11 @@ static int take_files(struct call *c, struct json_object *files)
 		r->n_files++;
 		if (mime && json_object_object_get_ex(f, "b", &b) &&
 		    json_object_is_type(b, json_type_string)) {
-			fc->image =
-			    b64_decode(json_object_get_string(b),
-				       (size_t)json_object_get_string_len(b), &fc->image_len);
-			if (fc->image)
+			/* Not base64 (or no memory): the file is listed without
+			 * its image. */
+			if (sbx_base64_decode(json_object_get_string(b),
+					      (size_t)json_object_get_string_len(b), &fc->image,
+					      &fc->image_len) == 0)
 				fc->image_mime =
 				    strcmp(mime, "image/png") == 0 ? "image/png" : "image/jpeg";
 		}

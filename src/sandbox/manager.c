@@ -10,11 +10,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <time.h>
 
 #include "sandbox-internal.h"
 #include "sbx/common.h"
+#include "sbx/crypto.h"
 
 static const char *const sleep_cmd[] = {"sleep", "infinity", NULL};
 static const char *const drop_all[] = {"ALL", NULL};
@@ -161,20 +161,11 @@ static sbx_sandbox *find_locked(sbx_manager *m, const char *owner, const char *i
 int sbx_sandbox_make_id(char id[SBX_SANDBOX_ID_MAX + 1], struct sbx_error *err)
 {
 	unsigned char raw[6];
-	size_t got = 0;
+	int r = sbx_random_bytes(raw, sizeof(raw));
 
-	while (got < sizeof(raw)) {
-		ssize_t n = getrandom(raw + got, sizeof(raw) - got, 0);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return sbx_error_set(err, -errno, "no random bytes for a sandbox id: %s",
-					     strerror(errno));
-		}
-		got += (size_t)n;
-	}
-	for (size_t i = 0; i < sizeof(raw); i++)
-		snprintf(id + 2 * i, 3, "%02x", raw[i]);
+	if (r < 0)
+		return sbx_error_set(err, r, "no random bytes for a sandbox id: %s", strerror(-r));
+	sbx_hex_encode(raw, sizeof(raw), id);
 	return 0;
 }
 

@@ -14,6 +14,7 @@
 
 #include "sbx/artifact.h"
 #include "sbx/common.h"
+#include "sbx/crypto.h"
 #include "tools-internal.h"
 
 /* How long install_package_in_sandbox waits before answering "installing". */
@@ -260,34 +261,10 @@ static struct json_object *link_item(const char *url, const char *name, const ch
 	return lo;
 }
 
-/* Standard base64 (RFC 4648, padded) of DATA; NULL on -ENOMEM. */
-static char *base64(const unsigned char *data, size_t len)
-{
-	static const char abc[] =
-	    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-	char *out = malloc((len + 2) / 3 * 4 + 1), *o = out;
-
-	if (!out)
-		return NULL;
-	for (size_t i = 0; i < len; i += 3) {
-		uint32_t v = (uint32_t)data[i] << 16;
-		if (i + 1 < len)
-			v |= (uint32_t)data[i + 1] << 8;
-		if (i + 2 < len)
-			v |= data[i + 2];
-		*o++ = abc[(v >> 18) & 63];
-		*o++ = abc[(v >> 12) & 63];
-		*o++ = i + 1 < len ? abc[(v >> 6) & 63] : '=';
-		*o++ = i + 2 < len ? abc[v & 63] : '=';
-	}
-	*o = '\0';
-	return out;
-}
-
 /* An image content item {type: "image", data: base64, mimeType}. */
 static struct json_object *image_item(const struct sbx_file_change *f)
 {
-	_cleanup_free_ char *b64 = base64(f->image, f->image_len);
+	_cleanup_free_ char *b64 = sbx_base64_encode(f->image, f->image_len);
 	struct json_object *io = b64 ? json_object_new_object() : NULL;
 	int r = 0;
 

@@ -1,0 +1,175 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The wrapper over libcrypto. The only logic of our own is checking input
+ * before EVP_DecodeBlock, which on its own skips leading and trailing
+ * whitespace, takes '=' anywhere as a zero sextet and counts padding in the
+ * length it returns; and chunking, since libcrypto's block calls take an int.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/crypto.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+
+#include "sbx/crypto.h"
+
+/* Block sizes handed to EVP_EncodeBlock/EVP_DecodeBlock: whole groups
+ * (3 bytes in, 4 characters out), far below INT_MAX. */
+#define ENCODE_CHUNK ((size_t)3 << 22)
+#define DECODE_CHUNK ((size_t)4 << 22)
+
+static const char b64_alphabet[] =
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+static bool is_b64_char(char c)
+{
+	return c != '\0' && memchr(b64_alphabet, c, sizeof(b64_alphabet) - 1) != NULL;
+}
+
+char *sbx_base64_encode(const void *data, size_t len)
+{
+	const unsigned char *in = data;
+	size_t o = 0;
+	char *out;
+
+	if (len > (SIZE_MAX - 1) / 4 * 3 - 2) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	out = malloc((len + 2) / 3 * 4 + 1);
+	if (!out)
+		return NULL;
+	out[0] = '\0';
+	for (size_t i = 0; i < len; i += ENCODE_CHUNK) {
+		size_t n = len - i < ENCODE_CHUNK ? len - i : ENCODE_CHUNK;
+		/* Writes 4 * ceil(n / 3) characters and a NUL. */
+		o += (size_t)EVP_EncodeBlock((unsigned char *)out + o, in + i, (int)n);
+	}
+	out[o] = '\0';
+	return out;
+}
+
+int sbx_base64_decode(const char *s, size_t len, unsigned char **ret_data, size_t *ret_len)
+{
+	unsigned char *out;
+	size_t pad = 0, o = 0;
+
+	if (len % 4 != 0)
+		return -EINVAL;
+	if (len > 0 && s[len - 1] == '=')
+		pad = s[len - 2] == '=' ? 2 : 1;
+	for (size_t i = 0; i < len - pad; i++)
+		if (!is_b64_char(s[i]))
+			return -EINVAL;
+	out = malloc(len / 4 * 3 + 1);
+	if (!out)
+		return -ENOMEM;
+	for (size_t i = 0; i < len; i += DECODE_CHUNK) {
+		size_t n = len - i < DECODE_CHUNK ? len - i : DECODE_CHUNK;
+		/* Counts 3 bytes per group, padding included. */
+		int r = EVP_DecodeBlock(out + o, (const unsigned char *)s + i, (int)n);
+		if (r < 0 || (size_t)r != n / 4 * 3) {
+			ERR_clear_error();
+			free(out);
+			return -EINVAL;
+		}
+		o += (size_t)r;
+	}
+	o -= pad;
+	out[o] = '\0';
+	*ret_data = out;
+	*ret_len = o;
+	return 0;
+}
+
+int sbx_base64_decode_lenient(const char *s, size_t len, unsigned char **ret_data, size_t *ret_len)
+{
+	const char *eq = len ? memchr(s, '=', len) : NULL;
+	size_t n = eq ? (size_t)(eq - s) : len, whole;
+	char *padded;
+	int r;
+
+	for (size_t i = 0; i < n; i++)
+		if (!is_b64_char(s[i]))
+			return -EINVAL;
+	/* A lone final character carries no whole byte. */
+	whole = n % 4 == 1 ? n - 1 : n;
+	if (whole > SIZE_MAX - 4)
+		return -ENOMEM;
+	padded = malloc(whole + 4);
+	if (!padded)
+		return -ENOMEM;
+	if (whole)
+		memcpy(padded, s, whole);
+	while (whole % 4 != 0)
+		padded[whole++] = '=';
+	r = sbx_base64_decode(padded, whole, ret_data, ret_len);
+	free(padded);
+	return r;
+}
+
+int sbx_sha256(const void *data, size_t len, uint8_t out[SBX_SHA256_LEN])
+{
+	unsigned int n = 0;
+
+	if (EVP_Digest(len ? data : "", len, out, &n, EVP_sha256(), NULL) != 1 ||
+	    n != SBX_SHA256_LEN) {
+		ERR_clear_error();
+		return -EIO;
+	}
+	return 0;
+}
+
+int sbx_hmac_sha256(const void *key, size_t key_len, const void *data, size_t len,
+		    uint8_t out[SBX_SHA256_LEN])
+{
+	unsigned int n = 0;
+
+	if (key_len > INT_MAX)
+		return -EINVAL;
+	/* Never a NULL key or data: some OpenSSL 3 releases refuse a NULL key
+	 * even of length 0. */
+	if (!HMAC(EVP_sha256(), key_len ? key : "", (int)key_len, len ? data : (const void *)"",
+		  len, out, &n) ||
+	    n != SBX_SHA256_LEN) {
+		ERR_clear_error();
+		return -EIO;
+	}
+	return 0;
+}
+
+bool sbx_crypto_equal(const void *a, const void *b, size_t len)
+{
+	return CRYPTO_memcmp(a, b, len) == 0;
+}
+
+int sbx_random_bytes(void *buf, size_t len)
+{
+	unsigned char *p = buf;
+
+	while (len > 0) {
+		int n = len > INT_MAX ? INT_MAX : (int)len;
+		if (RAND_bytes(p, n) != 1) {
+			ERR_clear_error();
+			return -EIO;
+		}
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+void sbx_hex_encode(const void *data, size_t len, char *out)
+{
+	const unsigned char *in = data;
+
+	out[0] = '\0';
+	for (size_t i = 0; i < len; i++)
+		snprintf(out + 2 * i, 3, "%02x", in[i]);
+}

@@ -1,0 +1,370 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The crypto wrapper (include/sbx/crypto.h) against published known answers:
+ * RFC 4648 base64, the strict decoder's rejections and the lenient one's
+ * path-stat behaviour, SHA-256 (FIPS 180-2 examples), HMAC-SHA256 (RFC 4231),
+ * constant-time equality and the random generator.
+ */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/crypto.h>
+
+#include "sbx/common.h"
+#include "sbx/crypto.h"
+#include "tap.h"
+
+/* The bytes of a vector's hex (OpenSSL's parser); bails out on failure. */
+static unsigned char *unhex(const char *hex, size_t *ret_len)
+{
+	long n = 0;
+	unsigned char *p = OPENSSL_hexstr2buf(hex, &n);
+
+	if (!p)
+		tap_bail("bad hex in a test vector");
+	*ret_len = (size_t)n;
+	return p;
+}
+
+static void test_base64_vectors(void)
+{
+	/* RFC 4648 section 10. */
+	static const char *const vec[][2] = {
+	    {"", ""},
+	    {"f", "Zg=="},
+	    {"fo", "Zm8="},
+	    {"foo", "Zm9v"},
+	    {"foob", "Zm9vYg=="},
+	    {"fooba", "Zm9vYmE="},
+	    {"foobar", "Zm9vYmFy"},
+	};
+
+	for (size_t i = 0; i < SBX_ARRAY_SIZE(vec); i++) {
+		_cleanup_free_ char *enc = sbx_base64_encode(vec[i][0], strlen(vec[i][0]));
+		_cleanup_free_ unsigned char *dec = NULL;
+		size_t n = 99;
+		int r;
+
+		tap_is_str(enc, vec[i][1], "base64 encode \"%s\"", vec[i][0]);
+		r = sbx_base64_decode(vec[i][1], strlen(vec[i][1]), &dec, &n);
+		tap_ok(r == 0 && n == strlen(vec[i][0]) && memcmp(dec, vec[i][0], n) == 0 &&
+			   dec[n] == '\0',
+		       "base64 decode \"%s\" (r=%d, len=%zu)", vec[i][1], r, n);
+	}
+	{
+		/* Unused bits of the last character are ignored (RFC 4648 3.5),
+		 * as the decoders this one replaced did. */
+		_cleanup_free_ unsigned char *dec = NULL;
+		size_t n = 0;
+		int r = sbx_base64_decode("Zh==", 4, &dec, &n);
+		tap_ok(r == 0 && n == 1 && dec[0] == 'f',
+		       "non-zero unused bits: \"Zh==\" is \"f\"");
+	}
+	{
+		_cleanup_free_ char *enc = sbx_base64_encode(NULL, 0);
+		tap_is_str(enc, "", "base64 encode of NULL, 0 is \"\"");
+	}
+	{
+		/* Every character of the alphabet, both ways. */
+		static const unsigned char all[] = {
+		    0x00, 0x10, 0x83, 0x10, 0x51, 0x87, 0x20, 0x92, 0x8b, 0x30, 0xd3, 0x8f,
+		    0x41, 0x14, 0x93, 0x51, 0x55, 0x97, 0x61, 0x96, 0x9b, 0x71, 0xd7, 0x9f,
+		    0x82, 0x18, 0xa3, 0x92, 0x59, 0xa7, 0xa2, 0x9a, 0xab, 0xb2, 0xdb, 0xaf,
+		    0xc3, 0x1c, 0xb3, 0xd3, 0x5d, 0xb7, 0xe3, 0x9e, 0xbb, 0xf3, 0xdf, 0xbf};
+		static const char all_b64[] =
+		    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+		_cleanup_free_ char *enc = sbx_base64_encode(all, sizeof(all));
+		_cleanup_free_ unsigned char *dec = NULL;
+		size_t n = 0;
+
+		tap_is_str(enc, all_b64, "base64 encode uses the standard alphabet (+ and /)");
+		tap_ok(sbx_base64_decode(all_b64, strlen(all_b64), &dec, &n) == 0 &&
+			   n == sizeof(all) && memcmp(dec, all, n) == 0,
+		       "base64 decode of the whole alphabet");
+	}
+}
+
+static void test_base64_rejects(void)
+{
+	static const struct {
+		const char *s;
+		size_t len; /* 0: strlen */
+		const char *why;
+	} bad[] = {
+	    {"Zm9v!mFy", 0, "a character outside the alphabet"},
+	    {"Zm9v-_Fy", 0, "the URL-safe alphabet"},
+	    {"Zm9vYmF\x80", 0, "a non-ASCII byte"},
+	    {"Zg=", 0, "length 3"},
+	    {"Zm9vY", 0, "length 5"},
+	    {"Zg", 0, "unpadded (length 2)"},
+	    {"Zm8", 0, "unpadded (length 3)"},
+	    {"Z===", 0, "three '='"},
+	    {"====", 0, "only '='"},
+	    {"Zg=a", 0, "'=' before a data character"},
+	    {"Z=g=", 0, "'=' inside the last group"},
+	    {"Zg==Zm9v", 0, "'=' in a group that is not the last"},
+	    {"=Zm9", 0, "a leading '='"},
+	    {" Zm9v", 0, "leading space (length 5)"},
+	    {" Zm9vYg=", 0, "leading space (length 8)"},
+	    {"Zm9vYg= ", 0, "trailing space after one '='"},
+	    {"Zm9v   ", 0, "trailing spaces (length 7)"},
+	    {"Zm9vYmF\n", 0, "trailing newline"},
+	    {"Zm9v\nYmFy", 0, "an embedded newline"},
+	    {"Zm9v\r\nYmFy\r\n", 0, "CRLF line breaks"},
+	    {"Zm\t9", 0, "a tab"},
+	    {"Zm9v\0mFy", 8, "an embedded NUL"},
+	    {"Zm9vYmF\0", 8, "a final NUL"},
+	    {"Zm9vYmF-", 0, "a trailing '-' (OpenSSL's end-of-data mark)"},
+	};
+
+	for (size_t i = 0; i < SBX_ARRAY_SIZE(bad); i++) {
+		unsigned char *dec = (unsigned char *)"untouched";
+		size_t n = 12345;
+		size_t len = bad[i].len ? bad[i].len : strlen(bad[i].s);
+		int r = sbx_base64_decode(bad[i].s, len, &dec, &n);
+
+		tap_ok(r == -EINVAL && n == 12345 && strcmp((char *)dec, "untouched") == 0,
+		       "strict decode rejects %s (r=%d)", bad[i].why, r);
+	}
+}
+
+static void test_base64_lenient(void)
+{
+	/* Padded or not; a lone final character is dropped; what follows the
+	 * first '=' is ignored (as the decoder in backends/moby_common.c did). */
+	static const struct {
+		const char *s, *want;
+	} ok[] = {
+	    {"Zm9vYg==", "foob"}, {"Zm9vYg", "foob"},	  {"Zm9vYmE=", "fooba"},
+	    {"Zm9vYmE", "fooba"}, {"Zm9vYmFy", "foobar"}, {"", ""},
+	    {"Zm9vY", "foo"},	  {"Zg==garbage!", "f"},
+	};
+	static const char *const bad[] = {"Zm9v YmFy", "Zm9v\n", " Zm9v", "Zm9v!", "Zm9v-_"};
+	unsigned char *nul_dec = NULL;
+	size_t nul_n = 0;
+	/* A path stat as Docker sends it, unpadded by one of the engines. */
+	static const char stat_json[] = "{\"name\":\"a.txt\",\"size\":5,\"mode\":420,"
+					"\"mtime\":\"2024-01-01T00:00:00Z\",\"linkTarget\":\"\"}";
+
+	for (size_t i = 0; i < SBX_ARRAY_SIZE(ok); i++) {
+		_cleanup_free_ unsigned char *dec = NULL;
+		size_t n = 99;
+		int r = sbx_base64_decode_lenient(ok[i].s, strlen(ok[i].s), &dec, &n);
+
+		tap_ok(r == 0 && n == strlen(ok[i].want) && memcmp(dec, ok[i].want, n) == 0 &&
+			   dec[n] == '\0',
+		       "lenient decode \"%s\" (r=%d, len=%zu)", ok[i].s, r, n);
+	}
+	for (size_t i = 0; i < SBX_ARRAY_SIZE(bad); i++) {
+		unsigned char *dec = NULL;
+		size_t n = 0;
+		int r = sbx_base64_decode_lenient(bad[i], strlen(bad[i]), &dec, &n);
+
+		tap_ok(r == -EINVAL && !dec, "lenient decode rejects \"%s\" (r=%d)", bad[i], r);
+	}
+	tap_is_int(sbx_base64_decode_lenient("Zm9v\0mFy", 8, &nul_dec, &nul_n), -EINVAL,
+		   "lenient decode rejects an embedded NUL");
+	{
+		_cleanup_free_ char *enc = sbx_base64_encode(stat_json, strlen(stat_json));
+		_cleanup_free_ unsigned char *dec = NULL;
+		size_t len = enc ? strlen(enc) : 0, n = 0;
+		int r;
+
+		while (len > 0 && enc[len - 1] == '=')
+			len--;
+		tap_ok(enc && len < strlen(enc), "the path stat's base64 is padded (%s)",
+		       enc ? enc : "NULL");
+		r = enc ? sbx_base64_decode_lenient(enc, len, &dec, &n) : -ENOMEM;
+		tap_ok(r == 0 && n == strlen(stat_json) && strcmp((char *)dec, stat_json) == 0,
+		       "lenient decode of the unpadded path stat is the NUL-terminated JSON");
+	}
+}
+
+static void test_base64_round_trips(void)
+{
+	unsigned char data[300];
+	bool all_ok = true;
+	size_t bad_len = 0;
+	uint32_t x = 2463534242u;
+
+	for (size_t i = 0; i < sizeof(data); i++) {
+		x ^= x << 13, x ^= x >> 17, x ^= x << 5; /* xorshift32: test data only */
+		data[i] = (unsigned char)x;
+	}
+	data[0] = 0;
+	data[1] = 0xff;
+	for (size_t len = 0; len <= sizeof(data) && all_ok; len++) {
+		_cleanup_free_ char *enc = sbx_base64_encode(data, len);
+		_cleanup_free_ unsigned char *dec = NULL;
+		size_t n = 0;
+
+		all_ok = enc && strlen(enc) == (len + 2) / 3 * 4 &&
+			 sbx_base64_decode(enc, strlen(enc), &dec, &n) == 0 && n == len &&
+			 memcmp(dec, data, len) == 0;
+		if (!all_ok)
+			bad_len = len;
+	}
+	if (!tap_ok(all_ok, "binary round trips of every length 0..300"))
+		tap_diag("  first failure at length %zu", bad_len);
+}
+
+static void test_sha256(void)
+{
+	static const struct {
+		const char *msg, *hex;
+	} vec[] = {
+	    {"", "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"},
+	    {"abc", "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"},
+	    {"abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq",
+	     "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"},
+	};
+	uint8_t md[SBX_SHA256_LEN];
+	char hex[2 * SBX_SHA256_LEN + 1];
+	char *million;
+	int r;
+
+	for (size_t i = 0; i < SBX_ARRAY_SIZE(vec); i++) {
+		memset(md, 0, sizeof(md));
+		r = sbx_sha256(vec[i].msg, strlen(vec[i].msg), md);
+		sbx_hex_encode(md, sizeof(md), hex);
+		tap_ok(r == 0 && strcmp(hex, vec[i].hex) == 0, "SHA-256(\"%.8s\") = %s", vec[i].msg,
+		       hex);
+	}
+	memset(md, 0, sizeof(md));
+	r = sbx_sha256(NULL, 0, md);
+	sbx_hex_encode(md, sizeof(md), hex);
+	tap_is_str(r == 0 ? hex : "error", vec[0].hex, "SHA-256 of NULL, 0 is that of \"\"");
+
+	million = malloc(1000000);
+	if (!million)
+		tap_bail("out of memory");
+	memset(million, 'a', 1000000);
+	r = sbx_sha256(million, 1000000, md);
+	free(million);
+	sbx_hex_encode(md, sizeof(md), hex);
+	tap_is_str(r == 0 ? hex : "error",
+		   "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0",
+		   "SHA-256 of 1,000,000 x 'a'");
+}
+
+static void test_hmac(void)
+{
+	/* RFC 4231 section 4, test cases 1-4, 6 and 7 (5 truncates its output). */
+#define KEY_131_AA /* 131 bytes of 0xaa */                                                         \
+	"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"         \
+	"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"         \
+	"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"         \
+	"aaaaaaaaaaaaaaaaaaaaaa"
+	static const struct {
+		const char *key_hex, *data_hex, *mac_hex;
+	} tc[] = {
+	    {"0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b", "4869205468657265",
+	     "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7"},
+	    {"4a656665", "7768617420646f2079612077616e7420666f72206e6f7468696e673f",
+	     "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"},
+	    {"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+	     "dddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddd"
+	     "dddddddddddddddddddddd",
+	     "773ea91e36800e46854db8ebd09181a72959098b3ef8c122d9635514ced565fe"},
+	    {"0102030405060708090a0b0c0d0e0f10111213141516171819",
+	     "cdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcd"
+	     "cdcdcdcdcdcdcdcdcdcdcd",
+	     "82558a389a443c0ea4cc819899f2083a85f0faa3e578f8077a2e3ff46729665b"},
+	    {KEY_131_AA,
+	     "54657374205573696e67204c6172676572205468616e20426c6f636b2d53697a65204b6579202d2048"
+	     "617368204b6579204669727374",
+	     "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54"},
+	    {KEY_131_AA,
+	     "5468697320697320612074657374207573696e672061206c6172676572207468616e20626c6f636b2d"
+	     "73697a65206b657920616e642061206c6172676572207468616e20626c6f636b2d73697a6520646174"
+	     "612e20546865206b6579206e6565647320746f20626520686173686564206265666f7265206265696e"
+	     "6720757365642062792074686520484d414320616c676f726974686d2e",
+	     "9b09ffa71b942fcb27635fbcd5b0e944bfdc63644f0713938a7f51535c3a35e2"},
+	};
+	static const int case_no[] = {1, 2, 3, 4, 6, 7};
+	uint8_t mac[SBX_SHA256_LEN];
+	char hex[2 * SBX_SHA256_LEN + 1];
+
+	for (size_t i = 0; i < SBX_ARRAY_SIZE(tc); i++) {
+		size_t klen, dlen;
+		unsigned char *key = unhex(tc[i].key_hex, &klen),
+			      *data = unhex(tc[i].data_hex, &dlen);
+		int r;
+
+		memset(mac, 0, sizeof(mac));
+		r = sbx_hmac_sha256(key, klen, data, dlen, mac);
+		OPENSSL_free(key);
+		OPENSSL_free(data);
+		sbx_hex_encode(mac, sizeof(mac), hex);
+		tap_ok(r == 0 && strcmp(hex, tc[i].mac_hex) == 0,
+		       "HMAC-SHA256 RFC 4231 test case %d (key %zu bytes, data %zu bytes): %s",
+		       case_no[i], klen, dlen, hex);
+	}
+	{
+		/* The empty key and message (a widely published value). */
+		int r;
+
+		memset(mac, 0, sizeof(mac));
+		r = sbx_hmac_sha256(NULL, 0, NULL, 0, mac);
+		sbx_hex_encode(mac, sizeof(mac), hex);
+		tap_is_str(r == 0 ? hex : "error",
+			   "b613679a0814d9ec772f95d778c35fc5ff1697c493715653c6c712144292c5ad",
+			   "HMAC-SHA256 with an empty key of an empty message");
+	}
+}
+
+static void test_equal(void)
+{
+	unsigned char a[64], b[64];
+
+	for (size_t i = 0; i < sizeof(a); i++)
+		a[i] = b[i] = (unsigned char)(i * 7 + 1);
+	tap_ok(sbx_crypto_equal(a, b, sizeof(a)), "equal buffers compare equal");
+	tap_ok(sbx_crypto_equal(a, b, 0), "zero-length buffers compare equal");
+	b[sizeof(b) - 1] ^= 0x01;
+	tap_ok(!sbx_crypto_equal(a, b, sizeof(a)), "buffers differing in the last byte differ");
+	tap_ok(sbx_crypto_equal(a, b, sizeof(a) - 1), "... and their common prefix is equal");
+	b[sizeof(b) - 1] = a[sizeof(a) - 1];
+	b[0] ^= 0x80;
+	tap_ok(!sbx_crypto_equal(a, b, sizeof(a)), "buffers differing in the first byte differ");
+}
+
+static void test_random(void)
+{
+	static const uint8_t zero[32];
+	uint8_t x[32], y[32];
+	char hex[2 * 3 + 1];
+	int rx, ry;
+
+	memset(x, 0, sizeof(x));
+	memset(y, 0, sizeof(y));
+	rx = sbx_random_bytes(x, sizeof(x));
+	ry = sbx_random_bytes(y, sizeof(y));
+	tap_ok(rx == 0 && ry == 0, "two 32-byte random draws succeed (%d, %d)", rx, ry);
+	tap_ok(memcmp(x, y, sizeof(x)) != 0, "the two draws differ");
+	tap_ok(memcmp(x, zero, sizeof(x)) != 0 && memcmp(y, zero, sizeof(y)) != 0,
+	       "neither draw is all zero");
+	tap_ok(sbx_random_bytes(NULL, 0) == 0, "a zero-length draw succeeds");
+
+	sbx_hex_encode((const uint8_t[]){0x00, 0xab, 0xf9}, 3, hex);
+	tap_is_str(hex, "00abf9", "hex is lowercase, two digits a byte");
+	sbx_hex_encode(NULL, 0, hex);
+	tap_is_str(hex, "", "hex of nothing is \"\"");
+}
+
+int main(void)
+{
+	test_base64_vectors();
+	test_base64_rejects();
+	test_base64_lenient();
+	test_base64_round_trips();
+	test_sha256();
+	test_hmac();
+	test_equal();
+	test_random();
+	return tap_done();
+}
