@@ -30,6 +30,7 @@
 #include "tools/tools.h"
 #include "sbx/artifact.h"
 #include "sbx/common.h"
+#include "sbx/crypto.h"
 #include "sbx/engine.h"
 #include "sbx/http.h"
 #include "sbx/mcp.h"
@@ -648,39 +649,6 @@ static bool cancel_after(void *ud)
 	return yes;
 }
 
-static int b64val(int ch)
-{
-	const char *abc = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-	const char *p = ch ? strchr(abc, ch) : NULL;
-	return p ? (int)(p - abc) : -1;
-}
-
-/* Strict base64 decoding; NULL when S is not valid padded base64. */
-static unsigned char *b64decode(const char *s, size_t *ret_len)
-{
-	size_t n = strlen(s), o = 0;
-	unsigned char *out;
-
-	if (n == 0 || n % 4)
-		return NULL;
-	out = malloc(n / 4 * 3);
-	for (size_t i = 0; out && i < n; i += 4) {
-		int v[4];
-		for (int k = 0; k < 4; k++) {
-			v[k] = s[i + k] == '=' && i + 4 == n && k >= 2 ? 0 : b64val(s[i + k]);
-			if (v[k] < 0)
-				return free(out), NULL;
-		}
-		out[o++] = (unsigned char)(v[0] << 2 | v[1] >> 4);
-		if (s[i + 2] != '=')
-			out[o++] = (unsigned char)((v[1] & 15) << 4 | v[2] >> 2);
-		if (s[i + 3] != '=')
-			out[o++] = (unsigned char)((v[2] & 3) << 6 | v[3]);
-	}
-	*ret_len = o;
-	return out;
-}
-
 static void test_notebook(void)
 {
 	static const struct sbx_mcp_notifier rec = {record_notification, NULL};
@@ -880,8 +848,10 @@ static void test_notebook(void)
 				img = json_object_array_get_idx(content, i);
 		tap_ok(img && !strcmp(str_at(img, "mimeType") ?: "", "image/png"),
 		       "an image content item with mimeType image/png");
-		if (img && str_at(img, "data"))
-			png = b64decode(str_at(img, "data"), &len);
+		if (img && str_at(img, "data") &&
+		    sbx_base64_decode(str_at(img, "data"), strlen(str_at(img, "data")), &png,
+				      &len) < 0)
+			png = NULL;
 		tap_ok(png && len > 8 && memcmp(png, "\x89PNG\r\n\x1a\n", 8) == 0,
 		       "its data is base64 of a PNG (%zu bytes)", len);
 		tap_ok(f && int_at(f, "size") == (int64_t)len && bool_at(f, "inline_image"),

@@ -32,6 +32,7 @@
 
 #include "sandbox-internal.h"
 #include "sbx/buf.h"
+#include "sbx/clock.h"
 #include "sbx/common.h"
 #include "sbx/crypto.h"
 #include "sbx/tar.h"
@@ -124,13 +125,6 @@ static struct sbx_interp *interp_of(sbx_sandbox *sb)
 	in = sb->interp;
 	pthread_mutex_unlock(&sb->m->lock);
 	return in;
-}
-
-static long now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 /* ---- one call's state ---- */
@@ -377,13 +371,13 @@ static void kill_pid(sbx_manager *m, sbx_sandbox *sb, long pid, long pgid)
 static bool kill_politely(struct sbx_interp *in)
 {
 	static const char line[] = "{\"op\":\"kill\"}\n";
-	long deadline = now_ms() + KILL_WAIT_MS;
+	int64_t deadline = sbx_monotonic_ms() + KILL_WAIT_MS;
 	char buf[4096];
 
 	if (!in->stream || sbx_stream_write(in->stream, line, sizeof(line) - 1, NULL) < 0)
 		return false;
 	for (;;) {
-		long left = deadline - now_ms();
+		int64_t left = deadline - sbx_monotonic_ms();
 		int fd;
 		ssize_t n = sbx_stream_read(in->stream, buf, sizeof(buf), &fd,
 					    left > 0 ? (int)left : 0, NULL);
@@ -423,7 +417,7 @@ static int start_once(struct call *c, struct sbx_error *err)
 	    .user = INTERP_USER,
 	};
 	struct sbx_interp *in = c->in;
-	long deadline = now_ms() + START_MS;
+	int64_t deadline = sbx_monotonic_ms() + START_MS;
 	int r;
 
 	sbx_buf_reset(&in->diag);
@@ -436,7 +430,7 @@ static int start_once(struct call *c, struct sbx_error *err)
 	if (r < 0)
 		return sbx_sandbox_exec_failed(c->m, c->sb, r, err);
 	while (!c->hello) {
-		long left = deadline - now_ms();
+		int64_t left = deadline - sbx_monotonic_ms();
 		r = pump(c, left > 0 ? (int)left : 0, err);
 		if (r == 0 || r == -ETIMEDOUT) {
 			const char *d = in->diag.data ? in->diag.data : "";
@@ -597,7 +591,7 @@ static double secs(long ms)
 static int converse(struct call *c, const char *code, long limit_ms, struct sbx_error *err)
 {
 	const struct sbx_run_opts *o = c->opts;
-	long deadline = now_ms() + limit_ms, kill_at = 0;
+	int64_t deadline = sbx_monotonic_ms() + limit_ms, kill_at = 0;
 	long grace = (long)c->m->s->sandbox.interrupt_grace_ms;
 	bool interrupted = false;
 	int r;
@@ -606,7 +600,7 @@ static int converse(struct call *c, const char *code, long limit_ms, struct sbx_
 	if (r < 0)
 		return r == -ENOMEM ? r : -EAGAIN; /* it had died: start another */
 	while (!c->done) {
-		long now = now_ms(), until = interrupted ? kill_at : deadline, wait;
+		int64_t now = sbx_monotonic_ms(), until = interrupted ? kill_at : deadline, wait;
 
 		wait = until > now ? until - now : 0;
 		if (o && o->cancelled && wait > POLL_MS)
@@ -620,7 +614,7 @@ static int converse(struct call *c, const char *code, long limit_ms, struct sbx_
 			return r;
 		if (c->done)
 			break;
-		now = now_ms();
+		now = sbx_monotonic_ms();
 		if (!interrupted && o && o->cancelled && o->cancelled(o->userdata)) {
 			c->res.cancelled = true;
 			interrupted = true;
@@ -816,14 +810,14 @@ int sbx_interp_reset(sbx_manager *m, sbx_sandbox *sb, struct sbx_error *err)
  * variable, output or file. Under in->run. */
 static int warm_up(struct call *c, struct sbx_error *err)
 {
-	long deadline = now_ms() + START_MS;
+	int64_t deadline = sbx_monotonic_ms() + START_MS;
 	int r;
 
 	c->id = ++c->in->next_id;
 	c->cap = 4096;
 	r = send_run(c, "pass", err);
 	while (r >= 0 && !c->done) {
-		long left = deadline - now_ms();
+		int64_t left = deadline - sbx_monotonic_ms();
 		r = pump(c, left > 0 ? (int)left : 0, err);
 		if (r == 0)
 			r = sbx_error_set(err, -EPIPE, "the Python interpreter ended");
