@@ -139,11 +139,19 @@ static void test_base64_lenient(void)
 	static const struct {
 		const char *s, *want;
 	} ok[] = {
-	    {"Zm9vYg==", "foob"}, {"Zm9vYg", "foob"},	  {"Zm9vYmE=", "fooba"},
-	    {"Zm9vYmE", "fooba"}, {"Zm9vYmFy", "foobar"}, {"", ""},
-	    {"Zm9vY", "foo"},	  {"Zg==garbage!", "f"},
+	    {"Zm9vYg==", "foob"},
+	    {"Zm9vYg", "foob"},
+	    {"Zm9vYmE=", "fooba"},
+	    {"Zm9vYmE", "fooba"},
+	    {"Zm9vYmFy", "foobar"},
+	    {"", ""},
+	    {"Zm9vY", "foo"},
+	    {"Zg==garbage!", "f"},
+	    /* the URL-safe alphabet, as Podman sends it: "~~~" and "???" */
+	    {"fn5-", "~~~"},
+	    {"Pz8_", "???"},
 	};
-	static const char *const bad[] = {"Zm9v YmFy", "Zm9v\n", " Zm9v", "Zm9v!", "Zm9v-_"};
+	static const char *const bad[] = {"Zm9v YmFy", "Zm9v\n", " Zm9v", "Zm9v!", "Zm9v.,"};
 	unsigned char *nul_dec = NULL;
 	size_t nul_n = 0;
 	/* A path stat as Docker sends it, unpadded by one of the engines. */

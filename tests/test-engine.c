@@ -331,6 +331,32 @@ static void test_files(const char *id)
 	tap_ok(sbx_path_stat(engine, id, "/app/results", &st, &err) == 0 && st.is_dir,
 	       "stat says /app/results is a directory");
 	sbx_path_stat_release(&st);
+	/* Names whose stat JSON base64-encodes to '+' and '/' (Podman sends
+	 * '-' and '_' for them). */
+	{
+		struct sbx_buf odd = SBX_BUF_INIT;
+		r = sbx_tar_add_file(&odd, "~~~#hash?.txt", "x", 1, 0644, time(NULL), 1000, 1000,
+				     &err);
+		if (r >= 0)
+			r = sbx_tar_add_file(&odd, "\xc3\xa9t\xc3\xa9 ???.txt", "yy", 2, 0644,
+					     time(NULL), 1000, 1000, &err);
+		if (r >= 0)
+			r = sbx_tar_finish(&odd, &err);
+		tap_ok(r == 0 && sbx_archive_put(engine, id, "/app/results", odd.data, odd.len,
+						 &err) == 0,
+		       "put two files with ~, hash sign, ? and non-ASCII in their names (%s)",
+		       err.msg);
+		tap_ok(sbx_path_stat(engine, id, "/app/results/~~~#hash?.txt", &st, &err) == 0 &&
+			   st.size == 1 && st.name && !strcmp(st.name, "~~~#hash?.txt"),
+		       "stat of a file with ~, a hash sign and ? in its name (%s)", err.msg);
+		sbx_path_stat_release(&st);
+		tap_ok(sbx_path_stat(engine, id, "/app/results/\xc3\xa9t\xc3\xa9 ???.txt", &st,
+				     &err) == 0 &&
+			   st.size == 2,
+		       "stat of the file with a non-ASCII name and ??? (%s)", err.msg);
+		sbx_path_stat_release(&st);
+		sbx_buf_release(&odd);
+	}
 
 	x.reader = sbx_tar_reader_new(&ops, &x);
 	r = sbx_archive_get(engine, id, "/app/results/blob.bin", ex_sink, &x, &err);

@@ -33,7 +33,8 @@ int sbx_base64_decode(const char *s, size_t len, unsigned char **ret_data, size_
 
 /*
  * Lenient base64 decoding, for a peer that may or may not pad (Docker's and
- * Podman's X-Docker-Container-Path-Stat header): the standard alphabet,
+ * Podman's X-Docker-Container-Path-Stat header): the standard alphabet or the
+ * URL-safe one ('-' and '_' for '+' and '/'; Podman's header uses it),
  * decoding stops at the first '=' and whatever follows it is ignored; with
  * or without padding; a final lone character (6 bits, no whole byte) is
  * dropped. Any other byte before the first '=' (whitespace, NUL) is -EINVAL.

@@ -96,7 +96,7 @@ int sbx_base64_decode_lenient(const char *s, size_t len, unsigned char **ret_dat
 	int r;
 
 	for (size_t i = 0; i < n; i++)
-		if (!is_b64_char(s[i]))
+		if (!is_b64_char(s[i]) && s[i] != '-' && s[i] != '_')
 			return -EINVAL;
 	/* A lone final character carries no whole byte. */
 	whole = n % 4 == 1 ? n - 1 : n;
@@ -105,8 +105,9 @@ int sbx_base64_decode_lenient(const char *s, size_t len, unsigned char **ret_dat
 	padded = malloc(whole + 4);
 	if (!padded)
 		return -ENOMEM;
-	if (whole)
-		memcpy(padded, s, whole);
+	/* The URL-safe alphabet (RFC 4648 section 5) differs in two places. */
+	for (size_t i = 0; i < whole; i++)
+		padded[i] = s[i] == '-' ? '+' : s[i] == '_' ? '/' : s[i];
 	while (whole % 4 != 0)
 		padded[whole++] = '=';
 	r = sbx_base64_decode(padded, whole, ret_data, ret_len);
