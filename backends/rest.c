@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 
 #include "rest.h"
+#include "sbx/percent.h"
 #include "sbx/common.h"
 
 #define REST_POOL_MAX 8
@@ -405,28 +406,6 @@ int sbx_rest_json(struct sbx_rest *r, const char *method, const char *path,
 	return ret;
 }
 
-char *sbx_rest_escape(const char *s)
-{
-	static const char hex[] = "0123456789ABCDEF";
-	size_t n = strlen(s);
-	char *out = malloc(n * 3 + 1), *p = out;
-
-	if (!out)
-		return NULL;
-	for (; *s; s++) {
-		unsigned char ch = (unsigned char)*s;
-		if (isalnum(ch) || strchr("-._~", ch)) {
-			*p++ = (char)ch;
-		} else {
-			*p++ = '%';
-			*p++ = hex[ch >> 4];
-			*p++ = hex[ch & 15];
-		}
-	}
-	*p = '\0';
-	return out;
-}
-
 char *sbx_rest_vpath(const char *prefix, const char *fmt, va_list ap)
 {
 	struct sbx_buf b = SBX_BUF_INIT;
@@ -437,7 +416,7 @@ char *sbx_rest_vpath(const char *prefix, const char *fmt, va_list ap)
 		int r;
 		if (f[0] == '%' && f[1] == 's') {
 			const char *arg = va_arg(ap, const char *);
-			char *x = sbx_rest_escape(arg ? arg : "");
+			char *x = sbx_percent_escape(arg ? arg : "");
 			r = x ? sbx_buf_append(&b, x, strlen(x)) : -ENOMEM;
 			free(x);
 			f++;

@@ -70,8 +70,6 @@ int sbx_rest_json(struct sbx_rest *r, const char *method, const char *path,
  * is a conversion. sbx_rest_vpath puts prefix (may be NULL) first. */
 char *sbx_rest_path(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 char *sbx_rest_vpath(const char *prefix, const char *fmt, va_list ap);
-/* URL-escape one string (for query values). */
-char *sbx_rest_escape(const char *s);
 
 /* Demultiplexer of the 8-byte-header stream format:
  * [stream, 0, 0, 0, size32be] payload. stream 0 = stdin, 1 = stdout, 2 = stderr. */

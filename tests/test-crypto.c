@@ -3,7 +3,8 @@
  * The crypto wrapper (include/sbx/crypto.h) against published known answers:
  * RFC 4648 base64, the strict decoder's rejections and the lenient one's
  * path-stat behaviour, SHA-256 (FIPS 180-2 examples), HMAC-SHA256 (RFC 4231),
- * constant-time equality and the random generator.
+ * constant-time equality and the random generator; and percent-encoding
+ * (include/sbx/percent.h) with the artifact links built on it.
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -14,8 +15,10 @@
 
 #include <openssl/crypto.h>
 
+#include "sbx/artifact.h"
 #include "sbx/common.h"
 #include "sbx/crypto.h"
+#include "sbx/percent.h"
 #include "tap.h"
 
 /* The bytes of a vector's hex (OpenSSL's parser); bails out on failure. */
@@ -364,6 +367,76 @@ static void test_random(void)
 	tap_is_str(hex, "", "hex of nothing is \"\"");
 }
 
+static void test_percent(void)
+{
+	static const struct {
+		const char *in, *value, *path;
+	} enc[] = {
+	    {"", "", ""},
+	    {"AZaz09-._~", "AZaz09-._~", "AZaz09-._~"},
+	    {"a b/c", "a%20b%2Fc", "a%20b/c"},
+	    {"#hash?.txt", "%23hash%3F.txt", "%23hash%3F.txt"},
+	    {"/x//y/", "%2Fx%2F%2Fy%2F", "/x//y/"},
+	    {"\xc3\xa9%+&=", "%C3%A9%25%2B%26%3D", "%C3%A9%25%2B%26%3D"},
+	};
+	static const char *const bad[] = {"%", "%4", "%zz", "a%g0", "%%41"};
+
+	for (size_t i = 0; i < SBX_ARRAY_SIZE(enc); i++) {
+		_cleanup_free_ char *v = sbx_percent_escape(enc[i].in);
+		struct sbx_buf b = SBX_BUF_INIT;
+		_cleanup_free_ char *back = NULL;
+		size_t n = 0;
+		int r;
+
+		tap_is_str(v, enc[i].value, "percent-escape of \"%s\"", enc[i].value);
+		r = sbx_percent_append(&b, enc[i].in, true);
+		tap_ok(r == 0 && !strcmp(b.data ? b.data : "", enc[i].path),
+		       "as a path it is \"%s\" (got \"%s\")", enc[i].path, b.data ? b.data : "");
+		sbx_buf_release(&b);
+		r = v ? sbx_percent_decode(v, strlen(v), &back, &n) : -ENOMEM;
+		tap_ok(r == 0 && n == strlen(enc[i].in) && !memcmp(back, enc[i].in, n),
+		       "and decodes back (r=%d)", r);
+	}
+	for (size_t i = 0; i < SBX_ARRAY_SIZE(bad); i++) {
+		char *out = NULL;
+		size_t n = 0;
+		tap_is_int(sbx_percent_decode(bad[i], strlen(bad[i]), &out, &n), -EINVAL,
+			   "percent-decode refuses \"%s\"", bad[i]);
+		free(out);
+	}
+	{
+		_cleanup_free_ char *out = NULL;
+		size_t n = 0;
+		tap_ok(sbx_percent_decode("a%00b", 5, &out, &n) == 0 && n == 3 && out[1] == '\0',
+		       "an escaped NUL is decoded and counted (the caller decides)");
+	}
+}
+
+/* Links and their parsing: every segment escaped, '/' and NUL refused
+ * inside a segment. */
+static void test_artifact_links(void)
+{
+	_cleanup_free_ char *url = sbx_artifact_url("http://h:1/", "ab12", "dir one/#hash?.txt");
+	char *id = NULL, *rel = NULL;
+
+	tap_is_str(url, "http://h:1/artifacts/ab12/dir%20one/%23hash%3F.txt",
+		   "an artifact link escapes each segment, keeps the slashes");
+	tap_ok(sbx_artifact_parse("ab12/dir%20one/%23hash%3F.txt", &id, &rel) == 0 && id && rel &&
+		   !strcmp(id, "ab12") && !strcmp(rel, "dir one/#hash?.txt"),
+	       "and parses back to the id and the path");
+	free(id);
+	free(rel);
+	static const char *const bad[] = {"ab12",	"ab12/",	"/x",	   "ab12/a%2Fb",
+					  "ab12/a%00b", "ab12/%zz.png", "a%2Fb/x", "ab12/x/%2F/y"};
+	for (size_t i = 0; i < SBX_ARRAY_SIZE(bad); i++) {
+		id = rel = NULL;
+		tap_is_int(sbx_artifact_parse(bad[i], &id, &rel), -EINVAL,
+			   "artifact path \"%s\" is refused", bad[i]);
+		free(id);
+		free(rel);
+	}
+}
+
 int main(void)
 {
 	test_base64_vectors();
@@ -374,5 +447,7 @@ int main(void)
 	test_hmac();
 	test_equal();
 	test_random();
+	test_percent();
+	test_artifact_links();
 	return tap_done();
 }

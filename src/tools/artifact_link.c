@@ -1,33 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /* Artifact links: built by the tools, parsed by the artifact route. */
 #include <errno.h>
-#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "sbx/buf.h"
 #include "sbx/common.h"
 #include "sbx/artifact.h"
-
-/* RFC 3986 unreserved characters stay; everything else is %XX. */
-static int append_escaped(struct sbx_buf *b, const char *s, bool keep_slash)
-{
-	static const char hex[] = "0123456789ABCDEF";
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-		int r;
-		if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-		    c == '-' || c == '.' || c == '_' || c == '~' || (keep_slash && c == '/')) {
-			r = sbx_buf_append(b, s, 1);
-		} else {
-			char e[3] = {'%', hex[c >> 4], hex[c & 15]};
-			r = sbx_buf_append(b, e, 3);
-		}
-		if (r < 0)
-			return r;
-	}
-	return 0;
-}
+#include "sbx/percent.h"
 
 char *sbx_artifact_url(const char *public_url, const char *sandbox_id, const char *relpath)
 {
@@ -38,48 +18,25 @@ char *sbx_artifact_url(const char *public_url, const char *sandbox_id, const cha
 		n--;
 	if (sbx_buf_append(&b, public_url, n) < 0 ||
 	    sbx_buf_append(&b, SBX_ARTIFACT_ROUTE, strlen(SBX_ARTIFACT_ROUTE)) < 0 ||
-	    append_escaped(&b, sandbox_id, false) < 0 || sbx_buf_append(&b, "/", 1) < 0 ||
-	    append_escaped(&b, relpath, true) < 0) {
+	    sbx_percent_append(&b, sandbox_id, false) < 0 || sbx_buf_append(&b, "/", 1) < 0 ||
+	    sbx_percent_append(&b, relpath, true) < 0) {
 		sbx_buf_release(&b);
 		return NULL;
 	}
 	return sbx_buf_steal(&b);
 }
 
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
-/* Decode [s, end) into a new string; a '/' or NUL that was escaped is refused. */
+/* Decodes [s, end) into a new string; a '/' or NUL that was escaped is refused. */
 static int decode_segment(const char *s, const char *end, char **ret)
 {
-	_cleanup_free_ char *out = malloc((size_t)(end - s) + 1);
+	_cleanup_free_ char *out = NULL;
 	size_t n = 0;
+	int r = sbx_percent_decode(s, (size_t)(end - s), &out, &n);
 
-	if (!out)
-		return -ENOMEM;
-	while (s < end) {
-		if (*s == '%') {
-			int hi, lo;
-			if (end - s < 3 || (hi = hexval(s[1])) < 0 || (lo = hexval(s[2])) < 0)
-				return -EINVAL;
-			char c = (char)(hi << 4 | lo);
-			if (c == '\0' || c == '/')
-				return -EINVAL;
-			out[n++] = c;
-			s += 3;
-		} else {
-			out[n++] = *s++;
-		}
-	}
-	out[n] = '\0';
+	if (r < 0)
+		return r;
+	if (strlen(out) != n || strchr(out, '/'))
+		return -EINVAL;
 	*ret = SBX_TAKE(out);
 	return 0;
 }

@@ -1,0 +1,28 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Percent-encoding (RFC 3986 section 2.1) for paths and query values, done
+ * by libcurl (curl_easy_escape, curl_easy_unescape): the engine's REST paths
+ * (backends/rest.c) and the artifact links (src/tools/artifact_link.c).
+ */
+#ifndef SBX_PERCENT_H
+#define SBX_PERCENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "sbx/buf.h"
+
+/* Appends S to B with every byte but the unreserved ones (ALPHA DIGIT - . _ ~)
+ * as %XX; with KEEP_SLASH, '/' stays as it is (a path of segments).
+ * Returns 0 or -ENOMEM. */
+int sbx_percent_append(struct sbx_buf *b, const char *s, bool keep_slash);
+
+/* S percent-encoded as one value ('/' too), malloc'd; NULL on -ENOMEM. */
+char *sbx_percent_escape(const char *s);
+
+/* Decodes s[0..len) into a malloc'd, NUL-terminated *RET_OUT of *RET_LEN
+ * bytes (which may hold NUL bytes: check when that matters). Every '%' must
+ * start a %XX escape: -EINVAL otherwise; -ENOMEM. */
+int sbx_percent_decode(const char *s, size_t len, char **ret_out, size_t *ret_len);
+
+#endif
