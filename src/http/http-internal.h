@@ -233,33 +233,33 @@ void sbx_sse_msg_free_node(struct sbx_queue_node *n);
  * *POS to 0 for the next frame. Returns the count copied. */
 size_t sbx_http_drain(struct sbx_buf *b, size_t *pos, char *buf, size_t max);
 
-/* ---- event streams (src/http/stream.c) ---- */
+/* ---- event streams (src/http/event_stream.c) ---- */
 
 /* Where an event stream stands: its state callback's answer, under its lock. */
-enum sbx_stream_state {
-	SBX_STREAM_OPEN,    /* more may come: send what is queued, else wait */
-	SBX_STREAM_CLOSED,  /* end now; what is queued is not sent */
-	SBX_STREAM_DONE,    /* send what is queued, then end */
-	SBX_STREAM_ABORTED, /* send what is queued, then fail */
+enum sbx_event_state {
+	SBX_EVENTS_OPEN,    /* more may come: send what is queued, else wait */
+	SBX_EVENTS_CLOSED,  /* end now; what is queued is not sent */
+	SBX_EVENTS_DONE,    /* send what is queued, then end */
+	SBX_EVENTS_ABORTED, /* send what is queued, then fail */
 };
 
-/* What sbx_stream_next did. */
-enum sbx_stream_step {
-	SBX_STREAM_MESSAGE,   /* appended the next queued message */
-	SBX_STREAM_KEEPALIVE, /* appended SBX_SSE_KEEPALIVE_FRAME (idle SBX_SSE_KEEPALIVE_MS) */
-	SBX_STREAM_END,	      /* CLOSED, or DONE with the queue empty */
-	SBX_STREAM_FAIL,      /* the client left, ABORTED with the queue empty, or no memory */
+/* What sbx_event_stream_next did. */
+enum sbx_event_step {
+	SBX_EVENTS_MESSAGE,   /* appended the next queued message */
+	SBX_EVENTS_KEEPALIVE, /* appended SBX_SSE_KEEPALIVE_FRAME (idle SBX_SSE_KEEPALIVE_MS) */
+	SBX_EVENTS_END,	      /* CLOSED, or DONE with the queue empty */
+	SBX_EVENTS_FAIL,      /* the client left, ABORTED with the queue empty, or no memory */
 };
 
 /* One event stream on a connection: what it sends comes off QUEUE (of struct
  * sbx_sse_msg), which LOCK guards and whose changes (and the state's) are
  * broadcast on COND (a CLOCK_MONOTONIC one). */
-struct sbx_stream {
+struct sbx_event_stream {
 	struct MHD_Connection *conn;
 	pthread_mutex_t *lock;
 	pthread_cond_t *cond;
 	struct sbx_queue *queue;
-	enum sbx_stream_state (*state)(void *ctx); /* called with LOCK held */
+	enum sbx_event_state (*state)(void *ctx); /* called with LOCK held */
 	void *ctx;
 	struct sbx_buf pending; /* the frame being sent */
 	size_t pos;
@@ -269,6 +269,6 @@ struct sbx_stream {
  * PENDING, a queued message, or the keepalive when none came for
  * SBX_SSE_KEEPALIVE_MS. Checks every SBX_PEER_CHECK_MS whether the client
  * closed. */
-enum sbx_stream_step sbx_stream_next(struct sbx_stream *s);
+enum sbx_event_step sbx_event_stream_next(struct sbx_event_stream *s);
 
 #endif

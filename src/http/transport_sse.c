@@ -57,16 +57,16 @@ static void notify(void *ctx, const char *json)
 struct sse_stream {
 	struct sbx_http *http;
 	struct sbx_http_session *session;
-	struct sbx_stream out;
+	struct sbx_event_stream out;
 };
 
 /* Closed (or the server stops): the stream ends, what is queued unsent. */
-static enum sbx_stream_state sse_state(void *ctx)
+static enum sbx_event_state sse_state(void *ctx)
 {
 	struct sse_stream *st = ctx;
 
-	return st->session->closed || atomic_load(&st->http->stopping) ? SBX_STREAM_CLOSED
-								       : SBX_STREAM_OPEN;
+	return st->session->closed || atomic_load(&st->http->stopping) ? SBX_EVENTS_CLOSED
+								       : SBX_EVENTS_OPEN;
 }
 
 static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max)
@@ -75,10 +75,10 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max)
 
 	(void)pos;
 	if (st->out.pos >= st->out.pending.len) {
-		switch (sbx_stream_next(&st->out)) {
-		case SBX_STREAM_END:
+		switch (sbx_event_stream_next(&st->out)) {
+		case SBX_EVENTS_END:
 			return MHD_CONTENT_READER_END_OF_STREAM;
-		case SBX_STREAM_FAIL:
+		case SBX_EVENTS_FAIL:
 			return MHD_CONTENT_READER_END_WITH_ERROR;
 		default:
 			break;
@@ -157,12 +157,12 @@ enum MHD_Result sbx_sse_open(struct sbx_http_request *rq)
 		free(st);
 		return sbx_http_respond_error(rq, MHD_HTTP_SERVICE_UNAVAILABLE, err.msg);
 	}
-	st->out = (struct sbx_stream){.conn = rq->conn,
-				      .lock = &st->session->lock,
-				      .cond = &st->session->cond,
-				      .queue = &st->session->queue,
-				      .state = sse_state,
-				      .ctx = st};
+	st->out = (struct sbx_event_stream){.conn = rq->conn,
+					    .lock = &st->session->lock,
+					    .cond = &st->session->cond,
+					    .queue = &st->session->queue,
+					    .state = sse_state,
+					    .ctx = st};
 	if (sbx_buf_appendf(&st->out.pending, "event: endpoint\ndata: /messages?session_id=%s\n\n",
 			    st->session->id) < 0) {
 		sse_free(st);

@@ -41,12 +41,12 @@ struct call {
 	sbx_mcp_input *input;
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
-	struct sbx_queue queue; /* notifications not yet sent */
-	char *reply;		/* the response text once done (NULL: none) */
-	bool done;		/* the worker finished */
-	bool gone;		/* the connection went away: queue nothing */
-	bool replied;		/* the stream sent the response */
-	struct sbx_stream out;	/* the stream, once on */
+	struct sbx_queue queue;	     /* notifications not yet sent */
+	char *reply;		     /* the response text once done (NULL: none) */
+	bool done;		     /* the worker finished */
+	bool gone;		     /* the connection went away: queue nothing */
+	bool replied;		     /* the stream sent the response */
+	struct sbx_event_stream out; /* the stream, once on */
 };
 
 static struct call *call_unref(struct call *c)
@@ -131,13 +131,13 @@ static struct call *call_start(struct sbx_http *h, struct sbx_http_session *s, s
 
 /* The worker's end closes the stream once the notifications are out; the
  * server's stop fails it. */
-static enum sbx_stream_state call_state(void *ctx)
+static enum sbx_event_state call_state(void *ctx)
 {
 	struct call *c = ctx;
 
 	if (c->done)
-		return SBX_STREAM_DONE;
-	return atomic_load(&c->http->stopping) ? SBX_STREAM_ABORTED : SBX_STREAM_OPEN;
+		return SBX_EVENTS_DONE;
+	return atomic_load(&c->http->stopping) ? SBX_EVENTS_ABORTED : SBX_EVENTS_OPEN;
 }
 
 /* The event stream of one request: notifications, then the response. A
@@ -153,14 +153,14 @@ static ssize_t call_read(void *cls, uint64_t pos, char *buf, size_t max)
 		return (ssize_t)sbx_http_drain(&c->out.pending, &c->out.pos, buf, max);
 	if (c->replied)
 		return MHD_CONTENT_READER_END_OF_STREAM;
-	switch (sbx_stream_next(&c->out)) {
-	case SBX_STREAM_MESSAGE:
+	switch (sbx_event_stream_next(&c->out)) {
+	case SBX_EVENTS_MESSAGE:
 		break;
-	case SBX_STREAM_KEEPALIVE:
+	case SBX_EVENTS_KEEPALIVE:
 		if (atomic_load(&c->http->stopping))
 			return MHD_CONTENT_READER_END_WITH_ERROR;
 		break;
-	case SBX_STREAM_END:
+	case SBX_EVENTS_END:
 		last = c->reply ? sbx_sse_msg_new("message", c->reply) : NULL;
 		c->replied = true;
 		if (!last)
@@ -269,12 +269,12 @@ static enum MHD_Result respond_stream(struct sbx_http_request *rq, struct sbx_ht
 {
 	struct MHD_Response *resp;
 
-	c->out = (struct sbx_stream){.conn = rq->conn,
-				     .lock = &c->lock,
-				     .cond = &c->cond,
-				     .queue = &c->queue,
-				     .state = call_state,
-				     .ctx = c};
+	c->out = (struct sbx_event_stream){.conn = rq->conn,
+					   .lock = &c->lock,
+					   .cond = &c->cond,
+					   .queue = &c->queue,
+					   .state = call_state,
+					   .ctx = c};
 	resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, call_read, c, call_free);
 	if (!resp) {
 		call_free(c);
