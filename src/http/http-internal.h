@@ -187,6 +187,11 @@ enum MHD_Result sbx_http_queue(struct sbx_http_request *rq, unsigned status,
 			       struct MHD_Response *resp);
 /* Case-insensitive check that the media type of a Content-Type value is T. */
 bool sbx_http_media_is(const char *value, const char *type);
+/* The request's body as MCP input: true with *RET_IN; false when it is not
+ * JSON-RPC (*RET: 400 with the JSON-RPC error, queued) or on -ENOMEM
+ * (*RET: MHD_NO). */
+bool sbx_http_parse_input(struct sbx_http_request *rq, sbx_mcp_input **ret_in,
+			  enum MHD_Result *ret);
 /* A POST body that is not application/json: answers 415 with a JSON-RPC
  * error into *RET and returns true; false (nothing sent) when it is. */
 bool sbx_http_refuse_non_json(struct sbx_http_request *rq, enum MHD_Result *ret);

@@ -38,6 +38,19 @@
 
 /* ---- small helpers ---- */
 
+bool sbx_http_parse_input(struct sbx_http_request *rq, sbx_mcp_input **ret_in, enum MHD_Result *ret)
+{
+	_cleanup_free_ char *errjson = NULL;
+	int r = sbx_mcp_input_parse(rq->body.data, rq->body.len, ret_in, &errjson);
+
+	if (r == -ENOMEM)
+		*ret = MHD_NO;
+	else if (r < 0)
+		*ret = sbx_http_respond(rq, MHD_HTTP_BAD_REQUEST, "application/json", errjson,
+					strlen(errjson), NULL);
+	return r >= 0;
+}
+
 bool sbx_http_refuse_non_json(struct sbx_http_request *rq, enum MHD_Result *ret)
 {
 	if (sbx_http_media_is(sbx_http_header(rq, MHD_HTTP_HEADER_CONTENT_TYPE),

@@ -252,15 +252,11 @@ enum MHD_Result sbx_sse_post(struct sbx_http_request *rq)
 	struct sbx_http *h = rq->http;
 	struct sbx_http_session *s;
 	sbx_mcp_input *in = NULL;
-	_cleanup_free_ char *errjson = NULL;
+	enum MHD_Result ret;
 	int r;
 
-	r = sbx_mcp_input_parse(rq->body.data, rq->body.len, &in, &errjson);
-	if (r == -ENOMEM)
-		return MHD_NO;
-	if (r < 0)
-		return sbx_http_respond(rq, MHD_HTTP_BAD_REQUEST, "application/json", errjson,
-					strlen(errjson), NULL);
+	if (!sbx_http_parse_input(rq, &in, &ret))
+		return ret;
 	s = sbx_session_table_find(h->sessions, session_arg(rq), SBX_MCP_TRANSPORT_SSE);
 	if (!s) {
 		sbx_mcp_input_free(in);

@@ -293,19 +293,15 @@ static enum MHD_Result handle_post(struct sbx_http_request *rq)
 	struct sbx_error err = SBX_ERROR_INIT;
 	struct sbx_http_session *s = NULL;
 	sbx_mcp_input *in = NULL;
-	_cleanup_free_ char *errjson = NULL, *reply = NULL;
+	_cleanup_free_ char *reply = NULL;
 	const char *pv = sbx_http_header(rq, VERSION_HEADER);
 	bool created = false, requests;
 	struct call *c = NULL;
 	enum MHD_Result ret;
 	int r;
 
-	r = sbx_mcp_input_parse(rq->body.data, rq->body.len, &in, &errjson);
-	if (r == -ENOMEM)
-		return MHD_NO;
-	if (r < 0)
-		return sbx_http_respond(rq, MHD_HTTP_BAD_REQUEST, "application/json", errjson,
-					strlen(errjson), NULL);
+	if (!sbx_http_parse_input(rq, &in, &ret))
+		return ret;
 	if (sbx_mcp_input_is_initialize(in) && !sbx_http_header(rq, SESSION_HEADER)) {
 		r = sbx_session_table_add(h->sessions, h->mcp, SBX_MCP_TRANSPORT_STREAMABLE, &s,
 					  &err);

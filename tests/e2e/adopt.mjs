@@ -14,7 +14,7 @@
 import assert from 'node:assert/strict';
 import { readFileSync, writeFileSync } from 'node:fs';
 
-import { check, diag, summary } from './tap.mjs';
+import { check, diag, runMain } from './tap.mjs';
 import { callErr, callOk, cfg, connect, disconnect, sandboxIdOf, streamableTransport } from './util.mjs';
 
 const NAME = 'e2e-adopt';
@@ -24,9 +24,6 @@ const TMP_FILE = '/tmp/adopt-e2e.txt';
 const TMP_LINE = 'shell state before the restart';
 const TMP_TEXT = `${TMP_LINE}\n`;
 const HANDOFF = `${cfg.tmp}/adopt.json`;
-
-for (const sig of ['SIGTERM', 'SIGINT', 'SIGHUP']) process.on(sig, () => process.exit(1));
-process.on('unhandledRejection', (e) => diag(`unhandled rejection: ${e && e.stack ? e.stack : e}`));
 
 function fileNamed(files, base) {
 	assert.ok(Array.isArray(files), `no files array: ${JSON.stringify(files)}`);
@@ -159,14 +156,6 @@ async function main() {
 			await disconnect(client);
 		}
 	}
-	const { count, failures } = summary();
-	diag(`${count} checks, ${failures} failed`);
 }
 
-main().then(
-	() => process.exit(0),
-	(e) => {
-		diag(`the step stopped: ${e && e.stack ? e.stack : e}`);
-		process.exit(1);
-	},
-);
+runMain(main, 'the step');

@@ -6,7 +6,7 @@
 //
 // SBX_E2E_ONLY=seed,gateway,http,upload,bad,timeout,many,slow runs a subset
 // (adopt, the adoption phase, is run.sh's and tests/e2e/adopt.mjs').
-import { check, diag, summary } from './tap.mjs';
+import { check, diag, runMain } from './tap.mjs';
 import { cfg, connect, createSandbox, disconnect, sseTransport, streamableTransport } from './util.mjs';
 import { seedWorkflow } from './seed.mjs';
 import { gatewayCase } from './gateway.mjs';
@@ -17,10 +17,6 @@ import { manySessionsCase, slowCallCase, timeoutCase } from './concurrency.mjs';
 
 const only = process.env.SBX_E2E_ONLY ? new Set(process.env.SBX_E2E_ONLY.split(',')) : null;
 const want = (name) => !only || only.has(name);
-
-// Stopped from outside: exit, so that 'exit' hooks end child processes.
-for (const sig of ['SIGTERM', 'SIGINT', 'SIGHUP']) process.on(sig, () => process.exit(1));
-process.on('unhandledRejection', (e) => diag(`unhandled rejection: ${e && e.stack ? e.stack : e}`));
 
 async function main() {
 	diag(`server ${cfg.base} on ${cfg.engine}`);
@@ -47,14 +43,6 @@ async function main() {
 			await disconnect(client);
 		}
 	}
-	const { count, failures } = summary();
-	diag(`${count} checks, ${failures} failed`);
 }
 
-main().then(
-	() => process.exit(0),
-	(e) => {
-		diag(`the suite stopped: ${e && e.stack ? e.stack : e}`);
-		process.exit(1);
-	},
-);
+runMain(main, 'the suite');

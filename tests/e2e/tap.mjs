@@ -78,6 +78,21 @@ export async function check(name, fn, limit = 120000) {
 	}
 }
 
-export function summary() {
-	return { count, failures };
+// A node script's whole life: exits on SIGTERM/SIGINT/SIGHUP (so that 'exit'
+// hooks end child processes), reports unhandled rejections, runs MAIN, says
+// how many checks ran, and exits 0 (the TAP points carry the failures) or 1
+// when MAIN threw (then WHAT stopped).
+export function runMain(main, what) {
+	for (const sig of ['SIGTERM', 'SIGINT', 'SIGHUP']) process.on(sig, () => process.exit(1));
+	process.on('unhandledRejection', (e) => diag(`unhandled rejection: ${e && e.stack ? e.stack : e}`));
+	main().then(
+		() => {
+			diag(`${count} checks, ${failures} failed`);
+			process.exit(0);
+		},
+		(e) => {
+			diag(`${what} stopped: ${e && e.stack ? e.stack : e}`);
+			process.exit(1);
+		},
+	);
 }
