@@ -79,6 +79,7 @@ static void test_defaults(void)
 	tap_is_int(s.server.max_body, 4 << 20, "server.max_body");
 	tap_is_str(s.server.allowed_origins, "", "server.allowed_origins");
 	tap_is_int(s.server.max_connections, 4096, "server.max_connections");
+	tap_is_int(s.server.max_calls_per_session, 8, "server.max_calls_per_session");
 	tap_is_str(s.sandbox.image, "localhost/mcp-sandbox:latest", "sandbox.image");
 	tap_is_int(s.sandbox.memory, 512 << 20, "sandbox.memory");
 	tap_is_int(s.sandbox.nano_cpus, 1000000000, "sandbox.cpus");
@@ -170,6 +171,14 @@ static void test_file_errors(void)
 			  "2: server.max_connections: bad value \"4\": expected an integer in "
 			  "8..65536",
 			  "max_connections below its floor");
+	expect_load_error("[server]\nmax_calls_per_session = 0\n",
+			  "2: server.max_calls_per_session: bad value \"0\": expected an integer "
+			  "in 1..256",
+			  "max_calls_per_session below its floor");
+	expect_load_error("[server]\nmax_calls_per_session = 257\n",
+			  "2: server.max_calls_per_session: bad value \"257\": expected an "
+			  "integer in 1..256",
+			  "max_calls_per_session above its ceiling");
 	expect_load_error("[engine]\ntype = lxc\n",
 			  "2: engine.type: bad value \"lxc\": expected one of: docker podman",
 			  "enum word");
@@ -305,7 +314,7 @@ static void test_set(void)
 	set_fails("server.colour=1",
 		  "--set server.colour: unknown key colour in [server] (known: "
 		  "listen, port, public_url, max_body, allowed_origins, instance, "
-		  "session_timeout, max_connections, state_dir)");
+		  "session_timeout, max_connections, max_calls_per_session, state_dir)");
 	set_fails("server.port=x", "--set server.port: bad value \"x\": expected an integer in "
 				   "0..65535");
 	set_fails("sandbox.image=a\tb", "--set sandbox.image: bad value \"a\tb\": "

@@ -118,6 +118,8 @@ static const struct sbx_setting schema[] = {
 	   "an MCP session idle this long is forgotten"),
     NUMBER(INT, "server", "max_connections", server.max_connections, "4096", 8, 65536,
 	   "HTTP connections open at once (SSE streams included); more get 503"),
+    NUMBER(INT, "server", "max_calls_per_session", server.max_calls_per_session, "8", 1, 256,
+	   "tool calls one session may run at once; more are refused at once"),
     STRING(
 	"server", "state_dir", server.state_dir, "", check_state_dir,
 	"folder for state kept across restarts; empty = $STATE_DIRECTORY or /var/lib/mcp-sandbox"),
