@@ -495,6 +495,9 @@ static void test_cancel_http(void)
 	free(id);
 }
 
+/* server.max_calls_per_session of the servers here (the default). */
+#define CALLS_PER_SESSION 8
+
 static void test_cancel_sse(void)
 {
 	struct sse_session s = {0};
@@ -521,11 +524,12 @@ static void test_cancel_sse(void)
 	       "SSE: the cancelled request's response is never sent");
 	reply_release(&r);
 
-	/* A session whose workers are all busy (SBX_SSE_WORKERS_PER_SESSION = 16)
+	/* A session whose workers are all busy (server.max_calls_per_session,
+	 * 8 here)
 	 * still gets its cancellations through. */
 	started = slow_tool_started();
 	cancels = slow_tool_cancels();
-	for (int i = 0; i < 16; i++) {
+	for (int i = 0; i < CALLS_PER_SESSION; i++) {
 		char body[160];
 		snprintf(body, sizeof(body),
 			 "{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"tools/call\",\"params\":{"
@@ -534,10 +538,11 @@ static void test_cancel_sse(void)
 		r = sse_post(id, body);
 		reply_release(&r);
 	}
-	tap_ok(slow_tool_wait_started(started + 16), "SSE: 16 slow calls run");
+	tap_ok(slow_tool_wait_started(started + CALLS_PER_SESSION), "SSE: %d slow calls run",
+	       CALLS_PER_SESSION);
 	{
 		bool accepted = true;
-		for (int i = 0; i < 16; i++) {
+		for (int i = 0; i < CALLS_PER_SESSION; i++) {
 			char body[160];
 			snprintf(body, sizeof(body),
 				 "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\","
@@ -549,8 +554,9 @@ static void test_cancel_sse(void)
 		}
 		tap_ok(accepted, "SSE: with every worker busy, cancellations are still accepted");
 	}
-	slow_tool_wait_cancels(cancels + 16, 3000);
-	tap_is_int(slow_tool_cancels(), cancels + 16, "SSE: ... and reach all 16 tools");
+	slow_tool_wait_cancels(cancels + CALLS_PER_SESSION, 3000);
+	tap_is_int(slow_tool_cancels(), cancels + CALLS_PER_SESSION,
+		   "SSE: ... and reach all %d tools", CALLS_PER_SESSION);
 	sse_close(&s);
 }
 

@@ -44,6 +44,7 @@
 #define SBX_JSONRPC_METHOD_NOT_FOUND -32601
 #define SBX_JSONRPC_INVALID_PARAMS -32602
 #define SBX_JSONRPC_INTERNAL_ERROR -32603
+#define SBX_JSONRPC_SERVER_ERROR -32000	 /* the implementation-defined range's first */
 #define SBX_MCP_SESSION_NOT_FOUND -32001 /* what the TypeScript SDK uses */
 
 typedef struct sbx_mcp sbx_mcp;
@@ -77,11 +78,25 @@ sbx_mcp_session *sbx_mcp_session_unref(sbx_mcp_session *s);
 /* The negotiated protocol version; NULL until initialize succeeded. */
 const char *sbx_mcp_session_version(const sbx_mcp_session *s);
 
+/* The most JSON values one body may hold, an object counting as
+ * SBX_MCP_JSON_OBJECT_WEIGHT (json-c spends about 80 bytes on a value and 10
+ * times that on an object, its hash table): what a parse may allocate is
+ * bounded by the value count as well as by the body's length. */
+#define SBX_MCP_JSON_VALUES_MAX 50000
+#define SBX_MCP_JSON_OBJECT_WEIGHT 9
+
+/* Sizes up BODY before any parse, without a parser: its values are counted
+ * from the brackets, commas and colons outside strings (an upper bound for
+ * valid JSON). Over SBX_MCP_JSON_VALUES_MAX it is -E2BIG and fills
+ * *ret_error_json with the JSON-RPC error response to send (id null); else
+ * *ret_bytes is an upper estimate of what sbx_mcp_input_parse allocates for
+ * it (the body's own buffer not included). -ENOMEM. */
+int sbx_mcp_input_measure(const char *body, size_t len, size_t *ret_bytes, char **ret_error_json);
 /* One parsed HTTP body: a message or (2025-03-26) a batch. Invalid JSON is
- * -EBADMSG and a shape that is no JSON-RPC message at all is -EINVAL; both
- * fill *ret_error_json with the JSON-RPC error response to send (id null).
- * Bodies are at most the transport's limit; parse never allocates more than
- * a small multiple of LEN. */
+ * -EBADMSG, a body over the value count of sbx_mcp_input_measure -E2BIG and a
+ * shape that is no JSON-RPC message at all -EINVAL; each fills
+ * *ret_error_json with the JSON-RPC error response to send (id null). The
+ * parse allocates at most what sbx_mcp_input_measure estimates. */
 int sbx_mcp_input_parse(const char *body, size_t len, sbx_mcp_input **ret_input,
 			char **ret_error_json);
 sbx_mcp_input *sbx_mcp_input_free(sbx_mcp_input *in);
@@ -92,6 +107,10 @@ bool sbx_mcp_input_is_initialize(const sbx_mcp_input *in);
 /* Holds a request that may block for long (tools/call); everything else is
  * answered without waiting, so a transport may run it in any thread. */
 bool sbx_mcp_input_may_block(const sbx_mcp_input *in);
+/* The reply that refuses every request of IN (a body not run) with the
+ * JSON-RPC error CODE and MESSAGE, each under its request's id; an array for
+ * a batch. *ret_reply is NULL when IN holds no request. 0 or -ENOMEM. */
+int sbx_mcp_input_refuse(const sbx_mcp_input *in, int code, const char *message, char **ret_reply);
 
 /* Where a running request sends notifications (notifications/progress,
  * notifications/message) before its response. Called from the thread that

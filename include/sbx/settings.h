@@ -38,7 +38,8 @@ struct sbx_settings {
 		char *instance; /* names this server's sandboxes in engine labels */
 		int64_t session_timeout_ms;
 		int64_t max_connections; /* more get 503 + Retry-After */
-		int64_t max_calls_per_session; /* tool calls running per session; more are refused */
+		int64_t
+		    max_calls_per_session; /* tool calls running per session; more are refused */
 		char *state_dir; /* "" = $STATE_DIRECTORY, else /var/lib/mcp-sandbox if it exists */
 	} server;
 	struct {

@@ -31,9 +31,8 @@
 #define SBX_SSE_KEEPALIVE_MS 15000
 /* A waiting stream checks this often whether its client closed. */
 #define SBX_PEER_CHECK_MS 500
-/* Requests running on pooled worker threads: per SSE session, and in all
- * (tools/call on either transport). */
-#define SBX_SSE_WORKERS_PER_SESSION 16
+/* Requests running on pooled worker threads (tools/call on either
+ * transport), in all; per session it is server.max_calls_per_session. */
 #define SBX_HTTP_WORKERS_MAX 256
 /* A pooled worker idle this long ends. */
 #define SBX_HTTP_WORKER_IDLE_MS 10000
@@ -59,6 +58,19 @@
 /* File descriptors kept for everything but client connections (engine
  * sockets, artifact streams, files, log). */
 #define SBX_HTTP_FD_RESERVE 256
+/* A POST to /mcp without Mcp-Session-Id can only be an initialize: its
+ * body is refused past this (or server.max_body when smaller). */
+#define SBX_HTTP_SESSIONLESS_BODY_MAX (64 * 1024)
+/* Request bodies being received or parsed hold at most this many bytes in
+ * all (their buffers and what the parse is estimated to take), or
+ * SBX_HTTP_BODY_BUDGET_BODIES times server.max_body when that is more; a
+ * body that does not fit is answered 503 with Retry-After. */
+#define SBX_HTTP_BODY_BUDGET_MIN ((size_t)32 * 1024 * 1024)
+#define SBX_HTTP_BODY_BUDGET_BODIES 8
+/* libmicrohttpd 0.9.75 cannot answer while a body streams in: a body refused
+ * midway (chunked, without Content-Length) is read on and dropped, up to
+ * this many bytes, then answered; past it the connection is closed. */
+#define SBX_HTTP_DRAIN_MAX ((size_t)8 * 1024 * 1024)
 
 /* ---- sessions (src/http/session.c) ---- */
 
@@ -84,7 +96,7 @@ struct sbx_http_session {
 	pthread_cond_t cond;
 	struct sbx_queue queue; /* of struct sbx_sse_msg */
 	bool closed;		/* the stream ended (or the server stops): queue nothing */
-	int workers;		/* POST bodies running in the background */
+	int calls;		/* bodies with a tools/call running on workers (both transports) */
 };
 
 struct sbx_session_table;
@@ -104,6 +116,9 @@ struct sbx_http_session *sbx_session_table_find(struct sbx_session_table *t, con
 void sbx_session_table_remove(struct sbx_session_table *t, struct sbx_http_session *s);
 /* Closes every session's stream and wakes its readers (server stop). */
 void sbx_session_table_close_all(struct sbx_session_table *t);
+/* Takes one of S's MAX call slots: false when all are taken. */
+bool sbx_http_session_call_begin(struct sbx_http_session *s, int max);
+void sbx_http_session_call_end(struct sbx_http_session *s);
 struct sbx_http_session *sbx_http_session_ref(struct sbx_http_session *s);
 struct sbx_http_session *sbx_http_session_unref(struct sbx_http_session *s);
 /* Waits on COND (a CLOCK_MONOTONIC one) for at most SBX_PEER_CHECK_MS and
@@ -121,6 +136,10 @@ struct sbx_http {
 	int listen_fd;
 	uint16_t port;
 	size_t max_body;
+	int max_calls_per_session;
+	/* Bytes held by request bodies being received or parsed, and the most. */
+	atomic_size_t body_bytes;
+	size_t body_budget;
 	char *public_url;
 	char *listen_host; /* as it appears in a Host header ("[::1]") */
 	char *public_host; /* the public URL's host, "" when none */
@@ -162,8 +181,17 @@ struct sbx_http_request {
 	const char *url;
 	const char *method;
 	const char *origin; /* an allowed Origin header, or NULL */
+	/* The session the headers name, found before the body is read (a
+	 * reference), or NULL. */
+	struct sbx_http_session *session;
+	bool sessionless; /* a POST to /mcp without Mcp-Session-Id (an initialize) */
+	bool want_body;	  /* the route reads a body: else it is dropped unread */
+	size_t body_max;  /* server.max_body, or less (see the transports' checks) */
 	struct sbx_buf body;
-	bool too_large;
+	size_t charged;	     /* bytes of the body budget this request holds */
+	size_t dropped;	     /* body bytes read and dropped */
+	unsigned refused;    /* the status a body refused midway gets (413, 503), or 0 */
+	const char *refusal; /* ... and why */
 };
 
 /* Responses. Every helper adds the CORS headers for an allowed origin and
@@ -192,6 +220,10 @@ bool sbx_http_media_is(const char *value, const char *type);
  * (*RET: MHD_NO). */
 bool sbx_http_parse_input(struct sbx_http_request *rq, sbx_mcp_input **ret_in,
 			  enum MHD_Result *ret);
+/* Answers a body whose tool calls S cannot run now (server.max_calls_per_session
+ * reached): the JSON-RPC error for each of its requests, in *ret_reply (NULL
+ * when none). 0 or -ENOMEM. */
+int sbx_http_refuse_calls(struct sbx_http_request *rq, const sbx_mcp_input *in, char **ret_reply);
 /* A POST body that is not application/json: answers 415 with a JSON-RPC
  * error into *RET and returns true; false (nothing sent) when it is. */
 bool sbx_http_refuse_non_json(struct sbx_http_request *rq, enum MHD_Result *ret);

@@ -36,19 +36,101 @@
 #include "sbx/artifact.h"
 #include "sbx/common.h"
 
+/* ---- the body budget ---- */
+
+/* Takes N bytes of the body budget for RQ: false when they do not fit. */
+static bool budget_take(struct sbx_http_request *rq, size_t n)
+{
+	struct sbx_http *h = rq->http;
+	size_t cur = atomic_load(&h->body_bytes);
+
+	do {
+		if (n > h->body_budget - cur)
+			return false;
+	} while (!atomic_compare_exchange_weak(&h->body_bytes, &cur, cur + n));
+	rq->charged += n;
+	return true;
+}
+
+/* Gives back what RQ holds of the budget. */
+static void budget_release(struct sbx_http_request *rq)
+{
+	if (rq->charged > 0)
+		atomic_fetch_sub(&rq->http->body_bytes, rq->charged);
+	rq->charged = 0;
+}
+
+/* 503 + Retry-After: the budget has no room for this body now. */
+static enum MHD_Result respond_body_busy(struct sbx_http_request *rq)
+{
+	static const char *const headers[] = {"Retry-After", "1", NULL};
+	char body[320];
+
+	snprintf(body, sizeof(body),
+		 "{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{\"code\":%d,\"message\":\"Server "
+		 "busy: the request bodies being read now fill its memory for them (%zu "
+		 "bytes); retry in a moment\"}}",
+		 SBX_JSONRPC_SERVER_ERROR, rq->http->body_budget);
+	return sbx_http_respond(rq, MHD_HTTP_SERVICE_UNAVAILABLE, "application/json", body,
+				strlen(body), headers);
+}
+
+/* 413 for a body over RQ's limit (server.max_body, or the initialize cap of
+ * a POST to /mcp without a session). */
+static enum MHD_Result respond_too_large(struct sbx_http_request *rq)
+{
+	char msg[200];
+
+	if (rq->sessionless)
+		snprintf(msg, sizeof(msg),
+			 "request body too large: without Mcp-Session-Id only an initialize of "
+			 "at most %zu bytes is accepted",
+			 rq->body_max);
+	else
+		snprintf(msg, sizeof(msg),
+			 "request body too large: at most %zu bytes (server.max_body)",
+			 rq->body_max);
+	return sbx_http_respond_error(rq, MHD_HTTP_CONTENT_TOO_LARGE, msg);
+}
+
 /* ---- small helpers ---- */
 
 bool sbx_http_parse_input(struct sbx_http_request *rq, sbx_mcp_input **ret_in, enum MHD_Result *ret)
 {
 	_cleanup_free_ char *errjson = NULL;
-	int r = sbx_mcp_input_parse(rq->body.data, rq->body.len, ret_in, &errjson);
+	size_t bytes;
+	int r;
 
+	/* Sized up first: what the parse would take must fit the budget. */
+	r = sbx_mcp_input_measure(rq->body.data ? rq->body.data : "", rq->body.len, &bytes,
+				  &errjson);
+	if (r == 0 && !budget_take(rq, bytes)) {
+		*ret = respond_body_busy(rq);
+		return false;
+	}
+	if (r == 0)
+		r = sbx_mcp_input_parse(rq->body.data, rq->body.len, ret_in, &errjson);
+	/* Parsed (or refused): the body's bytes are free again. */
+	sbx_buf_release(&rq->body);
+	budget_release(rq);
 	if (r == -ENOMEM)
 		*ret = MHD_NO;
 	else if (r < 0)
 		*ret = sbx_http_respond(rq, MHD_HTTP_BAD_REQUEST, "application/json", errjson,
 					strlen(errjson), NULL);
 	return r >= 0;
+}
+
+int sbx_http_refuse_calls(struct sbx_http_request *rq, const sbx_mcp_input *in, char **ret_reply)
+{
+	char msg[320];
+
+	snprintf(msg, sizeof(msg),
+		 "Too many tool calls running on this session: at most %d at once "
+		 "(server.max_calls_per_session). Wait for one to finish, or cancel one with "
+		 "notifications/cancelled, then send this call again.",
+		 rq->http->max_calls_per_session);
+	return sbx_mcp_input_refuse(in, SBX_JSONRPC_SERVER_ERROR, msg, ret_reply);
 }
 
 bool sbx_http_refuse_non_json(struct sbx_http_request *rq, enum MHD_Result *ret)
@@ -438,6 +520,7 @@ static bool header_phase(struct sbx_http_request *rq, enum MHD_Result *ret)
 {
 	struct sbx_http *h = rq->http;
 	const char *origin = sbx_http_header(rq, "Origin");
+	unsigned long long length;
 	const char *cl;
 
 	if (rq->route == SBX_ROUTE_MCP && strcmp(rq->method, "POST") != 0 &&
@@ -461,21 +544,41 @@ static bool header_phase(struct sbx_http_request *rq, enum MHD_Result *ret)
 		*ret = preflight(rq);
 		return true;
 	}
+	rq->body_max = h->max_body;
 	cl = sbx_http_header(rq, MHD_HTTP_HEADER_CONTENT_LENGTH);
-	if (cl && strtoull(cl, NULL, 10) > h->max_body) {
-		*ret = sbx_http_respond_error(rq, MHD_HTTP_CONTENT_TOO_LARGE,
-					      "request body too large");
+	length = cl ? strtoull(cl, NULL, 10) : 0;
+	if (length > rq->body_max) {
+		*ret = respond_too_large(rq);
 		return true;
 	}
+	/* The transports check the session from the headers (and may lower
+	 * body_max): nothing of a body is read before it is known to be wanted. */
 	switch (rq->route) {
 	case SBX_ROUTE_MCP:
-		return sbx_streamable_check(rq, ret);
+		if (sbx_streamable_check(rq, ret))
+			return true;
+		break;
 	case SBX_ROUTE_SSE:
 	case SBX_ROUTE_MESSAGES:
-		return sbx_sse_check(rq, ret);
+		if (sbx_sse_check(rq, ret))
+			return true;
+		break;
 	default:
-		return false;
+		break;
 	}
+	rq->want_body = (rq->route == SBX_ROUTE_MCP || rq->route == SBX_ROUTE_MESSAGES) &&
+			strcmp(rq->method, "POST") == 0;
+	if (length > rq->body_max) {
+		*ret = respond_too_large(rq);
+		return true;
+	}
+	/* A body that cannot fit the budget now is refused before it is sent
+	 * (one without Content-Length, as it streams in). */
+	if (rq->want_body && length > h->body_budget - atomic_load(&h->body_bytes)) {
+		*ret = respond_body_busy(rq);
+		return true;
+	}
+	return false;
 }
 
 /* GET /ready: 200 when the engine answers, else 503 saying why (the server
@@ -562,18 +665,32 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		return MHD_YES;
 	}
 	if (*upload_data_size > 0) {
-		if (!rq->too_large && rq->body.len + *upload_data_size > rq->http->max_body) {
-			rq->too_large = true;
-			sbx_buf_release(&rq->body);
-		}
-		if (!rq->too_large && sbx_buf_append(&rq->body, upload_data, *upload_data_size) < 0)
-			return MHD_NO;
+		size_t n = *upload_data_size;
+
 		*upload_data_size = 0;
-		return MHD_YES;
+		if (rq->want_body && !rq->refused) {
+			/* Refused as soon as it passes a limit: what came is freed,
+			 * the rest is not kept. */
+			if (n > rq->body_max - rq->body.len)
+				rq->refused = MHD_HTTP_CONTENT_TOO_LARGE;
+			else if (!budget_take(rq, n))
+				rq->refused = MHD_HTTP_SERVICE_UNAVAILABLE;
+			else if (sbx_buf_append(&rq->body, upload_data, n) < 0)
+				return MHD_NO;
+			if (!rq->refused)
+				return MHD_YES;
+			sbx_buf_release(&rq->body);
+			budget_release(rq);
+		}
+		/* A body nobody reads (or refused): dropped as it comes, up to
+		 * SBX_HTTP_DRAIN_MAX. */
+		rq->dropped += n;
+		return rq->dropped > SBX_HTTP_DRAIN_MAX ? MHD_NO : MHD_YES;
 	}
-	if (rq->too_large)
-		return sbx_http_respond_error(rq, MHD_HTTP_CONTENT_TOO_LARGE,
-					      "request body too large");
+	if (rq->refused == MHD_HTTP_CONTENT_TOO_LARGE)
+		return respond_too_large(rq);
+	if (rq->refused)
+		return respond_body_busy(rq);
 	return dispatch(rq);
 }
 
@@ -588,6 +705,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	if (!rq)
 		return;
 	sbx_buf_release(&rq->body);
+	budget_release(rq);
+	sbx_http_session_unref(rq->session);
 	free(rq);
 	*con_cls = NULL;
 }
@@ -785,6 +904,13 @@ int sbx_http_start(const struct sbx_http_config *cfg, sbx_http **ret_http, struc
 	h->manager = cfg->manager;
 	h->listen_fd = -1;
 	h->max_body = (size_t)s->server.max_body;
+	h->max_calls_per_session = (int)s->server.max_calls_per_session;
+	h->body_budget = h->max_body > SIZE_MAX / SBX_HTTP_BODY_BUDGET_BODIES
+			     ? SIZE_MAX
+			     : h->max_body * SBX_HTTP_BODY_BUDGET_BODIES;
+	if (h->body_budget < SBX_HTTP_BODY_BUDGET_MIN)
+		h->body_budget = SBX_HTTP_BODY_BUDGET_MIN;
+	atomic_init(&h->body_bytes, 0);
 	atomic_init(&h->stopping, false);
 	atomic_init(&h->connections, 0);
 	pthread_mutex_init(&h->workers_lock, NULL);

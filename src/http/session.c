@@ -62,6 +62,25 @@ struct sbx_session_table *sbx_session_table_free(struct sbx_session_table *t)
 	return NULL;
 }
 
+bool sbx_http_session_call_begin(struct sbx_http_session *s, int max)
+{
+	bool ok;
+
+	pthread_mutex_lock(&s->lock);
+	ok = s->calls < max;
+	if (ok)
+		s->calls++;
+	pthread_mutex_unlock(&s->lock);
+	return ok;
+}
+
+void sbx_http_session_call_end(struct sbx_http_session *s)
+{
+	pthread_mutex_lock(&s->lock);
+	s->calls--;
+	pthread_mutex_unlock(&s->lock);
+}
+
 struct sbx_http_session *sbx_http_session_ref(struct sbx_http_session *s)
 {
 	if (s)

@@ -131,13 +131,15 @@ bool sbx_sse_check(struct sbx_http_request *rq, enum MHD_Result *ret)
 						  "Bad Request: session_id is required");
 		return true;
 	}
+	/* An unknown session is answered before its body is read; a known one
+	 * is kept for sbx_sse_post. */
 	s = sbx_session_table_find(rq->http->sessions, id, SBX_MCP_TRANSPORT_SSE);
 	if (!s) {
 		*ret = sbx_http_respond_rpc_error(rq, MHD_HTTP_NOT_FOUND, SBX_MCP_SESSION_NOT_FOUND,
 						  "Session not found: open a new stream on /sse");
 		return true;
 	}
-	sbx_http_session_unref(s);
+	rq->session = s;
 	return sbx_http_refuse_non_json(rq, ret);
 }
 
@@ -209,14 +211,13 @@ static void sse_worker(struct sbx_http_job *j)
 
 	run_body(s, job->input);
 	free(job);
-	pthread_mutex_lock(&s->lock);
-	s->workers--;
-	pthread_mutex_unlock(&s->lock);
+	sbx_http_session_call_end(s);
 	sbx_http_session_unref(s);
 }
 
-/* Starts a worker for IN on S (taking IN on success); -EBUSY over the
- * limits. */
+/* Starts a worker for IN on S in one of its call slots (taking IN on
+ * success): -EBUSY when S runs server.max_calls_per_session bodies, else
+ * what sbx_http_submit says. */
 static int start_worker(struct sbx_http *h, struct sbx_http_session *s, sbx_mcp_input *in)
 {
 	struct sse_job *job = calloc(1, sizeof(*job));
@@ -224,14 +225,9 @@ static int start_worker(struct sbx_http *h, struct sbx_http_session *s, sbx_mcp_
 
 	if (!job)
 		return -ENOMEM;
-	pthread_mutex_lock(&s->lock);
-	r = s->workers >= SBX_SSE_WORKERS_PER_SESSION || s->closed ? -EBUSY : 0;
-	if (r == 0)
-		s->workers++;
-	pthread_mutex_unlock(&s->lock);
-	if (r < 0) {
+	if (!sbx_http_session_call_begin(s, h->max_calls_per_session)) {
 		free(job);
-		return r;
+		return -EBUSY;
 	}
 	job->job.fn = sse_worker;
 	job->session = sbx_http_session_ref(s);
@@ -240,9 +236,10 @@ static int start_worker(struct sbx_http *h, struct sbx_http_session *s, sbx_mcp_
 	if (r < 0) {
 		sbx_http_session_unref(s);
 		free(job);
-		pthread_mutex_lock(&s->lock);
-		s->workers--;
-		pthread_mutex_unlock(&s->lock);
+		sbx_http_session_call_end(s);
+		/* The pool's -EBUSY is not the session's. */
+		if (r == -EBUSY)
+			r = -EAGAIN;
 	}
 	return r;
 }
@@ -257,12 +254,8 @@ enum MHD_Result sbx_sse_post(struct sbx_http_request *rq)
 
 	if (!sbx_http_parse_input(rq, &in, &ret))
 		return ret;
-	s = sbx_session_table_find(h->sessions, session_arg(rq), SBX_MCP_TRANSPORT_SSE);
-	if (!s) {
-		sbx_mcp_input_free(in);
-		return sbx_http_respond_rpc_error(rq, MHD_HTTP_NOT_FOUND, SBX_MCP_SESSION_NOT_FOUND,
-						  "Session not found: open a new stream on /sse");
-	}
+	/* Found from the query (sbx_sse_check); its reference moves here. */
+	s = SBX_TAKE(rq->session);
 	if (!sbx_mcp_input_may_block(in)) {
 		/* Notifications (notifications/cancelled above all) and cheap
 		 * requests are instant and must not wait for a worker: a session
@@ -275,14 +268,28 @@ enum MHD_Result sbx_sse_post(struct sbx_http_request *rq)
 					"Accepted", strlen("Accepted"), NULL);
 	}
 	r = start_worker(h, s, in);
+	if (r == -EBUSY) {
+		/* The session runs its most: refused at once, never queued; the
+		 * error goes where the reply would have gone. */
+		char *reply = NULL;
+		r = sbx_http_refuse_calls(rq, in, &reply);
+		if (r == 0 && reply)
+			enqueue(s, "message", reply);
+		free(reply);
+		if (r == 0)
+			r = 1;
+	}
 	sbx_http_session_unref(s);
 	if (r < 0) {
 		sbx_mcp_input_free(in);
 		if (r == -ENOMEM)
 			return MHD_NO;
-		return sbx_http_respond_rpc_error(rq, MHD_HTTP_TOO_MANY_REQUESTS, -32000,
-						  "Too many requests in flight on this session");
+		return sbx_http_respond_rpc_error(rq, MHD_HTTP_SERVICE_UNAVAILABLE,
+						  SBX_JSONRPC_INTERNAL_ERROR,
+						  "Server busy: too many tool calls in flight");
 	}
+	if (r > 0)
+		sbx_mcp_input_free(in);
 	return sbx_http_respond(rq, MHD_HTTP_ACCEPTED, "text/plain; charset=utf-8", "Accepted",
 				strlen("Accepted"), NULL);
 }

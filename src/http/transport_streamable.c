@@ -94,6 +94,9 @@ static void call_worker(struct sbx_http_job *job)
 	char *reply = NULL;
 
 	sbx_mcp_session_run(c->session->mcp, in, &n, &reply, &err);
+	/* The slot is free before the reply goes out: a client that sends its
+	 * next call on the reply finds it free. */
+	sbx_http_session_call_end(c->session);
 	pthread_mutex_lock(&c->lock);
 	c->reply = reply;
 	c->done = true;
@@ -104,8 +107,9 @@ static void call_worker(struct sbx_http_job *job)
 	call_unref(c);
 }
 
-/* Runs IN on S on a pooled worker; NULL when none is free (IN is then
- * still the caller's). */
+/* Runs IN on S on a pooled worker, in one of S's call slots (taken by the
+ * caller, given back by the worker); NULL when no worker is free (IN and the
+ * slot are then still the caller's). */
 static struct call *call_start(struct sbx_http *h, struct sbx_http_session *s, sbx_mcp_input *in)
 {
 	struct call *c = calloc(1, sizeof(*c));
@@ -216,6 +220,8 @@ static bool accept_ok(const char *accept)
 
 bool sbx_streamable_check(struct sbx_http_request *rq, enum MHD_Result *ret)
 {
+	const char *id;
+
 	if (strcmp(rq->method, "GET") == 0 || strcmp(rq->method, "OPTIONS") == 0) {
 		/* No server->client stream on GET (yet): the client goes on without. */
 		*ret = sbx_http_respond_405(rq, "GET, POST, DELETE");
@@ -229,7 +235,24 @@ bool sbx_streamable_check(struct sbx_http_request *rq, enum MHD_Result *ret)
 		    "Not Acceptable: Accept must list application/json and text/event-stream");
 		return true;
 	}
-	return sbx_http_refuse_non_json(rq, ret);
+	if (sbx_http_refuse_non_json(rq, ret))
+		return true;
+	id = sbx_http_header(rq, SESSION_HEADER);
+	if (!id || !*id) {
+		/* Only an initialize comes without a session: a small body. */
+		rq->sessionless = true;
+		if (rq->body_max > SBX_HTTP_SESSIONLESS_BODY_MAX)
+			rq->body_max = SBX_HTTP_SESSIONLESS_BODY_MAX;
+		return false;
+	}
+	/* An unknown session is answered before its body is read. */
+	rq->session = sbx_session_table_find(rq->http->sessions, id, SBX_MCP_TRANSPORT_STREAMABLE);
+	if (!rq->session) {
+		*ret = sbx_http_respond_rpc_error(rq, MHD_HTTP_NOT_FOUND, SBX_MCP_SESSION_NOT_FOUND,
+						  "Session not found: initialize a new session");
+		return true;
+	}
+	return false;
 }
 
 /* The session the request names: 400 when none, 404 when unknown. */
@@ -302,7 +325,13 @@ static enum MHD_Result handle_post(struct sbx_http_request *rq)
 
 	if (!sbx_http_parse_input(rq, &in, &ret))
 		return ret;
-	if (sbx_mcp_input_is_initialize(in) && !sbx_http_header(rq, SESSION_HEADER)) {
+	if (rq->sessionless) {
+		if (!sbx_mcp_input_is_initialize(in)) {
+			sbx_mcp_input_free(in);
+			return sbx_http_respond_rpc_error(
+			    rq, MHD_HTTP_BAD_REQUEST, -32000,
+			    "Bad Request: Mcp-Session-Id header is required");
+		}
 		r = sbx_session_table_add(h->sessions, h->mcp, SBX_MCP_TRANSPORT_STREAMABLE, &s,
 					  &err);
 		if (r < 0) {
@@ -312,11 +341,9 @@ static enum MHD_Result handle_post(struct sbx_http_request *rq)
 		}
 		created = true;
 	} else {
-		s = lookup(rq, &ret);
-		if (!s) {
-			sbx_mcp_input_free(in);
-			return ret;
-		}
+		/* Found from the headers (sbx_streamable_check); its reference
+		 * moves here. */
+		s = SBX_TAKE(rq->session);
 		if (pv && !sbx_mcp_version_supported(pv)) {
 			sbx_mcp_input_free(in);
 			sbx_http_session_unref(s);
@@ -327,7 +354,12 @@ static enum MHD_Result handle_post(struct sbx_http_request *rq)
 	}
 
 	requests = sbx_mcp_input_has_requests(in);
-	if (requests && sbx_mcp_input_may_block(in)) {
+	if (requests && sbx_mcp_input_may_block(in) &&
+	    !sbx_http_session_call_begin(s, h->max_calls_per_session)) {
+		/* The session runs its most: refused at once, never queued. */
+		r = sbx_http_refuse_calls(rq, in, &reply);
+		sbx_mcp_input_free(in);
+	} else if (requests && sbx_mcp_input_may_block(in)) {
 		bool stream;
 		/* A tools/call may take minutes: no idle timeout while it runs. */
 		sbx_http_set_timeout(rq, 0);
@@ -337,6 +369,7 @@ static enum MHD_Result handle_post(struct sbx_http_request *rq)
 			static const char body[] =
 			    "{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{\"code\":-32603,"
 			    "\"message\":\"Server busy: too many tool calls in flight\"}}";
+			sbx_http_session_call_end(s);
 			sbx_mcp_input_free(in);
 			sbx_http_set_timeout(rq, SBX_HTTP_IDLE_TIMEOUT_S);
 			if (created)

@@ -315,6 +315,63 @@ static char *error_text(int code, const char *msg)
 	return t;
 }
 
+/* What json-c allocates per value (measured with json-c 0.16 on x86-64: 72
+ * to 88 bytes for a scalar with its slot in an array or its key, about 790
+ * for an empty object), rounded up; and the tokener's own (its stack). */
+#define MCP_JSON_VALUE_BYTES 96
+#define MCP_JSON_TOKENER_BYTES 8192
+
+int sbx_mcp_input_measure(const char *body, size_t len, size_t *ret_bytes, char **ret_error_json)
+{
+	/* Every value but the first follows a '[', ',' or ':' and every key a
+	 * '{' or ','; none of them counts inside a string. */
+	size_t values = 1, objects = 0, weight;
+	bool in_string = false, escaped = false;
+
+	for (size_t i = 0; i < len; i++) {
+		char c = body[i];
+		if (in_string) {
+			if (escaped)
+				escaped = false;
+			else if (c == '\\')
+				escaped = true;
+			else if (c == '"')
+				in_string = false;
+			continue;
+		}
+		switch (c) {
+		case '"':
+			in_string = true;
+			break;
+		case '{':
+			objects++;
+			values++;
+			break;
+		case '[':
+		case ',':
+		case ':':
+			values++;
+			break;
+		default:
+			break;
+		}
+	}
+	weight = values + objects * (SBX_MCP_JSON_OBJECT_WEIGHT - 1);
+	if (weight > SBX_MCP_JSON_VALUES_MAX) {
+		char msg[256];
+		snprintf(msg, sizeof(msg),
+			 "Invalid Request: too many JSON values in one body (%zu, %zu of them "
+			 "objects; at most %d, an object counting as %d)",
+			 values, objects, SBX_MCP_JSON_VALUES_MAX, SBX_MCP_JSON_OBJECT_WEIGHT);
+		*ret_error_json = error_text(SBX_JSONRPC_INVALID_REQUEST, msg);
+		return *ret_error_json ? -E2BIG : -ENOMEM;
+	}
+	/* The values, then the strings: each copied once into its value and
+	 * once into the tokener's buffer (which keeps the longest). */
+	*ret_bytes = weight * MCP_JSON_VALUE_BYTES + 2 * len + MCP_JSON_TOKENER_BYTES;
+	return 0;
+}
+
 int sbx_mcp_input_parse(const char *body, size_t len, sbx_mcp_input **ret_input,
 			char **ret_error_json)
 {
@@ -322,8 +379,12 @@ int sbx_mcp_input_parse(const char *body, size_t len, sbx_mcp_input **ret_input,
 	struct json_object *root;
 	enum json_tokener_error jerr;
 	sbx_mcp_input *in;
-	size_t used;
+	size_t used, bytes;
+	int m;
 
+	m = sbx_mcp_input_measure(body ? body : "", body ? len : 0, &bytes, ret_error_json);
+	if (m < 0)
+		return m;
 	if (len > INT32_MAX)
 		len = INT32_MAX; /* the tokener takes an int; never reached below the body limit */
 	tok = json_tokener_new_ex(MCP_JSON_DEPTH);
@@ -461,6 +522,37 @@ bool sbx_mcp_input_is_initialize(const sbx_mcp_input *in)
 bool sbx_mcp_input_may_block(const sbx_mcp_input *in)
 {
 	return input_has_request(in, "tools/call");
+}
+
+int sbx_mcp_input_refuse(const sbx_mcp_input *in, int code, const char *message, char **ret_reply)
+{
+	bool batch = json_object_is_type(in->root, json_type_array);
+	struct json_object *reply = batch ? json_object_new_array() : NULL;
+	size_t n = input_count(in);
+	char *text = NULL;
+
+	if (batch && !reply)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		struct json_object *id, *e;
+		if (classify(input_at(in, i), &id) != MSG_REQUEST)
+			continue;
+		e = error_response(id, code, "%s", message);
+		if (!e || (batch && json_object_array_add(reply, e) < 0)) {
+			json_object_put(e);
+			json_object_put(reply);
+			return -ENOMEM;
+		}
+		if (!batch)
+			reply = e;
+	}
+	if (reply && (!batch || json_object_array_length(reply) > 0) && !(text = to_text(reply))) {
+		json_object_put(reply);
+		return -ENOMEM;
+	}
+	json_object_put(reply);
+	*ret_reply = text;
+	return 0;
 }
 
 /* ---- requests in flight ---- */
