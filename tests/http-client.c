@@ -263,6 +263,49 @@ int raw_mcp_post(const char *id, size_t content_length, const char *body)
 	return raw_post("/mcp", headers, content_length, body);
 }
 
+bool send_quiet(int fd, const void *p, size_t n)
+{
+	const char *c = p;
+
+	while (n > 0) {
+		ssize_t k = send(fd, c, n, MSG_NOSIGNAL);
+		if (k <= 0)
+			return false;
+		c += k;
+		n -= (size_t)k;
+	}
+	return true;
+}
+
+int raw_post_chunked(const char *path, const char *headers)
+{
+	char req[2048], host[64];
+	int fd = connect_raw();
+
+	snprintf(req, sizeof(req), "POST %s HTTP/1.1\r\n%s\r\n%sTransfer-Encoding: chunked\r\n\r\n",
+		 path, host_line(host, sizeof(host)), headers);
+	send_all(fd, req);
+	return fd;
+}
+
+bool send_chunk(int fd, const void *data, size_t n)
+{
+	char size[32];
+
+	snprintf(size, sizeof(size), "%zx\r\n", n);
+	return send_quiet(fd, size, strlen(size)) && send_quiet(fd, data, n) &&
+	       send_quiet(fd, "\r\n", 2);
+}
+
+long raw_status(int fd, struct sbx_buf *acc, int ms)
+{
+	int code = 0;
+
+	if (!read_until(fd, acc, "\r\n\r\n", ms) || sscanf(acc->data, "HTTP/1.1 %d", &code) != 1)
+		return 0;
+	return code;
+}
+
 /* ---- an SSE session ---- */
 
 #define ENDPOINT_EVENT "event: endpoint\ndata: /messages?session_id="

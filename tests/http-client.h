@@ -76,6 +76,15 @@ bool closed_within(int fd, int ms);
 int raw_post(const char *path, const char *headers, size_t content_length, const char *body);
 /* raw_post of BODY to /mcp on session ID with the usual headers. */
 int raw_mcp_post(const char *id, size_t content_length, const char *body);
+/* Sends N bytes of P; false when the peer closed (no bail-out). */
+bool send_quiet(int fd, const void *p, size_t n);
+/* Sends a raw POST to PATH with HEADERS (lines that end in CRLF) and
+ * Transfer-Encoding: chunked; the body follows with send_chunk (N = 0 ends
+ * it). The connection's fd. */
+int raw_post_chunked(const char *path, const char *headers);
+bool send_chunk(int fd, const void *data, size_t n);
+/* The status of the answer read from FD into ACC within MS, 0 when none. */
+long raw_status(int fd, struct sbx_buf *acc, int ms);
 
 /* ---- an SSE session, set up step by step ---- */
 

@@ -12,7 +12,9 @@
  * client's session let go of within 2 s.
  */
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -540,6 +542,16 @@ static void test_cancel_sse(void)
 	}
 	tap_ok(slow_tool_wait_started(started + CALLS_PER_SESSION), "SSE: %d slow calls run",
 	       CALLS_PER_SESSION);
+	/* One more is refused at once: the error goes onto the stream. */
+	r = sse_post(id, "{\"jsonrpc\":\"2.0\",\"id\":699,\"method\":\"tools/call\",\"params\":{"
+			 "\"name\":\"slow\"}}");
+	tap_ok(r.status == 202 &&
+		   read_until(s.fd, &s.acc, "\"id\":699,\"error\":{\"code\":-32000", 5000) &&
+		   read_until(s.fd, &s.acc, "(server.max_calls_per_session)", 5000),
+	       "SSE: one call more -> its JSON-RPC error on the stream, naming "
+	       "server.max_calls_per_session");
+	reply_release(&r);
+	tap_is_int(slow_tool_started(), started + CALLS_PER_SESSION, "SSE: ... and it did not run");
 	{
 		bool accepted = true;
 		for (int i = 0; i < CALLS_PER_SESSION; i++) {
@@ -717,6 +729,185 @@ static void test_cheap_while_busy(void)
 	}
 	tap_is_int(slow_tool_cancels(), cancels + 3, "the three slow calls were cancelled");
 	free(id);
+}
+
+/* A session id of the right shape that no session has. */
+#define NO_SESSION "0123456789abcdef0123456789abcdef"
+#define MCP_HEADERS ACCEPT_BOTH "\r\n" CT_JSON "\r\n"
+
+/* POSTs that the headers already settle are answered before their body is
+ * sent; a body over its limit as it streams in. */
+static void test_early_refusals(void)
+{
+	struct sbx_buf acc = SBX_BUF_INIT;
+	char path[128], headers[256], chunk[4096];
+	char *id = mcp_initialize();
+	int fd, started;
+	long st;
+
+	fd = raw_mcp_post(NO_SESSION, 12000, "{\"jsonrpc\"");
+	st = raw_status(fd, &acc, 10000);
+	tap_is_int(st, 404,
+		   "/mcp: an unknown Mcp-Session-Id -> 404 before the body is sent "
+		   "(12000 bytes announced, 10 sent)");
+	tap_ok(acc.data && read_until(fd, &acc, "-32001", 2000), "... with the JSON-RPC -32001");
+	close(fd);
+	sbx_buf_reset(&acc);
+	snprintf(path, sizeof(path), "/messages?session_id=%s", NO_SESSION);
+	fd = raw_post(path, CT_JSON "\r\n", 12000, "{\"jsonrpc\"");
+	tap_is_int(raw_status(fd, &acc, 10000), 404,
+		   "/messages: an unknown session_id -> 404 before the body is sent");
+	close(fd);
+	sbx_buf_reset(&acc);
+
+	started = slow_tool_started();
+	expect_body(mcp_post(NULL, NULL,
+			     "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{"
+			     "\"name\":\"slow\"}}"),
+		    400, "Mcp-Session-Id header is required",
+		    "/mcp: a tools/call without a session -> 400 (only an initialize comes "
+		    "without one)");
+	tap_is_int(slow_tool_started(), started, "... and the tool did not run");
+
+	/* Chunked: no Content-Length to refuse it by; refused as it passes
+	 * server.max_body (16k here), its bytes dropped, answered at its end. */
+	snprintf(headers, sizeof(headers), MCP_HEADERS "Mcp-Session-Id: %s\r\n", id ? id : "x");
+	memset(chunk, ' ', sizeof(chunk));
+	fd = raw_post_chunked("/mcp", headers);
+	{
+		bool sent =
+		    send_chunk(fd, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}", 40);
+		for (int i = 0; i < 5; i++)
+			sent = sent && send_chunk(fd, chunk, sizeof(chunk));
+		sent = sent && send_chunk(fd, "", 0);
+		st = raw_status(fd, &acc, 10000);
+		tap_ok(sent && st == 413 && read_until(fd, &acc, "(server.max_body)", 2000),
+		       "/mcp: a chunked body past server.max_body -> 413 naming the limit (%ld)",
+		       st);
+	}
+	close(fd);
+	sbx_buf_reset(&acc);
+
+	/* ... and one that goes on for more than SBX_HTTP_DRAIN_MAX (8 MiB)
+	 * past it gets its connection closed, without an answer. */
+	fd = raw_post_chunked("/mcp", headers);
+	{
+		size_t sent = 0;
+		while (sent < (size_t)10 << 20 && send_chunk(fd, chunk, sizeof(chunk)))
+			sent += sizeof(chunk);
+		if (sent >= (size_t)10 << 20)
+			send_chunk(fd, "", 0);
+		tap_ok(closed_within(fd, 10000) && raw_status(fd, &acc, 100) == 0,
+		       "... one that goes on for 10 MiB is cut off without an answer (%zu bytes "
+		       "went out)",
+		       sent);
+	}
+	close(fd);
+	sbx_buf_release(&acc);
+	expect_status(mcp_post(id, NULL, ping_body), 200, "the session answers a ping afterwards");
+	free(id);
+}
+
+static const char *const slow_bodies[] = {
+    "{\"jsonrpc\":\"2.0\",\"id\":700,\"method\":\"tools/call\",\"params\":{\"name\":\"slow\"}}",
+    "{\"jsonrpc\":\"2.0\",\"id\":701,\"method\":\"tools/call\",\"params\":{\"name\":\"slow\"}}",
+    "{\"jsonrpc\":\"2.0\",\"id\":702,\"method\":\"tools/call\",\"params\":{\"name\":\"slow\"}}",
+    "{\"jsonrpc\":\"2.0\",\"id\":703,\"method\":\"tools/call\",\"params\":{\"name\":\"slow\"}}",
+    "{\"jsonrpc\":\"2.0\",\"id\":704,\"method\":\"tools/call\",\"params\":{\"name\":\"slow\"}}",
+    "{\"jsonrpc\":\"2.0\",\"id\":705,\"method\":\"tools/call\",\"params\":{\"name\":\"slow\"}}",
+    "{\"jsonrpc\":\"2.0\",\"id\":706,\"method\":\"tools/call\",\"params\":{\"name\":\"slow\"}}",
+    "{\"jsonrpc\":\"2.0\",\"id\":707,\"method\":\"tools/call\",\"params\":{\"name\":\"slow\"}}",
+};
+
+/* Starts the CALLS_PER_SESSION slow calls (ids 700...) on SESSION in B. */
+static void start_slow_calls(struct bg_post *b, const char *session)
+{
+	for (int i = 0; i < CALLS_PER_SESSION; i++) {
+		b[i] = (struct bg_post){.session = session, .body = slow_bodies[i]};
+		pthread_create(&b[i].thread, NULL, bg_post_main, &b[i]);
+	}
+}
+
+/* POSTs one more slow call (id 799) on SESSION: true when it is refused at
+ * once with the JSON-RPC error that names the limit. */
+static bool one_call_more_refused(const char *session)
+{
+	struct reply r =
+	    mcp_post(session, NULL,
+		     "{\"jsonrpc\":\"2.0\",\"id\":799,\"method\":\"tools/call\",\"params\":{"
+		     "\"name\":\"slow\"}}");
+	char want[64];
+	bool ok;
+
+	snprintf(want, sizeof(want), "at most %d at once", CALLS_PER_SESSION);
+	ok = r.status == 200 && r.body.data &&
+	     strstr(r.body.data, "{\"jsonrpc\":\"2.0\",\"id\":799,\"error\":{\"code\":-32000,") &&
+	     strstr(r.body.data, "(server.max_calls_per_session)") && strstr(r.body.data, want) &&
+	     strstr(r.body.data, "notifications/cancelled");
+	if (!ok)
+		tap_diag("  got %ld: %s", r.status, r.body.data ? r.body.data : "");
+	reply_release(&r);
+	return ok;
+}
+
+/* server.max_calls_per_session: a session at its most gets the next call
+ * refused at once; another session is served meanwhile and has its own. */
+static void test_calls_per_session(void)
+{
+	char *a = mcp_initialize(), *b = mcp_initialize();
+	struct bg_post on_a[CALLS_PER_SESSION], on_b[CALLS_PER_SESSION];
+	int started = slow_tool_started(), cancels = slow_tool_cancels(), ended = 0;
+	struct reply r;
+
+	start_slow_calls(on_a, a);
+	started += CALLS_PER_SESSION;
+	tap_ok(slow_tool_wait_started(started), "session A runs %d slow calls, its most",
+	       CALLS_PER_SESSION);
+	tap_ok(one_call_more_refused(a),
+	       "... one more on A -> refused at once: a JSON-RPC error under its id that names "
+	       "server.max_calls_per_session and what to do");
+	tap_is_int(slow_tool_started(), started, "... and it did not run");
+
+	expect_body(mcp_post(b, NULL, ping_body), 200, "\"result\":{}",
+		    "session B: a ping is answered meanwhile");
+	r = mcp_post(b, NULL,
+		     "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"tools/call\",\"params\":{"
+		     "\"name\":\"list_sandboxes\",\"arguments\":{}}}");
+	tap_ok(r.status == 200 && r.body.data && strstr(r.body.data, "\"id\":5,\"result\":") &&
+		   !strstr(r.body.data, "\"isError\":true"),
+	       "session B: a list_sandboxes call is answered meanwhile (%s)",
+	       r.body.data ? r.body.data : "");
+	reply_release(&r);
+
+	start_slow_calls(on_b, b);
+	started += CALLS_PER_SESSION;
+	tap_ok(slow_tool_wait_started(started), "session B runs %d slow calls of its own meanwhile",
+	       CALLS_PER_SESSION);
+	tap_ok(one_call_more_refused(b), "... and its next one is refused too");
+
+	for (int i = 0; i < CALLS_PER_SESSION; i++) {
+		char rid[8];
+		snprintf(rid, sizeof(rid), "%d", 700 + i);
+		cancel_on(a, rid);
+		cancel_on(b, rid);
+	}
+	for (int i = 0; i < CALLS_PER_SESSION; i++) {
+		pthread_join(on_a[i].thread, NULL);
+		pthread_join(on_b[i].thread, NULL);
+		ended += on_a[i].r.status == 202;
+		ended += on_b[i].r.status == 202;
+		reply_release(&on_a[i].r);
+		reply_release(&on_b[i].r);
+	}
+	tap_is_int(ended, 2 * CALLS_PER_SESSION, "the %d calls are cancelled (202 each)",
+		   2 * CALLS_PER_SESSION);
+	tap_is_int(slow_tool_cancels(), cancels + 2 * CALLS_PER_SESSION, "... every tool saw it");
+	expect_body(mcp_post(a, NULL,
+			     "{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"tools/call\",\"params\":{"
+			     "\"name\":\"progress\",\"arguments\":{}}}"),
+		    200, "\"id\":9,\"result\"", "session A runs a call again once its calls ended");
+	free(a);
+	free(b);
 }
 
 /* Lifts the soft open-file limit to N (or the hard limit); the soft limit. */
@@ -919,6 +1110,305 @@ static void test_second_server(sbx_mcp *mcp, sbx_manager *manager)
 	server_end(&sv);
 }
 
+/* VmRSS of this process (the server runs in it), in kB. */
+static long vm_rss_kb(void)
+{
+	FILE *f = fopen("/proc/self/status", "re");
+	char line[256];
+	long kb = 0;
+
+	while (f && fgets(line, sizeof(line), f))
+		if (strncmp(line, "VmRSS:", 6) == 0)
+			kb = atol(line + 6);
+	if (f)
+		fclose(f);
+	return kb;
+}
+
+/* Samples VmRSS every 5 ms while running; keeps the highest. */
+struct rss_peak {
+	pthread_t thread;
+	atomic_bool stop;
+	long peak_kb;
+};
+
+static void *rss_peak_main(void *arg)
+{
+	struct rss_peak *p = arg;
+
+	while (!atomic_load(&p->stop)) {
+		long kb = vm_rss_kb();
+		if (kb > p->peak_kb)
+			p->peak_kb = kb;
+		sleep_ms(5);
+	}
+	return NULL;
+}
+
+/* One hostile POST: BODY (LEN bytes, Content-Length LEN) to PATH with
+ * HEADERS, sent until an answer (or a close) comes; its status. */
+struct hostile {
+	pthread_t thread;
+	const char *path;
+	char headers[256];
+	const char *body;
+	size_t len;
+	long status;
+};
+
+static void *hostile_main(void *arg)
+{
+	struct hostile *h = arg;
+	struct sbx_buf acc = SBX_BUF_INIT;
+	char head[1024];
+	size_t off = 0;
+	int fd = connect_raw();
+
+	snprintf(head, sizeof(head),
+		 "POST %s HTTP/1.1\r\nHost: 127.0.0.1:%u\r\n%sContent-Length: %zu\r\n\r\n", h->path,
+		 http_target.port, h->headers, h->len);
+	if (send_quiet(fd, head, strlen(head))) {
+		while (off < h->len) {
+			struct pollfd p = {.fd = fd, .events = POLLIN | POLLOUT};
+			size_t n = h->len - off < 65536 ? h->len - off : 65536;
+			ssize_t k;
+			if (poll(&p, 1, 20000) <= 0 || (p.revents & (POLLIN | POLLHUP | POLLERR)))
+				break; /* an answer came (or the server closed) */
+			k = send(fd, h->body + off, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+			if (k < 0 && errno == EAGAIN)
+				continue;
+			if (k <= 0)
+				break;
+			off += (size_t)k;
+		}
+	}
+	h->status = raw_status(fd, &acc, 20000);
+	close(fd);
+	sbx_buf_release(&acc);
+	return NULL;
+}
+
+#define HOSTILE 16
+#define BIG_BODY ((size_t)4 * 1024 * 1024 - 64)
+
+/* Runs HOSTILE posts at once; the growth of the peak VmRSS over before, in
+ * kB. */
+static long run_hostile(struct hostile *hs)
+{
+	struct rss_peak peak = {.peak_kb = 0};
+	long before = vm_rss_kb();
+
+	atomic_init(&peak.stop, false);
+	pthread_create(&peak.thread, NULL, rss_peak_main, &peak);
+	for (int i = 0; i < HOSTILE; i++)
+		pthread_create(&hs[i].thread, NULL, hostile_main, &hs[i]);
+	for (int i = 0; i < HOSTILE; i++)
+		pthread_join(hs[i].thread, NULL);
+	sleep_ms(50);
+	atomic_store(&peak.stop, true);
+	pthread_join(peak.thread, NULL);
+	return (peak.peak_kb > before ? peak.peak_kb : before) - before;
+}
+
+/* A body of LEN bytes: "[1,1,...]" (VALUES), or a ping whose one string
+ * fills it (a body that parses). malloc'd. */
+static char *big_body(size_t len, bool values)
+{
+	static const char head[] =
+	    "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"params\":{\"s\":\"";
+	char *b = malloc(len + 1);
+
+	if (!b)
+		tap_bail("malloc");
+	if (values) {
+		for (size_t i = 0; i < len; i += 2)
+			memcpy(b + i, i + 2 < len ? "1," : "1]", i + 2 <= len ? 2 : 1);
+		b[0] = '[';
+	} else {
+		memset(b, 'x', len);
+		memcpy(b, head, sizeof(head) - 1);
+		memcpy(b + len - 3, "\"}}", 3);
+	}
+	b[len] = '\0';
+	return b;
+}
+
+/* server.max_body=4m: the initialize cap of a POST without a session, the
+ * JSON value count, the body budget, and what hostile 4 MB bodies cost. */
+static void test_hostile_bodies(sbx_mcp *mcp, sbx_manager *manager)
+{
+	struct sbx_buf acc = SBX_BUF_INIT;
+	struct hostile hs[HOSTILE];
+	struct sse_session ss = {0};
+	char *values = big_body(BIG_BODY, true), *text = big_body(BIG_BODY, false);
+	char headers[256], path[128], *id;
+	struct server sv;
+	long grew, st;
+	int fd, good;
+
+	server_begin(&sv, mcp, manager, false, HS("server.max_body=4m"));
+
+	/* Without a session only an initialize, of at most 64 KiB. */
+	fd = raw_post("/mcp", MCP_HEADERS, 100000, "{\"jsonrpc\"");
+	st = raw_status(fd, &acc, 10000);
+	tap_ok(st == 413 && read_until(fd, &acc, "only an initialize of at most 65536 bytes", 2000),
+	       "/mcp without a session: 100000 bytes announced -> 413 before the body is sent, "
+	       "saying why (%ld)",
+	       st);
+	close(fd);
+	sbx_buf_reset(&acc);
+	fd = raw_post_chunked("/mcp", MCP_HEADERS);
+	{
+		bool sent = true;
+		for (int i = 0; i < 18; i++)
+			sent = sent && send_chunk(fd, values, 4096);
+		sent = sent && send_chunk(fd, "", 0);
+		st = raw_status(fd, &acc, 10000);
+		tap_ok(sent && st == 413 && read_until(fd, &acc, "only an initialize", 2000),
+		       "... a chunked one past 64 KiB -> 413 (%ld)", st);
+	}
+	close(fd);
+	sbx_buf_reset(&acc);
+	{
+		char *init = malloc(61000);
+		if (!init)
+			tap_bail("malloc");
+		/* init_body without its last "}}", then a "pad" param. */
+		memset(init, 'a', 61000);
+		memcpy(init, init_body, strlen(init_body) - 2);
+		memcpy(init + strlen(init_body) - 2, ",\"pad\":\"", 8);
+		memcpy(init + 61000 - 4, "\"}}", 4);
+		expect_status(mcp_post(NULL, NULL, init), 200,
+			      "... an initialize of 61000 bytes is fine");
+		free(init);
+	}
+
+	/* The value count: refused before json-c sees the body. */
+	id = mcp_initialize();
+	{
+		char *b = malloc(200000);
+		size_t n;
+		if (!b)
+			tap_bail("malloc");
+		n = (size_t)snprintf(
+		    b, 200000,
+		    "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"ping\",\"params\":{\"v\":[");
+		for (int i = 0; i < 60000; i++)
+			memcpy(b + n + 2 * (size_t)i, "1,", 2);
+		memcpy(b + n + 2 * 60000 - 1, "]}}", 4);
+		expect_body(mcp_post(id, NULL, b), 400, "too many JSON values",
+			    "a body of 60000 JSON values -> 400 (too many JSON values)");
+		memcpy(b + n + 2 * 40000 - 1, "]}}", 4);
+		expect_body(mcp_post(id, NULL, b), 200, "\"id\":3,\"result\":{}",
+			    "... one of 40000 is answered");
+		free(b);
+	}
+
+	/* 16 unauthenticated 4 MB bodies at once: refused from their headers,
+	 * none kept. */
+	snprintf(path, sizeof(path), "/messages?session_id=%s", NO_SESSION);
+	for (int i = 0; i < HOSTILE; i++) {
+		hs[i] = (struct hostile){
+		    .path = i % 2 ? path : "/mcp", .body = values, .len = BIG_BODY};
+		snprintf(hs[i].headers, sizeof(hs[i].headers), "%s",
+			 i % 2 ? CT_JSON "\r\n" : MCP_HEADERS);
+	}
+	grew = run_hostile(hs);
+	good = 0;
+	for (int i = 0; i < HOSTILE; i++)
+		good += hs[i].status == (i % 2 ? 404 : 413);
+	tap_is_int(good, HOSTILE,
+		   "%d concurrent 4 MB bodies without a session: each 413 (/mcp) or 404 "
+		   "(/messages)",
+		   HOSTILE);
+	tap_ok(grew < 16 * 1024, "... and RSS grew by %ld kB (bound: 16 MB; nothing is kept)",
+	       grew);
+
+	/* The same with live sessions: read within the body budget. */
+	tap_ok(sse_open(&ss, SSE_INITIALIZED), "an SSE session on this server");
+	snprintf(path, sizeof(path), "/messages?session_id=%s", ss.id);
+	for (int i = 0; i < HOSTILE; i++) {
+		hs[i] = (struct hostile){
+		    .path = i % 2 ? path : "/mcp", .body = i % 2 ? text : values, .len = BIG_BODY};
+		if (i % 2)
+			snprintf(hs[i].headers, sizeof(hs[i].headers), CT_JSON "\r\n");
+		else
+			snprintf(hs[i].headers, sizeof(hs[i].headers),
+				 MCP_HEADERS "Mcp-Session-Id: %s\r\n", id ? id : "x");
+	}
+	grew = run_hostile(hs);
+	good = 0;
+	for (int i = 0; i < HOSTILE; i++)
+		good += hs[i].status == 503 || hs[i].status == (i % 2 ? 202 : 400);
+	tap_is_int(good, HOSTILE,
+		   "%d concurrent 4 MB bodies on live sessions: each answered (400 too many "
+		   "values, 202 a ping, or 503 while the body budget is full)",
+		   HOSTILE);
+	tap_ok(grew < 64 * 1024, "... and RSS grew by %ld kB (bound: 64 MB)", grew);
+	sse_close(&ss);
+
+	/* The budget (32 MiB here): 8 bodies of 4 MiB held mid-way fill it. */
+	{
+		int held[8];
+		snprintf(headers, sizeof(headers), MCP_HEADERS "Mcp-Session-Id: %s\r\n",
+			 id ? id : "x");
+		for (int i = 0; i < 8; i++) {
+			char head[512];
+			held[i] = connect_raw();
+			snprintf(head, sizeof(head),
+				 "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:%u\r\n%sContent-Length: "
+				 "%d\r\n\r\n",
+				 http_target.port, headers, 4 << 20);
+			if (!send_quiet(held[i], head, strlen(head)) ||
+			    !send_quiet(held[i], values, (4 << 20) - 16))
+				tap_diag("  held body %d: send failed", i);
+		}
+		/* Once the server has read them, a body that does not fit is
+		 * answered 503 from its headers. */
+		st = 0;
+		for (int tries = 0; tries < 40 && st != 503; tries++) {
+			sbx_buf_reset(&acc);
+			fd = raw_mcp_post(id ? id : "x", 1000, "{\"jsonrpc\"");
+			st = raw_status(fd, &acc, 250);
+			if (st != 503)
+				close(fd);
+		}
+		tap_ok(st == 503 && strstr(acc.data, "\r\nRetry-After: 1\r\n"),
+		       "8 bodies of 4 MiB held mid-way fill the body budget: the next is 503 + "
+		       "Retry-After before its body is sent (%ld)",
+		       st);
+		if (st == 503)
+			close(fd);
+		sbx_buf_reset(&acc);
+		fd = raw_post_chunked("/mcp", headers);
+		st = send_chunk(fd, values, 1000) && send_chunk(fd, "", 0)
+			 ? raw_status(fd, &acc, 10000)
+			 : -1;
+		tap_is_int(st, 503, "... a chunked one -> 503 once it is in");
+		close(fd);
+		for (int i = 0; i < 8; i++)
+			close(held[i]);
+		{
+			struct timespec t0;
+			struct reply r;
+			clock_gettime(CLOCK_MONOTONIC, &t0);
+			do {
+				r = mcp_post(id, NULL, ping_body);
+				st = r.status;
+				reply_release(&r);
+				if (st != 200)
+					sleep_ms(50);
+			} while (st != 200 && elapsed_ms(&t0) < 10000);
+			tap_is_int(st, 200, "once they are closed the budget is free again");
+		}
+	}
+	sbx_buf_release(&acc);
+	free(id);
+	free(values);
+	free(text);
+	server_end(&sv);
+}
+
 int main(void)
 {
 	struct sbx_error err = SBX_ERROR_INIT;
@@ -974,9 +1464,12 @@ int main(void)
 	test_artifacts();
 	test_concurrent_sessions();
 	test_cheap_while_busy();
+	test_early_refusals();
+	test_calls_per_session();
 	test_over_limit(mcp, manager);
 	test_many_sse(mcp, manager);
 	test_second_server(mcp, manager);
+	test_hostile_bodies(mcp, manager);
 
 	sbx_http_stop(http);
 	sbx_mcp_free(mcp);

@@ -15,8 +15,10 @@
 #include <unistd.h>
 
 #include <json-c/json.h>
+#include <malloc.h>
 
 #include "tools/tools.h"
+#include "sbx/buf.h"
 #include "sbx/common.h"
 #include "sbx/mcp.h"
 #include "http-client.h"
@@ -401,6 +403,164 @@ static void test_input_predicates(void)
 		sbx_mcp_input_free(in);
 		free(ej);
 	}
+}
+
+/* PREFIX, then N times UNIT joined by SEP, then SUFFIX (malloc'd). */
+static char *repeat(const char *prefix, const char *unit, const char *sep, size_t n,
+		    const char *suffix)
+{
+	struct sbx_buf b = SBX_BUF_INIT;
+
+	sbx_buf_append(&b, prefix, strlen(prefix));
+	for (size_t i = 0; i < n; i++) {
+		if (i > 0)
+			sbx_buf_append(&b, sep, strlen(sep));
+		sbx_buf_append(&b, unit, strlen(unit));
+	}
+	if (sbx_buf_append(&b, suffix, strlen(suffix)) < 0)
+		tap_bail("out of memory");
+	return sbx_buf_steal(&b);
+}
+
+/* Heap bytes in use (the main arena and mmapped chunks). */
+static size_t heap_used(void)
+{
+	struct mallinfo2 mi = mallinfo2();
+
+	return mi.uordblks + mi.hblkhd;
+}
+
+/* The value count of sbx_mcp_input_measure, before any parse. */
+static void test_measure(void)
+{
+	char *ej = NULL, *text, *reply = NULL;
+	sbx_mcp_input *in = NULL;
+	size_t bytes = 0;
+	int r;
+
+	/* [1,1,...] of N ones holds N + 1 values (the array). */
+	text = repeat("[", "1", ",", SBX_MCP_JSON_VALUES_MAX - 1, "]");
+	r = sbx_mcp_input_measure(text, strlen(text), &bytes, &ej);
+	tap_ok(r == 0 && bytes > 0, "%d values are accepted (%d, estimate %zu bytes)",
+	       SBX_MCP_JSON_VALUES_MAX, r, bytes);
+	free(text);
+	free(ej);
+	ej = NULL;
+	text = repeat("[", "1", ",", SBX_MCP_JSON_VALUES_MAX, "]");
+	r = sbx_mcp_input_measure(text, strlen(text), &bytes, &ej);
+	tap_is_int(r, -E2BIG, "one value more is -E2BIG");
+	tap_ok(ej && strstr(ej, "\"code\":-32600") && strstr(ej, "too many JSON values"),
+	       "... with the JSON-RPC error that says so (%s)", ej ? ej : "none");
+	free(ej);
+	ej = NULL;
+	r = sbx_mcp_input_parse(text, strlen(text), &in, &ej);
+	tap_ok(r == -E2BIG && !in && ej, "sbx_mcp_input_parse refuses it too, before json-c");
+	free(ej);
+	ej = NULL;
+	free(text);
+
+	/* [{},{},...]: an object counts 9, its comma 1. */
+	text = repeat("[", "{}", ",", SBX_MCP_JSON_VALUES_MAX / 10 - 1, "]");
+	tap_is_int(sbx_mcp_input_measure(text, strlen(text), &bytes, &ej), 0,
+		   "%d empty objects are accepted", SBX_MCP_JSON_VALUES_MAX / 10 - 1);
+	free(text);
+	text = repeat("[", "{}", ",", SBX_MCP_JSON_VALUES_MAX / 10, "]");
+	tap_is_int(sbx_mcp_input_measure(text, strlen(text), &bytes, &ej), -E2BIG, "%d are refused",
+		   SBX_MCP_JSON_VALUES_MAX / 10);
+	free(ej);
+	ej = NULL;
+	free(text);
+
+	/* Brackets, commas and colons inside strings are no values, escaped
+	 * quotes included. */
+	text = repeat("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"params\":{\"s\":\"",
+		      "[{,:\\\"", "", SBX_MCP_JSON_VALUES_MAX, "\"}}");
+	r = sbx_mcp_input_parse(text, strlen(text), &in, &ej);
+	tap_ok(r == 0 && in, "%d brackets, commas and colons in a string are one value (%d %s)",
+	       4 * SBX_MCP_JSON_VALUES_MAX, r, ej ? ej : "");
+	in = sbx_mcp_input_free(in);
+	free(ej);
+	ej = NULL;
+	free(text);
+
+	/* What json-c takes stays within the estimate, for each shape. */
+	{
+		static const struct {
+			const char *prefix, *unit, *sep, *suffix;
+			size_t n;
+		} shapes[] = {
+		    {"[", "1", ",", "]", 49000},
+		    {"[", "{}", ",", "]", 4900},
+		    {"[", "[]", ",", "]", 24000},
+		    {"[", "{\"a\":1}", ",", "]", 4000},
+		    {"[", "\"abcdefgh\"", ",", "]", 40000},
+		    {"[", "1.5e300", ",", "]", 40000},
+		    {"[", "{\"k\":[true,null],\"l\":\"v\"}", ",", "]", 3000},
+		    {"\"", "0123456789abcdef", "", "\"", 262144},
+		};
+		for (size_t i = 0; i < SBX_ARRAY_SIZE(shapes); i++) {
+			size_t before, used;
+			char what[64];
+			text = repeat(shapes[i].prefix, shapes[i].unit, shapes[i].sep, shapes[i].n,
+				      shapes[i].suffix);
+			r = sbx_mcp_input_measure(text, strlen(text), &bytes, &ej);
+			before = heap_used();
+			/* The tokener's errors are no concern here: only its memory. */
+			{
+				struct json_tokener *tok = json_tokener_new_ex(64);
+				struct json_object *o =
+				    json_tokener_parse_ex(tok, text, (int)strlen(text));
+				used = heap_used() - before;
+				json_object_put(o);
+				json_tokener_free(tok);
+			}
+			snprintf(what, sizeof(what), "%zu x %s", shapes[i].n, shapes[i].unit);
+			tap_ok(r == 0 && used <= bytes,
+			       "%s: json-c takes %zu bytes, within the estimate of %zu", what, used,
+			       bytes);
+			free(ej);
+			ej = NULL;
+			free(text);
+		}
+	}
+
+	/* The refusal of a body that is not run: an error per request. */
+	text = "[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\"},{\"jsonrpc\":\"2.0\","
+	       "\"method\":\"notifications/initialized\"},{\"jsonrpc\":\"2.0\",\"id\":\"x\","
+	       "\"method\":\"ping\"}]";
+	if (tap_call(sbx_mcp_input_parse(text, strlen(text), &in, &ej), ej, "parse a batch") &&
+	    tap_call(sbx_mcp_input_refuse(in, -32000, "no room", &reply), NULL, "refuse it"))
+		tap_is_str(
+		    reply,
+		    "[{\"jsonrpc\":\"2.0\",\"id\":1,\"error\":{\"code\":-32000,\"message\":"
+		    "\"no room\"}},{\"jsonrpc\":\"2.0\",\"id\":\"x\",\"error\":{\"code\":-32000,"
+		    "\"message\":\"no room\"}}]",
+		    "... an error for each request, under its id");
+	free(reply);
+	reply = NULL;
+	in = sbx_mcp_input_free(in);
+	free(ej);
+	ej = NULL;
+	text = "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/call\"}";
+	if (tap_call(sbx_mcp_input_parse(text, strlen(text), &in, &ej), ej, "parse a request") &&
+	    tap_call(sbx_mcp_input_refuse(in, -32000, "no room", &reply), NULL, "refuse it"))
+		tap_is_str(reply,
+			   "{\"jsonrpc\":\"2.0\",\"id\":7,\"error\":{\"code\":-32000,\"message\":"
+			   "\"no room\"}}",
+			   "... one error response");
+	free(reply);
+	reply = NULL;
+	in = sbx_mcp_input_free(in);
+	free(ej);
+	ej = NULL;
+	text = "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}";
+	reply = (char *)"unset";
+	if (tap_call(sbx_mcp_input_parse(text, strlen(text), &in, &ej), ej,
+		     "parse a notification") &&
+	    tap_call(sbx_mcp_input_refuse(in, -32000, "no room", &reply), NULL, "refuse it"))
+		tap_ok(reply == NULL, "... nothing to answer");
+	sbx_mcp_input_free(in);
+	free(ej);
 }
 
 #define THREADS 8
@@ -794,6 +954,7 @@ int main(void)
 	test_versions();
 	test_batches();
 	test_input_predicates();
+	test_measure();
 	test_concurrency();
 	sbx_mcp_set_tools_call(mcp, fake_tools_call);
 	test_cancel();

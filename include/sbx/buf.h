@@ -17,6 +17,9 @@ struct sbx_buf {
 		NULL, 0, 0                                                                         \
 	}
 
+/* Room for EXTRA more bytes (and the NUL) without a reallocation, doubling
+ * the capacity as needed; 0 or -ENOMEM. */
+int sbx_buf_reserve(struct sbx_buf *b, size_t extra);
 /* Append n bytes; returns 0 or -ENOMEM. */
 int sbx_buf_append(struct sbx_buf *b, const void *p, size_t n);
 int sbx_buf_appendf(struct sbx_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -8,7 +8,7 @@
 
 #include "sbx/buf.h"
 
-static int buf_reserve(struct sbx_buf *b, size_t extra)
+int sbx_buf_reserve(struct sbx_buf *b, size_t extra)
 {
 	size_t need, cap;
 	char *p;
@@ -31,7 +31,7 @@ static int buf_reserve(struct sbx_buf *b, size_t extra)
 
 int sbx_buf_append(struct sbx_buf *b, const void *p, size_t n)
 {
-	int r = buf_reserve(b, n);
+	int r = sbx_buf_reserve(b, n);
 	if (r < 0)
 		return r;
 	if (n)
@@ -51,7 +51,7 @@ int sbx_buf_appendf(struct sbx_buf *b, const char *fmt, ...)
 	va_end(ap);
 	if (n < 0)
 		return -EINVAL;
-	r = buf_reserve(b, (size_t)n);
+	r = sbx_buf_reserve(b, (size_t)n);
 	if (r < 0)
 		return r;
 	va_start(ap, fmt);

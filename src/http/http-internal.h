@@ -187,6 +187,7 @@ struct sbx_http_request {
 	bool sessionless; /* a POST to /mcp without Mcp-Session-Id (an initialize) */
 	bool want_body;	  /* the route reads a body: else it is dropped unread */
 	size_t body_max;  /* server.max_body, or less (see the transports' checks) */
+	size_t length;	  /* Content-Length, 0 when none */
 	struct sbx_buf body;
 	size_t charged;	     /* bytes of the body budget this request holds */
 	size_t dropped;	     /* body bytes read and dropped */

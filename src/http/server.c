@@ -572,6 +572,7 @@ static bool header_phase(struct sbx_http_request *rq, enum MHD_Result *ret)
 		*ret = respond_too_large(rq);
 		return true;
 	}
+	rq->length = (size_t)length;
 	/* A body that cannot fit the budget now is refused before it is sent
 	 * (one without Content-Length, as it streams in). */
 	if (rq->want_body && length > h->body_budget - atomic_load(&h->body_bytes)) {
@@ -675,7 +676,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 				rq->refused = MHD_HTTP_CONTENT_TOO_LARGE;
 			else if (!budget_take(rq, n))
 				rq->refused = MHD_HTTP_SERVICE_UNAVAILABLE;
-			else if (sbx_buf_append(&rq->body, upload_data, n) < 0)
+			/* With a Content-Length the buffer is made once, its size. */
+			else if ((rq->body.cap == 0 &&
+				  sbx_buf_reserve(&rq->body, rq->length) < 0) ||
+				 sbx_buf_append(&rq->body, upload_data, n) < 0)
 				return MHD_NO;
 			if (!rq->refused)
 				return MHD_YES;

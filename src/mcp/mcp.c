@@ -366,9 +366,9 @@ int sbx_mcp_input_measure(const char *body, size_t len, size_t *ret_bytes, char 
 		*ret_error_json = error_text(SBX_JSONRPC_INVALID_REQUEST, msg);
 		return *ret_error_json ? -E2BIG : -ENOMEM;
 	}
-	/* The values, then the strings: each copied once into its value and
-	 * once into the tokener's buffer (which keeps the longest). */
-	*ret_bytes = weight * MCP_JSON_VALUE_BYTES + 2 * len + MCP_JSON_TOKENER_BYTES;
+	/* The values, then the strings: each copied into its value, and into
+	 * the tokener's buffer, which grows by doubling to hold the longest. */
+	*ret_bytes = weight * MCP_JSON_VALUE_BYTES + 3 * len + MCP_JSON_TOKENER_BYTES;
 	return 0;
 }
 
