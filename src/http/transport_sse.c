@@ -256,6 +256,11 @@ enum MHD_Result sbx_sse_post(struct sbx_http_request *rq)
 		return ret;
 	/* Found from the query (sbx_sse_check); its reference moves here. */
 	s = SBX_TAKE(rq->session);
+	if (!s) {
+		sbx_mcp_input_free(in);
+		return sbx_http_respond_rpc_error(rq, MHD_HTTP_NOT_FOUND, SBX_MCP_SESSION_NOT_FOUND,
+						  "Session not found: open a new stream on /sse");
+	}
 	if (!sbx_mcp_input_may_block(in)) {
 		/* Notifications (notifications/cancelled above all) and cheap
 		 * requests are instant and must not wait for a worker: a session

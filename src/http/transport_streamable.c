@@ -344,6 +344,12 @@ static enum MHD_Result handle_post(struct sbx_http_request *rq)
 		/* Found from the headers (sbx_streamable_check); its reference
 		 * moves here. */
 		s = SBX_TAKE(rq->session);
+		if (!s) {
+			sbx_mcp_input_free(in);
+			return sbx_http_respond_rpc_error(rq, MHD_HTTP_NOT_FOUND,
+							  SBX_MCP_SESSION_NOT_FOUND,
+							  "Session not found: initialize a new session");
+		}
 		if (pv && !sbx_mcp_version_supported(pv)) {
 			sbx_mcp_input_free(in);
 			sbx_http_session_unref(s);
