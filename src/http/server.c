@@ -1,8 +1,19 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The HTTP front (include/sbx/http.h): the libmicrohttpd daemon, routing,
- * the Host/Origin allow-list (DNS rebinding), CORS, the body limit and
+ * the Host/Origin allow-list (DNS rebinding), CORS, the body limits and
  * GET /health and /ready. The transports and the artifact route live next door.
+ *
+ * Bodies: nothing of a body is kept before the headers show it is wanted
+ * (the route reads one, the session exists: the transports' header checks).
+ * A body is kept up to its limit (server.max_body, less for a POST to /mcp
+ * without a session) and within the body budget (SBX_HTTP_BODY_BUDGET_MIN
+ * or 8 x server.max_body in all, for the bodies being read and the parses
+ * of them, which sbx_mcp_input_measure sizes up first). A Content-Length
+ * over either is answered from the headers; a body without one that passes
+ * a limit midway is dropped as it comes in and answered at its end
+ * (libmicrohttpd 0.9.75 queues no answer while a body streams in), or cut
+ * off after SBX_HTTP_DRAIN_MAX more.
  *
  * Threading model: MHD_USE_THREAD_PER_CONNECTION (with its internal polling
  * thread, poll() rather than select() so that descriptors past FD_SETSIZE

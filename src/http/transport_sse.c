@@ -5,8 +5,11 @@
  * GET /sse opens a session and its stream: first `event: endpoint` with the
  * relative URL to POST to, then `event: message` per message, and a
  * `: keepalive` comment when idle. The session ends with the stream.
- * POST /messages?session_id=ID answers 202; a body with a tools/call runs on
- * a pooled worker, anything else in the connection's thread before the 202.
+ * POST /messages?session_id=ID answers 202 (an unknown ID 404 from the
+ * query, before the body is read); a body with a tools/call runs on a
+ * pooled worker, at most server.max_calls_per_session per session (past it
+ * the JSON-RPC error that says so goes onto the stream at once), anything
+ * else in the connection's thread before the 202.
  * The reply (and any notification) goes onto the session's queue, which the
  * stream's connection thread drains. The queue is bounded: a client that
  * does not read gets its stream ended. A stream whose client closed ends

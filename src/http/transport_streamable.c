@@ -1,9 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Streamable HTTP (2025-03-26 and later) on /mcp, in the order of
- * docs/mcp.md: 405 for other methods, 403 Host/Origin (src/http/server.c), then for
- * POST 406 Accept, 415 Content-Type, 413 body, 400 bad JSON, the session
- * (400 missing, 404 unknown), 400 an unsupported MCP-Protocol-Version; 202
+ * Streamable HTTP (2025-03-26 and later) on /mcp: 405 for other methods,
+ * 403 Host/Origin, 413 a Content-Length over server.max_body
+ * (src/http/server.c), then for POST, from the headers alone: 406 Accept,
+ * 415 Content-Type, 404 an unknown Mcp-Session-Id; without one the body can
+ * only be an initialize, 413 past SBX_HTTP_SESSIONLESS_BODY_MAX. Then the
+ * body: 413 when it passes its limit as it streams in, 503 when the body
+ * budget is full, 400 bad JSON or too many values, 400 a body other than
+ * initialize without a session, 400 an unsupported MCP-Protocol-Version; 202
  * for a body without requests, else 200 application/json with the reply.
  *
  * A body that only holds cheap requests (everything but tools/call) runs in
@@ -13,8 +17,11 @@
  * without sending a notification, the reply is one application/json
  * response. If it sends one first (progress, log), the reply becomes
  * text/event-stream: the notifications as they come, then the response,
- * then the stream closes. Without a free worker: 503 with Retry-After. A
- * client that drops the connection does not cancel the call.
+ * then the stream closes. A session runs at most server.max_calls_per_session
+ * such bodies at once: past it the body is refused at once (200, a JSON-RPC
+ * error for each request that names the limit), never queued. Without a
+ * free worker (SBX_HTTP_WORKERS_MAX in all): 503 with Retry-After. A client
+ * that drops the connection does not cancel the call.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -346,9 +353,9 @@ static enum MHD_Result handle_post(struct sbx_http_request *rq)
 		s = SBX_TAKE(rq->session);
 		if (!s) {
 			sbx_mcp_input_free(in);
-			return sbx_http_respond_rpc_error(rq, MHD_HTTP_NOT_FOUND,
-							  SBX_MCP_SESSION_NOT_FOUND,
-							  "Session not found: initialize a new session");
+			return sbx_http_respond_rpc_error(
+			    rq, MHD_HTTP_NOT_FOUND, SBX_MCP_SESSION_NOT_FOUND,
+			    "Session not found: initialize a new session");
 		}
 		if (pv && !sbx_mcp_version_supported(pv)) {
 			sbx_mcp_input_free(in);
