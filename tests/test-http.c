@@ -9,7 +9,13 @@
  * (sbx_mcp_set_tools_call; every other name goes to the real tools); cheap
  * requests answered while tool calls hold workers; server.max_connections
  * (600 idle SSE streams under 1000, 503 past a small limit) and a closed SSE
- * client's session let go of within 2 s.
+ * client's session let go of within 2 s. Hostile clients: an unknown session
+ * and an over-sized initialize refused from their headers, before the body
+ * is sent; chunked bodies refused as they pass their limit (cut off past
+ * SBX_HTTP_DRAIN_MAX more); the JSON value count; the body budget; VmRSS
+ * under 16 concurrent 4 MB bodies (the server runs in this process); and
+ * server.max_calls_per_session on both transports, another session served
+ * meanwhile and with slots of its own.
  */
 #include <errno.h>
 #include <poll.h>

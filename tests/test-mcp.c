@@ -4,7 +4,8 @@
  * validation, ids, batches by version, the lifecycle, version negotiation,
  * logging/setLevel, unknown methods and tools, concurrent runs on one
  * session; cancellation, progress and log messages with a stand-in for the
- * tools (sbx_mcp_set_tools_call).
+ * tools (sbx_mcp_set_tools_call); the value count of sbx_mcp_input_measure
+ * and json-c's allocations within its estimate; sbx_mcp_input_refuse.
  */
 #include <errno.h>
 #include <pthread.h>
