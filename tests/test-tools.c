@@ -651,7 +651,7 @@ static bool cancel_after(void *ud)
 
 static void test_notebook(void)
 {
-	static const struct sbx_mcp_notifier rec = {record_notification, NULL};
+	static const struct sbx_mcp_notifier rec = {.send = record_notification};
 	struct call c;
 	int64_t t0, done_ms;
 
@@ -878,7 +878,7 @@ static void test_terminal(void)
 	call_release(&c);
 
 	{
-		static const struct sbx_mcp_notifier rec = {record_notification, NULL};
+		static const struct sbx_mcp_notifier rec = {.send = record_notification};
 		notifier = &rec;
 		progress_token = json_object_new_string("tok-1");
 		snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"command\":\"true\"}",
@@ -898,6 +898,202 @@ static void test_terminal(void)
 	rc = call("execute_terminal_command", args, &c);
 	tap_ok(rc == 0 && bool_at(c.obj, "timed_out"), "a command over its timeout: timed_out");
 	call_release(&c);
+}
+
+/* ---- calls whose client has gone, through the HTTP front ---- */
+
+/* tools/call execute_python_code REQUEST_ID in the sandbox: touches
+ * /tmp/FLAG, then sleeps 3000 s (timeout 3600); with a progressToken when
+ * TOKEN. */
+static char *sleep_body(int request_id, const char *flag, bool token)
+{
+	struct json_object *o = json_object_new_object(), *p = json_object_new_object(),
+			   *a = json_object_new_object();
+	char code[160];
+	char *text;
+
+	snprintf(code, sizeof(code), "import time\nopen('/tmp/%s', 'w').close()\ntime.sleep(3000)",
+		 flag);
+	json_object_object_add(a, "sandbox_id", json_object_new_string(sandbox_id));
+	json_object_object_add(a, "code", json_object_new_string(code));
+	json_object_object_add(a, "timeout", json_object_new_int(3600));
+	json_object_object_add(p, "name", json_object_new_string("execute_python_code"));
+	json_object_object_add(p, "arguments", a);
+	if (token) {
+		struct json_object *meta = json_object_new_object();
+		json_object_object_add(meta, "progressToken", json_object_new_string("gone"));
+		json_object_object_add(p, "_meta", meta);
+	}
+	json_object_object_add(o, "jsonrpc", json_object_new_string("2.0"));
+	json_object_object_add(o, "id", json_object_new_int(request_id));
+	json_object_object_add(o, "method", json_object_new_string("tools/call"));
+	json_object_object_add(o, "params", p);
+	text = strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
+	json_object_put(o);
+	return text;
+}
+
+/* The sleeping code has started: /tmp/FLAG exists (asked with a shell
+ * command, which needs no interpreter), within 60 s. */
+static bool flag_seen(const char *flag)
+{
+	char cmd[128], args[256];
+	int64_t t0 = mono_ms();
+
+	snprintf(cmd, sizeof(cmd), "test -e /tmp/%s && echo yes", flag);
+	snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"command\":\"%s\"}", sandbox_id, cmd);
+	while (mono_ms() - t0 < 60000) {
+		struct call c;
+		bool yes = call("execute_terminal_command", args, &c) == 0 && !c.is_error &&
+			   str_at(c.obj, "stdout") && !strcmp(str_at(c.obj, "stdout"), "yes\n");
+		call_release(&c);
+		if (yes)
+			return true;
+		sleep_ms(200);
+	}
+	return false;
+}
+
+/* The sandbox's interpreter answers again: a Python call (timeout 60 s,
+ * so that it waits for a call still running) prints; the ms it took, or
+ * -1 when it did not answer. */
+static long answers_again(void)
+{
+	int64_t t0 = mono_ms();
+	struct call c;
+	bool ok = run_py("print('again')", 60, &c) == 0 && !c.is_error && str_at(c.obj, "stdout") &&
+		  !strcmp(str_at(c.obj, "stdout"), "again\n");
+
+	if (!ok)
+		tap_diag("  the call: %s", c.text ? c.text : "-");
+	call_release(&c);
+	return ok ? (long)(mono_ms() - t0) : -1;
+}
+
+/* "Within a few seconds": the generous bound on a shared machine. */
+#define AGAIN_MS 15000
+
+static void test_client_gone(void)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	const struct sbx_mcp_config mc = {.settings = &settings, .manager = mgr};
+	struct http_target saved;
+	sbx_mcp *mcp = NULL;
+	sbx_http *http = NULL;
+	struct sbx_buf acc = SBX_BUF_INIT;
+	char *id, *body;
+	long ms;
+	int fd;
+
+	if (sbx_settings_set(&settings, "server.listen=127.0.0.1", &err) < 0 ||
+	    sbx_settings_set(&settings, "server.port=0", &err) < 0 ||
+	    sbx_mcp_new(&mc, &mcp, &err) < 0)
+		tap_bail(err.msg);
+	{
+		const struct sbx_http_config hc = {
+		    .settings = &settings, .mcp = mcp, .manager = mgr};
+		if (sbx_http_start(&hc, &http, &err) < 0)
+			tap_bail(err.msg);
+	}
+	saved = http_use(sbx_http_port(http), false);
+	id = mcp_initialize();
+	tap_ok(id != NULL, "gone: a Streamable HTTP session");
+
+	/* The POST's connection closes while the reply is to be JSON. */
+	body = sleep_body(1, "gone-json", false);
+	fd = raw_mcp_post(id, 0, body);
+	free(body);
+	tap_ok(flag_seen("gone-json"), "gone: a Python call sleeps 3000 s (reply as JSON)");
+	close(fd);
+	ms = answers_again();
+	tap_ok(ms >= 0 && ms < AGAIN_MS,
+	       "gone: its client closes the connection: the call is cancelled and the sandbox "
+	       "answers again (%ld ms)",
+	       ms);
+
+	/* ... and while it is an event stream (progress asked). */
+	body = sleep_body(2, "gone-stream", true);
+	fd = raw_mcp_post(id, 0, body);
+	free(body);
+	tap_ok(flag_seen("gone-stream") && read_until(fd, &acc, "text/event-stream", 5000),
+	       "gone: a Python call sleeps 3000 s (reply as an event stream)");
+	close(fd);
+	ms = answers_again();
+	tap_ok(ms >= 0 && ms < AGAIN_MS,
+	       "gone: its client closes the stream: the call is cancelled and the sandbox answers "
+	       "again (%ld ms)",
+	       ms);
+	sbx_buf_release(&acc);
+
+	/* A call waiting for the busy sandbox is cancelled while it waits. */
+	body = sleep_body(3, "gone-busy", false);
+	fd = raw_mcp_post(id, 0, body);
+	free(body);
+	tap_ok(flag_seen("gone-busy"), "gone: a Python call holds the sandbox");
+	{
+		struct call c;
+		int64_t t0 = mono_ms();
+		cancel_fn = cancel_after;
+		cancel_said = 0;
+		cancel_at_ms = t0 + 1000;
+		rc = run_py("print('never')", 60, &c);
+		ms = (long)(mono_ms() - t0);
+		cancel_fn = NULL;
+		if (!tap_ok(
+			rc == 0 && c.is_error && cancel_said > 0 && ms >= 1000 && ms < AGAIN_MS &&
+			    c.text && strstr(c.text, "cancelled while it waited"),
+			"gone: another call that waits for it (timeout 60 s) is cancelled while "
+			"it waits (%ld ms)",
+			ms))
+			tap_diag("  isError=%d: %s", c.is_error, c.text ? c.text : "-");
+		call_release(&c);
+	}
+	close(fd);
+	ms = answers_again();
+	tap_ok(ms >= 0 && ms < AGAIN_MS, "gone: ... then the first is cancelled too (%ld ms)", ms);
+
+	/* The session is deleted. */
+	body = sleep_body(4, "gone-delete", false);
+	fd = raw_mcp_post(id, 0, body);
+	free(body);
+	tap_ok(flag_seen("gone-delete"), "gone: a Python call sleeps 3000 s");
+	{
+		char hdr[96];
+		const char *const hs[] = {hdr, NULL};
+		struct reply r;
+		snprintf(hdr, sizeof(hdr), "Mcp-Session-Id: %s", id);
+		r = request("DELETE", "/mcp", hs, NULL);
+		tap_is_int(r.status, 200, "gone: DELETE of its session");
+		reply_release(&r);
+	}
+	ms = answers_again();
+	tap_ok(ms >= 0 && ms < AGAIN_MS,
+	       "gone: ... the call is cancelled and the sandbox answers again (%ld ms)", ms);
+	close(fd);
+	free(id);
+
+	/* The SSE stream closes. */
+	{
+		struct sse_session ss = {0};
+		struct reply r;
+		tap_ok(sse_open(&ss, SSE_INITIALIZED), "gone: an SSE session");
+		body = sleep_body(5, "gone-sse", false);
+		r = sse_post(ss.id, body);
+		free(body);
+		tap_ok(r.status == 202 && flag_seen("gone-sse"),
+		       "gone: a Python call sleeps 3000 s (%ld)", r.status);
+		reply_release(&r);
+		sse_close(&ss);
+		ms = answers_again();
+		tap_ok(ms >= 0 && ms < AGAIN_MS,
+		       "gone: its SSE stream closes: the call is cancelled and the sandbox answers "
+		       "again (%ld ms)",
+		       ms);
+	}
+
+	http_restore(&saved);
+	sbx_http_stop(http);
+	sbx_mcp_free(mcp);
 }
 
 static void test_upload(void)
@@ -1383,6 +1579,7 @@ int main(int argc, char **argv)
 	test_python();
 	test_notebook();
 	test_terminal();
+	test_client_gone();
 	test_upload();
 	tap_ok(sbx_sandbox_delete(mgr, "default", sandbox_id, &err) == 0, "delete the sandbox (%s)",
 	       err.msg);
