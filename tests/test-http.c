@@ -78,6 +78,11 @@ static void test_basics(void)
 		   !strstr(r.body.data, "\"engine\":\"ok\""),
 	       "... the body says the engine is unavailable and why (%s)",
 	       r.body.data ? r.body.data : "");
+	tap_ok(r.body.data && strstr(r.body.data, "the container engine is not reachable") &&
+		   !strstr(r.body.data, "/nonexistent") &&
+		   !strstr(r.body.data, "mcp-sandbox-test.sock"),
+	       "... in words that do not show the host's engine socket (%s)",
+	       r.body.data ? r.body.data : "");
 	tap_is_str(header_of(&r, "Retry-After"), "5", "... with Retry-After");
 	reply_release(&r);
 	expect_status(request("POST", "/ready", NULL, "x"), 405, "POST /ready -> 405");

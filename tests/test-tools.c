@@ -1365,11 +1365,46 @@ static void test_engine_down(const char *type)
 	rc = call_as(m, &s, "default", SBX_MCP_VERSION_LATEST, "create_sandbox", NULL, &c);
 	tap_ok(rc == 0 && c.is_error && strstr(c.text, "Docker or Podman"),
 	       "engine down: create_sandbox is an error that says what to check: %s", c.text);
+	tap_ok(rc == 0 && c.text && strstr(c.text, "the container engine is not reachable") &&
+		   !strstr(c.text, "/nonexistent") && !strstr(c.text, "sbx-tools.sock"),
+	       "... in words that do not show the host's engine socket");
 	call_release(&c);
 	rc = call_as(m, &s, "default", SBX_MCP_VERSION_LATEST, "execute_python_code",
 		     "{\"sandbox_id\":\"x\",\"code\":\"1\"}", &c);
 	tap_ok(rc == 0 && c.is_error, "engine down: execute_python_code is an error: %s", c.text);
+	tap_ok(rc == 0 && c.text && !strstr(c.text, "/nonexistent"),
+	       "... without the host's engine socket either");
 	call_release(&c);
+	/* GET /ready of a server on this manager. */
+	sbx_settings_set(&s, "server.listen=127.0.0.1", &err);
+	sbx_settings_set(&s, "server.port=0", &err);
+	{
+		const struct sbx_mcp_config mc = {.settings = &s, .manager = m};
+		struct http_target saved;
+		sbx_mcp *mcp = NULL;
+		sbx_http *http = NULL;
+		struct reply r;
+		if (sbx_mcp_new(&mc, &mcp, &err) < 0)
+			tap_bail(err.msg);
+		{
+			const struct sbx_http_config hc = {
+			    .settings = &s, .mcp = mcp, .manager = m};
+			if (sbx_http_start(&hc, &http, &err) < 0)
+				tap_bail(err.msg);
+		}
+		saved = http_use(sbx_http_port(http), false);
+		r = request("GET", "/ready", NULL, NULL);
+		tap_ok(r.status == 503 && r.body.data &&
+			   strstr(r.body.data, "the container engine is not reachable") &&
+			   !strstr(r.body.data, "/nonexistent") &&
+			   !strstr(r.body.data, "sbx-tools.sock"),
+		       "engine down: GET /ready -> 503 without the host's engine socket (%ld: %s)",
+		       r.status, r.body.data ? r.body.data : "");
+		reply_release(&r);
+		http_restore(&saved);
+		sbx_http_stop(http);
+		sbx_mcp_free(mcp);
+	}
 	sbx_manager_free(m);
 	sbx_engine_free(e);
 	sbx_settings_release(&s);
@@ -1424,12 +1459,12 @@ static void test_ready(const char *type, const char *url)
 	long ms;
 
 	if (strncmp(url, "unix://", 7) != 0) {
-		tap_skip(6, "GET /ready through a relay needs a unix:// engine socket");
+		tap_skip(7, "GET /ready through a relay needs a unix:// engine socket");
 		return;
 	}
 	r0 = tcp_relay_new(url + 7, "_ping HTTP/1.", &relay);
 	if (!tap_ok(r0 == 0, "a counting relay to %s (%s)", url + 7, strerror(-r0))) {
-		tap_skip(5, "no relay");
+		tap_skip(6, "no relay");
 		return;
 	}
 	snprintf(tcp_url, sizeof(tcp_url), "tcp://127.0.0.1:%d", tcp_relay_port(relay));
@@ -1510,6 +1545,9 @@ static void test_ready(const char *type, const char *url)
 	       "with the relay stopped GET /ready turns 503 unavailable within 15 s (%ld after "
 	       "%ld ms: %s)",
 	       r.status, elapsed_ms(&t0), r.body.data ? r.body.data : "");
+	tap_ok(r.body.data && strstr(r.body.data, "the container engine") &&
+		   !strstr(r.body.data, tcp_url + 6) && !strstr(r.body.data, "tcp://"),
+	       "... in words that do not show the engine's address %s", tcp_url);
 	reply_release(&r);
 
 	http_restore(&saved);

@@ -156,6 +156,11 @@ struct sbx_http {
 	struct sbx_session_table *sessions;
 	atomic_bool stopping;
 
+	/* What GET /ready last logged, and when (ready_log). */
+	pthread_mutex_t ready_log_lock;
+	char ready_logged[SBX_ERROR_MSG_MAX];
+	int64_t ready_logged_ms;
+
 	/* Client connections: open now, and the most served (more get 503). */
 	atomic_int connections;
 	int max_connections;

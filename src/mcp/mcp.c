@@ -900,9 +900,12 @@ static void do_tools_call(sbx_mcp_session *s, const char *version, struct json_o
 		     json_object_get_string(name));
 	else if (r == -ENOMEM)
 		o->nomem = true;
-	else if (r < 0)
-		fail(o, SBX_JSONRPC_INTERNAL_ERROR, "tools/call: %s", err.msg);
-	else
+	else if (r < 0) {
+		char shown[SBX_ERROR_MSG_MAX];
+		if (sbx_error_public(&err, shown, sizeof(shown)))
+			fprintf(stderr, "mcp-sandboxd: tools/call: %s\n", err.msg);
+		fail(o, SBX_JSONRPC_INTERNAL_ERROR, "tools/call: %s", shown);
+	} else
 		succeed(o, result);
 }
 
