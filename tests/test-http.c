@@ -15,7 +15,13 @@
  * SBX_HTTP_DRAIN_MAX more); the JSON value count; the body budget; VmRSS
  * under 16 concurrent 4 MB bodies (the server runs in this process); and
  * server.max_calls_per_session on both transports, another session served
- * meanwhile and with slots of its own.
+ * meanwhile and with slots of its own. Clients that have gone: a dropped
+ * POST cancels its call only (JSON and event-stream forms), so do a DELETE
+ * of the session and a closed SSE stream (all its calls); with
+ * server.session_timeout=1s an idle SSE stream ends, one whose call runs
+ * does not, and a call's end counts as use; the server's stop cancels the
+ * calls in flight on both transports. GET /ready does not show the host's
+ * engine socket.
  */
 #include <errno.h>
 #include <poll.h>

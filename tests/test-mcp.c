@@ -5,7 +5,9 @@
  * logging/setLevel, unknown methods and tools, concurrent runs on one
  * session; cancellation, progress and log messages with a stand-in for the
  * tools (sbx_mcp_set_tools_call); the value count of sbx_mcp_input_measure
- * and json-c's allocations within its estimate; sbx_mcp_input_refuse.
+ * and json-c's allocations within its estimate; sbx_mcp_input_refuse; a
+ * client that has gone (the notifier's GONE, sbx_mcp_session_close)
+ * cancelling like notifications/cancelled.
  */
 #include <errno.h>
 #include <pthread.h>

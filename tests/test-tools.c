@@ -12,7 +12,14 @@
  *
  * GET /ready runs against the engine reached through a counting relay
  * (tests/tcp-relay.c): its answer is cached for a second, and it turns 503
- * once the relay stops.
+ * once the relay stops, in words that do not show the engine's address (nor
+ * do the tools' errors and /ready the socket of an absent engine).
+ *
+ * Through the HTTP front on the real manager: a Python call sleeping 3000 s
+ * is cancelled when its client goes (the POST's connection closed, as JSON
+ * or as an event stream; the session deleted; the SSE stream closed), the
+ * sandbox answering again within seconds; a call waiting for the busy
+ * sandbox is cancelled while it waits.
  */
 #include <errno.h>
 #include <fcntl.h>
