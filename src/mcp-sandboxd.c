@@ -5,6 +5,22 @@
  * /sse + /messages, Streamable HTTP on /mcp, artifacts, /health, /ready) until
  * SIGINT or SIGTERM, then stops cleanly (removing its sandboxes when
  * sandbox.remove_on_exit).
+ *
+ * The stop: the first SIGINT/SIGTERM stops the HTTP front, which cancels
+ * every call in flight as notifications/cancelled would (the code gets a
+ * KeyboardInterrupt, commands are killed) and waits for them, then frees the
+ * manager, which removes the sandboxes; status 0. It may take
+ * SBX_STOP_TIMEOUT_MS: past that (a call that ignores its cancellation, an
+ * engine that hangs) the server removes this instance's containers for at
+ * most SBX_STOP_SWEEP_MS and exits with status 1. A second SIGINT/SIGTERM
+ * exits at once, status 128 + the signal: it skips waiting for the calls
+ * and the orderly teardown (the interpreters' ends, the manager's own
+ * removal, waiting for installs); it still removes this instance's
+ * containers for at most SBX_STOP_SWEEP_MS when sandbox.remove_on_exit, and
+ * whatever is left carries the instance's labels, so that the next start on
+ * this instance adopts it (or removes it, for a pool container never handed
+ * out). With remove_on_exit false nothing is removed: the sandboxes are
+ * meant to outlive the server.
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -14,12 +30,17 @@
 #include <getopt.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
 
+#include "sbx/clock.h"
+#include "sbx/common.h"
 #include "sbx/engine.h"
 #include "sbx/http.h"
 #include "sbx/mcp.h"
@@ -30,6 +51,14 @@
 #define SBX_SYSCONFDIR "/etc/mcp-sandbox"
 #endif
 
+/* The most the stop after the first SIGINT/SIGTERM may take: the calls are
+ * cancelled at once and usually end within a second or two (Python's
+ * KeyboardInterrupt, then sandbox.interrupt_grace before a kill). */
+#define SBX_STOP_TIMEOUT_MS 10000
+/* The most spent removing this instance's containers when the stop is cut
+ * short (past SBX_STOP_TIMEOUT_MS, or at a second signal). */
+#define SBX_STOP_SWEEP_MS 2000
+
 static void usage(FILE *out)
 {
 	fprintf(out,
@@ -37,7 +66,8 @@ static void usage(FILE *out)
 		"Serves MCP over HTTP on server.listen:server.port (default 127.0.0.1:8000):\n"
 		"  /mcp (Streamable HTTP), /sse + /messages (legacy SSE), /artifacts/..., /health, "
 		"/ready.\n"
-		"Prints 'mcp-sandboxd: listening on URL' once ready; stops on SIGINT/SIGTERM.\n"
+		"Prints 'mcp-sandboxd: listening on URL' once ready; stops on SIGINT/SIGTERM\n"
+		"(calls in flight are cancelled; at most 10 s; a second signal exits at once).\n"
 		"  -c, --config FILE   INI configuration (default " SBX_SYSCONFDIR
 		"/mcp-sandbox.ini)\n"
 		"      --set S.K=V     override one key (repeatable)\n"
@@ -61,6 +91,152 @@ static void raise_fd_limit(void)
 	}
 }
 
+/* ---- the stop ---- */
+
+/* The orderly stop, on its own thread: the HTTP front (which cancels the
+ * calls in flight and waits for them), the MCP layer, the manager (which
+ * removes the sandboxes). */
+struct stopper {
+	sbx_http *http;
+	sbx_mcp *mcp;
+	sbx_manager *manager;
+	atomic_bool done;
+};
+
+static void *stop_main(void *arg)
+{
+	struct stopper *st = arg;
+
+	st->http = sbx_http_stop(st->http);
+	st->mcp = sbx_mcp_free(st->mcp);
+	st->manager = sbx_manager_free(st->manager);
+	atomic_store(&st->done, true);
+	return NULL;
+}
+
+/* Removes the containers of one instance, on a detached thread that may
+ * outlive the wait (an engine that hangs): the struct is then leaked. */
+struct sweeper {
+	sbx_engine *engine;
+	char *instance;
+	atomic_int found, removed;
+	atomic_bool done;
+};
+
+static void *sweep_main(void *arg)
+{
+	struct sweeper *sw = arg;
+	struct sbx_kv want[] = {{SBX_LABEL_MANAGED, "1"}, {SBX_LABEL_INSTANCE, sw->instance}};
+	struct sbx_container_summary *cs = NULL;
+	size_t n = 0;
+
+	if (sbx_container_list(sw->engine, want, SBX_ARRAY_SIZE(want), &cs, &n, NULL) == 0) {
+		atomic_store(&sw->found, (int)n);
+		for (size_t i = 0; i < n; i++) {
+			int r = sbx_container_remove(sw->engine, cs[i].id, NULL);
+			if (r >= 0 || r == -ENOENT)
+				atomic_fetch_add(&sw->removed, 1);
+		}
+		sbx_container_list_free(cs, n);
+	}
+	atomic_store(&sw->done, true);
+	return NULL;
+}
+
+/* When sandbox.remove_on_exit: removes this instance's containers (the
+ * sandboxes and the pool's) for at most SBX_STOP_SWEEP_MS, and says how it
+ * went. */
+static void sweep(sbx_engine *engine, const struct sbx_settings *s)
+{
+	struct sweeper *sw = calloc(1, sizeof(*sw));
+	int64_t until = sbx_monotonic_ms() + SBX_STOP_SWEEP_MS;
+	pthread_attr_t attr;
+	pthread_t t;
+	int r;
+
+	if (!engine || !s->sandbox.remove_on_exit || !sw ||
+	    !(sw->instance = strdup(s->server.instance))) {
+		free(sw);
+		return;
+	}
+	sw->engine = engine;
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	r = pthread_create(&t, &attr, sweep_main, sw);
+	pthread_attr_destroy(&attr);
+	if (r != 0)
+		return;
+	while (!atomic_load(&sw->done) && sbx_monotonic_ms() < until) {
+		struct timespec ts = {0, 50 * 1000000L};
+		nanosleep(&ts, NULL);
+	}
+	if (atomic_load(&sw->done) && atomic_load(&sw->removed) == atomic_load(&sw->found))
+		fprintf(stderr, "mcp-sandboxd: removed the instance's %d container(s)\n",
+			atomic_load(&sw->removed));
+	else
+		fprintf(stderr,
+			"mcp-sandboxd: removed %d container(s) of instance %s in %d ms; those left "
+			"are adopted (or removed) by the next start on this instance\n",
+			atomic_load(&sw->removed), s->server.instance, SBX_STOP_SWEEP_MS);
+}
+
+static const char *signame(int sig)
+{
+	return sig == SIGINT ? "SIGINT" : "SIGTERM";
+}
+
+/* Stops the server after the first signal SIG (see the top of the file);
+ * returns the exit status when the stop finished, else exits. */
+static int stop(sbx_engine *engine, sbx_http *http, sbx_mcp *mcp, sbx_manager *manager,
+		const struct sbx_settings *s, const sigset_t *signals, int sig)
+{
+	struct stopper st = {.http = http, .mcp = mcp, .manager = manager};
+	int64_t until = sbx_monotonic_ms() + SBX_STOP_TIMEOUT_MS;
+	pthread_t t;
+
+	fprintf(stderr,
+		"mcp-sandboxd: %s, stopping: the calls in flight are cancelled (at most %d s; a "
+		"second SIGINT or SIGTERM exits at once)\n",
+		signame(sig), SBX_STOP_TIMEOUT_MS / 1000);
+	atomic_init(&st.done, false);
+	if (pthread_create(&t, NULL, stop_main, &st) != 0) {
+		stop_main(&st); /* no thread: the stop without its bound */
+		return 0;
+	}
+	for (;;) {
+		int64_t left = until - sbx_monotonic_ms();
+		struct timespec ts = {0, 100 * 1000000L};
+		int got;
+
+		if (atomic_load(&st.done)) {
+			pthread_join(t, NULL);
+			return 0;
+		}
+		if (left <= 0) {
+			fprintf(stderr,
+				"mcp-sandboxd: the stop did not finish within %d s (a call ignores "
+				"its cancellation, or the engine hangs); exiting without it\n",
+				SBX_STOP_TIMEOUT_MS / 1000);
+			sweep(engine, s);
+			fflush(NULL);
+			_exit(1);
+		}
+		if (left < 100)
+			ts.tv_nsec = left * 1000000L;
+		got = sigtimedwait(signals, NULL, &ts);
+		if (got == SIGINT || got == SIGTERM) {
+			fprintf(
+			    stderr,
+			    "mcp-sandboxd: second signal (%s): exiting now, without waiting for "
+			    "the calls\n",
+			    signame(got));
+			sweep(engine, s);
+			fflush(NULL);
+			_exit(128 + got);
+		}
+	}
+}
+
 static int serve(const struct sbx_settings *s, struct sbx_error *err)
 {
 	struct sbx_engine_config ec = {.type = s->engine.type,
@@ -71,14 +247,14 @@ static int serve(const struct sbx_settings *s, struct sbx_error *err)
 	sbx_manager *manager = NULL;
 	sbx_mcp *mcp = NULL;
 	sbx_http *http = NULL;
-	sigset_t stop;
+	sigset_t signals;
 	int sig = 0, ret = 1, n;
 
 	/* Blocked in every thread (they inherit the mask); main takes them. */
-	sigemptyset(&stop);
-	sigaddset(&stop, SIGINT);
-	sigaddset(&stop, SIGTERM);
-	pthread_sigmask(SIG_BLOCK, &stop, NULL);
+	sigemptyset(&signals);
+	sigaddset(&signals, SIGINT);
+	sigaddset(&signals, SIGTERM);
+	pthread_sigmask(SIG_BLOCK, &signals, NULL);
 	signal(SIGPIPE, SIG_IGN);
 	raise_fd_limit();
 
@@ -117,10 +293,12 @@ static int serve(const struct sbx_settings *s, struct sbx_error *err)
 	}
 	printf("mcp-sandboxd: listening on %s\n", sbx_http_public_url(http));
 	fflush(stdout);
-	while (sigwait(&stop, &sig) != 0)
+	while (sigwait(&signals, &sig) != 0)
 		;
-	fprintf(stderr, "mcp-sandboxd: %s, stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
-	ret = 0;
+	ret = stop(engine, http, mcp, manager, s, &signals, sig);
+	http = NULL;
+	mcp = NULL;
+	manager = NULL;
 out:
 	sbx_http_stop(http);
 	sbx_mcp_free(mcp);

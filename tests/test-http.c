@@ -15,7 +15,13 @@
  * SBX_HTTP_DRAIN_MAX more); the JSON value count; the body budget; VmRSS
  * under 16 concurrent 4 MB bodies (the server runs in this process); and
  * server.max_calls_per_session on both transports, another session served
- * meanwhile and with slots of its own.
+ * meanwhile and with slots of its own. Clients that have gone: a dropped
+ * POST cancels its call only (JSON and event-stream forms), so do a DELETE
+ * of the session and a closed SSE stream (all its calls); with
+ * server.session_timeout=1s an idle SSE stream ends, one whose call runs
+ * does not, and a call's end counts as use; the server's stop cancels the
+ * calls in flight on both transports. GET /ready does not show the host's
+ * engine socket.
  */
 #include <errno.h>
 #include <poll.h>
@@ -77,6 +83,11 @@ static void test_basics(void)
 		   strstr(r.body.data, "\"engine\":\"") &&
 		   !strstr(r.body.data, "\"engine\":\"ok\""),
 	       "... the body says the engine is unavailable and why (%s)",
+	       r.body.data ? r.body.data : "");
+	tap_ok(r.body.data && strstr(r.body.data, "the container engine is not reachable") &&
+		   !strstr(r.body.data, "/nonexistent") &&
+		   !strstr(r.body.data, "mcp-sandbox-test.sock"),
+	       "... in words that do not show the host's engine socket (%s)",
 	       r.body.data ? r.body.data : "");
 	tap_is_str(header_of(&r, "Retry-After"), "5", "... with Retry-After");
 	reply_release(&r);
@@ -487,19 +498,65 @@ static void test_cancel_http(void)
 	tap_is_int(slow_tool_cancels(), ++cancels, "... the tool saw it");
 	sbx_buf_release(&acc);
 
-	/* A dropped connection is no cancellation. */
+	/* A dropped connection cancels its call, and only its call: another
+	 * call of the session runs on until cancelled itself. */
+	b.body = "{\"jsonrpc\":\"2.0\",\"id\":44,\"method\":\"tools/call\",\"params\":{\"name\":"
+		 "\"slow\",\"arguments\":{}}}";
+	pthread_create(&b.thread, NULL, bg_post_main, &b);
+	tap_ok(slow_tool_wait_started(++started), "a slow call runs");
 	fd = raw_mcp_post(id, 0,
 			  "{\"jsonrpc\":\"2.0\",\"id\":43,\"method\":\"tools/call\",\"params\":"
 			  "{\"name\":\"slow\"}}");
-	tap_ok(slow_tool_wait_started(++started), "another slow call runs");
-	close(fd);
+	tap_ok(slow_tool_wait_started(++started),
+	       "another slow call runs (its reply is to be JSON)");
+	{
+		struct timespec t0;
+		bool seen;
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		close(fd);
+		seen = slow_tool_wait_cancels(++cancels, 3000);
+		tap_ok(seen,
+		       "closing its connection cancels it: the tool saw it within 3 s (%ld ms)",
+		       elapsed_ms(&t0));
+	}
 	sleep_ms(300);
-	tap_is_int(slow_tool_cancels(), cancels, "closing its connection does not cancel it");
-	cancel_on(id, "43");
-	slow_tool_wait_cancels(cancels + 1, 2000);
-	tap_is_int(slow_tool_cancels(), ++cancels, "... it was still running and is cancelled now");
+	tap_is_int(slow_tool_cancels(), cancels, "... and the session's other call runs on");
+	cancel_on(id, "44");
+	pthread_join(b.thread, NULL);
+	tap_ok(slow_tool_wait_cancels(++cancels, 2000) && b.r.status == 202,
+	       "... until cancelled itself (%ld)", b.r.status);
+	reply_release(&b.r);
+
+	/* The event-stream form: the client closes the stream. */
+	fd = raw_mcp_post(id, 0,
+			  "{\"jsonrpc\":\"2.0\",\"id\":45,\"method\":\"tools/call\",\"params\":"
+			  "{\"name\":\"slow\",\"_meta\":{\"progressToken\":8}}}");
+	tap_ok(read_until(fd, &acc, "slow started", 5000), "a slow call streams its progress");
+	started++;
+	close(fd);
+	tap_ok(slow_tool_wait_cancels(++cancels, 3000),
+	       "closing its event stream cancels it (the tool saw it within 3 s)");
+	sbx_buf_release(&acc);
 
 	expect_status(mcp_post(id, NULL, ping_body), 200, "the session answers a ping afterwards");
+
+	/* DELETE of the session cancels what it runs. */
+	b.body = "{\"jsonrpc\":\"2.0\",\"id\":46,\"method\":\"tools/call\",\"params\":{\"name\":"
+		 "\"slow\",\"arguments\":{}}}";
+	pthread_create(&b.thread, NULL, bg_post_main, &b);
+	tap_ok(slow_tool_wait_started(++started), "a slow call runs");
+	{
+		char hdr[96];
+		snprintf(hdr, sizeof(hdr), "Mcp-Session-Id: %s", id);
+		expect_status(request("DELETE", "/mcp", HS(hdr), NULL), 200,
+			      "DELETE of its session -> 200");
+	}
+	tap_ok(slow_tool_wait_cancels(++cancels, 3000),
+	       "... and the call is cancelled: the tool saw it within 3 s");
+	pthread_join(b.thread, NULL);
+	tap_ok(b.r.status == 202 && b.r.body.len == 0,
+	       "... its POST ends with 202 and no response (%ld)", b.r.status);
+	reply_release(&b.r);
 	free(id);
 }
 
@@ -575,7 +632,23 @@ static void test_cancel_sse(void)
 	slow_tool_wait_cancels(cancels + CALLS_PER_SESSION, 3000);
 	tap_is_int(slow_tool_cancels(), cancels + CALLS_PER_SESSION,
 		   "SSE: ... and reach all %d tools", CALLS_PER_SESSION);
+
+	/* The client closes the stream: every call of the session is cancelled. */
+	started = slow_tool_started();
+	cancels = slow_tool_cancels();
+	for (int i = 0; i < 2; i++) {
+		char body[160];
+		snprintf(body, sizeof(body),
+			 "{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"tools/call\",\"params\":{"
+			 "\"name\":\"slow\"}}",
+			 700 + i);
+		r = sse_post(id, body);
+		reply_release(&r);
+	}
+	tap_ok(slow_tool_wait_started(started + 2), "SSE: two slow calls run");
 	sse_close(&s);
+	tap_ok(slow_tool_wait_cancels(cancels + 2, 3000),
+	       "SSE: closing the stream cancels both (the tools saw it within 3 s)");
 }
 
 static void test_artifacts(void)
@@ -1116,6 +1189,96 @@ static void test_second_server(sbx_mcp *mcp, sbx_manager *manager)
 	server_end(&sv);
 }
 
+/* server.session_timeout=2s: an idle SSE stream ends, and its session with
+ * it; a session in use (a call running past the timeout) is not expired,
+ * and the call's end counts as use. Then the server stops with calls in
+ * flight on both transports: they are cancelled, and the stop is quick. */
+/* The chunked stream of S ends (its last chunk) within MS. */
+static bool stream_ends(struct sse_session *s, int ms)
+{
+	return read_until(s->fd, &s->acc, "\r\n0\r\n\r\n", ms);
+}
+
+static void test_expiry(sbx_mcp *mcp, sbx_manager *manager)
+{
+	struct sse_session ss = {0}, busy = {0};
+	struct bg_post b = {0};
+	struct server sv;
+	struct timespec t0;
+	struct reply r;
+	int started, cancels;
+	char *id;
+	long ms;
+
+	server_begin(&sv, mcp, manager, false, HS("server.session_timeout=2s"));
+
+	/* An idle stream. */
+	tap_ok(sse_open(&ss, SSE_INITIALIZED), "session_timeout=2s: an SSE session is set up");
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	ms = stream_ends(&ss, 8000) ? elapsed_ms(&t0) : -1;
+	tap_ok(ms >= 1900, "... idle, its stream ends after the timeout, not before (%ld ms)", ms);
+	expect_status(sse_post(ss.id, ping_body), 404, "... and its session is gone (404)");
+	sse_close(&ss);
+
+	/* A stream whose session runs a call past the timeout lives on. */
+	tap_ok(sse_open(&busy, SSE_INITIALIZED), "another SSE session is set up");
+	started = slow_tool_started();
+	cancels = slow_tool_cancels();
+	r = sse_post(busy.id, "{\"jsonrpc\":\"2.0\",\"id\":81,\"method\":\"tools/call\","
+			      "\"params\":{\"name\":\"slow\"}}");
+	tap_ok(r.status == 202 && slow_tool_wait_started(started + 1), "... it runs a slow call");
+	reply_release(&r);
+	tap_ok(!stream_ends(&busy, 3500),
+	       "... its stream is still open 3.5 s later (a session in use does not expire)");
+	r = sse_post(busy.id, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\","
+			      "\"params\":{\"requestId\":81}}");
+	tap_ok(r.status == 202 && slow_tool_wait_cancels(cancels + 1, 2000),
+	       "... the call is cancelled (%ld)", r.status);
+	reply_release(&r);
+	tap_ok(stream_ends(&busy, 8000), "... and then, idle, the stream ends");
+	sse_close(&busy);
+
+	/* A Streamable HTTP session whose call outlasts the timeout: the
+	 * call's end counts as use (the slow tool gives up after 5 s). */
+	id = mcp_initialize();
+	b.session = id;
+	b.body = "{\"jsonrpc\":\"2.0\",\"id\":82,\"method\":\"tools/call\",\"params\":{\"name\":"
+		 "\"slow\",\"arguments\":{}}}";
+	started = slow_tool_started();
+	pthread_create(&b.thread, NULL, bg_post_main, &b);
+	tap_ok(slow_tool_wait_started(started + 1), "/mcp: a slow call runs");
+	pthread_join(b.thread, NULL);
+	tap_ok(b.r.status == 200 && b.ms > 2500, "... and ends by itself after %ld ms (%ld)", b.ms,
+	       b.r.status);
+	reply_release(&b.r);
+	expect_status(mcp_post(id, NULL, ping_body), 200,
+		      "... its session answers right after, though idle-by-requests for longer "
+		      "than the timeout");
+
+	/* The stop with a call in flight on each transport. */
+	tap_ok(sse_open(&ss, SSE_INITIALIZED), "an SSE session is set up");
+	started = slow_tool_started();
+	cancels = slow_tool_cancels();
+	r = sse_post(ss.id, "{\"jsonrpc\":\"2.0\",\"id\":83,\"method\":\"tools/call\","
+			    "\"params\":{\"name\":\"slow\"}}");
+	reply_release(&r);
+	b.body = "{\"jsonrpc\":\"2.0\",\"id\":84,\"method\":\"tools/call\",\"params\":{\"name\":"
+		 "\"slow\",\"arguments\":{}}}";
+	pthread_create(&b.thread, NULL, bg_post_main, &b);
+	tap_ok(slow_tool_wait_started(started + 2), "a slow call runs on each transport");
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	sv.h = sbx_http_stop(sv.h);
+	ms = elapsed_ms(&t0);
+	tap_ok(slow_tool_cancels() == cancels + 2 && ms < 3000,
+	       "the stop cancels both (%d of 2) and takes %ld ms (the calls would run 5 s)",
+	       slow_tool_cancels() - cancels, ms);
+	pthread_join(b.thread, NULL);
+	reply_release(&b.r);
+	sse_close(&ss);
+	free(id);
+	server_end(&sv);
+}
+
 /* VmRSS of this process (the server runs in it), in kB. */
 static long vm_rss_kb(void)
 {
@@ -1484,6 +1647,7 @@ int main(void)
 	test_over_limit(mcp, manager);
 	test_many_sse(mcp, manager);
 	test_second_server(mcp, manager);
+	test_expiry(mcp, manager);
 	test_hostile_bodies(mcp, manager);
 
 	sbx_http_stop(http);

@@ -5,10 +5,13 @@
  * logging/setLevel, unknown methods and tools, concurrent runs on one
  * session; cancellation, progress and log messages with a stand-in for the
  * tools (sbx_mcp_set_tools_call); the value count of sbx_mcp_input_measure
- * and json-c's allocations within its estimate; sbx_mcp_input_refuse.
+ * and json-c's allocations within its estimate; sbx_mcp_input_refuse; a
+ * client that has gone (the notifier's GONE, sbx_mcp_session_close)
+ * cancelling like notifications/cancelled.
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -614,6 +617,7 @@ struct notes {
 	pthread_mutex_t lock;
 	int n;
 	char *json[NOTES_MAX];
+	atomic_bool gone; /* what the notifier's GONE answers */
 };
 
 static void notes_send(void *ctx, const char *json)
@@ -624,6 +628,13 @@ static void notes_send(void *ctx, const char *json)
 	if (ns->n < NOTES_MAX)
 		ns->json[ns->n++] = strdup(json);
 	pthread_mutex_unlock(&ns->lock);
+}
+
+static bool notes_gone(void *ctx)
+{
+	struct notes *ns = ctx;
+
+	return atomic_load(&ns->gone);
 }
 
 static void notes_clear(struct notes *ns)
@@ -703,7 +714,7 @@ static void *bg_main(void *arg)
 {
 	struct bg_run *b = arg;
 	struct sbx_error err = SBX_ERROR_INIT;
-	const struct sbx_mcp_notifier n = {.send = notes_send, .ctx = b->notes};
+	const struct sbx_mcp_notifier n = {.send = notes_send, .ctx = b->notes, .gone = notes_gone};
 	sbx_mcp_input *in = NULL;
 	char *ej = NULL;
 
@@ -838,6 +849,83 @@ static void test_cancel(void)
 	sbx_mcp_session_unref(s);
 }
 
+/* A client that has gone cancels like notifications/cancelled: the whole
+ * session (sbx_mcp_session_close: its SSE stream closed, deleted, expired,
+ * the server stopping) or one run (its notifier's GONE: the POST's
+ * connection closed). */
+static void test_gone(void)
+{
+	sbx_mcp_session *s = new_session();
+	struct notes ns = {.lock = PTHREAD_MUTEX_INITIALIZER};
+	struct bg_run b, b2;
+	int started, cancels;
+	char *reply;
+
+	/* The notifier's GONE: this run's requests, not the session's others. */
+	initialize(s, "2025-03-26");
+	cancels = slow_tool_cancels();
+	bg_start(&b, s,
+		 "[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":"
+		 "\"slow\"}},{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":{"
+		 "\"name\":\"slow\"}},{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"ping\"}]",
+		 &ns);
+	bg_start(&b2, s,
+		 "{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"tools/call\",\"params\":{\"name\":"
+		 "\"quick\"}}",
+		 NULL);
+	reply = bg_join(&b2);
+	tap_ok(reply && strstr(reply, "\"id\":4,\"result\""),
+	       "another run on the session is answered meanwhile (%s)", reply ? reply : "none");
+	free(reply);
+	started = slow_tool_started();
+	atomic_store(&ns.gone, true);
+	reply = bg_join(&b);
+	tap_ok(reply == NULL, "a run whose notifier says GONE gets no reply (%s)",
+	       reply ? reply : "none");
+	free(reply);
+	tap_is_int(slow_tool_cancels(), cancels + 1, "... its running tool saw ctx->cancelled");
+	tap_is_int(slow_tool_started(), started,
+		   "... and the batch's next call and ping were not run");
+	tap_is_int(ns.n, 0, "... no notification went out after it");
+	notes_clear(&ns);
+	sbx_mcp_session_unref(s);
+
+	/* sbx_mcp_session_close: every request running, and every later one. */
+	s = new_session();
+	initialize(s, "2025-06-18");
+	atomic_store(&ns.gone, false);
+	cancels = slow_tool_cancels();
+	bg_start(&b, s,
+		 "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"tools/call\",\"params\":{\"name\":"
+		 "\"slow\"}}",
+		 &ns);
+	bg_start(&b2, s,
+		 "{\"jsonrpc\":\"2.0\",\"id\":6,\"method\":\"tools/call\",\"params\":{\"name\":"
+		 "\"slow\"}}",
+		 NULL);
+	sbx_mcp_session_close(s);
+	reply = bg_join(&b);
+	tap_ok(reply == NULL, "sbx_mcp_session_close: a running call gets no response (%s)",
+	       reply ? reply : "none");
+	free(reply);
+	reply = bg_join(&b2);
+	tap_ok(reply == NULL, "... nor the other one (%s)", reply ? reply : "none");
+	free(reply);
+	tap_is_int(slow_tool_cancels(), cancels + 2, "... both tools saw ctx->cancelled");
+	tap_is_int(ns.n, 0, "... no notification went out after it");
+	started = slow_tool_started();
+	reply = run_text(s,
+			 "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/call\",\"params\":{"
+			 "\"name\":\"slow\"}}",
+			 NULL);
+	tap_ok(reply == NULL && slow_tool_started() == started,
+	       "... a call on the closed session is not run and not answered (%s)",
+	       reply ? reply : "none");
+	free(reply);
+	notes_clear(&ns);
+	sbx_mcp_session_unref(s);
+}
+
 static void test_progress(void)
 {
 	sbx_mcp_session *s = new_session();
@@ -959,6 +1047,7 @@ int main(void)
 	test_concurrency();
 	sbx_mcp_set_tools_call(mcp, fake_tools_call);
 	test_cancel();
+	test_gone();
 	test_progress();
 	test_log_level();
 	sbx_mcp_free(mcp);

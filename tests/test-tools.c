@@ -12,7 +12,14 @@
  *
  * GET /ready runs against the engine reached through a counting relay
  * (tests/tcp-relay.c): its answer is cached for a second, and it turns 503
- * once the relay stops.
+ * once the relay stops, in words that do not show the engine's address (nor
+ * do the tools' errors and /ready the socket of an absent engine).
+ *
+ * Through the HTTP front on the real manager: a Python call sleeping 3000 s
+ * is cancelled when its client goes (the POST's connection closed, as JSON
+ * or as an event stream; the session deleted; the SSE stream closed), the
+ * sandbox answering again within seconds; a call waiting for the busy
+ * sandbox is cancelled while it waits.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -651,7 +658,7 @@ static bool cancel_after(void *ud)
 
 static void test_notebook(void)
 {
-	static const struct sbx_mcp_notifier rec = {record_notification, NULL};
+	static const struct sbx_mcp_notifier rec = {.send = record_notification};
 	struct call c;
 	int64_t t0, done_ms;
 
@@ -878,7 +885,7 @@ static void test_terminal(void)
 	call_release(&c);
 
 	{
-		static const struct sbx_mcp_notifier rec = {record_notification, NULL};
+		static const struct sbx_mcp_notifier rec = {.send = record_notification};
 		notifier = &rec;
 		progress_token = json_object_new_string("tok-1");
 		snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"command\":\"true\"}",
@@ -898,6 +905,202 @@ static void test_terminal(void)
 	rc = call("execute_terminal_command", args, &c);
 	tap_ok(rc == 0 && bool_at(c.obj, "timed_out"), "a command over its timeout: timed_out");
 	call_release(&c);
+}
+
+/* ---- calls whose client has gone, through the HTTP front ---- */
+
+/* tools/call execute_python_code REQUEST_ID in the sandbox: touches
+ * /tmp/FLAG, then sleeps 3000 s (timeout 3600); with a progressToken when
+ * TOKEN. */
+static char *sleep_body(int request_id, const char *flag, bool token)
+{
+	struct json_object *o = json_object_new_object(), *p = json_object_new_object(),
+			   *a = json_object_new_object();
+	char code[160];
+	char *text;
+
+	snprintf(code, sizeof(code), "import time\nopen('/tmp/%s', 'w').close()\ntime.sleep(3000)",
+		 flag);
+	json_object_object_add(a, "sandbox_id", json_object_new_string(sandbox_id));
+	json_object_object_add(a, "code", json_object_new_string(code));
+	json_object_object_add(a, "timeout", json_object_new_int(3600));
+	json_object_object_add(p, "name", json_object_new_string("execute_python_code"));
+	json_object_object_add(p, "arguments", a);
+	if (token) {
+		struct json_object *meta = json_object_new_object();
+		json_object_object_add(meta, "progressToken", json_object_new_string("gone"));
+		json_object_object_add(p, "_meta", meta);
+	}
+	json_object_object_add(o, "jsonrpc", json_object_new_string("2.0"));
+	json_object_object_add(o, "id", json_object_new_int(request_id));
+	json_object_object_add(o, "method", json_object_new_string("tools/call"));
+	json_object_object_add(o, "params", p);
+	text = strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
+	json_object_put(o);
+	return text;
+}
+
+/* The sleeping code has started: /tmp/FLAG exists (asked with a shell
+ * command, which needs no interpreter), within 60 s. */
+static bool flag_seen(const char *flag)
+{
+	char cmd[128], args[256];
+	int64_t t0 = mono_ms();
+
+	snprintf(cmd, sizeof(cmd), "test -e /tmp/%s && echo yes", flag);
+	snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"command\":\"%s\"}", sandbox_id, cmd);
+	while (mono_ms() - t0 < 60000) {
+		struct call c;
+		bool yes = call("execute_terminal_command", args, &c) == 0 && !c.is_error &&
+			   str_at(c.obj, "stdout") && !strcmp(str_at(c.obj, "stdout"), "yes\n");
+		call_release(&c);
+		if (yes)
+			return true;
+		sleep_ms(200);
+	}
+	return false;
+}
+
+/* The sandbox's interpreter answers again: a Python call (timeout 60 s,
+ * so that it waits for a call still running) prints; the ms it took, or
+ * -1 when it did not answer. */
+static long answers_again(void)
+{
+	int64_t t0 = mono_ms();
+	struct call c;
+	bool ok = run_py("print('again')", 60, &c) == 0 && !c.is_error && str_at(c.obj, "stdout") &&
+		  !strcmp(str_at(c.obj, "stdout"), "again\n");
+
+	if (!ok)
+		tap_diag("  the call: %s", c.text ? c.text : "-");
+	call_release(&c);
+	return ok ? (long)(mono_ms() - t0) : -1;
+}
+
+/* "Within a few seconds": the generous bound on a shared machine. */
+#define AGAIN_MS 15000
+
+static void test_client_gone(void)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	const struct sbx_mcp_config mc = {.settings = &settings, .manager = mgr};
+	struct http_target saved;
+	sbx_mcp *mcp = NULL;
+	sbx_http *http = NULL;
+	struct sbx_buf acc = SBX_BUF_INIT;
+	char *id, *body;
+	long ms;
+	int fd;
+
+	if (sbx_settings_set(&settings, "server.listen=127.0.0.1", &err) < 0 ||
+	    sbx_settings_set(&settings, "server.port=0", &err) < 0 ||
+	    sbx_mcp_new(&mc, &mcp, &err) < 0)
+		tap_bail(err.msg);
+	{
+		const struct sbx_http_config hc = {
+		    .settings = &settings, .mcp = mcp, .manager = mgr};
+		if (sbx_http_start(&hc, &http, &err) < 0)
+			tap_bail(err.msg);
+	}
+	saved = http_use(sbx_http_port(http), false);
+	id = mcp_initialize();
+	tap_ok(id != NULL, "gone: a Streamable HTTP session");
+
+	/* The POST's connection closes while the reply is to be JSON. */
+	body = sleep_body(1, "gone-json", false);
+	fd = raw_mcp_post(id, 0, body);
+	free(body);
+	tap_ok(flag_seen("gone-json"), "gone: a Python call sleeps 3000 s (reply as JSON)");
+	close(fd);
+	ms = answers_again();
+	tap_ok(ms >= 0 && ms < AGAIN_MS,
+	       "gone: its client closes the connection: the call is cancelled and the sandbox "
+	       "answers again (%ld ms)",
+	       ms);
+
+	/* ... and while it is an event stream (progress asked). */
+	body = sleep_body(2, "gone-stream", true);
+	fd = raw_mcp_post(id, 0, body);
+	free(body);
+	tap_ok(flag_seen("gone-stream") && read_until(fd, &acc, "text/event-stream", 5000),
+	       "gone: a Python call sleeps 3000 s (reply as an event stream)");
+	close(fd);
+	ms = answers_again();
+	tap_ok(ms >= 0 && ms < AGAIN_MS,
+	       "gone: its client closes the stream: the call is cancelled and the sandbox answers "
+	       "again (%ld ms)",
+	       ms);
+	sbx_buf_release(&acc);
+
+	/* A call waiting for the busy sandbox is cancelled while it waits. */
+	body = sleep_body(3, "gone-busy", false);
+	fd = raw_mcp_post(id, 0, body);
+	free(body);
+	tap_ok(flag_seen("gone-busy"), "gone: a Python call holds the sandbox");
+	{
+		struct call c;
+		int64_t t0 = mono_ms();
+		cancel_fn = cancel_after;
+		cancel_said = 0;
+		cancel_at_ms = t0 + 1000;
+		rc = run_py("print('never')", 60, &c);
+		ms = (long)(mono_ms() - t0);
+		cancel_fn = NULL;
+		if (!tap_ok(
+			rc == 0 && c.is_error && cancel_said > 0 && ms >= 1000 && ms < AGAIN_MS &&
+			    c.text && strstr(c.text, "cancelled while it waited"),
+			"gone: another call that waits for it (timeout 60 s) is cancelled while "
+			"it waits (%ld ms)",
+			ms))
+			tap_diag("  isError=%d: %s", c.is_error, c.text ? c.text : "-");
+		call_release(&c);
+	}
+	close(fd);
+	ms = answers_again();
+	tap_ok(ms >= 0 && ms < AGAIN_MS, "gone: ... then the first is cancelled too (%ld ms)", ms);
+
+	/* The session is deleted. */
+	body = sleep_body(4, "gone-delete", false);
+	fd = raw_mcp_post(id, 0, body);
+	free(body);
+	tap_ok(flag_seen("gone-delete"), "gone: a Python call sleeps 3000 s");
+	{
+		char hdr[96];
+		const char *const hs[] = {hdr, NULL};
+		struct reply r;
+		snprintf(hdr, sizeof(hdr), "Mcp-Session-Id: %s", id);
+		r = request("DELETE", "/mcp", hs, NULL);
+		tap_is_int(r.status, 200, "gone: DELETE of its session");
+		reply_release(&r);
+	}
+	ms = answers_again();
+	tap_ok(ms >= 0 && ms < AGAIN_MS,
+	       "gone: ... the call is cancelled and the sandbox answers again (%ld ms)", ms);
+	close(fd);
+	free(id);
+
+	/* The SSE stream closes. */
+	{
+		struct sse_session ss = {0};
+		struct reply r;
+		tap_ok(sse_open(&ss, SSE_INITIALIZED), "gone: an SSE session");
+		body = sleep_body(5, "gone-sse", false);
+		r = sse_post(ss.id, body);
+		free(body);
+		tap_ok(r.status == 202 && flag_seen("gone-sse"),
+		       "gone: a Python call sleeps 3000 s (%ld)", r.status);
+		reply_release(&r);
+		sse_close(&ss);
+		ms = answers_again();
+		tap_ok(ms >= 0 && ms < AGAIN_MS,
+		       "gone: its SSE stream closes: the call is cancelled and the sandbox answers "
+		       "again (%ld ms)",
+		       ms);
+	}
+
+	http_restore(&saved);
+	sbx_http_stop(http);
+	sbx_mcp_free(mcp);
 }
 
 static void test_upload(void)
@@ -1169,11 +1372,46 @@ static void test_engine_down(const char *type)
 	rc = call_as(m, &s, "default", SBX_MCP_VERSION_LATEST, "create_sandbox", NULL, &c);
 	tap_ok(rc == 0 && c.is_error && strstr(c.text, "Docker or Podman"),
 	       "engine down: create_sandbox is an error that says what to check: %s", c.text);
+	tap_ok(rc == 0 && c.text && strstr(c.text, "the container engine is not reachable") &&
+		   !strstr(c.text, "/nonexistent") && !strstr(c.text, "sbx-tools.sock"),
+	       "... in words that do not show the host's engine socket");
 	call_release(&c);
 	rc = call_as(m, &s, "default", SBX_MCP_VERSION_LATEST, "execute_python_code",
 		     "{\"sandbox_id\":\"x\",\"code\":\"1\"}", &c);
 	tap_ok(rc == 0 && c.is_error, "engine down: execute_python_code is an error: %s", c.text);
+	tap_ok(rc == 0 && c.text && !strstr(c.text, "/nonexistent"),
+	       "... without the host's engine socket either");
 	call_release(&c);
+	/* GET /ready of a server on this manager. */
+	sbx_settings_set(&s, "server.listen=127.0.0.1", &err);
+	sbx_settings_set(&s, "server.port=0", &err);
+	{
+		const struct sbx_mcp_config mc = {.settings = &s, .manager = m};
+		struct http_target saved;
+		sbx_mcp *mcp = NULL;
+		sbx_http *http = NULL;
+		struct reply r;
+		if (sbx_mcp_new(&mc, &mcp, &err) < 0)
+			tap_bail(err.msg);
+		{
+			const struct sbx_http_config hc = {
+			    .settings = &s, .mcp = mcp, .manager = m};
+			if (sbx_http_start(&hc, &http, &err) < 0)
+				tap_bail(err.msg);
+		}
+		saved = http_use(sbx_http_port(http), false);
+		r = request("GET", "/ready", NULL, NULL);
+		tap_ok(r.status == 503 && r.body.data &&
+			   strstr(r.body.data, "the container engine is not reachable") &&
+			   !strstr(r.body.data, "/nonexistent") &&
+			   !strstr(r.body.data, "sbx-tools.sock"),
+		       "engine down: GET /ready -> 503 without the host's engine socket (%ld: %s)",
+		       r.status, r.body.data ? r.body.data : "");
+		reply_release(&r);
+		http_restore(&saved);
+		sbx_http_stop(http);
+		sbx_mcp_free(mcp);
+	}
 	sbx_manager_free(m);
 	sbx_engine_free(e);
 	sbx_settings_release(&s);
@@ -1228,12 +1466,12 @@ static void test_ready(const char *type, const char *url)
 	long ms;
 
 	if (strncmp(url, "unix://", 7) != 0) {
-		tap_skip(6, "GET /ready through a relay needs a unix:// engine socket");
+		tap_skip(7, "GET /ready through a relay needs a unix:// engine socket");
 		return;
 	}
 	r0 = tcp_relay_new(url + 7, "_ping HTTP/1.", &relay);
 	if (!tap_ok(r0 == 0, "a counting relay to %s (%s)", url + 7, strerror(-r0))) {
-		tap_skip(5, "no relay");
+		tap_skip(6, "no relay");
 		return;
 	}
 	snprintf(tcp_url, sizeof(tcp_url), "tcp://127.0.0.1:%d", tcp_relay_port(relay));
@@ -1314,6 +1552,9 @@ static void test_ready(const char *type, const char *url)
 	       "with the relay stopped GET /ready turns 503 unavailable within 15 s (%ld after "
 	       "%ld ms: %s)",
 	       r.status, elapsed_ms(&t0), r.body.data ? r.body.data : "");
+	tap_ok(r.body.data && strstr(r.body.data, "the container engine") &&
+		   !strstr(r.body.data, tcp_url + 6) && !strstr(r.body.data, "tcp://"),
+	       "... in words that do not show the engine's address %s", tcp_url);
 	reply_release(&r);
 
 	http_restore(&saved);
@@ -1383,6 +1624,7 @@ int main(int argc, char **argv)
 	test_python();
 	test_notebook();
 	test_terminal();
+	test_client_gone();
 	test_upload();
 	tap_ok(sbx_sandbox_delete(mgr, "default", sandbox_id, &err) == 0, "delete the sandbox (%s)",
 	       err.msg);

@@ -13,6 +13,8 @@
 #define SBX_ERROR_H
 
 #include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
 
 #define SBX_ERROR_MSG_MAX 1024
 
@@ -45,5 +47,17 @@ int sbx_error_set_http(struct sbx_error *err, int code, int http_status, const c
 int sbx_error_prefix(struct sbx_error *err, const char *fmt, ...) SBX_PRINTF(2, 3);
 /* Reset to the unset state. */
 void sbx_error_clear(struct sbx_error *err);
+
+/* ERR's message as a client may see it, into BUF (SIZE bytes): a failure
+ * to reach the container engine names the host's engine socket or address
+ * (backends/rest.c: "engine not reachable at unix:///...", "engine at ...
+ * did not answer in time", "engine request to ... failed", "engine URL
+ * '...'"), which is the server's business. From the first such phrase on
+ * the message becomes a plain sentence ("the container engine is not
+ * reachable"); the context before it stays. True when the text differs from
+ * ERR's (the edge then logs ERR's message on stderr for the operator). The
+ * one place the split is made: the tools' errors (sbx_tool_fail_err) and
+ * GET /ready use it. */
+bool sbx_error_public(const struct sbx_error *err, char *buf, size_t size);
 
 #endif

@@ -77,6 +77,12 @@ sbx_mcp_session *sbx_mcp_session_ref(sbx_mcp_session *s);
 sbx_mcp_session *sbx_mcp_session_unref(sbx_mcp_session *s);
 /* The negotiated protocol version; NULL until initialize succeeded. */
 const char *sbx_mcp_session_version(const sbx_mcp_session *s);
+/* The session's client has gone (its SSE stream closed, the session deleted
+ * or expired, the server stopping): every request running on S is
+ * cancelled exactly as by notifications/cancelled (the tools see
+ * ctx->cancelled, their notifications stop, no response is sent), and so is
+ * every request run on S from now on, before it starts. Idempotent. */
+void sbx_mcp_session_close(sbx_mcp_session *s);
 
 /* The most JSON values one body may hold, an object counting as
  * SBX_MCP_JSON_OBJECT_WEIGHT (json-c spends about 80 bytes on a value and 10
@@ -114,16 +120,22 @@ int sbx_mcp_input_refuse(const sbx_mcp_input *in, int code, const char *message,
 
 /* Where a running request sends notifications (notifications/progress,
  * notifications/message) before its response. Called from the thread that
- * runs the request; json is one JSON-RPC message, valid during the call. */
+ * runs the request; json is one JSON-RPC message, valid during the call.
+ * GONE (may be NULL) says that the client this run answers to has gone (its
+ * connection closed): from then on every request of the run is cancelled
+ * as by notifications/cancelled. It is asked often (each time a tool polls
+ * its cancellation), from the running thread: cheap and thread-safe. */
 struct sbx_mcp_notifier {
 	void (*send)(void *ctx, const char *json);
 	void *ctx;
+	bool (*gone)(void *ctx);
 };
 
 /* Runs every message of IN on S in order (IN is consumed, also on error).
  * *ret_reply: the text to send back, one response object or, for a batch,
  * an array; NULL when nothing needs an answer (notifications, responses,
- * requests the client cancelled with notifications/cancelled while they ran).
+ * requests cancelled while they ran: by notifications/cancelled, by the
+ * notifier's GONE, or by sbx_mcp_session_close).
  * Protocol errors are JSON-RPC error responses in *ret_reply, not failures
  * of this call; it fails only on -ENOMEM. Blocks as long as the tools take:
  * call it from a thread that may block. NOTIFIER may be NULL. */

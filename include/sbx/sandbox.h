@@ -251,7 +251,9 @@ int sbx_sandbox_run_shell(sbx_manager *m, sbx_sandbox *sb, const char *command, 
  * call, which says so. Output beyond sandbox.output_cap is read and dropped.
  *
  * One call at a time per sandbox: a second call waits for the first, at most
- * its own time limit, then fails with -EBUSY. */
+ * its own time limit, then fails with -EBUSY; cancelled while it waits
+ * (opts->cancelled, polled as it waits) it fails at once with -ECANCELED and
+ * its code never runs. */
 int sbx_sandbox_run_python_ex(sbx_manager *m, sbx_sandbox *sb, const char *code,
 			      const struct sbx_run_opts *opts, struct sbx_run_result *ret_result,
 			      struct sbx_error *err);

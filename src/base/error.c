@@ -68,3 +68,36 @@ void sbx_error_clear(struct sbx_error *err)
 		err->msg[0] = '\0';
 	}
 }
+
+/* The engine's transport failures (backends/rest.c), each from its phrase
+ * on: what follows names the socket path or the host and port. */
+static const struct {
+	const char *phrase;
+	const char *says;
+} engine_failures[] = {
+    {"engine not reachable", "the container engine is not reachable"},
+    {"engine at ", "the container engine did not answer in time"},
+    {"engine request to ", "a request to the container engine failed"},
+    {"engine URL '", "the container engine's address is not valid"},
+};
+
+bool sbx_error_public(const struct sbx_error *err, char *buf, size_t size)
+{
+	const char *msg = err && err->msg[0] ? err->msg : "", *at = NULL, *says = NULL;
+
+	if (!size)
+		return false;
+	for (size_t i = 0; i < sizeof(engine_failures) / sizeof(engine_failures[0]); i++) {
+		const char *p = strstr(msg, engine_failures[i].phrase);
+		if (p && (!at || p < at)) {
+			at = p;
+			says = engine_failures[i].says;
+		}
+	}
+	if (!at) {
+		snprintf(buf, size, "%s", msg);
+		return false;
+	}
+	snprintf(buf, size, "%.*s%s", (int)(at - msg), msg, says);
+	return true;
+}

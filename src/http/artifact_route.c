@@ -158,8 +158,12 @@ enum MHD_Result sbx_artifact_handle(struct sbx_http_request *rq)
 	if (r >= 0)
 		r = sbx_artifact_stat(h->manager, st->sandbox, relpath, &st->size, &err);
 	if (r < 0) {
+		char shown[SBX_ERROR_MSG_MAX];
 		artifact_free(st);
-		return sbx_http_respond_error(rq, status_of(&err, r), err.msg);
+		/* No host detail of the engine for the client; the log keeps it. */
+		if (sbx_error_public(&err, shown, sizeof(shown)))
+			fprintf(stderr, "mcp-sandboxd: artifact: %s\n", err.msg);
+		return sbx_http_respond_error(rq, status_of(&err, r), shown);
 	}
 	st->relpath = SBX_TAKE(relpath);
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, st->fds) < 0) {

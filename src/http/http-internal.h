@@ -87,9 +87,10 @@ struct sbx_http_session {
 	enum sbx_mcp_transport transport;
 	sbx_mcp_session *mcp;
 
-	/* Under the table's lock. */
-	int64_t last_used_ms;
-	bool in_table;
+	/* The last request that named it, or call of it that ended
+	 * (sbx_monotonic_ms): it is idle from then on. */
+	_Atomic int64_t last_used_ms;
+	bool in_table; /* under the table's lock */
 
 	/* The SSE stream (SBX_MCP_TRANSPORT_SSE), under lock. */
 	pthread_mutex_t lock;
@@ -112,12 +113,19 @@ int sbx_session_table_add(struct sbx_session_table *t, sbx_mcp *mcp,
  * removed or expired. Marks it used. */
 struct sbx_http_session *sbx_session_table_find(struct sbx_session_table *t, const char *id,
 						enum sbx_mcp_transport transport);
-/* Forgets S (its id is then unknown); the references held stay valid. */
+/* Forgets S (its id is then unknown); the references held stay valid. A
+ * session that leaves the table (removed, deleted, expired, the table
+ * freed) is closed: sbx_mcp_session_close cancels its calls. */
 void sbx_session_table_remove(struct sbx_session_table *t, struct sbx_http_session *s);
-/* Closes every session's stream and wakes its readers (server stop). */
+/* Closes every session's stream and wakes its readers, and cancels every
+ * session's calls (server stop). */
 void sbx_session_table_close_all(struct sbx_session_table *t);
+/* S (an SSE session, its lock held) has been idle past server.session_timeout
+ * with no call running: its stream is to end, and the session with it. */
+bool sbx_session_idle_expired(const struct sbx_session_table *t, struct sbx_http_session *s);
 /* Takes one of S's MAX call slots: false when all are taken. */
 bool sbx_http_session_call_begin(struct sbx_http_session *s, int max);
+/* Gives the slot back; S is idle from now on (a call's end counts as use). */
 void sbx_http_session_call_end(struct sbx_http_session *s);
 struct sbx_http_session *sbx_http_session_ref(struct sbx_http_session *s);
 struct sbx_http_session *sbx_http_session_unref(struct sbx_http_session *s);
@@ -147,6 +155,11 @@ struct sbx_http {
 	char *public_origin; /* scheme://host[:port] of the public URL */
 	struct sbx_session_table *sessions;
 	atomic_bool stopping;
+
+	/* What GET /ready last logged, and when (ready_log). */
+	pthread_mutex_t ready_log_lock;
+	char ready_logged[SBX_ERROR_MSG_MAX];
+	int64_t ready_logged_ms;
 
 	/* Client connections: open now, and the most served (more get 503). */
 	atomic_int connections;

@@ -593,24 +593,47 @@ static bool header_phase(struct sbx_http_request *rq, enum MHD_Result *ret)
 	return false;
 }
 
-/* GET /ready: 200 when the engine answers, else 503 saying why (the server
- * itself is alive: that is GET /health). */
+/* Logs why the engine is not ready (the detail the client is not shown):
+ * when the reason changes, and at most once a READY_LOG_MS while it stays. */
+#define READY_LOG_MS 60000
+static void ready_log(struct sbx_http *h, const struct sbx_error *err)
+{
+	int64_t now = sbx_monotonic_ms();
+	bool say;
+
+	pthread_mutex_lock(&h->ready_log_lock);
+	say = strcmp(h->ready_logged, err->msg) != 0 || now - h->ready_logged_ms >= READY_LOG_MS;
+	if (say) {
+		snprintf(h->ready_logged, sizeof(h->ready_logged), "%s", err->msg);
+		h->ready_logged_ms = now;
+	}
+	pthread_mutex_unlock(&h->ready_log_lock);
+	if (say)
+		fprintf(stderr, "mcp-sandboxd: not ready: %s\n", err->msg);
+}
+
+/* GET /ready: 200 when the engine answers, else 503 saying why, in words
+ * without the host's engine socket or address (sbx_error_public; the log
+ * has them). The server itself is alive: that is GET /health. */
 static enum MHD_Result ready(struct sbx_http_request *rq)
 {
 	static const char *const retry[] = {"Retry-After", "5", NULL};
 	struct sbx_error err = SBX_ERROR_INIT;
+	char shown[SBX_ERROR_MSG_MAX];
 	struct json_object *o;
 	enum MHD_Result ret;
 	const char *t;
 	int r;
 
 	r = sbx_manager_check_engine(rq->http->manager, &err);
+	if (r < 0 && sbx_error_public(&err, shown, sizeof(shown)))
+		ready_log(rq->http, &err);
 	o = json_object_new_object();
 	if (!o)
 		return MHD_NO;
 	json_object_object_add(o, "status",
 			       json_object_new_string(r < 0 ? "unavailable" : "ready"));
-	json_object_object_add(o, "engine", json_object_new_string(r < 0 ? err.msg : "ok"));
+	json_object_object_add(o, "engine", json_object_new_string(r < 0 ? shown : "ok"));
 	t = json_object_to_json_string_ext(o,
 					   JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
 	ret = sbx_http_respond(rq, r < 0 ? MHD_HTTP_SERVICE_UNAVAILABLE : MHD_HTTP_OK,
@@ -928,6 +951,7 @@ int sbx_http_start(const struct sbx_http_config *cfg, sbx_http **ret_http, struc
 	atomic_init(&h->body_bytes, 0);
 	atomic_init(&h->stopping, false);
 	atomic_init(&h->connections, 0);
+	pthread_mutex_init(&h->ready_log_lock, NULL);
 	pthread_mutex_init(&h->workers_lock, NULL);
 	pthread_cond_init(&h->workers_cond, NULL);
 	sbx_cond_init_monotonic(&h->work_cond);
@@ -1022,6 +1046,7 @@ sbx_http *sbx_http_stop(sbx_http *h)
 	pthread_cond_destroy(&h->workers_cond);
 	pthread_cond_destroy(&h->work_cond);
 	pthread_mutex_destroy(&h->workers_lock);
+	pthread_mutex_destroy(&h->ready_log_lock);
 	free(h->public_url);
 	free(h->listen_host);
 	free(h->public_host);

@@ -1,8 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The session table: random ids, lookup, expiry. A Streamable HTTP session
- * idle longer than server.session_timeout (and not in use) is forgotten; an
- * SSE session lives as long as its stream. At most SBX_SESSIONS_MAX.
+ * The session table: random ids, lookup, expiry. A session is idle from
+ * the last request that named it or the end of its last call; one idle
+ * longer than server.session_timeout and not in use expires. A Streamable
+ * HTTP session is then forgotten (found so at its next lookup, or swept when
+ * a session is added; in use: a request or call holds it). An SSE session
+ * lives as long as its stream, and the stream ends once the session has
+ * been idle that long with no call running (the stream asks
+ * sbx_session_idle_expired as it waits). A session that leaves the table
+ * for any reason is closed (sbx_mcp_session_close): its calls are
+ * cancelled. At most SBX_SESSIONS_MAX.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -40,7 +47,8 @@ int sbx_session_table_new(int64_t timeout_ms, struct sbx_session_table **ret_t)
 	return 0;
 }
 
-/* Takes slot I out of the table (lock held); returns the table's reference. */
+/* Takes slot I out of the table (lock held) and closes it: its calls are
+ * cancelled. Returns the table's reference. */
 static struct sbx_http_session *take_slot(struct sbx_session_table *t, size_t i)
 {
 	struct sbx_http_session *s = t->slots[i];
@@ -48,6 +56,7 @@ static struct sbx_http_session *take_slot(struct sbx_session_table *t, size_t i)
 	t->slots[i] = t->slots[--t->n];
 	t->slots[t->n] = NULL;
 	s->in_table = false;
+	sbx_mcp_session_close(s->mcp);
 	return s;
 }
 
@@ -78,6 +87,7 @@ void sbx_http_session_call_end(struct sbx_http_session *s)
 {
 	pthread_mutex_lock(&s->lock);
 	s->calls--;
+	atomic_store(&s->last_used_ms, sbx_monotonic_ms());
 	pthread_mutex_unlock(&s->lock);
 }
 
@@ -105,7 +115,12 @@ struct sbx_http_session *sbx_http_session_unref(struct sbx_http_session *s)
 static bool expired(struct sbx_session_table *t, struct sbx_http_session *s, int64_t now)
 {
 	return s->transport == SBX_MCP_TRANSPORT_STREAMABLE &&
-	       now - s->last_used_ms > t->timeout_ms && atomic_load(&s->refs) == 1;
+	       now - atomic_load(&s->last_used_ms) > t->timeout_ms && atomic_load(&s->refs) == 1;
+}
+
+bool sbx_session_idle_expired(const struct sbx_session_table *t, struct sbx_http_session *s)
+{
+	return s->calls == 0 && sbx_monotonic_ms() - atomic_load(&s->last_used_ms) > t->timeout_ms;
 }
 
 /* Drops expired sessions (lock held); they are unreferenced after unlock. */
@@ -172,7 +187,7 @@ int sbx_session_table_add(struct sbx_session_table *t, sbx_mcp *mcp,
 		return sbx_error_set(err, -EBUSY, "too many sessions (%d); try again later",
 				     SBX_SESSIONS_MAX);
 	}
-	s->last_used_ms = sbx_monotonic_ms();
+	atomic_store(&s->last_used_ms, sbx_monotonic_ms());
 	s->in_table = true;
 	t->slots[t->n++] = s;
 	pthread_mutex_unlock(&t->lock);
@@ -198,7 +213,7 @@ struct sbx_http_session *sbx_session_table_find(struct sbx_session_table *t, con
 		if (expired(t, s, now))
 			dead = take_slot(t, i);
 		else if (s->transport == transport) {
-			s->last_used_ms = now;
+			atomic_store(&s->last_used_ms, now);
 			found = sbx_http_session_ref(s);
 		}
 		break;
@@ -232,6 +247,7 @@ void sbx_session_table_close_all(struct sbx_session_table *t)
 		s->closed = true;
 		pthread_cond_broadcast(&s->cond);
 		pthread_mutex_unlock(&s->lock);
+		sbx_mcp_session_close(s->mcp);
 	}
 	pthread_mutex_unlock(&t->lock);
 }

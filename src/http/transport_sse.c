@@ -13,7 +13,11 @@
  * The reply (and any notification) goes onto the session's queue, which the
  * stream's connection thread drains. The queue is bounded: a client that
  * does not read gets its stream ended. A stream whose client closed ends
- * within SBX_PEER_CHECK_MS, and its session with it.
+ * within SBX_PEER_CHECK_MS, and its session with it; so does a stream whose
+ * session has been idle (no POST, no call ending) past
+ * server.session_timeout with no call running. A session whose stream ended
+ * for any reason is closed: the calls still running for it are cancelled as
+ * by notifications/cancelled (sbx_mcp_session_close).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -63,13 +67,16 @@ struct sse_stream {
 	struct sbx_event_stream out;
 };
 
-/* Closed (or the server stops): the stream ends, what is queued unsent. */
+/* Closed, idle past the session timeout, or the server stops: the stream
+ * ends, what is queued unsent. */
 static enum sbx_event_state sse_state(void *ctx)
 {
 	struct sse_stream *st = ctx;
 
-	return st->session->closed || atomic_load(&st->http->stopping) ? SBX_EVENTS_CLOSED
-								       : SBX_EVENTS_OPEN;
+	return st->session->closed || atomic_load(&st->http->stopping) ||
+		       sbx_session_idle_expired(st->http->sessions, st->session)
+		   ? SBX_EVENTS_CLOSED
+		   : SBX_EVENTS_OPEN;
 }
 
 static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max)
@@ -90,6 +97,9 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max)
 	return (ssize_t)sbx_http_drain(&st->out.pending, &st->out.pos, buf, max);
 }
 
+/* The stream's end: the session leaves the table, which closes it (its
+ * calls are cancelled; at the server's stop sbx_session_table_close_all has
+ * done so). */
 static void sse_free(void *cls)
 {
 	struct sse_stream *st = cls;

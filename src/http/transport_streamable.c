@@ -20,8 +20,14 @@
  * then the stream closes. A session runs at most server.max_calls_per_session
  * such bodies at once: past it the body is refused at once (200, a JSON-RPC
  * error for each request that names the limit), never queued. Without a
- * free worker (SBX_HTTP_WORKERS_MAX in all): 503 with Retry-After. A client
- * that drops the connection does not cancel the call.
+ * free worker (SBX_HTTP_WORKERS_MAX in all): 503 with Retry-After.
+ *
+ * A client that drops the connection of a POST whose call still runs
+ * cancels it, as notifications/cancelled would (seen within
+ * SBX_PEER_CHECK_MS, whether the reply was to be JSON or a stream): this
+ * server offers no resumption (no event ids, no GET stream), so the response
+ * could never reach anyone. DELETE of the session, or its expiry, cancels
+ * every call it runs (src/http/session.c).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -51,7 +57,7 @@ struct call {
 	struct sbx_queue queue;	     /* notifications not yet sent */
 	char *reply;		     /* the response text once done (NULL: none) */
 	bool done;		     /* the worker finished */
-	bool gone;		     /* the connection went away: queue nothing */
+	atomic_bool gone;	     /* the connection went away: queue nothing, cancel */
 	bool replied;		     /* the stream sent the response */
 	struct sbx_event_stream out; /* the stream, once on */
 };
@@ -80,8 +86,9 @@ static void call_notify(void *ctx, const char *json)
 	if (!m)
 		return;
 	pthread_mutex_lock(&c->lock);
-	if (!c->gone && sbx_queue_push_bounded(&c->queue, &m->node, m->len, CALL_QUEUE_MAX_MSGS,
-					       CALL_QUEUE_MAX_BYTES)) {
+	if (!atomic_load(&c->gone) &&
+	    sbx_queue_push_bounded(&c->queue, &m->node, m->len, CALL_QUEUE_MAX_MSGS,
+				   CALL_QUEUE_MAX_BYTES)) {
 		m = NULL;
 		queued = true;
 	}
@@ -92,11 +99,19 @@ static void call_notify(void *ctx, const char *json)
 	free(m);
 }
 
+/* The run's GONE: the POST's connection went away. */
+static bool call_gone(void *ctx)
+{
+	struct call *c = ctx;
+
+	return atomic_load(&c->gone);
+}
+
 static void call_worker(struct sbx_http_job *job)
 {
 	struct call *c = (struct call *)job; /* the first member */
 	struct sbx_error err = SBX_ERROR_INIT;
-	const struct sbx_mcp_notifier n = {.send = call_notify, .ctx = c};
+	const struct sbx_mcp_notifier n = {.send = call_notify, .ctx = c, .gone = call_gone};
 	sbx_mcp_input *in = SBX_TAKE(c->input);
 	char *reply = NULL;
 
@@ -128,6 +143,7 @@ static struct call *call_start(struct sbx_http *h, struct sbx_http_session *s, s
 	c->http = h;
 	c->session = sbx_http_session_ref(s);
 	c->input = in;
+	atomic_init(&c->gone, false);
 	pthread_mutex_init(&c->lock, NULL);
 	sbx_cond_init_monotonic(&c->cond);
 	sbx_queue_init(&c->queue);
@@ -152,7 +168,7 @@ static enum sbx_event_state call_state(void *ctx)
 }
 
 /* The event stream of one request: notifications, then the response. A
- * client that leaves frees the connection; the call runs on. */
+ * client that leaves frees the connection, and call_free cancels the call. */
 static ssize_t call_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
 	struct call *c = cls;
@@ -187,13 +203,13 @@ static ssize_t call_read(void *cls, uint64_t pos, char *buf, size_t max)
 	return (ssize_t)sbx_http_drain(&c->out.pending, &c->out.pos, buf, max);
 }
 
+/* The stream's end: the client has it all, or has gone (a call still
+ * running is then cancelled: call_gone). */
 static void call_free(void *cls)
 {
 	struct call *c = cls;
 
-	pthread_mutex_lock(&c->lock);
-	c->gone = true;
-	pthread_mutex_unlock(&c->lock);
+	atomic_store(&c->gone, true);
 	call_unref(c);
 }
 
@@ -290,6 +306,8 @@ static enum MHD_Result handle_delete(struct sbx_http_request *rq)
 		return r;
 	sbx_session_table_remove(rq->http->sessions, s);
 	sbx_http_session_unref(s);
+	/* Removed from the table, the session is closed: its calls are
+	 * cancelled. */
 	return sbx_http_respond(rq, MHD_HTTP_OK, NULL, NULL, 0, NULL);
 }
 
@@ -373,7 +391,7 @@ static enum MHD_Result handle_post(struct sbx_http_request *rq)
 		r = sbx_http_refuse_calls(rq, in, &reply);
 		sbx_mcp_input_free(in);
 	} else if (requests && sbx_mcp_input_may_block(in)) {
-		bool stream;
+		bool stream, left = false;
 		/* A tools/call may take minutes: no idle timeout while it runs. */
 		sbx_http_set_timeout(rq, 0);
 		c = call_start(h, s, in);
@@ -391,12 +409,27 @@ static enum MHD_Result handle_post(struct sbx_http_request *rq)
 			return sbx_http_respond(rq, MHD_HTTP_SERVICE_UNAVAILABLE,
 						"application/json", body, sizeof(body) - 1, busy);
 		}
+		/* Until the reply or a notification; a client that leaves
+		 * meanwhile cancels the call. */
 		pthread_mutex_lock(&c->lock);
-		while (!c->done && sbx_queue_empty(&c->queue))
-			pthread_cond_wait(&c->cond, &c->lock);
-		stream = !sbx_queue_empty(&c->queue);
-		reply = stream ? NULL : SBX_TAKE(c->reply);
+		while (!c->done && sbx_queue_empty(&c->queue)) {
+			if (sbx_cond_wait_slice(&c->cond, &c->lock, INT64_MAX) == ETIMEDOUT &&
+			    sbx_http_peer_gone(rq->conn)) {
+				left = true;
+				break;
+			}
+		}
+		stream = !left && !sbx_queue_empty(&c->queue);
+		reply = stream || left ? NULL : SBX_TAKE(c->reply);
 		pthread_mutex_unlock(&c->lock);
+		if (left) {
+			atomic_store(&c->gone, true);
+			call_unref(c);
+			if (created)
+				sbx_session_table_remove(h->sessions, s);
+			sbx_http_session_unref(s);
+			return MHD_NO;
+		}
 		if (stream) {
 			ret = respond_stream(rq, s, c, created);
 			sbx_http_session_unref(s);

@@ -12,7 +12,11 @@
  * with that id (string and integer ids never match each other); unknown or
  * finished ids are ignored. A marked request's tool sees ctx->cancelled,
  * its notifications stop, and its response is dropped: the run returns no
- * reply for it (the transport then ends the exchange without one).
+ * reply for it (the transport then ends the exchange without one). A client
+ * that has gone sets the same mark: sbx_mcp_session_close marks every entry
+ * of the session (and every later one as it is added), and a run whose
+ * transport's notifier says GONE marks its own entries when they are next
+ * asked (every poll of ctx->cancelled, each notification, the end).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -85,6 +89,7 @@ struct sbx_mcp_session {
 	bool initialized_notified;
 	enum sbx_log_level log_level;
 	struct inflight *inflight; /* requests running now */
+	bool closed;		   /* sbx_mcp_session_close: its client has gone */
 };
 
 struct sbx_mcp_input {
@@ -568,11 +573,21 @@ static bool id_equal(struct json_object *a, struct json_object *b)
 	return false;
 }
 
+/* F's mark; the transport's word that the client has gone sets it too. */
+static bool inflight_is_cancelled(struct inflight *f)
+{
+	if (atomic_load(&f->cancelled))
+		return true;
+	if (f->outer && f->outer->gone && f->outer->gone(f->outer->ctx)) {
+		atomic_store(&f->cancelled, true);
+		return true;
+	}
+	return false;
+}
+
 static bool inflight_cancelled(void *ud)
 {
-	struct inflight *f = ud;
-
-	return atomic_load(&f->cancelled);
+	return inflight_is_cancelled(ud);
 }
 
 /* The tools' notifier: the transport's, silent once the request is cancelled
@@ -581,7 +596,7 @@ static void inflight_send(void *ctx, const char *json)
 {
 	struct inflight *f = ctx;
 
-	if (!atomic_load(&f->cancelled) && f->outer && f->outer->send)
+	if (!inflight_is_cancelled(f) && f->outer && f->outer->send)
 		f->outer->send(f->outer->ctx, json);
 }
 
@@ -592,10 +607,13 @@ static void inflight_add(sbx_mcp_session *s, struct inflight *f, struct json_obj
 	atomic_init(&f->cancelled, false);
 	f->outer = outer;
 	f->notifier.send = inflight_send;
+	f->notifier.gone = NULL;
 	f->notifier.ctx = f;
 	pthread_mutex_lock(&s->lock);
 	f->next = s->inflight;
 	s->inflight = f;
+	if (s->closed)
+		atomic_store(&f->cancelled, true);
 	pthread_mutex_unlock(&s->lock);
 }
 
@@ -613,9 +631,20 @@ static bool inflight_remove(sbx_mcp_session *s, struct inflight *f)
 		}
 	}
 	/* Read under the lock: a cancellation either found F or comes too late. */
-	cancelled = atomic_load(&f->cancelled);
+	cancelled = inflight_is_cancelled(f);
 	pthread_mutex_unlock(&s->lock);
 	return cancelled;
+}
+
+void sbx_mcp_session_close(sbx_mcp_session *s)
+{
+	if (!s)
+		return;
+	pthread_mutex_lock(&s->lock);
+	s->closed = true;
+	for (struct inflight *f = s->inflight; f; f = f->next)
+		atomic_store(&f->cancelled, true);
+	pthread_mutex_unlock(&s->lock);
 }
 
 /* notifications/cancelled {requestId, reason?}: marks the requests in flight
@@ -871,9 +900,12 @@ static void do_tools_call(sbx_mcp_session *s, const char *version, struct json_o
 		     json_object_get_string(name));
 	else if (r == -ENOMEM)
 		o->nomem = true;
-	else if (r < 0)
-		fail(o, SBX_JSONRPC_INTERNAL_ERROR, "tools/call: %s", err.msg);
-	else
+	else if (r < 0) {
+		char shown[SBX_ERROR_MSG_MAX];
+		if (sbx_error_public(&err, shown, sizeof(shown)))
+			fprintf(stderr, "mcp-sandboxd: tools/call: %s\n", err.msg);
+		fail(o, SBX_JSONRPC_INTERNAL_ERROR, "tools/call: %s", shown);
+	} else
 		succeed(o, result);
 }
 
@@ -896,7 +928,9 @@ static int run_request(sbx_mcp_session *s, struct json_object *msg, bool in_batc
 	snprintf(version, sizeof(version), "%s", s->version);
 	pthread_mutex_unlock(&s->lock);
 
-	if (strcmp(method, "ping") == 0) {
+	if (cancellable && inflight_is_cancelled(&f)) {
+		/* Its client has gone already: not run, not answered. */
+	} else if (strcmp(method, "ping") == 0) {
 		succeed(&o, json_object_new_object());
 	} else if (strcmp(method, "initialize") == 0) {
 		if (in_batch)

@@ -666,19 +666,38 @@ static int converse(struct call *c, const char *code, long limit_ms, struct sbx_
 	return r < 0 ? sbx_error_set(err, -ENOMEM, "out of memory") : 0;
 }
 
-/* Waits for in->run until deadline_ms (CLOCK_MONOTONIC). */
-static int lock_until(struct sbx_interp *in, long wait_ms)
+/* Takes in->run, waiting at most WAIT_MS (another call holds it): 0,
+ * -ETIMEDOUT, or -ECANCELED as soon as O's cancelled says so (polled every
+ * POLL_MS while it waits). */
+static int lock_until(struct sbx_interp *in, long wait_ms, const struct sbx_run_opts *o)
 {
-	struct timespec ts;
+	int64_t deadline = sbx_monotonic_ms() + wait_ms;
 
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += wait_ms / 1000;
-	ts.tv_nsec += (wait_ms % 1000) * 1000000L;
-	if (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
+	for (;;) {
+		int64_t slice = deadline - sbx_monotonic_ms();
+		struct timespec ts;
+		int r;
+
+		if (slice < 0)
+			slice = 0;
+		if (o && o->cancelled && slice > POLL_MS)
+			slice = POLL_MS;
+		/* pthread_mutex_timedlock takes CLOCK_REALTIME; each slice is short. */
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += slice / 1000;
+		ts.tv_nsec += (slice % 1000) * 1000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		r = -pthread_mutex_timedlock(&in->run, &ts);
+		if (r != -ETIMEDOUT)
+			return r;
+		if (sbx_monotonic_ms() >= deadline)
+			return -ETIMEDOUT;
+		if (o && o->cancelled && o->cancelled(o->userdata))
+			return -ECANCELED;
 	}
-	return -pthread_mutex_timedlock(&in->run, &ts);
 }
 
 int sbx_interp_run(sbx_manager *m, sbx_sandbox *sb, const char *code,
@@ -706,7 +725,12 @@ int sbx_interp_run(sbx_manager *m, sbx_sandbox *sb, const char *code,
 		return sbx_error_set(err, -EINVAL, "the code is not valid UTF-8");
 	if (!in)
 		return sbx_error_set(err, -ENOMEM, "out of memory");
-	r = lock_until(in, limit);
+	r = lock_until(in, limit, opts);
+	if (r == -ECANCELED)
+		return sbx_error_set(err, r,
+				     "the call was cancelled while it waited for another "
+				     "execute_python_code call in sandbox %s; its code did not run",
+				     sb->id);
 	if (r < 0)
 		return sbx_error_set(err, -EBUSY,
 				     "another execute_python_code call is still running in sandbox "

@@ -460,9 +460,10 @@ int sbx_tool_execute_python_code(const struct sbx_tool_ctx *ctx, struct json_obj
 	sbx_progress_flush(&h.progress, true);
 	if (r < 0) {
 		r = sbx_tool_fail_err(out, &err,
-				      r == -ENOENT  ? HINT_GONE
-				      : r == -EBUSY ? HINT_PY_BUSY
-						    : hint_general(r));
+				      r == -ENOENT	? HINT_GONE
+				      : r == -EBUSY	? HINT_PY_BUSY
+				      : r == -ECANCELED ? NULL /* nobody waits for the answer */
+							: hint_general(r));
 		goto out;
 	}
 	python_log(ctx, sb, &rr);

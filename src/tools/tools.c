@@ -768,8 +768,16 @@ static bool says_what_to_do(const char *msg)
 
 int sbx_tool_fail_err(struct sbx_tool_out *out, const struct sbx_error *err, const char *hint)
 {
-	const char *msg = err && err->msg[0] ? err->msg : "the operation failed";
-	size_t n = strlen(msg);
+	char shown[SBX_ERROR_MSG_MAX];
+	const char *msg = shown;
+	size_t n;
+
+	/* The client sees no host detail of the engine; the log keeps it. */
+	if (sbx_error_public(err, shown, sizeof(shown)))
+		fprintf(stderr, "mcp-sandboxd: tool error: %s\n", err->msg);
+	if (!shown[0])
+		msg = "the operation failed";
+	n = strlen(msg);
 
 	/* "msg. hint", without a doubled full stop, or the advice the message has. */
 	while (n > 0 && (msg[n - 1] == '.' || msg[n - 1] == ' ' || msg[n - 1] == '\n'))

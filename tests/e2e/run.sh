@@ -8,11 +8,13 @@
 # instance label is left. Then the adoption phase (e2e_adopt): a server with
 # sandbox.remove_on_exit=false is stopped by SIGTERM and leaves its sandbox,
 # which the next server on the same instance and state folder adopts
-# (tests/e2e/adopt.mjs). Prints TAP; the plan comes last.
+# (tests/e2e/adopt.mjs). Then the stop with calls in flight (e2e_shutdown:
+# SIGTERM, a call that ignores its cancellation, a second SIGTERM). Prints
+# TAP; the plan comes last.
 #
 # Without the engine, node or the npm packages the test is skipped, unless
 # MCP_SANDBOX_REQUIRE_ENGINES=1 (then Bail out!). SBX_E2E_KEEP=1 keeps the
-# temporary folder; SBX_E2E_ONLY=seed,gateway,http,upload,bad,timeout,many,slow,adopt
+# temporary folder; SBX_E2E_ONLY=seed,gateway,http,upload,bad,timeout,many,slow,adopt,shutdown
 # runs a subset; SBX_E2E_TIMEOUT (seconds, default 900) bounds each node run.
 # The npm packages come from tools/e2e-deps (tests/e2e/node_modules after a
 # `cd tests/e2e && npm ci`, else a cache keyed by package-lock.json).
@@ -50,6 +52,9 @@ e2e_cleanup() {
 		e2e_gone "$e2e_npid" 100 || kill -KILL "$e2e_npid" 2>/dev/null
 		cat "$e2e_ntap" 2>/dev/null
 		echo "Bail out! interrupted"
+	fi
+	if [ -n "${e2e_cpid:-}" ]; then # a client of the stop phase
+		kill -TERM "$e2e_cpid" 2>/dev/null
 	fi
 	if [ -n "${e2e_spid:-}" ] && kill -0 "$e2e_spid" 2>/dev/null; then
 		kill -TERM "$e2e_spid" 2>/dev/null
@@ -299,6 +304,148 @@ e2e_adopt() {
 	e2e_server_stop "adopt: server B (sandbox.remove_on_exit=true)"
 }
 
+# e2e_mcp SESSION BODY: POSTs BODY to the server's /mcp, on SESSION unless
+# it is empty; the response's headers go to $e2e_tmp/mcp.headers, its body
+# to stdout.
+e2e_mcp() {
+	if [ -n "$1" ]; then
+		set -- -H "Mcp-Session-Id: $1" -d "$2"
+	else
+		set -- -d "$2"
+	fi
+	curl -sS --max-time 120 -D "$e2e_tmp/mcp.headers" \
+		-H 'Accept: application/json, text/event-stream' \
+		-H 'Content-Type: application/json' "$@" "$e2e_url/mcp"
+}
+
+# e2e_stop_setup NAME CODE [ARG...]: starts server NAME (ARGs: more --set), a
+# Streamable HTTP session, a sandbox and in it, in the background (e2e_cpid),
+# a Python call of CODE, which is to touch /tmp/stop-flag first; one TAP
+# point: the call runs. Status 1 when a step failed (a server started is
+# still e2e_spid).
+e2e_stop_setup() {
+	sname=$1 code=$2
+	shift 2
+	n=$((n + 1))
+	if ! e2e_server_start "$sname" "$@"; then
+		echo "not ok $n - $sname: the server starts"
+		return 1
+	fi
+	e2e_mcp "" '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"run.sh","version":"1"}}}' >/dev/null
+	sess=$(sed -n 's/^[Mm][Cc][Pp]-[Ss][Ee][Ss][Ss][Ii][Oo][Nn]-[Ii][Dd]: *\([0-9a-f]*\).*/\1/p' "$e2e_tmp/mcp.headers")
+	sid=$(e2e_mcp "$sess" '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"create_sandbox","arguments":{}}}' |
+		"$node" -e 'let s = ""; process.stdin.on("data", (d) => (s += d));
+			process.stdin.on("end", () => { try { console.log(JSON.parse(s).result.structuredContent.sandbox_id || ""); } catch { console.log(""); } });')
+	if [ -z "$sess" ] || [ -z "$sid" ]; then
+		echo "not ok $n - $sname: a Python call runs in a sandbox (session '$sess', sandbox '$sid')"
+		return 1
+	fi
+	e2e_mcp "$sess" "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":{\"name\":\"execute_python_code\",\"arguments\":{\"sandbox_id\":\"$sid\",\"timeout\":3600,\"code\":\"$code\"}}}" >/dev/null 2>&1 &
+	e2e_cpid=$!
+	i=0
+	while :; do
+		out=$(e2e_mcp "$sess" "{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"tools/call\",\"params\":{\"name\":\"execute_terminal_command\",\"arguments\":{\"sandbox_id\":\"$sid\",\"command\":\"test -e /tmp/stop-flag && echo flag-is-there\"}}}")
+		case $out in
+		*flag-is-there*) break ;;
+		esac
+		if [ $i -ge 300 ]; then
+			echo "not ok $n - $sname: a Python call runs in a sandbox (no flag after 60 s)"
+			return 1
+		fi
+		sleep 0.2
+		i=$((i + 1))
+	done
+	echo "ok $n - $sname: a Python call runs in sandbox $sid"
+}
+
+# e2e_stop_wait WHAT TENTHS WANT: one TAP point: the server e2e_spid, sent
+# a signal at e2e_t0 (date +%s%N), ends within TENTHS/10 s with status WANT
+# (else it is killed); then its call's client is let go.
+e2e_stop_wait() {
+	n=$((n + 1))
+	if e2e_gone "$e2e_spid" "$2"; then
+		wait "$e2e_spid"
+		st=$?
+		ms=$((($(date +%s%N) - e2e_t0) / 1000000))
+		if [ "$st" = "$3" ]; then
+			echo "ok $n - $1: the server exits within $(($2 / 10)) s ($ms ms) with status $3"
+		else
+			echo "not ok $n - $1: the server exits within $(($2 / 10)) s ($ms ms) with status $3 (status $st)"
+			e2e_diag_file "$e2e_slog"
+		fi
+	else
+		echo "not ok $n - $1: the server exits within $(($2 / 10)) s"
+		e2e_diag_file "$e2e_slog"
+		kill -KILL "$e2e_spid"
+		wait "$e2e_spid" 2>/dev/null
+	fi
+	e2e_spid=
+	kill -TERM "$e2e_cpid" 2>/dev/null
+	wait "$e2e_cpid" 2>/dev/null
+}
+
+# e2e_stop_leftover: stops a server a failed step left running.
+e2e_stop_leftover() {
+	if [ -n "${e2e_spid:-}" ]; then
+		kill -TERM "$e2e_spid"
+		e2e_gone "$e2e_spid" 600 || kill -KILL "$e2e_spid"
+		wait "$e2e_spid" 2>/dev/null
+		e2e_spid=
+	fi
+	if [ -n "${e2e_cpid:-}" ]; then
+		kill -TERM "$e2e_cpid" 2>/dev/null
+		wait "$e2e_cpid" 2>/dev/null
+	fi
+}
+
+# The stop with a call in flight (src/mcp-sandboxd.c), each on a server of
+# its own without a pool: SIGTERM cancels a sleeping call and the server
+# exits with status 0 leaving no container; a call that ignores its
+# cancellation (KeyboardInterrupt caught, sandbox.interrupt_grace=10m) does
+# not hold the stop past its bound: status 1 within 30 s, the containers
+# swept; and a second SIGTERM exits at once (status 143) with such a call.
+e2e_shutdown() {
+	sleeper="import time\\nopen('/tmp/stop-flag', 'w').close()\\ntime.sleep(3000)"
+	stubborn="import time\\nopen('/tmp/stop-flag', 'w').close()\\nwhile True:\\n    try:\\n        time.sleep(3000)\\n    except KeyboardInterrupt:\\n        pass"
+
+	if e2e_stop_setup stop-a "$sleeper" --set sandbox.pool_size=0; then
+		e2e_t0=$(date +%s%N)
+		kill -TERM "$e2e_spid"
+		e2e_stop_wait "stop-a: SIGTERM with a call in flight" 300 0
+		n=$((n + 1))
+		if grep -q 'the calls in flight are cancelled' "$e2e_slog"; then
+			echo "ok $n - stop-a: its log says the calls in flight are cancelled"
+		else
+			echo "not ok $n - stop-a: its log says the calls in flight are cancelled"
+			e2e_diag_file "$e2e_slog"
+		fi
+	fi
+	e2e_stop_leftover
+	e2e_none_left "stop-a: no container with the instance label is left"
+
+	if e2e_stop_setup stop-b "$stubborn" --set sandbox.pool_size=0 --set sandbox.interrupt_grace=10m; then
+		e2e_t0=$(date +%s%N)
+		kill -TERM "$e2e_spid"
+		e2e_stop_wait "stop-b: SIGTERM with a call that ignores its cancellation: not past the bound" 300 1
+	fi
+	e2e_stop_leftover
+	e2e_none_left "stop-b: no container with the instance label is left (swept)"
+
+	if e2e_stop_setup stop-c "$stubborn" --set sandbox.pool_size=0 --set sandbox.interrupt_grace=10m; then
+		kill -TERM "$e2e_spid"
+		i=0
+		while ! grep -q 'stopping:' "$e2e_slog" && [ $i -lt 100 ]; do
+			sleep 0.05
+			i=$((i + 1))
+		done
+		e2e_t0=$(date +%s%N)
+		kill -TERM "$e2e_spid"
+		e2e_stop_wait "stop-c: a second SIGTERM while the stop waits" 50 143
+	fi
+	e2e_stop_leftover
+	e2e_none_left "stop-c: no container with the instance label is left (swept)"
+}
+
 run_e2e() {
 	e2e_type=$1 e2e_sock=$2
 	srcdir=${SBX_SRCDIR:-.}
@@ -391,6 +538,9 @@ run_e2e() {
 			e2e_spid=
 		fi
 		e2e_none_left "adopt: no container with the instance label is left"
+	fi
+	if e2e_want shutdown; then
+		e2e_shutdown
 	fi
 	echo "1..$n"
 }
