@@ -88,6 +88,7 @@ static void test_defaults(void)
 	tap_is_int(s.sandbox.output_cap, 1 << 20, "sandbox.output_cap");
 	tap_is_int(s.sandbox.image_inline_max, 1 << 20, "sandbox.image_inline_max");
 	tap_is_int(s.sandbox.interrupt_grace_ms, 2000, "sandbox.interrupt_grace");
+	tap_is_int(s.sandbox.max_exec_timeout_ms, 600000, "sandbox.max_exec_timeout");
 	tap_is_str(s.sandbox.upload_dir, "", "sandbox.upload_dir");
 	tap_is_str(s.sandbox.index_url, "", "sandbox.index_url");
 

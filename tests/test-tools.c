@@ -900,6 +900,53 @@ static void test_terminal(void)
 	call_release(&c);
 }
 
+/* A timeout argument over sandbox.max_exec_timeout (3 s here) is cut to it,
+ * and the result says so; one under it is left alone. */
+static void test_timeout_cap(void)
+{
+	struct call c;
+	char args[256];
+	int64_t t0, ms;
+	const char *n;
+
+	snprintf(args, sizeof(args),
+		 "{\"sandbox_id\":\"%s\",\"command\":\"sleep 40; echo slept\",\"timeout\":3600}",
+		 sandbox_id);
+	t0 = mono_ms();
+	rc = call("execute_terminal_command", args, &c);
+	ms = mono_ms() - t0;
+	tap_ok(rc == 0 && !c.is_error && bool_at(c.obj, "timed_out") &&
+		   !strstr(str_at(c.obj, "stdout") ?: "", "slept") && ms < 30000,
+	       "a command asking for timeout 3600 is stopped at sandbox.max_exec_timeout (3 s): "
+	       "timed_out after %lld ms",
+	       (long long)ms);
+	n = str_at(c.obj, "notice");
+	tap_ok(n && strstr(n, "3600") && strstr(n, "max_exec_timeout") && strstr(n, "3 s"),
+	       "... and its notice says the timeout was cut: %s", n ? n : "none");
+	call_release(&c);
+
+	t0 = mono_ms();
+	rc = run_py("import time\ntime.sleep(40)\nprint('slept')", 3600, &c);
+	ms = mono_ms() - t0;
+	tap_ok(rc == 0 && !c.is_error && bool_at(c.obj, "timed_out") && ms < 30000,
+	       "Python code asking for timeout 3600 is interrupted at 3 s: timed_out after %lld ms",
+	       (long long)ms);
+	n = str_at(c.obj, "notice");
+	tap_ok(n && strstr(n, "3600") && strstr(n, "max_exec_timeout") &&
+		   strstr(n, "KeyboardInterrupt"),
+	       "... its notice says the timeout was cut, and what the interrupt did: %s",
+	       n ? n : "none");
+	call_release(&c);
+
+	snprintf(args, sizeof(args),
+		 "{\"sandbox_id\":\"%s\",\"command\":\"echo quick\",\"timeout\":2}", sandbox_id);
+	rc = call("execute_terminal_command", args, &c);
+	tap_ok(rc == 0 && !c.is_error && !has(c.obj, "notice") &&
+		   !strcmp(str_at(c.obj, "stdout") ?: "", "quick\n"),
+	       "a timeout under the maximum is left alone: no notice");
+	call_release(&c);
+}
+
 static void test_upload(void)
 {
 	struct call c;
@@ -1362,9 +1409,10 @@ int main(int argc, char **argv)
 
 	sbx_settings_init(&settings);
 	{
-		const char *keys[] = {"server.instance=", "engine.type=", "engine.socket=",
-				      "sandbox.image=", "sandbox.upload_dir="};
-		const char *vals[] = {instance, argv[1], argv[2], image, upload_dir};
+		const char *keys[] = {
+		    "server.instance=", "engine.type=",	       "engine.socket=",
+		    "sandbox.image=",	"sandbox.upload_dir=", "sandbox.max_exec_timeout="};
+		const char *vals[] = {instance, argv[1], argv[2], image, upload_dir, "3s"};
 		for (size_t i = 0; i < SBX_ARRAY_SIZE(keys); i++) {
 			snprintf(set, sizeof(set), "%s%s", keys[i], vals[i]);
 			if (sbx_settings_set(&settings, set, &err) < 0)
@@ -1383,6 +1431,7 @@ int main(int argc, char **argv)
 	test_python();
 	test_notebook();
 	test_terminal();
+	test_timeout_cap();
 	test_upload();
 	tap_ok(sbx_sandbox_delete(mgr, "default", sandbox_id, &err) == 0, "delete the sandbox (%s)",
 	       err.msg);

@@ -57,6 +57,8 @@ struct sbx_settings {
 		int64_t pool_size;	    /* started containers kept ready; 0 = no pool */
 		int64_t image_inline_max;   /* bytes; 0 = no images inline */
 		int64_t interrupt_grace_ms; /* after the KeyboardInterrupt, before the kill */
+		/* Lifecycle: a client's timeout argument is cut to it. */
+		int64_t max_exec_timeout_ms;
 	} sandbox;
 };
 

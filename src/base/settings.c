@@ -155,6 +155,8 @@ static const struct sbx_setting schema[] = {
     NUMBER(DURATION, "sandbox", "interrupt_grace", sandbox.interrupt_grace_ms, "2s", 1, 10 * MIN,
 	   "how long Python code may take to stop after its interrupt before the interpreter "
 	   "is killed and restarted"),
+    NUMBER(DURATION, "sandbox", "max_exec_timeout", sandbox.max_exec_timeout_ms, "10m", SEC,
+	   24 * HOUR, "longest time limit a client may ask for with a tool's timeout argument"),
 };
 
 struct unit {

@@ -54,6 +54,46 @@ static long arg_timeout_ms(struct json_object *args)
 	return ms < 1.0 ? 1 : (long)(ms + 0.999);
 }
 
+/* The time limit a run gets from its timeout argument: cut to
+ * sandbox.max_exec_timeout, and then *ret_notice (owned) says so; 0 (the
+ * server's sandbox.exec_timeout) when the argument is absent. 0 or -ENOMEM. */
+static int run_timeout_ms(const struct sbx_tool_ctx *ctx, struct json_object *args, long *ret_ms,
+			  char **ret_notice)
+{
+	long ms = arg_timeout_ms(args), max = (long)ctx->settings->sandbox.max_exec_timeout_ms;
+
+	*ret_notice = NULL;
+	*ret_ms = ms;
+	if (max <= 0 || ms <= max)
+		return 0;
+	*ret_ms = max;
+	return sbx_str_replacef(ret_notice,
+				"The timeout of %g s asked for is over this server's limit "
+				"(sandbox.max_exec_timeout): it ran with a time limit of %g s.",
+				(double)ms / 1000.0, (double)max / 1000.0);
+}
+
+/* Adds NOTICE (consumed) before OUT->notice, in the result's "notice" and
+ * as a text item. 0 or -ENOMEM. */
+static int add_notice(struct json_object *res, struct sbx_tool_out *out, char *notice)
+{
+	char *both = NULL;
+
+	if (!notice)
+		return 0;
+	if (out->notice) {
+		if (asprintf(&both, "%s %s", notice, out->notice) < 0) {
+			free(notice);
+			return -ENOMEM;
+		}
+		free(notice);
+		free(out->notice);
+		notice = both;
+	}
+	out->notice = notice;
+	return sbx_tools_put(res, "notice", json_object_new_string(notice));
+}
+
 /* The hint for an error of the engine or the manager that no caller
  * expected specially. */
 static const char *hint_general(int code)
@@ -357,7 +397,6 @@ int sbx_tool_execute_terminal_command(const struct sbx_tool_ctx *ctx, struct jso
 				      struct sbx_tool_out *out)
 {
 	struct sbx_run_opts opts = {
-	    .timeout_ms = arg_timeout_ms(args),
 	    .cancelled = command_cancelled,
 	    .userdata = (void *)ctx,
 	};
@@ -365,11 +404,16 @@ int sbx_tool_execute_terminal_command(const struct sbx_tool_ctx *ctx, struct jso
 	struct sbx_run_result rr = {0};
 	struct json_object *res = NULL;
 	sbx_sandbox *sb = NULL;
+	char *capped = NULL;
 	int r;
 
+	if (run_timeout_ms(ctx, args, &opts.timeout_ms, &capped) < 0)
+		return -ENOMEM;
 	r = get_sandbox(ctx, args, out, &sb);
-	if (r != 0)
+	if (r != 0) {
+		free(capped);
 		return r < 0 ? r : 0;
+	}
 	notify_started(ctx, "running the command");
 	r = sbx_sandbox_run_shell_ex(ctx->manager, sb, arg_str(args, "command"), &opts, &rr, &err);
 	if (r < 0) {
@@ -378,8 +422,11 @@ int sbx_tool_execute_terminal_command(const struct sbx_tool_ctx *ctx, struct jso
 	}
 	res = json_object_new_object();
 	r = res ? output_json(&rr, res) : -ENOMEM;
+	if (r == 0)
+		r = add_notice(res, out, SBX_TAKE(capped));
 	r = set_result(out, res, r);
 out:
+	free(capped);
 	sbx_run_result_release(&rr);
 	sbx_sandbox_unref(sb);
 	return r;
@@ -442,18 +489,22 @@ int sbx_tool_execute_python_code(const struct sbx_tool_ctx *ctx, struct json_obj
 	struct sbx_run_result rr = {0};
 	struct python_hooks h = {.ctx = ctx};
 	struct sbx_run_opts opts = {
-	    .timeout_ms = arg_timeout_ms(args),
 	    .on_output = python_output,
 	    .cancelled = python_cancelled,
 	    .userdata = &h,
 	};
 	struct json_object *res = NULL;
 	sbx_sandbox *sb = NULL;
+	char *capped = NULL;
 	int r;
 
+	if (run_timeout_ms(ctx, args, &opts.timeout_ms, &capped) < 0)
+		return -ENOMEM;
 	r = get_sandbox(ctx, args, out, &sb);
-	if (r != 0)
+	if (r != 0) {
+		free(capped);
 		return r < 0 ? r : 0;
+	}
 	sbx_progress_init(&h.progress, ctx);
 	sbx_progress_step(&h.progress, "running the Python code");
 	r = sbx_sandbox_run_python_ex(ctx->manager, sb, arg_str(args, "code"), &opts, &rr, &err);
@@ -473,12 +524,15 @@ int sbx_tool_execute_python_code(const struct sbx_tool_ctx *ctx, struct json_obj
 	if (r == 0)
 		r = sbx_tools_put(res, "interpreter_restarted",
 				  json_object_new_boolean(rr.interpreter_restarted));
-	if (r == 0 && rr.notice)
-		r = sbx_tools_put(res, "notice", new_str(rr.notice));
 	if (r == 0 && rr.notice && !(out->notice = strdup(rr.notice)))
 		r = -ENOMEM;
+	if (r == 0 && out->notice && !capped)
+		r = sbx_tools_put(res, "notice", new_str(out->notice));
+	if (r == 0)
+		r = add_notice(res, out, SBX_TAKE(capped));
 	r = set_result(out, res, r);
 out:
+	free(capped);
 	sbx_progress_release(&h.progress);
 	sbx_run_result_release(&rr);
 	sbx_sandbox_unref(sb);

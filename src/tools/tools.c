@@ -230,11 +230,13 @@ void sbx_progress_flush(struct sbx_progress *p, bool final)
 	"list_sandboxes.\"}"
 #define TIMEOUT_PROP                                                                               \
 	"\"timeout\":{\"type\":\"number\",\"exclusiveMinimum\":0,\"maximum\":3600,"                \
-	"\"description\":\"Time limit in seconds (default: the server's limit, usually 60). "      \
+	"\"description\":\"Time limit in seconds (default: the server's, usually 60; at most the " \
+	"server's maximum, usually 600: a longer one is cut to it and `notice` says so). "         \
 	"The process is killed when it is reached.\"}"
 #define PY_TIMEOUT_PROP                                                                            \
 	"\"timeout\":{\"type\":\"number\",\"exclusiveMinimum\":0,\"maximum\":3600,"                \
-	"\"description\":\"Time limit in seconds (default: the server's limit, usually 60). "      \
+	"\"description\":\"Time limit in seconds (default: the server's, usually 60; at most the " \
+	"server's maximum, usually 600: a longer one is cut to it and `notice` says so). "         \
 	"The code is then interrupted; if it does not stop, the interpreter is restarted and its " \
 	"variables are lost.\"}"
 #define PACKAGE_PROP                                                                               \
@@ -344,7 +346,8 @@ static const struct sbx_tool_def tools[] = {
 	    "\"interpreter_restarted\":{\"type\":\"boolean\",\"description\":\"the variables "
 	    "and imports of earlier calls are gone\"},"
 	    "\"notice\":{\"type\":\"string\",\"description\":\"what happened to the "
-	    "interpreter (time limit, restart, output cut)\"}},"
+	    "interpreter (time limit, restart, output cut), and a timeout cut to the server's "
+	    "maximum\"}},"
 	    "\"required\":[" RUN_OUTPUT_REQUIRED ",\"files\",\"files_truncated\","
 	    "\"interpreter_restarted\"],"
 	    "\"additionalProperties\":false}",
@@ -416,6 +419,8 @@ static const struct sbx_tool_def tools[] = {
 			"},\"required\":[\"sandbox_id\",\"command\"],"
 			"\"additionalProperties\":false}",
 	.output_schema = "{\"type\":\"object\",\"properties\":{" RUN_OUTPUT_PROPS
+			 ",\"notice\":{\"type\":\"string\",\"description\":\"what the server "
+			 "changed about the call (a timeout cut to its maximum)\"}"
 			 "},\"required\":[" RUN_OUTPUT_REQUIRED "],"
 			 "\"additionalProperties\":false}",
 	.destructive = true,
