@@ -622,7 +622,14 @@ static void test_limit(void)
 	sbx_manager_pool_stats(m, &st);
 	tap_ok(st.ready == 0 && st.filling == 0 && count_instance(inst) == 2,
 	       "at the limit the pool stays empty");
+	tap_ok(strstr(err.msg, "delete_sandbox") && strstr(err.msg, "\"x\"") &&
+		   strstr(err.msg, "\"y\""),
+	       "... naming the caller's sandboxes to delete: %s", err.msg);
 	tap_ok(sbx_sandbox_delete(m, "alice", "y", &err) == 0, "delete y");
+	r = sbx_sandbox_create(m, "alice", "z", &z, &err);
+	tap_call(r, err.msg, "at once a create takes the slot y freed");
+	tap_call(sbx_sandbox_delete(m, "alice", "z", &err), err.msg, "delete z");
+	z = sbx_sandbox_unref(z);
 	tap_ok(wait_pool(m, 1, 60), "the pool takes the room back");
 	tap_is_int(count_instance(inst), 2, "still two containers in all");
 	sbx_sandbox_unref(x);

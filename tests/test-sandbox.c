@@ -1241,6 +1241,153 @@ static void test_stopped(sbx_manager *m)
 	free(cid);
 }
 
+/* A call run in a thread of its own, for a delete to cut short. */
+struct busy_call {
+	pthread_t thread;
+	sbx_manager *m;
+	sbx_sandbox *sb;
+	bool python;
+	const char *code;
+	int r;
+	struct sbx_error err;
+	struct timespec done;
+};
+
+static void *busy_main(void *arg)
+{
+	struct busy_call *b = arg;
+	struct sbx_run_result res = {0};
+
+	b->r = b->python ? sbx_sandbox_run_python(b->m, b->sb, b->code, 120000, &res, &b->err)
+			 : sbx_sandbox_run_shell(b->m, b->sb, b->code, 120000, &res, &b->err);
+	if (b->r == 0)
+		sbx_run_result_release(&res);
+	clock_gettime(CLOCK_MONOTONIC, &b->done);
+	return NULL;
+}
+
+static double secs_since(const struct timespec *t0)
+{
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (double)(now.tv_sec - t0->tv_sec) + (double)(now.tv_nsec - t0->tv_nsec) / 1e9;
+}
+
+/* delete: owner-checked, its container gone from the engine, the slot free
+ * at once, a busy sandbox deleted all the same (its calls fail saying so),
+ * a later call told it was deleted; the error at max_sandboxes names the
+ * caller's least recently used sandboxes. */
+static void test_delete(void)
+{
+	const char *const two[] = {"sandbox.max_sandboxes=2", NULL};
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_run_result res = {0};
+	struct busy_call py = {0}, sh = {0};
+	struct test_manager tm;
+	struct timespec t0;
+	sbx_manager *m;
+	sbx_sandbox *a = NULL, *b = NULL, *c = NULL, *x = NULL;
+	char id_a[SBX_SANDBOX_ID_MAX + 1] = "", id_b[SBX_SANDBOX_ID_MAX + 1] = "", *cid;
+	int r;
+
+	m = test_manager_open(&tm, "del", two, NULL);
+	if (!tap_call(sbx_sandbox_create(m, "alice", "del-a", &a, &err), err.msg, "create del-a") ||
+	    !tap_call(sbx_sandbox_create(m, "alice", "del-b", &b, &err), err.msg, "create del-b"))
+		goto out;
+	snprintf(id_a, sizeof(id_a), "%s", sbx_sandbox_id(a));
+	snprintf(id_b, sizeof(id_b), "%s", sbx_sandbox_id(b));
+	/* b is used last: a is the least recently used. */
+	if (shell(m, b, "true", &res) == 0)
+		sbx_run_result_release(&res);
+
+	sbx_error_clear(&err);
+	r = sbx_sandbox_create(m, "alice", "del-c", &c, &err);
+	tap_is_int(r, -EBUSY, "at max_sandboxes=2 a third create: EBUSY");
+	{
+		const char *pa = strstr(err.msg, id_a), *pb = strstr(err.msg, id_b);
+		tap_ok(strstr(err.msg, "delete_sandbox") && pa && pb && pa < pb &&
+			   strstr(err.msg, "\"del-a\"") && strstr(err.msg, "last used"),
+		       "... its message names the caller's sandboxes, least recently used first, "
+		       "and delete_sandbox: %s",
+		       err.msg);
+	}
+	sbx_error_clear(&err);
+	r = sbx_sandbox_create(m, "bob", NULL, &c, &err);
+	tap_ok(r == -EBUSY && !strstr(err.msg, id_a) && strstr(err.msg, "none of them yours"),
+	       "another owner's EBUSY names none of them: %s", err.msg);
+
+	sbx_error_clear(&err);
+	r = sbx_sandbox_delete(m, "bob", id_b, &err);
+	tap_is_int(r, -ENOENT, "another owner cannot delete it, by id (%s)", err.msg);
+	r = sbx_sandbox_delete(m, "bob", "del-b", &err);
+	tap_is_int(r, -ENOENT, "nor by name");
+	r = sbx_sandbox_get(m, "alice", "del-b", &x, &err);
+	tap_ok(r == 0 && x == b, "it is still there");
+	x = sbx_sandbox_unref(x);
+
+	r = sbx_sandbox_delete(m, "alice", "del-b", &err);
+	tap_call(r, err.msg, "alice deletes del-b by name");
+	cid = container_of(tm.inst, id_b);
+	tap_ok(cid == NULL, "its container is gone from the engine");
+	free(cid);
+	sbx_error_clear(&err);
+	r = sbx_sandbox_get(m, "alice", "del-b", &x, &err);
+	tap_ok(r == -ENOENT && strstr(err.msg, "was deleted") && strstr(err.msg, "create_sandbox"),
+	       "a later get by name says it was deleted: %s", err.msg);
+	sbx_error_clear(&err);
+	r = sbx_sandbox_get(m, "alice", id_b, &x, &err);
+	tap_ok(r == -ENOENT && strstr(err.msg, "was deleted"), "and by id: %s", err.msg);
+	sbx_error_clear(&err);
+	r = sbx_sandbox_get(m, "bob", id_b, &x, &err);
+	tap_ok(r == -ENOENT && !strstr(err.msg, "deleted"),
+	       "another owner is told only that there is no such sandbox: %s", err.msg);
+	sbx_error_clear(&err);
+	r = sbx_sandbox_run_shell(m, b, "echo held", 0, &res, &err);
+	tap_ok(r == -ENOENT && strstr(err.msg, "was deleted"),
+	       "a call through a reference held from before says it was deleted: %s", err.msg);
+	if (r == 0)
+		sbx_run_result_release(&res);
+	sbx_error_clear(&err);
+	r = sbx_sandbox_delete(m, "alice", "del-b", &err);
+	tap_ok(r == -ENOENT && strstr(err.msg, "was deleted"), "deleting it again: ENOENT (%s)",
+	       err.msg);
+	b = sbx_sandbox_unref(b);
+
+	r = sbx_sandbox_create(m, "alice", "del-c", &c, &err);
+	tap_call(r, err.msg, "the slot is free at once: a create after the delete works");
+
+	/* A busy sandbox: its calls are cut short and say why. */
+	py = (struct busy_call){
+	    .m = m, .sb = a, .python = true, .code = "import time\ntime.sleep(100)"};
+	sh = (struct busy_call){.m = m, .sb = a, .code = "sleep 100"};
+	pthread_create(&py.thread, NULL, busy_main, &py);
+	pthread_create(&sh.thread, NULL, busy_main, &sh);
+	usleep(1500000);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	r = sbx_sandbox_delete(m, "alice", id_a, &err);
+	tap_call(r, err.msg, "delete a sandbox with two calls running in it (%.1f s)",
+		 secs_since(&t0));
+	pthread_join(py.thread, NULL);
+	pthread_join(sh.thread, NULL);
+	tap_ok(secs_since(&t0) < 60, "both calls end soon after (%.1f s)", secs_since(&t0));
+	tap_ok(py.r == -ENOENT && strstr(py.err.msg, "was deleted") &&
+		   strstr(py.err.msg, "while this call ran"),
+	       "the Python call fails saying the sandbox was deleted while it ran: %d %s", py.r,
+	       py.err.msg);
+	tap_ok(sh.r == -ENOENT && strstr(sh.err.msg, "was deleted") &&
+		   strstr(sh.err.msg, "while this call ran"),
+	       "the command fails saying so too: %d %s", sh.r, sh.err.msg);
+	cid = container_of(tm.inst, id_a);
+	tap_ok(cid == NULL, "its container is gone from the engine");
+	free(cid);
+	tap_call(sbx_sandbox_delete(m, "alice", "del-c", &err), err.msg, "delete del-c");
+out:
+	sbx_sandbox_unref(a);
+	sbx_sandbox_unref(b);
+	sbx_sandbox_unref(c);
+	test_manager_close(&tm, "nothing of the delete test is left");
+}
+
 static void test_engine_down(void)
 {
 	struct sbx_engine_config cfg = {.type = engine_type,
@@ -1422,6 +1569,7 @@ int main(int argc, char **argv)
 	m = sbx_manager_free(m);
 	tap_is_int(count_instance(instance), 0, "the manager removed its sandboxes on free");
 
+	test_delete();
 	test_engine_down();
 	test_create_failures();
 	test_recover_and_limit();

@@ -51,6 +51,7 @@ static const char *const tool_names[] = {
     "execute_terminal_command",
     "upload_file_to_sandbox",
     "reset_python_interpreter",
+    "delete_sandbox",
 };
 
 static sbx_engine *engine;
@@ -947,6 +948,50 @@ static void test_timeout_cap(void)
 	call_release(&c);
 }
 
+/* delete_sandbox: only the owner's, and then a call on it says it was deleted. */
+static void test_delete(void)
+{
+	struct call c;
+	char id[SBX_SANDBOX_ID_MAX + 1] = "", args[256];
+
+	rc = call("create_sandbox", "{\"name\":\"tools-del\"}", &c);
+	if (tap_ok(rc == 0 && !c.is_error, "create a sandbox to delete: %s", c.text))
+		snprintf(id, sizeof(id), "%s", str_at(c.obj, "sandbox_id"));
+	call_release(&c);
+	rc = call_as(mgr, &settings, "someone-else", SBX_MCP_VERSION_LATEST, "delete_sandbox",
+		     "{\"sandbox_id\":\"tools-del\"}", &c);
+	tap_ok(rc == 0 && c.is_error && strstr(c.text, "no sandbox"),
+	       "another owner cannot delete it: %s", c.text);
+	call_release(&c);
+	rc = call("execute_terminal_command", "{\"sandbox_id\":\"tools-del\",\"command\":\"true\"}",
+		  &c);
+	tap_ok(rc == 0 && !c.is_error, "it still runs commands");
+	call_release(&c);
+
+	rc = call_as(mgr, &settings, "default", "2024-11-05", "delete_sandbox",
+		     "{\"sandbox_id\":\"tools-del\"}", &c);
+	tap_ok(rc == 0 && !c.is_error && bool_at(c.obj, "deleted") &&
+		   !strcmp(str_at(c.obj, "sandbox_id") ?: "", id) &&
+		   !strcmp(str_at(c.obj, "name") ?: "", "tools-del") && str_at(c.obj, "message"),
+	       "delete_sandbox by name (2024-11-05): deleted, with its id and name: %s", c.text);
+	call_release(&c);
+	snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"command\":\"true\"}", id);
+	rc = call("execute_terminal_command", args, &c);
+	tap_ok(rc == 0 && c.is_error && strstr(c.text, "was deleted") &&
+		   strstr(c.text, "create_sandbox"),
+	       "a later call on it says it was deleted: %s", c.text);
+	call_release(&c);
+	rc = call("list_sandboxes", NULL, &c);
+	tap_ok(rc == 0 && !c.is_error && !strstr(c.text, id), "list_sandboxes no longer shows it");
+	call_release(&c);
+	rc = call("delete_sandbox", "{\"sandbox_id\":\"tools-del\"}", &c);
+	tap_ok(rc == 0 && c.is_error && strstr(c.text, "was deleted"),
+	       "deleting it again is an error that says it was deleted: %s", c.text);
+	call_release(&c);
+	expect_error("delete_sandbox", "{}", "missing required argument 'sandbox_id'",
+		     "sandbox_id missing");
+}
+
 static void test_upload(void)
 {
 	struct call c;
@@ -1432,6 +1477,7 @@ int main(int argc, char **argv)
 	test_notebook();
 	test_terminal();
 	test_timeout_cap();
+	test_delete();
 	test_upload();
 	tap_ok(sbx_sandbox_delete(mgr, "default", sandbox_id, &err) == 0, "delete the sandbox (%s)",
 	       err.msg);

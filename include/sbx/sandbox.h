@@ -48,9 +48,12 @@
  *
  * Errors: include/sbx/error.h. Messages are written for the person (or
  * model) who called the tool: they say what went wrong and what to do.
- * -ENOENT: unknown sandbox (or path); -EINVAL: a bad argument; -EPERM: a
- * path outside what is allowed; -EFBIG: a file over a size limit; -EBUSY:
- * a limit on the number of sandboxes; anything else: the engine failed.
+ * -ENOENT: unknown sandbox (or path), or one deleted lately (the message
+ * says so); -EINVAL: a bad argument; -EPERM: a path outside what is
+ * allowed; -EFBIG: a file over a size limit; -EBUSY: a limit on the number
+ * of sandboxes (at sandbox.max_sandboxes the message names the caller's
+ * least recently used sandboxes, to delete one); anything else: the engine
+ * failed.
  */
 #ifndef SBX_SANDBOX_H
 #define SBX_SANDBOX_H
@@ -192,7 +195,16 @@ int sbx_sandbox_get(sbx_manager *m, const char *owner, const char *id_or_name, s
 		    struct sbx_error *err);
 sbx_sandbox *sbx_sandbox_ref(sbx_sandbox *sb);
 sbx_sandbox *sbx_sandbox_unref(sbx_sandbox *sb);
-/* Removes the container (force) and forgets the record. */
+/* Deletes a sandbox (delete_sandbox): removes its container (force) and
+ * forgets the record; its slot under sandbox.max_sandboxes is free when this
+ * returns. Another owner's sandbox is -ENOENT, like an unknown one. A
+ * sandbox busy with calls is deleted all the same: from the start of the
+ * delete no call starts in it, and the calls running in it end with its
+ * container and fail (-ENOENT) saying it was deleted while they ran. Later
+ * on, for an hour (and at most the last 256 per owner), a get, call or
+ * delete of it by id or name says that it was deleted, and when, instead of
+ * "no sandbox". When the engine cannot remove the container, the sandbox
+ * stays as it was and the error says why. */
 int sbx_sandbox_delete(sbx_manager *m, const char *owner, const char *id_or_name,
 		       struct sbx_error *err);
 

@@ -401,8 +401,8 @@ static bool make_room_locked(sbx_sandbox *sb)
 	return true;
 }
 
-int sbx_sandbox_install(sbx_manager *m, sbx_sandbox *sb, const char *spec, long wait_ms,
-			struct sbx_install_status *ret_status, struct sbx_error *err)
+static int install(sbx_manager *m, sbx_sandbox *sb, const char *spec, long wait_ms,
+		   struct sbx_install_status *ret_status, struct sbx_error *err)
 {
 	char why[256];
 	struct sbx_install *in = NULL, *fresh = NULL, **pp;
@@ -425,8 +425,6 @@ int sbx_sandbox_install(sbx_manager *m, sbx_sandbox *sb, const char *spec, long 
 			deadline.tv_nsec -= 1000000000L;
 		}
 	}
-	sbx_sandbox_touch(sb);
-
 	pthread_mutex_lock(&m->lock);
 	if (sb->removed) {
 		r = sbx_error_set(err, -ENOENT, "sandbox %s was deleted", sb->id);
@@ -500,8 +498,8 @@ unlock:
 	return 0;
 }
 
-int sbx_sandbox_install_status(sbx_manager *m, sbx_sandbox *sb, const char *spec,
-			       struct sbx_install_status *ret_status, struct sbx_error *err)
+static int install_status(sbx_manager *m, sbx_sandbox *sb, const char *spec,
+			  struct sbx_install_status *ret_status, struct sbx_error *err)
 {
 	char why[256];
 	struct sbx_install_status st = {0};
@@ -535,4 +533,42 @@ int sbx_sandbox_install_status(sbx_manager *m, sbx_sandbox *sb, const char *spec
 	st.version = version;
 	*ret_status = st;
 	return 0;
+}
+
+int sbx_sandbox_install(sbx_manager *m, sbx_sandbox *sb, const char *spec, long wait_ms,
+			struct sbx_install_status *ret_status, struct sbx_error *err)
+{
+	struct sbx_install_status st = {0};
+	int r = sbx_sandbox_begin(sb, err), q;
+
+	if (r < 0)
+		return r;
+	r = install(m, sb, spec, wait_ms, &st, err);
+	q = sbx_sandbox_end(sb, r < 0 ? NULL : err);
+	if (r >= 0 && q < 0) {
+		sbx_install_status_release(&st);
+		return q;
+	}
+	if (r >= 0)
+		*ret_status = st;
+	return r;
+}
+
+int sbx_sandbox_install_status(sbx_manager *m, sbx_sandbox *sb, const char *spec,
+			       struct sbx_install_status *ret_status, struct sbx_error *err)
+{
+	struct sbx_install_status st = {0};
+	int r = sbx_sandbox_begin(sb, err), q;
+
+	if (r < 0)
+		return r;
+	r = install_status(m, sb, spec, &st, err);
+	q = sbx_sandbox_end(sb, r < 0 ? NULL : err);
+	if (r >= 0 && q < 0) {
+		sbx_install_status_release(&st);
+		return q;
+	}
+	if (r >= 0)
+		*ret_status = st;
+	return r;
 }

@@ -245,7 +245,8 @@ int sbx_tool_create_sandbox(const struct sbx_tool_ctx *ctx, struct json_object *
 			hint = NULL; /* the manager's message says it all */
 			break;
 		case -EBUSY:
-			hint = "Reuse one of your sandboxes instead (list_sandboxes shows them).";
+			hint = "Delete one of your sandboxes with delete_sandbox, or reuse one "
+			       "(list_sandboxes shows them).";
 			break;
 		default:
 			hint = hint_general(r);
@@ -267,6 +268,43 @@ int sbx_tool_create_sandbox(const struct sbx_tool_ctx *ctx, struct json_object *
 	sbx_sandbox_info_release(&info);
 	sbx_sandbox_unref(sb);
 	return set_result(out, res, r);
+}
+
+/* ---- delete_sandbox ---- */
+
+int sbx_tool_delete_sandbox(const struct sbx_tool_ctx *ctx, struct json_object *args,
+			    struct sbx_tool_out *out)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct json_object *res;
+	sbx_sandbox *sb = NULL;
+	char msg[256];
+	int r;
+
+	r = get_sandbox(ctx, args, out, &sb);
+	if (r != 0)
+		return r < 0 ? r : 0;
+	r = sbx_sandbox_delete(ctx->manager, owner_of(ctx), sbx_sandbox_id(sb), &err);
+	if (r < 0) {
+		r = sbx_tool_fail_err(out, &err, r == -ENOENT ? HINT_NO_SANDBOX : hint_general(r));
+		goto out;
+	}
+	snprintf(msg, sizeof(msg),
+		 "Sandbox %s is deleted: its container, files, installed packages and Python "
+		 "variables are gone. create_sandbox makes a new one.",
+		 sbx_sandbox_id(sb));
+	res = json_object_new_object();
+	r = res ? 0 : -ENOMEM;
+	if (res) {
+		r |= sbx_tools_put(res, "sandbox_id", new_str(sbx_sandbox_id(sb)));
+		r |= sbx_tools_put(res, "name", new_str(sbx_sandbox_name(sb)));
+		r |= sbx_tools_put(res, "deleted", json_object_new_boolean(true));
+		r |= sbx_tools_put(res, "message", new_str(msg));
+	}
+	r = set_result(out, res, r);
+out:
+	sbx_sandbox_unref(sb);
+	return r;
 }
 
 /* ---- execute_python_code, execute_terminal_command ---- */

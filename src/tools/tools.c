@@ -265,7 +265,7 @@ static const struct sbx_tool_def tools[] = {
 	    "reuse a running sandbox instead of creating a new one, and use it to find a "
 	    "sandbox_id you lost. Workflow: list_sandboxes -> create_sandbox (if none fits) -> "
 	    "install_package_in_sandbox -> check_package_installation_status -> "
-	    "execute_python_code.",
+	    "execute_python_code -> delete_sandbox when done.",
 	.input_schema = "{\"type\":\"object\",\"properties\":{},\"additionalProperties\":false}",
 	.output_schema =
 	    "{\"type\":\"object\",\"properties\":{\"sandboxes\":{\"type\":\"array\",\"items\":{"
@@ -289,8 +289,9 @@ static const struct sbx_tool_def tools[] = {
 	.description =
 	    "Create a new isolated Python sandbox (a container with Python 3.11, numpy, pandas and "
 	    "matplotlib) and return its sandbox_id. A sandbox keeps its files and installed "
-	    "packages until the server removes it, so create one per task and pass its sandbox_id "
-	    "to every later call; call list_sandboxes first to reuse one you already have. "
+	    "packages until it is deleted (delete_sandbox) or the server removes it, so create one "
+	    "per task and pass its sandbox_id to every later call; call list_sandboxes first to "
+	    "reuse one you already have, and delete_sandbox what you no longer need. "
 	    "Optional name: a label you can use instead of the id (1-64 letters, digits, '_', '.', "
 	    "'-'; unique among your sandboxes). Next: install_package_in_sandbox for anything "
 	    "missing, then execute_python_code.",
@@ -473,6 +474,28 @@ static const struct sbx_tool_def tools[] = {
 	.destructive = true,
 	.idempotent = true,
 	.run = sbx_tool_reset_python,
+    },
+    {
+	.name = "delete_sandbox",
+	.title = "Delete a sandbox",
+	.description =
+	    "Delete one of your sandboxes when you are done with it: its container is removed "
+	    "with every file, installed package and Python variable in it, and the server's "
+	    "slot is free at once for a new sandbox. A call still running in it is stopped and "
+	    "fails. Download what you need first (the file links stop working). Use it when "
+	    "create_sandbox says the server is at its limit: the error names your least "
+	    "recently used sandboxes.",
+	.input_schema = "{\"type\":\"object\",\"properties\":{" SANDBOX_ID_PROP
+			"},\"required\":[\"sandbox_id\"],\"additionalProperties\":false}",
+	.output_schema = "{\"type\":\"object\",\"properties\":{\"sandbox_id\":{\"type\":"
+			 "\"string\"},\"name\":{\"type\":\"string\"},"
+			 "\"deleted\":{\"type\":\"boolean\"},"
+			 "\"message\":{\"type\":\"string\"}},"
+			 "\"required\":[\"sandbox_id\",\"name\",\"deleted\",\"message\"],"
+			 "\"additionalProperties\":false}",
+	.destructive = true,
+	.idempotent = true,
+	.run = sbx_tool_delete_sandbox,
     },
 };
 
@@ -762,9 +785,12 @@ int sbx_tool_fail(struct sbx_tool_out *out, const char *fmt, ...)
 /* The manager's messages often say what to do already, naming a tool. */
 static bool says_what_to_do(const char *msg)
 {
-	static const char *const advice[] = {
-	    "list_sandboxes", "create_sandbox", "install_package_in_sandbox",
-	    "check_package_installation_status", "create a new sandbox"};
+	static const char *const advice[] = {"list_sandboxes",
+					     "create_sandbox",
+					     "install_package_in_sandbox",
+					     "check_package_installation_status",
+					     "create a new sandbox",
+					     "delete_sandbox"};
 	for (size_t i = 0; i < SBX_ARRAY_SIZE(advice); i++)
 		if (strstr(msg, advice[i]))
 			return true;
