@@ -998,6 +998,56 @@ static void test_dead_pooled(void)
 	test_manager_close(&tm, "nothing left");
 }
 
+/* A sandbox taken from the pool and then unused is reaped
+ * (sandbox.idle_timeout=2s): its container and its state file go, a get
+ * says it expired, and the pool refills. */
+static void test_reap_pooled(void)
+{
+	const char *const extra[] = {"sandbox.pool_size=1", "sandbox.idle_timeout=2s", NULL};
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_pool_stats st;
+	struct test_manager tm;
+	struct stat fst;
+	sbx_manager *m;
+	sbx_sandbox *a = NULL, *x = NULL;
+	char id[SBX_SANDBOX_ID_MAX + 1] = "", *cid = NULL;
+	double t0;
+	int r = 0;
+
+	m = test_manager_open(&tm, "reap", extra, NULL);
+	recover(m);
+	tap_ok(wait_pool(m, 1, 60), "a pool of one fills");
+	r = sbx_sandbox_create(m, "alice", "reap-me", &a, &err);
+	sbx_manager_pool_stats(m, &st);
+	if (!tap_ok(r == 0 && st.taken == 1, "create a sandbox from the pool (%s)", err.msg))
+		goto out;
+	snprintf(id, sizeof(id), "%s", sbx_sandbox_id(a));
+	tap_ok(state_file(tm.inst, id, &fst), "its assignment is in the state folder");
+	t0 = now_ms();
+	do {
+		sbx_error_clear(&err);
+		r = sbx_sandbox_get(m, "alice", "reap-me", &x, &err);
+		x = sbx_sandbox_unref(x);
+		if (r == 0)
+			usleep(200000);
+	} while (r == 0 && now_ms() - t0 < 60000);
+	tap_ok(r == -ENOENT && strstr(err.msg, "expired"),
+	       "unused, it is reaped within 60 s (%.1f s): %s", (now_ms() - t0) / 1000, err.msg);
+	do {
+		free(cid);
+		cid = container_of(tm.inst, id);
+		if (cid)
+			usleep(200000);
+	} while (cid && now_ms() - t0 < 90000);
+	tap_ok(cid == NULL, "its container is gone");
+	tap_ok(!state_file(tm.inst, id, &fst), "and its state file");
+	tap_ok(wait_pool(m, 1, 60), "the pool refills");
+out:
+	free(cid);
+	sbx_sandbox_unref(a);
+	test_manager_close(&tm, "nothing left");
+}
+
 int main(int argc, char **argv)
 {
 	static const char *const defaults[] = {state_dir, NULL};
@@ -1021,15 +1071,16 @@ int main(int argc, char **argv)
 	test_engine_down();
 	test_dead_pooled();
 	test_warm_interp();
+	test_reap_pooled();
 	measure(true, 20);
 	measure(false, 20);
 	measure_first_call(true, 10);
 	measure_first_call(false, 10);
 
 	{
-		static const char *const parts[] = {"fill",	"off",	"max",	      "race",
-						    "rec",	"down", "dead",	      "p50-pool",
-						    "p50-cold", "warm", "first-pool", "first-cold"};
+		static const char *const parts[] = {
+		    "fill",	"off",	    "max",  "race",	  "rec",	"down", "dead",
+		    "p50-pool", "p50-cold", "warm", "first-pool", "first-cold", "reap"};
 		size_t left = 0;
 		for (size_t i = 0; i < SBX_ARRAY_SIZE(parts); i++) {
 			char inst[80];

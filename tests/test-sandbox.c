@@ -1388,6 +1388,148 @@ out:
 	test_manager_close(&tm, "nothing of the delete test is left");
 }
 
+/* Waits up to SECONDS for OWNER's ID_OR_NAME to be gone; returns get's
+ * error then (0 when it is still there), with its message in ERR. */
+static int wait_gone(sbx_manager *m, const char *owner, const char *id_or_name, int seconds,
+		     struct sbx_error *err)
+{
+	struct timespec t0;
+	sbx_sandbox *x = NULL;
+	int r;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		sbx_error_clear(err);
+		r = sbx_sandbox_get(m, owner, id_or_name, &x, err);
+		if (r < 0 || secs_since(&t0) > seconds)
+			break;
+		x = sbx_sandbox_unref(x);
+		usleep(200000);
+	}
+	sbx_sandbox_unref(x);
+	return r < 0 ? r : 0;
+}
+
+/* Waits up to SECONDS until the engine has no container for sandbox ID of
+ * INST (a get fails as soon as the removal starts); whether it went. */
+static bool wait_container_gone(const char *inst, const char *id, int seconds)
+{
+	struct timespec t0;
+	char *cid;
+	bool gone;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	while ((cid = container_of(inst, id)) && secs_since(&t0) < seconds) {
+		free(cid);
+		usleep(200000);
+	}
+	gone = cid == NULL;
+	free(cid);
+	return gone;
+}
+
+/* Reaping: sandbox.idle_timeout=2s removes an unused sandbox (its container
+ * too), never one with a call running in it; the list says when each
+ * expires; a later call says it expired. */
+static void test_reap(void)
+{
+	const char *const idle[] = {"sandbox.idle_timeout=2s", NULL};
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_sandbox_info *list = NULL;
+	struct sbx_run_result res = {0};
+	struct busy_call busy = {0};
+	struct test_manager tm;
+	struct timespec t0;
+	sbx_manager *m;
+	sbx_sandbox *a = NULL, *b = NULL;
+	char id_a[SBX_SANDBOX_ID_MAX + 1] = "";
+	size_t n = 0;
+	int r;
+
+	m = test_manager_open(&tm, "reap", idle, NULL);
+	if (!tap_call(sbx_sandbox_create(m, "alice", "idle", &a, &err), err.msg, "create idle") ||
+	    !tap_call(sbx_sandbox_create(m, "alice", "busy", &b, &err), err.msg, "create busy"))
+		goto out;
+	snprintf(id_a, sizeof(id_a), "%s", sbx_sandbox_id(a));
+	/* busy is used for 8 s, four times idle_timeout. */
+	busy = (struct busy_call){
+	    .m = m, .sb = b, .python = true, .code = "import time\ntime.sleep(8)\nprint('done')"};
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	pthread_create(&busy.thread, NULL, busy_main, &busy);
+	r = sbx_manager_list(m, "alice", &list, &n, &err);
+	if (tap_call(r, err.msg, "list") && n == 2)
+		tap_ok(list[0].expires == list[0].last_used + 2 &&
+			   list[1].expires >= list[1].last_used,
+		       "the list says when each expires: 2 s after its last use (%lld, %lld)",
+		       (long long)(list[0].expires - list[0].last_used),
+		       (long long)(list[1].expires - list[1].last_used));
+	sbx_sandbox_info_list_free(list, n);
+
+	r = wait_gone(m, "alice", "idle", 60, &err);
+	tap_ok(r == -ENOENT, "the unused sandbox is reaped within 60 s (%.1f s)", secs_since(&t0));
+	tap_ok(strstr(err.msg, "expired") && strstr(err.msg, "not used for 2 s") &&
+		   strstr(err.msg, "sandbox.idle_timeout"),
+	       "a get of it says it expired, and why: %s", err.msg);
+	tap_ok(wait_container_gone(tm.inst, id_a, 30), "its container is gone from the engine");
+	sbx_error_clear(&err);
+	r = sbx_sandbox_run_shell(m, a, "true", 0, &res, &err);
+	tap_ok(r == -ENOENT && strstr(err.msg, "expired"),
+	       "a call through a reference held from before says it expired: %s", err.msg);
+	if (r == 0)
+		sbx_run_result_release(&res);
+
+	pthread_join(busy.thread, NULL);
+	tap_ok(busy.r == 0,
+	       "a sandbox with a call running in it is not reaped: its 8 s call ends well (%d %s)",
+	       busy.r, busy.err.msg);
+	r = wait_gone(m, "alice", "busy", 60, &err);
+	tap_ok(r == -ENOENT && strstr(err.msg, "expired"),
+	       "once the call has ended, it is reaped in its turn: %s", err.msg);
+out:
+	sbx_sandbox_unref(a);
+	sbx_sandbox_unref(b);
+	test_manager_close(&tm, "nothing of the reaping test is left");
+}
+
+/* sandbox.max_lifetime=3s removes a sandbox that is used all the time. */
+static void test_lifetime(void)
+{
+	const char *const life[] = {"sandbox.idle_timeout=0s", "sandbox.max_lifetime=3s", NULL};
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_sandbox_info info = {0};
+	struct sbx_run_result res = {0};
+	struct test_manager tm;
+	struct timespec t0;
+	sbx_manager *m;
+	sbx_sandbox *a = NULL;
+	int r = 0, calls = 0;
+
+	m = test_manager_open(&tm, "life", life, NULL);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	if (!tap_call(sbx_sandbox_create(m, "alice", "old", &a, &err), err.msg, "create old"))
+		goto out;
+	if (tap_call(sbx_sandbox_describe(m, a, &info, &err), err.msg, "describe"))
+		tap_ok(info.expires == info.created + 3, "it expires 3 s after its creation (%lld)",
+		       (long long)(info.expires - info.created));
+	sbx_sandbox_info_release(&info);
+	while (secs_since(&t0) < 60) {
+		sbx_error_clear(&err);
+		r = sbx_sandbox_run_shell(m, a, "true", 0, &res, &err);
+		if (r < 0)
+			break;
+		sbx_run_result_release(&res);
+		calls++;
+		usleep(300000);
+	}
+	tap_ok(r == -ENOENT && strstr(err.msg, "maximum age of 3 s") &&
+		   strstr(err.msg, "sandbox.max_lifetime"),
+	       "used every 0.3 s, it is removed all the same after %d calls: %s", calls, err.msg);
+	tap_ok(secs_since(&t0) >= 2.0, "not before its time (%.1f s)", secs_since(&t0));
+out:
+	sbx_sandbox_unref(a);
+	test_manager_close(&tm, "nothing of the lifetime test is left");
+}
+
 static void test_engine_down(void)
 {
 	struct sbx_engine_config cfg = {.type = engine_type,
@@ -1490,8 +1632,19 @@ static void test_recover_and_limit(void)
 	tap_is_int(count_instance(inst), 1, "with remove_on_exit=false the container stays");
 
 	m = manager(&s2, engine);
-	r = sbx_manager_recover(m, &err);
-	tap_is_int(r, 1, "recover adopts it (%s)", err.msg);
+	{
+		time_t before = time(NULL);
+		struct sbx_sandbox_info *list = NULL;
+		size_t n = 0;
+		r = sbx_manager_recover(m, &err);
+		tap_is_int(r, 1, "recover adopts it (%s)", err.msg);
+		if (tap_call(sbx_manager_list(m, "dave", &list, &n, &err), err.msg, "list") &&
+		    n == 1)
+			tap_ok(
+			    list[0].last_used >= before && list[0].expires > list[0].last_used,
+			    "an adopted sandbox counts as used at adoption, its expiry from then");
+		sbx_sandbox_info_list_free(list, n);
+	}
 	r = sbx_manager_recover(m, &err);
 	tap_is_int(r, 0, "recover again adopts nothing new");
 	sb = NULL;
@@ -1570,6 +1723,8 @@ int main(int argc, char **argv)
 	tap_is_int(count_instance(instance), 0, "the manager removed its sandboxes on free");
 
 	test_delete();
+	test_reap();
+	test_lifetime();
 	test_engine_down();
 	test_create_failures();
 	test_recover_and_limit();

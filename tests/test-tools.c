@@ -58,6 +58,7 @@ static sbx_engine *engine;
 static char instance[64], instance2[80], upload_dir[64] = "";
 static struct json_object *schemas; /* tools/list of the newest version */
 static int rc;			    /* the last call's return, read after it in tap_ok */
+static size_t count_instance(const char *inst);
 
 /* ---- calling a tool ---- */
 
@@ -503,6 +504,10 @@ static void test_create_and_list(void)
 		tap_ok(str_at(mine, "created") && strlen(str_at(mine, "created")) == 20 &&
 			   str_at(mine, "created")[10] == 'T' && str_at(mine, "created")[19] == 'Z',
 		       "created is ISO 8601 UTC: %s", str_at(mine, "created"));
+		tap_ok(str_at(mine, "expires") && strlen(str_at(mine, "expires")) == 20 &&
+			   strcmp(str_at(mine, "expires"), str_at(mine, "last_used")) > 0,
+		       "expires (ISO 8601 UTC) is after last_used: %s > %s",
+		       str_at(mine, "expires"), str_at(mine, "last_used"));
 	}
 	call_release(&c);
 
@@ -1240,6 +1245,59 @@ stop_index:
 	nftw(index_root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
+/* A manager whose sandboxes expire after 2 s unused: a call on one that
+ * expired says so. */
+static void test_reap(const char *type, const char *url, const char *image)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_settings s;
+	sbx_manager *m = NULL;
+	struct call c;
+	char set[256], inst[96];
+	int64_t t0;
+
+	snprintf(inst, sizeof(inst), "%s-reap", instance);
+	sbx_settings_init(&s);
+	{
+		const char *keys[] = {
+		    "server.instance=", "engine.type=",	      "engine.socket=",
+		    "sandbox.image=",	"sandbox.pool_size=", "sandbox.idle_timeout="};
+		const char *vals[] = {inst, type, url, image, "0", "2s"};
+		for (size_t i = 0; i < SBX_ARRAY_SIZE(keys); i++) {
+			snprintf(set, sizeof(set), "%s%s", keys[i], vals[i]);
+			if (sbx_settings_set(&s, set, &err) < 0)
+				tap_bail(err.msg);
+		}
+	}
+	if (!tap_call(sbx_manager_new(&s, engine, &m, &err), err.msg,
+		      "a manager with sandbox.idle_timeout=2s"))
+		goto out;
+	rc = call_as(m, &s, "default", SBX_MCP_VERSION_LATEST, "create_sandbox",
+		     "{\"name\":\"short-lived\"}", &c);
+	tap_ok(rc == 0 && !c.is_error, "create a sandbox: %s", c.text);
+	call_release(&c);
+	t0 = mono_ms();
+	do {
+		sleep_ms(250);
+		call_release(&c);
+		rc = call_as(m, &s, "default", SBX_MCP_VERSION_LATEST, "list_sandboxes", NULL, &c);
+	} while (rc == 0 && int_at(c.obj, "count") > 0 && mono_ms() - t0 < 60000);
+	tap_ok(rc == 0 && int_at(c.obj, "count") == 0,
+	       "unused, it is gone from list_sandboxes within 60 s (%lld ms)",
+	       (long long)(mono_ms() - t0));
+	call_release(&c);
+	rc = call_as(m, &s, "default", SBX_MCP_VERSION_LATEST, "execute_python_code",
+		     "{\"sandbox_id\":\"short-lived\",\"code\":\"print(1)\"}", &c);
+	tap_ok(rc == 0 && c.is_error && strstr(c.text, "expired") &&
+		   strstr(c.text, "sandbox.idle_timeout") && strstr(c.text, "create_sandbox"),
+	       "a call on it says it expired, why, and what to do: %s", c.text);
+	call_release(&c);
+out:
+	sbx_manager_free(m);
+	tap_is_int(count_instance(inst), 0, "no container of the reaping manager is left");
+	sbx_settings_release(&s);
+}
+
 /* A manager whose engine socket leads nowhere: every tool that needs the
  * engine is an isError result that says so, never a crash. */
 static void test_engine_down(const char *type)
@@ -1482,6 +1540,7 @@ int main(int argc, char **argv)
 	tap_ok(sbx_sandbox_delete(mgr, "default", sandbox_id, &err) == 0, "delete the sandbox (%s)",
 	       err.msg);
 	test_install(image);
+	test_reap(argv[1], argv[2], image);
 	test_engine_down(argv[1]);
 	test_ready(argv[1], argv[2]);
 

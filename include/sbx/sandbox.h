@@ -42,6 +42,18 @@
  * engine seam; a file inside the container would be data the sandbox's own
  * user could reach; creating every container at create time loses the pool.
  *
+ * Lifecycle: a sandbox lives until it is deleted (sbx_sandbox_delete) or
+ * the reaper removes it (src/sandbox/reaper.c): when it has not been used
+ * for sandbox.idle_timeout, or is older than sandbox.max_lifetime (either 0
+ * = never). Used means any call below that works in it (a run, a reset, an
+ * install or its status, an upload, an artifact read); a sandbox with such
+ * a call running, or a package install, is never reaped. Its creation time
+ * is in its labels (or its state file), so max_lifetime counts across
+ * restarts; its last use is not kept: an adopted sandbox counts as used at
+ * adoption. sbx_sandbox_info.expires says when it goes if unused. A call on
+ * a reaped sandbox says that it expired, and why, like one on a deleted
+ * sandbox says that it was deleted.
+ *
  * Threads: every function may be called from any thread at the same time.
  * Records are reference-counted; sbx_sandbox_get/create return a reference
  * that the caller drops with sbx_sandbox_unref.
@@ -98,6 +110,10 @@ struct sbx_sandbox_info {
 	char *image;
 	time_t created;
 	time_t last_used;
+	/* When the reaper removes it if it is not used again (the earlier of
+	 * last_used + sandbox.idle_timeout and created + sandbox.max_lifetime;
+	 * never while a call runs in it); 0 = never. */
+	time_t expires;
 	char **packages; /* successfully installed package specs, NULL-terminated */
 };
 

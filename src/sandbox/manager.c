@@ -52,6 +52,11 @@ int sbx_manager_new(const struct sbx_settings *s, sbx_engine *engine, sbx_manage
 	pthread_mutex_init(&m->check_lock, NULL);
 	pthread_cond_init(&m->changed, NULL);
 	r = sbx_pool_new(m, err);
+	if (r >= 0) {
+		r = sbx_reaper_start(m, err);
+		if (r < 0)
+			sbx_pool_free(m);
+	}
 	if (r < 0) {
 		pthread_mutex_destroy(&m->check_lock);
 		pthread_cond_destroy(&m->changed);
@@ -138,17 +143,48 @@ static void iso_time(time_t t, char *buf, size_t size)
 		snprintf(buf, size, "?");
 }
 
+/* A duration for people: "30 min", "24 h", "2 s", "1500 ms". */
+static void human_ms(int64_t ms, char *buf, size_t size)
+{
+	if (ms > 0 && ms % (3600 * 1000) == 0)
+		snprintf(buf, size, "%lld h", (long long)(ms / (3600 * 1000)));
+	else if (ms > 0 && ms % (60 * 1000) == 0)
+		snprintf(buf, size, "%lld min", (long long)(ms / (60 * 1000)));
+	else if (ms % 1000 == 0)
+		snprintf(buf, size, "%lld s", (long long)(ms / 1000));
+	else
+		snprintf(buf, size, "%lld ms", (long long)ms);
+}
+
 /* The message for sandbox WHAT (its id or name as the caller gave it),
  * which was removed at WHEN (or is being removed) for END; DURING: while
  * the caller's call ran. Returns -ENOENT. */
 static int gone_error(sbx_manager *m, struct sbx_error *err, const char *what, enum sbx_end end,
 		      time_t when, bool during)
 {
-	char at[32];
+	char at[32], span[32];
 
-	(void)m;
-	(void)end;
 	iso_time(when, at, sizeof(at));
+	switch (end) {
+	case SBX_END_IDLE:
+		human_ms(m->s->sandbox.idle_timeout_ms, span, sizeof(span));
+		return sbx_error_set(err, -ENOENT,
+				     "sandbox \"%.80s\" expired: it was not used for %s "
+				     "(sandbox.idle_timeout), so the server removed it at %s with "
+				     "its files and packages; create_sandbox makes a new one",
+				     what, span, at);
+	case SBX_END_LIFETIME:
+		human_ms(m->s->sandbox.max_lifetime_ms, span, sizeof(span));
+		return sbx_error_set(
+		    err, -ENOENT,
+		    "sandbox \"%.80s\" expired: it reached the server's maximum "
+		    "age of %s (sandbox.max_lifetime), so the server removed it at "
+		    "%s with its files and packages; create_sandbox makes a new one",
+		    what, span, at);
+	case SBX_END_DELETED:
+	case SBX_END_NONE:
+		break;
+	}
 	return sbx_error_set(err, -ENOENT,
 			     "sandbox \"%.80s\" was deleted (delete_sandbox) at %s%s, with its "
 			     "files and packages; create_sandbox makes a new one",
@@ -186,6 +222,8 @@ int sbx_sandbox_end(sbx_sandbox *sb, struct sbx_error *err)
 	pthread_mutex_lock(&m->lock);
 	sb->calls--;
 	touch_locked(sb);
+	if (sb->calls == 0)
+		sbx_reaper_wake_locked(m); /* it may be past its max_lifetime */
 	end = sb->end;
 	at = sb->end_at;
 	pthread_mutex_unlock(&m->lock);
@@ -282,6 +320,7 @@ static int table_add_locked(sbx_manager *m, sbx_sandbox *sb)
 		m->cap = cap;
 	}
 	m->table[m->n++] = sbx_sandbox_ref(sb);
+	sbx_reaper_wake_locked(m); /* a new deadline (once it is ready) */
 	return 0;
 }
 
@@ -464,7 +503,9 @@ static sbx_sandbox *record_new(sbx_manager *m, const char *id, const char *name,
 	sb->owner = strdup(owner);
 	sb->image = strdup(m->s->sandbox.image);
 	sb->created = created;
-	sb->last_used = created;
+	/* Used now: a new sandbox, or one adopted after a restart (its last use
+	 * before is not kept: it gets a full sandbox.idle_timeout). */
+	sb->last_used = time(NULL);
 	sb->used_ms = sbx_monotonic_ms();
 	if (!sb->name || !sb->owner || !sb->image)
 		return record_free(sb);
@@ -603,6 +644,7 @@ again:
 		if (e)
 			sb->interp = SBX_TAKE(e->interp); /* its pooled interpreter */
 		sb->ready = true;
+		sbx_reaper_wake_locked(m); /* a new deadline */
 		sbx_pool_created_locked(m, sb->pooled);
 	} else {
 		sbx_sandbox_unref(table_remove_locked(m, sb));
@@ -720,6 +762,9 @@ static int info_fill(sbx_manager *m, sbx_sandbox *sb, const char *status,
 	info->created = sb->created;
 	pthread_mutex_lock(&m->lock);
 	info->last_used = sb->last_used;
+	if (sbx_sandbox_deadline_locked(m, sb, sbx_monotonic_ms(), NULL, &info->expires) ==
+	    INT64_MAX)
+		info->expires = 0;
 	pthread_mutex_unlock(&m->lock);
 	info->packages = sbx_sandbox_packages(m, sb);
 	if (!info->id || !info->name || !info->owner || !info->status || !info->image ||
@@ -930,6 +975,7 @@ sbx_manager *sbx_manager_free(sbx_manager *m)
 {
 	if (!m)
 		return NULL;
+	sbx_reaper_stop(m);
 	sbx_pool_stop(m);
 	/* Removing a container also ends the installs running in it. */
 	for (size_t i = 0; m->s->sandbox.remove_on_exit && i < m->n; i++) {

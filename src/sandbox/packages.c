@@ -334,6 +334,7 @@ static void *install_thread(void *arg)
 	tail = log_tail(&res, note[0] ? note : NULL);
 	sbx_exec_result_release(&res);
 
+	sbx_sandbox_touch(job->sb);
 	pthread_mutex_lock(&m->lock);
 	job->in->state = state;
 	job->in->version = version;
@@ -348,6 +349,7 @@ static void *install_thread(void *arg)
 	pthread_mutex_lock(&m->lock);
 	m->installs_running--;
 	pthread_cond_broadcast(&m->changed);
+	sbx_reaper_wake_locked(m); /* the sandbox may be idle now */
 	pthread_mutex_unlock(&m->lock);
 	return NULL;
 }

@@ -40,7 +40,9 @@ struct sbx_interp; /* interp.c */
  * lately keeps it, so that a later call can say so). */
 enum sbx_end {
 	SBX_END_NONE,
-	SBX_END_DELETED, /* delete_sandbox */
+	SBX_END_DELETED,  /* delete_sandbox */
+	SBX_END_IDLE,	  /* not used for sandbox.idle_timeout (the reaper) */
+	SBX_END_LIFETIME, /* older than sandbox.max_lifetime (the reaper) */
 };
 
 struct sbx_sandbox {
@@ -56,11 +58,12 @@ struct sbx_sandbox {
 	bool removed; /* no longer in the table */
 	bool pooled;  /* taken from the pool: owner and name live in the state folder */
 	/* Under m->lock: */
-	time_t last_used; /* wall clock, for list_sandboxes */
-	int64_t used_ms;  /* sbx_monotonic_ms() then, for the idle time */
-	int calls;	  /* calls running on it (sbx_sandbox_begin .. end) */
-	enum sbx_end end; /* set while it is being removed: no call starts then */
-	time_t end_at;	  /* when end was set */
+	time_t last_used;      /* wall clock, for list_sandboxes */
+	int64_t used_ms;       /* sbx_monotonic_ms() then, for the idle time */
+	int calls;	       /* calls running on it (sbx_sandbox_begin .. end) */
+	enum sbx_end end;      /* set while it is being removed: no call starts then */
+	time_t end_at;	       /* when end was set */
+	int64_t reap_retry_ms; /* the reaper failed to remove it: not before then */
 	struct sbx_install *installs;
 	/* The Python interpreter: set once, under m->lock, at first use or (from
 	 * the pool entry) at assignment before the record is ready. */
@@ -87,7 +90,8 @@ struct sbx_manager {
 	size_t installs_running;
 	struct sbx_gone *gone; /* oldest first */
 	size_t n_gone;
-	struct sbx_pool *pool; /* pool.c; its fields are under lock too */
+	struct sbx_reaper *reaper; /* reaper.c; NULL when nothing expires */
+	struct sbx_pool *pool;	   /* pool.c; its fields are under lock too */
 	/* sbx_manager_check_engine: the last answer, kept for a second */
 	pthread_mutex_t check_lock;
 	struct timespec check_at;
@@ -153,6 +157,21 @@ int sbx_sandbox_make_id(char id[SBX_SANDBOX_ID_MAX + 1], struct sbx_error *err);
  * assigned later). On failure nothing is left on the engine. */
 int sbx_container_provision(sbx_manager *m, const char *id, time_t created, const char *name,
 			    const char *owner, char **ret_container, struct sbx_error *err);
+
+/* reaper.c: removes the sandboxes whose time is up. */
+
+/* Starts the reaper thread when sandbox.idle_timeout or max_lifetime is set. */
+int sbx_reaper_start(sbx_manager *m, struct sbx_error *err);
+/* Wakes and joins it. */
+void sbx_reaper_stop(sbx_manager *m);
+/* Under m->lock: a deadline may have changed (a sandbox was added, a call
+ * or an install ended). */
+void sbx_reaper_wake_locked(sbx_manager *m);
+/* Under m->lock: when SB's time is up (on sbx_monotonic_ms(), given as
+ * NOW_MS), INT64_MAX when never; *ret_why says which limit, *ret_wall the
+ * wall-clock time (each may be NULL). Calls running in it are not counted. */
+int64_t sbx_sandbox_deadline_locked(sbx_manager *m, const sbx_sandbox *sb, int64_t now_ms,
+				    enum sbx_end *ret_why, time_t *ret_wall);
 
 /* pool.c: the warm pool and the state folder. */
 

@@ -180,6 +180,11 @@ static struct json_object *sandbox_json(const struct sbx_sandbox_info *in)
 	r |= sbx_tools_put(o, "image", new_str(in->image));
 	r |= sbx_tools_put(o, "created", new_str(created));
 	r |= sbx_tools_put(o, "last_used", new_str(used));
+	if (in->expires) {
+		char expires[32];
+		iso_time(in->expires, expires, sizeof(expires));
+		r |= sbx_tools_put(o, "expires", new_str(expires));
+	}
 	r |= sbx_tools_put(o, "packages", pk);
 	if (r < 0)
 		return json_object_put(o), NULL;

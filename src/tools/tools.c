@@ -259,8 +259,9 @@ static const struct sbx_tool_def tools[] = {
 	.name = "list_sandboxes",
 	.title = "List sandboxes",
 	.description =
-	    "List your Python sandboxes with their status, image, creation and last-use times "
-	    "(UTC) "
+	    "List your Python sandboxes with their status, image, creation, last-use and expiry "
+	    "times (UTC: a sandbox unused for a while is removed with its files, and `expires` "
+	    "says when) "
 	    "and the packages installed in them with install_package_in_sandbox. Call this first: "
 	    "reuse a running sandbox instead of creating a new one, and use it to find a "
 	    "sandbox_id you lost. Workflow: list_sandboxes -> create_sandbox (if none fits) -> "
@@ -274,6 +275,10 @@ static const struct sbx_tool_def tools[] = {
 	    "\"image\":{\"type\":\"string\"},"
 	    "\"created\":{\"type\":\"string\",\"description\":\"ISO 8601, UTC\"},"
 	    "\"last_used\":{\"type\":\"string\",\"description\":\"ISO 8601, UTC\"},"
+	    "\"expires\":{\"type\":\"string\",\"description\":\"ISO 8601, UTC: when the "
+	    "server removes it with its files unless it is used again before (an unused "
+	    "sandbox expires; so does any sandbox at the server's maximum age); absent: "
+	    "never\"},"
 	    "\"packages\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}}},"
 	    "\"required\":[\"sandbox_id\",\"name\",\"status\",\"image\",\"created\","
 	    "\"last_used\",\"packages\"],\"additionalProperties\":false}},"
@@ -289,7 +294,8 @@ static const struct sbx_tool_def tools[] = {
 	.description =
 	    "Create a new isolated Python sandbox (a container with Python 3.11, numpy, pandas and "
 	    "matplotlib) and return its sandbox_id. A sandbox keeps its files and installed "
-	    "packages until it is deleted (delete_sandbox) or the server removes it, so create one "
+	    "packages until it is deleted (delete_sandbox) or expires (unused for a while; "
+	    "list_sandboxes shows when), so create one "
 	    "per task and pass its sandbox_id to every later call; call list_sandboxes first to "
 	    "reuse one you already have, and delete_sandbox what you no longer need. "
 	    "Optional name: a label you can use instead of the id (1-64 letters, digits, '_', '.', "
