@@ -168,7 +168,15 @@ struct sbx_install_status {
 };
 
 /* The manager works on one engine with one settings snapshot; both must
- * outlive it. Nothing is created on the engine until a sandbox is. */
+ * outlive it. Nothing is created on the engine until a sandbox is.
+ *
+ * One server per instance: with a state folder the manager holds an
+ * exclusive lock on the instance (a flock on STATE/instance-INSTANCE.lock)
+ * until it is freed; when another process holds it, this fails with -EBUSY
+ * and a message naming that process. server.instance left at "default" is
+ * replaced by a name unique to the state folder (kept in
+ * STATE/default-instance), so servers with state folders of their own never
+ * share an instance. Without a state folder neither applies (pool.c). */
 int sbx_manager_new(const struct sbx_settings *s, sbx_engine *engine, sbx_manager **ret_m,
 		    struct sbx_error *err);
 /* Waits for background installs; removes every sandbox when
@@ -200,6 +208,10 @@ void sbx_manager_pool_stats(sbx_manager *m, struct sbx_pool_stats *ret_stats);
 int sbx_manager_check_engine(sbx_manager *m, struct sbx_error *err);
 /* This instance's state folder, or NULL when there is none. */
 const char *sbx_manager_state_dir(const sbx_manager *m);
+/* The instance the manager's containers are labelled with: server.instance,
+ * or, when that is left at "default" and there is a state folder, the name
+ * derived from it (see sbx_manager_new). */
+const char *sbx_manager_instance(const sbx_manager *m);
 
 /* Creates a sandbox: takes one from the pool, else creates and starts a
  * container. NAME may be NULL (then it is the id); it is

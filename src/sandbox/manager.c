@@ -61,6 +61,7 @@ int sbx_manager_new(const struct sbx_settings *s, sbx_engine *engine, sbx_manage
 		pthread_mutex_destroy(&m->check_lock);
 		pthread_cond_destroy(&m->changed);
 		pthread_mutex_destroy(&m->lock);
+		free(m->instance);
 		free(m);
 		return r;
 	}
@@ -403,7 +404,7 @@ static int check_owner(const char *owner, struct sbx_error *err)
  * create the engine may have made one without telling us its id. */
 static void remove_by_label(sbx_manager *m, const char *id)
 {
-	struct sbx_kv want[] = {{SBX_LABEL_INSTANCE, m->s->server.instance}, {SBX_LABEL_ID, id}};
+	struct sbx_kv want[] = {{SBX_LABEL_INSTANCE, m->instance}, {SBX_LABEL_ID, id}};
 	struct sbx_container_summary *cs = NULL;
 	size_t n = 0;
 
@@ -421,7 +422,7 @@ int sbx_container_provision(sbx_manager *m, const char *id, time_t when, const c
 	char created[32];
 	struct sbx_kv labels[6] = {
 	    {SBX_LABEL_MANAGED, "1"},
-	    {SBX_LABEL_INSTANCE, s->server.instance},
+	    {SBX_LABEL_INSTANCE, m->instance},
 	    {SBX_LABEL_ID, id},
 	    {SBX_LABEL_CREATED, created},
 	};
@@ -438,7 +439,7 @@ int sbx_container_provision(sbx_manager *m, const char *id, time_t when, const c
 	} else {
 		labels[n_labels++] = (struct sbx_kv){SBX_LABEL_POOL, "1"};
 	}
-	if (asprintf(&cname, "mcp-sbx-%s-%s", s->server.instance, id) < 0) {
+	if (asprintf(&cname, "mcp-sbx-%s-%s", m->instance, id) < 0) {
 		cname = NULL;
 		return sbx_error_set(err, -ENOMEM, "out of memory");
 	}
@@ -801,8 +802,7 @@ int sbx_sandbox_describe(sbx_manager *m, sbx_sandbox *sb, struct sbx_sandbox_inf
 int sbx_manager_list(sbx_manager *m, const char *owner, struct sbx_sandbox_info **ret_list,
 		     size_t *ret_n, struct sbx_error *err)
 {
-	struct sbx_kv want[] = {{SBX_LABEL_MANAGED, "1"},
-				{SBX_LABEL_INSTANCE, m->s->server.instance}};
+	struct sbx_kv want[] = {{SBX_LABEL_MANAGED, "1"}, {SBX_LABEL_INSTANCE, m->instance}};
 	struct sbx_container_summary *cs = NULL;
 	struct sbx_sandbox_info *list = NULL;
 	sbx_sandbox **mine = NULL;
@@ -942,8 +942,7 @@ static int adopt(sbx_manager *m, const char *cid, struct sbx_error *err)
 
 int sbx_manager_recover(sbx_manager *m, struct sbx_error *err)
 {
-	struct sbx_kv want[] = {{SBX_LABEL_MANAGED, "1"},
-				{SBX_LABEL_INSTANCE, m->s->server.instance}};
+	struct sbx_kv want[] = {{SBX_LABEL_MANAGED, "1"}, {SBX_LABEL_INSTANCE, m->instance}};
 	struct sbx_container_summary *cs = NULL;
 	size_t n_cs = 0;
 	int r, adopted = 0;
@@ -996,6 +995,7 @@ sbx_manager *sbx_manager_free(sbx_manager *m)
 	free(m->table);
 	gone_free(m);
 	sbx_pool_free(m);
+	free(m->instance);
 	pthread_cond_destroy(&m->changed);
 	pthread_mutex_destroy(&m->check_lock);
 	pthread_mutex_destroy(&m->lock);

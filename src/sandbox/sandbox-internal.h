@@ -83,6 +83,9 @@ struct sbx_gone {
 struct sbx_manager {
 	const struct sbx_settings *s;
 	sbx_engine *engine;
+	/* The instance in labels and the state folder: server.instance, or
+	 * the name derived from the state folder (pool.c). Set once. */
+	char *instance;
 	pthread_mutex_t lock;
 	pthread_cond_t changed; /* an install ended */
 	sbx_sandbox **table;	/* oldest first */
