@@ -815,7 +815,8 @@ int sbx_manager_list(sbx_manager *m, const char *owner, struct sbx_sandbox_info 
 	pthread_mutex_lock(&m->lock);
 	mine = calloc(m->n + 1, sizeof(*mine));
 	for (size_t i = 0; mine && i < m->n; i++)
-		if (m->table[i]->ready && strcmp(m->table[i]->owner, owner) == 0)
+		if (m->table[i]->ready && m->table[i]->end == SBX_END_NONE &&
+		    strcmp(m->table[i]->owner, owner) == 0)
 			mine[n++] = sbx_sandbox_ref(m->table[i]);
 	pthread_mutex_unlock(&m->lock);
 	if (!mine)

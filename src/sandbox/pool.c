@@ -169,14 +169,15 @@ static int instance_read(int top, char **ret_name)
 {
 	char buf[80];
 	ssize_t n;
-	int fd = openat(top, INSTANCE_FILE, O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC);
+	int r, fd = openat(top, INSTANCE_FILE, O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC);
 
 	if (fd < 0)
 		return errno == ENOENT ? 0 : -errno;
 	n = read(fd, buf, sizeof(buf) - 1);
+	r = n < 0 ? -errno : 0;
 	close(fd);
-	if (n < 0)
-		return -errno;
+	if (r < 0)
+		return r;
 	buf[n] = '\0';
 	buf[strcspn(buf, "\n")] = '\0';
 	if (!instance_valid(buf))
