@@ -276,7 +276,16 @@ static int serve(const struct sbx_settings *s, struct sbx_error *err)
 	}
 	if (n > 0)
 		fprintf(stderr, "mcp-sandboxd: adopted %d sandbox(es) of instance %s\n", n,
-			s->server.instance);
+			sbx_manager_instance(manager));
+	if (sbx_manager_state_dir(manager))
+		fprintf(stderr, "mcp-sandboxd: instance %s, state folder %s\n",
+			sbx_manager_instance(manager), sbx_manager_state_dir(manager));
+	else
+		fprintf(stderr,
+			"mcp-sandboxd: instance %s without a state folder: nothing keeps another "
+			"server with this instance off its sandboxes (set server.state_dir, or "
+			"give each server its own server.instance)\n",
+			sbx_manager_instance(manager));
 	{
 		const struct sbx_mcp_config mc = {.settings = s, .manager = manager};
 		if (sbx_mcp_new(&mc, &mcp, err) < 0) {

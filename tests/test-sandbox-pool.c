@@ -622,7 +622,14 @@ static void test_limit(void)
 	sbx_manager_pool_stats(m, &st);
 	tap_ok(st.ready == 0 && st.filling == 0 && count_instance(inst) == 2,
 	       "at the limit the pool stays empty");
+	tap_ok(strstr(err.msg, "delete_sandbox") && strstr(err.msg, "\"x\"") &&
+		   strstr(err.msg, "\"y\""),
+	       "... naming the caller's sandboxes to delete: %s", err.msg);
 	tap_ok(sbx_sandbox_delete(m, "alice", "y", &err) == 0, "delete y");
+	r = sbx_sandbox_create(m, "alice", "z", &z, &err);
+	tap_call(r, err.msg, "at once a create takes the slot y freed");
+	tap_call(sbx_sandbox_delete(m, "alice", "z", &err), err.msg, "delete z");
+	z = sbx_sandbox_unref(z);
 	tap_ok(wait_pool(m, 1, 60), "the pool takes the room back");
 	tap_is_int(count_instance(inst), 2, "still two containers in all");
 	sbx_sandbox_unref(x);
@@ -991,6 +998,154 @@ static void test_dead_pooled(void)
 	test_manager_close(&tm, "nothing left");
 }
 
+/* One server per instance: a second manager on the instance and state
+ * folder of a live one is refused; server.instance left at "default" gets a
+ * name of its own per state folder, so two such managers never touch each
+ * other's sandboxes; the name is kept; a state folder of an earlier version
+ * keeps "default". */
+static void test_instances(void)
+{
+	const char *const off[] = {"sandbox.pool_size=0", NULL};
+	char dirs[3][256], sets[3][300], path[512], inst_a[80] = "",
+						    id[SBX_SANDBOX_ID_MAX + 1] = "";
+	const char *const d1[] = {"server.instance=default", sets[0], "sandbox.pool_size=0", NULL};
+	const char *const d2[] = {"server.instance=default", sets[1], "sandbox.pool_size=0", NULL};
+	const char *const d3[] = {"server.instance=default", sets[2], "sandbox.pool_size=0", NULL};
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_settings s2, sa, sb, sc;
+	struct test_manager tm;
+	sbx_manager *m2 = NULL, *ma = NULL, *mb = NULL;
+	sbx_sandbox *x = NULL;
+	char pid[32], *cid, *out;
+	int r;
+
+	for (int i = 0; i < 3; i++) {
+		snprintf(dirs[i], sizeof(dirs[i]), "%s/state-%d", state_root, i + 1);
+		snprintf(sets[i], sizeof(sets[i]), "server.state_dir=%s", dirs[i]);
+	}
+	snprintf(pid, sizeof(pid), "pid %ld", (long)getpid());
+
+	/* The same instance and state folder. */
+	test_manager_open(&tm, "inst", off, NULL);
+	settings_for(&s2, tm.inst, off);
+	r = sbx_manager_new(&s2, engine, &m2, &err);
+	tap_is_int(r, -EBUSY, "a second manager on a live one's instance and state folder: EBUSY");
+	tap_ok(m2 == NULL && strstr(err.msg, "already serves") && strstr(err.msg, tm.inst) &&
+		   strstr(err.msg, pid),
+	       "... saying which instance and which process holds it: %s", err.msg);
+	m2 = sbx_manager_free(m2);
+	test_manager_close(&tm, "nothing left");
+	r = sbx_manager_new(&s2, engine, &m2, &err);
+	tap_call(r, err.msg, "once the first is freed, the instance is free again");
+	m2 = sbx_manager_free(m2);
+	sbx_settings_release(&s2);
+
+	/* server.instance left at "default", two state folders. */
+	settings_for(&sa, "unused", d1);
+	settings_for(&sb, "unused", d2);
+	settings_for(&sc, "unused", d1);
+	ma = manager(&sa, engine);
+	mb = manager(&sb, engine);
+	snprintf(inst_a, sizeof(inst_a), "%s", sbx_manager_instance(ma));
+	if (!tap_ok(strncmp(inst_a, "default-", 8) == 0 &&
+			strncmp(sbx_manager_instance(mb), "default-", 8) == 0 &&
+			strcmp(inst_a, sbx_manager_instance(mb)) != 0,
+		    "\"default\" becomes a name of its own per state folder: %s and %s", inst_a,
+		    sbx_manager_instance(mb)))
+		goto out; /* not with two managers on one instance of a shared engine */
+	if (!tap_call(sbx_sandbox_create(ma, "alice", "mine", &x, &err), err.msg,
+		      "the first creates a sandbox"))
+		goto out;
+	snprintf(id, sizeof(id), "%s", sbx_sandbox_id(x));
+	tap_is_int(recover(mb), 0, "the second's recover adopts nothing of it");
+	mb = sbx_manager_free(mb); /* removes its own sandboxes: none */
+	cid = container_of(inst_a, id);
+	tap_ok(cid != NULL, "the second's exit leaves the first's container alone");
+	free(cid);
+	out = shell_out(ma, x, "echo alive");
+	tap_is_str(out, "alive\n", "and the first's sandbox answers");
+	free(out);
+	r = sbx_manager_new(&sc, engine, &m2, &err);
+	tap_ok(r == -EBUSY && strstr(err.msg, inst_a),
+	       "a third on the first's state folder, \"default\" too, is refused: %s", err.msg);
+	x = sbx_sandbox_unref(x);
+	ma = sbx_manager_free(ma);
+	tap_is_int(count_instance(inst_a), 0, "the first removes its sandbox when freed");
+	ma = manager(&sc, engine);
+	tap_is_str(sbx_manager_instance(ma), inst_a, "the name is kept: the next start has it too");
+	ma = sbx_manager_free(ma);
+
+	/* A state folder from before, with an instance-default folder. */
+	snprintf(path, sizeof(path), "%s/instance-default", dirs[2]);
+	if (mkdir(dirs[2], 0700) < 0 || mkdir(path, 0700) < 0)
+		tap_bail("mkdir");
+	settings_for(&s2, "unused", d3);
+	m2 = manager(&s2, engine);
+	tap_is_str(sbx_manager_instance(m2), "default",
+		   "a state folder with an instance-default folder keeps \"default\"");
+	m2 = sbx_manager_free(m2);
+	sbx_settings_release(&s2);
+out:
+	sbx_sandbox_unref(x);
+	sbx_manager_free(ma);
+	sbx_manager_free(mb);
+	if (inst_a[0])
+		tap_is_int(count_instance(inst_a), 0, "nothing of the first is left");
+	sbx_settings_release(&sa);
+	sbx_settings_release(&sb);
+	sbx_settings_release(&sc);
+}
+
+/* A sandbox taken from the pool and then unused is reaped
+ * (sandbox.idle_timeout=2s): its container and its state file go, a get
+ * says it expired, and the pool refills. */
+static void test_reap_pooled(void)
+{
+	const char *const extra[] = {"sandbox.pool_size=1", "sandbox.idle_timeout=2s", NULL};
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_pool_stats st;
+	struct test_manager tm;
+	struct stat fst;
+	sbx_manager *m;
+	sbx_sandbox *a = NULL, *x = NULL;
+	char id[SBX_SANDBOX_ID_MAX + 1] = "", *cid = NULL;
+	double t0;
+	int r = 0;
+
+	m = test_manager_open(&tm, "reap", extra, NULL);
+	recover(m);
+	tap_ok(wait_pool(m, 1, 60), "a pool of one fills");
+	r = sbx_sandbox_create(m, "alice", "reap-me", &a, &err);
+	sbx_manager_pool_stats(m, &st);
+	if (!tap_ok(r == 0 && st.taken == 1, "create a sandbox from the pool (%s)", err.msg))
+		goto out;
+	snprintf(id, sizeof(id), "%s", sbx_sandbox_id(a));
+	tap_ok(state_file(tm.inst, id, &fst), "its assignment is in the state folder");
+	t0 = now_ms();
+	do {
+		sbx_error_clear(&err);
+		r = sbx_sandbox_get(m, "alice", "reap-me", &x, &err);
+		x = sbx_sandbox_unref(x);
+		if (r == 0)
+			usleep(200000);
+	} while (r == 0 && now_ms() - t0 < 60000);
+	tap_ok(r == -ENOENT && strstr(err.msg, "expired"),
+	       "unused, it is reaped within 60 s (%.1f s): %s", (now_ms() - t0) / 1000, err.msg);
+	do {
+		free(cid);
+		cid = container_of(tm.inst, id);
+		if (cid)
+			usleep(200000);
+	} while (cid && now_ms() - t0 < 90000);
+	tap_ok(cid == NULL, "its container is gone");
+	tap_ok(!state_file(tm.inst, id, &fst), "and its state file");
+	tap_ok(wait_pool(m, 1, 60), "the pool refills");
+out:
+	free(cid);
+	sbx_sandbox_unref(a);
+	test_manager_close(&tm, "nothing left");
+}
+
 int main(int argc, char **argv)
 {
 	static const char *const defaults[] = {state_dir, NULL};
@@ -1014,15 +1169,17 @@ int main(int argc, char **argv)
 	test_engine_down();
 	test_dead_pooled();
 	test_warm_interp();
+	test_reap_pooled();
+	test_instances();
 	measure(true, 20);
 	measure(false, 20);
 	measure_first_call(true, 10);
 	measure_first_call(false, 10);
 
 	{
-		static const char *const parts[] = {"fill",	"off",	"max",	      "race",
-						    "rec",	"down", "dead",	      "p50-pool",
-						    "p50-cold", "warm", "first-pool", "first-cold"};
+		static const char *const parts[] = {
+		    "fill",	"off",	    "max",  "race",	  "rec",	"down", "dead",
+		    "p50-pool", "p50-cold", "warm", "first-pool", "first-cold", "reap", "inst"};
 		size_t left = 0;
 		for (size_t i = 0; i < SBX_ARRAY_SIZE(parts); i++) {
 			char inst[80];

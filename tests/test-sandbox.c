@@ -1241,6 +1241,295 @@ static void test_stopped(sbx_manager *m)
 	free(cid);
 }
 
+/* A call run in a thread of its own, for a delete to cut short. */
+struct busy_call {
+	pthread_t thread;
+	sbx_manager *m;
+	sbx_sandbox *sb;
+	bool python;
+	const char *code;
+	int r;
+	struct sbx_error err;
+	struct timespec done;
+};
+
+static void *busy_main(void *arg)
+{
+	struct busy_call *b = arg;
+	struct sbx_run_result res = {0};
+
+	b->r = b->python ? sbx_sandbox_run_python(b->m, b->sb, b->code, 120000, &res, &b->err)
+			 : sbx_sandbox_run_shell(b->m, b->sb, b->code, 120000, &res, &b->err);
+	if (b->r == 0)
+		sbx_run_result_release(&res);
+	clock_gettime(CLOCK_MONOTONIC, &b->done);
+	return NULL;
+}
+
+static double secs_since(const struct timespec *t0)
+{
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (double)(now.tv_sec - t0->tv_sec) + (double)(now.tv_nsec - t0->tv_nsec) / 1e9;
+}
+
+/* delete: owner-checked, its container gone from the engine, the slot free
+ * at once, a busy sandbox deleted all the same (its calls fail saying so),
+ * a later call told it was deleted; the error at max_sandboxes names the
+ * caller's least recently used sandboxes. */
+static void test_delete(void)
+{
+	const char *const two[] = {"sandbox.max_sandboxes=2", NULL};
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_run_result res = {0};
+	struct busy_call py = {0}, sh = {0};
+	struct test_manager tm;
+	struct timespec t0;
+	sbx_manager *m;
+	sbx_sandbox *a = NULL, *b = NULL, *c = NULL, *x = NULL;
+	char id_a[SBX_SANDBOX_ID_MAX + 1] = "", id_b[SBX_SANDBOX_ID_MAX + 1] = "", *cid;
+	int r;
+
+	m = test_manager_open(&tm, "del", two, NULL);
+	if (!tap_call(sbx_sandbox_create(m, "alice", "del-a", &a, &err), err.msg, "create del-a") ||
+	    !tap_call(sbx_sandbox_create(m, "alice", "del-b", &b, &err), err.msg, "create del-b"))
+		goto out;
+	snprintf(id_a, sizeof(id_a), "%s", sbx_sandbox_id(a));
+	snprintf(id_b, sizeof(id_b), "%s", sbx_sandbox_id(b));
+	/* b is used last: a is the least recently used. */
+	if (shell(m, b, "true", &res) == 0)
+		sbx_run_result_release(&res);
+
+	sbx_error_clear(&err);
+	r = sbx_sandbox_create(m, "alice", "del-c", &c, &err);
+	tap_is_int(r, -EBUSY, "at max_sandboxes=2 a third create: EBUSY");
+	{
+		const char *pa = strstr(err.msg, id_a), *pb = strstr(err.msg, id_b);
+		tap_ok(strstr(err.msg, "delete_sandbox") && pa && pb && pa < pb &&
+			   strstr(err.msg, "\"del-a\"") && strstr(err.msg, "last used"),
+		       "... its message names the caller's sandboxes, least recently used first, "
+		       "and delete_sandbox: %s",
+		       err.msg);
+	}
+	sbx_error_clear(&err);
+	r = sbx_sandbox_create(m, "bob", NULL, &c, &err);
+	tap_ok(r == -EBUSY && !strstr(err.msg, id_a) && strstr(err.msg, "none of them yours"),
+	       "another owner's EBUSY names none of them: %s", err.msg);
+
+	sbx_error_clear(&err);
+	r = sbx_sandbox_delete(m, "bob", id_b, &err);
+	tap_is_int(r, -ENOENT, "another owner cannot delete it, by id (%s)", err.msg);
+	r = sbx_sandbox_delete(m, "bob", "del-b", &err);
+	tap_is_int(r, -ENOENT, "nor by name");
+	r = sbx_sandbox_get(m, "alice", "del-b", &x, &err);
+	tap_ok(r == 0 && x == b, "it is still there");
+	x = sbx_sandbox_unref(x);
+
+	r = sbx_sandbox_delete(m, "alice", "del-b", &err);
+	tap_call(r, err.msg, "alice deletes del-b by name");
+	cid = container_of(tm.inst, id_b);
+	tap_ok(cid == NULL, "its container is gone from the engine");
+	free(cid);
+	sbx_error_clear(&err);
+	r = sbx_sandbox_get(m, "alice", "del-b", &x, &err);
+	tap_ok(r == -ENOENT && strstr(err.msg, "was deleted") && strstr(err.msg, "create_sandbox"),
+	       "a later get by name says it was deleted: %s", err.msg);
+	sbx_error_clear(&err);
+	r = sbx_sandbox_get(m, "alice", id_b, &x, &err);
+	tap_ok(r == -ENOENT && strstr(err.msg, "was deleted"), "and by id: %s", err.msg);
+	sbx_error_clear(&err);
+	r = sbx_sandbox_get(m, "bob", id_b, &x, &err);
+	tap_ok(r == -ENOENT && !strstr(err.msg, "deleted"),
+	       "another owner is told only that there is no such sandbox: %s", err.msg);
+	sbx_error_clear(&err);
+	r = sbx_sandbox_run_shell(m, b, "echo held", 0, &res, &err);
+	tap_ok(r == -ENOENT && strstr(err.msg, "was deleted"),
+	       "a call through a reference held from before says it was deleted: %s", err.msg);
+	if (r == 0)
+		sbx_run_result_release(&res);
+	sbx_error_clear(&err);
+	r = sbx_sandbox_delete(m, "alice", "del-b", &err);
+	tap_ok(r == -ENOENT && strstr(err.msg, "was deleted"), "deleting it again: ENOENT (%s)",
+	       err.msg);
+	b = sbx_sandbox_unref(b);
+
+	r = sbx_sandbox_create(m, "alice", "del-c", &c, &err);
+	tap_call(r, err.msg, "the slot is free at once: a create after the delete works");
+
+	/* A busy sandbox: its calls are cut short and say why. */
+	py = (struct busy_call){
+	    .m = m, .sb = a, .python = true, .code = "import time\ntime.sleep(100)"};
+	sh = (struct busy_call){.m = m, .sb = a, .code = "sleep 100"};
+	pthread_create(&py.thread, NULL, busy_main, &py);
+	pthread_create(&sh.thread, NULL, busy_main, &sh);
+	usleep(1500000);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	r = sbx_sandbox_delete(m, "alice", id_a, &err);
+	tap_call(r, err.msg, "delete a sandbox with two calls running in it (%.1f s)",
+		 secs_since(&t0));
+	pthread_join(py.thread, NULL);
+	pthread_join(sh.thread, NULL);
+	tap_ok(secs_since(&t0) < 60, "both calls end soon after (%.1f s)", secs_since(&t0));
+	tap_ok(py.r == -ENOENT && strstr(py.err.msg, "was deleted") &&
+		   strstr(py.err.msg, "while this call ran"),
+	       "the Python call fails saying the sandbox was deleted while it ran: %d %s", py.r,
+	       py.err.msg);
+	tap_ok(sh.r == -ENOENT && strstr(sh.err.msg, "was deleted") &&
+		   strstr(sh.err.msg, "while this call ran"),
+	       "the command fails saying so too: %d %s", sh.r, sh.err.msg);
+	cid = container_of(tm.inst, id_a);
+	tap_ok(cid == NULL, "its container is gone from the engine");
+	free(cid);
+	tap_call(sbx_sandbox_delete(m, "alice", "del-c", &err), err.msg, "delete del-c");
+out:
+	sbx_sandbox_unref(a);
+	sbx_sandbox_unref(b);
+	sbx_sandbox_unref(c);
+	test_manager_close(&tm, "nothing of the delete test is left");
+}
+
+/* Waits up to SECONDS for OWNER's ID_OR_NAME to be gone; returns get's
+ * error then (0 when it is still there), with its message in ERR. */
+static int wait_gone(sbx_manager *m, const char *owner, const char *id_or_name, int seconds,
+		     struct sbx_error *err)
+{
+	struct timespec t0;
+	sbx_sandbox *x = NULL;
+	int r;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		sbx_error_clear(err);
+		r = sbx_sandbox_get(m, owner, id_or_name, &x, err);
+		if (r < 0 || secs_since(&t0) > seconds)
+			break;
+		x = sbx_sandbox_unref(x);
+		usleep(200000);
+	}
+	sbx_sandbox_unref(x);
+	return r < 0 ? r : 0;
+}
+
+/* Waits up to SECONDS until the engine has no container for sandbox ID of
+ * INST (a get fails as soon as the removal starts); whether it went. */
+static bool wait_container_gone(const char *inst, const char *id, int seconds)
+{
+	struct timespec t0;
+	char *cid;
+	bool gone;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	while ((cid = container_of(inst, id)) && secs_since(&t0) < seconds) {
+		free(cid);
+		usleep(200000);
+	}
+	gone = cid == NULL;
+	free(cid);
+	return gone;
+}
+
+/* Reaping: sandbox.idle_timeout=2s removes an unused sandbox (its container
+ * too), never one with a call running in it; the list says when each
+ * expires; a later call says it expired. */
+static void test_reap(void)
+{
+	const char *const idle[] = {"sandbox.idle_timeout=2s", NULL};
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_sandbox_info *list = NULL;
+	struct sbx_run_result res = {0};
+	struct busy_call busy = {0};
+	struct test_manager tm;
+	struct timespec t0;
+	sbx_manager *m;
+	sbx_sandbox *a = NULL, *b = NULL;
+	char id_a[SBX_SANDBOX_ID_MAX + 1] = "";
+	size_t n = 0;
+	int r;
+
+	m = test_manager_open(&tm, "reap", idle, NULL);
+	if (!tap_call(sbx_sandbox_create(m, "alice", "idle", &a, &err), err.msg, "create idle") ||
+	    !tap_call(sbx_sandbox_create(m, "alice", "busy", &b, &err), err.msg, "create busy"))
+		goto out;
+	snprintf(id_a, sizeof(id_a), "%s", sbx_sandbox_id(a));
+	/* busy is used for 8 s, four times idle_timeout. */
+	busy = (struct busy_call){
+	    .m = m, .sb = b, .python = true, .code = "import time\ntime.sleep(8)\nprint('done')"};
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	pthread_create(&busy.thread, NULL, busy_main, &busy);
+	r = sbx_manager_list(m, "alice", &list, &n, &err);
+	if (tap_call(r, err.msg, "list") && n == 2)
+		tap_ok(list[0].expires == list[0].last_used + 2 &&
+			   list[1].expires >= list[1].last_used,
+		       "the list says when each expires: 2 s after its last use (%lld, %lld)",
+		       (long long)(list[0].expires - list[0].last_used),
+		       (long long)(list[1].expires - list[1].last_used));
+	sbx_sandbox_info_list_free(list, n);
+
+	r = wait_gone(m, "alice", "idle", 60, &err);
+	tap_ok(r == -ENOENT, "the unused sandbox is reaped within 60 s (%.1f s)", secs_since(&t0));
+	tap_ok(strstr(err.msg, "expired") && strstr(err.msg, "not used for 2 s") &&
+		   strstr(err.msg, "sandbox.idle_timeout"),
+	       "a get of it says it expired, and why: %s", err.msg);
+	tap_ok(wait_container_gone(tm.inst, id_a, 30), "its container is gone from the engine");
+	sbx_error_clear(&err);
+	r = sbx_sandbox_run_shell(m, a, "true", 0, &res, &err);
+	tap_ok(r == -ENOENT && strstr(err.msg, "expired"),
+	       "a call through a reference held from before says it expired: %s", err.msg);
+	if (r == 0)
+		sbx_run_result_release(&res);
+
+	pthread_join(busy.thread, NULL);
+	tap_ok(busy.r == 0,
+	       "a sandbox with a call running in it is not reaped: its 8 s call ends well (%d %s)",
+	       busy.r, busy.err.msg);
+	r = wait_gone(m, "alice", "busy", 60, &err);
+	tap_ok(r == -ENOENT && strstr(err.msg, "expired"),
+	       "once the call has ended, it is reaped in its turn: %s", err.msg);
+out:
+	sbx_sandbox_unref(a);
+	sbx_sandbox_unref(b);
+	test_manager_close(&tm, "nothing of the reaping test is left");
+}
+
+/* sandbox.max_lifetime=3s removes a sandbox that is used all the time. */
+static void test_lifetime(void)
+{
+	const char *const life[] = {"sandbox.idle_timeout=0s", "sandbox.max_lifetime=3s", NULL};
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_sandbox_info info = {0};
+	struct sbx_run_result res = {0};
+	struct test_manager tm;
+	struct timespec t0;
+	sbx_manager *m;
+	sbx_sandbox *a = NULL;
+	int r = 0, calls = 0;
+
+	m = test_manager_open(&tm, "life", life, NULL);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	if (!tap_call(sbx_sandbox_create(m, "alice", "old", &a, &err), err.msg, "create old"))
+		goto out;
+	if (tap_call(sbx_sandbox_describe(m, a, &info, &err), err.msg, "describe"))
+		tap_ok(info.expires == info.created + 3, "it expires 3 s after its creation (%lld)",
+		       (long long)(info.expires - info.created));
+	sbx_sandbox_info_release(&info);
+	while (secs_since(&t0) < 60) {
+		sbx_error_clear(&err);
+		r = sbx_sandbox_run_shell(m, a, "true", 0, &res, &err);
+		if (r < 0)
+			break;
+		sbx_run_result_release(&res);
+		calls++;
+		usleep(300000);
+	}
+	tap_ok(r == -ENOENT && strstr(err.msg, "maximum age of 3 s") &&
+		   strstr(err.msg, "sandbox.max_lifetime"),
+	       "used every 0.3 s, it is removed all the same after %d calls: %s", calls, err.msg);
+	tap_ok(secs_since(&t0) >= 2.0, "not before its time (%.1f s)", secs_since(&t0));
+out:
+	sbx_sandbox_unref(a);
+	test_manager_close(&tm, "nothing of the lifetime test is left");
+}
+
 static void test_engine_down(void)
 {
 	struct sbx_engine_config cfg = {.type = engine_type,
@@ -1343,8 +1632,19 @@ static void test_recover_and_limit(void)
 	tap_is_int(count_instance(inst), 1, "with remove_on_exit=false the container stays");
 
 	m = manager(&s2, engine);
-	r = sbx_manager_recover(m, &err);
-	tap_is_int(r, 1, "recover adopts it (%s)", err.msg);
+	{
+		time_t before = time(NULL);
+		struct sbx_sandbox_info *list = NULL;
+		size_t n = 0;
+		r = sbx_manager_recover(m, &err);
+		tap_is_int(r, 1, "recover adopts it (%s)", err.msg);
+		if (tap_call(sbx_manager_list(m, "dave", &list, &n, &err), err.msg, "list") &&
+		    n == 1)
+			tap_ok(
+			    list[0].last_used >= before && list[0].expires > list[0].last_used,
+			    "an adopted sandbox counts as used at adoption, its expiry from then");
+		sbx_sandbox_info_list_free(list, n);
+	}
 	r = sbx_manager_recover(m, &err);
 	tap_is_int(r, 0, "recover again adopts nothing new");
 	sb = NULL;
@@ -1422,6 +1722,9 @@ int main(int argc, char **argv)
 	m = sbx_manager_free(m);
 	tap_is_int(count_instance(instance), 0, "the manager removed its sandboxes on free");
 
+	test_delete();
+	test_reap();
+	test_lifetime();
 	test_engine_down();
 	test_create_failures();
 	test_recover_and_limit();

@@ -89,6 +89,9 @@ static void test_defaults(void)
 	tap_is_int(s.sandbox.output_cap, 1 << 20, "sandbox.output_cap");
 	tap_is_int(s.sandbox.image_inline_max, 1 << 20, "sandbox.image_inline_max");
 	tap_is_int(s.sandbox.interrupt_grace_ms, 2000, "sandbox.interrupt_grace");
+	tap_is_int(s.sandbox.max_exec_timeout_ms, 600000, "sandbox.max_exec_timeout");
+	tap_is_int(s.sandbox.idle_timeout_ms, 30 * 60000, "sandbox.idle_timeout");
+	tap_is_int(s.sandbox.max_lifetime_ms, 24 * 3600000LL, "sandbox.max_lifetime");
 	tap_is_str(s.sandbox.upload_dir, "", "sandbox.upload_dir");
 	tap_is_str(s.sandbox.index_url, "", "sandbox.index_url");
 
@@ -368,6 +371,8 @@ static void test_numbers(void)
 	SET_OK("engine.timeout=5m", engine.timeout_ms, 300000);
 	SET_OK("engine.timeout=60m", engine.timeout_ms, 3600000);
 	SET_OK("sandbox.exec_timeout=1500MS", sandbox.exec_timeout_ms, 1500);
+	SET_OK("sandbox.idle_timeout=0s", sandbox.idle_timeout_ms, 0);
+	SET_OK("sandbox.max_lifetime=0m", sandbox.max_lifetime_ms, 0);
 	set_fails("engine.timeout=61m", "--set engine.timeout: bad value \"61m\": "
 					"expected a duration (suffix ms, s or m) in 1ms..60m");
 	set_fails("engine.timeout=0s", "--set engine.timeout: bad");

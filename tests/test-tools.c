@@ -58,12 +58,14 @@ static const char *const tool_names[] = {
     "execute_terminal_command",
     "upload_file_to_sandbox",
     "reset_python_interpreter",
+    "delete_sandbox",
 };
 
 static sbx_engine *engine;
 static char instance[64], instance2[80], upload_dir[64] = "";
 static struct json_object *schemas; /* tools/list of the newest version */
 static int rc;			    /* the last call's return, read after it in tap_ok */
+static size_t count_instance(const char *inst);
 
 /* ---- calling a tool ---- */
 
@@ -509,6 +511,10 @@ static void test_create_and_list(void)
 		tap_ok(str_at(mine, "created") && strlen(str_at(mine, "created")) == 20 &&
 			   str_at(mine, "created")[10] == 'T' && str_at(mine, "created")[19] == 'Z',
 		       "created is ISO 8601 UTC: %s", str_at(mine, "created"));
+		tap_ok(str_at(mine, "expires") && strlen(str_at(mine, "expires")) == 20 &&
+			   strcmp(str_at(mine, "expires"), str_at(mine, "last_used")) > 0,
+		       "expires (ISO 8601 UTC) is after last_used: %s > %s",
+		       str_at(mine, "expires"), str_at(mine, "last_used"));
 	}
 	call_release(&c);
 
@@ -1103,6 +1109,97 @@ static void test_client_gone(void)
 	sbx_mcp_free(mcp);
 }
 
+/* A timeout argument over sandbox.max_exec_timeout (3 s here) is cut to it,
+ * and the result says so; one under it is left alone. */
+static void test_timeout_cap(void)
+{
+	struct call c;
+	char args[256];
+	int64_t t0, ms;
+	const char *n;
+
+	snprintf(args, sizeof(args),
+		 "{\"sandbox_id\":\"%s\",\"command\":\"sleep 40; echo slept\",\"timeout\":3600}",
+		 sandbox_id);
+	t0 = mono_ms();
+	rc = call("execute_terminal_command", args, &c);
+	ms = mono_ms() - t0;
+	tap_ok(rc == 0 && !c.is_error && bool_at(c.obj, "timed_out") &&
+		   !strstr(str_at(c.obj, "stdout") ?: "", "slept") && ms < 30000,
+	       "a command asking for timeout 3600 is stopped at sandbox.max_exec_timeout (3 s): "
+	       "timed_out after %lld ms",
+	       (long long)ms);
+	n = str_at(c.obj, "notice");
+	tap_ok(n && strstr(n, "3600") && strstr(n, "max_exec_timeout") && strstr(n, "3 s"),
+	       "... and its notice says the timeout was cut: %s", n ? n : "none");
+	call_release(&c);
+
+	t0 = mono_ms();
+	rc = run_py("import time\ntime.sleep(40)\nprint('slept')", 3600, &c);
+	ms = mono_ms() - t0;
+	tap_ok(rc == 0 && !c.is_error && bool_at(c.obj, "timed_out") && ms < 30000,
+	       "Python code asking for timeout 3600 is interrupted at 3 s: timed_out after %lld ms",
+	       (long long)ms);
+	n = str_at(c.obj, "notice");
+	tap_ok(n && strstr(n, "3600") && strstr(n, "max_exec_timeout") &&
+		   strstr(n, "KeyboardInterrupt"),
+	       "... its notice says the timeout was cut, and what the interrupt did: %s",
+	       n ? n : "none");
+	call_release(&c);
+
+	snprintf(args, sizeof(args),
+		 "{\"sandbox_id\":\"%s\",\"command\":\"echo quick\",\"timeout\":2}", sandbox_id);
+	rc = call("execute_terminal_command", args, &c);
+	tap_ok(rc == 0 && !c.is_error && !has(c.obj, "notice") &&
+		   !strcmp(str_at(c.obj, "stdout") ?: "", "quick\n"),
+	       "a timeout under the maximum is left alone: no notice");
+	call_release(&c);
+}
+
+/* delete_sandbox: only the owner's, and then a call on it says it was deleted. */
+static void test_delete(void)
+{
+	struct call c;
+	char id[SBX_SANDBOX_ID_MAX + 1] = "", args[256];
+
+	rc = call("create_sandbox", "{\"name\":\"tools-del\"}", &c);
+	if (tap_ok(rc == 0 && !c.is_error, "create a sandbox to delete: %s", c.text))
+		snprintf(id, sizeof(id), "%s", str_at(c.obj, "sandbox_id"));
+	call_release(&c);
+	rc = call_as(mgr, &settings, "someone-else", SBX_MCP_VERSION_LATEST, "delete_sandbox",
+		     "{\"sandbox_id\":\"tools-del\"}", &c);
+	tap_ok(rc == 0 && c.is_error && strstr(c.text, "no sandbox"),
+	       "another owner cannot delete it: %s", c.text);
+	call_release(&c);
+	rc = call("execute_terminal_command", "{\"sandbox_id\":\"tools-del\",\"command\":\"true\"}",
+		  &c);
+	tap_ok(rc == 0 && !c.is_error, "it still runs commands");
+	call_release(&c);
+
+	rc = call_as(mgr, &settings, "default", "2024-11-05", "delete_sandbox",
+		     "{\"sandbox_id\":\"tools-del\"}", &c);
+	tap_ok(rc == 0 && !c.is_error && bool_at(c.obj, "deleted") &&
+		   !strcmp(str_at(c.obj, "sandbox_id") ?: "", id) &&
+		   !strcmp(str_at(c.obj, "name") ?: "", "tools-del") && str_at(c.obj, "message"),
+	       "delete_sandbox by name (2024-11-05): deleted, with its id and name: %s", c.text);
+	call_release(&c);
+	snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"command\":\"true\"}", id);
+	rc = call("execute_terminal_command", args, &c);
+	tap_ok(rc == 0 && c.is_error && strstr(c.text, "was deleted") &&
+		   strstr(c.text, "create_sandbox"),
+	       "a later call on it says it was deleted: %s", c.text);
+	call_release(&c);
+	rc = call("list_sandboxes", NULL, &c);
+	tap_ok(rc == 0 && !c.is_error && !strstr(c.text, id), "list_sandboxes no longer shows it");
+	call_release(&c);
+	rc = call("delete_sandbox", "{\"sandbox_id\":\"tools-del\"}", &c);
+	tap_ok(rc == 0 && c.is_error && strstr(c.text, "was deleted"),
+	       "deleting it again is an error that says it was deleted: %s", c.text);
+	call_release(&c);
+	expect_error("delete_sandbox", "{}", "missing required argument 'sandbox_id'",
+		     "sandbox_id missing");
+}
+
 static void test_upload(void)
 {
 	struct call c;
@@ -1349,6 +1446,59 @@ stop_index:
 		waitpid(index_pid, NULL, 0);
 	}
 	nftw(index_root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* A manager whose sandboxes expire after 2 s unused: a call on one that
+ * expired says so. */
+static void test_reap(const char *type, const char *url, const char *image)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_settings s;
+	sbx_manager *m = NULL;
+	struct call c;
+	char set[256], inst[96];
+	int64_t t0;
+
+	snprintf(inst, sizeof(inst), "%s-reap", instance);
+	sbx_settings_init(&s);
+	{
+		const char *keys[] = {
+		    "server.instance=", "engine.type=",	      "engine.socket=",
+		    "sandbox.image=",	"sandbox.pool_size=", "sandbox.idle_timeout="};
+		const char *vals[] = {inst, type, url, image, "0", "2s"};
+		for (size_t i = 0; i < SBX_ARRAY_SIZE(keys); i++) {
+			snprintf(set, sizeof(set), "%s%s", keys[i], vals[i]);
+			if (sbx_settings_set(&s, set, &err) < 0)
+				tap_bail(err.msg);
+		}
+	}
+	if (!tap_call(sbx_manager_new(&s, engine, &m, &err), err.msg,
+		      "a manager with sandbox.idle_timeout=2s"))
+		goto out;
+	rc = call_as(m, &s, "default", SBX_MCP_VERSION_LATEST, "create_sandbox",
+		     "{\"name\":\"short-lived\"}", &c);
+	tap_ok(rc == 0 && !c.is_error, "create a sandbox: %s", c.text);
+	call_release(&c);
+	t0 = mono_ms();
+	do {
+		sleep_ms(250);
+		call_release(&c);
+		rc = call_as(m, &s, "default", SBX_MCP_VERSION_LATEST, "list_sandboxes", NULL, &c);
+	} while (rc == 0 && int_at(c.obj, "count") > 0 && mono_ms() - t0 < 60000);
+	tap_ok(rc == 0 && int_at(c.obj, "count") == 0,
+	       "unused, it is gone from list_sandboxes within 60 s (%lld ms)",
+	       (long long)(mono_ms() - t0));
+	call_release(&c);
+	rc = call_as(m, &s, "default", SBX_MCP_VERSION_LATEST, "execute_python_code",
+		     "{\"sandbox_id\":\"short-lived\",\"code\":\"print(1)\"}", &c);
+	tap_ok(rc == 0 && c.is_error && strstr(c.text, "expired") &&
+		   strstr(c.text, "sandbox.idle_timeout") && strstr(c.text, "create_sandbox"),
+	       "a call on it says it expired, why, and what to do: %s", c.text);
+	call_release(&c);
+out:
+	sbx_manager_free(m);
+	tap_is_int(count_instance(inst), 0, "no container of the reaping manager is left");
+	sbx_settings_release(&s);
 }
 
 /* A manager whose engine socket leads nowhere: every tool that needs the
@@ -1603,9 +1753,10 @@ int main(int argc, char **argv)
 
 	sbx_settings_init(&settings);
 	{
-		const char *keys[] = {"server.instance=", "engine.type=", "engine.socket=",
-				      "sandbox.image=", "sandbox.upload_dir="};
-		const char *vals[] = {instance, argv[1], argv[2], image, upload_dir};
+		const char *keys[] = {
+		    "server.instance=", "engine.type=",	       "engine.socket=",
+		    "sandbox.image=",	"sandbox.upload_dir=", "sandbox.max_exec_timeout="};
+		const char *vals[] = {instance, argv[1], argv[2], image, upload_dir, "3s"};
 		for (size_t i = 0; i < SBX_ARRAY_SIZE(keys); i++) {
 			snprintf(set, sizeof(set), "%s%s", keys[i], vals[i]);
 			if (sbx_settings_set(&settings, set, &err) < 0)
@@ -1625,10 +1776,13 @@ int main(int argc, char **argv)
 	test_notebook();
 	test_terminal();
 	test_client_gone();
+	test_timeout_cap();
+	test_delete();
 	test_upload();
 	tap_ok(sbx_sandbox_delete(mgr, "default", sandbox_id, &err) == 0, "delete the sandbox (%s)",
 	       err.msg);
 	test_install(image);
+	test_reap(argv[1], argv[2], image);
 	test_engine_down(argv[1]);
 	test_ready(argv[1], argv[2]);
 

@@ -42,15 +42,30 @@
  * engine seam; a file inside the container would be data the sandbox's own
  * user could reach; creating every container at create time loses the pool.
  *
+ * Lifecycle: a sandbox lives until it is deleted (sbx_sandbox_delete) or
+ * the reaper removes it (src/sandbox/reaper.c): when it has not been used
+ * for sandbox.idle_timeout, or is older than sandbox.max_lifetime (either 0
+ * = never). Used means any call below that works in it (a run, a reset, an
+ * install or its status, an upload, an artifact read); a sandbox with such
+ * a call running, or a package install, is never reaped. Its creation time
+ * is in its labels (or its state file), so max_lifetime counts across
+ * restarts; its last use is not kept: an adopted sandbox counts as used at
+ * adoption. sbx_sandbox_info.expires says when it goes if unused. A call on
+ * a reaped sandbox says that it expired, and why, like one on a deleted
+ * sandbox says that it was deleted.
+ *
  * Threads: every function may be called from any thread at the same time.
  * Records are reference-counted; sbx_sandbox_get/create return a reference
  * that the caller drops with sbx_sandbox_unref.
  *
  * Errors: include/sbx/error.h. Messages are written for the person (or
  * model) who called the tool: they say what went wrong and what to do.
- * -ENOENT: unknown sandbox (or path); -EINVAL: a bad argument; -EPERM: a
- * path outside what is allowed; -EFBIG: a file over a size limit; -EBUSY:
- * a limit on the number of sandboxes; anything else: the engine failed.
+ * -ENOENT: unknown sandbox (or path), or one deleted lately (the message
+ * says so); -EINVAL: a bad argument; -EPERM: a path outside what is
+ * allowed; -EFBIG: a file over a size limit; -EBUSY: a limit on the number
+ * of sandboxes (at sandbox.max_sandboxes the message names the caller's
+ * least recently used sandboxes, to delete one); anything else: the engine
+ * failed.
  */
 #ifndef SBX_SANDBOX_H
 #define SBX_SANDBOX_H
@@ -95,6 +110,10 @@ struct sbx_sandbox_info {
 	char *image;
 	time_t created;
 	time_t last_used;
+	/* When the reaper removes it if it is not used again (the earlier of
+	 * last_used + sandbox.idle_timeout and created + sandbox.max_lifetime;
+	 * never while a call runs in it); 0 = never. */
+	time_t expires;
 	char **packages; /* successfully installed package specs, NULL-terminated */
 };
 
@@ -149,7 +168,15 @@ struct sbx_install_status {
 };
 
 /* The manager works on one engine with one settings snapshot; both must
- * outlive it. Nothing is created on the engine until a sandbox is. */
+ * outlive it. Nothing is created on the engine until a sandbox is.
+ *
+ * One server per instance: with a state folder the manager holds an
+ * exclusive lock on the instance (a flock on STATE/instance-INSTANCE.lock)
+ * until it is freed; when another process holds it, this fails with -EBUSY
+ * and a message naming that process. server.instance left at "default" is
+ * replaced by a name unique to the state folder (kept in
+ * STATE/default-instance), so servers with state folders of their own never
+ * share an instance. Without a state folder neither applies (pool.c). */
 int sbx_manager_new(const struct sbx_settings *s, sbx_engine *engine, sbx_manager **ret_m,
 		    struct sbx_error *err);
 /* Waits for background installs; removes every sandbox when
@@ -181,6 +208,10 @@ void sbx_manager_pool_stats(sbx_manager *m, struct sbx_pool_stats *ret_stats);
 int sbx_manager_check_engine(sbx_manager *m, struct sbx_error *err);
 /* This instance's state folder, or NULL when there is none. */
 const char *sbx_manager_state_dir(const sbx_manager *m);
+/* The instance the manager's containers are labelled with: server.instance,
+ * or, when that is left at "default" and there is a state folder, the name
+ * derived from it (see sbx_manager_new). */
+const char *sbx_manager_instance(const sbx_manager *m);
 
 /* Creates a sandbox: takes one from the pool, else creates and starts a
  * container. NAME may be NULL (then it is the id); it is
@@ -192,7 +223,16 @@ int sbx_sandbox_get(sbx_manager *m, const char *owner, const char *id_or_name, s
 		    struct sbx_error *err);
 sbx_sandbox *sbx_sandbox_ref(sbx_sandbox *sb);
 sbx_sandbox *sbx_sandbox_unref(sbx_sandbox *sb);
-/* Removes the container (force) and forgets the record. */
+/* Deletes a sandbox (delete_sandbox): removes its container (force) and
+ * forgets the record; its slot under sandbox.max_sandboxes is free when this
+ * returns. Another owner's sandbox is -ENOENT, like an unknown one. A
+ * sandbox busy with calls is deleted all the same: from the start of the
+ * delete no call starts in it, and the calls running in it end with its
+ * container and fail (-ENOENT) saying it was deleted while they ran. Later
+ * on, for an hour (and at most the last 256 per owner), a get, call or
+ * delete of it by id or name says that it was deleted, and when, instead of
+ * "no sandbox". When the engine cannot remove the container, the sandbox
+ * stays as it was and the error says why. */
 int sbx_sandbox_delete(sbx_manager *m, const char *owner, const char *id_or_name,
 		       struct sbx_error *err);
 

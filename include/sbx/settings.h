@@ -59,6 +59,12 @@ struct sbx_settings {
 		int64_t pool_size;	    /* started containers kept ready; 0 = no pool */
 		int64_t image_inline_max;   /* bytes; 0 = no images inline */
 		int64_t interrupt_grace_ms; /* after the KeyboardInterrupt, before the kill */
+		/* Lifecycle: a client's timeout argument is cut to it. */
+		int64_t max_exec_timeout_ms;
+		/* A sandbox unused this long is removed; 0 = never. */
+		int64_t idle_timeout_ms;
+		/* A sandbox older than this is removed; 0 = no limit. */
+		int64_t max_lifetime_ms;
 	} sandbox;
 };
 

@@ -157,6 +157,13 @@ static const struct sbx_setting schema[] = {
     NUMBER(DURATION, "sandbox", "interrupt_grace", sandbox.interrupt_grace_ms, "2s", 1, 10 * MIN,
 	   "how long Python code may take to stop after its interrupt before the interpreter "
 	   "is killed and restarted"),
+    NUMBER(DURATION, "sandbox", "max_exec_timeout", sandbox.max_exec_timeout_ms, "10m", SEC,
+	   24 * HOUR, "longest time limit a client may ask for with a tool's timeout argument"),
+    NUMBER(DURATION, "sandbox", "idle_timeout", sandbox.idle_timeout_ms, "30m", 0, 7 * 24 * HOUR,
+	   "a sandbox not used for this long is removed with its files; 0s = never"),
+    NUMBER(DURATION, "sandbox", "max_lifetime", sandbox.max_lifetime_ms, "1440m", 0, 30 * 24 * HOUR,
+	   "a sandbox older than this is removed with its files once no call runs in it; "
+	   "0s = no limit"),
 };
 
 struct unit {

@@ -36,10 +36,20 @@ static int run_exec(sbx_manager *m, sbx_sandbox *sb, struct sbx_exec_spec *spec,
 
 	if (!spec->workdir)
 		spec->workdir = SBX_RESULTS_DIR;
-	sbx_sandbox_touch(sb);
-	r = sbx_exec(m->engine, sb->container, spec, &res, err);
+	r = sbx_sandbox_begin(sb, err);
 	if (r < 0)
-		return sbx_sandbox_exec_failed(m, sb, r, err);
+		return r;
+	r = sbx_exec(m->engine, sb->container, spec, &res, err);
+	if (r < 0) {
+		r = sbx_sandbox_exec_failed(m, sb, r, err);
+		sbx_sandbox_end(sb, NULL);
+		return r;
+	}
+	r = sbx_sandbox_end(sb, err);
+	if (r < 0) {
+		sbx_exec_result_release(&res);
+		return r;
+	}
 	*ret = res;
 	return 0;
 }

@@ -185,9 +185,8 @@ done:
 	return 0;
 }
 
-int sbx_sandbox_upload(sbx_manager *m, sbx_sandbox *sb, const char *local_path,
-		       const char *dest_path, char **ret_path, int64_t *ret_size,
-		       struct sbx_error *err)
+static int upload(sbx_manager *m, sbx_sandbox *sb, const char *local_path, const char *dest_path,
+		  char **ret_path, int64_t *ret_size, struct sbx_error *err)
 {
 	_cleanup_free_ char *host_name = NULL, *dir = NULL, *name = NULL, *path = NULL;
 	_cleanup_close_ int fd = -1;
@@ -214,7 +213,6 @@ int sbx_sandbox_upload(sbx_manager *m, sbx_sandbox *sb, const char *local_path,
 		goto out;
 	size = (int64_t)data.len;
 	sbx_buf_release(&data);
-	sbx_sandbox_touch(sb);
 	r = sbx_archive_put(m->engine, sb->container, dir, tar.data, tar.len, err);
 	if (r < 0) {
 		r = sbx_sandbox_exec_failed(m, sb, r, err);
@@ -235,6 +233,30 @@ out:
 	if (r < 0)
 		sbx_error_prefix(err, "upload %s", local_path ? local_path : "");
 	return r;
+}
+
+int sbx_sandbox_upload(sbx_manager *m, sbx_sandbox *sb, const char *local_path,
+		       const char *dest_path, char **ret_path, int64_t *ret_size,
+		       struct sbx_error *err)
+{
+	char *path = NULL;
+	int64_t size = 0;
+	int r = sbx_sandbox_begin(sb, err), q;
+
+	if (r < 0)
+		return r;
+	r = upload(m, sb, local_path, dest_path, &path, &size, err);
+	q = sbx_sandbox_end(sb, r < 0 ? NULL : err);
+	if (r >= 0 && q < 0) {
+		free(path);
+		return q;
+	}
+	if (r < 0)
+		return r;
+	*ret_path = path;
+	if (ret_size)
+		*ret_size = size;
+	return 0;
 }
 
 /* Refuses a relpath with "", ".", ".." or empty segments, or a leading '/'. */
@@ -326,7 +348,18 @@ static int artifact_resolve(sbx_manager *m, sbx_sandbox *sb, const char *relpath
 int sbx_artifact_stat(sbx_manager *m, sbx_sandbox *sb, const char *relpath, int64_t *ret_size,
 		      struct sbx_error *err)
 {
-	return artifact_resolve(m, sb, relpath, ret_size, NULL, err);
+	int64_t size = 0;
+	int r = sbx_sandbox_begin(sb, err), q;
+
+	if (r < 0)
+		return r;
+	r = artifact_resolve(m, sb, relpath, &size, NULL, err);
+	q = sbx_sandbox_end(sb, r < 0 ? NULL : err);
+	if (r >= 0 && q < 0)
+		return q;
+	if (r >= 0)
+		*ret_size = size;
+	return r;
 }
 
 struct artifact_reader {
@@ -364,8 +397,8 @@ static int ar_feed(void *ud, const void *p, size_t n)
 	return sbx_tar_reader_feed(a->tar, p, n, NULL);
 }
 
-int sbx_artifact_read(sbx_manager *m, sbx_sandbox *sb, const char *relpath, sbx_sink_fn sink,
-		      void *userdata, struct sbx_error *err)
+static int artifact_read(sbx_manager *m, sbx_sandbox *sb, const char *relpath, sbx_sink_fn sink,
+			 void *userdata, struct sbx_error *err)
 {
 	static const struct sbx_tar_reader_ops ops = {.entry = ar_entry, .data = ar_data};
 	_cleanup_free_ char *full = NULL;
@@ -396,4 +429,16 @@ int sbx_artifact_read(sbx_manager *m, sbx_sandbox *sb, const char *relpath, sbx_
 		r = sbx_error_set(err, -ENOENT, "no file %s in %s", relpath, SBX_RESULTS_DIR);
 	sbx_tar_reader_free(a.tar);
 	return r < 0 ? r : 0;
+}
+
+int sbx_artifact_read(sbx_manager *m, sbx_sandbox *sb, const char *relpath, sbx_sink_fn sink,
+		      void *userdata, struct sbx_error *err)
+{
+	int r = sbx_sandbox_begin(sb, err), q;
+
+	if (r < 0)
+		return r;
+	r = artifact_read(m, sb, relpath, sink, userdata, err);
+	q = sbx_sandbox_end(sb, r < 0 ? NULL : err);
+	return r < 0 ? r : q;
 }

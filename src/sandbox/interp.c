@@ -700,9 +700,9 @@ static int lock_until(struct sbx_interp *in, long wait_ms, const struct sbx_run_
 	}
 }
 
-int sbx_interp_run(sbx_manager *m, sbx_sandbox *sb, const char *code,
-		   const struct sbx_run_opts *opts, struct sbx_run_result *ret_result,
-		   struct sbx_error *err)
+static int interp_run(sbx_manager *m, sbx_sandbox *sb, const char *code,
+		      const struct sbx_run_opts *opts, struct sbx_run_result *ret_result,
+		      struct sbx_error *err)
 {
 	struct sbx_interp *in = interp_of(sb);
 	long limit =
@@ -736,7 +736,6 @@ int sbx_interp_run(sbx_manager *m, sbx_sandbox *sb, const char *code,
 				     "another execute_python_code call is still running in sandbox "
 				     "%s; wait for it to end, or give a longer timeout",
 				     sb->id);
-	sbx_sandbox_touch(sb);
 	c.id = ++in->next_id;
 	c.res.exit_code = -1;
 	if (in->stream && stream_ended(&c)) {
@@ -803,7 +802,42 @@ out:
 	return r;
 }
 
+/* The call counts as one in the sandbox while it waits for the one before
+ * it too: the reaper leaves the sandbox alone meanwhile. */
+int sbx_interp_run(sbx_manager *m, sbx_sandbox *sb, const char *code,
+		   const struct sbx_run_opts *opts, struct sbx_run_result *ret_result,
+		   struct sbx_error *err)
+{
+	struct sbx_run_result res = {0};
+	int r = sbx_sandbox_begin(sb, err), q;
+
+	if (r < 0)
+		return r;
+	r = interp_run(m, sb, code, opts, &res, err);
+	q = sbx_sandbox_end(sb, r < 0 ? NULL : err);
+	if (r >= 0 && q < 0) {
+		sbx_run_result_release(&res);
+		return q;
+	}
+	if (r >= 0)
+		*ret_result = res;
+	return r;
+}
+
+static int interp_reset(sbx_manager *m, sbx_sandbox *sb, struct sbx_error *err);
+
 int sbx_interp_reset(sbx_manager *m, sbx_sandbox *sb, struct sbx_error *err)
+{
+	int r = sbx_sandbox_begin(sb, err), q;
+
+	if (r < 0)
+		return r;
+	r = interp_reset(m, sb, err);
+	q = sbx_sandbox_end(sb, r < 0 ? NULL : err);
+	return r < 0 ? r : q;
+}
+
+static int interp_reset(sbx_manager *m, sbx_sandbox *sb, struct sbx_error *err)
 {
 	struct sbx_interp *in = interp_of(sb);
 	struct call c = {.m = m, .sb = sb, .container = sb->container, .sid = sb->id, .in = in};

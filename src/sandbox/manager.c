@@ -13,8 +13,17 @@
 #include <time.h>
 
 #include "sandbox-internal.h"
+#include "sbx/clock.h"
 #include "sbx/common.h"
 #include "sbx/crypto.h"
+
+/* The table of sandboxes gone lately: at most GONE_PER_OWNER per owner and
+ * GONE_MAX in all, each for GONE_KEEP_MS. */
+#define GONE_MAX 4096
+#define GONE_PER_OWNER 256
+#define GONE_KEEP_MS (3600 * INT64_C(1000))
+/* How many of the caller's sandboxes the error at max_sandboxes names. */
+#define LRU_NAMED 3
 
 static const char *const sleep_cmd[] = {"sleep", "infinity", NULL};
 static const char *const drop_all[] = {"ALL", NULL};
@@ -43,10 +52,16 @@ int sbx_manager_new(const struct sbx_settings *s, sbx_engine *engine, sbx_manage
 	pthread_mutex_init(&m->check_lock, NULL);
 	pthread_cond_init(&m->changed, NULL);
 	r = sbx_pool_new(m, err);
+	if (r >= 0) {
+		r = sbx_reaper_start(m, err);
+		if (r < 0)
+			sbx_pool_free(m);
+	}
 	if (r < 0) {
 		pthread_mutex_destroy(&m->check_lock);
 		pthread_cond_destroy(&m->changed);
 		pthread_mutex_destroy(&m->lock);
+		free(m->instance);
 		free(m);
 		return r;
 	}
@@ -107,11 +122,191 @@ const char *sbx_sandbox_name(const sbx_sandbox *sb)
 	return sb->name;
 }
 
+/* Under m->lock. */
+static void touch_locked(sbx_sandbox *sb)
+{
+	sb->last_used = time(NULL);
+	sb->used_ms = sbx_monotonic_ms();
+}
+
 void sbx_sandbox_touch(sbx_sandbox *sb)
 {
 	pthread_mutex_lock(&sb->m->lock);
-	sb->last_used = time(NULL);
+	touch_locked(sb);
 	pthread_mutex_unlock(&sb->m->lock);
+}
+
+static void iso_time(time_t t, char *buf, size_t size)
+{
+	struct tm tm;
+
+	if (!gmtime_r(&t, &tm) || strftime(buf, size, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
+		snprintf(buf, size, "?");
+}
+
+/* A duration for people: "30 min", "24 h", "2 s", "1500 ms". */
+static void human_ms(int64_t ms, char *buf, size_t size)
+{
+	if (ms > 0 && ms % (3600 * 1000) == 0)
+		snprintf(buf, size, "%lld h", (long long)(ms / (3600 * 1000)));
+	else if (ms > 0 && ms % (60 * 1000) == 0)
+		snprintf(buf, size, "%lld min", (long long)(ms / (60 * 1000)));
+	else if (ms % 1000 == 0)
+		snprintf(buf, size, "%lld s", (long long)(ms / 1000));
+	else
+		snprintf(buf, size, "%lld ms", (long long)ms);
+}
+
+/* The message for sandbox WHAT (its id or name as the caller gave it),
+ * which was removed at WHEN (or is being removed) for END; DURING: while
+ * the caller's call ran. Returns -ENOENT. */
+static int gone_error(sbx_manager *m, struct sbx_error *err, const char *what, enum sbx_end end,
+		      time_t when, bool during)
+{
+	char at[32], span[32];
+
+	iso_time(when, at, sizeof(at));
+	switch (end) {
+	case SBX_END_IDLE:
+		human_ms(m->s->sandbox.idle_timeout_ms, span, sizeof(span));
+		return sbx_error_set(err, -ENOENT,
+				     "sandbox \"%.80s\" expired: it was not used for %s "
+				     "(sandbox.idle_timeout), so the server removed it at %s with "
+				     "its files and packages; create_sandbox makes a new one",
+				     what, span, at);
+	case SBX_END_LIFETIME:
+		human_ms(m->s->sandbox.max_lifetime_ms, span, sizeof(span));
+		return sbx_error_set(
+		    err, -ENOENT,
+		    "sandbox \"%.80s\" expired: it reached the server's maximum "
+		    "age of %s (sandbox.max_lifetime), so the server removed it at "
+		    "%s with its files and packages; create_sandbox makes a new one",
+		    what, span, at);
+	case SBX_END_DELETED:
+	case SBX_END_NONE:
+		break;
+	}
+	return sbx_error_set(err, -ENOENT,
+			     "sandbox \"%.80s\" was deleted (delete_sandbox) at %s%s, with its "
+			     "files and packages; create_sandbox makes a new one",
+			     what, at, during ? ", while this call ran" : "");
+}
+
+int sbx_sandbox_begin(sbx_sandbox *sb, struct sbx_error *err)
+{
+	sbx_manager *m = sb->m;
+	enum sbx_end end;
+	time_t at;
+
+	pthread_mutex_lock(&m->lock);
+	end = sb->end;
+	at = sb->end_at;
+	if (end == SBX_END_NONE && !sb->removed) {
+		sb->calls++;
+		touch_locked(sb);
+	}
+	pthread_mutex_unlock(&m->lock);
+	if (end != SBX_END_NONE)
+		return gone_error(m, err, sb->id, end, at, false);
+	if (sb->removed)
+		return sbx_error_set(
+		    err, -ENOENT, "sandbox %s was removed; create_sandbox makes a new one", sb->id);
+	return 0;
+}
+
+int sbx_sandbox_end(sbx_sandbox *sb, struct sbx_error *err)
+{
+	sbx_manager *m = sb->m;
+	enum sbx_end end;
+	time_t at;
+
+	pthread_mutex_lock(&m->lock);
+	sb->calls--;
+	touch_locked(sb);
+	if (sb->calls == 0)
+		sbx_reaper_wake_locked(m); /* it may be past its max_lifetime */
+	end = sb->end;
+	at = sb->end_at;
+	pthread_mutex_unlock(&m->lock);
+	if (end != SBX_END_NONE)
+		return gone_error(m, err, sb->id, end, at, true);
+	return 0;
+}
+
+/* ---- the table of sandboxes gone lately ---- */
+
+static void gone_drop_locked(sbx_manager *m, size_t i)
+{
+	free(m->gone[i].name);
+	free(m->gone[i].owner);
+	memmove(m->gone + i, m->gone + i + 1, (m->n_gone - i - 1) * sizeof(*m->gone));
+	m->n_gone--;
+}
+
+/* Under m->lock. Forgets what is older than GONE_KEEP_MS. */
+static void gone_expire_locked(sbx_manager *m)
+{
+	int64_t now = sbx_monotonic_ms();
+
+	while (m->n_gone > 0 && now - m->gone[0].at_ms > GONE_KEEP_MS)
+		gone_drop_locked(m, 0);
+}
+
+/* Under m->lock. Remembers that SB is gone (best effort: nothing on
+ * -ENOMEM). */
+static void gone_add_locked(sbx_manager *m, const sbx_sandbox *sb)
+{
+	size_t mine = 0, oldest_mine = 0;
+	struct sbx_gone g = {.end = sb->end, .when = sb->end_at, .at_ms = sbx_monotonic_ms()};
+	void *t;
+
+	gone_expire_locked(m);
+	for (size_t i = m->n_gone; i-- > 0;)
+		if (strcmp(m->gone[i].owner, sb->owner) == 0) {
+			mine++;
+			oldest_mine = i;
+		}
+	if (mine >= GONE_PER_OWNER)
+		gone_drop_locked(m, oldest_mine);
+	else if (m->n_gone >= GONE_MAX)
+		gone_drop_locked(m, 0);
+	snprintf(g.id, sizeof(g.id), "%s", sb->id);
+	g.name = strdup(sb->name);
+	g.owner = strdup(sb->owner);
+	t = reallocarray(m->gone, m->n_gone + 1, sizeof(*m->gone));
+	if (!g.name || !g.owner || !t) {
+		free(g.name);
+		free(g.owner);
+		if (t)
+			m->gone = t;
+		return;
+	}
+	m->gone = t;
+	m->gone[m->n_gone++] = g;
+}
+
+/* Under m->lock. OWNER's latest gone sandbox with that id, else with that
+ * name; NULL when there is none. */
+static const struct sbx_gone *gone_find_locked(sbx_manager *m, const char *owner,
+					       const char *id_or_name)
+{
+	gone_expire_locked(m);
+	for (size_t i = m->n_gone; i-- > 0;)
+		if (strcmp(m->gone[i].owner, owner) == 0 && strcmp(m->gone[i].id, id_or_name) == 0)
+			return &m->gone[i];
+	for (size_t i = m->n_gone; i-- > 0;)
+		if (strcmp(m->gone[i].owner, owner) == 0 &&
+		    strcmp(m->gone[i].name, id_or_name) == 0)
+			return &m->gone[i];
+	return NULL;
+}
+
+static void gone_free(sbx_manager *m)
+{
+	while (m->n_gone > 0)
+		gone_drop_locked(m, m->n_gone - 1);
+	free(m->gone);
+	m->gone = NULL;
 }
 
 /* Under m->lock. Adds sb to the table, which takes a reference. */
@@ -126,6 +321,7 @@ static int table_add_locked(sbx_manager *m, sbx_sandbox *sb)
 		m->cap = cap;
 	}
 	m->table[m->n++] = sbx_sandbox_ref(sb);
+	sbx_reaper_wake_locked(m); /* a new deadline (once it is ready) */
 	return 0;
 }
 
@@ -144,18 +340,46 @@ static sbx_sandbox *table_remove_locked(sbx_manager *m, sbx_sandbox *sb)
 	return NULL;
 }
 
-/* Under m->lock. By id first, then by name; only OWNER's ready sandboxes. */
-static sbx_sandbox *find_locked(sbx_manager *m, const char *owner, const char *id_or_name)
+/* Under m->lock. By id first, then by name; only OWNER's ready sandboxes,
+ * those being removed too when ENDING. */
+static sbx_sandbox *find_any_locked(sbx_manager *m, const char *owner, const char *id_or_name,
+				    bool ending)
 {
 	for (size_t i = 0; i < m->n; i++)
-		if (m->table[i]->ready && strcmp(m->table[i]->owner, owner) == 0 &&
+		if (m->table[i]->ready && (ending || m->table[i]->end == SBX_END_NONE) &&
+		    strcmp(m->table[i]->owner, owner) == 0 &&
 		    strcmp(m->table[i]->id, id_or_name) == 0)
 			return m->table[i];
 	for (size_t i = 0; i < m->n; i++)
-		if (m->table[i]->ready && strcmp(m->table[i]->owner, owner) == 0 &&
+		if (m->table[i]->ready && (ending || m->table[i]->end == SBX_END_NONE) &&
+		    strcmp(m->table[i]->owner, owner) == 0 &&
 		    strcmp(m->table[i]->name, id_or_name) == 0)
 			return m->table[i];
 	return NULL;
+}
+
+static sbx_sandbox *find_locked(sbx_manager *m, const char *owner, const char *id_or_name)
+{
+	return find_any_locked(m, owner, id_or_name, false);
+}
+
+/* Under m->lock. The error for OWNER's ID_OR_NAME that find_locked does
+ * not know: being removed, removed lately (deleted or expired), or unknown
+ * (-ENOENT in each case). */
+static int not_found_locked(sbx_manager *m, const char *owner, const char *id_or_name,
+			    struct sbx_error *err)
+{
+	const sbx_sandbox *sb = find_any_locked(m, owner, id_or_name, true);
+	const struct sbx_gone *g = sb ? NULL : gone_find_locked(m, owner, id_or_name);
+
+	if (sb)
+		return gone_error(m, err, id_or_name, sb->end, sb->end_at, false);
+	if (g)
+		return gone_error(m, err, id_or_name, g->end, g->when, false);
+	return sbx_error_set(err, -ENOENT,
+			     "no sandbox \"%.80s\"; list_sandboxes shows yours, "
+			     "create_sandbox makes a new one",
+			     id_or_name);
 }
 
 int sbx_sandbox_make_id(char id[SBX_SANDBOX_ID_MAX + 1], struct sbx_error *err)
@@ -180,7 +404,7 @@ static int check_owner(const char *owner, struct sbx_error *err)
  * create the engine may have made one without telling us its id. */
 static void remove_by_label(sbx_manager *m, const char *id)
 {
-	struct sbx_kv want[] = {{SBX_LABEL_INSTANCE, m->s->server.instance}, {SBX_LABEL_ID, id}};
+	struct sbx_kv want[] = {{SBX_LABEL_INSTANCE, m->instance}, {SBX_LABEL_ID, id}};
 	struct sbx_container_summary *cs = NULL;
 	size_t n = 0;
 
@@ -198,7 +422,7 @@ int sbx_container_provision(sbx_manager *m, const char *id, time_t when, const c
 	char created[32];
 	struct sbx_kv labels[6] = {
 	    {SBX_LABEL_MANAGED, "1"},
-	    {SBX_LABEL_INSTANCE, s->server.instance},
+	    {SBX_LABEL_INSTANCE, m->instance},
 	    {SBX_LABEL_ID, id},
 	    {SBX_LABEL_CREATED, created},
 	};
@@ -215,7 +439,7 @@ int sbx_container_provision(sbx_manager *m, const char *id, time_t when, const c
 	} else {
 		labels[n_labels++] = (struct sbx_kv){SBX_LABEL_POOL, "1"};
 	}
-	if (asprintf(&cname, "mcp-sbx-%s-%s", s->server.instance, id) < 0) {
+	if (asprintf(&cname, "mcp-sbx-%s-%s", m->instance, id) < 0) {
 		cname = NULL;
 		return sbx_error_set(err, -ENOMEM, "out of memory");
 	}
@@ -280,20 +504,71 @@ static sbx_sandbox *record_new(sbx_manager *m, const char *id, const char *name,
 	sb->owner = strdup(owner);
 	sb->image = strdup(m->s->sandbox.image);
 	sb->created = created;
-	sb->last_used = created;
+	/* Used now: a new sandbox, or one adopted after a restart (its last use
+	 * before is not kept: it gets a full sandbox.idle_timeout). */
+	sb->last_used = time(NULL);
+	sb->used_ms = sbx_monotonic_ms();
 	if (!sb->name || !sb->owner || !sb->image)
 		return record_free(sb);
 	return sb;
+}
+
+/* Under m->lock (used_ms). */
+static int by_last_used(const void *a, const void *b)
+{
+	const sbx_sandbox *x = *(sbx_sandbox *const *)a, *y = *(sbx_sandbox *const *)b;
+	return (x->used_ms > y->used_ms) - (x->used_ms < y->used_ms);
+}
+
+/* Under m->lock. The error at sandbox.max_sandboxes, naming OWNER's least
+ * recently used sandboxes, which the caller may delete. */
+static int limit_error_locked(sbx_manager *m, const char *owner, struct sbx_error *err)
+{
+	sbx_sandbox *lru[LRU_NAMED];
+	char list[SBX_ERROR_MSG_MAX / 2] = "";
+	size_t n = 0, mine = 0, len = 0;
+
+	for (size_t i = 0; i < m->n; i++) {
+		sbx_sandbox *sb = m->table[i];
+		if (!sb->ready || sb->end != SBX_END_NONE || strcmp(sb->owner, owner) != 0)
+			continue;
+		mine++;
+		/* Keep the LRU_NAMED least recently used, in order. */
+		if (n < LRU_NAMED)
+			lru[n++] = sb;
+		else if (by_last_used(&sb, &lru[n - 1]) < 0)
+			lru[n - 1] = sb;
+		else
+			continue;
+		qsort(lru, n, sizeof(*lru), by_last_used);
+	}
+	for (size_t i = 0; i < n && len < sizeof(list); i++) {
+		char used[32];
+		iso_time(lru[i]->last_used, used, sizeof(used));
+		len += (size_t)snprintf(list + len, sizeof(list) - len,
+					"%s%s (name \"%.64s\", last used %s)", i ? "; " : "",
+					lru[i]->id, lru[i]->name, used);
+	}
+	if (mine == 0)
+		return sbx_error_set(err, -EBUSY,
+				     "the server already runs its limit of %" PRId64
+				     " sandboxes, none of them yours: try again later (idle "
+				     "sandboxes are removed after a while)",
+				     m->s->sandbox.max_sandboxes);
+	return sbx_error_set(
+	    err, -EBUSY,
+	    "the server already runs its limit of %" PRId64
+	    " sandboxes, %zu of them yours: delete one you no longer need with "
+	    "delete_sandbox and try again, or reuse one. Your least recently used: "
+	    "%s",
+	    m->s->sandbox.max_sandboxes, mine, list);
 }
 
 /* Under m->lock. Checks the limit and the name and adds sb to the table. */
 static int reserve_locked(sbx_manager *m, sbx_sandbox *sb, struct sbx_error *err)
 {
 	if (m->n >= (size_t)m->s->sandbox.max_sandboxes)
-		return sbx_error_set(err, -EBUSY,
-				     "the server already runs its limit of %" PRId64
-				     " sandboxes; delete one you no longer need and try again",
-				     m->s->sandbox.max_sandboxes);
+		return limit_error_locked(m, sb->owner, err);
 	for (size_t i = 0; i < m->n; i++)
 		if (strcmp(m->table[i]->owner, sb->owner) == 0 &&
 		    (strcmp(m->table[i]->name, sb->name) == 0 ||
@@ -370,6 +645,7 @@ again:
 		if (e)
 			sb->interp = SBX_TAKE(e->interp); /* its pooled interpreter */
 		sb->ready = true;
+		sbx_reaper_wake_locked(m); /* a new deadline */
 		sbx_pool_created_locked(m, sb->pooled);
 	} else {
 		sbx_sandbox_unref(table_remove_locked(m, sb));
@@ -389,18 +665,37 @@ int sbx_sandbox_get(sbx_manager *m, const char *owner, const char *id_or_name, s
 		    struct sbx_error *err)
 {
 	sbx_sandbox *sb = NULL;
+	int r = 0;
 
 	if (!owner || !id_or_name)
 		return sbx_error_set(err, -EINVAL, "no sandbox id given");
 	pthread_mutex_lock(&m->lock);
 	sb = sbx_sandbox_ref(find_locked(m, owner, id_or_name));
-	pthread_mutex_unlock(&m->lock);
 	if (!sb)
-		return sbx_error_set(err, -ENOENT,
-				     "no sandbox \"%.80s\"; list_sandboxes shows yours, "
-				     "create_sandbox makes a new one",
-				     id_or_name);
+		r = not_found_locked(m, owner, id_or_name, err);
+	pthread_mutex_unlock(&m->lock);
+	if (r < 0)
+		return r;
 	*ret_sb = sb;
+	return 0;
+}
+
+int sbx_sandbox_remove_marked(sbx_manager *m, sbx_sandbox *sb, struct sbx_error *err)
+{
+	int r = sbx_container_remove(m->engine, sb->container, err);
+
+	pthread_mutex_lock(&m->lock);
+	if (r < 0 && r != -ENOENT) {
+		sb->end = SBX_END_NONE; /* still there: usable again */
+	} else {
+		gone_add_locked(m, sb);
+		sbx_sandbox_unref(table_remove_locked(m, sb));
+		r = 0;
+	}
+	pthread_mutex_unlock(&m->lock);
+	if (r < 0)
+		return sbx_error_prefix(err, "remove sandbox %s", sb->id);
+	sbx_pool_forget(m, sb);
 	return 0;
 }
 
@@ -408,23 +703,28 @@ int sbx_sandbox_delete(sbx_manager *m, const char *owner, const char *id_or_name
 		       struct sbx_error *err)
 {
 	sbx_sandbox *sb = NULL;
-	int r;
+	int r = 0;
 
-	r = sbx_sandbox_get(m, owner, id_or_name, &sb, err);
+	if (!owner || !id_or_name)
+		return sbx_error_set(err, -EINVAL, "no sandbox id given");
+	/* Marked first: no call starts in it from now on, and the calls
+	 * running in it end with its container, saying it was deleted. */
+	pthread_mutex_lock(&m->lock);
+	sb = sbx_sandbox_ref(find_locked(m, owner, id_or_name));
+	if (sb) {
+		sb->end = SBX_END_DELETED;
+		sb->end_at = time(NULL);
+	} else {
+		r = not_found_locked(m, owner, id_or_name, err);
+	}
+	pthread_mutex_unlock(&m->lock);
 	if (r < 0)
 		return r;
-	r = sbx_container_remove(m->engine, sb->container, err);
-	if (r < 0 && r != -ENOENT) {
-		sbx_error_prefix(err, "delete sandbox %s", sb->id);
-		sbx_sandbox_unref(sb);
-		return r;
-	}
-	pthread_mutex_lock(&m->lock);
-	sbx_sandbox_unref(table_remove_locked(m, sb));
-	pthread_mutex_unlock(&m->lock);
-	sbx_pool_forget(m, sb);
+	r = sbx_sandbox_remove_marked(m, sb, err);
+	if (r < 0)
+		sbx_error_prefix(err, "delete sandbox");
 	sbx_sandbox_unref(sb);
-	return 0;
+	return r;
 }
 
 void sbx_sandbox_info_release(struct sbx_sandbox_info *info)
@@ -463,6 +763,9 @@ static int info_fill(sbx_manager *m, sbx_sandbox *sb, const char *status,
 	info->created = sb->created;
 	pthread_mutex_lock(&m->lock);
 	info->last_used = sb->last_used;
+	if (sbx_sandbox_deadline_locked(m, sb, sbx_monotonic_ms(), NULL, &info->expires) ==
+	    INT64_MAX)
+		info->expires = 0;
 	pthread_mutex_unlock(&m->lock);
 	info->packages = sbx_sandbox_packages(m, sb);
 	if (!info->id || !info->name || !info->owner || !info->status || !info->image ||
@@ -499,8 +802,7 @@ int sbx_sandbox_describe(sbx_manager *m, sbx_sandbox *sb, struct sbx_sandbox_inf
 int sbx_manager_list(sbx_manager *m, const char *owner, struct sbx_sandbox_info **ret_list,
 		     size_t *ret_n, struct sbx_error *err)
 {
-	struct sbx_kv want[] = {{SBX_LABEL_MANAGED, "1"},
-				{SBX_LABEL_INSTANCE, m->s->server.instance}};
+	struct sbx_kv want[] = {{SBX_LABEL_MANAGED, "1"}, {SBX_LABEL_INSTANCE, m->instance}};
 	struct sbx_container_summary *cs = NULL;
 	struct sbx_sandbox_info *list = NULL;
 	sbx_sandbox **mine = NULL;
@@ -513,7 +815,8 @@ int sbx_manager_list(sbx_manager *m, const char *owner, struct sbx_sandbox_info 
 	pthread_mutex_lock(&m->lock);
 	mine = calloc(m->n + 1, sizeof(*mine));
 	for (size_t i = 0; mine && i < m->n; i++)
-		if (m->table[i]->ready && strcmp(m->table[i]->owner, owner) == 0)
+		if (m->table[i]->ready && m->table[i]->end == SBX_END_NONE &&
+		    strcmp(m->table[i]->owner, owner) == 0)
 			mine[n++] = sbx_sandbox_ref(m->table[i]);
 	pthread_mutex_unlock(&m->lock);
 	if (!mine)
@@ -640,8 +943,7 @@ static int adopt(sbx_manager *m, const char *cid, struct sbx_error *err)
 
 int sbx_manager_recover(sbx_manager *m, struct sbx_error *err)
 {
-	struct sbx_kv want[] = {{SBX_LABEL_MANAGED, "1"},
-				{SBX_LABEL_INSTANCE, m->s->server.instance}};
+	struct sbx_kv want[] = {{SBX_LABEL_MANAGED, "1"}, {SBX_LABEL_INSTANCE, m->instance}};
 	struct sbx_container_summary *cs = NULL;
 	size_t n_cs = 0;
 	int r, adopted = 0;
@@ -673,6 +975,7 @@ sbx_manager *sbx_manager_free(sbx_manager *m)
 {
 	if (!m)
 		return NULL;
+	sbx_reaper_stop(m);
 	sbx_pool_stop(m);
 	/* Removing a container also ends the installs running in it. */
 	for (size_t i = 0; m->s->sandbox.remove_on_exit && i < m->n; i++) {
@@ -691,7 +994,9 @@ sbx_manager *sbx_manager_free(sbx_manager *m)
 		sbx_sandbox_unref(m->table[i]);
 	}
 	free(m->table);
+	gone_free(m);
 	sbx_pool_free(m);
+	free(m->instance);
 	pthread_cond_destroy(&m->changed);
 	pthread_mutex_destroy(&m->check_lock);
 	pthread_mutex_destroy(&m->lock);
@@ -722,8 +1027,17 @@ int sbx_manager_check_engine(sbx_manager *m, struct sbx_error *err)
 int sbx_sandbox_exec_failed(sbx_manager *m, sbx_sandbox *sb, int r, struct sbx_error *err)
 {
 	struct sbx_container_info ci = {0};
-	int q = sbx_container_inspect(m->engine, sb->container, &ci, NULL);
+	enum sbx_end end;
+	time_t at;
+	int q;
 
+	pthread_mutex_lock(&m->lock);
+	end = sb->end;
+	at = sb->end_at;
+	pthread_mutex_unlock(&m->lock);
+	if (end != SBX_END_NONE)
+		return gone_error(m, err, sb->id, end, at, true);
+	q = sbx_container_inspect(m->engine, sb->container, &ci, NULL);
 	if (q == -ENOENT)
 		r = sbx_error_set(err, -ENOENT,
 				  "sandbox %s no longer exists on the engine; create a new sandbox",

@@ -334,6 +334,7 @@ static void *install_thread(void *arg)
 	tail = log_tail(&res, note[0] ? note : NULL);
 	sbx_exec_result_release(&res);
 
+	sbx_sandbox_touch(job->sb);
 	pthread_mutex_lock(&m->lock);
 	job->in->state = state;
 	job->in->version = version;
@@ -348,6 +349,7 @@ static void *install_thread(void *arg)
 	pthread_mutex_lock(&m->lock);
 	m->installs_running--;
 	pthread_cond_broadcast(&m->changed);
+	sbx_reaper_wake_locked(m); /* the sandbox may be idle now */
 	pthread_mutex_unlock(&m->lock);
 	return NULL;
 }
@@ -401,8 +403,8 @@ static bool make_room_locked(sbx_sandbox *sb)
 	return true;
 }
 
-int sbx_sandbox_install(sbx_manager *m, sbx_sandbox *sb, const char *spec, long wait_ms,
-			struct sbx_install_status *ret_status, struct sbx_error *err)
+static int install(sbx_manager *m, sbx_sandbox *sb, const char *spec, long wait_ms,
+		   struct sbx_install_status *ret_status, struct sbx_error *err)
 {
 	char why[256];
 	struct sbx_install *in = NULL, *fresh = NULL, **pp;
@@ -425,8 +427,6 @@ int sbx_sandbox_install(sbx_manager *m, sbx_sandbox *sb, const char *spec, long 
 			deadline.tv_nsec -= 1000000000L;
 		}
 	}
-	sbx_sandbox_touch(sb);
-
 	pthread_mutex_lock(&m->lock);
 	if (sb->removed) {
 		r = sbx_error_set(err, -ENOENT, "sandbox %s was deleted", sb->id);
@@ -500,8 +500,8 @@ unlock:
 	return 0;
 }
 
-int sbx_sandbox_install_status(sbx_manager *m, sbx_sandbox *sb, const char *spec,
-			       struct sbx_install_status *ret_status, struct sbx_error *err)
+static int install_status(sbx_manager *m, sbx_sandbox *sb, const char *spec,
+			  struct sbx_install_status *ret_status, struct sbx_error *err)
 {
 	char why[256];
 	struct sbx_install_status st = {0};
@@ -535,4 +535,42 @@ int sbx_sandbox_install_status(sbx_manager *m, sbx_sandbox *sb, const char *spec
 	st.version = version;
 	*ret_status = st;
 	return 0;
+}
+
+int sbx_sandbox_install(sbx_manager *m, sbx_sandbox *sb, const char *spec, long wait_ms,
+			struct sbx_install_status *ret_status, struct sbx_error *err)
+{
+	struct sbx_install_status st = {0};
+	int r = sbx_sandbox_begin(sb, err), q;
+
+	if (r < 0)
+		return r;
+	r = install(m, sb, spec, wait_ms, &st, err);
+	q = sbx_sandbox_end(sb, r < 0 ? NULL : err);
+	if (r >= 0 && q < 0) {
+		sbx_install_status_release(&st);
+		return q;
+	}
+	if (r >= 0)
+		*ret_status = st;
+	return r;
+}
+
+int sbx_sandbox_install_status(sbx_manager *m, sbx_sandbox *sb, const char *spec,
+			       struct sbx_install_status *ret_status, struct sbx_error *err)
+{
+	struct sbx_install_status st = {0};
+	int r = sbx_sandbox_begin(sb, err), q;
+
+	if (r < 0)
+		return r;
+	r = install_status(m, sb, spec, &st, err);
+	q = sbx_sandbox_end(sb, r < 0 ? NULL : err);
+	if (r >= 0 && q < 0) {
+		sbx_install_status_release(&st);
+		return q;
+	}
+	if (r >= 0)
+		*ret_status = st;
+	return r;
 }

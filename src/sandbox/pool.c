@@ -18,6 +18,21 @@
  * pooled containers (one engine call) and drops those no longer running, so that a create is not
  * handed a dead one; else sleeps on `wake`.
  *
+ * One server per instance: the manager holds an exclusive flock(2) on
+ * STATE_DIR/instance-INSTANCE.lock (which names its pid) for as long as it
+ * lives, so that a second server with the same state folder and instance
+ * fails to start (-EBUSY) instead of adopting, reaping and removing the
+ * first one's sandboxes; the kernel drops the lock when the process ends,
+ * however it ends. And server.instance left at "default" is made unique to
+ * the state folder: STATE_DIR/default-instance holds the name used,
+ * "default-" and 8 random hex digits, made at the first start (or "default"
+ * when the folder already has an instance-default folder from an earlier
+ * version, whose sandboxes stay adoptable); so two servers with state
+ * folders of their own never share an instance, and two with one state
+ * folder share the lock. Without a state folder there is nothing to lock:
+ * the instance stays "default" (or what was set) and keeping servers apart
+ * is the administrator's (their own server.instance each).
+ *
  * State folder: STATE_DIR/instance-INSTANCE/ID, one file per pooled sandbox
  * once it is assigned: {"id", "container", "owner", "name", "assigned"},
  * 0600, written to .ID.tmp and renamed (no fsync: after a power loss an
@@ -38,12 +53,17 @@
 
 #include <json-c/json.h>
 
+#include <sys/file.h>
+
 #include "sandbox-internal.h"
 #include "sbx/clock.h"
 #include "sbx/common.h"
+#include "sbx/crypto.h"
 
 #define STATE_DIR_DEFAULT "/var/lib/mcp-sandbox"
 #define STATE_FILE_MAX 4096
+#define INSTANCE_DEFAULT "default" /* server.instance's default (src/base/settings.c) */
+#define INSTANCE_FILE "default-instance"
 #define BACKOFF_MIN_MS 500
 #define BACKOFF_MAX_MS 30000
 #define CHECK_EVERY_S 30
@@ -66,6 +86,7 @@ struct sbx_pool {
 	/* The instance's state folder: -1 and NULL when there is none. */
 	int state_fd;
 	char *state_path;
+	int lock_fd; /* its lock file, flock()ed; -1 without a state folder */
 	/* Pool sandbox ids recover saw but did not adopt or remove (their
 	 * state files stay). */
 	char (*seen)[SBX_SANDBOX_ID_MAX + 1];
@@ -96,6 +117,20 @@ static bool id_valid(const char *id)
 
 /* ---- the state folder ---- */
 
+static int write_all(int fd, const char *data, size_t len)
+{
+	while (len > 0) {
+		ssize_t n = write(fd, data, len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		data += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
 /* Opens PATH (relative to AT) as a directory; with PRIVATE, creates it
  * 0700 when missing and insists that it is ours and closed to others. */
 static int open_dir(int at, const char *path, bool private, struct sbx_error *err)
@@ -121,17 +156,138 @@ static int open_dir(int at, const char *path, bool private, struct sbx_error *er
 	return fd;
 }
 
+static bool instance_valid(const char *v)
+{
+	size_t n = strlen(v);
+	return n >= 1 && n <= 64 &&
+	       strspn(v, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-") == n;
+}
+
+/* The instance name in TOP/INSTANCE_FILE: 1 with *ret_name, 0 when there is
+ * none (or it is not a valid name), < 0 when it cannot be read. */
+static int instance_read(int top, char **ret_name)
+{
+	char buf[80];
+	ssize_t n;
+	int r, fd = openat(top, INSTANCE_FILE, O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC);
+
+	if (fd < 0)
+		return errno == ENOENT ? 0 : -errno;
+	n = read(fd, buf, sizeof(buf) - 1);
+	r = n < 0 ? -errno : 0;
+	close(fd);
+	if (r < 0)
+		return r;
+	buf[n] = '\0';
+	buf[strcspn(buf, "\n")] = '\0';
+	if (!instance_valid(buf))
+		return 0;
+	*ret_name = strdup(buf);
+	return *ret_name ? 1 : -ENOMEM;
+}
+
+/* The instance a server with server.instance left at INSTANCE_DEFAULT uses
+ * with the state folder TOP (see the top of this file). */
+static int instance_derive(int top, const char *base, char **ret_name, struct sbx_error *err)
+{
+	char name[32], tmp[64];
+	unsigned char raw[4];
+	struct stat st;
+	int r, fd;
+
+	for (int tries = 0; tries < 3; tries++) {
+		r = instance_read(top, ret_name);
+		if (r != 0)
+			return r < 0 ? sbx_error_set(err, r, "read %s/%s: %s", base, INSTANCE_FILE,
+						     strerror(-r))
+				     : 0;
+		if (fstatat(top, "instance-" INSTANCE_DEFAULT, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+			snprintf(name, sizeof(name), "%s", INSTANCE_DEFAULT);
+		} else {
+			r = sbx_random_bytes(raw, sizeof(raw));
+			if (r < 0)
+				return sbx_error_set(err, r, "no random bytes: %s", strerror(-r));
+			memcpy(name, INSTANCE_DEFAULT "-", sizeof(INSTANCE_DEFAULT));
+			sbx_hex_encode(raw, sizeof(raw), name + sizeof(INSTANCE_DEFAULT));
+		}
+		/* Written aside and linked into place: of two servers starting at
+		 * once, one name wins and both read it. */
+		snprintf(tmp, sizeof(tmp), ".%s.%ld.tmp", INSTANCE_FILE, (long)getpid());
+		fd = openat(top, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (fd < 0)
+			return sbx_error_set(err, -errno, "write %s/%s: %s", base, tmp,
+					     strerror(errno));
+		strcat(name, "\n");
+		r = write_all(fd, name, strlen(name));
+		if (close(fd) < 0 && r == 0)
+			r = -errno;
+		if (r == 0 && linkat(top, tmp, top, INSTANCE_FILE, 0) < 0 && errno != EEXIST)
+			r = -errno;
+		unlinkat(top, tmp, 0);
+		if (r < 0)
+			return sbx_error_set(err, r, "write %s/%s: %s", base, INSTANCE_FILE,
+					     strerror(-r));
+	}
+	return sbx_error_set(err, -EIO, "%s/%s holds no valid instance name", base, INSTANCE_FILE);
+}
+
+/* Takes the lock of instance NAME, the file instance-NAME.lock in the state
+ * folder TOP (BASE): 0 with *ret_fd; -EBUSY in FATAL when another process
+ * holds it; other failures in ERR. */
+static int instance_lock(int top, const char *base, const char *instance, int *ret_fd,
+			 struct sbx_error *fatal, struct sbx_error *err)
+{
+	_cleanup_free_ char *file = NULL;
+	char pid[32] = "";
+	ssize_t n;
+	int lfd;
+
+	if (asprintf(&file, "instance-%s.lock", instance) < 0) {
+		file = NULL;
+		return sbx_error_set(err, -ENOMEM, "out of memory");
+	}
+	lfd = openat(top, file, O_RDWR | O_CREAT | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC, 0600);
+	if (lfd < 0)
+		return sbx_error_set(err, -errno, "open %s/%s: %s", base, file, strerror(errno));
+	if (flock(lfd, LOCK_EX | LOCK_NB) < 0) {
+		int e = errno;
+		if (e != EWOULDBLOCK) {
+			close(lfd);
+			return sbx_error_set(err, -e, "lock %s/%s: %s", base, file, strerror(e));
+		}
+		n = pread(lfd, pid, sizeof(pid) - 1, 0);
+		close(lfd);
+		pid[n > 0 ? n : 0] = '\0';
+		pid[strspn(pid, "0123456789")] = '\0';
+		return sbx_error_set(
+		    fatal, -EBUSY,
+		    "another mcp-sandbox server%s%s%s already serves server.instance \"%s\" with "
+		    "the state folder %s: two servers on one instance would adopt, expire and "
+		    "remove each other's sandboxes. Stop that one, or give this one its own "
+		    "server.instance or server.state_dir",
+		    *pid ? " (pid " : "", pid, *pid ? ")" : "", instance, base);
+	}
+	snprintf(pid, sizeof(pid), "%ld\n", (long)getpid());
+	if (ftruncate(lfd, 0) == 0)
+		n = pwrite(lfd, pid, strlen(pid), 0); /* for the message above only */
+	*ret_fd = lfd;
+	return 0;
+}
+
 /* Finds the state folder: server.state_dir (created when missing; any
  * failure is an error), else $STATE_DIRECTORY (its first entry), else
- * /var/lib/mcp-sandbox when it exists (any failure: no state folder). */
-static int state_open(struct sbx_pool *p, const struct sbx_settings *s, struct sbx_error *err)
+ * /var/lib/mcp-sandbox when it exists (any failure: no state folder). With
+ * a state folder, derives the instance left at its default and takes the
+ * instance's lock (another server holding it is always an error). */
+static int state_open(sbx_manager *m, struct sbx_pool *p, const struct sbx_settings *s,
+		      struct sbx_error *err)
 {
 	const char *conf = s->server.state_dir, *env = getenv("STATE_DIRECTORY");
-	_cleanup_free_ char *base = NULL, *sub = NULL;
-	struct sbx_error ignore = SBX_ERROR_INIT;
+	_cleanup_free_ char *base = NULL, *sub = NULL, *name = NULL;
+	struct sbx_error ignore = SBX_ERROR_INIT, *fatal = err;
 	struct stat st;
 	bool explicit = conf && *conf;
-	int top, fd;
+	int top, fd, lfd = -1, r;
 
 	if (explicit)
 		base = strdup(conf);
@@ -141,10 +297,8 @@ static int state_open(struct sbx_pool *p, const struct sbx_settings *s, struct s
 		base = strdup(STATE_DIR_DEFAULT);
 	else
 		return 0;
-	if (!base || asprintf(&sub, "instance-%s", s->server.instance) < 0) {
-		sub = NULL;
+	if (!base)
 		return sbx_error_set(err, -ENOMEM, "out of memory");
-	}
 	if (!explicit)
 		err = &ignore;
 	if (explicit && mkdir(base, 0700) < 0 && errno != EEXIST)
@@ -160,32 +314,41 @@ static int state_open(struct sbx_pool *p, const struct sbx_settings *s, struct s
 		sbx_error_prefix(err, "state folder (server.state_dir)");
 		return explicit ? err->code : 0;
 	}
+	r = strcmp(s->server.instance, INSTANCE_DEFAULT) == 0
+		? instance_derive(top, base, &name, err)
+		: ((name = strdup(s->server.instance)) ? 0 : -ENOMEM);
+	if (r >= 0 && asprintf(&sub, "instance-%s", name) < 0) {
+		sub = NULL;
+		r = sbx_error_set(err, -ENOMEM, "out of memory");
+	}
+	if (r >= 0) {
+		r = instance_lock(top, base, name, &lfd, fatal, err);
+		if (r < 0 && r != -EBUSY)
+			sbx_error_prefix(err, "state folder %s", base);
+	} else {
+		sbx_error_prefix(err, "state folder %s", base);
+	}
+	if (r < 0) {
+		close(top);
+		return explicit || r == -ENOMEM || r == -EBUSY ? r : 0;
+	}
 	fd = open_dir(top, sub, true, err);
 	close(top);
 	if (fd < 0) {
+		close(lfd);
 		sbx_error_prefix(err, "state folder %s", base);
 		return explicit ? fd : 0;
 	}
 	if (asprintf(&p->state_path, "%s/%s", base, sub) < 0) {
 		p->state_path = NULL;
 		close(fd);
+		close(lfd);
 		return sbx_error_set(err, -ENOMEM, "out of memory");
 	}
 	p->state_fd = fd;
-	return 0;
-}
-
-static int write_all(int fd, const char *data, size_t len)
-{
-	while (len > 0) {
-		ssize_t n = write(fd, data, len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		data += n;
-		len -= (size_t)n;
-	}
+	p->lock_fd = lfd;
+	free(m->instance);
+	m->instance = SBX_TAKE(name);
 	return 0;
 }
 
@@ -395,7 +558,7 @@ static void refill_one_locked(sbx_manager *m)
 static void check_locked(sbx_manager *m)
 {
 	struct sbx_pool *p = m->pool;
-	struct sbx_kv want[] = {{SBX_LABEL_INSTANCE, m->s->server.instance}, {SBX_LABEL_POOL, "1"}};
+	struct sbx_kv want[] = {{SBX_LABEL_INSTANCE, m->instance}, {SBX_LABEL_POOL, "1"}};
 	struct sbx_container_summary *cs = NULL;
 	struct sbx_pool_entry *dead = NULL, **at;
 	size_t n = 0;
@@ -481,9 +644,15 @@ int sbx_pool_new(sbx_manager *m, struct sbx_error *err)
 	if (!p)
 		return sbx_error_set(err, -ENOMEM, "out of memory");
 	p->state_fd = -1;
+	p->lock_fd = -1;
 	sbx_cond_init_monotonic(&p->wake);
 	m->pool = p;
-	r = state_open(p, m->s, err);
+	m->instance = strdup(m->s->server.instance);
+	if (!m->instance) {
+		sbx_pool_free(m);
+		return sbx_error_set(err, -ENOMEM, "out of memory");
+	}
+	r = state_open(m, p, m->s, err);
 	if (r < 0) {
 		sbx_pool_free(m);
 		return r;
@@ -543,6 +712,8 @@ void sbx_pool_free(sbx_manager *m)
 	}
 	if (p->state_fd >= 0)
 		close(p->state_fd);
+	if (p->lock_fd >= 0)
+		close(p->lock_fd); /* the instance is free for another server */
 	free(p->state_path);
 	free(p->seen);
 	pthread_cond_destroy(&p->wake);
@@ -745,4 +916,9 @@ void sbx_manager_pool_stats(sbx_manager *m, struct sbx_pool_stats *ret_stats)
 const char *sbx_manager_state_dir(const sbx_manager *m)
 {
 	return m->pool->state_path;
+}
+
+const char *sbx_manager_instance(const sbx_manager *m)
+{
+	return m->instance;
 }

@@ -3,10 +3,11 @@
  * What the sandbox manager's files share: the manager, the records and the
  * background installs. Not for anything above the manager.
  *
- * Locking: m->lock guards the record table, every record's last_used and
- * install list, and every install's state. Fields set at creation (id,
- * name, owner, container, image, created) never change afterwards and are
- * read without the lock. Engine calls are never made with the lock held.
+ * Locking: m->lock guards the record table, every record's use (last_used,
+ * used_ms, calls, end) and install list, every install's state, and the
+ * table of sandboxes gone lately. Fields set at creation (id, name, owner,
+ * container, image, created) never change afterwards and are read without
+ * the lock. Engine calls are never made with the lock held.
  */
 #ifndef SBX_SANDBOX_INTERNAL_H
 #define SBX_SANDBOX_INTERNAL_H
@@ -35,6 +36,15 @@ struct sbx_install {
 
 struct sbx_interp; /* interp.c */
 
+/* Why a sandbox is being removed, or was (the table of sandboxes gone
+ * lately keeps it, so that a later call can say so). */
+enum sbx_end {
+	SBX_END_NONE,
+	SBX_END_DELETED,  /* delete_sandbox */
+	SBX_END_IDLE,	  /* not used for sandbox.idle_timeout (the reaper) */
+	SBX_END_LIFETIME, /* older than sandbox.max_lifetime (the reaper) */
+};
+
 struct sbx_sandbox {
 	int refs; /* atomic */
 	sbx_manager *m;
@@ -48,22 +58,43 @@ struct sbx_sandbox {
 	bool removed; /* no longer in the table */
 	bool pooled;  /* taken from the pool: owner and name live in the state folder */
 	/* Under m->lock: */
-	time_t last_used;
+	time_t last_used;      /* wall clock, for list_sandboxes */
+	int64_t used_ms;       /* sbx_monotonic_ms() then, for the idle time */
+	int calls;	       /* calls running on it (sbx_sandbox_begin .. end) */
+	enum sbx_end end;      /* set while it is being removed: no call starts then */
+	time_t end_at;	       /* when end was set */
+	int64_t reap_retry_ms; /* the reaper failed to remove it: not before then */
 	struct sbx_install *installs;
 	/* The Python interpreter: set once, under m->lock, at first use or (from
 	 * the pool entry) at assignment before the record is ready. */
 	struct sbx_interp *interp;
 };
 
+/* A sandbox removed lately (sbx_gone_add_locked). */
+struct sbx_gone {
+	char id[SBX_SANDBOX_ID_MAX + 1];
+	char *name;
+	char *owner;
+	enum sbx_end end;
+	time_t when;   /* wall clock */
+	int64_t at_ms; /* sbx_monotonic_ms() */
+};
+
 struct sbx_manager {
 	const struct sbx_settings *s;
 	sbx_engine *engine;
+	/* The instance in labels and the state folder: server.instance, or
+	 * the name derived from the state folder (pool.c). Set once. */
+	char *instance;
 	pthread_mutex_t lock;
 	pthread_cond_t changed; /* an install ended */
 	sbx_sandbox **table;	/* oldest first */
 	size_t n, cap;
 	size_t installs_running;
-	struct sbx_pool *pool; /* pool.c; its fields are under lock too */
+	struct sbx_gone *gone; /* oldest first */
+	size_t n_gone;
+	struct sbx_reaper *reaper; /* reaper.c; NULL when nothing expires */
+	struct sbx_pool *pool;	   /* pool.c; its fields are under lock too */
 	/* sbx_manager_check_engine: the last answer, kept for a second */
 	pthread_mutex_t check_lock;
 	struct timespec check_at;
@@ -71,8 +102,22 @@ struct sbx_manager {
 	struct sbx_error check_err;
 };
 
-/* Marks the sandbox used now. */
+/* Every manager call that works in a sandbox's container runs between
+ * these two: begin fails (-ENOENT, saying why) when the sandbox is being
+ * removed or is gone, else counts the call and marks the sandbox used, so
+ * that the reaper leaves it alone; end marks it used again and fails
+ * (-ENOENT, saying why) when the sandbox was deleted while the call ran,
+ * when the caller must drop what the call produced. */
+int sbx_sandbox_begin(sbx_sandbox *sb, struct sbx_error *err);
+int sbx_sandbox_end(sbx_sandbox *sb, struct sbx_error *err);
+/* Marks the sandbox used now (a background install that ended). */
 void sbx_sandbox_touch(sbx_sandbox *sb);
+
+/* Removes the container of SB, whose end was set under m->lock (so that
+ * no call starts in it), and then the record, which the table of sandboxes
+ * gone lately remembers. When the engine cannot remove the container, the
+ * sandbox is usable again (end cleared) and the error says why. */
+int sbx_sandbox_remove_marked(sbx_manager *m, sbx_sandbox *sb, struct sbx_error *err);
 
 /* A message for a failed exec: if the container is gone or stopped, says
  * so and tells the user to create a new sandbox; returns the code to use. */
@@ -115,6 +160,21 @@ int sbx_sandbox_make_id(char id[SBX_SANDBOX_ID_MAX + 1], struct sbx_error *err);
  * assigned later). On failure nothing is left on the engine. */
 int sbx_container_provision(sbx_manager *m, const char *id, time_t created, const char *name,
 			    const char *owner, char **ret_container, struct sbx_error *err);
+
+/* reaper.c: removes the sandboxes whose time is up. */
+
+/* Starts the reaper thread when sandbox.idle_timeout or max_lifetime is set. */
+int sbx_reaper_start(sbx_manager *m, struct sbx_error *err);
+/* Wakes and joins it. */
+void sbx_reaper_stop(sbx_manager *m);
+/* Under m->lock: a deadline may have changed (a sandbox was added, a call
+ * or an install ended). */
+void sbx_reaper_wake_locked(sbx_manager *m);
+/* Under m->lock: when SB's time is up (on sbx_monotonic_ms(), given as
+ * NOW_MS), INT64_MAX when never; *ret_why says which limit, *ret_wall the
+ * wall-clock time (each may be NULL). Calls running in it are not counted. */
+int64_t sbx_sandbox_deadline_locked(sbx_manager *m, const sbx_sandbox *sb, int64_t now_ms,
+				    enum sbx_end *ret_why, time_t *ret_wall);
 
 /* pool.c: the warm pool and the state folder. */
 

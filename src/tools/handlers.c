@@ -54,6 +54,46 @@ static long arg_timeout_ms(struct json_object *args)
 	return ms < 1.0 ? 1 : (long)(ms + 0.999);
 }
 
+/* The time limit a run gets from its timeout argument: cut to
+ * sandbox.max_exec_timeout, and then *ret_notice (owned) says so; 0 (the
+ * server's sandbox.exec_timeout) when the argument is absent. 0 or -ENOMEM. */
+static int run_timeout_ms(const struct sbx_tool_ctx *ctx, struct json_object *args, long *ret_ms,
+			  char **ret_notice)
+{
+	long ms = arg_timeout_ms(args), max = (long)ctx->settings->sandbox.max_exec_timeout_ms;
+
+	*ret_notice = NULL;
+	*ret_ms = ms;
+	if (max <= 0 || ms <= max)
+		return 0;
+	*ret_ms = max;
+	return sbx_str_replacef(ret_notice,
+				"The timeout of %g s asked for is over this server's limit "
+				"(sandbox.max_exec_timeout): it ran with a time limit of %g s.",
+				(double)ms / 1000.0, (double)max / 1000.0);
+}
+
+/* Adds NOTICE (consumed) before OUT->notice, in the result's "notice" and
+ * as a text item. 0 or -ENOMEM. */
+static int add_notice(struct json_object *res, struct sbx_tool_out *out, char *notice)
+{
+	char *both = NULL;
+
+	if (!notice)
+		return 0;
+	if (out->notice) {
+		if (asprintf(&both, "%s %s", notice, out->notice) < 0) {
+			free(notice);
+			return -ENOMEM;
+		}
+		free(notice);
+		free(out->notice);
+		notice = both;
+	}
+	out->notice = notice;
+	return sbx_tools_put(res, "notice", json_object_new_string(notice));
+}
+
 /* The hint for an error of the engine or the manager that no caller
  * expected specially. */
 static const char *hint_general(int code)
@@ -140,6 +180,11 @@ static struct json_object *sandbox_json(const struct sbx_sandbox_info *in)
 	r |= sbx_tools_put(o, "image", new_str(in->image));
 	r |= sbx_tools_put(o, "created", new_str(created));
 	r |= sbx_tools_put(o, "last_used", new_str(used));
+	if (in->expires) {
+		char expires[32];
+		iso_time(in->expires, expires, sizeof(expires));
+		r |= sbx_tools_put(o, "expires", new_str(expires));
+	}
 	r |= sbx_tools_put(o, "packages", pk);
 	if (r < 0)
 		return json_object_put(o), NULL;
@@ -205,7 +250,8 @@ int sbx_tool_create_sandbox(const struct sbx_tool_ctx *ctx, struct json_object *
 			hint = NULL; /* the manager's message says it all */
 			break;
 		case -EBUSY:
-			hint = "Reuse one of your sandboxes instead (list_sandboxes shows them).";
+			hint = "Delete one of your sandboxes with delete_sandbox, or reuse one "
+			       "(list_sandboxes shows them).";
 			break;
 		default:
 			hint = hint_general(r);
@@ -227,6 +273,43 @@ int sbx_tool_create_sandbox(const struct sbx_tool_ctx *ctx, struct json_object *
 	sbx_sandbox_info_release(&info);
 	sbx_sandbox_unref(sb);
 	return set_result(out, res, r);
+}
+
+/* ---- delete_sandbox ---- */
+
+int sbx_tool_delete_sandbox(const struct sbx_tool_ctx *ctx, struct json_object *args,
+			    struct sbx_tool_out *out)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct json_object *res;
+	sbx_sandbox *sb = NULL;
+	char msg[256];
+	int r;
+
+	r = get_sandbox(ctx, args, out, &sb);
+	if (r != 0)
+		return r < 0 ? r : 0;
+	r = sbx_sandbox_delete(ctx->manager, owner_of(ctx), sbx_sandbox_id(sb), &err);
+	if (r < 0) {
+		r = sbx_tool_fail_err(out, &err, r == -ENOENT ? HINT_NO_SANDBOX : hint_general(r));
+		goto out;
+	}
+	snprintf(msg, sizeof(msg),
+		 "Sandbox %s is deleted: its container, files, installed packages and Python "
+		 "variables are gone. create_sandbox makes a new one.",
+		 sbx_sandbox_id(sb));
+	res = json_object_new_object();
+	r = res ? 0 : -ENOMEM;
+	if (res) {
+		r |= sbx_tools_put(res, "sandbox_id", new_str(sbx_sandbox_id(sb)));
+		r |= sbx_tools_put(res, "name", new_str(sbx_sandbox_name(sb)));
+		r |= sbx_tools_put(res, "deleted", json_object_new_boolean(true));
+		r |= sbx_tools_put(res, "message", new_str(msg));
+	}
+	r = set_result(out, res, r);
+out:
+	sbx_sandbox_unref(sb);
+	return r;
 }
 
 /* ---- execute_python_code, execute_terminal_command ---- */
@@ -357,7 +440,6 @@ int sbx_tool_execute_terminal_command(const struct sbx_tool_ctx *ctx, struct jso
 				      struct sbx_tool_out *out)
 {
 	struct sbx_run_opts opts = {
-	    .timeout_ms = arg_timeout_ms(args),
 	    .cancelled = command_cancelled,
 	    .userdata = (void *)ctx,
 	};
@@ -365,11 +447,16 @@ int sbx_tool_execute_terminal_command(const struct sbx_tool_ctx *ctx, struct jso
 	struct sbx_run_result rr = {0};
 	struct json_object *res = NULL;
 	sbx_sandbox *sb = NULL;
+	char *capped = NULL;
 	int r;
 
+	if (run_timeout_ms(ctx, args, &opts.timeout_ms, &capped) < 0)
+		return -ENOMEM;
 	r = get_sandbox(ctx, args, out, &sb);
-	if (r != 0)
+	if (r != 0) {
+		free(capped);
 		return r < 0 ? r : 0;
+	}
 	notify_started(ctx, "running the command");
 	r = sbx_sandbox_run_shell_ex(ctx->manager, sb, arg_str(args, "command"), &opts, &rr, &err);
 	if (r < 0) {
@@ -378,8 +465,11 @@ int sbx_tool_execute_terminal_command(const struct sbx_tool_ctx *ctx, struct jso
 	}
 	res = json_object_new_object();
 	r = res ? output_json(&rr, res) : -ENOMEM;
+	if (r == 0)
+		r = add_notice(res, out, SBX_TAKE(capped));
 	r = set_result(out, res, r);
 out:
+	free(capped);
 	sbx_run_result_release(&rr);
 	sbx_sandbox_unref(sb);
 	return r;
@@ -442,18 +532,22 @@ int sbx_tool_execute_python_code(const struct sbx_tool_ctx *ctx, struct json_obj
 	struct sbx_run_result rr = {0};
 	struct python_hooks h = {.ctx = ctx};
 	struct sbx_run_opts opts = {
-	    .timeout_ms = arg_timeout_ms(args),
 	    .on_output = python_output,
 	    .cancelled = python_cancelled,
 	    .userdata = &h,
 	};
 	struct json_object *res = NULL;
 	sbx_sandbox *sb = NULL;
+	char *capped = NULL;
 	int r;
 
+	if (run_timeout_ms(ctx, args, &opts.timeout_ms, &capped) < 0)
+		return -ENOMEM;
 	r = get_sandbox(ctx, args, out, &sb);
-	if (r != 0)
+	if (r != 0) {
+		free(capped);
 		return r < 0 ? r : 0;
+	}
 	sbx_progress_init(&h.progress, ctx);
 	sbx_progress_step(&h.progress, "running the Python code");
 	r = sbx_sandbox_run_python_ex(ctx->manager, sb, arg_str(args, "code"), &opts, &rr, &err);
@@ -474,12 +568,15 @@ int sbx_tool_execute_python_code(const struct sbx_tool_ctx *ctx, struct json_obj
 	if (r == 0)
 		r = sbx_tools_put(res, "interpreter_restarted",
 				  json_object_new_boolean(rr.interpreter_restarted));
-	if (r == 0 && rr.notice)
-		r = sbx_tools_put(res, "notice", new_str(rr.notice));
 	if (r == 0 && rr.notice && !(out->notice = strdup(rr.notice)))
 		r = -ENOMEM;
+	if (r == 0 && out->notice && !capped)
+		r = sbx_tools_put(res, "notice", new_str(out->notice));
+	if (r == 0)
+		r = add_notice(res, out, SBX_TAKE(capped));
 	r = set_result(out, res, r);
 out:
+	free(capped);
 	sbx_progress_release(&h.progress);
 	sbx_run_result_release(&rr);
 	sbx_sandbox_unref(sb);

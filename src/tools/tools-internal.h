@@ -53,6 +53,8 @@ int sbx_tool_upload_file(const struct sbx_tool_ctx *ctx, struct json_object *arg
 			 struct sbx_tool_out *out);
 int sbx_tool_reset_python(const struct sbx_tool_ctx *ctx, struct json_object *args,
 			  struct sbx_tool_out *out);
+int sbx_tool_delete_sandbox(const struct sbx_tool_ctx *ctx, struct json_object *args,
+			    struct sbx_tool_out *out);
 
 /* Sets OUT->error to the formatted message; 0 or -ENOMEM. */
 int sbx_tool_fail(struct sbx_tool_out *out, const char *fmt, ...)

@@ -230,11 +230,13 @@ void sbx_progress_flush(struct sbx_progress *p, bool final)
 	"list_sandboxes.\"}"
 #define TIMEOUT_PROP                                                                               \
 	"\"timeout\":{\"type\":\"number\",\"exclusiveMinimum\":0,\"maximum\":3600,"                \
-	"\"description\":\"Time limit in seconds (default: the server's limit, usually 60). "      \
+	"\"description\":\"Time limit in seconds (default: the server's, usually 60; at most the " \
+	"server's maximum, usually 600: a longer one is cut to it and `notice` says so). "         \
 	"The process is killed when it is reached.\"}"
 #define PY_TIMEOUT_PROP                                                                            \
 	"\"timeout\":{\"type\":\"number\",\"exclusiveMinimum\":0,\"maximum\":3600,"                \
-	"\"description\":\"Time limit in seconds (default: the server's limit, usually 60). "      \
+	"\"description\":\"Time limit in seconds (default: the server's, usually 60; at most the " \
+	"server's maximum, usually 600: a longer one is cut to it and `notice` says so). "         \
 	"The code is then interrupted; if it does not stop, the interpreter is restarted and its " \
 	"variables are lost.\"}"
 #define PACKAGE_PROP                                                                               \
@@ -257,13 +259,14 @@ static const struct sbx_tool_def tools[] = {
 	.name = "list_sandboxes",
 	.title = "List sandboxes",
 	.description =
-	    "List your Python sandboxes with their status, image, creation and last-use times "
-	    "(UTC) "
+	    "List your Python sandboxes with their status, image, creation, last-use and expiry "
+	    "times (UTC: a sandbox unused for a while is removed with its files, and `expires` "
+	    "says when) "
 	    "and the packages installed in them with install_package_in_sandbox. Call this first: "
 	    "reuse a running sandbox instead of creating a new one, and use it to find a "
 	    "sandbox_id you lost. Workflow: list_sandboxes -> create_sandbox (if none fits) -> "
 	    "install_package_in_sandbox -> check_package_installation_status -> "
-	    "execute_python_code.",
+	    "execute_python_code -> delete_sandbox when done.",
 	.input_schema = "{\"type\":\"object\",\"properties\":{},\"additionalProperties\":false}",
 	.output_schema =
 	    "{\"type\":\"object\",\"properties\":{\"sandboxes\":{\"type\":\"array\",\"items\":{"
@@ -272,6 +275,10 @@ static const struct sbx_tool_def tools[] = {
 	    "\"image\":{\"type\":\"string\"},"
 	    "\"created\":{\"type\":\"string\",\"description\":\"ISO 8601, UTC\"},"
 	    "\"last_used\":{\"type\":\"string\",\"description\":\"ISO 8601, UTC\"},"
+	    "\"expires\":{\"type\":\"string\",\"description\":\"ISO 8601, UTC: when the "
+	    "server removes it with its files unless it is used again before (an unused "
+	    "sandbox expires; so does any sandbox at the server's maximum age); absent: "
+	    "never\"},"
 	    "\"packages\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}}},"
 	    "\"required\":[\"sandbox_id\",\"name\",\"status\",\"image\",\"created\","
 	    "\"last_used\",\"packages\"],\"additionalProperties\":false}},"
@@ -287,8 +294,10 @@ static const struct sbx_tool_def tools[] = {
 	.description =
 	    "Create a new isolated Python sandbox (a container with Python 3.11, numpy, pandas and "
 	    "matplotlib) and return its sandbox_id. A sandbox keeps its files and installed "
-	    "packages until the server removes it, so create one per task and pass its sandbox_id "
-	    "to every later call; call list_sandboxes first to reuse one you already have. "
+	    "packages until it is deleted (delete_sandbox) or expires (unused for a while; "
+	    "list_sandboxes shows when), so create one "
+	    "per task and pass its sandbox_id to every later call; call list_sandboxes first to "
+	    "reuse one you already have, and delete_sandbox what you no longer need. "
 	    "Optional name: a label you can use instead of the id (1-64 letters, digits, '_', '.', "
 	    "'-'; unique among your sandboxes). Next: install_package_in_sandbox for anything "
 	    "missing, then execute_python_code.",
@@ -344,7 +353,8 @@ static const struct sbx_tool_def tools[] = {
 	    "\"interpreter_restarted\":{\"type\":\"boolean\",\"description\":\"the variables "
 	    "and imports of earlier calls are gone\"},"
 	    "\"notice\":{\"type\":\"string\",\"description\":\"what happened to the "
-	    "interpreter (time limit, restart, output cut)\"}},"
+	    "interpreter (time limit, restart, output cut), and a timeout cut to the server's "
+	    "maximum\"}},"
 	    "\"required\":[" RUN_OUTPUT_REQUIRED ",\"files\",\"files_truncated\","
 	    "\"interpreter_restarted\"],"
 	    "\"additionalProperties\":false}",
@@ -416,6 +426,8 @@ static const struct sbx_tool_def tools[] = {
 			"},\"required\":[\"sandbox_id\",\"command\"],"
 			"\"additionalProperties\":false}",
 	.output_schema = "{\"type\":\"object\",\"properties\":{" RUN_OUTPUT_PROPS
+			 ",\"notice\":{\"type\":\"string\",\"description\":\"what the server "
+			 "changed about the call (a timeout cut to its maximum)\"}"
 			 "},\"required\":[" RUN_OUTPUT_REQUIRED "],"
 			 "\"additionalProperties\":false}",
 	.destructive = true,
@@ -468,6 +480,28 @@ static const struct sbx_tool_def tools[] = {
 	.destructive = true,
 	.idempotent = true,
 	.run = sbx_tool_reset_python,
+    },
+    {
+	.name = "delete_sandbox",
+	.title = "Delete a sandbox",
+	.description =
+	    "Delete one of your sandboxes when you are done with it: its container is removed "
+	    "with every file, installed package and Python variable in it, and the server's "
+	    "slot is free at once for a new sandbox. A call still running in it is stopped and "
+	    "fails. Download what you need first (the file links stop working). Use it when "
+	    "create_sandbox says the server is at its limit: the error names your least "
+	    "recently used sandboxes.",
+	.input_schema = "{\"type\":\"object\",\"properties\":{" SANDBOX_ID_PROP
+			"},\"required\":[\"sandbox_id\"],\"additionalProperties\":false}",
+	.output_schema = "{\"type\":\"object\",\"properties\":{\"sandbox_id\":{\"type\":"
+			 "\"string\"},\"name\":{\"type\":\"string\"},"
+			 "\"deleted\":{\"type\":\"boolean\"},"
+			 "\"message\":{\"type\":\"string\"}},"
+			 "\"required\":[\"sandbox_id\",\"name\",\"deleted\",\"message\"],"
+			 "\"additionalProperties\":false}",
+	.destructive = true,
+	.idempotent = true,
+	.run = sbx_tool_delete_sandbox,
     },
 };
 
@@ -757,9 +791,12 @@ int sbx_tool_fail(struct sbx_tool_out *out, const char *fmt, ...)
 /* The manager's messages often say what to do already, naming a tool. */
 static bool says_what_to_do(const char *msg)
 {
-	static const char *const advice[] = {
-	    "list_sandboxes", "create_sandbox", "install_package_in_sandbox",
-	    "check_package_installation_status", "create a new sandbox"};
+	static const char *const advice[] = {"list_sandboxes",
+					     "create_sandbox",
+					     "install_package_in_sandbox",
+					     "check_package_installation_status",
+					     "create a new sandbox",
+					     "delete_sandbox"};
 	for (size_t i = 0; i < SBX_ARRAY_SIZE(advice); i++)
 		if (strstr(msg, advice[i]))
 			return true;

@@ -8,9 +8,10 @@
 # instance label is left. Then the adoption phase (e2e_adopt): a server with
 # sandbox.remove_on_exit=false is stopped by SIGTERM and leaves its sandbox,
 # which the next server on the same instance and state folder adopts
-# (tests/e2e/adopt.mjs). Then the stop with calls in flight (e2e_shutdown:
-# SIGTERM, a call that ignores its cancellation, a second SIGTERM). Prints
-# TAP; the plan comes last.
+# (tests/e2e/adopt.mjs). Before the first server stops, a second one on its
+# instance and state folder must refuse to start. Then the stop with calls in
+# flight (e2e_shutdown: SIGTERM, a call that ignores its cancellation, a second
+# SIGTERM). Prints TAP; the plan comes last.
 #
 # Without the engine, node or the npm packages the test is skipped, unless
 # MCP_SANDBOX_REQUIRE_ENGINES=1 (then Bail out!). SBX_E2E_KEEP=1 keeps the
@@ -222,6 +223,31 @@ e2e_none_left() {
 	else
 		echo "not ok $n - $1 (status $st)"
 		e2e_remove "$e2e_sock" "$left"
+	fi
+}
+
+# e2e_second: one TAP point: a second server with the running one's
+# server.instance and state folder does not start (it would adopt, expire
+# and remove the first one's sandboxes): it says that another server holds
+# the instance. The running server's variables are kept.
+e2e_second() {
+	s_spid=$e2e_spid s_url=$e2e_url s_slog=$e2e_slog s_sout=$e2e_sout
+	if e2e_server_start second; then
+		kill -TERM "$e2e_spid"
+		e2e_gone "$e2e_spid" 600 || kill -KILL "$e2e_spid"
+		wait "$e2e_spid" 2>/dev/null
+		started=yes
+	else
+		started=no
+	fi
+	second_log=$e2e_slog
+	e2e_spid=$s_spid e2e_url=$s_url e2e_slog=$s_slog e2e_sout=$s_sout
+	n=$((n + 1))
+	if [ $started = no ] && grep -q 'already serves server.instance' "$second_log"; then
+		echo "ok $n - a second server on the same server.instance and state folder refuses to start: $(grep -o 'another mcp-sandbox server.*state folder [^:]*' "$second_log" | head -n 1)"
+	else
+		echo "not ok $n - a second server on the same server.instance and state folder refuses to start (it started: $started)"
+		e2e_diag_file "$second_log"
 	fi
 }
 
@@ -525,6 +551,8 @@ run_e2e() {
 	else
 		echo "not ok $n - the engine lists sandboxes with label org.mcp-sandbox.instance=$instance (status $st, $count found)"
 	fi
+
+	e2e_second
 
 	e2e_server_stop mcp-sandboxd
 	e2e_none_left "no container with the instance label is left"

@@ -8,14 +8,14 @@ import assert from 'node:assert/strict';
 import { check } from './tap.mjs';
 import { TOOLS, call, callOk, cfg, connect, createSandbox, disconnect, installAndWait, raw } from './util.mjs';
 
-// Checks the tools/list answer: the seven tools of the seed with their
+// Checks the tools/list answer: the seven tools of the seed and delete_sandbox with their
 // exact names and parameters; a tool added since must still be well formed.
 // Returns the tools by name.
 export function checkToolList(tools) {
 	const byName = Object.fromEntries(tools.map((t) => [t.name, t]));
 	assert.equal(Object.keys(byName).length, tools.length, 'no tool twice');
 	const missing = Object.keys(TOOLS).filter((n) => !byName[n]);
-	assert.deepEqual(missing, [], `the seven tools, exact names: missing ${missing.join(', ')}`);
+	assert.deepEqual(missing, [], `the tools, exact names: missing ${missing.join(', ')}`);
 	for (const t of tools) {
 		assert.match(t.name, /^[A-Za-z0-9_.-]{1,64}$/, `tool name ${JSON.stringify(t.name)}`);
 		assert.equal(t.inputSchema?.type, 'object', `${t.name}: inputSchema is an object schema`);
@@ -89,7 +89,7 @@ export async function seedWorkflow(label, makeTransport) {
 	});
 	if (!client) return;
 	try {
-		await check(t('tools/list: the seven tools, exact names and parameters'), async () => {
+		await check(t('tools/list: the tools, exact names and parameters'), async () => {
 			const { tools } = await client.listTools();
 			checkToolList(tools);
 		});
@@ -233,6 +233,18 @@ export async function seedWorkflow(label, makeTransport) {
 			const r = await callOk(client, 'execute_terminal_command', { sandbox_id: sid, command: 'cd /app/results && ls' });
 			assert.match(r.stdout, /plot\.png/);
 			assert.match(r.stdout, /data\.csv/);
+		});
+		await check(t('delete_sandbox: deleted; then a call on it says so, the list and its links forget it'), async () => {
+			const r = await callOk(client, 'delete_sandbox', { sandbox_id: sid });
+			assert.equal(r.deleted, true, JSON.stringify(r));
+			assert.equal(r.sandbox_id, sid, JSON.stringify(r));
+			const after = await call(client, 'execute_python_code', { sandbox_id: sid, code: 'print(1)' });
+			assert.ok(after.isError, `a call after the delete: ${after.text}`);
+			assert.match(after.text, /was deleted/);
+			const list = await callOk(client, 'list_sandboxes', {});
+			assert.ok(!JSON.stringify(list).includes(sid), `${sid} still listed: ${JSON.stringify(list)}`);
+			const link = await raw({ path: `/artifacts/${encodeURIComponent(sid)}/plot.png` });
+			assert.equal(link.status, 404, 'its artifact link');
 		});
 	} finally {
 		await disconnect(client);

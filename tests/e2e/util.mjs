@@ -28,7 +28,7 @@ export const cfg = {
 };
 export const port = Number(new URL(cfg.base).port);
 
-// The seven tools: exact names, every parameter, the required ones.
+// The seed's seven tools and delete_sandbox: exact names, every parameter, the required ones.
 export const TOOLS = {
 	create_sandbox: { params: ['name'], required: [] },
 	list_sandboxes: { params: [], required: [] },
@@ -43,6 +43,7 @@ export const TOOLS = {
 		params: ['sandbox_id', 'local_file_path', 'dest_path'],
 		required: ['sandbox_id', 'local_file_path'],
 	},
+	delete_sandbox: { params: ['sandbox_id'], required: ['sandbox_id'] },
 };
 
 const CLIENT_INFO = { name: 'mcp-sandbox-e2e', version: '1.0.0' };
