@@ -84,6 +84,10 @@ struct sbx_engine_ops {
 	int (*path_stat)(sbx_engine *e, const char *id, const char *path, struct sbx_path_stat *ret,
 			 struct sbx_error *err);
 
+	/* Stream container events as sbx_engine_events says; the wrapper has
+	 * checked spec and spec->on_event. */
+	int (*events)(sbx_engine *e, const struct sbx_events_spec *spec, struct sbx_error *err);
+
 	/* Optional. */
 	int (*network_connect)(sbx_engine *e, const char *id, const char *network,
 			       struct sbx_error *err);

@@ -684,3 +684,11 @@ int sbx_container_stats(sbx_engine *e, const char *id, struct sbx_stats *ret_sta
 	NEGOTIATE(e, err);
 	return e->ops->container_stats(e, id, ret_stats, err);
 }
+
+int sbx_engine_events(sbx_engine *e, const struct sbx_events_spec *spec, struct sbx_error *err)
+{
+	OPTIONAL(e, events, err);
+	REQUIRE(spec && spec->on_event, err, "events spec with on_event");
+	NEGOTIATE(e, err);
+	return e->ops->events(e, spec, err);
+}

@@ -235,6 +235,47 @@ int sbx_path_stat(sbx_engine *e, const char *id, const char *path, struct sbx_pa
 		  struct sbx_error *err);
 void sbx_path_stat_release(struct sbx_path_stat *st);
 
+/* What the engine's events stream says about a container. */
+enum sbx_event_kind {
+	SBX_EVENT_OPEN,	   /* the stream is established (first callback; no container) */
+	SBX_EVENT_START,   /* the container started */
+	SBX_EVENT_DIE,	   /* its main process ended (exit_code when known) */
+	SBX_EVENT_OOM,	   /* the kernel's OOM killer struck in it (Docker only) */
+	SBX_EVENT_KILL,	   /* a signal was sent to it (signal when known) */
+	SBX_EVENT_DESTROY, /* it was removed */
+};
+
+struct sbx_engine_event {
+	enum sbx_event_kind kind;
+	const char *container; /* full id; NULL for SBX_EVENT_OPEN */
+	int exit_code;	       /* SBX_EVENT_DIE: -1 when the engine did not say */
+	int signal;	       /* SBX_EVENT_KILL: the signal number, 0 when unknown */
+	int64_t time_ns;       /* the engine's timestamp, 0 when none */
+};
+
+/* Receives one event (valid during the call only); return 0 to go on,
+ * negative to end the stream (sbx_engine_events then returns that value). */
+typedef int (*sbx_event_fn)(void *userdata, const struct sbx_engine_event *ev);
+
+struct sbx_events_spec {
+	const struct sbx_kv *labels; /* only containers carrying all of them */
+	size_t n_labels;
+	sbx_event_fn on_event; /* required */
+	/* Optional: polled about once a second while the stream is idle (and
+	 * between events); true ends the stream and the call returns 0. */
+	bool (*stopped)(void *userdata);
+	void *userdata;
+};
+
+/* Follows the engine's container events (start, die, oom, kill, destroy of
+ * containers with spec->labels) from now on, calling spec->on_event for each,
+ * SBX_EVENT_OPEN first once the engine accepted the request. Blocks until
+ * spec->stopped says so (0), on_event fails (its value), or the stream ends
+ * or breaks (-EPIPE, or the transport's error: the engine stopped or is
+ * unreachable; the caller reconnects). Unknown actions and malformed lines
+ * are skipped; a line over 1 MiB ends the stream with -EPROTO. */
+int sbx_engine_events(sbx_engine *e, const struct sbx_events_spec *spec, struct sbx_error *err);
+
 /* Optional operations: -ENOTSUP when the backend has none. */
 int sbx_network_connect(sbx_engine *e, const char *id, const char *network, struct sbx_error *err);
 int sbx_network_disconnect(sbx_engine *e, const char *id, const char *network,
