@@ -6,6 +6,7 @@
  * container of those instances is left.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
@@ -988,12 +989,26 @@ static void test_dead_pooled(void)
 		replaced = st.made == 2 && st.ready == 1 && st.filling == 0;
 	}
 	tap_ok(replaced, "the pool notices and starts another");
+	tap_ok(st.died == 1 && st.followed,
+	       "it counts one dead (%" PRIu64 "), following the engine", st.died);
 	list = NULL;
 	n = 0;
 	r = sbx_container_list(engine, want, 2, &list, &n, &err);
 	tap_ok(r == 0 && n == 1 && list[0].running && victim && strcmp(list[0].id, victim) != 0,
 	       "the dead one is removed, the new one runs (%s)", err.msg);
 	sbx_container_list_free(list, n);
+	{
+		sbx_sandbox *sb = NULL;
+		struct sbx_run_result res = {0};
+		r = sbx_sandbox_create(m, "alice", "afterdeath", &sb, &err);
+		sbx_manager_pool_stats(m, &st);
+		tap_ok(r == 0 && st.taken == 1, "create takes the new pooled one (%s)", err.msg);
+		if (sb && python(m, sb, "print(6 * 7)", &res) == 0) {
+			tap_is_str(res.out.data, "42\n", "and Python runs in it");
+			sbx_run_result_release(&res);
+		}
+		sbx_sandbox_unref(sb);
+	}
 	free(victim);
 	test_manager_close(&tm, "nothing left");
 }

@@ -1216,29 +1216,111 @@ static void test_threads(sbx_manager *m)
 	sbx_sandbox_unref(won);
 }
 
+/* The status and reason list_sandboxes gives SB of alice's (owned), or NULL. */
+static char *listed(sbx_manager *m, sbx_sandbox *sb, char **ret_reason)
+{
+	struct sbx_sandbox_info *list = NULL;
+	size_t n = 0;
+	char *status = NULL;
+
+	*ret_reason = NULL;
+	if (sbx_manager_list(m, "alice", &list, &n, NULL) < 0)
+		return NULL;
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(list[i].id, sbx_sandbox_id(sb)) == 0) {
+			status = strdup(list[i].status);
+			*ret_reason = list[i].reason ? strdup(list[i].reason) : NULL;
+		}
+	sbx_sandbox_info_list_free(list, n);
+	return status;
+}
+
+/* Waits (up to 30 s, a bound on a hang) until list_sandboxes gives SB a
+ * reason it no longer runs; that reason (owned), or NULL. */
+static char *wait_dead(sbx_manager *m, sbx_sandbox *sb)
+{
+	for (int i = 0; i < 300; i++) {
+		char *reason = NULL, *status = listed(m, sb, &reason);
+		free(status);
+		if (reason)
+			return reason;
+		usleep(100000);
+	}
+	return NULL;
+}
+
+/* A sandbox whose container is killed, or removed, from outside the server:
+ * the server learns it from the engine's events, without any call (list
+ * shows it dead with the reason), and a call on it says so and what to do. */
 static void test_stopped(sbx_manager *m)
 {
 	struct sbx_error err = SBX_ERROR_INIT;
 	struct sbx_run_result res = {0};
-	sbx_sandbox *sb = NULL;
-	char *cid;
+	sbx_sandbox *sb = NULL, *gone = NULL;
+	char *cid, *gid, *reason;
 	int r;
 
-	if (sbx_sandbox_create(m, "alice", "stopme", &sb, &err) < 0) {
-		tap_ok(0, "create a sandbox to stop (%s)", err.msg);
+	if (sbx_sandbox_create(m, "alice", "stopme", &sb, &err) < 0 ||
+	    sbx_sandbox_create(m, "alice", "removeme", &gone, &err) < 0) {
+		tap_ok(0, "create sandboxes to stop and to remove (%s)", err.msg);
+		sbx_sandbox_unref(sb);
 		return;
+	}
+	{
+		char *status = listed(m, sb, &reason);
+		tap_ok(status && strcmp(status, "running") == 0 && !reason,
+		       "a live sandbox is listed running, without a reason");
+		free(status);
+		free(reason);
 	}
 	cid = container_of(instance, sbx_sandbox_id(sb));
 	tap_ok(cid && sbx_container_kill(engine, cid, "KILL", &err) == 0, "kill its container");
-	usleep(300000);
+	reason = wait_dead(m, sb);
+	tap_ok(reason && strstr(reason, "killed (signal 9) from outside the server"),
+	       "list_sandboxes says it was killed, without any call on it: %s",
+	       reason ? reason : "(no reason)");
+	free(reason);
+	{
+		char *status = listed(m, sb, &reason);
+		tap_is_str(status, "dead", "its status is dead");
+		free(status);
+		free(reason);
+	}
 	r = sbx_sandbox_run_shell(m, sb, "echo hi", 0, &res, &err);
-	tap_ok(r < 0, "running in a stopped sandbox fails");
-	tap_ok(strstr(err.msg, "create a new sandbox") != NULL, "and says what to do: %s", err.msg);
+	tap_ok(r == -ESRCH, "running in a killed sandbox fails (%d)", r);
+	tap_ok(strstr(err.msg, "no longer runs: its container was killed (signal 9)") &&
+		   strstr(err.msg, "delete_sandbox") && strstr(err.msg, "create_sandbox"),
+	       "and says what happened and what to do: %s", err.msg);
 	if (r == 0)
 		sbx_run_result_release(&res);
-	tap_ok(sbx_sandbox_delete(m, "alice", "stopme", &err) == 0, "a stopped one is deleted");
+	sbx_error_clear(&err);
+	r = sbx_sandbox_run_python(m, sb, "print(1)", 0, &res, &err);
+	tap_ok(r == -ESRCH && strstr(err.msg, "killed (signal 9)"), "so does Python: %s", err.msg);
+	if (r == 0)
+		sbx_run_result_release(&res);
+
+	gid = container_of(instance, sbx_sandbox_id(gone));
+	tap_ok(gid && sbx_container_remove(engine, gid, &err) == 0,
+	       "remove a container from outside");
+	reason = wait_dead(m, gone);
+	tap_ok(reason && strstr(reason, "removed from outside the server"),
+	       "list_sandboxes says its container was removed: %s",
+	       reason ? reason : "(no reason)");
+	free(reason);
+	sbx_error_clear(&err);
+	r = sbx_sandbox_run_shell(m, gone, "echo hi", 0, &res, &err);
+	tap_ok(r == -ESRCH && strstr(err.msg, "removed from outside the server"),
+	       "a call on it says so: %s", err.msg);
+	if (r == 0)
+		sbx_run_result_release(&res);
+
+	tap_ok(sbx_sandbox_delete(m, "alice", "stopme", &err) == 0, "a killed one is deleted");
+	tap_ok(sbx_sandbox_delete(m, "alice", "removeme", &err) == 0,
+	       "so is one whose container went (%s)", err.msg);
 	sbx_sandbox_unref(sb);
+	sbx_sandbox_unref(gone);
 	free(cid);
+	free(gid);
 }
 
 /* A call run in a thread of its own, for a delete to cut short. */

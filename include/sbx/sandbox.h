@@ -114,6 +114,10 @@ struct sbx_sandbox_info {
 	 * last_used + sandbox.idle_timeout and created + sandbox.max_lifetime;
 	 * never while a call runs in it); 0 = never. */
 	time_t expires;
+	/* Why it no longer runs, for people, when its container stopped or
+	 * went without the server's doing (killed from outside, the OOM killer,
+	 * the engine restarted); NULL while it is fine. Calls on it fail. */
+	char *reason;
 	char **packages; /* successfully installed package specs, NULL-terminated */
 };
 
@@ -199,6 +203,8 @@ struct sbx_pool_stats {
 	uint64_t made;	   /* containers the pool started */
 	uint64_t failures; /* failed attempts to start one */
 	int last_error;	   /* negative errno of the last attempt, 0 when it worked */
+	uint64_t died;	   /* pooled containers that died or went before use (dropped) */
+	bool followed;	   /* the engine's events are followed now (see the watch) */
 };
 void sbx_manager_pool_stats(sbx_manager *m, struct sbx_pool_stats *ret_stats);
 /* Whether the engine answers (its _ping), for a readiness check: 0, or a

@@ -54,6 +54,11 @@ int sbx_manager_new(const struct sbx_settings *s, sbx_engine *engine, sbx_manage
 	r = sbx_pool_new(m, err);
 	if (r >= 0) {
 		r = sbx_reaper_start(m, err);
+		if (r >= 0) {
+			r = sbx_watch_start(m, err);
+			if (r < 0)
+				sbx_reaper_stop(m);
+		}
 		if (r < 0)
 			sbx_pool_free(m);
 	}
@@ -192,6 +197,90 @@ static int gone_error(sbx_manager *m, struct sbx_error *err, const char *what, e
 			     what, at, during ? ", while this call ran" : "");
 }
 
+/* ---- sandboxes whose container stopped without us ---- */
+
+enum sbx_death sbx_death_of(const struct sbx_container_info *ci, int *ret_code)
+{
+	*ret_code = ci->exit_code;
+	if (ci->running)
+		return SBX_DEATH_NONE;
+	if (ci->oom_killed)
+		return SBX_DEATH_OOM;
+	/* A process killed by signal N exits, as the engines report it, with
+	 * 128 + N. */
+	if (ci->exit_code > 128 && ci->exit_code < 128 + 65) {
+		*ret_code = ci->exit_code - 128;
+		return SBX_DEATH_KILLED;
+	}
+	return SBX_DEATH_EXITED;
+}
+
+void sbx_sandbox_died_locked(sbx_manager *m, sbx_sandbox *sb, enum sbx_death death, int code,
+			     bool blind)
+{
+	(void)m;
+	if (death == SBX_DEATH_NONE || sb->death != SBX_DEATH_NONE || sb->end != SBX_END_NONE ||
+	    sb->removed)
+		return;
+	sb->death = death;
+	sb->death_code = code;
+	sb->death_at = time(NULL);
+	sb->death_blind = blind;
+}
+
+/* What happened to a dead sandbox, for people: "its container was ...". */
+static void death_text(sbx_manager *m, const sbx_sandbox *sb, char *buf, size_t size)
+{
+	char at[32], limit[64] = "";
+	const char *blind = sb->death_blind ? " while the server was not following the engine "
+					      "(the server was down, or the engine restarted)"
+					    : "";
+
+	iso_time(sb->death_at, at, sizeof(at));
+	switch (sb->death) {
+	case SBX_DEATH_OOM:
+		if (m->s->sandbox.memory > 0)
+			snprintf(limit, sizeof(limit), " (its memory limit is %lld MiB)",
+				 (long long)(m->s->sandbox.memory >> 20));
+		snprintf(buf, size,
+			 "its container was killed by the kernel's out-of-memory killer%s%s; "
+			 "noticed at %s",
+			 limit, blind, at);
+		break;
+	case SBX_DEATH_KILLED:
+		snprintf(buf, size, "its container was killed (signal %d)%s%s; noticed at %s",
+			 sb->death_code, sb->death_blind ? "" : " from outside the server", blind,
+			 at);
+		break;
+	case SBX_DEATH_EXITED:
+		snprintf(buf, size, "its container stopped (exit code %d)%s; noticed at %s",
+			 sb->death_code, blind, at);
+		break;
+	case SBX_DEATH_REMOVED:
+		snprintf(buf, size,
+			 "its container was removed from outside the server%s; noticed at %s",
+			 blind, at);
+		break;
+	case SBX_DEATH_NONE:
+		snprintf(buf, size, "it runs");
+		break;
+	}
+}
+
+/* Under m->lock: the error for a call on dead SB (-ESRCH). */
+static int dead_error_locked(sbx_manager *m, const sbx_sandbox *sb, struct sbx_error *err)
+{
+	char why[320];
+
+	death_text(m, sb, why, sizeof(why));
+	return sbx_error_set(err, -ESRCH,
+			     "sandbox %s no longer runs: %s. Its Python state%s are lost; "
+			     "delete_sandbox frees its place and create_sandbox makes a new one",
+			     sb->id, why,
+			     sb->death == SBX_DEATH_REMOVED ? ", files and packages"
+							    : " and running processes");
+}
+
 int sbx_sandbox_begin(sbx_sandbox *sb, struct sbx_error *err)
 {
 	sbx_manager *m = sb->m;
@@ -201,6 +290,11 @@ int sbx_sandbox_begin(sbx_sandbox *sb, struct sbx_error *err)
 	pthread_mutex_lock(&m->lock);
 	end = sb->end;
 	at = sb->end_at;
+	if (end == SBX_END_NONE && !sb->removed && sb->death != SBX_DEATH_NONE) {
+		int r = dead_error_locked(m, sb, err);
+		pthread_mutex_unlock(&m->lock);
+		return r;
+	}
 	if (end == SBX_END_NONE && !sb->removed) {
 		sb->calls++;
 		touch_locked(sb);
@@ -736,6 +830,7 @@ void sbx_sandbox_info_release(struct sbx_sandbox_info *info)
 	free(info->owner);
 	free(info->status);
 	free(info->image);
+	free(info->reason);
 	if (info->packages)
 		for (char **p = info->packages; *p; p++)
 			free(*p);
@@ -754,6 +849,8 @@ void sbx_sandbox_info_list_free(struct sbx_sandbox_info *list, size_t n)
 static int info_fill(sbx_manager *m, sbx_sandbox *sb, const char *status,
 		     struct sbx_sandbox_info *info)
 {
+	bool dead = false; /* out of memory for the reason */
+
 	memset(info, 0, sizeof(*info));
 	info->id = strdup(sb->id);
 	info->name = strdup(sb->name);
@@ -766,10 +863,16 @@ static int info_fill(sbx_manager *m, sbx_sandbox *sb, const char *status,
 	if (sbx_sandbox_deadline_locked(m, sb, sbx_monotonic_ms(), NULL, &info->expires) ==
 	    INT64_MAX)
 		info->expires = 0;
+	if (sb->death != SBX_DEATH_NONE) {
+		char why[320];
+		death_text(m, sb, why, sizeof(why));
+		info->reason = strdup(why);
+		dead = !info->reason;
+	}
 	pthread_mutex_unlock(&m->lock);
 	info->packages = sbx_sandbox_packages(m, sb);
 	if (!info->id || !info->name || !info->owner || !info->status || !info->image ||
-	    !info->packages) {
+	    !info->packages || dead) {
 		sbx_sandbox_info_release(info);
 		return -ENOMEM;
 	}
@@ -881,8 +984,9 @@ static int adopt(sbx_manager *m, const char *cid, struct sbx_error *err)
 	_cleanup_free_ char *pool_owner = NULL, *pool_name = NULL;
 	time_t when = 0;
 	sbx_sandbox *sb = NULL;
-	bool known = false;
-	int r;
+	bool known = false, running;
+	enum sbx_death death;
+	int r, code;
 
 	r = sbx_container_inspect(m->engine, cid, &ci, err);
 	if (r == -ENOENT)
@@ -920,6 +1024,8 @@ static int adopt(sbx_manager *m, const char *cid, struct sbx_error *err)
 		sb->image = strdup(ci.image ? ci.image : m->s->sandbox.image);
 		sb->container = strdup(ci.id ? ci.id : cid);
 	}
+	running = ci.running;
+	death = sbx_death_of(&ci, &code);
 	sbx_container_info_release(&ci);
 	if (!sb || !sb->image || !sb->container) {
 		record_free(sb);
@@ -927,6 +1033,8 @@ static int adopt(sbx_manager *m, const char *cid, struct sbx_error *err)
 	}
 	sb->ready = true;
 	pthread_mutex_lock(&m->lock);
+	if (!running) /* it stopped while no server followed the engine */
+		sbx_sandbox_died_locked(m, sb, death, code, true);
 	for (size_t i = 0; i < m->n; i++)
 		known |= strcmp(m->table[i]->id, sb->id) == 0 ||
 			 (m->table[i]->container &&
@@ -975,6 +1083,7 @@ sbx_manager *sbx_manager_free(sbx_manager *m)
 {
 	if (!m)
 		return NULL;
+	sbx_watch_stop(m);
 	sbx_reaper_stop(m);
 	sbx_pool_stop(m);
 	/* Removing a container also ends the installs running in it. */
@@ -1038,18 +1147,19 @@ int sbx_sandbox_exec_failed(sbx_manager *m, sbx_sandbox *sb, int r, struct sbx_e
 	if (end != SBX_END_NONE)
 		return gone_error(m, err, sb->id, end, at, true);
 	q = sbx_container_inspect(m->engine, sb->container, &ci, NULL);
-	if (q == -ENOENT)
-		r = sbx_error_set(err, -ENOENT,
-				  "sandbox %s no longer exists on the engine; create a new sandbox",
-				  sb->id);
-	else if (q >= 0 && !ci.running)
-		r = sbx_error_set(err, -ESRCH,
-				  "sandbox %s is not running (its container is %s%s); create a new "
-				  "sandbox with create_sandbox",
-				  sb->id, ci.status ? ci.status : "stopped",
-				  ci.oom_killed ? ", killed for using too much memory" : "");
+	pthread_mutex_lock(&m->lock);
+	if (q == -ENOENT) {
+		sbx_sandbox_died_locked(m, sb, SBX_DEATH_REMOVED, -1, false);
+	} else if (q >= 0 && !ci.running) {
+		int code;
+		enum sbx_death d = sbx_death_of(&ci, &code);
+		sbx_sandbox_died_locked(m, sb, d, code, false);
+	}
+	if (sb->death != SBX_DEATH_NONE && sb->end == SBX_END_NONE)
+		r = dead_error_locked(m, sb, err);
 	else
 		sbx_error_prefix(err, "sandbox %s", sb->id);
+	pthread_mutex_unlock(&m->lock);
 	sbx_container_info_release(&ci);
 	return r;
 }

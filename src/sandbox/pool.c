@@ -82,6 +82,8 @@ struct sbx_pool {
 	unsigned failures_in_row;
 	struct timespec retry_at, check_at; /* CLOCK_MONOTONIC */
 	uint64_t taken, cold, made, failed;
+	uint64_t checked_epoch; /* the epoch of the last check (none: 0) */
+	uint64_t died;		/* pooled containers found dead */
 	int last_error;
 	/* The instance's state folder: -1 and NULL when there is none. */
 	int state_fd;
@@ -468,6 +470,23 @@ struct sbx_pool_entry *sbx_pool_entry_free(struct sbx_pool_entry *e)
 	return NULL;
 }
 
+/* Under m->lock: E may be handed out. While the engine's events are
+ * followed, only a container seen running in the current epoch; when they
+ * are not (the engine is unreachable, or following broke), none. */
+static bool trusted_locked(sbx_manager *m, const struct sbx_pool_entry *e)
+{
+	return !m->watching || (m->engine_followed && e->epoch == m->engine_epoch);
+}
+
+/* Under m->lock: some pooled container waits for a check. */
+static bool stale_locked(sbx_manager *m)
+{
+	for (const struct sbx_pool_entry *e = m->pool->head; e; e = e->next)
+		if (!trusted_locked(m, e))
+			return true;
+	return false;
+}
+
 /* Under m->lock: more pooled containers than the pool may keep now. */
 static bool excess_locked(sbx_manager *m)
 {
@@ -524,6 +543,7 @@ static void refill_one_locked(sbx_manager *m)
 	if (r >= 0) {
 		p->filling = true;
 		snprintf(p->filling_id, sizeof(p->filling_id), "%s", e->id);
+		e->epoch = m->engine_epoch;
 		pthread_mutex_unlock(&m->lock);
 		r = sbx_container_provision(m, e->id, time(NULL), NULL, NULL, &e->container, &err);
 		/* Without an interpreter the entry still serves: the first call
@@ -549,7 +569,9 @@ static void refill_one_locked(sbx_manager *m)
 	}
 	p->failures_in_row = 0;
 	p->made++;
-	push_locked(p, e); /* excess_locked() trims it if the room went meanwhile */
+	if (e->epoch != m->engine_epoch)
+		p->checked_epoch = 0; /* made across a change: check it */
+	push_locked(p, e);	      /* excess_locked() trims it if the room went meanwhile */
 }
 
 /* Under m->lock, dropped around the engine calls: drops pooled containers
@@ -561,6 +583,7 @@ static void check_locked(sbx_manager *m)
 	struct sbx_kv want[] = {{SBX_LABEL_INSTANCE, m->instance}, {SBX_LABEL_POOL, "1"}};
 	struct sbx_container_summary *cs = NULL;
 	struct sbx_pool_entry *dead = NULL, **at;
+	uint64_t epoch = m->engine_epoch;
 	size_t n = 0;
 	int r;
 
@@ -569,6 +592,7 @@ static void check_locked(sbx_manager *m)
 	pthread_mutex_lock(&m->lock);
 	clock_gettime(CLOCK_MONOTONIC, &p->check_at);
 	p->check_at.tv_sec += CHECK_EVERY_S;
+	p->checked_epoch = epoch;
 	if (r < 0)
 		return;
 	for (at = &p->head; *at;) {
@@ -578,11 +602,15 @@ static void check_locked(sbx_manager *m)
 			alive = cs[i].running && cs[i].id && strlen(cs[i].id) >= 12 &&
 				strncmp(cs[i].id, e->container, strlen(cs[i].id)) == 0;
 		if (alive) {
+			/* Seen running after this epoch began: it may be handed out. */
+			if (e->epoch < epoch)
+				e->epoch = epoch;
 			at = &e->next;
 			continue;
 		}
 		*at = e->next;
 		p->n_ready--;
+		p->died++;
 		e->next = dead;
 		dead = e;
 	}
@@ -620,7 +648,10 @@ static void *refill_main(void *arg)
 			until = &p->retry_at;
 		}
 		if (p->n_ready > 0) {
-			if (ts_reached(&now, &p->check_at)) {
+			/* Following the engine (re)started: check before handing out. */
+			if (ts_reached(&now, &p->check_at) ||
+			    (m->engine_followed && p->checked_epoch != m->engine_epoch &&
+			     stale_locked(m))) {
 				check_locked(m);
 				continue;
 			}
@@ -724,14 +755,40 @@ void sbx_pool_free(sbx_manager *m)
 struct sbx_pool_entry *sbx_pool_take_locked(sbx_manager *m)
 {
 	struct sbx_pool *p = m->pool;
-	struct sbx_pool_entry *e = p->head;
+	struct sbx_pool_entry **at = &p->head, *e;
 
+	while (*at && !trusted_locked(m, *at))
+		at = &(*at)->next;
+	e = *at;
 	if (!e)
 		return NULL;
-	p->head = e->next;
+	*at = e->next;
 	p->n_ready--;
 	e->next = NULL;
 	return e;
+}
+
+struct sbx_pool_entry *sbx_pool_unlink_locked(sbx_manager *m, const char *container)
+{
+	struct sbx_pool *p = m->pool;
+
+	for (struct sbx_pool_entry **at = &p->head; *at; at = &(*at)->next) {
+		struct sbx_pool_entry *e = *at;
+		if (strcmp(e->container, container) != 0)
+			continue;
+		*at = e->next;
+		p->n_ready--;
+		p->died++;
+		e->next = NULL;
+		pthread_cond_signal(&p->wake);
+		return e;
+	}
+	return NULL;
+}
+
+void sbx_pool_recheck_locked(sbx_manager *m)
+{
+	pthread_cond_signal(&m->pool->wake);
 }
 
 void sbx_pool_give_back_locked(sbx_manager *m, struct sbx_pool_entry *e)
@@ -909,6 +966,8 @@ void sbx_manager_pool_stats(sbx_manager *m, struct sbx_pool_stats *ret_stats)
 	    .made = p->made,
 	    .failures = p->failed,
 	    .last_error = p->last_error,
+	    .died = p->died,
+	    .followed = m->engine_followed,
 	};
 	pthread_mutex_unlock(&m->lock);
 }

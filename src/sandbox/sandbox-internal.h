@@ -45,6 +45,16 @@ enum sbx_end {
 	SBX_END_LIFETIME, /* older than sandbox.max_lifetime (the reaper) */
 };
 
+/* Why a sandbox's container stopped without the server's doing (watch.c
+ * learns it from the engine's events, or a call finds it). */
+enum sbx_death {
+	SBX_DEATH_NONE,
+	SBX_DEATH_OOM,	   /* the kernel's OOM killer */
+	SBX_DEATH_KILLED,  /* a signal (death_code) */
+	SBX_DEATH_EXITED,  /* its main process ended (exit code death_code) */
+	SBX_DEATH_REMOVED, /* its container was removed */
+};
+
 struct sbx_sandbox {
 	int refs; /* atomic */
 	sbx_manager *m;
@@ -64,6 +74,12 @@ struct sbx_sandbox {
 	enum sbx_end end;      /* set while it is being removed: no call starts then */
 	time_t end_at;	       /* when end was set */
 	int64_t reap_retry_ms; /* the reaper failed to remove it: not before then */
+	/* Its container stopped or went without the server's doing: no call
+	 * starts in it (sbx_sandbox_begin says why) until it is deleted. */
+	enum sbx_death death;
+	int death_code;	  /* exit code or signal number; -1 unknown */
+	time_t death_at;  /* when the server learnt it */
+	bool death_blind; /* learnt after the server lost the engine for a while */
 	struct sbx_install *installs;
 	/* The Python interpreter: set once, under m->lock, at first use or (from
 	 * the pool entry) at assignment before the record is ready. */
@@ -94,7 +110,14 @@ struct sbx_manager {
 	struct sbx_gone *gone; /* oldest first */
 	size_t n_gone;
 	struct sbx_reaper *reaper; /* reaper.c; NULL when nothing expires */
-	struct sbx_pool *pool;	   /* pool.c; its fields are under lock too */
+	struct sbx_watch *watch;   /* watch.c; set once, before its thread starts */
+	bool watching;		   /* under lock: watch.c follows (or tries to) */
+	/* The engine's events are followed now (watch.c connected and caught
+	 * up), and how many times following started or stopped: a pooled
+	 * container checked in an earlier epoch is not handed out. */
+	bool engine_followed;
+	uint64_t engine_epoch;
+	struct sbx_pool *pool; /* pool.c; its fields are under lock too */
 	/* sbx_manager_check_engine: the last answer, kept for a second */
 	pthread_mutex_t check_lock;
 	struct timespec check_at;
@@ -176,6 +199,23 @@ void sbx_reaper_wake_locked(sbx_manager *m);
 int64_t sbx_sandbox_deadline_locked(sbx_manager *m, const sbx_sandbox *sb, int64_t now_ms,
 				    enum sbx_end *ret_why, time_t *ret_wall);
 
+/* Under m->lock: records that SB's container stopped or went (DEATH,
+ * CODE: exit code or signal, -1 unknown); BLIND: found after the server
+ * lost the engine for a while. No-op when SB is being removed or already
+ * dead. */
+void sbx_sandbox_died_locked(sbx_manager *m, sbx_sandbox *sb, enum sbx_death death, int code,
+			     bool blind);
+/* The death that container info CI shows (stopped, OOM, killed), or
+ * SBX_DEATH_NONE when it runs; *ret_code is the exit code or signal. */
+enum sbx_death sbx_death_of(const struct sbx_container_info *ci, int *ret_code);
+
+/* watch.c: follows the engine's container events. */
+
+/* Starts the thread (a backend without events leaves m->watch NULL). */
+int sbx_watch_start(sbx_manager *m, struct sbx_error *err);
+/* Ends and joins it. */
+void sbx_watch_stop(sbx_manager *m);
+
 /* pool.c: the warm pool and the state folder. */
 
 /* A started, never assigned pool container. */
@@ -186,6 +226,9 @@ struct sbx_pool_entry {
 	/* Its started interpreter, or NULL (then started on first use). Moves
 	 * to the record, under m->lock, when the container is assigned. */
 	struct sbx_interp *interp;
+	/* m->engine_epoch when it was last known to run: only entries of the
+	 * current epoch are handed out while the engine is followed. */
+	uint64_t epoch;
 };
 
 /* Resolves the state folder and starts the refill thread (when the pool is
@@ -204,6 +247,14 @@ struct sbx_pool_entry *sbx_pool_entry_free(struct sbx_pool_entry *e);
 /* Under m->lock. A create ended well (from the pool or cold): counts it and
  * wakes the refill thread. */
 void sbx_pool_created_locked(sbx_manager *m, bool from_pool);
+
+/* Under m->lock: takes the pooled entry whose container is CONTAINER out of
+ * the pool (the caller removes the container and frees it), or NULL. */
+struct sbx_pool_entry *sbx_pool_unlink_locked(sbx_manager *m, const char *container);
+/* Under m->lock: the engine's state may have changed under the pool
+ * (following it started or stopped): wakes the refill thread, which checks
+ * the pooled containers again before any is handed out. */
+void sbx_pool_recheck_locked(sbx_manager *m);
 
 /* Records a pooled sandbox's owner and name in the state folder (atomically:
  * a temporary file renamed), so that recover can adopt it. */

@@ -176,7 +176,7 @@ static struct json_object *sandbox_json(const struct sbx_sandbox_info *in)
 		r = sbx_tools_append(pk, new_str(*p));
 	r |= sbx_tools_put(o, "sandbox_id", new_str(in->id));
 	r |= sbx_tools_put(o, "name", new_str(in->name));
-	r |= sbx_tools_put(o, "status", new_str(in->status));
+	r |= sbx_tools_put(o, "status", new_str(in->reason ? "dead" : in->status));
 	r |= sbx_tools_put(o, "image", new_str(in->image));
 	r |= sbx_tools_put(o, "created", new_str(created));
 	r |= sbx_tools_put(o, "last_used", new_str(used));
@@ -185,6 +185,8 @@ static struct json_object *sandbox_json(const struct sbx_sandbox_info *in)
 		iso_time(in->expires, expires, sizeof(expires));
 		r |= sbx_tools_put(o, "expires", new_str(expires));
 	}
+	if (in->reason)
+		r |= sbx_tools_put(o, "reason", new_str(in->reason));
 	r |= sbx_tools_put(o, "packages", pk);
 	if (r < 0)
 		return json_object_put(o), NULL;

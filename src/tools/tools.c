@@ -259,7 +259,8 @@ static const struct sbx_tool_def tools[] = {
 	.name = "list_sandboxes",
 	.title = "List sandboxes",
 	.description =
-	    "List your Python sandboxes with their status, image, creation, last-use and expiry "
+	    "List your Python sandboxes with their status (\"dead\" with a reason when one no "
+	    "longer runs), image, creation, last-use and expiry "
 	    "times (UTC: a sandbox unused for a while is removed with its files, and `expires` "
 	    "says when) "
 	    "and the packages installed in them with install_package_in_sandbox. Call this first: "
@@ -279,6 +280,9 @@ static const struct sbx_tool_def tools[] = {
 	    "server removes it with its files unless it is used again before (an unused "
 	    "sandbox expires; so does any sandbox at the server's maximum age); absent: "
 	    "never\"},"
+	    "\"reason\":{\"type\":\"string\",\"description\":\"with status dead: why it "
+	    "no longer runs (killed from outside, out of memory, the engine restarted); "
+	    "delete it and create a new one\"},"
 	    "\"packages\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}}},"
 	    "\"required\":[\"sandbox_id\",\"name\",\"status\",\"image\",\"created\","
 	    "\"last_used\",\"packages\"],\"additionalProperties\":false}},"
