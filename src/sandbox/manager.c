@@ -608,9 +608,14 @@ static sbx_sandbox *record_new(sbx_manager *m, const char *id, const char *name,
 }
 
 /* Under m->lock (used_ms). */
+/* Dead ones first (they are of no use), then the least recently used. */
 static int by_last_used(const void *a, const void *b)
 {
 	const sbx_sandbox *x = *(sbx_sandbox *const *)a, *y = *(sbx_sandbox *const *)b;
+	bool xd = x->death != SBX_DEATH_NONE, yd = y->death != SBX_DEATH_NONE;
+
+	if (xd != yd)
+		return xd ? -1 : 1;
 	return (x->used_ms > y->used_ms) - (x->used_ms < y->used_ms);
 }
 
@@ -639,9 +644,11 @@ static int limit_error_locked(sbx_manager *m, const char *owner, struct sbx_erro
 	for (size_t i = 0; i < n && len < sizeof(list); i++) {
 		char used[32];
 		iso_time(lru[i]->last_used, used, sizeof(used));
-		len += (size_t)snprintf(list + len, sizeof(list) - len,
-					"%s%s (name \"%.64s\", last used %s)", i ? "; " : "",
-					lru[i]->id, lru[i]->name, used);
+		len +=
+		    (size_t)snprintf(list + len, sizeof(list) - len, "%s%s (name \"%.64s\", %s%s)",
+				     i ? "; " : "", lru[i]->id, lru[i]->name,
+				     lru[i]->death != SBX_DEATH_NONE ? "dead, " : "last used ",
+				     lru[i]->death != SBX_DEATH_NONE ? "it no longer runs" : used);
 	}
 	if (mine == 0)
 		return sbx_error_set(err, -EBUSY,
@@ -653,7 +660,7 @@ static int limit_error_locked(sbx_manager *m, const char *owner, struct sbx_erro
 	    err, -EBUSY,
 	    "the server already runs its limit of %" PRId64
 	    " sandboxes, %zu of them yours: delete one you no longer need with "
-	    "delete_sandbox and try again, or reuse one. Your least recently used: "
+	    "delete_sandbox and try again, or reuse one. Your dead and least recently used: "
 	    "%s",
 	    m->s->sandbox.max_sandboxes, mine, list);
 }
