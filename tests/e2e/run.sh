@@ -194,6 +194,7 @@ e2e_node() {
 	SBX_E2E_URL=$e2e_url SBX_E2E_UPLOAD_DIR=$e2e_tmp/upload SBX_E2E_TMP=$e2e_tmp \
 		SBX_E2E_SERVER_LOG=$e2e_slog SBX_E2E_GATEWAY=$gateway SBX_E2E_TAP_OFFSET=$n \
 		SBX_E2E_MAX_BODY=$max_body SBX_E2E_ALLOWED_ORIGIN=$origin SBX_E2E_ENGINE=$e2e_type \
+		SBX_E2E_ENGINE_SOCKET=$e2e_sock \
 		$limit "$node" "$@" >"$e2e_ntap" 2>"$nerr" </dev/null &
 	e2e_npid=$!
 	wait "$e2e_npid"

@@ -25,6 +25,7 @@ export const cfg = {
 	maxBody: Number(process.env.SBX_E2E_MAX_BODY || 65536),
 	allowedOrigin: process.env.SBX_E2E_ALLOWED_ORIGIN || '',
 	engine: process.env.SBX_E2E_ENGINE || '?',
+	engineSocket: process.env.SBX_E2E_ENGINE_SOCKET || '', // the engine's unix socket
 };
 export const port = Number(new URL(cfg.base).port);
 
