@@ -217,6 +217,11 @@ static int docker_stats(sbx_engine *e, const char *id, struct sbx_stats *ret, st
 	return 0;
 }
 
+static int docker_events(sbx_engine *e, const struct sbx_events_spec *spec, struct sbx_error *err)
+{
+	return sbx_events_follow(e, &sbx_events_docker, spec, err);
+}
+
 static int docker_network_connect(sbx_engine *e, const char *id, const char *network,
 				  struct sbx_error *err)
 {
@@ -251,6 +256,7 @@ const struct sbx_engine_ops sbx_docker_ops = {
     .archive_put = sbx_moby_archive_put,
     .archive_get = sbx_moby_archive_get,
     .path_stat = sbx_moby_path_stat,
+    .events = docker_events,
     .network_connect = docker_network_connect,
     .network_disconnect = docker_network_disconnect,
     .container_stats = docker_stats,

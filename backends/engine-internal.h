@@ -169,6 +169,52 @@ int sbx_moby_reply_id(struct json_object *reply, char **ret_id, struct sbx_error
 int sbx_moby_network(sbx_engine *e, const char *id, const char *network, bool connect,
 		     const char *container_key, struct sbx_error *err);
 
+/* The events stream (backends/events.c): one long-lived GET {prefix}/events
+ * whose body is newline-delimited JSON, the same shape on both engines
+ * ({"Type":"container","Action":...,"Actor":{"ID":...,"Attributes":{labels
+ * and more}},"timeNano":...}) but for the action names and the attribute
+ * that holds a DIE's exit code. */
+struct sbx_events_action {
+	const char *name; /* the engine's Action */
+	enum sbx_event_kind kind;
+};
+struct sbx_events_dialect {
+	const struct sbx_events_action *actions; /* ended by a NULL name */
+	const char *exit_code_key;		 /* Actor.Attributes key of a DIE's exit code */
+	bool stream_param;			 /* libpod wants stream=true */
+};
+extern const struct sbx_events_dialect sbx_events_docker; /* die, destroy, exitCode */
+extern const struct sbx_events_dialect sbx_events_libpod; /* died, remove, containerExitCode */
+
+/* Longest event line accepted; a longer one ends the stream with -EPROTO. */
+#define SBX_EVENTS_LINE_MAX (1u << 20)
+
+/* Splits the body into lines and turns each into a call of spec->on_event.
+ * Lines are filtered here too (type container, a known action, an actor id,
+ * every label of spec in Actor.Attributes): an engine may ignore or loosen
+ * a filter (Podman 4.3 ORs label filters). Malformed lines are skipped. */
+struct sbx_events_parser {
+	const struct sbx_events_dialect *dialect;
+	const struct sbx_events_spec *spec;
+	struct sbx_buf line; /* a line begun in an earlier chunk */
+	struct json_tokener *tok;
+	bool stopped;	      /* spec->stopped said so */
+	bool callback_failed; /* on_event returned the negative value last fed back */
+};
+/* 0 or -ENOMEM. */
+int sbx_events_parser_init(struct sbx_events_parser *p, const struct sbx_events_dialect *d,
+			   const struct sbx_events_spec *spec);
+/* Feed a body chunk: every complete line is parsed and delivered. 0, or
+ * on_event's negative value (callback_failed set), or -ECANCELED when
+ * spec->stopped said so before an event (stopped set), or -EPROTO for a
+ * line over SBX_EVENTS_LINE_MAX, or -ENOMEM (err filled for these two). */
+int sbx_events_parser_feed(struct sbx_events_parser *p, const void *data, size_t len,
+			   struct sbx_error *err);
+void sbx_events_parser_release(struct sbx_events_parser *p);
+/* The events slot of a backend speaking dialect D (sbx_engine_events). */
+int sbx_events_follow(sbx_engine *e, const struct sbx_events_dialect *d,
+		      const struct sbx_events_spec *spec, struct sbx_error *err);
+
 /* JSON helpers for backends (json_util.c). */
 #define _cleanup_json_ __attribute__((cleanup(sbx_json_putp)))
 void sbx_json_putp(struct json_object **j);

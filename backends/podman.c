@@ -220,6 +220,11 @@ static int podman_stats(sbx_engine *e, const char *id, struct sbx_stats *ret, st
 	return 0;
 }
 
+static int podman_events(sbx_engine *e, const struct sbx_events_spec *spec, struct sbx_error *err)
+{
+	return sbx_events_follow(e, &sbx_events_libpod, spec, err);
+}
+
 static int podman_network_connect(sbx_engine *e, const char *id, const char *network,
 				  struct sbx_error *err)
 {
@@ -254,6 +259,7 @@ const struct sbx_engine_ops sbx_podman_ops = {
     .archive_put = sbx_moby_archive_put,
     .archive_get = sbx_moby_archive_get,
     .path_stat = sbx_moby_path_stat,
+    .events = podman_events,
     .network_connect = podman_network_connect,
     .network_disconnect = podman_network_disconnect,
     .container_stats = podman_stats,

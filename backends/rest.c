@@ -25,6 +25,8 @@
 #define REST_BODY_MAX (64u << 20) /* a non-streamed reply larger than this is refused */
 #define REST_HDR_MAX (16u << 10)  /* response head of a hijacked connection */
 #define REST_CONNECT_TIMEOUT_MS 5000L
+#define REST_KEEPIDLE_S 30L  /* TCP keepalive: first probe after this much silence */
+#define REST_KEEPINTVL_S 10L /* then one every this often (the kernel's count, 9) */
 
 struct sbx_rest {
 	char *url;	   /* as given, for messages */
@@ -154,8 +156,10 @@ struct call_ctx {
 	CURL *curl;
 	const struct sbx_rest_request *req;
 	struct sbx_rest_response *resp;
-	int sink_error; /* the sink's negative return, when it aborted */
+	int sink_error; /* the sink's or on_head's negative return, when it aborted */
 	bool too_big;
+	bool aborted;	/* req->abort said so */
+	bool head_done; /* on_head was called */
 };
 
 static size_t call_write(char *data, size_t size, size_t nmemb, void *userdata)
@@ -182,12 +186,30 @@ static size_t call_write(char *data, size_t size, size_t nmemb, void *userdata)
 	return n;
 }
 
+/* The blank line that ends a response head: on_head for a 2xx. */
+static bool call_head_end(struct call_ctx *ctx, const char *data, size_t n)
+{
+	bool blank = (n == 2 && data[0] == '\r' && data[1] == '\n') || (n == 1 && data[0] == '\n');
+	long status = 0;
+
+	if (!ctx->req->on_head || !blank || ctx->head_done)
+		return true;
+	curl_easy_getinfo(ctx->curl, CURLINFO_RESPONSE_CODE, &status);
+	if (status < 200 || status >= 300)
+		return true;
+	ctx->head_done = true;
+	ctx->sink_error = ctx->req->on_head(ctx->req->sink_data, status);
+	return ctx->sink_error >= 0;
+}
+
 static size_t call_header(char *data, size_t size, size_t nmemb, void *userdata)
 {
 	struct call_ctx *ctx = userdata;
 	size_t n = size * nmemb, klen;
 	const char *want = ctx->req->want_header;
 
+	if (!call_head_end(ctx, data, n))
+		return 0;
 	if (!want)
 		return n;
 	klen = strlen(want);
@@ -202,6 +224,18 @@ static size_t call_header(char *data, size_t size, size_t nmemb, void *userdata)
 		ctx->resp->header = strndup(v, vlen);
 	}
 	return n;
+}
+
+/* libcurl's progress callback: about once a second when idle. */
+static int call_progress(void *userdata, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+			 curl_off_t ulnow)
+{
+	struct call_ctx *ctx = userdata;
+
+	(void)dltotal, (void)dlnow, (void)ultotal, (void)ulnow;
+	if (!ctx->aborted && ctx->req->abort(ctx->req->sink_data))
+		ctx->aborted = true;
+	return ctx->aborted;
 }
 
 static int rest_curl_error(struct sbx_rest *r, CURLcode code, const char *detail,
@@ -238,6 +272,11 @@ static void rest_common_opts(struct sbx_rest *r, CURL *c)
 	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, REST_CONNECT_TIMEOUT_MS);
 	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http");
+	if (!r->unix_path) {
+		curl_easy_setopt(c, CURLOPT_TCP_KEEPALIVE, 1L);
+		curl_easy_setopt(c, CURLOPT_TCP_KEEPIDLE, REST_KEEPIDLE_S);
+		curl_easy_setopt(c, CURLOPT_TCP_KEEPINTVL, REST_KEEPINTVL_S);
+	}
 }
 
 int sbx_rest_call(struct sbx_rest *r, const struct sbx_rest_request *req,
@@ -270,6 +309,11 @@ int sbx_rest_call(struct sbx_rest *r, const struct sbx_rest_request *req,
 	if (req->timeout_ms >= 0)
 		curl_easy_setopt(c, CURLOPT_TIMEOUT_MS,
 				 req->timeout_ms ? req->timeout_ms : r->timeout_ms);
+	if (req->abort) {
+		curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, call_progress);
+		curl_easy_setopt(c, CURLOPT_XFERINFODATA, &ctx);
+		curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+	}
 	headers = curl_slist_append(headers, "Expect:");
 
 	if (strcmp(req->method, "HEAD") == 0) {
@@ -305,6 +349,8 @@ int sbx_rest_call(struct sbx_rest *r, const struct sbx_rest_request *req,
 	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &resp->status);
 	if (code == CURLE_WRITE_ERROR && ctx.sink_error < 0)
 		ret = ctx.sink_error;
+	else if (code == CURLE_ABORTED_BY_CALLBACK && ctx.aborted)
+		ret = sbx_error_set(err, -ECANCELED, "engine request to %s cancelled", r->url);
 	else if (code == CURLE_WRITE_ERROR && ctx.too_big)
 		ret = sbx_error_set(err, -EMSGSIZE, "engine reply over %u bytes", REST_BODY_MAX);
 	else if (code != CURLE_OK)

@@ -37,6 +37,13 @@ struct sbx_rest_request {
 	void *sink_data;
 	long timeout_ms;	 /* 0 = the handle's; -1 = none (streams) */
 	const char *want_header; /* a response header to capture in resp->header */
+	/* Optional, for long-lived requests; both get sink_data. on_head is
+	 * called once the head of a 2xx response has arrived, before any of
+	 * its body; a negative return ends the call with that value. abort is
+	 * polled about once a second even while nothing arrives (and more
+	 * often while data does); true ends the call with -ECANCELED. */
+	int (*on_head)(void *sink_data, long status);
+	bool (*abort)(void *sink_data);
 };
 
 struct sbx_rest_response {
@@ -49,7 +56,10 @@ void sbx_rest_response_release(struct sbx_rest_response *resp);
 
 /* Perform one request. Transport failures are errors (-ECONNREFUSED with the
  * URL, -ETIMEDOUT, ...); any HTTP status is a success of this call and is
- * left to the caller, who usually passes it to sbx_rest_check(). */
+ * left to the caller, who usually passes it to sbx_rest_check(). A sink's
+ * or on_head's negative value is returned as is, err untouched. TCP
+ * connections have keepalive on, so a vanished engine host breaks a
+ * long-lived request (after about two minutes) instead of hanging it. */
 int sbx_rest_call(struct sbx_rest *r, const struct sbx_rest_request *req,
 		  struct sbx_rest_response *resp, struct sbx_error *err);
 
