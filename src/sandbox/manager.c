@@ -219,8 +219,10 @@ void sbx_sandbox_died_locked(sbx_manager *m, sbx_sandbox *sb, enum sbx_death dea
 			     bool blind)
 {
 	(void)m;
-	if (death == SBX_DEATH_NONE || sb->death != SBX_DEATH_NONE || sb->end != SBX_END_NONE ||
-	    sb->removed)
+	if (death == SBX_DEATH_NONE || sb->end != SBX_END_NONE || sb->removed)
+		return;
+	/* Known dead: only its removal is news (a forced removal kills first). */
+	if (sb->death != SBX_DEATH_NONE && (death != SBX_DEATH_REMOVED || sb->death == death))
 		return;
 	sb->death = death;
 	sb->death_code = code;
@@ -746,6 +748,7 @@ again:
 		if (e)
 			sb->interp = SBX_TAKE(e->interp); /* its pooled interpreter */
 		sb->ready = true;
+		touch_locked(sb); /* its idle time starts now, however long the create took */
 		sbx_reaper_wake_locked(m); /* a new deadline */
 		sbx_pool_created_locked(m, sb->pooled);
 	} else {

@@ -202,7 +202,7 @@ int64_t sbx_sandbox_deadline_locked(sbx_manager *m, const sbx_sandbox *sb, int64
 /* Under m->lock: records that SB's container stopped or went (DEATH,
  * CODE: exit code or signal, -1 unknown); BLIND: found after the server
  * lost the engine for a while. No-op when SB is being removed or already
- * dead. */
+ * dead, but for its removal, which replaces how it died. */
 void sbx_sandbox_died_locked(sbx_manager *m, sbx_sandbox *sb, enum sbx_death death, int code,
 			     bool blind);
 /* The death that container info CI shows (stopped, OOM, killed), or

@@ -103,7 +103,7 @@ static void on_gone(sbx_manager *m, const char *container, bool removed, int exi
 		return;
 	pthread_mutex_lock(&m->lock);
 	sb = find_container_locked(m, container);
-	if (sb && (sb->end != SBX_END_NONE || sb->death != SBX_DEATH_NONE))
+	if (sb && (sb->end != SBX_END_NONE || (sb->death != SBX_DEATH_NONE && !removed)))
 		sb = NULL; /* being removed by us, or known dead */
 	sb = sbx_sandbox_ref(sb);
 	if (sb && removed)
