@@ -855,6 +855,17 @@ void sbx_sandbox_info_list_free(struct sbx_sandbox_info *list, size_t n)
 	free(list);
 }
 
+const struct sbx_container_summary *sbx_summary_find(const struct sbx_container_summary *cs,
+						     size_t n, const char *container)
+{
+	for (size_t i = 0; container && i < n; i++) {
+		size_t len = cs[i].id ? strlen(cs[i].id) : 0;
+		if (len >= 12 && strncmp(cs[i].id, container, len) == 0)
+			return &cs[i];
+	}
+	return NULL;
+}
+
 /* Fills info from the record; status is given. */
 static int info_fill(sbx_manager *m, sbx_sandbox *sb, const char *status,
 		     struct sbx_sandbox_info *info)
@@ -948,11 +959,9 @@ int sbx_manager_list(sbx_manager *m, const char *owner, struct sbx_sandbox_info 
 		goto out;
 	}
 	for (done = 0; done < n; done++) {
-		const char *status = "missing";
-		for (size_t j = 0; j < n_cs; j++)
-			if (cs[j].id && strlen(cs[j].id) >= 12 &&
-			    strncmp(cs[j].id, mine[done]->container, strlen(cs[j].id)) == 0)
-				status = cs[j].status ? cs[j].status : "unknown";
+		const struct sbx_container_summary *c =
+		    sbx_summary_find(cs, n_cs, mine[done]->container);
+		const char *status = !c ? "missing" : c->status ? c->status : "unknown";
 		r = info_fill(m, mine[done], status, &list[done]);
 		if (r < 0) {
 			r = sbx_error_set(err, r, "out of memory");

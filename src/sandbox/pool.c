@@ -597,11 +597,8 @@ static void check_locked(sbx_manager *m)
 		return;
 	for (at = &p->head; *at;) {
 		struct sbx_pool_entry *e = *at;
-		bool alive = false;
-		for (size_t i = 0; i < n && !alive; i++)
-			alive = cs[i].running && cs[i].id && strlen(cs[i].id) >= 12 &&
-				strncmp(cs[i].id, e->container, strlen(cs[i].id)) == 0;
-		if (alive) {
+		const struct sbx_container_summary *c = sbx_summary_find(cs, n, e->container);
+		if (c && c->running) {
 			/* Seen running after this epoch began: it may be handed out. */
 			if (e->epoch < epoch)
 				e->epoch = epoch;

@@ -209,6 +209,11 @@ void sbx_sandbox_died_locked(sbx_manager *m, sbx_sandbox *sb, enum sbx_death dea
  * SBX_DEATH_NONE when it runs; *ret_code is the exit code or signal. */
 enum sbx_death sbx_death_of(const struct sbx_container_info *ci, int *ret_code);
 
+/* The entry of CS[0..N) that is CONTAINER (a list may give ids cut to 12
+ * or more hex digits), or NULL. */
+const struct sbx_container_summary *sbx_summary_find(const struct sbx_container_summary *cs,
+						     size_t n, const char *container);
+
 /* watch.c: follows the engine's container events. */
 
 /* Starts the thread (a backend without events leaves m->watch NULL). */

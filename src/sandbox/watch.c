@@ -144,13 +144,9 @@ static int catch_up(sbx_manager *m)
 		pthread_mutex_unlock(&m->lock);
 	}
 	for (size_t i = 0; r >= 0 && i < n; i++) {
-		bool running = false, present = false;
-		for (size_t j = 0; j < n_cs && !present; j++) {
-			size_t len = cs[j].id ? strlen(cs[j].id) : 0;
-			present = len >= 12 && strncmp(cs[j].id, seen[i]->container, len) == 0;
-			running = present && cs[j].running;
-		}
-		if (!running)
+		const struct sbx_container_summary *c =
+		    sbx_summary_find(cs, n_cs, seen[i]->container);
+		if (!c || !c->running)
 			learn_death(m, seen[i], -1, true);
 	}
 	sbx_container_list_free(cs, n_cs);
