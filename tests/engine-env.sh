@@ -6,17 +6,38 @@ if [ -z "${MCP_SANDBOX_DOCKER_SOCKET:-}${MCP_SANDBOX_PODMAN_SOCKET:-}" ] && [ -r
 	. "$env_file"
 fi
 
+# skip_or_bail WHY: skip the test, or fail it under MCP_SANDBOX_REQUIRE_ENGINES=1.
+skip_or_bail() {
+	if [ "${MCP_SANDBOX_REQUIRE_ENGINES:-0}" = 1 ]; then
+		echo "Bail out! $1"
+		exit 1
+	fi
+	echo "1..0 # SKIP $1"
+	exit 0
+}
+
+# require_engine TYPE SOCKET: the shared engine's socket is there, or skip/bail.
+require_engine() {
+	if [ -z "$2" ] || [ ! -S "$2" ]; then
+		skip_or_bail "no $1 engine socket (run tools/provision-engines)"
+	fi
+}
+
 # run_engine_test TYPE SOCKET [--via-tcp]
 run_engine_test() {
 	type=$1 sock=$2 via=${3:-}
-	if [ -z "$sock" ] || [ ! -S "$sock" ]; then
-		if [ "${MCP_SANDBOX_REQUIRE_ENGINES:-0}" = 1 ]; then
-			echo "Bail out! no $type engine socket (run tools/provision-engines)"
-			exit 1
-		fi
-		echo "1..0 # SKIP no $type engine (run tools/provision-engines)"
-		exit 0
-	fi
+	require_engine "$type" "$sock"
 	exec "${SBX_BUILDDIR:-.}/tests/test-engine" $via "$type" "unix://$sock" \
 		"${MCP_SANDBOX_IMAGE:-localhost/mcp-sandbox:latest}"
+}
+
+# run_restart_test TYPE SOCKET: tests/test-engine-restart on a private engine of
+# its own (tests/private-engine), which needs root and the shared engine (the
+# image comes from it, and the end checks its storage).
+run_restart_test() {
+	type=$1 sock=$2
+	require_engine "$type" "$sock"
+	[ "$(id -u)" -eq 0 ] || skip_or_bail "a private $type engine needs root"
+	exec "${SBX_BUILDDIR:-.}/tests/test-engine-restart" "$type" \
+		"${MCP_SANDBOX_IMAGE:-localhost/mcp-sandbox:latest}" "unix://$sock"
 }
