@@ -23,6 +23,7 @@
  * and, on Podman, private_engine_track_label() with the manager's instance.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +34,7 @@
 
 #include "sbx/common.h"
 #include "sbx/engine.h"
+#include "sbx/sandbox.h"
 #include "private-engine.h"
 #include "sandbox-fixture.h"
 #include "tap.h"
@@ -223,6 +225,176 @@ static void test_down_and_up(const char *how,
 	free(id);
 }
 
+/* ---- a sandbox manager across the restart ---- */
+
+static bool wait_pool_stats(sbx_manager *m, bool (*done)(const struct sbx_pool_stats *),
+			    struct sbx_pool_stats *st)
+{
+	/* 120 s: a bound on a hang, not a speed check. */
+	for (int i = 0; i < 1200; i++) {
+		sbx_manager_pool_stats(m, st);
+		if (done(st))
+			return true;
+		usleep(100000);
+	}
+	return false;
+}
+
+static bool is_followed(const struct sbx_pool_stats *st)
+{
+	return st->followed;
+}
+
+static bool is_unfollowed(const struct sbx_pool_stats *st)
+{
+	return !st->followed;
+}
+
+static bool is_full(const struct sbx_pool_stats *st)
+{
+	return st->ready == 2 && st->filling == 0;
+}
+
+/* SB's reason in list_sandboxes (owned), once it has one; NULL after 60 s. */
+static char *wait_reason(sbx_manager *m, sbx_sandbox *sb)
+{
+	for (int i = 0; i < 600; i++) {
+		struct sbx_sandbox_info *list = NULL;
+		size_t n = 0;
+		char *reason = NULL;
+		if (sbx_manager_list(m, "alice", &list, &n, NULL) == 0)
+			for (size_t j = 0; j < n; j++)
+				if (strcmp(list[j].id, sbx_sandbox_id(sb)) == 0 && list[j].reason)
+					reason = strdup(list[j].reason);
+		sbx_sandbox_info_list_free(list, n);
+		if (reason)
+			return reason;
+		usleep(100000);
+	}
+	return NULL;
+}
+
+static bool run_ok(sbx_manager *m, sbx_sandbox *sb, const char *code, const char *want,
+		   const char *what)
+{
+	struct sbx_run_result res = {0};
+	struct sbx_error err = SBX_ERROR_INIT;
+	bool ok = tap_call(sbx_sandbox_run_python(m, sb, code, 60000, &res, &err), err.msg,
+			   "%s: Python runs", what);
+
+	if (ok) {
+		ok = res.out.data && strcmp(res.out.data, want) == 0;
+		tap_ok(ok, "%s: its output is %s", what, want);
+	}
+	sbx_run_result_release(&res);
+	return ok;
+}
+
+/*
+ * A sandbox manager (pool of 2) follows the engine's events while the
+ * engine goes DOWN and comes back: it notices (pool_stats.followed), hands
+ * out no pooled sandbox meanwhile, and once the engine is back: on Docker
+ * the sandbox that stopped with the engine is listed dead with the reason
+ * and a call on it says so, and the pool's containers that died are replaced
+ * by live ones; on Podman the sandbox runs on and the pool is kept.
+ */
+static void test_manager(const char *how, int (*down)(struct private_engine *, struct sbx_error *))
+{
+	const char *const extra[] = {"sandbox.pool_size=2", NULL};
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_pool_stats st;
+	struct test_manager tm;
+	sbx_manager *m;
+	sbx_sandbox *before = NULL, *during = NULL, *after = NULL;
+	char what[64], suffix[16];
+	uint64_t taken;
+	int r;
+
+	snprintf(what, sizeof(what), "manager, %s", how);
+	snprintf(suffix, sizeof(suffix), "m%s", how);
+	m = test_manager_open(&tm, suffix, extra, NULL);
+	if (survives &&
+	    !tap_call(private_engine_track_label(&pe, SBX_LABEL_INSTANCE, tm.inst, &err), err.msg,
+		      "%s: the run's containers are the instance's", what))
+		goto out;
+	recover(m);
+	if (!tap_ok(wait_pool_stats(m, is_full, &st) && st.followed,
+		    "%s: the pool fills, the engine followed", what))
+		goto out;
+	if (!tap_call(sbx_sandbox_create(m, "alice", "before", &before, &err), err.msg,
+		      "%s: create a sandbox", what) ||
+	    !run_ok(m, before, "x = 41\nprint(x + 1)", "42\n", what))
+		goto out;
+	wait_pool_stats(m, is_full, &st);
+	taken = st.taken;
+
+	if (!engine_call(down, how, " under the manager"))
+		goto out;
+	tap_ok(wait_pool_stats(m, is_unfollowed, &st), "%s: the manager notices the engine went",
+	       what);
+	r = sbx_sandbox_create(m, "alice", "during", &during, &err);
+	sbx_manager_pool_stats(m, &st);
+	tap_ok(r < 0 && !during && st.taken == taken,
+	       "%s: meanwhile create hands out no pooled sandbox: %s", what, err.msg);
+	sbx_sandbox_unref(during);
+	if (!engine_call(private_engine_start, "start", " again under the manager"))
+		tap_bail("cannot start the private engine again");
+	tap_ok(wait_pool_stats(m, is_followed, &st), "%s: the manager follows the engine again",
+	       what);
+
+	if (!survives) {
+		char *reason = wait_reason(m, before);
+		/* A stopping dockerd kills its containers while the stream may still
+		 * be open (then the reason is the kill itself); a killed one cannot. */
+		tap_ok(reason && (strstr(reason, "while the server was not following the engine") ||
+				  strstr(reason, "by the engine as it stopped")),
+		       "%s: the sandbox that stopped with the engine is listed dead: %s", what,
+		       reason ? reason : "(no reason)");
+		free(reason);
+		sbx_error_clear(&err);
+		{
+			struct sbx_run_result res = {0};
+			r = sbx_sandbox_run_python(m, before, "print(x)", 60000, &res, &err);
+			tap_ok(r == -ESRCH && strstr(err.msg, "no longer runs"),
+			       "%s: a call on it says so: %s", what, err.msg);
+			if (r == 0)
+				sbx_run_result_release(&res);
+		}
+		tap_ok(wait_pool_stats(m, is_full, &st) && st.died >= 2,
+		       "%s: the pool's dead containers are replaced (%" PRIu64 " died)", what,
+		       st.died);
+	} else {
+		char *reason = NULL;
+		tap_ok(wait_pool_stats(m, is_full, &st) && st.died == 0,
+		       "%s: the pool's containers are kept (%" PRIu64 " died)", what, st.died);
+		run_ok(m, before, "print(1 + 1)", "2\n", what);
+		{
+			struct sbx_sandbox_info *list = NULL;
+			size_t n = 0;
+			if (sbx_manager_list(m, "alice", &list, &n, NULL) == 0)
+				for (size_t j = 0; j < n; j++)
+					if (list[j].reason)
+						reason = strdup(list[j].reason);
+			sbx_sandbox_info_list_free(list, n);
+		}
+		tap_ok(!reason, "%s: no sandbox is listed dead (%s)", what,
+		       reason ? reason : "none");
+		free(reason);
+	}
+	sbx_manager_pool_stats(m, &st);
+	taken = st.taken;
+	if (tap_call(sbx_sandbox_create(m, "alice", "after", &after, &err), err.msg,
+		     "%s: create after the restart", what)) {
+		sbx_manager_pool_stats(m, &st);
+		tap_ok(st.taken == taken + 1, "%s: from the pool", what);
+		run_ok(m, after, "print(6 * 7)", "42\n", what);
+	}
+out:
+	sbx_sandbox_unref(before);
+	sbx_sandbox_unref(after);
+	test_manager_close(&tm, "nothing of the manager's is left");
+}
+
 /* Cleanup: the engine is gone with its folder and (Podman) the run's containers. */
 static void test_cleanup(const char *shared_url)
 {
@@ -290,6 +462,8 @@ int main(int argc, char **argv)
 	test_leftovers(earlier_owner);
 	test_down_and_up("stop", private_engine_stop);
 	test_down_and_up("kill", private_engine_kill);
+	test_manager("stop", private_engine_stop);
+	test_manager("kill", private_engine_kill);
 	test_cleanup(argc > 3 ? argv[3] : NULL);
 	tap_diag("the whole test took %.1f s", now_s() - t0);
 	return fixture_end();

@@ -251,8 +251,11 @@ static void death_text(sbx_manager *m, const sbx_sandbox *sb, char *buf, size_t 
 		break;
 	case SBX_DEATH_KILLED:
 		snprintf(buf, size, "its container was killed (signal %d)%s%s; noticed at %s",
-			 sb->death_code, sb->death_blind ? "" : " from outside the server", blind,
-			 at);
+			 sb->death_code,
+			 sb->death_blind ? ""
+					 : " from outside the server (by hand, or by the "
+					   "engine as it stopped)",
+			 blind, at);
 		break;
 	case SBX_DEATH_EXITED:
 		snprintf(buf, size, "its container stopped (exit code %d)%s; noticed at %s",
