@@ -598,6 +598,7 @@ enum fake_end {
 
 struct fake {
 	int lfd, port;
+	int client_port; /* the client's end of the accepted connection */
 	pthread_t th;
 	char req[8192]; /* the request head received */
 	const char *head;
@@ -643,8 +644,13 @@ static void *fake_main(void *arg)
 	size_t have = 0;
 	int fd;
 
-	if (poll(&pfd, 1, 60000) <= 0 || (fd = accept(f->lfd, NULL, NULL)) < 0)
+	struct sockaddr_in peer;
+	socklen_t peer_len = sizeof(peer);
+
+	if (poll(&pfd, 1, 60000) <= 0 ||
+	    (fd = accept(f->lfd, (struct sockaddr *)&peer, &peer_len)) < 0)
 		return NULL;
+	__atomic_store_n(&f->client_port, ntohs(peer.sin_port), __ATOMIC_SEQ_CST);
 	while (have < sizeof(f->req) - 1 && !strstr(f->req, "\r\n\r\n")) {
 		struct pollfd c = {.fd = fd, .events = POLLIN};
 		ssize_t n;
@@ -770,6 +776,30 @@ static void request_filters(const char *req, char *buf, size_t size)
 	buf[n] = '\0';
 }
 
+/* The timer of the loopback TCP connection from LOCAL_PORT to REMOTE_PORT
+ * (/proc/net/tcp: 2 = keepalive, 0 = none) and when it fires (in clock
+ * ticks); -1 when the connection is not found. */
+static int tcp_timer(int local_port, int remote_port, unsigned long *ret_when)
+{
+	FILE *fp = fopen("/proc/net/tcp", "re");
+	char line[512];
+	int timer = -1;
+
+	while (fp && fgets(line, sizeof(line), fp)) {
+		unsigned lport, rport, state, tr;
+		unsigned long when;
+		if (sscanf(line, " %*d: %*x:%x %*x:%x %x %*x:%*x %x:%lx", &lport, &rport, &state,
+			   &tr, &when) == 5 &&
+		    (int)lport == local_port && (int)rport == remote_port) {
+			timer = (int)tr;
+			*ret_when = when;
+		}
+	}
+	if (fp)
+		fclose(fp);
+	return timer;
+}
+
 static void test_open_and_stop(void)
 {
 	struct fake f = {.head = HEAD_200, .end = FAKE_HOLD};
@@ -782,6 +812,19 @@ static void test_open_and_stop(void)
 	tap_ok(got_wait(&r.got, 1, 30), "OPEN arrives from the head alone, before any body");
 	tap_ok(r.got.n == 1 && r.got.ev[0].kind == SBX_EVENT_OPEN && !r.got.ev[0].has_id,
 	       "it is OPEN, with no container");
+	{
+		/* The idle connection to a tcp:// engine has its keepalive timer
+		 * running, due within 30 s (REST_KEEPIDLE_S). */
+		unsigned long when = 0;
+		int timer =
+		    tcp_timer(__atomic_load_n(&f.client_port, __ATOMIC_SEQ_CST), f.port, &when);
+		if (timer < 0)
+			tap_skip(1, "the connection is not in /proc/net/tcp");
+		else
+			tap_ok(timer == 2 && when <= 30 * (unsigned long)sysconf(_SC_CLK_TCK),
+			       "TCP keepalive is on, first probe within 30 s (timer %d, %lu ticks)",
+			       timer, when);
+	}
 	__atomic_store_n(&r.got.stop, 1, __ATOMIC_SEQ_CST);
 	run_join(&r);
 	tap_is_int(r.r, 0, "stopped() ends an idle stream with 0 (%s)", r.err.msg);
