@@ -9,6 +9,7 @@
  * a tcp:// URL, the way a remote engine is reached.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -527,6 +528,263 @@ static void test_oom(void)
 	free(id);
 }
 
+/* ---- the events stream ---- */
+
+#define LABEL_EVENTS "org.mcp-sandbox.test-events"
+#define EV_MAX 256
+
+/* sbx_engine_events in a thread, what it delivered copied under a lock. */
+struct ev_follow {
+	pthread_t th;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct sbx_kv labels[2];
+	struct sbx_events_spec spec;
+	struct sbx_error err;
+	int r;
+	int stop;
+	char ours[2][80]; /* the labelled containers */
+	int n;
+	struct {
+		enum sbx_event_kind kind;
+		char id[80];
+		int exit_code, signal;
+	} ev[EV_MAX];
+};
+
+static int ev_collect(void *ud, const struct sbx_engine_event *ev)
+{
+	struct ev_follow *f = ud;
+
+	pthread_mutex_lock(&f->lock);
+	if (f->n < EV_MAX) {
+		f->ev[f->n].kind = ev->kind;
+		snprintf(f->ev[f->n].id, sizeof(f->ev[f->n].id), "%s",
+			 ev->container ? ev->container : "");
+		f->ev[f->n].exit_code = ev->exit_code;
+		f->ev[f->n].signal = ev->signal;
+	}
+	f->n++;
+	pthread_cond_broadcast(&f->cond);
+	pthread_mutex_unlock(&f->lock);
+	return 0;
+}
+
+static bool ev_stopped(void *ud)
+{
+	struct ev_follow *f = ud;
+	return __atomic_load_n(&f->stop, __ATOMIC_SEQ_CST) != 0;
+}
+
+static void *ev_main(void *ud)
+{
+	struct ev_follow *f = ud;
+	f->r = sbx_engine_events(engine, &f->spec, &f->err);
+	return NULL;
+}
+
+/* Index of the first event of KIND for ID ("" = none) from FROM on, or -1. */
+static int ev_find(struct ev_follow *f, int from, const char *id, enum sbx_event_kind kind)
+{
+	for (int i = from; i < f->n && i < EV_MAX; i++)
+		if (f->ev[i].kind == kind && strcmp(f->ev[i].id, id) == 0)
+			return i;
+	return -1;
+}
+
+/* Waits up to timeout_s (a bound on hangs) for an event of KIND for ID. */
+static int ev_wait(struct ev_follow *f, const char *id, enum sbx_event_kind kind, int timeout_s)
+{
+	struct timespec until;
+	int i;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += timeout_s;
+	pthread_mutex_lock(&f->lock);
+	while ((i = ev_find(f, 0, id, kind)) < 0 &&
+	       pthread_cond_timedwait(&f->cond, &f->lock, &until) == 0)
+		;
+	pthread_mutex_unlock(&f->lock);
+	return i;
+}
+
+/* "START KILL DIE DESTROY": the kinds of ID's events, in order. */
+static const char *ev_kinds(struct ev_follow *f, const char *id, char *buf, size_t size)
+{
+	static const char *const names[] = {"OPEN", "START", "DIE", "OOM", "KILL", "DESTROY"};
+	size_t off = 0;
+
+	buf[0] = '\0';
+	pthread_mutex_lock(&f->lock);
+	for (int i = 0; i < f->n && i < EV_MAX && off < size; i++)
+		if (strcmp(f->ev[i].id, id) == 0)
+			off += (size_t)snprintf(buf + off, size - off, "%s%s", off ? " " : "",
+						(unsigned)f->ev[i].kind < SBX_ARRAY_SIZE(names)
+						    ? names[f->ev[i].kind]
+						    : "?");
+	pthread_mutex_unlock(&f->lock);
+	return buf;
+}
+
+static char *ev_container(bool labelled, const char *const *cmd, int64_t memory,
+			  struct sbx_error *err)
+{
+	struct sbx_kv labels[] = {
+	    {LABEL_TEST, "1"},
+	    {LABEL_RUN, run_label},
+	    {LABEL_EVENTS, run_label},
+	};
+	struct sbx_container_spec spec = {
+	    .image = image,
+	    .cmd = cmd ? cmd : sleep_cmd,
+	    .labels = labels,
+	    .n_labels = labelled ? 3 : 2,
+	    .user = "1000:1000",
+	    .memory_bytes = memory,
+	    .network_mode = "none",
+	};
+	char *id = NULL;
+	return sbx_container_create(engine, &spec, &id, err) < 0 ? NULL : id;
+}
+
+/* A container without the events label, started, killed and removed: its
+ * events must not come. LABEL_TEST=1 is one of the followed labels, so an
+ * engine matching any one label (Podman 4.3) would send them. */
+static void ev_unlabelled(char *ret_id, size_t size)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	char *id = ev_container(false, NULL, 0, &err);
+
+	snprintf(ret_id, size, "%s", id ? id : "none");
+	tap_ok(id && sbx_container_start(engine, id, &err) == 0 &&
+		   sbx_container_kill(engine, id, "KILL", &err) == 0,
+	       "a container without the label is started and killed (%s)", err.msg);
+	if (id)
+		sbx_container_remove(engine, id, NULL);
+	free(id);
+}
+
+static void ev_lifecycle(struct ev_follow *f)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	bool docker = strcmp(sbx_engine_name(engine), "docker") == 0;
+	char *id = ev_container(true, NULL, 0, &err);
+	char buf[256];
+	int i;
+
+	if (!tap_ok(id != NULL, "create a labelled container (%s)", err.msg))
+		return;
+	snprintf(f->ours[0], sizeof(f->ours[0]), "%s", id);
+	tap_ok(sbx_container_start(engine, id, &err) == 0, "start it (%s)", err.msg);
+	tap_ok(ev_wait(f, id, SBX_EVENT_START, 60) >= 0, "START arrives");
+	tap_ok(sbx_container_kill(engine, id, "KILL", &err) == 0, "kill it with KILL (%s)",
+	       err.msg);
+	i = ev_wait(f, id, SBX_EVENT_KILL, 60);
+	if (tap_ok(i >= 0, "KILL arrives")) {
+		if (docker)
+			tap_is_int(f->ev[i].signal, 9, "docker: with signal 9");
+		else
+			tap_ok(f->ev[i].signal == 9 || f->ev[i].signal == 0,
+			       "podman: signal 9 or unknown (%d; 4.3 does not say)",
+			       f->ev[i].signal);
+	}
+	i = ev_wait(f, id, SBX_EVENT_DIE, 60);
+	if (tap_ok(i >= 0, "DIE arrives"))
+		tap_is_int(f->ev[i].exit_code, 137, "with exit code 137");
+	tap_ok(sbx_container_remove(engine, id, &err) == 0, "remove it (%s)", err.msg);
+	tap_ok(ev_wait(f, id, SBX_EVENT_DESTROY, 60) >= 0, "DESTROY arrives");
+	tap_is_str(ev_kinds(f, id, buf, sizeof(buf)), "START KILL DIE DESTROY",
+		   "exactly start, kill, die, destroy, in order");
+	free(id);
+}
+
+/* Docker reports the OOM killer; Podman 4.3 only the death (exit 137). */
+static void ev_oom(struct ev_follow *f)
+{
+	static const char *const hog[] = {"python3", "-c", "a=[b'x'*1048576 for _ in range(200)]",
+					  NULL};
+	struct sbx_error err = SBX_ERROR_INIT;
+	bool docker = strcmp(sbx_engine_name(engine), "docker") == 0;
+	char *id = ev_container(true, hog, 32 << 20, &err);
+	char buf[256];
+	int die;
+
+	if (!tap_ok(id != NULL, "create a labelled container that overruns 32 MiB (%s)", err.msg))
+		return;
+	snprintf(f->ours[1], sizeof(f->ours[1]), "%s", id);
+	tap_ok(sbx_container_start(engine, id, &err) == 0, "start it (%s)", err.msg);
+	die = ev_wait(f, id, SBX_EVENT_DIE, 120);
+	if (tap_ok(die >= 0, "DIE arrives"))
+		tap_is_int(f->ev[die].exit_code, 137, "with exit code 137");
+	if (docker) {
+		pthread_mutex_lock(&f->lock);
+		int oom = ev_find(f, 0, id, SBX_EVENT_OOM);
+		pthread_mutex_unlock(&f->lock);
+		tap_ok(oom >= 0 && oom < die, "docker: OOM arrives, before DIE (%s)",
+		       ev_kinds(f, id, buf, sizeof(buf)));
+	}
+	sbx_container_remove(engine, id, NULL);
+	tap_ok(ev_wait(f, id, SBX_EVENT_DESTROY, 60) >= 0, "DESTROY arrives");
+	free(id);
+}
+
+static void test_events(void)
+{
+	struct ev_follow *f = calloc(1, sizeof(*f));
+	struct timespec until;
+	char other[80], buf[256];
+	bool only_open;
+
+	if (!f)
+		tap_bail("out of memory");
+	pthread_mutex_init(&f->lock, NULL);
+	pthread_cond_init(&f->cond, NULL);
+	f->labels[0] = (struct sbx_kv){LABEL_TEST, "1"};
+	f->labels[1] = (struct sbx_kv){LABEL_EVENTS, run_label};
+	f->spec = (struct sbx_events_spec){.labels = f->labels,
+					   .n_labels = 2,
+					   .on_event = ev_collect,
+					   .stopped = ev_stopped,
+					   .userdata = f};
+	if (pthread_create(&f->th, NULL, ev_main, f) != 0)
+		tap_bail("cannot start a thread");
+
+	/* Nothing carries the label yet: OPEN comes from the engine's answer. */
+	tap_ok(ev_wait(f, "", SBX_EVENT_OPEN, 30) == 0,
+	       "OPEN arrives first, with no container "
+	       "activity (%s)",
+	       f->err.msg);
+	ev_unlabelled(other, sizeof(other));
+	ev_lifecycle(f);
+	ev_oom(f);
+	pthread_mutex_lock(&f->lock);
+	only_open = ev_find(f, 1, "", SBX_EVENT_OPEN) < 0;
+	pthread_mutex_unlock(&f->lock);
+	tap_ok(only_open, "OPEN comes once");
+	tap_is_str(ev_kinds(f, other, buf, sizeof(buf)), "",
+		   "no event for the container without the label");
+	{
+		bool only_ours = true;
+		pthread_mutex_lock(&f->lock);
+		for (int i = 1; i < f->n && i < EV_MAX; i++)
+			only_ours &=
+			    !strcmp(f->ev[i].id, f->ours[0]) || !strcmp(f->ev[i].id, f->ours[1]);
+		pthread_mutex_unlock(&f->lock);
+		tap_ok(only_ours && f->n < EV_MAX, "all others are of the two labelled containers");
+	}
+
+	/* Idle now: stopped() must end the call on its own. */
+	__atomic_store_n(&f->stop, 1, __ATOMIC_SEQ_CST);
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 30;
+	if (pthread_timedjoin_np(f->th, NULL, &until) != 0)
+		tap_bail("sbx_engine_events did not end within 30 s of stopped()");
+	tap_is_int(f->r, 0, "stopped() ends the idle stream with 0 (%s)", f->err.msg);
+	pthread_mutex_destroy(&f->lock);
+	pthread_cond_destroy(&f->cond);
+	free(f);
+}
+
 static size_t count_run_containers(void)
 {
 	struct sbx_kv want[] = {{LABEL_RUN, run_label}};
@@ -631,6 +889,7 @@ int main(int argc, char **argv)
 	tap_ok(sbx_container_stop(engine, id, 2, &err) == 0, "stopping again is fine");
 	test_errors(id);
 	test_oom();
+	test_events();
 
 	tap_ok(sbx_container_remove(engine, id, &err) == 0, "remove (%s)", err.msg);
 	if (id2)
