@@ -226,6 +226,51 @@ static size_t call_header(char *data, size_t size, size_t nmemb, void *userdata)
 	return n;
 }
 
+/* How often a request with an abort hook checks it while nothing arrives. */
+#define ABORT_POLL_MS 100
+
+/* curl_easy_perform for a request with an abort hook: libcurl's own loop
+ * calls the progress callback only about once a second while idle, too slow
+ * for a server that stops; this loop polls the hook every ABORT_POLL_MS. */
+static CURLcode perform_abortable(CURL *c, struct call_ctx *ctx)
+{
+	CURLM *mh = curl_multi_init();
+	CURLcode code = CURLE_OK;
+	CURLMsg *msg;
+	int running = 1, left;
+
+	if (!mh)
+		return CURLE_OUT_OF_MEMORY;
+	if (curl_multi_add_handle(mh, c) != CURLM_OK) {
+		curl_multi_cleanup(mh);
+		return CURLE_FAILED_INIT;
+	}
+	while (running) {
+		if (curl_multi_perform(mh, &running) != CURLM_OK) {
+			code = CURLE_RECV_ERROR;
+			break;
+		}
+		if (!running)
+			break;
+		if (!ctx->aborted && ctx->req->abort(ctx->req->sink_data))
+			ctx->aborted = true;
+		if (ctx->aborted) {
+			code = CURLE_ABORTED_BY_CALLBACK;
+			break;
+		}
+		if (curl_multi_poll(mh, NULL, 0, ABORT_POLL_MS, NULL) != CURLM_OK) {
+			code = CURLE_RECV_ERROR;
+			break;
+		}
+	}
+	while (code == CURLE_OK && (msg = curl_multi_info_read(mh, &left)))
+		if (msg->msg == CURLMSG_DONE && msg->easy_handle == c)
+			code = msg->data.result;
+	curl_multi_remove_handle(mh, c);
+	curl_multi_cleanup(mh);
+	return code;
+}
+
 /* libcurl's progress callback: about once a second when idle. */
 static int call_progress(void *userdata, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
 			 curl_off_t ulnow)
@@ -345,7 +390,7 @@ int sbx_rest_call(struct sbx_rest *r, const struct sbx_rest_request *req,
 	}
 	curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
 
-	code = curl_easy_perform(c);
+	code = req->abort ? perform_abortable(c, &ctx) : curl_easy_perform(c);
 	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &resp->status);
 	if (code == CURLE_WRITE_ERROR && ctx.sink_error < 0)
 		ret = ctx.sink_error;

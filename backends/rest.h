@@ -40,8 +40,8 @@ struct sbx_rest_request {
 	/* Optional, for long-lived requests; both get sink_data. on_head is
 	 * called once the head of a 2xx response has arrived, before any of
 	 * its body; a negative return ends the call with that value. abort is
-	 * polled about once a second even while nothing arrives (and more
-	 * often while data does); true ends the call with -ECANCELED. */
+	 * polled about every 100 ms even while nothing arrives (and as data
+	 * does); true ends the call with -ECANCELED. */
 	int (*on_head)(void *sink_data, long status);
 	bool (*abort)(void *sink_data);
 };

@@ -261,7 +261,7 @@ struct sbx_events_spec {
 	const struct sbx_kv *labels; /* only containers carrying all of them */
 	size_t n_labels;
 	sbx_event_fn on_event; /* required */
-	/* Optional: polled about once a second while the stream is idle (and
+	/* Optional: polled about every 100 ms, also while the stream is idle (and
 	 * between events); true ends the stream and the call returns 0. */
 	bool (*stopped)(void *userdata);
 	void *userdata;
