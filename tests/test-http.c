@@ -234,6 +234,19 @@ static void test_sessions(void)
 		   strncmp(header_of(&r, "Content-Type"), "application/json", 16) == 0,
 	       "ping on the session -> 200 application/json {}");
 	reply_release(&r);
+	if (id) {
+		/* The index part (the first 8) right and the secret wrong, or the
+		 * other way round: unknown either way. */
+		char bad[33];
+		snprintf(bad, sizeof(bad), "%s", id);
+		bad[31] = bad[31] == '0' ? '1' : '0';
+		expect_status(mcp_post(bad, NULL, ping_body), 404,
+			      "the session id with its last digit changed -> 404");
+		snprintf(bad, sizeof(bad), "%s", id);
+		bad[0] = bad[0] == '0' ? '1' : '0';
+		expect_status(mcp_post(bad, NULL, ping_body), 404,
+			      "... with its first digit changed -> 404");
+	}
 	expect_status(mcp_post(id, "MCP-Protocol-Version: 2025-06-18", ping_body), 200,
 		      "a supported MCP-Protocol-Version is fine");
 	expect_status(mcp_post(id, "MCP-Protocol-Version: 1999-01-01", ping_body), 400,
@@ -352,14 +365,49 @@ static void test_held_streamable(void)
 static pthread_mutex_t fake_lock = PTHREAD_MUTEX_INITIALIZER;
 static pid_t fake_progress_tid; /* the thread of the last "progress" call */
 
+/* "flood": {"frames": N, "size": S} sends N notifications/message of about S
+ * bytes each at once, then runs as "slow" does. */
+static void flood(const struct sbx_tool_ctx *ctx, struct json_object *args)
+{
+	static const char head[] =
+	    "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{"
+	    "\"level\":\"info\",\"data\":\"";
+	struct json_object *v;
+	int frames = 0, size = 0;
+	char *msg;
+
+	if (json_object_object_get_ex(args, "frames", &v))
+		frames = json_object_get_int(v);
+	if (json_object_object_get_ex(args, "size", &v))
+		size = json_object_get_int(v);
+	if (size < 64)
+		size = 64;
+	msg = malloc((size_t)size + 1);
+	if (!msg)
+		tap_bail("malloc");
+	memset(msg, 'f', (size_t)size);
+	memcpy(msg, head, sizeof(head) - 1);
+	memcpy(msg + size - 4, "\"}}", 4);
+	for (int i = 0; i < frames && ctx->notifier && !sbx_tools_cancelled(ctx); i++)
+		ctx->notifier->send(ctx->notifier->ctx, msg);
+	free(msg);
+	slow_tool_run(ctx);
+}
+
 /* "progress" prints two chunks 100 ms apart; "slow" reports a start (when
- * asked for progress) and runs until cancelled, at most 5 s. */
+ * asked for progress) and runs until cancelled, at most 5 s; "flood": above. */
 static int fake_tools_call(const struct sbx_tool_ctx *ctx, const char *name,
 			   struct json_object *args, struct json_object **ret_result,
 			   struct sbx_error *err)
 {
 	struct sbx_progress p;
 
+	if (strcmp(name, "flood") == 0) {
+		flood(ctx, args);
+		*ret_result =
+		    json_tokener_parse("{\"content\":[{\"type\":\"text\",\"text\":\"done\"}]}");
+		return *ret_result ? 0 : -ENOMEM;
+	}
 	if (strcmp(name, "progress") != 0 && strcmp(name, "slow") != 0)
 		return sbx_tools_call(ctx, name, args, ret_result, err);
 	sbx_progress_init(&p, ctx);
@@ -1061,7 +1109,9 @@ static void test_many_sse(sbx_mcp *mcp, sbx_manager *manager)
 		tap_skip(2, why);
 		return;
 	}
-	server_begin(&sv, mcp, manager, false, HS("server.max_connections=1000"));
+	server_begin(&sv, mcp, manager, false,
+		     HS("server.max_connections=1000", "server.max_connections_per_ip=0",
+			"server.max_sessions_per_ip=0"));
 	/* Every request goes out first; then each stream is read. */
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (int i = 0; i < MANY_SSE; i++)
@@ -1525,35 +1575,44 @@ static void test_hostile_bodies(sbx_mcp *mcp, sbx_manager *manager)
 	       LIVE_RSS_BOUND_KB / 1024);
 	sse_close(&ss);
 
-	/* The budget (32 MiB here): 8 bodies of 4 MiB held mid-way fill it. */
+	/* The budget (32 MiB here): 8 bodies that announce 4 MiB fill it from
+	 * their first bytes (a declared length is charged before its buffer is
+	 * made), two from each of 4 client addresses (one address holds at most
+	 * a quarter). */
 	{
 		int held[8];
 		snprintf(headers, sizeof(headers), MCP_HEADERS "Mcp-Session-Id: %s\r\n",
 			 id ? id : "x");
 		for (int i = 0; i < 8; i++) {
+			static const char *const from[] = {"127.0.0.10", "127.0.0.11", "127.0.0.12",
+							   "127.0.0.13"};
 			char head[512];
+			http_from(from[i / 2]);
 			held[i] = connect_raw();
+			http_from(NULL);
 			snprintf(head, sizeof(head),
 				 "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:%u\r\n%sContent-Length: "
 				 "%d\r\n\r\n",
 				 http_target.port, headers, 4 << 20);
 			if (!send_quiet(held[i], head, strlen(head)) ||
-			    !send_quiet(held[i], values, BIG_BODY - 16))
+			    !send_quiet(held[i], values, 16))
 				tap_diag("  held body %d: send failed", i);
 		}
-		/* Once the server has read them, a body that does not fit is
-		 * answered 503 from its headers. */
+		/* Once the server has their first bytes, a body that does not
+		 * fit is answered 503 from its headers (the probes send headers
+		 * only: they hold nothing of the budget while they wait). */
 		st = 0;
 		for (int tries = 0; tries < 40 && st != 503; tries++) {
 			sbx_buf_reset(&acc);
-			fd = raw_mcp_post(id ? id : "x", 1000, "{\"jsonrpc\"");
+			fd = raw_mcp_post(id ? id : "x", 1000, "");
 			st = raw_status(fd, &acc, 250);
 			if (st != 503)
 				close(fd);
 		}
-		tap_ok(st == 503 && strstr(acc.data, "\r\nRetry-After: 1\r\n"),
-		       "8 bodies of 4 MiB held mid-way fill the body budget: the next is 503 + "
-		       "Retry-After before its body is sent (%ld)",
+		tap_ok(st == 503 && strstr(acc.data, "\r\nRetry-After: 1\r\n") &&
+			   read_until(fd, &acc, "fill its memory for them", 2000),
+		       "8 bodies that announce 4 MiB and have sent 16 bytes each fill the body "
+		       "budget: the next is 503 + Retry-After before its body is sent (%ld)",
 		       st);
 		if (st == 503)
 			close(fd);
@@ -1579,6 +1638,50 @@ static void test_hostile_bodies(sbx_mcp *mcp, sbx_manager *manager)
 			} while (st != 200 && elapsed_ms(&t0) < 10000);
 			tap_is_int(st, 200, "once they are closed the budget is free again");
 		}
+	}
+
+	/* One client address holds at most a quarter of the budget (8 MiB
+	 * here): two bodies that announce 4 MiB take its share. */
+	{
+		int held[2];
+		for (int i = 0; i < 2; i++) {
+			char head[512];
+			http_from("127.0.0.20");
+			held[i] = connect_raw();
+			http_from(NULL);
+			snprintf(head, sizeof(head),
+				 "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:%u\r\n%sContent-Length: "
+				 "%d\r\n\r\n",
+				 http_target.port, headers, 4 << 20);
+			if (!send_quiet(held[i], head, strlen(head)) ||
+			    !send_quiet(held[i], values, 16))
+				tap_diag("  held body %d: send failed", i);
+		}
+		st = 0;
+		for (int tries = 0; tries < 40 && st != 503; tries++) {
+			sbx_buf_reset(&acc);
+			http_from("127.0.0.20");
+			fd = raw_mcp_post(id ? id : "x", 1000, "");
+			http_from(NULL);
+			st = raw_status(fd, &acc, 250);
+			if (st != 503)
+				close(fd);
+		}
+		tap_ok(st == 503 && read_until(fd, &acc, "this client address", 2000),
+		       "two bodies that announce 4 MiB from one address fill its share: its next "
+		       "body is 503, saying so (%ld)",
+		       st);
+		if (st == 503)
+			close(fd);
+		http_from("127.0.0.21");
+		{
+			struct reply r = mcp_post(id, NULL, ping_body);
+			tap_is_int(r.status, 200, "... while another address is served");
+			reply_release(&r);
+		}
+		http_from(NULL);
+		for (int i = 0; i < 2; i++)
+			close(held[i]);
 	}
 	sbx_buf_release(&acc);
 	free(id);
