@@ -21,7 +21,16 @@
  * server.session_timeout=1s an idle SSE stream ends, one whose call runs
  * does not, and a call's end counts as use; the server's stop cancels the
  * calls in flight on both transports. GET /ready does not show the host's
- * engine socket.
+ * engine socket. Clients that hold on (each limit with small settings, from
+ * several loopback addresses 127.0.0.x): the outbound queues alone
+ * (server.max_queued closes the biggest, a full one is drained at once), a
+ * stalled stream cut off after server.stream_stall_timeout and its call
+ * cancelled (a reading client's idle stream lives on), a stalled flooded
+ * stream closed at once past server.max_queued, server.max_sessions and its
+ * least recently used idle session, server.max_sessions_per_ip, a trickled
+ * body (server.body_timeout, body_min_rate), server.max_connections_per_ip;
+ * the per-address share of the body budget and a Content-Length charged at
+ * the first bytes; a session id with its secret part changed is unknown.
  */
 #include <errno.h>
 #include <poll.h>
@@ -1867,6 +1876,8 @@ static void test_stalled_streams(sbx_mcp *mcp, sbx_manager *manager)
 	       "... the stream is cut off and the call cancelled (the tool would wait 5 s)");
 	expect_status(sse_post(ss.id, ping_body), 404, "... and its session is gone (404)");
 	sse_close(&ss);
+	/* Had it not been cancelled, the close does it: settled before the next. */
+	slow_tool_wait_cancels(cancels + 1, 6000);
 
 	/* The same for the event stream of a POST to /mcp. */
 	id = mcp_initialize();
@@ -1918,6 +1929,9 @@ static void test_queue_budget(sbx_mcp *mcp, sbx_manager *manager)
 	reply_release(&r);
 	sse_close(&a);
 	sse_close(&b);
+	/* Had A's call not been cancelled, the close does it: settled before the
+	 * next. */
+	slow_tool_wait_cancels(cancels + 1, 6000);
 
 	id = mcp_initialize();
 	cancels = slow_tool_cancels();
@@ -1956,7 +1970,16 @@ static void test_session_table(sbx_mcp *mcp, sbx_manager *manager)
 		 "\"slow\",\"arguments\":{}}}";
 	pthread_create(&b.thread, NULL, bg_post_main, &b);
 	tap_ok(ids[7] && slow_tool_wait_started(started + 1),
-	       "max_sessions=8: 8 sessions, the oldest runs a call");
+	       "max_sessions=8: 8 sessions, the first runs a call");
+	/* The others are used after it: the busy one is the least recently
+	 * used, the 2nd the least recently used idle one. */
+	for (int i = 1; i < 8; i++) {
+		r = mcp_post(ids[i], NULL, ping_body);
+		alive += r.status == 200;
+		reply_release(&r);
+	}
+	tap_is_int(alive, 7, "... then each of the others answers a ping");
+	alive = 0;
 	ids[8] = mcp_initialize();
 	tap_ok(ids[8] != NULL, "a 9th initialize is served");
 	expect_status(mcp_post(ids[1], NULL, ping_body), 404,
