@@ -35,6 +35,13 @@ void http_restore(const struct http_target *saved)
 	http_target = *saved;
 }
 
+static __thread char http_source[16];
+
+void http_from(const char *ip)
+{
+	snprintf(http_source, sizeof(http_source), "%s", ip ? ip : "");
+}
+
 /* ---- requests ---- */
 
 static size_t collect(char *p, size_t size, size_t n, void *ud)
@@ -98,6 +105,11 @@ struct reply request(const char *method, const char *path, const char *const *he
 	curl_easy_setopt(c, CURLOPT_WRITEDATA, &r.body);
 	curl_easy_setopt(c, CURLOPT_TIMEOUT, 20L);
 	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+	if (http_source[0]) {
+		char iface[32];
+		snprintf(iface, sizeof(iface), "host!%s", http_source);
+		curl_easy_setopt(c, CURLOPT_INTERFACE, iface);
+	}
 	if (curl_easy_perform(c) == CURLE_OK)
 		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r.status);
 	curl_slist_free_all(h);
@@ -161,7 +173,8 @@ void sleep_ms(long ms)
 	nanosleep(&ts, NULL);
 }
 
-int connect_raw(void)
+/* A socket to the target, connected (-1 when the connect failed). */
+static int connect_fd(void)
 {
 	int fd, r;
 
@@ -175,12 +188,44 @@ int connect_raw(void)
 		struct sockaddr_in sa = {.sin_family = AF_INET,
 					 .sin_port = htons(http_target.port),
 					 .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+		struct sockaddr_in from = {.sin_family = AF_INET};
 		fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		r = fd < 0 ? -1 : connect(fd, (struct sockaddr *)&sa, sizeof(sa));
+		r = fd < 0 ? -1 : 0;
+		if (r == 0 && http_source[0]) {
+			r = inet_pton(AF_INET, http_source, &from.sin_addr) == 1 ? 0 : -1;
+			if (r == 0)
+				r = bind(fd, (struct sockaddr *)&from, sizeof(from));
+		}
+		if (r == 0)
+			r = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
 	}
-	if (r < 0)
+	if (r < 0 && fd >= 0) {
+		close(fd);
+		fd = -1;
+	}
+	return fd;
+}
+
+int connect_raw(void)
+{
+	int fd = connect_fd();
+
+	if (fd < 0)
 		tap_bail("connect");
 	return fd;
+}
+
+bool connect_quiet(int *ret_fd, int ms)
+{
+	struct pollfd p;
+	int fd = connect_fd();
+
+	*ret_fd = fd;
+	if (fd < 0)
+		return false;
+	p = (struct pollfd){.fd = fd, .events = POLLIN};
+	/* Anything to read, or the end, before a request is sent: refused. */
+	return poll(&p, 1, ms) == 0;
 }
 
 void send_all(int fd, const char *s)

@@ -28,6 +28,10 @@ struct http_target {
 extern struct http_target http_target;
 struct http_target http_use(uint16_t port, bool v6);
 void http_restore(const struct http_target *saved);
+/* Requests and raw connections of the calling thread come from the IPv4
+ * loopback address IP ("127.0.0.2": another client address for the
+ * server's per-address limits), or the default one (NULL). */
+void http_from(const char *ip);
 
 /* ---- requests (libcurl) ---- */
 
@@ -76,6 +80,9 @@ bool closed_within(int fd, int ms);
 int raw_post(const char *path, const char *headers, size_t content_length, const char *body);
 /* raw_post of BODY to /mcp on session ID with the usual headers. */
 int raw_mcp_post(const char *id, size_t content_length, const char *body);
+/* A connection to the target that has not been answered or closed yet
+ * (false: refused, or closed by the server within MS). */
+bool connect_quiet(int *ret_fd, int ms);
 /* Sends N bytes of P; false when the peer closed (no bail-out). */
 bool send_quiet(int fd, const void *p, size_t n);
 /* Sends a raw POST to PATH with HEADERS (lines that end in CRLF) and

@@ -21,7 +21,16 @@
  * server.session_timeout=1s an idle SSE stream ends, one whose call runs
  * does not, and a call's end counts as use; the server's stop cancels the
  * calls in flight on both transports. GET /ready does not show the host's
- * engine socket.
+ * engine socket. Clients that hold on (each limit with small settings, from
+ * several loopback addresses 127.0.0.x): the outbound queues alone
+ * (server.max_queued closes the biggest, a full one is drained at once), a
+ * stalled stream cut off after server.stream_stall_timeout and its call
+ * cancelled (a reading client's idle stream lives on), a stalled flooded
+ * stream closed at once past server.max_queued, server.max_sessions and its
+ * least recently used idle session, server.max_sessions_per_ip, a trickled
+ * body (server.body_timeout, body_min_rate), server.max_connections_per_ip;
+ * the per-address share of the body budget and a Content-Length charged at
+ * the first bytes; a session id with its secret part changed is unknown.
  */
 #include <errno.h>
 #include <poll.h>
@@ -39,6 +48,7 @@
 
 #include <curl/curl.h>
 
+#include "http/http-internal.h"
 #include "tools/tools.h"
 #include "sbx/buf.h"
 #include "sbx/common.h"
@@ -234,6 +244,19 @@ static void test_sessions(void)
 		   strncmp(header_of(&r, "Content-Type"), "application/json", 16) == 0,
 	       "ping on the session -> 200 application/json {}");
 	reply_release(&r);
+	if (id) {
+		/* The index part (the first 8) right and the secret wrong, or the
+		 * other way round: unknown either way. */
+		char bad[33];
+		snprintf(bad, sizeof(bad), "%s", id);
+		bad[31] = bad[31] == '0' ? '1' : '0';
+		expect_status(mcp_post(bad, NULL, ping_body), 404,
+			      "the session id with its last digit changed -> 404");
+		snprintf(bad, sizeof(bad), "%s", id);
+		bad[0] = bad[0] == '0' ? '1' : '0';
+		expect_status(mcp_post(bad, NULL, ping_body), 404,
+			      "... with its first digit changed -> 404");
+	}
 	expect_status(mcp_post(id, "MCP-Protocol-Version: 2025-06-18", ping_body), 200,
 		      "a supported MCP-Protocol-Version is fine");
 	expect_status(mcp_post(id, "MCP-Protocol-Version: 1999-01-01", ping_body), 400,
@@ -352,14 +375,49 @@ static void test_held_streamable(void)
 static pthread_mutex_t fake_lock = PTHREAD_MUTEX_INITIALIZER;
 static pid_t fake_progress_tid; /* the thread of the last "progress" call */
 
+/* "flood": {"frames": N, "size": S} sends N notifications/message of about S
+ * bytes each at once, then runs as "slow" does. */
+static void flood(const struct sbx_tool_ctx *ctx, struct json_object *args)
+{
+	static const char head[] =
+	    "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{"
+	    "\"level\":\"info\",\"data\":\"";
+	struct json_object *v;
+	int frames = 0, size = 0;
+	char *msg;
+
+	if (json_object_object_get_ex(args, "frames", &v))
+		frames = json_object_get_int(v);
+	if (json_object_object_get_ex(args, "size", &v))
+		size = json_object_get_int(v);
+	if (size < 64)
+		size = 64;
+	msg = malloc((size_t)size + 1);
+	if (!msg)
+		tap_bail("malloc");
+	memset(msg, 'f', (size_t)size);
+	memcpy(msg, head, sizeof(head) - 1);
+	memcpy(msg + size - 4, "\"}}", 4);
+	for (int i = 0; i < frames && ctx->notifier && !sbx_tools_cancelled(ctx); i++)
+		ctx->notifier->send(ctx->notifier->ctx, msg);
+	free(msg);
+	slow_tool_run(ctx);
+}
+
 /* "progress" prints two chunks 100 ms apart; "slow" reports a start (when
- * asked for progress) and runs until cancelled, at most 5 s. */
+ * asked for progress) and runs until cancelled, at most 5 s; "flood": above. */
 static int fake_tools_call(const struct sbx_tool_ctx *ctx, const char *name,
 			   struct json_object *args, struct json_object **ret_result,
 			   struct sbx_error *err)
 {
 	struct sbx_progress p;
 
+	if (strcmp(name, "flood") == 0) {
+		flood(ctx, args);
+		*ret_result =
+		    json_tokener_parse("{\"content\":[{\"type\":\"text\",\"text\":\"done\"}]}");
+		return *ret_result ? 0 : -ENOMEM;
+	}
 	if (strcmp(name, "progress") != 0 && strcmp(name, "slow") != 0)
 		return sbx_tools_call(ctx, name, args, ret_result, err);
 	sbx_progress_init(&p, ctx);
@@ -1061,7 +1119,9 @@ static void test_many_sse(sbx_mcp *mcp, sbx_manager *manager)
 		tap_skip(2, why);
 		return;
 	}
-	server_begin(&sv, mcp, manager, false, HS("server.max_connections=1000"));
+	server_begin(&sv, mcp, manager, false,
+		     HS("server.max_connections=1000", "server.max_connections_per_ip=0",
+			"server.max_sessions_per_ip=0"));
 	/* Every request goes out first; then each stream is read. */
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (int i = 0; i < MANY_SSE; i++)
@@ -1525,35 +1585,44 @@ static void test_hostile_bodies(sbx_mcp *mcp, sbx_manager *manager)
 	       LIVE_RSS_BOUND_KB / 1024);
 	sse_close(&ss);
 
-	/* The budget (32 MiB here): 8 bodies of 4 MiB held mid-way fill it. */
+	/* The budget (32 MiB here): 8 bodies that announce 4 MiB fill it from
+	 * their first bytes (a declared length is charged before its buffer is
+	 * made), two from each of 4 client addresses (one address holds at most
+	 * a quarter). */
 	{
 		int held[8];
 		snprintf(headers, sizeof(headers), MCP_HEADERS "Mcp-Session-Id: %s\r\n",
 			 id ? id : "x");
 		for (int i = 0; i < 8; i++) {
+			static const char *const from[] = {"127.0.0.10", "127.0.0.11", "127.0.0.12",
+							   "127.0.0.13"};
 			char head[512];
+			http_from(from[i / 2]);
 			held[i] = connect_raw();
+			http_from(NULL);
 			snprintf(head, sizeof(head),
 				 "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:%u\r\n%sContent-Length: "
 				 "%d\r\n\r\n",
 				 http_target.port, headers, 4 << 20);
 			if (!send_quiet(held[i], head, strlen(head)) ||
-			    !send_quiet(held[i], values, BIG_BODY - 16))
+			    !send_quiet(held[i], values, 16))
 				tap_diag("  held body %d: send failed", i);
 		}
-		/* Once the server has read them, a body that does not fit is
-		 * answered 503 from its headers. */
+		/* Once the server has their first bytes, a body that does not
+		 * fit is answered 503 from its headers (the probes send headers
+		 * only: they hold nothing of the budget while they wait). */
 		st = 0;
 		for (int tries = 0; tries < 40 && st != 503; tries++) {
 			sbx_buf_reset(&acc);
-			fd = raw_mcp_post(id ? id : "x", 1000, "{\"jsonrpc\"");
+			fd = raw_mcp_post(id ? id : "x", 1000, "");
 			st = raw_status(fd, &acc, 250);
 			if (st != 503)
 				close(fd);
 		}
-		tap_ok(st == 503 && strstr(acc.data, "\r\nRetry-After: 1\r\n"),
-		       "8 bodies of 4 MiB held mid-way fill the body budget: the next is 503 + "
-		       "Retry-After before its body is sent (%ld)",
+		tap_ok(st == 503 && strstr(acc.data, "\r\nRetry-After: 1\r\n") &&
+			   read_until(fd, &acc, "fill its memory for them", 2000),
+		       "8 bodies that announce 4 MiB and have sent 16 bytes each fill the body "
+		       "budget: the next is 503 + Retry-After before its body is sent (%ld)",
 		       st);
 		if (st == 503)
 			close(fd);
@@ -1580,10 +1649,484 @@ static void test_hostile_bodies(sbx_mcp *mcp, sbx_manager *manager)
 			tap_is_int(st, 200, "once they are closed the budget is free again");
 		}
 	}
+
+	/* One client address holds at most a quarter of the budget (8 MiB
+	 * here): two bodies that announce 4 MiB take its share. */
+	{
+		int held[2];
+		for (int i = 0; i < 2; i++) {
+			char head[512];
+			http_from("127.0.0.20");
+			held[i] = connect_raw();
+			http_from(NULL);
+			snprintf(head, sizeof(head),
+				 "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:%u\r\n%sContent-Length: "
+				 "%d\r\n\r\n",
+				 http_target.port, headers, 4 << 20);
+			if (!send_quiet(held[i], head, strlen(head)) ||
+			    !send_quiet(held[i], values, 16))
+				tap_diag("  held body %d: send failed", i);
+		}
+		st = 0;
+		for (int tries = 0; tries < 40 && st != 503; tries++) {
+			sbx_buf_reset(&acc);
+			http_from("127.0.0.20");
+			fd = raw_mcp_post(id ? id : "x", 1000, "");
+			http_from(NULL);
+			st = raw_status(fd, &acc, 250);
+			if (st != 503)
+				close(fd);
+		}
+		tap_ok(st == 503 && read_until(fd, &acc, "this client address", 2000),
+		       "two bodies that announce 4 MiB from one address fill its share: its next "
+		       "body is 503, saying so (%ld)",
+		       st);
+		if (st == 503)
+			close(fd);
+		sbx_buf_reset(&acc);
+		http_from("127.0.0.20");
+		fd = raw_post_chunked("/mcp", headers);
+		http_from(NULL);
+		st = send_chunk(fd, values, 1000) && send_chunk(fd, "", 0)
+			 ? raw_status(fd, &acc, 10000)
+			 : -1;
+		tap_ok(st == 503 && read_until(fd, &acc, "this client address", 2000),
+		       "... a chunked one from it -> 503 once it is in (%ld)", st);
+		close(fd);
+		http_from("127.0.0.21");
+		{
+			struct reply r = mcp_post(id, NULL, ping_body);
+			tap_is_int(r.status, 200, "... while another address is served");
+			reply_release(&r);
+		}
+		http_from(NULL);
+		for (int i = 0; i < 2; i++)
+			close(held[i]);
+	}
 	sbx_buf_release(&acc);
 	free(id);
 	free(values);
 	free(text);
+	server_end(&sv);
+}
+
+/* ---- stalled streams, queued bytes, sessions, slow bodies, addresses ---- */
+
+/* The outbound queues on their own (src/http/event_stream.c), with a stand-in
+ * server: what server.max_queued closes, and a full queue. */
+struct fake_owner {
+	struct sbx_outq q;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int refs, closed;
+};
+
+static struct fake_owner *fake_of(struct sbx_outq *q)
+{
+	return (struct fake_owner *)(void *)q; /* the first member */
+}
+
+static void fake_ref(struct sbx_outq *q)
+{
+	fake_of(q)->refs++;
+}
+
+static void fake_unref(struct sbx_outq *q)
+{
+	fake_of(q)->refs--;
+}
+
+static void fake_closed(struct sbx_outq *q)
+{
+	fake_of(q)->closed++;
+}
+
+static const struct sbx_outq_ops fake_ops = {
+    .ref = fake_ref, .unref = fake_unref, .closed = fake_closed};
+
+static void fake_init(struct fake_owner *o, struct sbx_http *h, size_t max_msgs, bool drop)
+{
+	memset(o, 0, sizeof(*o));
+	pthread_mutex_init(&o->lock, NULL);
+	sbx_cond_init_monotonic(&o->cond);
+	sbx_outq_init(&o->q, h, &o->lock, &o->cond, &fake_ops, max_msgs, SIZE_MAX, drop);
+	sbx_outq_list(&o->q);
+}
+
+static void fake_release(struct fake_owner *o)
+{
+	sbx_outq_unlist(&o->q);
+	sbx_outq_close(&o->q);
+	pthread_cond_destroy(&o->cond);
+	pthread_mutex_destroy(&o->lock);
+}
+
+/* A message of LEN bytes in all (LEN >= 24). */
+static struct sbx_sse_msg *msg_of(size_t len)
+{
+	char data[2048];
+	struct sbx_sse_msg *m;
+
+	memset(data, 'x', len - 23);
+	data[len - 23] = '\0';
+	m = sbx_sse_msg_new("message", data);
+	if (!m || m->len != len)
+		tap_bail("sbx_sse_msg_new");
+	return m;
+}
+
+static void test_outq(void)
+{
+	struct sbx_http h;
+	struct fake_owner a, b, c, d;
+	bool ok;
+
+	memset(&h, 0, sizeof(h));
+	h.queued_max = 1000;
+	atomic_init(&h.queued, 0);
+	pthread_mutex_init(&h.outq_lock, NULL);
+	fake_init(&a, &h, 100, false);
+	fake_init(&b, &h, 100, false);
+	ok = sbx_outq_push(&a.q, msg_of(700)) && sbx_outq_push(&b.q, msg_of(200));
+	tap_ok(ok && atomic_load(&h.queued) == 900, "queues: 700 + 200 bytes queued, under 1000");
+	ok = sbx_outq_push(&b.q, msg_of(200));
+	tap_ok(ok && a.q.closed && a.closed == 1 && b.closed == 0 && !b.q.closed,
+	       "server.max_queued: a message that passes it closes the biggest queue (not the "
+	       "one it goes to), and its owner is told once");
+	tap_ok(a.q.queue.count == 0 && atomic_load(&a.q.bytes) == 0 &&
+		   atomic_load(&h.queued) == 400 && b.q.queue.count == 2,
+	       "... the closed queue is drained at once: 400 bytes left, the other's (%zu)",
+	       atomic_load(&h.queued));
+	tap_ok(!sbx_outq_push(&a.q, msg_of(100)) && atomic_load(&h.queued) == 400,
+	       "... and takes nothing more");
+	tap_ok(!sbx_outq_push(&b.q, msg_of(1001)) && b.q.closed && b.closed == 1 &&
+		   atomic_load(&h.queued) == 0,
+	       "a message bigger than the budget closes its own queue (the biggest now)");
+	tap_is_int(a.refs + b.refs, 0, "... the references taken are given back");
+
+	fake_init(&c, &h, 2, false);
+	fake_init(&d, &h, 2, true);
+	ok = sbx_outq_push(&c.q, msg_of(100)) && sbx_outq_push(&c.q, msg_of(100)) &&
+	     sbx_outq_push(&d.q, msg_of(100)) && sbx_outq_push(&d.q, msg_of(100));
+	tap_ok(ok && atomic_load(&h.queued) == 400, "two queues of at most 2 messages, full");
+	ok = sbx_outq_push(&c.q, msg_of(100));
+	tap_ok(!ok && c.q.closed && c.closed == 1 && c.q.queue.count == 0 &&
+		   atomic_load(&h.queued) == 200,
+	       "a queue past its own bound is closed, drained at once (its 200 bytes freed)");
+	ok = sbx_outq_push(&d.q, msg_of(100));
+	tap_ok(!ok && !d.q.closed && d.closed == 0 && d.q.queue.count == 2 &&
+		   atomic_load(&h.queued) == 200,
+	       "... one that drops when full drops the message and stays open");
+	fake_release(&a);
+	fake_release(&b);
+	fake_release(&c);
+	fake_release(&d);
+	tap_ok(atomic_load(&h.queued) == 0 && !h.outqs,
+	       "all released: nothing counted, none listed");
+	pthread_mutex_destroy(&h.outq_lock);
+}
+
+#define FLOOD_CALL(id)                                                                             \
+	"{\"jsonrpc\":\"2.0\",\"id\":" #id ",\"method\":\"tools/call\",\"params\":{\"name\":"      \
+	"\"flood\",\"arguments\":{\"frames\":200,\"size\":65536}}}"
+
+/* S stops reading: its receive buffer shrinks and nothing is read on. */
+static void stall(int fd)
+{
+	int small = 4096;
+
+	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+}
+
+/* server.stream_stall_timeout=1s: an idle stream whose client reads lives
+ * on (keepalives every half second); one whose client stops reading is cut
+ * off and its call cancelled, on both transports. */
+static void test_stalled_streams(sbx_mcp *mcp, sbx_manager *manager)
+{
+	struct sse_session ss = {0};
+	struct sbx_buf acc = SBX_BUF_INIT;
+	struct server sv;
+	struct reply r;
+	int cancels, started, keepalives = 0, fd;
+	char *id;
+
+	server_begin(&sv, mcp, manager, false, HS("server.stream_stall_timeout=1s"));
+
+	tap_ok(sse_open(&ss, SSE_INITIALIZED), "stream_stall_timeout=1s: an SSE session is set up");
+	sbx_buf_reset(&ss.acc);
+	read_until(ss.fd, &ss.acc, "no such text", 2500);
+	for (const char *p = ss.acc.data; p && (p = strstr(p, SBX_SSE_KEEPALIVE_FRAME)); p++)
+		keepalives++;
+	tap_ok(keepalives >= 2, "... idle 2.5 s, its client reading: %d keepalives came",
+	       keepalives);
+	r = sse_post(ss.id, ping_body);
+	tap_ok(r.status == 202 && read_until(ss.fd, &ss.acc, "\"id\":2,\"result\":{}", 5000),
+	       "... and the stream lives on: a ping's reply arrives on it (%ld)", r.status);
+	reply_release(&r);
+
+	/* The client stops reading while a call floods its stream. */
+	cancels = slow_tool_cancels();
+	started = slow_tool_started();
+	stall(ss.fd);
+	r = sse_post(ss.id, FLOOD_CALL(91));
+	tap_ok(r.status == 202 && slow_tool_wait_started(started + 1),
+	       "SSE: a call sends 200 notifications of 64 KiB, the client reads none");
+	reply_release(&r);
+	tap_ok(slow_tool_wait_cancels(cancels + 1, 8000),
+	       "... the stream is cut off and the call cancelled (the tool would wait 5 s)");
+	expect_status(sse_post(ss.id, ping_body), 404, "... and its session is gone (404)");
+	sse_close(&ss);
+	/* Had it not been cancelled, the close does it: settled before the next. */
+	slow_tool_wait_cancels(cancels + 1, 6000);
+
+	/* The same for the event stream of a POST to /mcp. */
+	id = mcp_initialize();
+	cancels = slow_tool_cancels();
+	started = slow_tool_started();
+	fd = raw_mcp_post(id ? id : "x", 0, FLOOD_CALL(92));
+	stall(fd);
+	tap_ok(slow_tool_wait_started(started + 1) && raw_status(fd, &acc, 5000) == 200,
+	       "/mcp: a call floods its event stream, the client reads no more");
+	tap_ok(slow_tool_wait_cancels(cancels + 1, 8000),
+	       "... the stream is cut off and the call cancelled");
+	close(fd);
+	expect_status(mcp_post(id, NULL, ping_body), 200, "... the session itself lives on");
+	free(id);
+	sbx_buf_release(&acc);
+	server_end(&sv);
+}
+
+/* server.max_queued=1m: a stream that does not read is closed as soon as
+ * its queue makes the total pass it, long before stream_stall_timeout; the
+ * other streams are not touched. */
+static void test_queue_budget(sbx_mcp *mcp, sbx_manager *manager)
+{
+	struct sse_session a = {0}, b = {0};
+	struct sbx_buf acc = SBX_BUF_INIT;
+	struct server sv;
+	struct reply r;
+	int cancels, started, fd;
+	char *id;
+
+	server_begin(&sv, mcp, manager, false,
+		     HS("server.max_queued=1m", "server.stream_stall_timeout=60s"));
+	tap_ok(sse_open(&a, SSE_INITIALIZED) && sse_open(&b, SSE_INITIALIZED),
+	       "max_queued=1m: two SSE sessions are set up");
+	cancels = slow_tool_cancels();
+	started = slow_tool_started();
+	stall(a.fd);
+	r = sse_post(a.id, FLOOD_CALL(93));
+	tap_ok(r.status == 202 && slow_tool_wait_started(started + 1),
+	       "a call floods stream A (12.5 MiB), its client reads none");
+	reply_release(&r);
+	tap_ok(slow_tool_wait_cancels(cancels + 1, 4000),
+	       "... stream A is closed at once (the stall timeout is 60 s) and its call "
+	       "cancelled");
+	expect_status(sse_post(a.id, ping_body), 404, "... its session is gone (404)");
+	r = sse_post(b.id, ping_body);
+	tap_ok(r.status == 202 && read_until(b.fd, &b.acc, "\"id\":2,\"result\":{}", 5000),
+	       "... stream B lives on: a ping's reply arrives on it (%ld)", r.status);
+	reply_release(&r);
+	sse_close(&a);
+	sse_close(&b);
+	/* Had A's call not been cancelled, the close does it: settled before the
+	 * next. */
+	slow_tool_wait_cancels(cancels + 1, 6000);
+
+	id = mcp_initialize();
+	cancels = slow_tool_cancels();
+	started = slow_tool_started();
+	fd = raw_mcp_post(id ? id : "x", 0, FLOOD_CALL(94));
+	stall(fd);
+	tap_ok(slow_tool_wait_started(started + 1), "/mcp: a call floods its event stream");
+	tap_ok(slow_tool_wait_cancels(cancels + 1, 4000),
+	       "... its queue passes max_queued: the stream is closed, the call cancelled");
+	close(fd);
+	free(id);
+	sbx_buf_release(&acc);
+	server_end(&sv);
+}
+
+/* server.max_sessions=8: a new session evicts the least recently used idle
+ * one, never one with a call running or an SSE stream; with none idle it is
+ * refused with 503, a JSON-RPC error and Retry-After. */
+static void test_session_table(sbx_mcp *mcp, sbx_manager *manager)
+{
+	struct sse_session ss[7] = {0};
+	struct bg_post b = {0};
+	struct server sv;
+	struct reply r;
+	char *ids[9] = {0};
+	int started, cancels, alive = 0, got = 0;
+
+	server_begin(&sv, mcp, manager, false, HS("server.max_sessions=8"));
+	for (int i = 0; i < 8; i++)
+		ids[i] = mcp_initialize();
+	/* Session 0, the oldest, runs a call. */
+	started = slow_tool_started();
+	cancels = slow_tool_cancels();
+	b.session = ids[0];
+	b.body = "{\"jsonrpc\":\"2.0\",\"id\":95,\"method\":\"tools/call\",\"params\":{\"name\":"
+		 "\"slow\",\"arguments\":{}}}";
+	pthread_create(&b.thread, NULL, bg_post_main, &b);
+	tap_ok(ids[7] && slow_tool_wait_started(started + 1),
+	       "max_sessions=8: 8 sessions, the first runs a call");
+	/* The others are used after it: the busy one is the least recently
+	 * used, the 2nd the least recently used idle one. */
+	for (int i = 1; i < 8; i++) {
+		r = mcp_post(ids[i], NULL, ping_body);
+		alive += r.status == 200;
+		reply_release(&r);
+	}
+	tap_is_int(alive, 7, "... then each of the others answers a ping");
+	alive = 0;
+	ids[8] = mcp_initialize();
+	tap_ok(ids[8] != NULL, "a 9th initialize is served");
+	expect_status(mcp_post(ids[1], NULL, ping_body), 404,
+		      "... the least recently used idle session (the 2nd) was evicted");
+	for (int i = 2; i < 9; i++) {
+		r = mcp_post(ids[i], NULL, ping_body);
+		alive += r.status == 200;
+		reply_release(&r);
+	}
+	tap_is_int(alive, 7, "... the others answer");
+	tap_is_int(slow_tool_cancels(), cancels, "... and the busy one's call runs on");
+
+	/* SSE streams take the idle ones' places; then nothing can go. */
+	for (int i = 0; i < 7; i++)
+		got += sse_open(&ss[i], SSE_ENDPOINT);
+	tap_is_int(got, 7, "7 SSE streams open, evicting the idle sessions");
+	r = mcp_post(NULL, NULL, init_body);
+	tap_ok(r.status == 503 && r.body.data && strstr(r.body.data, "\"code\":-32000") &&
+		   strstr(r.body.data, "server.max_sessions") && header_of(&r, "Retry-After"),
+	       "with none idle an initialize -> 503 with a JSON-RPC error naming "
+	       "server.max_sessions, and Retry-After (%ld %s)",
+	       r.status, r.body.data ? r.body.data : "");
+	reply_release(&r);
+	expect_body(request("GET", "/sse", NULL, NULL), 503, "server.max_sessions",
+		    "... so does GET /sse");
+	cancel_on(ids[0], "95");
+	pthread_join(b.thread, NULL);
+	tap_is_int(b.r.status, 202, "the busy session's call, cancelled, ends (202)");
+	reply_release(&b.r);
+	for (int i = 0; i < 7; i++)
+		sse_close(&ss[i]);
+	for (int i = 0; i < 9; i++)
+		free(ids[i]);
+	server_end(&sv);
+}
+
+/* server.max_sessions_per_ip=2: an address past it loses its own least
+ * recently used idle session, or is refused when none is idle; other
+ * addresses are not touched. */
+static void test_sessions_per_ip(sbx_mcp *mcp, sbx_manager *manager)
+{
+	struct sse_session a = {0}, b = {0};
+	struct server sv;
+	struct reply r;
+	char *x, *y, *z, *w;
+
+	server_begin(&sv, mcp, manager, false, HS("server.max_sessions_per_ip=2"));
+	http_from("127.0.0.30");
+	tap_ok(sse_open(&a, SSE_ENDPOINT) && sse_open(&b, SSE_ENDPOINT),
+	       "max_sessions_per_ip=2: two SSE streams from 127.0.0.30");
+	r = request("GET", "/sse", NULL, NULL);
+	tap_ok(r.status == 503 && r.body.data && strstr(r.body.data, "server.max_sessions_per_ip"),
+	       "... a third GET /sse from it -> 503 naming server.max_sessions_per_ip (%ld)",
+	       r.status);
+	reply_release(&r);
+	r = mcp_post(NULL, NULL, init_body);
+	tap_ok(r.status == 503 && r.body.data && strstr(r.body.data, "\"code\":-32000") &&
+		   strstr(r.body.data, "server.max_sessions_per_ip"),
+	       "... an initialize from it -> 503 with the JSON-RPC error (%ld)", r.status);
+	reply_release(&r);
+
+	http_from("127.0.0.31");
+	x = mcp_initialize();
+	y = mcp_initialize();
+	z = mcp_initialize();
+	tap_ok(x && y && z, "127.0.0.31: three initializes are served");
+	http_from(NULL);
+	expect_status(mcp_post(x, NULL, ping_body), 404, "... its oldest idle session is gone");
+	expect_status(mcp_post(y, NULL, ping_body), 200, "... the next one lives");
+	w = mcp_initialize();
+	tap_ok(w != NULL, "another address is served");
+	sse_close(&a);
+	sse_close(&b);
+	free(x);
+	free(y);
+	free(z);
+	free(w);
+	server_end(&sv);
+}
+
+/* server.body_timeout=1s, body_min_rate=1k: a body trickled in at 100
+ * bytes a second has its connection closed; one sent at once is served. */
+static void test_slow_body(sbx_mcp *mcp, sbx_manager *manager)
+{
+	struct server sv;
+	struct timespec t0;
+	bool closed = false;
+	char *id;
+	int fd;
+
+	server_begin(&sv, mcp, manager, false,
+		     HS("server.body_timeout=1s", "server.body_min_rate=1k"));
+	id = mcp_initialize();
+	fd = raw_mcp_post(id ? id : "x", 100000, "");
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	while (!closed && elapsed_ms(&t0) < 6000) {
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+		char buf[256];
+		if (!send_quiet(fd, "          ", 10))
+			closed = true;
+		else if (poll(&p, 1, 100) > 0 && recv(fd, buf, sizeof(buf), 0) <= 0)
+			closed = true;
+	}
+	tap_ok(closed,
+	       "body_timeout=1s, body_min_rate=1k: a body trickled at 100 bytes/s is cut "
+	       "off (%ld ms)",
+	       elapsed_ms(&t0));
+	close(fd);
+	expect_status(mcp_post(id, NULL, ping_body), 200, "... a body sent at once is served");
+	free(id);
+	server_end(&sv);
+}
+
+/* server.max_connections_per_ip=4: a 5th connection from one address is
+ * closed at once; other addresses are served. */
+static void test_connections_per_ip(sbx_mcp *mcp, sbx_manager *manager)
+{
+	struct sse_session ss[4] = {0};
+	struct server sv;
+	struct timespec t0;
+	int got = 0, fd;
+	bool served = false;
+
+	server_begin(&sv, mcp, manager, false, HS("server.max_connections_per_ip=4"));
+	http_from("127.0.0.40");
+	for (int i = 0; i < 4; i++)
+		got += sse_open(&ss[i], SSE_ENDPOINT);
+	tap_is_int(got, 4, "max_connections_per_ip=4: 4 SSE streams from 127.0.0.40");
+	tap_ok(!connect_quiet(&fd, 2000), "... a 5th connection from it is closed at once");
+	if (fd >= 0)
+		close(fd);
+	http_from("127.0.0.41");
+	expect_status(request("GET", "/health", NULL, NULL), 200, "... another address is served");
+	http_from("127.0.0.40");
+	sse_close(&ss[0]);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	while (!served && elapsed_ms(&t0) < 3000) {
+		struct reply r = request("GET", "/health", NULL, NULL);
+		served = r.status == 200;
+		reply_release(&r);
+		if (!served)
+			sleep_ms(50);
+	}
+	tap_ok(served, "... once one of its streams closes, the address is served again");
+	http_from(NULL);
+	for (int i = 1; i < 4; i++)
+		sse_close(&ss[i]);
 	server_end(&sv);
 }
 
@@ -1649,6 +2192,13 @@ int main(void)
 	test_second_server(mcp, manager);
 	test_expiry(mcp, manager);
 	test_hostile_bodies(mcp, manager);
+	test_outq();
+	test_stalled_streams(mcp, manager);
+	test_queue_budget(mcp, manager);
+	test_session_table(mcp, manager);
+	test_sessions_per_ip(mcp, manager);
+	test_slow_body(mcp, manager);
+	test_connections_per_ip(mcp, manager);
 
 	sbx_http_stop(http);
 	sbx_mcp_free(mcp);

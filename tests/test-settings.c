@@ -316,8 +316,10 @@ static void test_set(void)
 	set_fails("bogus.port=1", "--set bogus.port: unknown section [bogus]");
 	set_fails("server.colour=1",
 		  "--set server.colour: unknown key colour in [server] (known: "
-		  "listen, port, public_url, max_body, allowed_origins, instance, "
-		  "session_timeout, max_connections, max_calls_per_session, state_dir)");
+		  "listen, port, public_url, max_body, body_timeout, body_min_rate, "
+		  "allowed_origins, instance, session_timeout, max_sessions, max_sessions_per_ip, "
+		  "max_connections, max_connections_per_ip, max_calls_per_session, "
+		  "stream_stall_timeout, max_queued, state_dir)");
 	set_fails("server.port=x", "--set server.port: bad value \"x\": expected an integer in "
 				   "0..65535");
 	set_fails("sandbox.image=a\tb", "--set sandbox.image: bad value \"a\tb\": "

@@ -34,12 +34,21 @@ struct sbx_settings {
 		int64_t port;
 		char *public_url; /* "" = http://LISTEN:PORT */
 		int64_t max_body; /* bytes */
+		/* A body may take body_timeout_ms plus a second per body_min_rate bytes. */
+		int64_t body_timeout_ms;
+		int64_t body_min_rate; /* bytes per second */
 		char *allowed_origins;
 		char *instance; /* names this server's sandboxes in engine labels */
 		int64_t session_timeout_ms;
-		int64_t max_connections; /* more get 503 + Retry-After */
+		int64_t max_sessions;		/* past it the LRU idle session is evicted */
+		int64_t max_sessions_per_ip;	/* 0 = no limit */
+		int64_t max_connections;	/* more get 503 + Retry-After */
+		int64_t max_connections_per_ip; /* 0 = no limit (libmicrohttpd closes more) */
 		int64_t
 		    max_calls_per_session; /* tool calls running per session; more are refused */
+		/* An event stream whose client takes nothing this long is closed. */
+		int64_t stream_stall_timeout_ms;
+		int64_t max_queued; /* bytes queued for all event streams together */
 		char *state_dir; /* "" = $STATE_DIRECTORY, else /var/lib/mcp-sandbox if it exists */
 	} server;
 	struct {

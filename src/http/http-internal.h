@@ -9,6 +9,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <sys/socket.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -20,14 +21,17 @@
 #include "sbx/mcp.h"
 #include "sbx/queue.h"
 
-/* 128 random bits, hex. */
+/* 128 random bits, hex. The first SBX_SESSION_ID_INDEX characters find
+ * the session (compared as they come); the rest are its secret, compared in
+ * constant time (sbx_crypto_equal). */
 #define SBX_SESSION_ID_LEN 32
-/* Sessions alive at once (SSE streams + Streamable HTTP sessions). */
-#define SBX_SESSIONS_MAX 4096
+#define SBX_SESSION_ID_INDEX 8
 /* An SSE stream's outbound queue: past this the stream is ended. */
 #define SBX_SSE_QUEUE_MAX_MSGS 1024
 #define SBX_SSE_QUEUE_MAX_BYTES (64u * 1024 * 1024)
-/* Idle SSE streams get a comment this often. */
+/* Idle event streams get a comment this often, or twice per
+ * server.stream_stall_timeout when that is shorter (a client that reads
+ * takes bytes well within it). */
 #define SBX_SSE_KEEPALIVE_MS 15000
 /* A waiting stream checks this often whether its client closed. */
 #define SBX_PEER_CHECK_MS 500
@@ -67,18 +71,93 @@
  * body that does not fit is answered 503 with Retry-After. */
 #define SBX_HTTP_BODY_BUDGET_MIN ((size_t)32 * 1024 * 1024)
 #define SBX_HTTP_BODY_BUDGET_BODIES 8
+/* One client address holds at most this share of the body budget (1/N), and
+ * never less than server.max_body: one body always fits an idle client's. */
+#define SBX_HTTP_BODY_PEER_SHARE 4
 /* libmicrohttpd 0.9.75 cannot answer while a body streams in: a body refused
  * midway (chunked, without Content-Length) is read on and dropped, up to
  * this many bytes, then answered; past it the connection is closed. */
 #define SBX_HTTP_DRAIN_MAX ((size_t)8 * 1024 * 1024)
 
-/* ---- sessions (src/http/session.c) ---- */
+/* ---- client addresses (src/http/server.c) ---- */
+
+/* A client as the per-client limits count it: its IPv4 address, or the /64
+ * of its IPv6 one (an IPv4-mapped IPv6 address is its IPv4 address). */
+struct sbx_peer {
+	unsigned char b[16];
+};
+
+/* The peer of ADDR (NULL: all zero). */
+void sbx_peer_of(const struct sockaddr *addr, struct sbx_peer *ret);
+
+/* ---- outbound event queues (src/http/event_stream.c) ---- */
 
 struct sbx_sse_msg {
 	struct sbx_queue_node node; /* counts for len bytes */
 	size_t len;
 	char text[]; /* one complete SSE frame */
 };
+
+struct sbx_outq;
+
+/* What an outbound queue's owner does for it. */
+struct sbx_outq_ops {
+	/* A reference to the owner, taken while the queue is listed. */
+	void (*ref)(struct sbx_outq *q);
+	void (*unref)(struct sbx_outq *q);
+	/* Q was closed by the server (full, or the biggest over
+	 * server.max_queued): its client counts as gone, its calls are to be
+	 * cancelled. Called once, no lock held, the caller holding a reference. */
+	void (*closed)(struct sbx_outq *q);
+};
+
+/* The outbound queue of one event stream (an SSE session's, a Streamable
+ * HTTP call's). Its bytes count in the server's queued bytes, at most
+ * server.max_queued in all: past that the biggest listed queue is closed.
+ * Past its own bounds a queue either drops the message (DROP_WHEN_FULL) or
+ * is closed. A closed queue is drained at once and takes nothing more. */
+struct sbx_outq {
+	struct sbx_http *http;
+	pthread_mutex_t *lock; /* the owner's: guards queue, closed and fd */
+	pthread_cond_t *cond;  /* the owner's (CLOCK_MONOTONIC): broadcast on changes */
+	const struct sbx_outq_ops *ops;
+	struct sbx_queue queue; /* of struct sbx_sse_msg */
+	size_t max_msgs, max_bytes;
+	bool drop_when_full;
+	bool closed;
+	bool evicted;	     /* closed by the server (ops->closed was called) */
+	int fd;		     /* the stream's socket while it is on it, else -1 */
+	atomic_size_t bytes; /* queue.bytes, read without the lock */
+	/* In the server's list (under its outq_lock). */
+	struct sbx_outq *prev, *next;
+	bool listed;
+};
+
+/* Sets Q up empty and open, not listed. */
+void sbx_outq_init(struct sbx_outq *q, struct sbx_http *h, pthread_mutex_t *lock,
+		   pthread_cond_t *cond, const struct sbx_outq_ops *ops, size_t max_msgs,
+		   size_t max_bytes, bool drop_when_full);
+/* Lists Q among the queues server.max_queued may close (the owner holds a
+ * reference until sbx_outq_unlist); unlists it. */
+void sbx_outq_list(struct sbx_outq *q);
+void sbx_outq_unlist(struct sbx_outq *q);
+/* Queues M (taken: freed when not queued). False when Q is closed, when it
+ * was full, or when it was closed now to keep server.max_queued. */
+bool sbx_outq_push(struct sbx_outq *q, struct sbx_sse_msg *m);
+/* The next message, NULL when none. Lock held. */
+struct sbx_sse_msg *sbx_outq_pop_locked(struct sbx_outq *q);
+/* Closes Q: drains it, shuts its stream's socket down (the connection then
+ * ends), wakes its waiters. Lock held. Idempotent. */
+void sbx_outq_close_locked(struct sbx_outq *q);
+/* The same, taking the lock. */
+void sbx_outq_close(struct sbx_outq *q);
+/* Q's stream is on CONN (its socket is shut down when Q is closed by the
+ * server), until sbx_outq_detach (the stream's free callback: the socket is
+ * not closed before it). */
+void sbx_outq_attach(struct sbx_outq *q, struct MHD_Connection *conn);
+void sbx_outq_detach(struct sbx_outq *q);
+
+/* ---- sessions (src/http/session.c) ---- */
 
 /* One transport session: the MCP session plus what the transport needs. */
 struct sbx_http_session {
@@ -92,23 +171,30 @@ struct sbx_http_session {
 	_Atomic int64_t last_used_ms;
 	bool in_table; /* under the table's lock */
 
+	struct sbx_peer peer; /* the client that opened it */
+
 	/* The SSE stream (SBX_MCP_TRANSPORT_SSE), under lock. */
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
-	struct sbx_queue queue; /* of struct sbx_sse_msg */
-	bool closed;		/* the stream ended (or the server stops): queue nothing */
-	int calls;		/* bodies with a tools/call running on workers (both transports) */
+	/* Closed when the stream ended (or the server stops): queue nothing. */
+	struct sbx_outq out;
+	int calls; /* bodies with a tools/call running on workers (both transports) */
 };
 
 struct sbx_session_table;
 
-int sbx_session_table_new(int64_t timeout_ms, struct sbx_session_table **ret_t);
+/* A table of at most server.max_sessions, server.max_sessions_per_ip of one
+ * peer (0: no limit), for H. */
+int sbx_session_table_new(struct sbx_http *h, struct sbx_session_table **ret_t);
 struct sbx_session_table *sbx_session_table_free(struct sbx_session_table *t);
-/* A new session with a fresh random id, in the table; returns a reference.
- * -EBUSY when SBX_SESSIONS_MAX are alive. */
+/* A new session of PEER with a fresh random id, in the table; returns a
+ * reference. When the table, or PEER's share of it, is full, the least
+ * recently used idle Streamable HTTP session (of PEER, for its share) is
+ * evicted (closed as if expired); -EBUSY with a message naming the limit
+ * when none is idle (every one runs a call or is an open SSE stream). */
 int sbx_session_table_add(struct sbx_session_table *t, sbx_mcp *mcp,
-			  enum sbx_mcp_transport transport, struct sbx_http_session **ret_s,
-			  struct sbx_error *err);
+			  enum sbx_mcp_transport transport, const struct sbx_peer *peer,
+			  struct sbx_http_session **ret_s, struct sbx_error *err);
 /* A reference to the live session ID of TRANSPORT, NULL when unknown,
  * removed or expired. Marks it used. */
 struct sbx_http_session *sbx_session_table_find(struct sbx_session_table *t, const char *id,
@@ -136,6 +222,8 @@ int sbx_cond_wait_slice(pthread_cond_t *cond, pthread_mutex_t *lock, int64_t unt
 
 /* ---- the server (src/http/server.c) ---- */
 
+struct peer_bytes;
+
 struct sbx_http {
 	const struct sbx_settings *settings;
 	sbx_mcp *mcp;
@@ -145,9 +233,26 @@ struct sbx_http {
 	uint16_t port;
 	size_t max_body;
 	int max_calls_per_session;
-	/* Bytes held by request bodies being received or parsed, and the most. */
+	/* Bytes held by request bodies being received or parsed, and the most;
+	 * per peer (a hash of struct peer_bytes, under peers_lock), and the
+	 * most one peer holds. */
 	atomic_size_t body_bytes;
 	size_t body_budget;
+	pthread_mutex_t peers_lock;
+	struct peer_bytes **peers;
+	size_t peer_share;
+	/* A body's deadline: body_timeout_ms plus a second per body_min_rate. */
+	int64_t body_timeout_ms;
+	int64_t body_min_rate;
+	/* Event streams: their idle timeout (whole seconds of
+	 * server.stream_stall_timeout) and keepalive interval. */
+	unsigned stream_timeout_s;
+	int64_t keepalive_ms;
+	/* The bytes in outbound queues, the most, and the listed queues. */
+	atomic_size_t queued;
+	size_t queued_max;
+	pthread_mutex_t outq_lock;
+	struct sbx_outq *outqs;
 	char *public_url;
 	char *listen_host; /* as it appears in a Host header ("[::1]") */
 	char *public_host; /* the public URL's host, "" when none */
@@ -191,6 +296,9 @@ struct sbx_http_request {
 	struct sbx_http *http;
 	struct MHD_Connection *conn;
 	enum sbx_route route;
+	struct sbx_peer peer;
+	int64_t start_ms; /* the headers came (sbx_monotonic_ms) */
+	size_t received;  /* body bytes received */
 	const char *url;
 	const char *method;
 	const char *origin; /* an allowed Origin header, or NULL */
@@ -203,6 +311,7 @@ struct sbx_http_request {
 	size_t length;	  /* Content-Length, 0 when none */
 	struct sbx_buf body;
 	size_t charged;	     /* bytes of the body budget this request holds */
+	bool peer_busy;	     /* a 503 for the peer's share, not the whole budget */
 	size_t dropped;	     /* body bytes read and dropped */
 	unsigned refused;    /* the status a body refused midway gets (413, 503), or 0 */
 	const char *refusal; /* ... and why */
@@ -246,6 +355,8 @@ const char *sbx_http_header(struct sbx_http_request *rq, const char *name);
 /* Lifts the idle timeout while a request blocks for long (0 = none). */
 void sbx_http_set_timeout(struct sbx_http_request *rq, unsigned seconds);
 #define SBX_HTTP_IDLE_TIMEOUT_S 60
+/* 503 + Retry-After: 1 with the JSON-RPC error MESSAGE (code -32000). */
+enum MHD_Result sbx_http_respond_rpc_busy(struct sbx_http_request *rq, const char *message);
 
 /* ---- routes ---- */
 
@@ -277,6 +388,10 @@ bool sbx_http_peer_gone(struct MHD_Connection *conn);
 struct sbx_sse_msg *sbx_sse_msg_new(const char *event, const char *data);
 /* Frees the message whose node is N (a sbx_queue_drain callback). */
 void sbx_sse_msg_free_node(struct sbx_queue_node *n);
+/* Puts RQ's connection into event-stream mode: the idle timeout becomes
+ * server.stream_stall_timeout (a client that takes no bytes that long is
+ * cut off; keepalives come twice as often). */
+void sbx_http_stream_timeout(struct sbx_http_request *rq);
 /* The comment an idle stream sends. */
 #define SBX_SSE_KEEPALIVE_FRAME ": keepalive\n\n"
 /* A content reader's output step: copies up to MAX bytes of B from *POS on
@@ -302,24 +417,21 @@ enum sbx_event_step {
 	SBX_EVENTS_FAIL,      /* the client left, ABORTED with the queue empty, or no memory */
 };
 
-/* One event stream on a connection: what it sends comes off QUEUE (of struct
- * sbx_sse_msg), which LOCK guards and whose changes (and the state's) are
- * broadcast on COND (a CLOCK_MONOTONIC one). */
+/* One event stream on a connection: what it sends comes off OUT, whose
+ * changes (and the state's) are broadcast on its cond. */
 struct sbx_event_stream {
 	struct MHD_Connection *conn;
-	pthread_mutex_t *lock;
-	pthread_cond_t *cond;
-	struct sbx_queue *queue;
-	enum sbx_event_state (*state)(void *ctx); /* called with LOCK held */
+	struct sbx_outq *out;
+	enum sbx_event_state (*state)(void *ctx); /* called with OUT's lock held */
 	void *ctx;
+	int64_t keepalive_ms;
 	struct sbx_buf pending; /* the frame being sent */
 	size_t pos;
 };
 
 /* Once the pending frame is sent: waits for the next one and appends it to
  * PENDING, a queued message, or the keepalive when none came for
- * SBX_SSE_KEEPALIVE_MS. Checks every SBX_PEER_CHECK_MS whether the client
- * closed. */
+ * KEEPALIVE_MS. Checks every SBX_PEER_CHECK_MS whether the client closed. */
 enum sbx_event_step sbx_event_stream_next(struct sbx_event_stream *s);
 
 #endif

@@ -9,11 +9,16 @@
  * A body is kept up to its limit (server.max_body, less for a POST to /mcp
  * without a session) and within the body budget (SBX_HTTP_BODY_BUDGET_MIN
  * or 8 x server.max_body in all, for the bodies being read and the parses
- * of them, which sbx_mcp_input_measure sizes up first). A Content-Length
- * over either is answered from the headers; a body without one that passes
- * a limit midway is dropped as it comes in and answered at its end
+ * of them, which sbx_mcp_input_measure sizes up first), of which one client
+ * address holds at most a quarter (SBX_HTTP_BODY_PEER_SHARE; at least
+ * server.max_body). A body is charged its Content-Length (or, without one,
+ * the buffer it grows into) before its buffer is made. A Content-Length
+ * over any of these is answered from the headers; a body without one that
+ * passes a limit midway is dropped as it comes in and answered at its end
  * (libmicrohttpd 0.9.75 queues no answer while a body streams in), or cut
- * off after SBX_HTTP_DRAIN_MAX more.
+ * off after SBX_HTTP_DRAIN_MAX more. A body must arrive within
+ * server.body_timeout plus a second per server.body_min_rate bytes of it:
+ * a client that trickles it in has its connection closed.
  *
  * Threading model: MHD_USE_THREAD_PER_CONNECTION (with its internal polling
  * thread, poll() rather than select() so that descriptors past FD_SETSIZE
@@ -40,6 +45,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <json-c/json.h>
 
@@ -47,18 +53,129 @@
 #include "sbx/artifact.h"
 #include "sbx/common.h"
 
+/* ---- client addresses ---- */
+
+void sbx_peer_of(const struct sockaddr *addr, struct sbx_peer *ret)
+{
+	memset(ret, 0, sizeof(*ret));
+	if (addr && addr->sa_family == AF_INET) {
+		memcpy(ret->b, &((const struct sockaddr_in *)(const void *)addr)->sin_addr, 4);
+	} else if (addr && addr->sa_family == AF_INET6) {
+		const struct in6_addr *a =
+		    &((const struct sockaddr_in6 *)(const void *)addr)->sin6_addr;
+		if (IN6_IS_ADDR_V4MAPPED(a)) {
+			memcpy(ret->b, a->s6_addr + 12, 4);
+		} else {
+			/* The /64, marked apart from any IPv4 address. */
+			memcpy(ret->b, a->s6_addr, 8);
+			ret->b[15] = 6;
+		}
+	}
+}
+
 /* ---- the body budget ---- */
 
-/* Takes N bytes of the body budget for RQ: false when they do not fit. */
+/* What one peer holds of the body budget (a chained hash, under the
+ * server's peers_lock; an entry lives while it holds something). */
+struct peer_bytes {
+	struct peer_bytes *next;
+	struct sbx_peer peer;
+	size_t bytes;
+};
+#define PEER_BUCKETS 1024
+
+static size_t peer_bucket(const struct sbx_peer *p)
+{
+	size_t x = 0;
+
+	for (size_t i = 0; i < sizeof(p->b); i++)
+		x = x * 131 + p->b[i];
+	return x % PEER_BUCKETS;
+}
+
+/* The entry of P in its bucket's chain (lock held); NULL when none. */
+static struct peer_bytes **peer_find(struct sbx_http *h, const struct sbx_peer *p)
+{
+	struct peer_bytes **pp = &h->peers[peer_bucket(p)];
+
+	while (*pp && memcmp(&(*pp)->peer, p, sizeof(*p)) != 0)
+		pp = &(*pp)->next;
+	return pp;
+}
+
+/* Takes N bytes of P's share: false when they do not fit (or no memory). */
+static bool peer_take(struct sbx_http *h, const struct sbx_peer *p, size_t n)
+{
+	struct peer_bytes **pp, *e;
+	bool ok = false;
+
+	pthread_mutex_lock(&h->peers_lock);
+	pp = peer_find(h, p);
+	e = *pp;
+	if (!e && (e = calloc(1, sizeof(*e)))) {
+		e->peer = *p;
+		*pp = e;
+	}
+	if (e && n <= h->peer_share - e->bytes) {
+		e->bytes += n;
+		ok = true;
+	}
+	if (e && e->bytes == 0) {
+		*pp = e->next;
+		free(e);
+	}
+	pthread_mutex_unlock(&h->peers_lock);
+	return ok;
+}
+
+static void peer_give(struct sbx_http *h, const struct sbx_peer *p, size_t n)
+{
+	struct peer_bytes **pp, *e;
+
+	pthread_mutex_lock(&h->peers_lock);
+	pp = peer_find(h, p);
+	e = *pp;
+	if (e) {
+		e->bytes -= n < e->bytes ? n : e->bytes;
+		if (e->bytes == 0) {
+			*pp = e->next;
+			free(e);
+		}
+	}
+	pthread_mutex_unlock(&h->peers_lock);
+}
+
+/* What P holds now. */
+static size_t peer_held(struct sbx_http *h, const struct sbx_peer *p)
+{
+	struct peer_bytes *e;
+	size_t n;
+
+	pthread_mutex_lock(&h->peers_lock);
+	e = *peer_find(h, p);
+	n = e ? e->bytes : 0;
+	pthread_mutex_unlock(&h->peers_lock);
+	return n;
+}
+
+/* Takes N bytes of the body budget for RQ, and of its peer's share: false
+ * when they do not fit (rq->peer_busy says which). */
 static bool budget_take(struct sbx_http_request *rq, size_t n)
 {
 	struct sbx_http *h = rq->http;
 	size_t cur = atomic_load(&h->body_bytes);
 
 	do {
-		if (n > h->body_budget - cur)
+		if (n > h->body_budget - cur) {
+			rq->peer_busy = false;
 			return false;
+		}
 	} while (!atomic_compare_exchange_weak(&h->body_bytes, &cur, cur + n));
+	if (!peer_take(h, &rq->peer, n)) {
+		atomic_fetch_sub(&h->body_bytes, n);
+		rq->peer_busy = true;
+		return false;
+	}
 	rq->charged += n;
 	return true;
 }
@@ -66,24 +183,61 @@ static bool budget_take(struct sbx_http_request *rq, size_t n)
 /* Gives back what RQ holds of the budget. */
 static void budget_release(struct sbx_http_request *rq)
 {
-	if (rq->charged > 0)
+	if (rq->charged > 0) {
 		atomic_fetch_sub(&rq->http->body_bytes, rq->charged);
+		peer_give(rq->http, &rq->peer, rq->charged);
+	}
 	rq->charged = 0;
 }
 
-/* 503 + Retry-After: the budget has no room for this body now. */
+/* 503 + Retry-After: the budget (or the peer's share of it) has no room for
+ * this body now. */
 static enum MHD_Result respond_body_busy(struct sbx_http_request *rq)
 {
 	static const char *const headers[] = {"Retry-After", "1", NULL};
-	char body[320];
+	char body[400];
 
-	snprintf(body, sizeof(body),
-		 "{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{\"code\":%d,\"message\":\"Server "
-		 "busy: the request bodies being read now fill its memory for them (%zu "
-		 "bytes); retry in a moment\"}}",
-		 SBX_JSONRPC_SERVER_ERROR, rq->http->body_budget);
+	if (rq->peer_busy)
+		snprintf(body, sizeof(body),
+			 "{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{\"code\":%d,\"message\":"
+			 "\"Server busy: the request bodies this client address is sending now "
+			 "fill its share of the server's memory for them (%zu bytes); retry once "
+			 "they are in\"}}",
+			 SBX_JSONRPC_SERVER_ERROR, rq->http->peer_share);
+	else
+		snprintf(body, sizeof(body),
+			 "{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{\"code\":%d,\"message\":"
+			 "\"Server busy: the request bodies being read now fill its memory for "
+			 "them (%zu bytes); retry in a moment\"}}",
+			 SBX_JSONRPC_SERVER_ERROR, rq->http->body_budget);
 	return sbx_http_respond(rq, MHD_HTTP_SERVICE_UNAVAILABLE, "application/json", body,
 				strlen(body), headers);
+}
+
+/* Whether the body of RQ keeps pace: false when it is late (more than
+ * server.body_timeout plus a second per server.body_min_rate bytes received
+ * since its headers). */
+static bool body_in_time(struct sbx_http_request *rq)
+{
+	struct sbx_http *h = rq->http;
+	/* received is at most server.max_body (1 GiB) plus what is dropped
+	 * (SBX_HTTP_DRAIN_MAX): no overflow. */
+	uint64_t earned_ms = (uint64_t)rq->received * 1000 / (uint64_t)h->body_min_rate;
+
+	return sbx_monotonic_ms() - rq->start_ms <= h->body_timeout_ms + (int64_t)earned_ms;
+}
+
+/* Charges RQ's body for N more bytes before its buffer grows to hold them:
+ * with a Content-Length all of it at the first bytes, before the buffer is
+ * made (once, for all of it). False when the budget (or the peer's share)
+ * has no room, or no memory. */
+static bool body_charge(struct sbx_http_request *rq, size_t n)
+{
+	size_t need = rq->body.len + n;
+
+	if (rq->length > 0 && rq->body.cap == 0)
+		return budget_take(rq, rq->length) && sbx_buf_reserve(&rq->body, rq->length) == 0;
+	return need <= rq->charged || budget_take(rq, need - rq->charged);
 }
 
 /* 413 for a body over RQ's limit (server.max_body, or the initialize cap of
@@ -163,6 +317,38 @@ const char *sbx_http_header(struct sbx_http_request *rq, const char *name)
 void sbx_http_set_timeout(struct sbx_http_request *rq, unsigned seconds)
 {
 	MHD_set_connection_option(rq->conn, MHD_CONNECTION_OPTION_TIMEOUT, seconds);
+}
+
+void sbx_http_stream_timeout(struct sbx_http_request *rq)
+{
+	/* libmicrohttpd counts a send of any bytes as activity; a stream waits
+	 * at most keepalive_ms (half the timeout) before it sends. */
+	sbx_http_set_timeout(rq, rq->http->stream_timeout_s);
+}
+
+enum MHD_Result sbx_http_respond_rpc_busy(struct sbx_http_request *rq, const char *message)
+{
+	static const char *const headers[] = {"Retry-After", "1", NULL};
+	struct json_object *o = json_object_new_object(), *e = json_object_new_object();
+	enum MHD_Result r;
+	const char *t;
+
+	if (!o || !e) {
+		json_object_put(o);
+		json_object_put(e);
+		return MHD_NO;
+	}
+	json_object_object_add(e, "code", json_object_new_int(SBX_JSONRPC_SERVER_ERROR));
+	json_object_object_add(e, "message", json_object_new_string(message));
+	json_object_object_add(o, "jsonrpc", json_object_new_string("2.0"));
+	json_object_object_add(o, "id", NULL);
+	json_object_object_add(o, "error", e);
+	t = json_object_to_json_string_ext(o,
+					   JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
+	r = sbx_http_respond(rq, MHD_HTTP_SERVICE_UNAVAILABLE, "application/json", t, strlen(t),
+			     headers);
+	json_object_put(o);
+	return r;
 }
 
 bool sbx_http_media_is(const char *value, const char *type)
@@ -584,9 +770,16 @@ static bool header_phase(struct sbx_http_request *rq, enum MHD_Result *ret)
 		return true;
 	}
 	rq->length = (size_t)length;
-	/* A body that cannot fit the budget now is refused before it is sent
-	 * (one without Content-Length, as it streams in). */
+	/* A body that cannot fit the budget, or its peer's share, now is
+	 * refused before it is sent (one without Content-Length, as it streams
+	 * in). */
 	if (rq->want_body && length > h->body_budget - atomic_load(&h->body_bytes)) {
+		rq->peer_busy = false;
+		*ret = respond_body_busy(rq);
+		return true;
+	}
+	if (rq->want_body && length > h->peer_share - peer_held(h, &rq->peer)) {
+		rq->peer_busy = true;
 		*ret = respond_body_busy(rq);
 		return true;
 	}
@@ -689,6 +882,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		rq->url = url;
 		rq->method = method;
 		rq->route = route_of(url);
+		rq->start_ms = sbx_monotonic_ms();
+		{
+			const union MHD_ConnectionInfo *ci =
+			    MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+			sbx_peer_of(ci ? ci->client_addr : NULL, &rq->peer);
+		}
 		*con_cls = rq;
 		if (atomic_load(&h->stopping))
 			return sbx_http_respond_error(rq, MHD_HTTP_SERVICE_UNAVAILABLE,
@@ -703,17 +902,19 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		size_t n = *upload_data_size;
 
 		*upload_data_size = 0;
+		rq->received += n;
+		/* A body trickled in: the connection is closed (no answer can go
+		 * out while a body streams in). */
+		if (!body_in_time(rq))
+			return MHD_NO;
 		if (rq->want_body && !rq->refused) {
 			/* Refused as soon as it passes a limit: what came is freed,
 			 * the rest is not kept. */
 			if (n > rq->body_max - rq->body.len)
 				rq->refused = MHD_HTTP_CONTENT_TOO_LARGE;
-			else if (!budget_take(rq, n))
+			else if (!body_charge(rq, n))
 				rq->refused = MHD_HTTP_SERVICE_UNAVAILABLE;
-			/* With a Content-Length the buffer is made once, its size. */
-			else if ((rq->body.cap == 0 &&
-				  sbx_buf_reserve(&rq->body, rq->length) < 0) ||
-				 sbx_buf_append(&rq->body, upload_data, n) < 0)
+			else if (sbx_buf_append(&rq->body, upload_data, n) < 0)
 				return MHD_NO;
 			if (!rq->refused)
 				return MHD_YES;
@@ -948,6 +1149,20 @@ int sbx_http_start(const struct sbx_http_config *cfg, sbx_http **ret_http, struc
 			     : h->max_body * SBX_HTTP_BODY_BUDGET_BODIES;
 	if (h->body_budget < SBX_HTTP_BODY_BUDGET_MIN)
 		h->body_budget = SBX_HTTP_BODY_BUDGET_MIN;
+	h->peer_share = h->body_budget / SBX_HTTP_BODY_PEER_SHARE;
+	if (h->peer_share < h->max_body)
+		h->peer_share = h->max_body;
+	h->body_timeout_ms = s->server.body_timeout_ms;
+	h->body_min_rate = s->server.body_min_rate;
+	/* Whole seconds for libmicrohttpd, rounded up; keepalives twice as often. */
+	h->stream_timeout_s = (unsigned)((s->server.stream_stall_timeout_ms + 999) / 1000);
+	h->keepalive_ms = s->server.stream_stall_timeout_ms / 2;
+	if (h->keepalive_ms > SBX_SSE_KEEPALIVE_MS)
+		h->keepalive_ms = SBX_SSE_KEEPALIVE_MS;
+	h->queued_max = (size_t)s->server.max_queued;
+	atomic_init(&h->queued, 0);
+	pthread_mutex_init(&h->outq_lock, NULL);
+	pthread_mutex_init(&h->peers_lock, NULL);
 	atomic_init(&h->body_bytes, 0);
 	atomic_init(&h->stopping, false);
 	atomic_init(&h->connections, 0);
@@ -958,7 +1173,8 @@ int sbx_http_start(const struct sbx_http_config *cfg, sbx_http **ret_http, struc
 	sbx_queue_init(&h->jobq);
 	h->max_connections = connection_limit(s->server.max_connections);
 
-	r = sbx_session_table_new(s->server.session_timeout_ms, &h->sessions);
+	h->peers = calloc(PEER_BUCKETS, sizeof(*h->peers));
+	r = h->peers ? sbx_session_table_new(h, &h->sessions) : -ENOMEM;
 	if (r < 0) {
 		sbx_error_set(err, r, "http: out of memory");
 		goto fail;
@@ -1002,6 +1218,7 @@ int sbx_http_start(const struct sbx_http_config *cfg, sbx_http **ret_http, struc
 		(v6 ? MHD_USE_IPv6 : 0),
 	    0, on_accept, h, on_request, h, MHD_OPTION_LISTEN_SOCKET, h->listen_fd,
 	    MHD_OPTION_CONNECTION_LIMIT, (unsigned)(h->max_connections + 2 * SBX_HTTP_OVERFLOW),
+	    MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)s->server.max_connections_per_ip,
 	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)SBX_HTTP_IDLE_TIMEOUT_S,
 	    MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)SBX_HTTP_CONN_MEMORY,
 	    MHD_OPTION_THREAD_STACK_SIZE, (size_t)SBX_HTTP_CONN_STACK, MHD_OPTION_NOTIFY_COMPLETED,
@@ -1043,6 +1260,16 @@ sbx_http *sbx_http_stop(sbx_http *h)
 	if (h->listen_fd >= 0)
 		close(h->listen_fd);
 	sbx_session_table_free(h->sessions);
+	for (size_t i = 0; h->peers && i < PEER_BUCKETS; i++) {
+		while (h->peers[i]) {
+			struct peer_bytes *e = h->peers[i];
+			h->peers[i] = e->next;
+			free(e);
+		}
+	}
+	free(h->peers);
+	pthread_mutex_destroy(&h->peers_lock);
+	pthread_mutex_destroy(&h->outq_lock);
 	pthread_cond_destroy(&h->workers_cond);
 	pthread_cond_destroy(&h->work_cond);
 	pthread_mutex_destroy(&h->workers_lock);

@@ -9,7 +9,19 @@
  * been idle that long with no call running (the stream asks
  * sbx_session_idle_expired as it waits). A session that leaves the table
  * for any reason is closed (sbx_mcp_session_close): its calls are
- * cancelled. At most SBX_SESSIONS_MAX.
+ * cancelled.
+ *
+ * At most server.max_sessions, and server.max_sessions_per_ip of one client
+ * address. A new session past either limit evicts the least recently used
+ * idle session (of that client, for its own limit): a Streamable HTTP
+ * session nobody but the table holds (no request, no call, no stream of
+ * one). SSE sessions are never evicted (each is an open stream, which
+ * server.max_connections_per_ip bounds); with none idle the new session is
+ * refused (-EBUSY).
+ *
+ * Lookup: the first SBX_SESSION_ID_INDEX characters of an id pick the
+ * candidates (plain compares); the rest is compared with sbx_crypto_equal,
+ * so how long a lookup takes tells nothing of the secret part.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -22,9 +34,11 @@
 #include "sbx/crypto.h"
 
 struct sbx_session_table {
+	struct sbx_http *http;
 	pthread_mutex_t lock;
 	int64_t timeout_ms;
-	struct sbx_http_session *slots[SBX_SESSIONS_MAX];
+	size_t max, per_peer; /* per_peer 0: no limit */
+	struct sbx_http_session **slots;
 	size_t n;
 };
 
@@ -35,14 +49,22 @@ int sbx_cond_wait_slice(pthread_cond_t *cond, pthread_mutex_t *lock, int64_t unt
 	return sbx_cond_wait_until(cond, lock, until_ms < at ? until_ms : at);
 }
 
-int sbx_session_table_new(int64_t timeout_ms, struct sbx_session_table **ret_t)
+int sbx_session_table_new(struct sbx_http *h, struct sbx_session_table **ret_t)
 {
 	struct sbx_session_table *t = calloc(1, sizeof(*t));
 
 	if (!t)
 		return -ENOMEM;
+	t->http = h;
+	t->timeout_ms = h->settings->server.session_timeout_ms;
+	t->max = (size_t)h->settings->server.max_sessions;
+	t->per_peer = (size_t)h->settings->server.max_sessions_per_ip;
+	t->slots = calloc(t->max, sizeof(*t->slots));
+	if (!t->slots) {
+		free(t);
+		return -ENOMEM;
+	}
 	pthread_mutex_init(&t->lock, NULL);
-	t->timeout_ms = timeout_ms;
 	*ret_t = t;
 	return 0;
 }
@@ -67,6 +89,7 @@ struct sbx_session_table *sbx_session_table_free(struct sbx_session_table *t)
 	while (t->n > 0)
 		sbx_http_session_unref(take_slot(t, 0));
 	pthread_mutex_destroy(&t->lock);
+	free(t->slots);
 	free(t);
 	return NULL;
 }
@@ -102,7 +125,7 @@ struct sbx_http_session *sbx_http_session_unref(struct sbx_http_session *s)
 {
 	if (!s || atomic_fetch_sub(&s->refs, 1) != 1)
 		return NULL;
-	sbx_queue_drain(&s->queue, sbx_sse_msg_free_node);
+	sbx_outq_close(&s->out);
 	sbx_mcp_session_unref(s->mcp);
 	pthread_cond_destroy(&s->cond);
 	pthread_mutex_destroy(&s->lock);
@@ -110,12 +133,18 @@ struct sbx_http_session *sbx_http_session_unref(struct sbx_http_session *s)
 	return NULL;
 }
 
-/* Expired: a Streamable HTTP session idle past the timeout that nobody but
- * the table holds. Lock held. */
+/* Idle: a Streamable HTTP session that nobody but the table holds (no
+ * request names it, no call of it runs: each holds a reference). Lock
+ * held: only a lookup, under it, takes a new reference. */
+static bool idle(const struct sbx_http_session *s)
+{
+	return s->transport == SBX_MCP_TRANSPORT_STREAMABLE && atomic_load(&s->refs) == 1;
+}
+
+/* Expired: idle, and unused past the timeout. Lock held. */
 static bool expired(struct sbx_session_table *t, struct sbx_http_session *s, int64_t now)
 {
-	return s->transport == SBX_MCP_TRANSPORT_STREAMABLE &&
-	       now - atomic_load(&s->last_used_ms) > t->timeout_ms && atomic_load(&s->refs) == 1;
+	return idle(s) && now - atomic_load(&s->last_used_ms) > t->timeout_ms;
 }
 
 bool sbx_session_idle_expired(const struct sbx_session_table *t, struct sbx_http_session *s)
@@ -149,11 +178,68 @@ static int random_id(char out[SBX_SESSION_ID_LEN + 1])
 	return 0;
 }
 
-int sbx_session_table_add(struct sbx_session_table *t, sbx_mcp *mcp,
-			  enum sbx_mcp_transport transport, struct sbx_http_session **ret_s,
-			  struct sbx_error *err)
+/* The slot of the least recently used idle session (of PEER, when not
+ * NULL), or -1. Lock held. */
+static ssize_t lru_idle(struct sbx_session_table *t, const struct sbx_peer *peer)
 {
-	struct sbx_http_session *s = calloc(1, sizeof(*s)), *dead[64];
+	ssize_t best = -1;
+	int64_t oldest = INT64_MAX;
+
+	for (size_t i = 0; i < t->n; i++) {
+		struct sbx_http_session *s = t->slots[i];
+		int64_t used = atomic_load(&s->last_used_ms);
+		if (!idle(s) || (peer && memcmp(&s->peer, peer, sizeof(*peer)) != 0))
+			continue;
+		if (used < oldest) {
+			oldest = used;
+			best = (ssize_t)i;
+		}
+	}
+	return best;
+}
+
+/* Makes room for a session of PEER (lock held): evicts into DEAD (at most
+ * one per limit); -EBUSY naming the limit when nothing can go. */
+static int make_room(struct sbx_session_table *t, const struct sbx_peer *peer,
+		     struct sbx_http_session **dead, size_t *nd, struct sbx_error *err)
+{
+	ssize_t i;
+
+	if (t->per_peer > 0) {
+		size_t mine = 0;
+		for (size_t j = 0; j < t->n; j++)
+			mine += memcmp(&t->slots[j]->peer, peer, sizeof(*peer)) == 0;
+		if (mine >= t->per_peer) {
+			i = lru_idle(t, peer);
+			if (i < 0)
+				return sbx_error_set(
+				    err, -EBUSY,
+				    "Too many MCP sessions from this client address: all %zu it "
+				    "may hold (server.max_sessions_per_ip) are in use (a call "
+				    "running or an SSE stream open). End one (DELETE /mcp, or "
+				    "close "
+				    "an SSE stream), then retry.",
+				    t->per_peer);
+			dead[(*nd)++] = take_slot(t, (size_t)i);
+		}
+	}
+	if (t->n >= t->max) {
+		i = lru_idle(t, NULL);
+		if (i < 0)
+			return sbx_error_set(err, -EBUSY,
+					     "Too many MCP sessions: all %zu the server holds "
+					     "(server.max_sessions) are in use; retry later.",
+					     t->max);
+		dead[(*nd)++] = take_slot(t, (size_t)i);
+	}
+	return 0;
+}
+
+int sbx_session_table_add(struct sbx_session_table *t, sbx_mcp *mcp,
+			  enum sbx_mcp_transport transport, const struct sbx_peer *peer,
+			  struct sbx_http_session **ret_s, struct sbx_error *err)
+{
+	struct sbx_http_session *s = calloc(1, sizeof(*s)), *dead[66];
 	size_t nd;
 	int r;
 
@@ -171,21 +257,23 @@ int sbx_session_table_add(struct sbx_session_table *t, sbx_mcp *mcp,
 	}
 	atomic_init(&s->refs, 2); /* the table's and the caller's */
 	s->transport = transport;
+	s->peer = *peer;
 	pthread_mutex_init(&s->lock, NULL);
 	/* SSE readers wait with timeouts on the monotonic clock. */
 	sbx_cond_init_monotonic(&s->cond);
-	sbx_queue_init(&s->queue);
+	sbx_outq_init(&s->out, t->http, &s->lock, &s->cond, NULL, SBX_SSE_QUEUE_MAX_MSGS,
+		      SBX_SSE_QUEUE_MAX_BYTES, false);
 
 	pthread_mutex_lock(&t->lock);
-	nd = sweep(t, dead, SBX_ARRAY_SIZE(dead));
-	if (t->n >= SBX_SESSIONS_MAX) {
+	nd = sweep(t, dead, 64);
+	r = make_room(t, peer, dead, &nd, err);
+	if (r < 0) {
 		pthread_mutex_unlock(&t->lock);
 		for (size_t i = 0; i < nd; i++)
 			sbx_http_session_unref(dead[i]);
 		atomic_store(&s->refs, 1);
 		sbx_http_session_unref(s);
-		return sbx_error_set(err, -EBUSY, "too many sessions (%d); try again later",
-				     SBX_SESSIONS_MAX);
+		return r;
 	}
 	atomic_store(&s->last_used_ms, sbx_monotonic_ms());
 	s->in_table = true;
@@ -208,7 +296,11 @@ struct sbx_http_session *sbx_session_table_find(struct sbx_session_table *t, con
 	pthread_mutex_lock(&t->lock);
 	for (size_t i = 0; i < t->n; i++) {
 		struct sbx_http_session *s = t->slots[i];
-		if (strcmp(s->id, id) != 0)
+		/* The index part finds it; the secret part is compared in
+		 * constant time. */
+		if (memcmp(s->id, id, SBX_SESSION_ID_INDEX) != 0 ||
+		    !sbx_crypto_equal(s->id + SBX_SESSION_ID_INDEX, id + SBX_SESSION_ID_INDEX,
+				      SBX_SESSION_ID_LEN - SBX_SESSION_ID_INDEX))
 			continue;
 		if (expired(t, s, now))
 			dead = take_slot(t, i);
@@ -243,10 +335,7 @@ void sbx_session_table_close_all(struct sbx_session_table *t)
 	pthread_mutex_lock(&t->lock);
 	for (size_t i = 0; i < t->n; i++) {
 		struct sbx_http_session *s = t->slots[i];
-		pthread_mutex_lock(&s->lock);
-		s->closed = true;
-		pthread_cond_broadcast(&s->cond);
-		pthread_mutex_unlock(&s->lock);
+		sbx_outq_close(&s->out);
 		sbx_mcp_session_close(s->mcp);
 	}
 	pthread_mutex_unlock(&t->lock);

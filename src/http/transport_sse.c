@@ -11,13 +11,15 @@
  * the JSON-RPC error that says so goes onto the stream at once), anything
  * else in the connection's thread before the 202.
  * The reply (and any notification) goes onto the session's queue, which the
- * stream's connection thread drains. The queue is bounded: a client that
- * does not read gets its stream ended. A stream whose client closed ends
- * within SBX_PEER_CHECK_MS, and its session with it; so does a stream whose
- * session has been idle (no POST, no call ending) past
- * server.session_timeout with no call running. A session whose stream ended
- * for any reason is closed: the calls still running for it are cancelled as
- * by notifications/cancelled (sbx_mcp_session_close).
+ * stream's connection thread drains. The queue is bounded (by itself and
+ * by server.max_queued over all streams: src/http/event_stream.c): a client
+ * that does not read gets its stream ended, the queue freed at once, and so
+ * does one that takes no bytes for server.stream_stall_timeout. A stream
+ * whose client closed ends within SBX_PEER_CHECK_MS, and its session with
+ * it; so does a stream whose session has been idle (no POST, no call
+ * ending) past server.session_timeout with no call running. A session whose
+ * stream ended for any reason is closed: the calls still running for it are
+ * cancelled as by notifications/cancelled (sbx_mcp_session_close).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -29,29 +31,41 @@
 
 /* ---- the queue ---- */
 
+static struct sbx_http_session *of_outq(struct sbx_outq *q)
+{
+	return (struct sbx_http_session *)(void *)((char *)q -
+						   offsetof(struct sbx_http_session, out));
+}
+
+static void outq_ref(struct sbx_outq *q)
+{
+	sbx_http_session_ref(of_outq(q));
+}
+
+static void outq_unref(struct sbx_outq *q)
+{
+	sbx_http_session_unref(of_outq(q));
+}
+
+/* Closed by the server (full, or the biggest queue): the session leaves the
+ * table, which cancels its calls, as when its client goes. */
+static void outq_closed(struct sbx_outq *q)
+{
+	struct sbx_http_session *s = of_outq(q);
+
+	sbx_session_table_remove(q->http->sessions, s);
+}
+
+static const struct sbx_outq_ops sse_outq_ops = {
+    .ref = outq_ref, .unref = outq_unref, .closed = outq_closed};
+
 /* Queues one frame. false when the stream is closed (the frame is
  * dropped). Ends the stream when the queue is full. */
 static bool enqueue(struct sbx_http_session *s, const char *event, const char *data)
 {
 	struct sbx_sse_msg *m = sbx_sse_msg_new(event, data);
-	bool ok = false;
 
-	if (!m)
-		return false;
-	pthread_mutex_lock(&s->lock);
-	if (!s->closed) {
-		if (sbx_queue_push_bounded(&s->queue, &m->node, m->len, SBX_SSE_QUEUE_MAX_MSGS,
-					   SBX_SSE_QUEUE_MAX_BYTES)) {
-			m = NULL;
-			ok = true;
-		} else {
-			s->closed = true; /* the client does not read: end the stream */
-		}
-		pthread_cond_broadcast(&s->cond);
-	}
-	pthread_mutex_unlock(&s->lock);
-	free(m);
-	return ok;
+	return m && sbx_outq_push(&s->out, m);
 }
 
 static void notify(void *ctx, const char *json)
@@ -73,7 +87,7 @@ static enum sbx_event_state sse_state(void *ctx)
 {
 	struct sse_stream *st = ctx;
 
-	return st->session->closed || atomic_load(&st->http->stopping) ||
+	return st->session->out.closed || atomic_load(&st->http->stopping) ||
 		       sbx_session_idle_expired(st->http->sessions, st->session)
 		   ? SBX_EVENTS_CLOSED
 		   : SBX_EVENTS_OPEN;
@@ -106,10 +120,9 @@ static void sse_free(void *cls)
 	struct sbx_http_session *s = st->session;
 
 	sbx_session_table_remove(st->http->sessions, s);
-	pthread_mutex_lock(&s->lock);
-	s->closed = true;
-	pthread_cond_broadcast(&s->cond);
-	pthread_mutex_unlock(&s->lock);
+	sbx_outq_detach(&s->out);
+	sbx_outq_unlist(&s->out);
+	sbx_outq_close(&s->out);
 	sbx_http_session_unref(s);
 	sbx_buf_release(&st->out.pending);
 	free(st);
@@ -167,17 +180,23 @@ enum MHD_Result sbx_sse_open(struct sbx_http_request *rq)
 	if (!st)
 		return MHD_NO;
 	st->http = h;
-	r = sbx_session_table_add(h->sessions, h->mcp, SBX_MCP_TRANSPORT_SSE, &st->session, &err);
+	r = sbx_session_table_add(h->sessions, h->mcp, SBX_MCP_TRANSPORT_SSE, &rq->peer,
+				  &st->session, &err);
 	if (r < 0) {
 		free(st);
+		if (r == -EBUSY)
+			return sbx_http_respond_rpc_busy(rq, err.msg);
 		return sbx_http_respond_error(rq, MHD_HTTP_SERVICE_UNAVAILABLE, err.msg);
 	}
+	/* Its id is not out yet: nothing is queued before this. */
+	st->session->out.ops = &sse_outq_ops;
+	sbx_outq_list(&st->session->out);
+	sbx_outq_attach(&st->session->out, rq->conn);
 	st->out = (struct sbx_event_stream){.conn = rq->conn,
-					    .lock = &st->session->lock,
-					    .cond = &st->session->cond,
-					    .queue = &st->session->queue,
+					    .out = &st->session->out,
 					    .state = sse_state,
-					    .ctx = st};
+					    .ctx = st,
+					    .keepalive_ms = h->keepalive_ms};
 	if (sbx_buf_appendf(&st->out.pending, "event: endpoint\ndata: /messages?session_id=%s\n\n",
 			    st->session->id) < 0) {
 		sse_free(st);
@@ -191,8 +210,8 @@ enum MHD_Result sbx_sse_open(struct sbx_http_request *rq)
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
 	MHD_add_response_header(resp, "Cache-Control", "no-cache");
 	MHD_add_response_header(resp, "X-Accel-Buffering", "no");
-	/* The stream lives as long as the client keeps it: keepalives, no idle cut. */
-	sbx_http_set_timeout(rq, 0);
+	/* The stream lives as long as the client keeps reading it. */
+	sbx_http_stream_timeout(rq);
 	return sbx_http_queue(rq, MHD_HTTP_OK, resp);
 }
 

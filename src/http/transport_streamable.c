@@ -22,6 +22,11 @@
  * error for each request that names the limit), never queued. Without a
  * free worker (SBX_HTTP_WORKERS_MAX in all): 503 with Retry-After.
  *
+ * A call's stream is bounded as the SSE transport's (src/http/event_stream.c):
+ * its notifications past CALL_QUEUE_MAX_* are dropped, the biggest queue
+ * over server.max_queued is closed, and a client that takes no bytes for
+ * server.stream_stall_timeout is cut off; each of these cancels the call.
+ *
  * A client that drops the connection of a POST whose call still runs
  * cancels it, as notifications/cancelled would (seen within
  * SBX_PEER_CHECK_MS, whether the reply was to be JSON or a stream): this
@@ -54,7 +59,7 @@ struct call {
 	sbx_mcp_input *input;
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
-	struct sbx_queue queue;	     /* notifications not yet sent */
+	struct sbx_outq queue;	     /* notifications not yet sent */
 	char *reply;		     /* the response text once done (NULL: none) */
 	bool done;		     /* the worker finished */
 	atomic_bool gone;	     /* the connection went away: queue nothing, cancel */
@@ -66,7 +71,7 @@ static struct call *call_unref(struct call *c)
 {
 	if (!c || atomic_fetch_sub(&c->refs, 1) != 1)
 		return NULL;
-	sbx_queue_drain(&c->queue, sbx_sse_msg_free_node);
+	sbx_outq_close(&c->queue);
 	sbx_mcp_input_free(c->input);
 	sbx_http_session_unref(c->session);
 	free(c->reply);
@@ -77,26 +82,53 @@ static struct call *call_unref(struct call *c)
 	return NULL;
 }
 
+static struct call *of_outq(struct sbx_outq *q)
+{
+	return (struct call *)(void *)((char *)q - offsetof(struct call, queue));
+}
+
+static void outq_ref(struct sbx_outq *q)
+{
+	atomic_fetch_add(&of_outq(q)->refs, 1);
+}
+
+static void outq_unref(struct sbx_outq *q)
+{
+	call_unref(of_outq(q));
+}
+
+/* Closed by the server (the biggest queue over server.max_queued): as if
+ * the client had gone, the call is cancelled. */
+static void outq_closed(struct sbx_outq *q)
+{
+	atomic_store(&of_outq(q)->gone, true);
+}
+
+static const struct sbx_outq_ops call_outq_ops = {
+    .ref = outq_ref, .unref = outq_unref, .closed = outq_closed};
+
 static void call_notify(void *ctx, const char *json)
 {
 	struct call *c = ctx;
-	struct sbx_sse_msg *m = sbx_sse_msg_new("message", json);
-	bool queued = false;
+	struct sbx_sse_msg *m;
 
-	if (!m)
+	if (atomic_load(&c->gone))
 		return;
-	pthread_mutex_lock(&c->lock);
-	if (!atomic_load(&c->gone) &&
-	    sbx_queue_push_bounded(&c->queue, &m->node, m->len, CALL_QUEUE_MAX_MSGS,
-				   CALL_QUEUE_MAX_BYTES)) {
-		m = NULL;
-		queued = true;
-	}
-	pthread_mutex_unlock(&c->lock);
-	/* Woken after the unlock: the waiter does not wake into a held lock. */
-	if (queued)
-		pthread_cond_broadcast(&c->cond);
-	free(m);
+	m = sbx_sse_msg_new("message", json);
+	if (m)
+		sbx_outq_push(&c->queue, m);
+}
+
+/* The connection is done with C (its stream ended, or its reply went out as
+ * JSON, or its client left): nothing more is queued, and C is no longer
+ * one the server may close. Drops the connection's reference. */
+static void call_leave(struct call *c)
+{
+	atomic_store(&c->gone, true);
+	sbx_outq_detach(&c->queue);
+	sbx_outq_unlist(&c->queue);
+	sbx_outq_close(&c->queue);
+	call_unref(c);
 }
 
 /* The run's GONE: the POST's connection went away. */
@@ -146,9 +178,12 @@ static struct call *call_start(struct sbx_http *h, struct sbx_http_session *s, s
 	atomic_init(&c->gone, false);
 	pthread_mutex_init(&c->lock, NULL);
 	sbx_cond_init_monotonic(&c->cond);
-	sbx_queue_init(&c->queue);
+	sbx_outq_init(&c->queue, h, &c->lock, &c->cond, &call_outq_ops, CALL_QUEUE_MAX_MSGS,
+		      CALL_QUEUE_MAX_BYTES, true);
+	sbx_outq_list(&c->queue);
 	if (sbx_http_submit(h, &c->job) < 0) {
 		c->input = NULL; /* still the caller's */
+		sbx_outq_unlist(&c->queue);
 		atomic_store(&c->refs, 1);
 		call_unref(c);
 		return NULL;
@@ -157,11 +192,13 @@ static struct call *call_start(struct sbx_http *h, struct sbx_http_session *s, s
 }
 
 /* The worker's end closes the stream once the notifications are out; the
- * server's stop fails it. */
+ * server's stop, or its closing the queue, fails it. */
 static enum sbx_event_state call_state(void *ctx)
 {
 	struct call *c = ctx;
 
+	if (c->queue.evicted)
+		return SBX_EVENTS_ABORTED;
 	if (c->done)
 		return SBX_EVENTS_DONE;
 	return atomic_load(&c->http->stopping) ? SBX_EVENTS_ABORTED : SBX_EVENTS_OPEN;
@@ -207,10 +244,7 @@ static ssize_t call_read(void *cls, uint64_t pos, char *buf, size_t max)
  * running is then cancelled: call_gone). */
 static void call_free(void *cls)
 {
-	struct call *c = cls;
-
-	atomic_store(&c->gone, true);
-	call_unref(c);
+	call_leave(cls);
 }
 
 /* Accept lists both application/json and text/event-stream (wildcards
@@ -318,16 +352,18 @@ static enum MHD_Result respond_stream(struct sbx_http_request *rq, struct sbx_ht
 	struct MHD_Response *resp;
 
 	c->out = (struct sbx_event_stream){.conn = rq->conn,
-					   .lock = &c->lock,
-					   .cond = &c->cond,
-					   .queue = &c->queue,
+					   .out = &c->queue,
 					   .state = call_state,
-					   .ctx = c};
+					   .ctx = c,
+					   .keepalive_ms = rq->http->keepalive_ms};
 	resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, call_read, c, call_free);
 	if (!resp) {
 		call_free(c);
 		return MHD_NO;
 	}
+	sbx_outq_attach(&c->queue, rq->conn);
+	/* From here on a client that takes no bytes is cut off. */
+	sbx_http_stream_timeout(rq);
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
 	MHD_add_response_header(resp, "Cache-Control", "no-cache");
 	if (created)
@@ -357,10 +393,12 @@ static enum MHD_Result handle_post(struct sbx_http_request *rq)
 			    rq, MHD_HTTP_BAD_REQUEST, -32000,
 			    "Bad Request: Mcp-Session-Id header is required");
 		}
-		r = sbx_session_table_add(h->sessions, h->mcp, SBX_MCP_TRANSPORT_STREAMABLE, &s,
-					  &err);
+		r = sbx_session_table_add(h->sessions, h->mcp, SBX_MCP_TRANSPORT_STREAMABLE,
+					  &rq->peer, &s, &err);
 		if (r < 0) {
 			sbx_mcp_input_free(in);
+			if (r == -EBUSY)
+				return sbx_http_respond_rpc_busy(rq, err.msg);
 			return sbx_http_respond_rpc_error(rq, MHD_HTTP_SERVICE_UNAVAILABLE,
 							  SBX_JSONRPC_INTERNAL_ERROR, err.msg);
 		}
@@ -412,19 +450,19 @@ static enum MHD_Result handle_post(struct sbx_http_request *rq)
 		/* Until the reply or a notification; a client that leaves
 		 * meanwhile cancels the call. */
 		pthread_mutex_lock(&c->lock);
-		while (!c->done && sbx_queue_empty(&c->queue)) {
-			if (sbx_cond_wait_slice(&c->cond, &c->lock, INT64_MAX) == ETIMEDOUT &&
-			    sbx_http_peer_gone(rq->conn)) {
+		while (!c->done && sbx_queue_empty(&c->queue.queue)) {
+			if (c->queue.evicted ||
+			    (sbx_cond_wait_slice(&c->cond, &c->lock, INT64_MAX) == ETIMEDOUT &&
+			     sbx_http_peer_gone(rq->conn))) {
 				left = true;
 				break;
 			}
 		}
-		stream = !left && !sbx_queue_empty(&c->queue);
+		stream = !left && !sbx_queue_empty(&c->queue.queue);
 		reply = stream || left ? NULL : SBX_TAKE(c->reply);
 		pthread_mutex_unlock(&c->lock);
 		if (left) {
-			atomic_store(&c->gone, true);
-			call_unref(c);
+			call_leave(c);
 			if (created)
 				sbx_session_table_remove(h->sessions, s);
 			sbx_http_session_unref(s);
@@ -435,7 +473,7 @@ static enum MHD_Result handle_post(struct sbx_http_request *rq)
 			sbx_http_session_unref(s);
 			return ret;
 		}
-		call_unref(c);
+		call_leave(c);
 		sbx_http_set_timeout(rq, SBX_HTTP_IDLE_TIMEOUT_S);
 		r = 0;
 	} else {
