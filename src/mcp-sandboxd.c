@@ -21,6 +21,24 @@
  * this instance adopts it (or removes it, for a pool container never handed
  * out). With remove_on_exit false nothing is removed: the sandboxes are
  * meant to outlive the server.
+ *
+ * A SIGINT/SIGTERM during the start-up (the engine's answer, the state
+ * folder, the adoption of the instance's sandboxes, the HTTP front: with a
+ * slow engine that takes many seconds) abandons it. Before the engine has
+ * answered nothing has been made: the server exits at once, status 0. After
+ * that the start-up, which runs on its own thread, stops at the end of the
+ * step it is in and undoes what it made in the stop's order (the HTTP front,
+ * the MCP layer, the manager, which removes the sandboxes adopted or pooled
+ * so far as on a stop), and the server exits with status 0; the same bound
+ * (SBX_STOP_TIMEOUT_MS, then the sweep and status 1) and the same second
+ * signal apply as for a stop.
+ *
+ * SIGHUP is ignored, with a line in the log: there is no reload (restart the
+ * server to apply a new configuration), and a closed terminal must not end
+ * the server (SIGHUP's default action).
+ *
+ * Every line of the log goes through sbx_log (include/sbx/log.h), which
+ * escapes the text that engines and sandboxes put in it.
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -43,6 +61,7 @@
 #include "sbx/common.h"
 #include "sbx/engine.h"
 #include "sbx/http.h"
+#include "sbx/log.h"
 #include "sbx/mcp.h"
 #include "sbx/sandbox.h"
 #include "sbx/settings.h"
@@ -66,8 +85,9 @@ static void usage(FILE *out)
 		"Serves MCP over HTTP on server.listen:server.port (default 127.0.0.1:8000):\n"
 		"  /mcp (Streamable HTTP), /sse + /messages (legacy SSE), /artifacts/..., /health, "
 		"/ready.\n"
-		"Prints 'mcp-sandboxd: listening on URL' once ready; stops on SIGINT/SIGTERM\n"
-		"(calls in flight are cancelled; at most 10 s; a second signal exits at once).\n"
+		"Prints 'mcp-sandboxd: listening on URL' once ready; stops on SIGINT/SIGTERM,\n"
+		"also during the start-up (calls in flight are cancelled; at most 10 s; a second\n"
+		"signal exits at once). SIGHUP is ignored (no reload: restart to reconfigure).\n"
 		"  -c, --config FILE   INI configuration (default " SBX_SYSCONFDIR
 		"/mcp-sandbox.ini)\n"
 		"      --set S.K=V     override one key (repeatable)\n"
@@ -77,7 +97,6 @@ static void usage(FILE *out)
 		"  -V, --version       the version\n");
 }
 
-/* Runs the server until SIGINT/SIGTERM; the exit status. */
 /* Every open connection holds a descriptor (server.max_connections, 4096 by
  * default): take the soft open-file limit up to the hard one. The HTTP
  * front lowers its connection limit to what the soft limit leaves. */
@@ -171,51 +190,42 @@ static void sweep(sbx_engine *engine, const struct sbx_settings *s)
 		nanosleep(&ts, NULL);
 	}
 	if (atomic_load(&sw->done) && atomic_load(&sw->removed) == atomic_load(&sw->found))
-		fprintf(stderr, "mcp-sandboxd: removed the instance's %d container(s)\n",
-			atomic_load(&sw->removed));
+		sbx_log("removed the instance's %d container(s)", atomic_load(&sw->removed));
 	else
-		fprintf(stderr,
-			"mcp-sandboxd: removed %d container(s) of instance %s in %d ms; those left "
-			"are adopted (or removed) by the next start on this instance\n",
+		sbx_log("removed %d container(s) of instance %s in %d ms; those left are adopted "
+			"(or removed) by the next start on this instance",
 			atomic_load(&sw->removed), s->server.instance, SBX_STOP_SWEEP_MS);
 }
 
 static const char *signame(int sig)
 {
-	return sig == SIGINT ? "SIGINT" : "SIGTERM";
+	return sig == SIGINT ? "SIGINT" : sig == SIGHUP ? "SIGHUP" : "SIGTERM";
 }
 
-/* Stops the server after the first signal SIG (see the top of the file);
- * returns the exit status when the stop finished, else exits. */
-static int stop(sbx_engine *engine, sbx_http *http, sbx_mcp *mcp, sbx_manager *manager,
-		const struct sbx_settings *s, const sigset_t *signals, int sig)
+static void log_hangup(void)
 {
-	struct stopper st = {.http = http, .mcp = mcp, .manager = manager};
-	int64_t until = sbx_monotonic_ms() + SBX_STOP_TIMEOUT_MS;
-	pthread_t t;
+	sbx_log("SIGHUP ignored: there is no reload (restart the server to apply a new "
+		"configuration)");
+}
 
-	fprintf(stderr,
-		"mcp-sandboxd: %s, stopping: the calls in flight are cancelled (at most %d s; a "
-		"second SIGINT or SIGTERM exits at once)\n",
-		signame(sig), SBX_STOP_TIMEOUT_MS / 1000);
-	atomic_init(&st.done, false);
-	if (pthread_create(&t, NULL, stop_main, &st) != 0) {
-		stop_main(&st); /* no thread: the stop without its bound */
-		return 0;
-	}
+/* Waits for *DONE (set by the thread that stops the server or abandons its
+ * start-up) for at most SBX_STOP_TIMEOUT_MS; past that, or at a second
+ * SIGINT/SIGTERM, sweeps and exits (see the top of the file). */
+static void stop_wait(sbx_engine *engine, const struct sbx_settings *s, const sigset_t *signals,
+		      atomic_bool *done)
+{
+	int64_t until = sbx_monotonic_ms() + SBX_STOP_TIMEOUT_MS;
+
 	for (;;) {
 		int64_t left = until - sbx_monotonic_ms();
 		struct timespec ts = {0, 100 * 1000000L};
 		int got;
 
-		if (atomic_load(&st.done)) {
-			pthread_join(t, NULL);
-			return 0;
-		}
+		if (atomic_load(done))
+			return;
 		if (left <= 0) {
-			fprintf(stderr,
-				"mcp-sandboxd: the stop did not finish within %d s (a call ignores "
-				"its cancellation, or the engine hangs); exiting without it\n",
+			sbx_log("the stop did not finish within %d s (a call ignores its "
+				"cancellation, or the engine hangs); exiting without it",
 				SBX_STOP_TIMEOUT_MS / 1000);
 			sweep(engine, s);
 			fflush(NULL);
@@ -224,12 +234,11 @@ static int stop(sbx_engine *engine, sbx_http *http, sbx_mcp *mcp, sbx_manager *m
 		if (left < 100)
 			ts.tv_nsec = left * 1000000L;
 		got = sigtimedwait(signals, NULL, &ts);
+		if (got == SIGHUP)
+			log_hangup();
 		if (got == SIGINT || got == SIGTERM) {
-			fprintf(
-			    stderr,
-			    "mcp-sandboxd: second signal (%s): exiting now, without waiting for "
-			    "the calls\n",
-			    signame(got));
+			sbx_log("second signal (%s): exiting now, without waiting for the calls",
+				signame(got));
 			sweep(engine, s);
 			fflush(NULL);
 			_exit(128 + got);
@@ -237,82 +246,226 @@ static int stop(sbx_engine *engine, sbx_http *http, sbx_mcp *mcp, sbx_manager *m
 	}
 }
 
+/* Stops the server after the first signal SIG (see the top of the file);
+ * returns the exit status when the stop finished, else exits. */
+static int stop(sbx_engine *engine, sbx_http *http, sbx_mcp *mcp, sbx_manager *manager,
+		const struct sbx_settings *s, const sigset_t *signals, int sig)
+{
+	struct stopper st = {.http = http, .mcp = mcp, .manager = manager};
+	pthread_t t;
+
+	sbx_log("%s, stopping: the calls in flight are cancelled (at most %d s; a second SIGINT "
+		"or SIGTERM exits at once)",
+		signame(sig), SBX_STOP_TIMEOUT_MS / 1000);
+	atomic_init(&st.done, false);
+	if (pthread_create(&t, NULL, stop_main, &st) != 0) {
+		stop_main(&st); /* no thread: the stop without its bound */
+		return 0;
+	}
+	stop_wait(engine, s, signals, &st.done);
+	pthread_join(t, NULL);
+	return 0;
+}
+
+/* ---- the start-up ---- */
+
+/* Where the start-up is (struct starter.phase). */
+enum {
+	START_ENGINE, /* waiting for the engine's answer: nothing made yet */
+	START_MAKING, /* the manager (state folder, lock), adoption, MCP, HTTP */
+	START_QUIT,   /* a signal came in START_ENGINE: make nothing, the server exits */
+};
+
+/* The start-up, on its own thread so that main can take the signals. */
+struct starter {
+	const struct sbx_settings *s;
+	sbx_engine *engine;
+	sbx_manager *manager;
+	sbx_mcp *mcp;
+	sbx_http *http;
+	struct sbx_error err;
+	atomic_int phase;
+	atomic_bool abandon; /* a signal came in START_MAKING: stop after this step */
+	atomic_bool done;    /* the thread's work is over (read started then) */
+	bool started;	     /* it serves: http, mcp and manager are set */
+};
+
+static bool abandoned(struct starter *st)
+{
+	return atomic_load(&st->abandon);
+}
+
+/* The start-up's steps, each followed by a look at st->abandon; 0 when it
+ * got to the end, else < 0 (failures are logged here). */
+static int start_steps(struct starter *st)
+{
+	const struct sbx_settings *s = st->s;
+	struct sbx_error *err = &st->err;
+	int expect = START_ENGINE, n;
+
+	sbx_log("contacting the %s engine at %s", sbx_engine_name(st->engine),
+		sbx_engine_url(st->engine));
+	if (sbx_engine_ping(st->engine, err) < 0) {
+		sbx_log("the container engine is not reachable: %s", err->msg);
+		sbx_log("  (is Docker/Podman running? set engine.socket or DOCKER_HOST)");
+		return err->code;
+	}
+	if (!atomic_compare_exchange_strong(&st->phase, &expect, START_MAKING))
+		return -ECANCELED; /* START_QUIT: main exits */
+	if (abandoned(st))
+		return -ECANCELED;
+	if (sbx_manager_new(s, st->engine, &st->manager, err) < 0) {
+		sbx_log("%s", err->msg);
+		return err->code;
+	}
+	if (abandoned(st))
+		return -ECANCELED;
+	n = sbx_manager_recover(st->manager, err);
+	if (n < 0) {
+		sbx_log("recover sandboxes: %s", err->msg);
+		return n;
+	}
+	if (n > 0)
+		sbx_log("adopted %d sandbox(es) of instance %s", n,
+			sbx_manager_instance(st->manager));
+	if (sbx_manager_state_dir(st->manager))
+		sbx_log("instance %s, state folder %s", sbx_manager_instance(st->manager),
+			sbx_manager_state_dir(st->manager));
+	else
+		sbx_log(
+		    "instance %s without a state folder: nothing keeps another server with "
+		    "this instance off its sandboxes (set server.state_dir, or give each server "
+		    "its own server.instance)",
+		    sbx_manager_instance(st->manager));
+	if (abandoned(st))
+		return -ECANCELED;
+	{
+		const struct sbx_mcp_config mc = {.settings = s, .manager = st->manager};
+		if (sbx_mcp_new(&mc, &st->mcp, err) < 0) {
+			sbx_log("%s", err->msg);
+			return err->code;
+		}
+	}
+	if (abandoned(st))
+		return -ECANCELED;
+	{
+		const struct sbx_http_config hc = {
+		    .settings = s, .mcp = st->mcp, .manager = st->manager};
+		if (sbx_http_start(&hc, &st->http, err) < 0) {
+			sbx_log("%s", err->msg);
+			return err->code;
+		}
+	}
+	return 0;
+}
+
+/* The start-up thread: the steps; when they failed or were abandoned, what
+ * they made is undone as a stop would (the sandboxes adopted or pooled are
+ * removed when sandbox.remove_on_exit). */
+static void *start_main(void *arg)
+{
+	struct starter *st = arg;
+	int r = start_steps(st);
+
+	st->started = r == 0 && !abandoned(st);
+	if (!st->started) {
+		st->http = sbx_http_stop(st->http);
+		st->mcp = sbx_mcp_free(st->mcp);
+		st->manager = sbx_manager_free(st->manager);
+	}
+	atomic_store(&st->done, true);
+	return NULL;
+}
+
+/* Waits for the start-up thread T; a SIGINT/SIGTERM meanwhile abandons the
+ * start-up (see the top of the file). 1 when the server may serve, 0 when
+ * it is to exit with status RET (the start-up failed or was abandoned),
+ * else exits. */
+static int start_wait(struct starter *st, pthread_t t, const sigset_t *signals, int *ret)
+{
+	for (;;) {
+		struct timespec ts = {0, 100 * 1000000L};
+		int got, expect = START_ENGINE;
+
+		if (atomic_load(&st->done)) {
+			pthread_join(t, NULL);
+			*ret = 1;
+			return st->started;
+		}
+		got = sigtimedwait(signals, NULL, &ts);
+		if (got == SIGHUP)
+			log_hangup();
+		if (got != SIGINT && got != SIGTERM)
+			continue;
+		if (atomic_compare_exchange_strong(&st->phase, &expect, START_QUIT)) {
+			sbx_log("%s during the start-up, before the engine answered: nothing to "
+				"undo, exiting",
+				signame(got));
+			fflush(NULL);
+			_exit(0);
+		}
+		sbx_log("%s during the start-up: abandoning it; what it made is undone as on a "
+			"stop (at most %d s; a second SIGINT or SIGTERM exits at once)",
+			signame(got), SBX_STOP_TIMEOUT_MS / 1000);
+		atomic_store(&st->abandon, true);
+		stop_wait(st->engine, st->s, signals, &st->done);
+		pthread_join(t, NULL);
+		if (st->started) /* it had just finished: a plain stop */
+			*ret =
+			    stop(st->engine, st->http, st->mcp, st->manager, st->s, signals, got);
+		else
+			*ret = 0;
+		return 0;
+	}
+}
+
+/* Runs the server until SIGINT/SIGTERM; the exit status. */
 static int serve(const struct sbx_settings *s, struct sbx_error *err)
 {
 	struct sbx_engine_config ec = {.type = s->engine.type,
 				       .url = s->engine.socket,
 				       .api_version = s->engine.api_version,
 				       .timeout_ms = (long)s->engine.timeout_ms};
-	sbx_engine *engine = NULL;
-	sbx_manager *manager = NULL;
-	sbx_mcp *mcp = NULL;
-	sbx_http *http = NULL;
+	struct starter st = {.s = s, .err = SBX_ERROR_INIT};
 	sigset_t signals;
-	int sig = 0, ret = 1, n;
+	pthread_t t;
+	int sig = 0, ret = 1;
 
 	/* Blocked in every thread (they inherit the mask); main takes them. */
 	sigemptyset(&signals);
 	sigaddset(&signals, SIGINT);
 	sigaddset(&signals, SIGTERM);
+	sigaddset(&signals, SIGHUP);
 	pthread_sigmask(SIG_BLOCK, &signals, NULL);
 	signal(SIGPIPE, SIG_IGN);
 	raise_fd_limit();
 
-	if (sbx_engine_open(&ec, &engine, err) < 0 || sbx_engine_ping(engine, err) < 0) {
-		fprintf(stderr,
-			"mcp-sandboxd: the container engine is not reachable: %s\n"
-			"  (is Docker/Podman running? set engine.socket or DOCKER_HOST)\n",
-			err->msg);
-		goto out;
+	if (sbx_engine_open(&ec, &st.engine, err) < 0) {
+		sbx_log("the container engine is not reachable: %s", err->msg);
+		return 1;
 	}
-	if (sbx_manager_new(s, engine, &manager, err) < 0) {
-		fprintf(stderr, "mcp-sandboxd: %s\n", err->msg);
-		goto out;
+	atomic_init(&st.phase, START_ENGINE);
+	atomic_init(&st.abandon, false);
+	atomic_init(&st.done, false);
+	if (pthread_create(&t, NULL, start_main, &st) != 0)
+		start_main(&st); /* no thread: a signal waits for the start-up's end */
+	else if (!start_wait(&st, t, &signals, &ret))
+		st.started = false;
+	if (!st.started) {
+		sbx_engine_free(st.engine);
+		return ret;
 	}
-	n = sbx_manager_recover(manager, err);
-	if (n < 0) {
-		fprintf(stderr, "mcp-sandboxd: recover sandboxes: %s\n", err->msg);
-		goto out;
-	}
-	if (n > 0)
-		fprintf(stderr, "mcp-sandboxd: adopted %d sandbox(es) of instance %s\n", n,
-			sbx_manager_instance(manager));
-	if (sbx_manager_state_dir(manager))
-		fprintf(stderr, "mcp-sandboxd: instance %s, state folder %s\n",
-			sbx_manager_instance(manager), sbx_manager_state_dir(manager));
-	else
-		fprintf(stderr,
-			"mcp-sandboxd: instance %s without a state folder: nothing keeps another "
-			"server with this instance off its sandboxes (set server.state_dir, or "
-			"give each server its own server.instance)\n",
-			sbx_manager_instance(manager));
-	{
-		const struct sbx_mcp_config mc = {.settings = s, .manager = manager};
-		if (sbx_mcp_new(&mc, &mcp, err) < 0) {
-			fprintf(stderr, "mcp-sandboxd: %s\n", err->msg);
-			goto out;
-		}
-	}
-	{
-		const struct sbx_http_config hc = {.settings = s, .mcp = mcp, .manager = manager};
-		if (sbx_http_start(&hc, &http, err) < 0) {
-			fprintf(stderr, "mcp-sandboxd: %s\n", err->msg);
-			goto out;
-		}
-	}
-	printf("mcp-sandboxd: listening on %s\n", sbx_http_public_url(http));
+	printf("mcp-sandboxd: listening on %s\n", sbx_http_public_url(st.http));
 	fflush(stdout);
-	while (sigwait(&signals, &sig) != 0)
-		;
-	ret = stop(engine, http, mcp, manager, s, &signals, sig);
-	http = NULL;
-	mcp = NULL;
-	manager = NULL;
-out:
-	sbx_http_stop(http);
-	sbx_mcp_free(mcp);
-	sbx_manager_free(manager);
-	sbx_engine_free(engine);
+	for (;;) {
+		if (sigwait(&signals, &sig) != 0)
+			continue;
+		if (sig != SIGHUP)
+			break;
+		log_hangup();
+	}
+	ret = stop(st.engine, st.http, st.mcp, st.manager, s, &signals, sig);
+	sbx_engine_free(st.engine);
 	return ret;
 }
 
@@ -364,13 +517,13 @@ int main(int argc, char **argv)
 	if (sbx_settings_load_file(&s, config ? config : SBX_SYSCONFDIR "/mcp-sandbox.ini", &err) <
 		0 &&
 	    (config || err.code != -ENOENT)) {
-		fprintf(stderr, "mcp-sandboxd: %s\n", err.msg);
+		sbx_log("%s", err.msg);
 		goto out;
 	}
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "c:hV", opts, NULL)) != -1) {
 		if (c == 's' && sbx_settings_set(&s, optarg, &err) < 0) {
-			fprintf(stderr, "mcp-sandboxd: %s\n", err.msg);
+			sbx_log("%s", err.msg);
 			goto out;
 		}
 		if (c == 'd')
@@ -394,7 +547,7 @@ int main(int argc, char **argv)
 					       .timeout_ms = (long)s.engine.timeout_ms};
 		if (sbx_engine_open(&ec, &engine, &err) < 0 || sbx_engine_ping(engine, &err) < 0 ||
 		    sbx_engine_version(engine, &v, &err) < 0) {
-			fprintf(stderr, "mcp-sandboxd: engine: %s\n", err.msg);
+			sbx_log("engine: %s", err.msg);
 			goto out;
 		}
 	}

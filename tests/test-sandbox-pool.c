@@ -1130,6 +1130,113 @@ out:
 	sbx_settings_release(&sc);
 }
 
+/* A manager on the state folder DIR (server.instance INST, no pool): its
+ * sbx_manager_new's result, the message in ERR; a manager made is freed. */
+static int manager_on(const char *dir, const char *inst, struct sbx_error *err)
+{
+	char set_dir[300];
+	const char *const extra[] = {set_dir, "sandbox.pool_size=0", NULL};
+	struct sbx_settings s;
+	sbx_manager *m = NULL;
+	int r;
+
+	snprintf(set_dir, sizeof(set_dir), "server.state_dir=%s", dir);
+	settings_for(&s, inst, extra);
+	sbx_error_clear(err);
+	r = sbx_manager_new(&s, engine, &m, err);
+	if (r < 0 && m)
+		r = -EPROTO; /* a failure must not leave a manager */
+	sbx_manager_free(m);
+	sbx_settings_release(&s);
+	return r;
+}
+
+/* Another local user must not be able to plant state files or lock files:
+ * a state folder or an instance folder that its group (or anyone) may
+ * write to is refused, and so is a lock file or a default-instance file
+ * that is not a plain file of ours (the lock file, a symbolic link to a
+ * file of ours, is neither followed nor truncated). */
+static void test_state_safety(void)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	char dir[256], path[512], target[300], inst[80], buf[64] = "";
+	ssize_t n;
+	int r, fd;
+
+	snprintf(inst, sizeof(inst), "%s-safe", instance);
+
+	snprintf(dir, sizeof(dir), "%s/safe-ok", state_root);
+	if (mkdir(dir, 0700) < 0 || chmod(dir, 0755) < 0)
+		tap_bail("mkdir");
+	r = manager_on(dir, inst, &err);
+	tap_call(r, err.msg, "a state folder of ours that only we may write to (0755) is used");
+
+	snprintf(dir, sizeof(dir), "%s/safe-group", state_root);
+	if (mkdir(dir, 0700) < 0 || chmod(dir, 0770) < 0)
+		tap_bail("mkdir");
+	r = manager_on(dir, inst, &err);
+	tap_ok(r == -EPERM && strstr(err.msg, "writable by its group"),
+	       "a group-writable state folder is refused: %s", err.msg);
+	snprintf(path, sizeof(path), "%s/instance-%s.lock", dir, inst);
+	tap_ok(access(path, F_OK) != 0, "... before anything is written in it");
+
+	snprintf(dir, sizeof(dir), "%s/safe-world", state_root);
+	if (mkdir(dir, 0700) < 0 || chmod(dir, 01777) < 0)
+		tap_bail("mkdir");
+	r = manager_on(dir, inst, &err);
+	tap_ok(r == -EPERM && strstr(err.msg, "writable by everyone"),
+	       "a world-writable (sticky) state folder is refused: %s", err.msg);
+
+	snprintf(dir, sizeof(dir), "%s/safe-inst", state_root);
+	snprintf(path, sizeof(path), "%s/instance-%s", dir, inst);
+	if (mkdir(dir, 0700) < 0 || mkdir(path, 0700) < 0 || chmod(path, 0770) < 0)
+		tap_bail("mkdir");
+	r = manager_on(dir, inst, &err);
+	tap_ok(r == -EPERM && strstr(err.msg, "instance folder") &&
+		   strstr(err.msg, "writable by its group"),
+	       "a group-writable instance folder is refused: %s", err.msg);
+
+	/* A lock file that is a symbolic link to a file of ours. */
+	snprintf(dir, sizeof(dir), "%s/safe-link", state_root);
+	snprintf(target, sizeof(target), "%s/safe-link-target", state_root);
+	snprintf(path, sizeof(path), "%s/instance-%s.lock", dir, inst);
+	fd = open(target, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	if (mkdir(dir, 0700) < 0 || fd < 0 || write(fd, "keep\n", 5) != 5 ||
+	    symlink(target, path) < 0)
+		tap_bail("set up the symbolic link");
+	close(fd);
+	r = manager_on(dir, inst, &err);
+	tap_ok(r == -EPERM && strstr(err.msg, "symbolic link"),
+	       "a lock file that is a symbolic link is refused: %s", err.msg);
+	fd = open(target, O_RDONLY);
+	n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+	buf[n > 0 ? n : 0] = '\0';
+	if (fd >= 0)
+		close(fd);
+	tap_is_str(buf, "keep\n", "... and the file it points to is neither locked nor truncated");
+
+	/* A lock file that is a FIFO. */
+	snprintf(dir, sizeof(dir), "%s/safe-fifo", state_root);
+	snprintf(path, sizeof(path), "%s/instance-%s.lock", dir, inst);
+	if (mkdir(dir, 0700) < 0 || mkfifo(path, 0600) < 0)
+		tap_bail("mkfifo");
+	r = manager_on(dir, inst, &err);
+	tap_ok(r == -EPERM && strstr(err.msg, "not a plain file"),
+	       "a lock file that is a FIFO is refused: %s", err.msg);
+
+	/* A default-instance file that is a FIFO holding a name. */
+	snprintf(dir, sizeof(dir), "%s/safe-dflt", state_root);
+	snprintf(path, sizeof(path), "%s/default-instance", dir);
+	if (mkdir(dir, 0700) < 0 || mkfifo(path, 0600) < 0)
+		tap_bail("mkfifo");
+	fd = open(path, O_RDWR | O_NONBLOCK); /* a writer: opening it to read does not wait */
+	if (fd < 0 || write(fd, "default-planted\n", 16) != 16)
+		tap_bail("write the FIFO");
+	r = manager_on(dir, "default", &err);
+	tap_ok(r < 0, "a default-instance file that is a FIFO is not read: %s", err.msg);
+	close(fd);
+}
+
 /* A sandbox taken from the pool and then unused is reaped
  * (sandbox.idle_timeout=2s): its container and its state file go, a get
  * says it expired, and the pool refills. */
@@ -1205,6 +1312,7 @@ int main(int argc, char **argv)
 	test_warm_interp();
 	test_reap_pooled();
 	test_instances();
+	test_state_safety();
 	measure(true, 20);
 	measure(false, 20);
 	measure_first_call(true, 10);

@@ -14,6 +14,10 @@
  * surrogates, nothing above U+10FFFF). NUL bytes are valid. */
 bool sbx_utf8_valid(const char *p, size_t len);
 
+/* The length (1..4) of the valid UTF-8 sequence at p[0..len), or 0 when
+ * the bytes there are not one (or len is 0). */
+size_t sbx_utf8_seq_len(const char *p, size_t len);
+
 /*
  * Rewrites b in place so that it is valid UTF-8: every maximal invalid
  * subpart (as Unicode's "U+FFFD substitution of maximal subparts" defines

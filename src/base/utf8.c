@@ -44,6 +44,13 @@ static size_t utf8_seq(const unsigned char *p, size_t len, size_t *ret_bad)
 	return need;
 }
 
+size_t sbx_utf8_seq_len(const char *p, size_t len)
+{
+	size_t bad;
+
+	return len > 0 ? utf8_seq((const unsigned char *)p, len, &bad) : 0;
+}
+
 bool sbx_utf8_valid(const char *p, size_t len)
 {
 	const unsigned char *s = (const unsigned char *)p;

@@ -31,6 +31,7 @@
 #include <json-c/printbuf.h>
 
 #include "sbx/common.h"
+#include "sbx/log.h"
 #include "sbx/mcp.h"
 #include "tools/tools.h"
 
@@ -903,7 +904,7 @@ static void do_tools_call(sbx_mcp_session *s, const char *version, struct json_o
 	else if (r < 0) {
 		char shown[SBX_ERROR_MSG_MAX];
 		if (sbx_error_public(&err, shown, sizeof(shown)))
-			fprintf(stderr, "mcp-sandboxd: tools/call: %s\n", err.msg);
+			sbx_log("tools/call: %s", err.msg);
 		fail(o, SBX_JSONRPC_INTERNAL_ERROR, "tools/call: %s", shown);
 	} else
 		succeed(o, result);

@@ -165,16 +165,61 @@ static bool instance_valid(const char *v)
 	       strspn(v, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-") == n;
 }
 
+/* 0 when FD is a regular file of ours (not a FIFO, a device, another
+ * user's), else -EPERM. */
+static int file_ours(int fd)
+{
+	struct stat st;
+
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	return S_ISREG(st.st_mode) && st.st_uid == geteuid() ? 0 : -EPERM;
+}
+
+/* 0 when ST (of the folder PATH, WHAT in messages) is a folder of ours that
+ * no one else may write to; else -EPERM in ERR. Another local user who could
+ * write to the state folder or the instance folder could plant state files
+ * and lock files that make this server adopt, hand out or remove containers
+ * of anyone's. */
+static int dir_safe(const struct stat *st, const char *what, const char *path,
+		    struct sbx_error *err)
+{
+	if (!S_ISDIR(st->st_mode))
+		return sbx_error_set(err, -EPERM, "%s %s is not a folder", what, path);
+	if (st->st_uid != geteuid())
+		return sbx_error_set(
+		    err, -EPERM,
+		    "%s %s belongs to uid %lu, not to this server's user (uid %lu): another user "
+		    "could plant files in it that make this server adopt or remove containers; "
+		    "give the server a folder of its own",
+		    what, path, (unsigned long)st->st_uid, (unsigned long)geteuid());
+	if (st->st_mode & (S_IWGRP | S_IWOTH))
+		return sbx_error_set(
+		    err, -EPERM,
+		    "%s %s is writable by %s (mode %04o): another user could plant "
+		    "files in it that make this server adopt or remove containers; "
+		    "chmod go-w it, or give the server a folder of its own (0700)",
+		    what, path, st->st_mode & S_IWOTH ? "everyone" : "its group",
+		    (unsigned)(st->st_mode & 07777));
+	return 0;
+}
+
 /* The instance name in TOP/INSTANCE_FILE: 1 with *ret_name, 0 when there is
  * none (or it is not a valid name), < 0 when it cannot be read. */
 static int instance_read(int top, char **ret_name)
 {
 	char buf[80];
 	ssize_t n;
-	int r, fd = openat(top, INSTANCE_FILE, O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC);
+	int r, fd = openat(top, INSTANCE_FILE,
+			   O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
 
 	if (fd < 0)
 		return errno == ENOENT ? 0 : -errno;
+	r = file_ours(fd);
+	if (r < 0) {
+		close(fd);
+		return r;
+	}
 	n = read(fd, buf, sizeof(buf) - 1);
 	r = n < 0 ? -errno : 0;
 	close(fd);
@@ -234,8 +279,9 @@ static int instance_derive(int top, const char *base, char **ret_name, struct sb
 }
 
 /* Takes the lock of instance NAME, the file instance-NAME.lock in the state
- * folder TOP (BASE): 0 with *ret_fd; -EBUSY in FATAL when another process
- * holds it; other failures in ERR. */
+ * folder TOP (BASE): 0 with *ret_fd; in FATAL -EBUSY when another process
+ * holds it, -EPERM when the file is not a plain file of ours (a symbolic
+ * link, a FIFO, another user's); other failures in ERR. */
 static int instance_lock(int top, const char *base, const char *instance, int *ret_fd,
 			 struct sbx_error *fatal, struct sbx_error *err)
 {
@@ -248,9 +294,21 @@ static int instance_lock(int top, const char *base, const char *instance, int *r
 		file = NULL;
 		return sbx_error_set(err, -ENOMEM, "out of memory");
 	}
-	lfd = openat(top, file, O_RDWR | O_CREAT | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC, 0600);
+	lfd = openat(top, file, O_RDWR | O_CREAT | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK | O_CLOEXEC,
+		     0600);
+	if (lfd < 0 && errno == ELOOP)
+		return sbx_error_set(fatal, -EPERM,
+				     "%s/%s is a symbolic link: refused (the lock file is to be a "
+				     "plain file of this server's user)",
+				     base, file);
 	if (lfd < 0)
 		return sbx_error_set(err, -errno, "open %s/%s: %s", base, file, strerror(errno));
+	if (file_ours(lfd) < 0) {
+		close(lfd);
+		return sbx_error_set(fatal, -EPERM,
+				     "%s/%s is not a plain file of this server's user: refused",
+				     base, file);
+	}
 	if (flock(lfd, LOCK_EX | LOCK_NB) < 0) {
 		int e = errno;
 		if (e != EWOULDBLOCK) {
@@ -280,7 +338,11 @@ static int instance_lock(int top, const char *base, const char *instance, int *r
  * failure is an error), else $STATE_DIRECTORY (its first entry), else
  * /var/lib/mcp-sandbox when it exists (any failure: no state folder). With
  * a state folder, derives the instance left at its default and takes the
- * instance's lock (another server holding it is always an error). */
+ * instance's lock (another server holding it is always an error). Always
+ * an error too (-EPERM), since another local user could plant the files
+ * that say what to adopt and remove: a state folder or an instance folder
+ * that is not ours or that its group or others may write to, and a lock
+ * file that is not a plain file of ours (never followed, never truncated). */
 static int state_open(sbx_manager *m, struct sbx_pool *p, const struct sbx_settings *s,
 		      struct sbx_error *err)
 {
@@ -316,6 +378,15 @@ static int state_open(sbx_manager *m, struct sbx_pool *p, const struct sbx_setti
 		sbx_error_prefix(err, "state folder (server.state_dir)");
 		return explicit ? err->code : 0;
 	}
+	/* Refused even when it was not asked for: the operator is to fix it. */
+	if (fstat(top, &st) < 0)
+		r = sbx_error_set(fatal, -errno, "state folder %s: %s", base, strerror(errno));
+	else
+		r = dir_safe(&st, "the state folder", base, fatal);
+	if (r < 0) {
+		close(top);
+		return r;
+	}
 	r = strcmp(s->server.instance, INSTANCE_DEFAULT) == 0
 		? instance_derive(top, base, &name, err)
 		: ((name = strdup(s->server.instance)) ? 0 : -ENOMEM);
@@ -325,14 +396,25 @@ static int state_open(sbx_manager *m, struct sbx_pool *p, const struct sbx_setti
 	}
 	if (r >= 0) {
 		r = instance_lock(top, base, name, &lfd, fatal, err);
-		if (r < 0 && r != -EBUSY)
+		/* Held or refused: in FATAL, naming the folder already. */
+		if (r < 0 && r != -EBUSY && r != -EPERM)
 			sbx_error_prefix(err, "state folder %s", base);
 	} else {
 		sbx_error_prefix(err, "state folder %s", base);
 	}
 	if (r < 0) {
 		close(top);
-		return explicit || r == -ENOMEM || r == -EBUSY ? r : 0;
+		/* Without an explicit folder, what went to FATAL (ignore still
+		 * unset) stops the server too. */
+		return explicit || r == -ENOMEM || ignore.code == 0 ? r : 0;
+	}
+	/* An instance folder that others may write to may hold their files. */
+	if (fstatat(top, sub, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+	    dir_safe(&st, "the instance folder", sub, fatal) < 0) {
+		sbx_error_prefix(fatal, "state folder %s", base);
+		close(top);
+		close(lfd);
+		return fatal->code;
 	}
 	fd = open_dir(top, sub, true, err);
 	close(top);

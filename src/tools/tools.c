@@ -21,6 +21,7 @@
 #include "sbx/buf.h"
 #include "sbx/clock.h"
 #include "sbx/common.h"
+#include "sbx/log.h"
 #include "sbx/utf8.h"
 #include "tools-internal.h"
 
@@ -815,7 +816,7 @@ int sbx_tool_fail_err(struct sbx_tool_out *out, const struct sbx_error *err, con
 
 	/* The client sees no host detail of the engine; the log keeps it. */
 	if (sbx_error_public(err, shown, sizeof(shown)))
-		fprintf(stderr, "mcp-sandboxd: tool error: %s\n", err->msg);
+		sbx_log("tool error: %s", err->msg);
 	if (!shown[0])
 		msg = "the operation failed";
 	n = strlen(msg);

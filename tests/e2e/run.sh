@@ -507,6 +507,7 @@ run_e2e() {
 	# ES modules resolve packages next to the importing file: run a copy of
 	# the suite beside a node_modules link (the source tree may be read-only).
 	mkdir -p "$e2e_tmp/suite" "$e2e_tmp/upload" "$e2e_tmp/index" "$e2e_tmp/state"
+	chmod 700 "$e2e_tmp/state" # the server refuses a state folder its group may write to
 	cp "$srcdir"/tests/e2e/*.mjs "$e2e_tmp/suite/" && ln -s "$mods" "$e2e_tmp/suite/node_modules" || {
 		echo "Bail out! cannot set up $e2e_tmp/suite"
 		exit 1

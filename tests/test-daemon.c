@@ -1,0 +1,531 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The mcp-sandboxd program and its signals (src/mcp-sandboxd.c), without a
+ * container engine: the engine is a fake one on a unix socket in a
+ * temporary folder, served by a thread here, that never answers, answers
+ * all (a ping, an empty container list) or holds the container list until
+ * told. Checks: a SIGTERM or SIGINT during the start-up, while the engine
+ * does not answer, ends the server at once with status 0 (not after
+ * engine.timeout, 10 minutes here); one while the adoption waits for the
+ * engine abandons the start-up, which ends as a stop (status 0, never
+ * listening); a second one then exits at once (status 143); SIGHUP leaves
+ * the server running, during the start-up and while it serves, and says so
+ * in its log; a server that started stops on SIGTERM with status 0.
+ *
+ * The waits only bound hangs (SBX_WAIT_S): nothing here is timed.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sbx/buf.h"
+#include "sbx/common.h"
+#include "tap.h"
+
+#define SBX_WAIT_S 60 /* bounds every wait: a hang, not a duration, fails */
+#define MAX_CONNS 32
+
+enum engine_mode {
+	ENGINE_SILENT,	  /* reads requests, never answers */
+	ENGINE_ANSWER,	  /* answers every request */
+	ENGINE_HOLD_LIST, /* answers, but holds container lists until released */
+};
+
+static struct {
+	pthread_mutex_t lock;
+	pthread_cond_t changed;
+	enum engine_mode mode;
+	int requests;	/* requests read */
+	int lists_held; /* container lists waiting for a release */
+	bool release;	/* answer the held lists */
+	bool stop;	/* end the thread */
+	int listen_fd;
+} eng = {
+    PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, ENGINE_SILENT, 0, 0, false, false, -1};
+
+static char tmp[] = "/tmp/test-daemon.XXXXXX";
+static char sock_path[256], config_path[256], state_path[256], server[512];
+
+struct conn {
+	int fd;
+	struct sbx_buf in;
+	bool held; /* a container list waits for the release */
+};
+
+static void respond(int fd, int status, const char *type, const char *body)
+{
+	char head[256];
+	int n = snprintf(head, sizeof(head),
+			 "HTTP/1.1 %d X\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
+			 "Api-Version: 1.41\r\n\r\n",
+			 status, type, strlen(body));
+
+	if (write(fd, head, (size_t)n) < 0 || write(fd, body, strlen(body)) < 0)
+		return; /* the server went away */
+}
+
+/* Answers the request line LINE (as a Docker Engine would, with nothing in
+ * it): a ping, the version, empty lists, 404 for the rest. */
+static void answer(int fd, const char *line)
+{
+	if (strstr(line, "/_ping "))
+		respond(fd, 200, "text/plain", "OK");
+	else if (strstr(line, "/version "))
+		respond(
+		    fd, 200, "application/json",
+		    "{\"Version\":\"24.0.0\",\"ApiVersion\":\"1.41\",\"MinAPIVersion\":\"1.12\"}");
+	else if (strncmp(line, "GET ", 4) == 0 && strstr(line, "/json"))
+		respond(fd, 200, "application/json", "[]");
+	else
+		respond(fd, 404, "application/json", "{\"message\":\"not in this fake engine\"}");
+}
+
+/* Takes the complete requests out of C's input (they have no body: the
+ * server sends none while it starts and stops without sandboxes). */
+static void serve_requests(struct conn *c)
+{
+	char *end;
+
+	while (!c->held && c->in.data && (end = strstr(c->in.data, "\r\n\r\n"))) {
+		size_t used = (size_t)(end + 4 - c->in.data);
+		char line[512];
+		enum engine_mode mode;
+		bool list;
+
+		snprintf(line, sizeof(line), "%.*s", (int)strcspn(c->in.data, "\r"), c->in.data);
+		list = strncmp(line, "GET ", 4) == 0 && strstr(line, "/containers/json");
+		pthread_mutex_lock(&eng.lock);
+		eng.requests++;
+		mode = eng.mode;
+		if (mode == ENGINE_HOLD_LIST && list && !eng.release) {
+			c->held = true;
+			eng.lists_held++;
+		}
+		pthread_cond_broadcast(&eng.changed);
+		pthread_mutex_unlock(&eng.lock);
+		if (c->held)
+			return; /* the request stays in c->in */
+		if (mode != ENGINE_SILENT)
+			answer(c->fd, line);
+		memmove(c->in.data, c->in.data + used, c->in.len - used + 1);
+		c->in.len -= used;
+	}
+}
+
+static void *engine_main(void *arg)
+{
+	struct conn conns[MAX_CONNS];
+	size_t n = 0;
+
+	(void)arg;
+	for (;;) {
+		struct pollfd pf[MAX_CONNS + 1];
+		bool release;
+
+		pthread_mutex_lock(&eng.lock);
+		release = eng.release;
+		if (eng.stop) {
+			pthread_mutex_unlock(&eng.lock);
+			break;
+		}
+		pthread_mutex_unlock(&eng.lock);
+		for (size_t i = 0; i < n; i++) {
+			if (release && conns[i].held) {
+				conns[i].held = false;
+				pthread_mutex_lock(&eng.lock);
+				eng.lists_held--;
+				pthread_mutex_unlock(&eng.lock);
+				serve_requests(&conns[i]);
+			}
+		}
+		pf[0] = (struct pollfd){.fd = eng.listen_fd, .events = POLLIN};
+		for (size_t i = 0; i < n; i++)
+			pf[i + 1] = (struct pollfd){.fd = conns[i].fd, .events = POLLIN};
+		if (poll(pf, n + 1, 50) < 0 && errno != EINTR)
+			break;
+		for (size_t i = n; i-- > 0;) {
+			char buf[4096];
+			ssize_t got;
+
+			if (!(pf[i + 1].revents & (POLLIN | POLLHUP | POLLERR)))
+				continue;
+			got = read(conns[i].fd, buf, sizeof(buf));
+			if (got > 0) {
+				sbx_buf_append(&conns[i].in, buf, (size_t)got);
+				serve_requests(&conns[i]);
+				continue;
+			}
+			close(conns[i].fd);
+			sbx_buf_release(&conns[i].in);
+			if (conns[i].held) {
+				pthread_mutex_lock(&eng.lock);
+				eng.lists_held--;
+				pthread_mutex_unlock(&eng.lock);
+			}
+			conns[i] = conns[--n];
+		}
+		if ((pf[0].revents & POLLIN) && n < MAX_CONNS) {
+			int fd = accept(eng.listen_fd, NULL, NULL);
+			if (fd >= 0)
+				conns[n++] = (struct conn){.fd = fd};
+		}
+	}
+	for (size_t i = 0; i < n; i++) {
+		close(conns[i].fd);
+		sbx_buf_release(&conns[i].in);
+	}
+	return NULL;
+}
+
+static void engine_set(enum engine_mode mode)
+{
+	pthread_mutex_lock(&eng.lock);
+	eng.mode = mode;
+	eng.requests = 0;
+	eng.release = false;
+	pthread_mutex_unlock(&eng.lock);
+}
+
+static void engine_release(void)
+{
+	pthread_mutex_lock(&eng.lock);
+	eng.release = true;
+	pthread_mutex_unlock(&eng.lock);
+}
+
+/* Waits (at most SBX_WAIT_S) until the engine read a request (or, with
+ * LIST, holds a container list). */
+static bool engine_wait(bool list)
+{
+	struct timespec until;
+	bool ok;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += SBX_WAIT_S;
+	pthread_mutex_lock(&eng.lock);
+	while (!(ok = list ? eng.lists_held > 0 : eng.requests > 0))
+		if (pthread_cond_timedwait(&eng.changed, &eng.lock, &until) == ETIMEDOUT)
+			break;
+	ok = list ? eng.lists_held > 0 : eng.requests > 0;
+	pthread_mutex_unlock(&eng.lock);
+	return ok;
+}
+
+/* ---- the server ---- */
+
+struct daemon {
+	pid_t pid;
+	char out[300], err[300];
+};
+
+/* Starts the server against the fake engine; NAME names its output files. */
+static void daemon_start(struct daemon *d, const char *name)
+{
+	char inst[96], set_sock[300], set_state[300], set_inst[128];
+
+	snprintf(d->out, sizeof(d->out), "%s/%s.out", tmp, name);
+	snprintf(d->err, sizeof(d->err), "%s/%s.err", tmp, name);
+	snprintf(inst, sizeof(inst), "test-daemon-%ld-%s", (long)getpid(), name);
+	snprintf(set_sock, sizeof(set_sock), "engine.socket=unix://%s", sock_path);
+	snprintf(set_state, sizeof(set_state), "server.state_dir=%s", state_path);
+	snprintf(set_inst, sizeof(set_inst), "server.instance=%s", inst);
+	fflush(NULL);
+	d->pid = fork();
+	if (d->pid < 0)
+		tap_bail("fork");
+	if (d->pid == 0) {
+		const char *argv[] = {server,
+				      "-c",
+				      config_path,
+				      "--set",
+				      "engine.type=docker",
+				      "--set",
+				      set_sock,
+				      "--set",
+				      "engine.timeout=10m",
+				      "--set",
+				      "server.listen=127.0.0.1",
+				      "--set",
+				      "server.port=0",
+				      "--set",
+				      set_inst,
+				      "--set",
+				      set_state,
+				      "--set",
+				      "sandbox.pool_size=0",
+				      NULL};
+		int out = open(d->out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+		int err = open(d->err, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+		int null = open("/dev/null", O_RDONLY);
+		if (out < 0 || err < 0 || null < 0)
+			_exit(126);
+		dup2(null, 0);
+		dup2(out, 1);
+		dup2(err, 2);
+		execv(server, (char *const *)argv);
+		_exit(127);
+	}
+}
+
+/* The content of PATH (owned; "" when unreadable). */
+static char *slurp(const char *path)
+{
+	struct sbx_buf b = SBX_BUF_INIT;
+	char chunk[4096];
+	ssize_t n;
+	int fd = open(path, O_RDONLY);
+
+	while (fd >= 0 && (n = read(fd, chunk, sizeof(chunk))) > 0)
+		sbx_buf_append(&b, chunk, (size_t)n);
+	if (fd >= 0)
+		close(fd);
+	return b.data ? sbx_buf_steal(&b) : strdup("");
+}
+
+/* Waits (at most SBX_WAIT_S) until PATH holds TEXT; a copy of the content
+ * from TEXT on, or NULL. */
+static char *wait_text(const char *path, const char *text)
+{
+	for (int i = 0; i < SBX_WAIT_S * 20; i++) {
+		char *all = slurp(path), *at = strstr(all, text);
+		if (at) {
+			char *copy = strdup(at);
+			free(all);
+			return copy;
+		}
+		free(all);
+		usleep(50000);
+	}
+	return NULL;
+}
+
+/* Waits (at most SBX_WAIT_S) for the server to end: its wait status, or -1
+ * when it did not (it is then killed). */
+static int daemon_wait(struct daemon *d)
+{
+	int status;
+
+	for (int i = 0; i < SBX_WAIT_S * 20; i++) {
+		pid_t r = waitpid(d->pid, &status, WNOHANG);
+		if (r == d->pid)
+			return status;
+		usleep(50000);
+	}
+	kill(d->pid, SIGKILL);
+	waitpid(d->pid, &status, 0);
+	return -1;
+}
+
+static bool running(struct daemon *d)
+{
+	int status;
+	return waitpid(d->pid, &status, WNOHANG) == 0;
+}
+
+static void diag_file(const char *path)
+{
+	char *all = slurp(path);
+	tap_diag("%s:\n%s", path, all);
+	free(all);
+}
+
+/* One check: the server ended within SBX_WAIT_S with exit status WANT. */
+static void check_exit(struct daemon *d, int want, const char *what)
+{
+	int st = daemon_wait(d);
+
+	if (!tap_ok(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == want,
+		    "%s: the server exits with status %d", what, want)) {
+		tap_diag("  wait status %d (%s)", st,
+			 st == -1 ? "still running, killed" : "not that exit");
+		diag_file(d->err);
+	}
+}
+
+/* SIG while the engine does not answer the first request: an exit at
+ * once, status 0, not after engine.timeout. With HUP first: SIGHUP is
+ * ignored. */
+static void test_silent_engine(int sig, bool hup)
+{
+	const char *name = sig == SIGINT ? "silent-int" : "silent-term";
+	struct daemon d;
+	char *line;
+
+	engine_set(ENGINE_SILENT);
+	daemon_start(&d, name);
+	if (!tap_ok(engine_wait(false), "%s: the server asks the engine", name)) {
+		diag_file(d.err);
+		kill(d.pid, SIGKILL);
+		daemon_wait(&d);
+		return;
+	}
+	if (hup) {
+		kill(d.pid, SIGHUP);
+		line = wait_text(d.err, "SIGHUP ignored");
+		tap_ok(line != NULL, "%s: SIGHUP during the start-up is logged as ignored", name);
+		free(line);
+		tap_ok(running(&d), "%s: and the server is still running", name);
+	}
+	kill(d.pid, sig);
+	check_exit(&d, 0,
+		   sig == SIGINT ? "SIGINT while the engine does not answer"
+				 : "SIGTERM while the engine does not answer");
+	line = wait_text(d.err, "before the engine answered");
+	tap_ok(line != NULL, "%s: its log says it stopped before the engine answered", name);
+	free(line);
+}
+
+/* SIGTERM while the adoption waits for the engine's container list: the
+ * start-up is abandoned once the list comes, as a stop (status 0); or,
+ * with SECOND, a second SIGTERM exits at once (status 143). */
+static void test_abandon(bool second)
+{
+	const char *name = second ? "abandon-twice" : "abandon";
+	struct daemon d;
+	char *line, *out;
+
+	engine_set(ENGINE_HOLD_LIST);
+	daemon_start(&d, name);
+	if (!tap_ok(engine_wait(true), "%s: the adoption waits for the engine's container list",
+		    name)) {
+		diag_file(d.err);
+		kill(d.pid, SIGKILL);
+		daemon_wait(&d);
+		engine_release();
+		return;
+	}
+	kill(d.pid, SIGTERM);
+	line = wait_text(d.err, "during the start-up: abandoning it");
+	tap_ok(line != NULL, "%s: SIGTERM during the adoption abandons the start-up", name);
+	free(line);
+	if (second) {
+		kill(d.pid, SIGTERM);
+		check_exit(&d, 128 + SIGTERM, "a second SIGTERM while the start-up is abandoned");
+		engine_release();
+		return;
+	}
+	tap_ok(running(&d), "%s: the server waits for the step in progress", name);
+	engine_release();
+	check_exit(&d, 0, "SIGTERM during the adoption");
+	out = slurp(d.out);
+	tap_ok(!strstr(out, "listening on"), "%s: the server never listened", name);
+	free(out);
+}
+
+/* GET /health on the server at URL (http://127.0.0.1:PORT): the status
+ * line's code, or -1. */
+static int health(const char *url)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET};
+	char buf[256] = "", req[128];
+	int port = 0, code = -1, fd, len;
+	ssize_t n;
+
+	if (sscanf(url, "http://127.0.0.1:%d", &port) != 1)
+		return -1;
+	len =
+	    snprintf(req, sizeof(req), "GET /health HTTP/1.0\r\nHost: 127.0.0.1:%d\r\n\r\n", port);
+	sa.sin_port = htons((uint16_t)port);
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+	    write(fd, req, (size_t)len) == len && (n = read(fd, buf, sizeof(buf) - 1)) > 0) {
+		buf[n] = '\0';
+		sscanf(buf, "HTTP/1.%*d %d", &code);
+	}
+	close(fd);
+	return code;
+}
+
+/* A server that started: SIGHUP is ignored (it still answers), SIGTERM
+ * stops it with status 0. */
+static void test_serving(void)
+{
+	struct daemon d;
+	char *line, url[128] = "";
+
+	engine_set(ENGINE_ANSWER);
+	daemon_start(&d, "serving");
+	line = wait_text(d.out, "listening on ");
+	if (!tap_ok(line != NULL, "serving: the server starts against an engine with nothing")) {
+		diag_file(d.err);
+		kill(d.pid, SIGKILL);
+		daemon_wait(&d);
+		return;
+	}
+	sscanf(line, "listening on %127s", url);
+	free(line);
+	tap_is_int(health(url), 200, "serving: GET /health answers 200");
+	kill(d.pid, SIGHUP);
+	line = wait_text(d.err, "SIGHUP ignored");
+	tap_ok(line != NULL, "serving: SIGHUP is logged as ignored");
+	free(line);
+	tap_ok(running(&d), "serving: the server still runs after SIGHUP");
+	tap_is_int(health(url), 200, "serving: and still answers GET /health");
+	kill(d.pid, SIGTERM);
+	check_exit(&d, 0, "SIGTERM while serving");
+}
+
+int main(void)
+{
+	const char *builddir = getenv("SBX_BUILDDIR");
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	pthread_t t;
+	int fd;
+	char rm[300];
+
+	snprintf(server, sizeof(server), "%s/src/mcp-sandboxd", builddir ? builddir : ".");
+	if (access(server, X_OK) != 0)
+		tap_bail("no src/mcp-sandboxd (build first)");
+	if (!mkdtemp(tmp))
+		tap_bail("mkdtemp");
+	snprintf(sock_path, sizeof(sock_path), "%s/engine.sock", tmp);
+	snprintf(config_path, sizeof(config_path), "%s/empty.ini", tmp);
+	snprintf(state_path, sizeof(state_path), "%s/state", tmp);
+	fd = open(config_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	if (fd < 0)
+		tap_bail("config");
+	close(fd);
+	if (strlen(sock_path) >= sizeof(sa.sun_path))
+		tap_bail("the socket path is too long");
+	memcpy(sa.sun_path, sock_path, strlen(sock_path) + 1);
+	eng.listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (eng.listen_fd < 0 || bind(eng.listen_fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+	    listen(eng.listen_fd, 16) < 0)
+		tap_bail("the fake engine's socket");
+	signal(SIGPIPE, SIG_IGN);
+	if (pthread_create(&t, NULL, engine_main, NULL) != 0)
+		tap_bail("pthread_create");
+
+	test_silent_engine(SIGTERM, true);
+	test_silent_engine(SIGINT, false);
+	test_abandon(false);
+	test_abandon(true);
+	test_serving();
+
+	pthread_mutex_lock(&eng.lock);
+	eng.stop = true;
+	pthread_mutex_unlock(&eng.lock);
+	pthread_join(t, NULL);
+	close(eng.listen_fd);
+	snprintf(rm, sizeof(rm), "rm -rf '%s'", tmp);
+	if (system(rm) != 0)
+		tap_diag("could not remove %s", tmp);
+	return tap_done();
+}
