@@ -429,6 +429,8 @@ int main(int argc, char **argv)
 	char *fixture_argv[5];
 	pid_t earlier_owner;
 
+	/* Lines whole: the engine script writes to stderr, which shares the log. */
+	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (argc < 2) {
 		fprintf(stderr, "usage: %s TYPE [IMAGE [SHARED_URL]]\n", argv[0]);
 		return 2;

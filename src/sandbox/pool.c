@@ -12,11 +12,15 @@
  *
  * The refill thread, in order: removes pooled containers beyond the room
  * left (the pool is off, stopping, or assigned sandboxes took the room);
- * starts one more (the container, then its Python interpreter, which the
- * entry owns and which moves to the record at assignment) when the pool has started filling, has
- * room and is not backing off (0.5 s after a failure, doubling up to 30 s); every 30 s lists the
- * pooled containers (one engine call) and drops those no longer running, so that a create is not
- * handed a dead one; else sleeps on `wake`.
+ * tries again to remove the containers whose removal failed (`doomed`: the
+ * engine was stopping, say; backing off like the refill); starts one more
+ * (the container, then its Python interpreter, which the entry owns and
+ * which moves to the record at assignment) when the pool has started
+ * filling, has room and is not backing off (0.5 s after a failure, doubling
+ * up to 30 s); lists the pooled containers (one engine call) and drops those
+ * no longer running, every 30 s and whenever following the engine (re)starts
+ * (watch.c: until then no pooled container of an earlier epoch is handed
+ * out); else sleeps on `wake`.
  *
  * One server per instance: the manager holds an exclusive flock(2) on
  * STATE_DIR/instance-INSTANCE.lock (which names its pid) for as long as it
@@ -84,6 +88,11 @@ struct sbx_pool {
 	uint64_t taken, cold, made, failed;
 	uint64_t checked_epoch; /* the epoch of the last check (none: 0) */
 	uint64_t died;		/* pooled containers found dead */
+	/* Containers out of the pool whose removal failed (the engine was
+	 * stopping, say): the refill thread tries again, backing off. */
+	struct sbx_pool_entry *doomed;
+	unsigned doomed_failures;
+	struct timespec doomed_at;
 	int last_error;
 	/* The instance's state folder: -1 and NULL when there is none. */
 	int state_fd;
@@ -588,6 +597,63 @@ static bool wants_one_locked(sbx_manager *m)
 	       m->n + have < (size_t)m->s->sandbox.max_sandboxes;
 }
 
+/* Under m->lock: E's container is to be removed later. */
+static void doom_locked(sbx_manager *m, struct sbx_pool_entry *e)
+{
+	struct sbx_pool *p = m->pool;
+
+	sbx_interp_free(e->interp);
+	e->interp = NULL;
+	e->next = p->doomed;
+	p->doomed = e;
+	pthread_cond_signal(&p->wake);
+}
+
+/* Removes E's container (unless GONE already) and frees E; a removal that
+ * fails is tried again later. Without m->lock. True when it is done. */
+static bool discard(sbx_manager *m, struct sbx_pool_entry *e, bool gone)
+{
+	int r = gone ? 0 : sbx_container_remove(m->engine, e->container, NULL);
+
+	if (r < 0 && r != -ENOENT) {
+		pthread_mutex_lock(&m->lock);
+		doom_locked(m, e);
+		pthread_mutex_unlock(&m->lock);
+		return false;
+	}
+	sbx_pool_entry_free(e);
+	return true;
+}
+
+void sbx_pool_discard(sbx_manager *m, struct sbx_pool_entry *e, bool gone)
+{
+	discard(m, e, gone);
+}
+
+/* Under m->lock, dropped around the engine calls: tries the doomed
+ * containers again; on a failure backs off (0.5 s doubling to 30 s). */
+static void retry_doomed_locked(sbx_manager *m)
+{
+	struct sbx_pool *p = m->pool;
+	struct sbx_pool_entry *list = p->doomed;
+	bool failed = false;
+	long ms = BACKOFF_MIN_MS;
+
+	p->doomed = NULL;
+	pthread_mutex_unlock(&m->lock);
+	while (list) {
+		struct sbx_pool_entry *next = list->next;
+		failed |= !discard(m, list, false);
+		list = next;
+	}
+	pthread_mutex_lock(&m->lock);
+	p->doomed_failures = failed ? p->doomed_failures + 1 : 0;
+	for (unsigned i = 1; i < p->doomed_failures && ms < BACKOFF_MAX_MS; i++)
+		ms *= 2;
+	clock_gettime(CLOCK_MONOTONIC, &p->doomed_at);
+	ts_add_ms(&p->doomed_at, ms < BACKOFF_MAX_MS ? ms : BACKOFF_MAX_MS);
+}
+
 /* Under m->lock, dropped around the engine call. */
 static void drop_oldest_locked(sbx_manager *m)
 {
@@ -597,8 +663,7 @@ static void drop_oldest_locked(sbx_manager *m)
 	p->head = e->next;
 	p->n_ready--;
 	pthread_mutex_unlock(&m->lock);
-	sbx_container_remove(m->engine, e->container, NULL);
-	sbx_pool_entry_free(e);
+	discard(m, e, false);
 	pthread_mutex_lock(&m->lock);
 }
 
@@ -697,8 +762,7 @@ static void check_locked(sbx_manager *m)
 	pthread_mutex_unlock(&m->lock);
 	while (dead) {
 		struct sbx_pool_entry *next = dead->next;
-		sbx_container_remove(m->engine, dead->container, NULL);
-		sbx_pool_entry_free(dead);
+		discard(m, dead, false);
 		dead = next;
 	}
 	pthread_mutex_lock(&m->lock);
@@ -719,12 +783,20 @@ static void *refill_main(void *arg)
 			drop_oldest_locked(m);
 			continue;
 		}
+		if (p->doomed) {
+			if (ts_reached(&now, &p->doomed_at)) {
+				retry_doomed_locked(m);
+				continue;
+			}
+			until = &p->doomed_at;
+		}
 		if (wants_one_locked(m)) {
 			if (ts_reached(&now, &p->retry_at)) {
 				refill_one_locked(m);
 				continue;
 			}
-			until = &p->retry_at;
+			if (!until || !ts_reached(&p->retry_at, until))
+				until = &p->retry_at;
 		}
 		if (p->n_ready > 0) {
 			/* Following the engine (re)started: check before handing out. */
@@ -798,10 +870,17 @@ void sbx_pool_stop(sbx_manager *m)
 	if (p->have_thread)
 		pthread_join(p->thread, NULL);
 	p->have_thread = false;
-	/* The thread is gone and nobody else adds to the pool now. */
+	/* The thread is gone and nobody else adds to the pool now (the watch
+	 * stopped before). A container whose removal fails now is left to the
+	 * next start's recover, which removes pooled containers never assigned. */
 	while ((e = p->head)) {
 		p->head = e->next;
 		p->n_ready--;
+		sbx_container_remove(m->engine, e->container, NULL);
+		sbx_pool_entry_free(e);
+	}
+	while ((e = p->doomed)) {
+		p->doomed = e->next;
 		sbx_container_remove(m->engine, e->container, NULL);
 		sbx_pool_entry_free(e);
 	}
@@ -818,6 +897,11 @@ void sbx_pool_free(sbx_manager *m)
 	while (p->head) {
 		struct sbx_pool_entry *e = p->head;
 		p->head = e->next;
+		sbx_pool_entry_free(e);
+	}
+	while (p->doomed) {
+		struct sbx_pool_entry *e = p->doomed;
+		p->doomed = e->next;
 		sbx_pool_entry_free(e);
 	}
 	if (p->state_fd >= 0)

@@ -256,6 +256,10 @@ void sbx_pool_created_locked(sbx_manager *m, bool from_pool);
 /* Under m->lock: takes the pooled entry whose container is CONTAINER out of
  * the pool (the caller removes the container and frees it), or NULL. */
 struct sbx_pool_entry *sbx_pool_unlink_locked(sbx_manager *m, const char *container);
+/* Removes the container of E, an entry out of the pool (unless GONE: the
+ * engine removed it already), and frees E; when the engine cannot remove it
+ * now, the refill thread tries again later. Without m->lock. */
+void sbx_pool_discard(sbx_manager *m, struct sbx_pool_entry *e, bool gone);
 /* Under m->lock: the engine's state may have changed under the pool
  * (following it started or stopped): wakes the refill thread, which checks
  * the pooled containers again before any is handed out. */

@@ -59,7 +59,8 @@ static sbx_sandbox *find_container_locked(sbx_manager *m, const char *container)
 }
 
 /* A pooled container that died or went: out of the pool; removed from the
- * engine unless it is gone already. True if it was one. */
+ * engine unless it is gone already (later, if the engine cannot now). True
+ * if it was one. */
 static bool pool_drop(sbx_manager *m, const char *container, bool gone)
 {
 	struct sbx_pool_entry *e;
@@ -67,12 +68,9 @@ static bool pool_drop(sbx_manager *m, const char *container, bool gone)
 	pthread_mutex_lock(&m->lock);
 	e = sbx_pool_unlink_locked(m, container);
 	pthread_mutex_unlock(&m->lock);
-	if (!e)
-		return false;
-	if (!gone)
-		sbx_container_remove(m->engine, e->container, NULL);
-	sbx_pool_entry_free(e);
-	return true;
+	if (e)
+		sbx_pool_discard(m, e, gone);
+	return e != NULL;
 }
 
 /* SB's container stopped or went: ask the engine how (ENOENT: removed). */
