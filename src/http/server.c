@@ -50,6 +50,7 @@
 #include <json-c/json.h>
 
 #include "http-internal.h"
+#include "sbx/log.h"
 #include "sbx/artifact.h"
 #include "sbx/common.h"
 
@@ -802,7 +803,7 @@ static void ready_log(struct sbx_http *h, const struct sbx_error *err)
 	}
 	pthread_mutex_unlock(&h->ready_log_lock);
 	if (say)
-		fprintf(stderr, "mcp-sandboxd: not ready: %s\n", err->msg);
+		sbx_log("not ready: %s", err->msg);
 }
 
 /* GET /ready: 200 when the engine answers, else 503 saying why, in words
