@@ -14,6 +14,7 @@
 
 #include "sandbox-internal.h"
 #include "sbx/clock.h"
+#include "sbx/log.h"
 #include "sbx/common.h"
 #include "sbx/crypto.h"
 
@@ -215,19 +216,32 @@ enum sbx_death sbx_death_of(const struct sbx_container_info *ci, int *ret_code)
 	return SBX_DEATH_EXITED;
 }
 
-void sbx_sandbox_died_locked(sbx_manager *m, sbx_sandbox *sb, enum sbx_death death, int code,
+bool sbx_sandbox_died_locked(sbx_manager *m, sbx_sandbox *sb, enum sbx_death death, int code,
 			     bool blind)
 {
 	(void)m;
 	if (death == SBX_DEATH_NONE || sb->end != SBX_END_NONE || sb->removed)
-		return;
+		return false;
 	/* Known dead: only its removal is news (a forced removal kills first). */
 	if (sb->death != SBX_DEATH_NONE && (death != SBX_DEATH_REMOVED || sb->death == death))
-		return;
+		return false;
 	sb->death = death;
 	sb->death_code = code;
 	sb->death_at = time(NULL);
 	sb->death_blind = blind;
+	return true;
+}
+
+static void death_text(sbx_manager *m, const sbx_sandbox *sb, char *buf, size_t size);
+
+void sbx_sandbox_log_death(sbx_manager *m, sbx_sandbox *sb)
+{
+	char why[320];
+
+	pthread_mutex_lock(&m->lock);
+	death_text(m, sb, why, sizeof(why));
+	pthread_mutex_unlock(&m->lock);
+	sbx_log("sandbox %s (owner %s) no longer runs: %s", sb->id, sb->owner, why);
 }
 
 /* What happened to a dead sandbox, for people: "its container was ...". */
@@ -1158,6 +1172,7 @@ int sbx_manager_check_engine(sbx_manager *m, struct sbx_error *err)
 int sbx_sandbox_exec_failed(sbx_manager *m, sbx_sandbox *sb, int r, struct sbx_error *err)
 {
 	struct sbx_container_info ci = {0};
+	bool news = false;
 	enum sbx_end end;
 	time_t at;
 	int q;
@@ -1171,11 +1186,11 @@ int sbx_sandbox_exec_failed(sbx_manager *m, sbx_sandbox *sb, int r, struct sbx_e
 	q = sbx_container_inspect(m->engine, sb->container, &ci, NULL);
 	pthread_mutex_lock(&m->lock);
 	if (q == -ENOENT) {
-		sbx_sandbox_died_locked(m, sb, SBX_DEATH_REMOVED, -1, false);
+		news = sbx_sandbox_died_locked(m, sb, SBX_DEATH_REMOVED, -1, false);
 	} else if (q >= 0 && !ci.running) {
 		int code;
 		enum sbx_death d = sbx_death_of(&ci, &code);
-		sbx_sandbox_died_locked(m, sb, d, code, false);
+		news = sbx_sandbox_died_locked(m, sb, d, code, false);
 	}
 	if (sb->death != SBX_DEATH_NONE && sb->end == SBX_END_NONE)
 		r = dead_error_locked(m, sb, err);
@@ -1183,5 +1198,7 @@ int sbx_sandbox_exec_failed(sbx_manager *m, sbx_sandbox *sb, int r, struct sbx_e
 		sbx_error_prefix(err, "sandbox %s", sb->id);
 	pthread_mutex_unlock(&m->lock);
 	sbx_container_info_release(&ci);
+	if (news)
+		sbx_sandbox_log_death(m, sb);
 	return r;
 }

@@ -202,9 +202,13 @@ int64_t sbx_sandbox_deadline_locked(sbx_manager *m, const sbx_sandbox *sb, int64
 /* Under m->lock: records that SB's container stopped or went (DEATH,
  * CODE: exit code or signal, -1 unknown); BLIND: found after the server
  * lost the engine for a while. No-op when SB is being removed or already
- * dead, but for its removal, which replaces how it died. */
-void sbx_sandbox_died_locked(sbx_manager *m, sbx_sandbox *sb, enum sbx_death death, int code,
+ * dead, but for its removal, which replaces how it died. True when it is
+ * news. */
+bool sbx_sandbox_died_locked(sbx_manager *m, sbx_sandbox *sb, enum sbx_death death, int code,
 			     bool blind);
+/* Logs that SB no longer runs, and why (after sbx_sandbox_died_locked said
+ * it is news, without m->lock: the log may block). */
+void sbx_sandbox_log_death(sbx_manager *m, sbx_sandbox *sb);
 /* The death that container info CI shows (stopped, OOM, killed), or
  * SBX_DEATH_NONE when it runs; *ret_code is the exit code or signal. */
 enum sbx_death sbx_death_of(const struct sbx_container_info *ci, int *ret_code);

@@ -31,6 +31,7 @@
 #include "sandbox-internal.h"
 #include "sbx/clock.h"
 #include "sbx/common.h"
+#include "sbx/log.h"
 
 #define RETRY_MIN_MS 250
 #define RETRY_MAX_MS 5000
@@ -40,6 +41,7 @@ struct sbx_watch {
 	pthread_cond_t wake; /* CLOCK_MONOTONIC, with m->lock */
 	bool stopping;	     /* atomic: read by the stream's poll */
 	unsigned failures;   /* connections in a row that did not open */
+	bool lost;	     /* the stream broke and has not opened since (logged) */
 };
 
 static bool stopped(void *userdata)
@@ -79,6 +81,7 @@ static void learn_death(sbx_manager *m, sbx_sandbox *sb, int exit_code, bool bli
 	struct sbx_container_info ci = {0};
 	enum sbx_death d = SBX_DEATH_EXITED;
 	int code = exit_code;
+	bool news;
 	int r = sbx_container_inspect(m->engine, sb->container, &ci, NULL);
 
 	if (r == -ENOENT)
@@ -89,13 +92,16 @@ static void learn_death(sbx_manager *m, sbx_sandbox *sb, int exit_code, bool bli
 		d = SBX_DEATH_KILLED, code = exit_code - 128;
 	sbx_container_info_release(&ci);
 	pthread_mutex_lock(&m->lock);
-	sbx_sandbox_died_locked(m, sb, d, code, blind);
+	news = sbx_sandbox_died_locked(m, sb, d, code, blind);
 	pthread_mutex_unlock(&m->lock);
+	if (news)
+		sbx_sandbox_log_death(m, sb);
 }
 
 static void on_gone(sbx_manager *m, const char *container, bool removed, int exit_code)
 {
 	sbx_sandbox *sb;
+	bool news = false;
 
 	if (pool_drop(m, container, removed))
 		return;
@@ -105,8 +111,10 @@ static void on_gone(sbx_manager *m, const char *container, bool removed, int exi
 		sb = NULL; /* being removed by us, or known dead */
 	sb = sbx_sandbox_ref(sb);
 	if (sb && removed)
-		sbx_sandbox_died_locked(m, sb, SBX_DEATH_REMOVED, -1, false);
+		news = sbx_sandbox_died_locked(m, sb, SBX_DEATH_REMOVED, -1, false);
 	pthread_mutex_unlock(&m->lock);
+	if (news)
+		sbx_sandbox_log_death(m, sb);
 	if (sb && !removed)
 		learn_death(m, sb, exit_code, false);
 	sbx_sandbox_unref(sb);
@@ -140,6 +148,9 @@ static int catch_up(sbx_manager *m)
 		m->engine_epoch++;
 		sbx_pool_recheck_locked(m);
 		pthread_mutex_unlock(&m->lock);
+		if (m->watch->lost)
+			sbx_log("following the engine's events again");
+		m->watch->lost = false;
 	}
 	for (size_t i = 0; r >= 0 && i < n; i++) {
 		const struct sbx_container_summary *c =
@@ -195,6 +206,12 @@ static void *watch_main(void *arg)
 		int64_t ms = RETRY_MIN_MS;
 		int r = sbx_engine_events(m->engine, &spec, &err);
 
+		if (r != -ENOTSUP && !w->lost && !stopped(m)) {
+			sbx_log("lost the engine's events stream (%s): no pooled sandbox is handed "
+				"out until it is back; reconnecting",
+				err.msg[0] ? err.msg : strerror(-r));
+			w->lost = true;
+		}
 		pthread_mutex_lock(&m->lock);
 		if (m->engine_followed) {
 			m->engine_followed = false;
