@@ -1470,6 +1470,24 @@ static char *big_body(size_t len, bool values)
 	return b;
 }
 
+/* A POST /mcp from address FROM that announces a 4 MiB body and sends its
+ * first 16 bytes of VALUES, then holds: its connection (the Nth held). */
+static int hold_body(const char *from, const char *headers, const char *values, int n)
+{
+	char head[512];
+	int fd;
+
+	http_from(from);
+	fd = connect_raw();
+	http_from(NULL);
+	snprintf(head, sizeof(head),
+		 "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:%u\r\n%sContent-Length: %d\r\n\r\n",
+		 http_target.port, headers, 4 << 20);
+	if (!send_quiet(fd, head, strlen(head)) || !send_quiet(fd, values, 16))
+		tap_diag("  held body %d: send failed", n);
+	return fd;
+}
+
 /* server.max_body=4m: the initialize cap of a POST without a session, the
  * JSON value count, the body budget, and what hostile 4 MB bodies cost. */
 static void test_hostile_bodies(sbx_mcp *mcp, sbx_manager *manager)
@@ -1596,17 +1614,7 @@ static void test_hostile_bodies(sbx_mcp *mcp, sbx_manager *manager)
 		for (int i = 0; i < 8; i++) {
 			static const char *const from[] = {"127.0.0.10", "127.0.0.11", "127.0.0.12",
 							   "127.0.0.13"};
-			char head[512];
-			http_from(from[i / 2]);
-			held[i] = connect_raw();
-			http_from(NULL);
-			snprintf(head, sizeof(head),
-				 "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:%u\r\n%sContent-Length: "
-				 "%d\r\n\r\n",
-				 http_target.port, headers, 4 << 20);
-			if (!send_quiet(held[i], head, strlen(head)) ||
-			    !send_quiet(held[i], values, 16))
-				tap_diag("  held body %d: send failed", i);
+			held[i] = hold_body(from[i / 2], headers, values, i);
 		}
 		/* Once the server has their first bytes, a body that does not
 		 * fit is answered 503 from its headers (the probes send headers
@@ -1655,17 +1663,7 @@ static void test_hostile_bodies(sbx_mcp *mcp, sbx_manager *manager)
 	{
 		int held[2];
 		for (int i = 0; i < 2; i++) {
-			char head[512];
-			http_from("127.0.0.20");
-			held[i] = connect_raw();
-			http_from(NULL);
-			snprintf(head, sizeof(head),
-				 "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:%u\r\n%sContent-Length: "
-				 "%d\r\n\r\n",
-				 http_target.port, headers, 4 << 20);
-			if (!send_quiet(held[i], head, strlen(head)) ||
-			    !send_quiet(held[i], values, 16))
-				tap_diag("  held body %d: send failed", i);
+			held[i] = hold_body("127.0.0.20", headers, values, i);
 		}
 		st = 0;
 		for (int tries = 0; tries < 40 && st != 503; tries++) {

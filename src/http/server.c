@@ -327,31 +327,6 @@ void sbx_http_stream_timeout(struct sbx_http_request *rq)
 	sbx_http_set_timeout(rq, rq->http->stream_timeout_s);
 }
 
-enum MHD_Result sbx_http_respond_rpc_busy(struct sbx_http_request *rq, const char *message)
-{
-	static const char *const headers[] = {"Retry-After", "1", NULL};
-	struct json_object *o = json_object_new_object(), *e = json_object_new_object();
-	enum MHD_Result r;
-	const char *t;
-
-	if (!o || !e) {
-		json_object_put(o);
-		json_object_put(e);
-		return MHD_NO;
-	}
-	json_object_object_add(e, "code", json_object_new_int(SBX_JSONRPC_SERVER_ERROR));
-	json_object_object_add(e, "message", json_object_new_string(message));
-	json_object_object_add(o, "jsonrpc", json_object_new_string("2.0"));
-	json_object_object_add(o, "id", NULL);
-	json_object_object_add(o, "error", e);
-	t = json_object_to_json_string_ext(o,
-					   JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
-	r = sbx_http_respond(rq, MHD_HTTP_SERVICE_UNAVAILABLE, "application/json", t, strlen(t),
-			     headers);
-	json_object_put(o);
-	return r;
-}
-
 bool sbx_http_media_is(const char *value, const char *type)
 {
 	size_t n = strlen(type);
@@ -527,8 +502,9 @@ enum MHD_Result sbx_http_respond_json_take(struct sbx_http_request *rq, unsigned
 	return sbx_http_queue(rq, status, resp);
 }
 
-enum MHD_Result sbx_http_respond_rpc_error(struct sbx_http_request *rq, unsigned status, int code,
-					   const char *message)
+/* A JSON-RPC error without an id: {"jsonrpc","id":null,"error":{code,message}}. */
+static enum MHD_Result respond_rpc(struct sbx_http_request *rq, unsigned status, int code,
+				   const char *message, const char *const *headers)
 {
 	struct json_object *o = json_object_new_object(), *e = json_object_new_object();
 	enum MHD_Result r;
@@ -546,9 +522,23 @@ enum MHD_Result sbx_http_respond_rpc_error(struct sbx_http_request *rq, unsigned
 	json_object_object_add(o, "error", e);
 	t = json_object_to_json_string_ext(o,
 					   JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
-	r = sbx_http_respond(rq, status, "application/json", t, strlen(t), NULL);
+	r = sbx_http_respond(rq, status, "application/json", t, strlen(t), headers);
 	json_object_put(o);
 	return r;
+}
+
+enum MHD_Result sbx_http_respond_rpc_error(struct sbx_http_request *rq, unsigned status, int code,
+					   const char *message)
+{
+	return respond_rpc(rq, status, code, message, NULL);
+}
+
+enum MHD_Result sbx_http_respond_rpc_busy(struct sbx_http_request *rq, const char *message)
+{
+	static const char *const headers[] = {"Retry-After", "1", NULL};
+
+	return respond_rpc(rq, MHD_HTTP_SERVICE_UNAVAILABLE, SBX_JSONRPC_SERVER_ERROR, message,
+			   headers);
 }
 
 enum MHD_Result sbx_http_respond_405(struct sbx_http_request *rq, const char *allow)
