@@ -453,6 +453,8 @@ static int exec_wait_exit(sbx_engine *e, const char *exec_id, int *ret_code, str
 
 /* How often sbx_exec asks spec->cancelled. */
 #define CANCEL_POLL_MS 50
+/* How long a stopped exec waits for the PID line it has not had yet. */
+#define PID_WAIT_MS 5000
 
 int sbx_exec(sbx_engine *e, const char *id, const struct sbx_exec_spec *spec,
 	     struct sbx_exec_result *ret_result, struct sbx_error *err)
@@ -540,6 +542,23 @@ int sbx_exec(sbx_engine *e, const char *id, const struct sbx_exec_spec *spec,
 			capture_stderr(&cap, buf, (size_t)n);
 		else
 			capture(&cap, fd, buf, (size_t)n);
+	}
+	/* Stopped before the wrapper's PID line came (an exec slow to start,
+	 * under load): wait a little for it, or the tree would run on. */
+	if ((res.timed_out || res.cancelled) && cap.want_pid) {
+		int64_t until = sbx_monotonic_ms() + PID_WAIT_MS;
+		for (int64_t now = sbx_monotonic_ms(); cap.want_pid && now < until;
+		     now = sbx_monotonic_ms()) {
+			int fd = 1;
+			ssize_t n =
+			    sbx_stream_read(s, buf, sizeof(buf), &fd, (int)(until - now), NULL);
+			if (n <= 0 && n != -ETIMEDOUT)
+				break;
+			if (n > 0 && fd == 2)
+				capture_stderr(&cap, buf, (size_t)n);
+			else if (n > 0)
+				capture(&cap, fd, buf, (size_t)n);
+		}
 	}
 	s = sbx_stream_free(s);
 	if (res.timed_out || res.cancelled) {

@@ -270,6 +270,21 @@ static void test_timeout(const char *id)
 	if (res.out.data && strstr(res.out.data, "sleep 30"))
 		tap_diag("processes:\n%s", res.out.data);
 	sbx_exec_result_release(&res);
+
+	/* A limit of 1 ms is over before the first read, so before the
+	 * wrapper's PID line: the tree is killed all the same. */
+	{
+		const char *const late[] = {"sh", "-c", "sleep 302 & sleep 303; wait", NULL};
+		tap_ok(run(id, late, 1, 0, &res, &err) == 0 && res.timed_out,
+		       "an exec whose limit ends before its PID line times out (%s)", err.msg);
+		sbx_exec_result_release(&res);
+		tap_ok(run(id, ps, 0, 0, &res, &err) == 0, "list processes (%s)", err.msg);
+		tap_ok(res.out.data && !strstr(res.out.data, "sleep 30"),
+		       "and its tree is gone too");
+		if (res.out.data && strstr(res.out.data, "sleep 30"))
+			tap_diag("processes:\n%s", res.out.data);
+		sbx_exec_result_release(&res);
+	}
 }
 
 struct extract {
