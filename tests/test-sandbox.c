@@ -874,6 +874,12 @@ static bool list_has(char **v, const char *s)
 	return false;
 }
 
+static bool always(void *userdata)
+{
+	(void)userdata;
+	return true;
+}
+
 static void test_packages(const char *script)
 {
 	struct sbx_error err = SBX_ERROR_INIT;
@@ -972,6 +978,26 @@ static void test_packages(const char *script)
 	}
 	tap_is_int(st.state, SBX_INSTALL_SUCCESS, "then status says SUCCESS");
 	sbx_install_status_release(&st);
+
+	/* A caller that cancels stops waiting (pip takes far longer than the
+	 * first poll), and the install goes on in the background. */
+	{
+		struct sbx_install_opts o = {.wait_ms = 120000, .cancelled = always};
+		r = sbx_sandbox_install_ex(m, sb, "sbxdemo==1.0.0", &o, &st, &err);
+		tap_ok(r == -ECANCELED, "a cancelled wait for an install ends at once (%d %s)", r,
+		       err.msg);
+		if (r == 0)
+			sbx_install_status_release(&st);
+		for (int i = 0; i < 600; i++) {
+			sbx_install_status_release(&st);
+			if (sbx_sandbox_install_status(m, sb, "sbxdemo==1.0.0", &st, &err) < 0 ||
+			    st.state != SBX_INSTALL_RUNNING)
+				break;
+			usleep(200000);
+		}
+		tap_is_int(st.state, SBX_INSTALL_SUCCESS, "and the install ends well all the same");
+		sbx_install_status_release(&st);
+	}
 
 	/* One left running while the manager is freed: free waits for it. */
 	r = sbx_sandbox_install(m, sb, "sbxdemo>=1", 0, &st, &err);
@@ -1236,17 +1262,22 @@ static char *listed(sbx_manager *m, sbx_sandbox *sb, char **ret_reason)
 }
 
 /* Waits (up to 30 s, a bound on a hang) until list_sandboxes gives SB a
- * reason it no longer runs; that reason (owned), or NULL. */
-static char *wait_dead(sbx_manager *m, sbx_sandbox *sb)
+ * reason it no longer runs that holds WANT; the last reason (owned), or
+ * NULL when there was none. */
+static char *wait_dead(sbx_manager *m, sbx_sandbox *sb, const char *want)
 {
+	char *reason = NULL;
+
 	for (int i = 0; i < 300; i++) {
-		char *reason = NULL, *status = listed(m, sb, &reason);
+		char *status;
+		free(reason);
+		status = listed(m, sb, &reason);
 		free(status);
-		if (reason)
-			return reason;
+		if (reason && strstr(reason, want))
+			break;
 		usleep(100000);
 	}
-	return NULL;
+	return reason;
 }
 
 /* A sandbox whose container is killed, or removed, from outside the server:
@@ -1275,7 +1306,7 @@ static void test_stopped(sbx_manager *m)
 	}
 	cid = container_of(instance, sbx_sandbox_id(sb));
 	tap_ok(cid && sbx_container_kill(engine, cid, "KILL", &err) == 0, "kill its container");
-	reason = wait_dead(m, sb);
+	reason = wait_dead(m, sb, "killed");
 	tap_ok(reason && strstr(reason, "killed (signal 9) from outside the server"),
 	       "list_sandboxes says it was killed, without any call on it: %s",
 	       reason ? reason : "(no reason)");
@@ -1304,7 +1335,7 @@ static void test_stopped(sbx_manager *m)
 	gid = container_of(instance, sbx_sandbox_id(gone));
 	tap_ok(gid && sbx_container_remove(engine, gid, &err) == 0,
 	       "remove a container from outside");
-	reason = wait_dead(m, gone);
+	reason = wait_dead(m, gone, "removed");
 	tap_ok(reason && strstr(reason, "removed from outside the server"),
 	       "list_sandboxes says its container was removed: %s",
 	       reason ? reason : "(no reason)");

@@ -325,6 +325,17 @@ bool sbx_package_spec_valid(const char *spec, char *why, size_t why_size);
  * second call for a package already installing reports RUNNING. */
 int sbx_sandbox_install(sbx_manager *m, sbx_sandbox *sb, const char *spec, long wait_ms,
 			struct sbx_install_status *ret_status, struct sbx_error *err);
+/* How sbx_sandbox_install_ex waits. */
+struct sbx_install_opts {
+	long wait_ms; /* as sbx_sandbox_install's */
+	/* Optional: polled about every 100 ms while it waits; true ends the
+	 * wait with -ECANCELED (the install goes on in the background). */
+	bool (*cancelled)(void *userdata);
+	void *userdata;
+};
+int sbx_sandbox_install_ex(sbx_manager *m, sbx_sandbox *sb, const char *spec,
+			   const struct sbx_install_opts *opts,
+			   struct sbx_install_status *ret_status, struct sbx_error *err);
 /* The state of an install we started, or whether the package is present. */
 int sbx_sandbox_install_status(sbx_manager *m, sbx_sandbox *sb, const char *spec,
 			       struct sbx_install_status *ret_status, struct sbx_error *err);

@@ -403,9 +403,34 @@ static bool make_room_locked(sbx_sandbox *sb)
 	return true;
 }
 
-static int install(sbx_manager *m, sbx_sandbox *sb, const char *spec, long wait_ms,
-		   struct sbx_install_status *ret_status, struct sbx_error *err)
+/* How often a wait for an install asks whether its caller cancelled. */
+#define CANCEL_POLL_MS 100
+
+/* Under m->lock: waits on m->changed until DEADLINE (CLOCK_REALTIME), or
+ * CANCEL_POLL_MS at most when there is a CANCELLED hook. */
+static int wait_changed_locked(sbx_manager *m, const struct timespec *deadline, bool polled)
 {
+	struct timespec until = *deadline, slice;
+
+	if (polled) {
+		clock_gettime(CLOCK_REALTIME, &slice);
+		slice.tv_nsec += CANCEL_POLL_MS * 1000000L;
+		if (slice.tv_nsec >= 1000000000L) {
+			slice.tv_sec++;
+			slice.tv_nsec -= 1000000000L;
+		}
+		if (slice.tv_sec < until.tv_sec ||
+		    (slice.tv_sec == until.tv_sec && slice.tv_nsec < until.tv_nsec))
+			until = slice;
+	}
+	return pthread_cond_timedwait(&m->changed, &m->lock, &until);
+}
+
+static int install(sbx_manager *m, sbx_sandbox *sb, const char *spec,
+		   const struct sbx_install_opts *o, struct sbx_install_status *ret_status,
+		   struct sbx_error *err)
+{
+	long wait_ms = o->wait_ms;
 	char why[256];
 	struct sbx_install *in = NULL, *fresh = NULL, **pp;
 	struct sbx_install_status st;
@@ -481,9 +506,47 @@ static int install(sbx_manager *m, sbx_sandbox *sb, const char *spec, long wait_
 	fresh = NULL;
 	job = NULL;
 wait:
-	while (in->state == SBX_INSTALL_RUNNING && wait_ms > 0)
-		if (pthread_cond_timedwait(&m->changed, &m->lock, &deadline) == ETIMEDOUT)
+	while (in->state == SBX_INSTALL_RUNNING && wait_ms > 0) {
+		struct timespec now;
+		bool stop;
+
+		wait_changed_locked(m, &deadline, o->cancelled != NULL);
+		/* The record may have gone while the lock was free (ended,
+		 * then replaced by a new install of the same spec). */
+		in = find_install_locked(sb, spec);
+		if (!in) {
+			r = sbx_error_set(err, -ENOENT,
+					  "the install of %.200s was replaced meanwhile: "
+					  "check_package_installation_status tells its state",
+					  spec);
+			goto unlock;
+		}
+		clock_gettime(CLOCK_REALTIME, &now);
+		if (now.tv_sec > deadline.tv_sec ||
+		    (now.tv_sec == deadline.tv_sec && now.tv_nsec >= deadline.tv_nsec))
 			break;
+		if (!o->cancelled || in->state != SBX_INSTALL_RUNNING)
+			continue;
+		pthread_mutex_unlock(&m->lock);
+		stop = o->cancelled(o->userdata);
+		pthread_mutex_lock(&m->lock);
+		if (stop) {
+			/* The install goes on in the background; nobody waits. */
+			r = sbx_error_set(err, -ECANCELED,
+					  "cancelled while waiting for the install");
+			goto unlock;
+		}
+		in = find_install_locked(sb, spec);
+		if (!in)
+			break; /* status_of_locked below is not reached with NULL */
+	}
+	if (!in) {
+		r = sbx_error_set(err, -ENOENT,
+				  "the install of %.200s was replaced meanwhile: "
+				  "check_package_installation_status tells its state",
+				  spec);
+		goto unlock;
+	}
 	r = status_of_locked(in, &st);
 	if (r < 0)
 		r = sbx_error_set(err, r, "out of memory");
@@ -540,12 +603,21 @@ static int install_status(sbx_manager *m, sbx_sandbox *sb, const char *spec,
 int sbx_sandbox_install(sbx_manager *m, sbx_sandbox *sb, const char *spec, long wait_ms,
 			struct sbx_install_status *ret_status, struct sbx_error *err)
 {
+	const struct sbx_install_opts o = {.wait_ms = wait_ms};
+
+	return sbx_sandbox_install_ex(m, sb, spec, &o, ret_status, err);
+}
+
+int sbx_sandbox_install_ex(sbx_manager *m, sbx_sandbox *sb, const char *spec,
+			   const struct sbx_install_opts *opts,
+			   struct sbx_install_status *ret_status, struct sbx_error *err)
+{
 	struct sbx_install_status st = {0};
 	int r = sbx_sandbox_begin(sb, err), q;
 
 	if (r < 0)
 		return r;
-	r = install(m, sb, spec, wait_ms, &st, err);
+	r = install(m, sb, spec, opts, &st, err);
 	q = sbx_sandbox_end(sb, r < 0 ? NULL : err);
 	if (r >= 0 && q < 0) {
 		sbx_install_status_release(&st);

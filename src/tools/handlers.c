@@ -704,7 +704,10 @@ static int install_tool(const struct sbx_tool_ctx *ctx, struct json_object *args
 		return r < 0 ? r : 0;
 	if (install) {
 		notify_started(ctx, "pip install started");
-		r = sbx_sandbox_install(ctx->manager, sb, spec, INSTALL_WAIT_MS, &st, &err);
+		const struct sbx_install_opts o = {.wait_ms = INSTALL_WAIT_MS,
+						   .cancelled = command_cancelled,
+						   .userdata = (void *)ctx};
+		r = sbx_sandbox_install_ex(ctx->manager, sb, spec, &o, &st, &err);
 	} else {
 		r = sbx_sandbox_install_status(ctx->manager, sb, spec, &st, &err);
 	}
