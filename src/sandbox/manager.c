@@ -782,23 +782,31 @@ again:
 	return 0;
 }
 
-int sbx_sandbox_get(sbx_manager *m, const char *owner, const char *id_or_name, sbx_sandbox **ret_sb,
-		    struct sbx_error *err)
+/* Under m->lock: *RET_SB (a reference) is OWNER's sandbox ID_OR_NAME, or
+ * the error says why there is none. */
+static int lookup_locked(sbx_manager *m, const char *owner, const char *id_or_name,
+			 sbx_sandbox **ret_sb, struct sbx_error *err)
 {
-	sbx_sandbox *sb = NULL;
-	int r = 0;
+	sbx_sandbox *sb;
 
 	if (!owner || !id_or_name)
 		return sbx_error_set(err, -EINVAL, "no sandbox id given");
-	pthread_mutex_lock(&m->lock);
-	sb = sbx_sandbox_ref(find_locked(m, owner, id_or_name));
+	sb = find_locked(m, owner, id_or_name);
 	if (!sb)
-		r = not_found_locked(m, owner, id_or_name, err);
-	pthread_mutex_unlock(&m->lock);
-	if (r < 0)
-		return r;
-	*ret_sb = sb;
+		return not_found_locked(m, owner, id_or_name, err);
+	*ret_sb = sbx_sandbox_ref(sb);
 	return 0;
+}
+
+int sbx_sandbox_get(sbx_manager *m, const char *owner, const char *id_or_name, sbx_sandbox **ret_sb,
+		    struct sbx_error *err)
+{
+	int r;
+
+	pthread_mutex_lock(&m->lock);
+	r = lookup_locked(m, owner, id_or_name, ret_sb, err);
+	pthread_mutex_unlock(&m->lock);
+	return r;
 }
 
 int sbx_sandbox_remove_marked(sbx_manager *m, sbx_sandbox *sb, struct sbx_error *err)
@@ -824,19 +832,15 @@ int sbx_sandbox_delete(sbx_manager *m, const char *owner, const char *id_or_name
 		       struct sbx_error *err)
 {
 	sbx_sandbox *sb = NULL;
-	int r = 0;
+	int r;
 
-	if (!owner || !id_or_name)
-		return sbx_error_set(err, -EINVAL, "no sandbox id given");
 	/* Marked first: no call starts in it from now on, and the calls
 	 * running in it end with its container, saying it was deleted. */
 	pthread_mutex_lock(&m->lock);
-	sb = sbx_sandbox_ref(find_locked(m, owner, id_or_name));
-	if (sb) {
+	r = lookup_locked(m, owner, id_or_name, &sb, err);
+	if (r >= 0) {
 		sb->end = SBX_END_DELETED;
 		sb->end_at = time(NULL);
-	} else {
-		r = not_found_locked(m, owner, id_or_name, err);
 	}
 	pthread_mutex_unlock(&m->lock);
 	if (r < 0)

@@ -608,16 +608,18 @@ int sbx_sandbox_install(sbx_manager *m, sbx_sandbox *sb, const char *spec, long 
 	return sbx_sandbox_install_ex(m, sb, spec, &o, ret_status, err);
 }
 
-int sbx_sandbox_install_ex(sbx_manager *m, sbx_sandbox *sb, const char *spec,
-			   const struct sbx_install_opts *opts,
-			   struct sbx_install_status *ret_status, struct sbx_error *err)
+/* Between sbx_sandbox_begin and end: the install with OPTS, or, when OPTS
+ * is NULL, the status of SPEC. */
+static int in_sandbox(sbx_manager *m, sbx_sandbox *sb, const char *spec,
+		      const struct sbx_install_opts *opts, struct sbx_install_status *ret_status,
+		      struct sbx_error *err)
 {
 	struct sbx_install_status st = {0};
 	int r = sbx_sandbox_begin(sb, err), q;
 
 	if (r < 0)
 		return r;
-	r = install(m, sb, spec, opts, &st, err);
+	r = opts ? install(m, sb, spec, opts, &st, err) : install_status(m, sb, spec, &st, err);
 	q = sbx_sandbox_end(sb, r < 0 ? NULL : err);
 	if (r >= 0 && q < 0) {
 		sbx_install_status_release(&st);
@@ -628,21 +630,17 @@ int sbx_sandbox_install_ex(sbx_manager *m, sbx_sandbox *sb, const char *spec,
 	return r;
 }
 
+int sbx_sandbox_install_ex(sbx_manager *m, sbx_sandbox *sb, const char *spec,
+			   const struct sbx_install_opts *opts,
+			   struct sbx_install_status *ret_status, struct sbx_error *err)
+{
+	static const struct sbx_install_opts none = {0};
+
+	return in_sandbox(m, sb, spec, opts ? opts : &none, ret_status, err);
+}
+
 int sbx_sandbox_install_status(sbx_manager *m, sbx_sandbox *sb, const char *spec,
 			       struct sbx_install_status *ret_status, struct sbx_error *err)
 {
-	struct sbx_install_status st = {0};
-	int r = sbx_sandbox_begin(sb, err), q;
-
-	if (r < 0)
-		return r;
-	r = install_status(m, sb, spec, &st, err);
-	q = sbx_sandbox_end(sb, r < 0 ? NULL : err);
-	if (r >= 0 && q < 0) {
-		sbx_install_status_release(&st);
-		return q;
-	}
-	if (r >= 0)
-		*ret_status = st;
-	return r;
+	return in_sandbox(m, sb, spec, NULL, ret_status, err);
 }

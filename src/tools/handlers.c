@@ -433,6 +433,25 @@ static int output_json(const struct sbx_run_result *rr, struct json_object *res)
 	return r < 0 ? -ENOMEM : 0;
 }
 
+/* The start of a tool that runs code or a command: its time limit (*RET_CAPPED,
+ * owned, says when the client's was cut) and its sandbox. 0 to go on; else
+ * what get_sandbox says (> 0: the failure is in OUT), nothing held. */
+static int run_prepare(const struct sbx_tool_ctx *ctx, struct json_object *args,
+		       struct sbx_tool_out *out, long *ret_timeout_ms, char **ret_capped,
+		       sbx_sandbox **ret_sb)
+{
+	int r;
+
+	if (run_timeout_ms(ctx, args, ret_timeout_ms, ret_capped) < 0)
+		return -ENOMEM;
+	r = get_sandbox(ctx, args, out, ret_sb);
+	if (r != 0) {
+		free(*ret_capped);
+		*ret_capped = NULL;
+	}
+	return r;
+}
+
 static bool command_cancelled(void *userdata)
 {
 	return sbx_tools_cancelled(userdata);
@@ -452,13 +471,9 @@ int sbx_tool_execute_terminal_command(const struct sbx_tool_ctx *ctx, struct jso
 	char *capped = NULL;
 	int r;
 
-	if (run_timeout_ms(ctx, args, &opts.timeout_ms, &capped) < 0)
-		return -ENOMEM;
-	r = get_sandbox(ctx, args, out, &sb);
-	if (r != 0) {
-		free(capped);
+	r = run_prepare(ctx, args, out, &opts.timeout_ms, &capped, &sb);
+	if (r != 0)
 		return r < 0 ? r : 0;
-	}
 	notify_started(ctx, "running the command");
 	r = sbx_sandbox_run_shell_ex(ctx->manager, sb, arg_str(args, "command"), &opts, &rr, &err);
 	if (r < 0) {
@@ -543,13 +558,9 @@ int sbx_tool_execute_python_code(const struct sbx_tool_ctx *ctx, struct json_obj
 	char *capped = NULL;
 	int r;
 
-	if (run_timeout_ms(ctx, args, &opts.timeout_ms, &capped) < 0)
-		return -ENOMEM;
-	r = get_sandbox(ctx, args, out, &sb);
-	if (r != 0) {
-		free(capped);
+	r = run_prepare(ctx, args, out, &opts.timeout_ms, &capped, &sb);
+	if (r != 0)
 		return r < 0 ? r : 0;
-	}
 	sbx_progress_init(&h.progress, ctx);
 	sbx_progress_step(&h.progress, "running the Python code");
 	r = sbx_sandbox_run_python_ex(ctx->manager, sb, arg_str(args, "code"), &opts, &rr, &err);
