@@ -195,7 +195,8 @@ int sbx_manager_recover(sbx_manager *m, struct sbx_error *err);
 /* The warm pool, for tests and the benchmark. */
 struct sbx_pool_stats {
 	size_t size;	   /* containers the pool aims to keep: sandbox.pool_size, 0 when off */
-	size_t ready;	   /* started, unassigned containers waiting now */
+	size_t ready;	   /* started, unassigned containers that may be handed out now
+			    * (checked since following the engine last (re)started) */
 	size_t filling;	   /* containers being started for the pool now (0 or 1) */
 	bool filling_on;   /* the pool has started filling (see above) */
 	uint64_t taken;	   /* creates served from the pool */

@@ -1114,6 +1114,16 @@ void sbx_pool_recover_done(sbx_manager *m)
 	pthread_mutex_unlock(&m->lock);
 }
 
+/* Under m->lock: the pooled containers that may be handed out now. */
+static size_t trusted_count_locked(sbx_manager *m)
+{
+	size_t n = 0;
+
+	for (const struct sbx_pool_entry *e = m->pool->head; e; e = e->next)
+		n += trusted_locked(m, e);
+	return n;
+}
+
 void sbx_manager_pool_stats(sbx_manager *m, struct sbx_pool_stats *ret_stats)
 {
 	struct sbx_pool *p = m->pool;
@@ -1121,7 +1131,7 @@ void sbx_manager_pool_stats(sbx_manager *m, struct sbx_pool_stats *ret_stats)
 	pthread_mutex_lock(&m->lock);
 	*ret_stats = (struct sbx_pool_stats){
 	    .size = p->size,
-	    .ready = p->n_ready,
+	    .ready = trusted_count_locked(m),
 	    .filling = p->filling ? 1 : 0,
 	    .filling_on = p->started && p->size > 0,
 	    .taken = p->taken,
