@@ -225,6 +225,9 @@ int64_t sbx_json_int(struct json_object *o, const char *key);
 bool sbx_json_bool(struct json_object *o, const char *key);
 struct json_object *sbx_json_path(struct json_object *o, const char *a, const char *b);
 struct json_object *sbx_json_strv(const char *const *v);
+/* An array's strings as an owned NULL-terminated array (empty when not an array); NULL = ENOMEM. */
+char **sbx_json_to_strv(struct json_object *a);
+bool sbx_json_strv_has(struct json_object *a, const char *s);
 struct json_object *sbx_json_labels(const struct sbx_kv *kv, size_t n);
 /* [{NAME_KEY: name, SOFT_KEY: soft, HARD_KEY: hard}, ...] of U[0..N). */
 struct json_object *sbx_json_ulimits(const struct sbx_ulimit *u, size_t n, const char *name_key,

@@ -333,6 +333,9 @@ void sbx_container_info_release(struct sbx_container_info *info)
 	free(info->image);
 	free(info->status);
 	free(info->network_mode);
+	free(info->runtime);
+	sbx_strv_free(info->cap_add);
+	sbx_strv_free(info->cap_drop);
 	for (size_t i = 0; i < info->n_labels; i++) {
 		free((char *)info->labels[i].key);
 		free((char *)info->labels[i].value);
@@ -368,10 +371,49 @@ void sbx_container_list_free(struct sbx_container_summary *list, size_t n)
  * through a second exec and works with a remote engine. */
 #define PID_MARK "\036sbx-pid "
 static const char pid_wrapper[] = "printf '\\036sbx-pid %s\\n' \"$$\" >&2; exec \"$@\"";
+/*
+ * The killer stops the tree from its root down, then stops and kills every
+ * process left in the wrapper's session (an exec is a session leader, so its
+ * orphans, reparented to the sandbox's init, keep the session: a fork bomb's
+ * processes do). It forks nothing (read, kill and globs are shell builtins):
+ * it must work in a sandbox whose PID limit is full. Exits 0 when it ran.
+ */
 static const char tree_killer[] =
-    "k() { kill -STOP \"$1\" 2>/dev/null; "
-    "for c in $(cat /proc/\"$1\"/task/*/children 2>/dev/null); do k \"$c\"; done; "
-    "kill -KILL \"$1\" 2>/dev/null; }; k \"$1\"";
+    "T=$1\n"
+    "k() {\n"
+    "  local f cs c\n"
+    "  kill -STOP \"$1\" 2>/dev/null\n"
+    "  for f in /proc/\"$1\"/task/*/children; do\n"
+    "    cs=\n"
+    "    { read -r cs <\"$f\"; } 2>/dev/null\n"
+    "    for c in $cs; do k \"$c\"; done\n"
+    "  done\n"
+    "  kill -KILL \"$1\" 2>/dev/null\n"
+    "}\n"
+    "sweep() {\n"
+    "  sig=$1 found=\n"
+    "  for f in /proc/[0-9]*/stat; do\n"
+    "    s=\n"
+    "    { read -r s <\"$f\"; } 2>/dev/null || continue\n"
+    "    set -- ${s##*) }\n"
+    "    [ \"$4\" = \"$T\" ] && [ \"$1\" != Z ] || continue\n"
+    "    [ \"$sig\" = STOP ] && [ \"$1\" = T ] && continue\n"
+    "    p=${f#/proc/}\n"
+    "    kill -\"$sig\" \"${p%/stat}\" 2>/dev/null && found=1\n"
+    "  done\n"
+    "}\n"
+    "s=\n"
+    "{ read -r s </proc/\"$T\"/stat; } 2>/dev/null\n"
+    "set -- ${s##*) }\n"
+    "lead=$4\n"
+    "k \"$T\"\n"
+    "if [ \"$lead\" = \"$T\" ]; then\n"
+    "  n=0\n"
+    "  while [ $n -lt 50 ]; do sweep STOP; [ -n \"$found\" ] || break; n=$((n + 1)); done\n"
+    "  n=0\n"
+    "  while [ $n -lt 50 ]; do sweep KILL; [ -n \"$found\" ] || break; n=$((n + 1)); done\n"
+    "fi\n"
+    "exit 0\n";
 
 struct exec_capture {
 	struct sbx_exec_result *res;
@@ -419,6 +461,9 @@ static void capture_stderr(struct exec_capture *c, const char *p, size_t n)
 		capture(c, 2, p, n);
 }
 
+/* How often the killer is tried before the tree is left to the time limit's end. */
+#define KILL_TRIES 30
+
 static int exec_kill_tree(sbx_engine *e, const char *id, const struct sbx_exec_spec *spec, long pid)
 {
 	char pidstr[32];
@@ -428,8 +473,17 @@ static int exec_kill_tree(sbx_engine *e, const char *id, const struct sbx_exec_s
 	int r;
 
 	snprintf(pidstr, sizeof(pidstr), "%ld", pid);
-	r = sbx_exec(e, id, &kill_spec, &res, NULL);
-	sbx_exec_result_release(&res);
+	/* A sandbox at its PID limit may refuse the exec for a while: try again. */
+	for (int i = 0; i < KILL_TRIES; i++) {
+		r = sbx_exec(e, id, &kill_spec, &res, NULL);
+		if (r >= 0 && res.exit_code != 0)
+			r = -ECHILD;
+		sbx_exec_result_release(&res);
+		memset(&res, 0, sizeof(res));
+		if (r >= 0 || r == -ENOENT)
+			break;
+		nanosleep(&(struct timespec){.tv_nsec = 100 * 1000000L}, NULL);
+	}
 	return r;
 }
 

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "engine-internal.h"
+#include "sbx/common.h"
 
 const char *sbx_json_str(struct json_object *o, const char *key)
 {
@@ -39,6 +40,34 @@ struct json_object *sbx_json_path(struct json_object *o, const char *a, const ch
 	if (b && (!v || !json_object_object_get_ex(v, b, &v)))
 		return NULL;
 	return v;
+}
+
+char **sbx_json_to_strv(struct json_object *a)
+{
+	size_t n = json_object_is_type(a, json_type_array) ? json_object_array_length(a) : 0;
+	char **v = calloc(n + 1, sizeof(*v));
+	size_t k = 0;
+
+	for (size_t i = 0; v && i < n; i++) {
+		struct json_object *e = json_object_array_get_idx(a, i);
+		if (!json_object_is_type(e, json_type_string))
+			continue;
+		if (!(v[k++] = strdup(json_object_get_string(e))))
+			return sbx_strv_free(v);
+	}
+	return v;
+}
+
+bool sbx_json_strv_has(struct json_object *a, const char *s)
+{
+	size_t n = json_object_is_type(a, json_type_array) ? json_object_array_length(a) : 0;
+
+	for (size_t i = 0; i < n; i++) {
+		const char *e = json_object_get_string(json_object_array_get_idx(a, i));
+		if (e && !strcmp(e, s))
+			return true;
+	}
+	return false;
 }
 
 struct json_object *sbx_json_strv(const char *const *v)

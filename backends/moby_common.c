@@ -196,7 +196,7 @@ int sbx_moby_container_inspect(sbx_engine *e, const char *id, struct sbx_contain
 	_cleanup_json_ struct json_object *j = NULL;
 	struct sbx_container_info info = {0};
 	struct json_object *state, *host, *config;
-	const char *image;
+	const char *image, *runtime, *size;
 	int r = sbx_engine_json(e, "GET", NULL, NULL, &j, err, "/containers/%s/json", id);
 
 	if (r < 0)
@@ -224,7 +224,19 @@ int sbx_moby_container_inspect(sbx_engine *e, const char *id, struct sbx_contain
 	info.pids_limit = sbx_json_int(host, "PidsLimit");
 	info.read_only_rootfs = sbx_json_bool(host, "ReadonlyRootfs");
 	info.network_mode = dup_or_null(sbx_json_str(host, "NetworkMode"));
+	info.init = sbx_json_bool(host, "Init");
+	info.no_new_privileges =
+	    sbx_json_strv_has(sbx_json_path(host, "SecurityOpt", NULL), "no-new-privileges");
+	info.cap_add = sbx_json_to_strv(sbx_json_path(host, "CapAdd", NULL));
+	info.cap_drop = sbx_json_to_strv(sbx_json_path(host, "CapDrop", NULL));
+	/* libpod's HostConfig.Runtime says "oci"; its OCIRuntime names the runtime. */
+	runtime = sbx_json_str(j, "OCIRuntime");
+	info.runtime = dup_or_null(runtime ? runtime : sbx_json_str(host, "Runtime"));
+	size = sbx_json_str(sbx_json_path(host, "StorageOpt", NULL), "size");
+	info.disk_bytes = size ? strtoll(size, NULL, 10) : 0;
 	r = info_labels(sbx_json_path(config, "Labels", NULL), &info);
+	if (r >= 0 && (!info.cap_add || !info.cap_drop))
+		r = -ENOMEM;
 	if (r < 0 || !info.id) {
 		sbx_container_info_release(&info);
 		return r < 0 ? sbx_error_set(err, r, "out of memory")

@@ -36,6 +36,15 @@ static inline void sbx_closep(int *fd)
 		_p;                                                                                \
 	})
 
+/* A NULL-terminated array of owned strings. */
+static inline char **sbx_strv_free(char **v)
+{
+	for (char **p = v; p && *p; p++)
+		free(*p);
+	free(v);
+	return NULL;
+}
+
 #define SBX_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
 #endif

@@ -68,6 +68,11 @@ struct sbx_container_spec {
 	const char *network_mode; /* "none", "host", "bridge" or a network name */
 	const struct sbx_ulimit *ulimits;
 	size_t n_ulimits;
+	bool init; /* an init as PID 1 (the engine's: docker-init, catatonit) reaps orphans */
+	const char
+	    *runtime; /* OCI runtime name known to the engine ("runc", "runsc"); NULL = default */
+	int64_t
+	    disk_bytes; /* bound on the container's writable layer (storage-opt size); 0 = none */
 };
 
 /* What inspect reports. Strings are owned by the struct. */
@@ -86,6 +91,12 @@ struct sbx_container_info {
 	char *network_mode;
 	struct sbx_kv *labels; /* owned keys and values */
 	size_t n_labels;
+	bool init;		/* the engine put its init as PID 1 */
+	bool no_new_privileges; /* "no-new-privileges" among the security options */
+	char **cap_add;		/* NULL-terminated, owned; as the engine reports them */
+	char **cap_drop;	/* Docker: what was asked ("ALL"); libpod: each one dropped */
+	char *runtime;		/* the OCI runtime in use ("runc", "runsc") */
+	int64_t disk_bytes;	/* the writable layer's size bound, 0 when none */
 };
 
 struct sbx_container_summary {

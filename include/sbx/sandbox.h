@@ -181,6 +181,10 @@ struct sbx_install_status {
  * replaced by a name unique to the state folder (kept in
  * STATE/default-instance), so servers with state folders of their own never
  * share an instance. Without a state folder neither applies (pool.c). */
+/* The RLIMIT_NPROC each sandbox gets: above what all sandboxes may hold
+ * together, so that each one's pids_limit (its own cgroup) binds first. */
+int64_t sbx_sandbox_nproc(const struct sbx_settings *s);
+
 int sbx_manager_new(const struct sbx_settings *s, sbx_engine *engine, sbx_manager **ret_m,
 		    struct sbx_error *err);
 /* Waits for background installs; removes every sandbox when

@@ -56,6 +56,7 @@ struct sbx_settings {
 		int64_t memory; /* bytes */
 		int64_t nano_cpus;
 		int64_t pids_limit;
+		char *runtime; /* "" = the engine's default */
 		char *network;
 		int64_t exec_timeout_ms;
 		int64_t output_cap; /* bytes */

@@ -91,6 +91,17 @@ static bool check_state_dir(const char *v, char *why, size_t n)
 	return false;
 }
 
+/* An OCI runtime's name as the engine knows it (no path: the engine's own table). */
+static bool check_runtime(const char *v, char *why, size_t n)
+{
+	size_t len = strlen(v);
+	if (len <= 64 && strspn(v, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+				   "0123456789_.-") == len)
+		return true;
+	snprintf(why, n, "expected a runtime name (up to 64 of A-Z a-z 0-9 _ . -), or empty");
+	return false;
+}
+
 static const char *const engine_types[] = {"docker", "podman", NULL};
 
 static const struct sbx_setting schema[] = {
@@ -146,6 +157,9 @@ static const struct sbx_setting schema[] = {
 	   "CPU limit of one sandbox, in CPUs (0.5 = half of one)"),
     NUMBER(INT, "sandbox", "pids_limit", sandbox.pids_limit, "256", 1, 4194304,
 	   "most processes one sandbox may run"),
+    STRING("sandbox", "runtime", sandbox.runtime, "", check_runtime,
+	   "OCI runtime the engine runs sandboxes with (runc, crun, runsc); empty = the engine's "
+	   "default"),
     STRING("sandbox", "network", sandbox.network, "none", NULL,
 	   "network of a sandbox: none, or the name of an engine network"),
     NUMBER(DURATION, "sandbox", "exec_timeout", sandbox.exec_timeout_ms, "60s", 1, 24 * HOUR,
@@ -570,11 +584,12 @@ static void check_section_line(struct load_ctx *c, const char *line)
 static char *ctx_read_line(char *str, int num, void *stream)
 {
 	struct load_ctx *c = stream;
-	const char *p = c->data + c->pos, *nl;
+	const char *p, *nl;
 	size_t n, body;
 
 	if (c->pos >= c->len)
 		return NULL;
+	p = c->data + c->pos; /* data is NULL for an empty file */
 	nl = memchr(p, '\n', c->len - c->pos);
 	n = nl ? (size_t)(nl - p) + 1 : c->len - c->pos;
 	c->pos += n;

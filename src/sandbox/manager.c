@@ -26,6 +26,23 @@
 /* How many of the caller's sandboxes the error at max_sandboxes names. */
 #define LRU_NAMED 3
 
+/*
+ * RLIMIT_NPROC counts every process of a uid on the engine host, and on a
+ * rootful engine every sandbox runs as the same uid 1000: a small limit would
+ * be one pool that all sandboxes drain together. It is set above what all of
+ * them may hold together (each sandbox's pids_limit is its own cgroup's), so
+ * that the per-sandbox pids limit is the one that binds.
+ */
+int64_t sbx_sandbox_nproc(const struct sbx_settings *s)
+{
+	const int64_t pid_max_limit = 4194304; /* the kernel's PID_MAX_LIMIT */
+	int64_t n = s->sandbox.max_sandboxes + s->sandbox.pool_size;
+
+	if (s->sandbox.pids_limit > (pid_max_limit - 1024) / n)
+		return pid_max_limit;
+	return s->sandbox.pids_limit * n + 1024;
+}
+
 static const char *const sleep_cmd[] = {"sleep", "infinity", NULL};
 static const char *const drop_all[] = {"ALL", NULL};
 
@@ -540,7 +557,8 @@ int sbx_container_provision(sbx_manager *m, const char *id, time_t when, const c
 	    {SBX_LABEL_CREATED, created},
 	};
 	size_t n_labels = 4;
-	struct sbx_ulimit ulimits[] = {{"nofile", 1024, 1024}, {"nproc", 4096, 4096}};
+	int64_t nproc = sbx_sandbox_nproc(s);
+	struct sbx_ulimit ulimits[] = {{"nofile", 1024, 1024}, {"nproc", nproc, nproc}};
 	_cleanup_free_ char *cname = NULL;
 	char *cid = NULL;
 	int r;
@@ -572,6 +590,8 @@ int sbx_container_provision(sbx_manager *m, const char *id, time_t when, const c
 	    .network_mode = s->sandbox.network[0] ? s->sandbox.network : "none",
 	    .ulimits = ulimits,
 	    .n_ulimits = SBX_ARRAY_SIZE(ulimits),
+	    .init = true,
+	    .runtime = s->sandbox.runtime[0] ? s->sandbox.runtime : NULL,
 	};
 	r = sbx_container_create(m->engine, &spec, &cid, err);
 	if (r < 0) {
@@ -584,6 +604,13 @@ int sbx_container_provision(sbx_manager *m, const char *id, time_t when, const c
 	r = sbx_interp_prepare(m, cid, err);
 	if (r >= 0)
 		r = sbx_container_start(m->engine, cid, err);
+	if (r < 0 && err && strstr(err->msg, "rlimit"))
+		sbx_error_prefix(
+		    err,
+		    "the engine host's hard process limit (RLIMIT_NPROC) is below %lld "
+		    "= sandbox.pids_limit x (sandbox.max_sandboxes + sandbox.pool_size) "
+		    "+ 1024: lower those settings or raise the engine's limit",
+		    (long long)nproc);
 	if (r < 0) {
 		sbx_error_prefix(err, "start the sandbox container");
 		sbx_container_remove(m->engine, cid, NULL);

@@ -1,0 +1,275 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What makes a sandbox safe to hand to hostile code, checked on a real engine
+ * for sandboxes the manager made: what the engine's inspect says (capabilities
+ * dropped, no-new-privileges, memory, PIDs, CPUs, network, init, runtime) and
+ * what code inside sees (no capabilities, NoNewPrivs, no route out, the
+ * process limit), then the behaviours those lines exist for: 300 orphans
+ * leave the sandbox working (an init reaps them), a fork bomb's time limit
+ * leaves nothing of it behind, and a neighbour keeps answering meanwhile.
+ *
+ * Usage: test-hardening TYPE URL [IMAGE]
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "sandbox-fixture.h"
+#include "sbx/common.h"
+#include "tap.h"
+
+static bool strv_has(char *const *v, const char *s)
+{
+	for (; v && *v; v++)
+		if (!strcmp(*v, s))
+			return true;
+	return false;
+}
+
+/* Docker reports the "ALL" that was asked; libpod lists each default
+ * capability it dropped. Either way nothing may be added back. */
+static bool caps_all_dropped(const struct sbx_container_info *ci)
+{
+	static const char *const podman_defaults[] = {
+	    "CAP_CHOWN",   "CAP_DAC_OVERRIDE",	   "CAP_FOWNER",     "CAP_FSETID",
+	    "CAP_KILL",	   "CAP_NET_BIND_SERVICE", "CAP_SETFCAP",    "CAP_SETGID",
+	    "CAP_SETPCAP", "CAP_SETUID",	   "CAP_SYS_CHROOT", NULL};
+
+	if (ci->cap_add && ci->cap_add[0])
+		return false;
+	if (strv_has(ci->cap_drop, "ALL"))
+		return true;
+	for (const char *const *c = podman_defaults; *c; c++)
+		if (!strv_has(ci->cap_drop, *c))
+			return false;
+	return true;
+}
+
+/* The value of "KEY:\tVALUE" in a /proc status text, or "" . */
+static const char *status_field(const char *text, const char *key, char *buf, size_t size)
+{
+	const char *p = text;
+	size_t klen = strlen(key);
+
+	buf[0] = '\0';
+	while (p && *p) {
+		if (!strncmp(p, key, klen) && p[klen] == ':') {
+			p += klen + 1;
+			p += strspn(p, " \t");
+			snprintf(buf, size, "%.*s", (int)strcspn(p, "\n"), p);
+			break;
+		}
+		p = strchr(p, '\n');
+		p = p ? p + 1 : NULL;
+	}
+	return buf;
+}
+
+static void check_inspect(const struct test_manager *x, sbx_sandbox *sb)
+{
+	const struct sbx_settings *s = &x->s;
+	struct sbx_container_info ci = {0};
+	struct sbx_error err = SBX_ERROR_INIT;
+	_cleanup_free_ char *cid = container_of(x->inst, sbx_sandbox_id(sb));
+
+	if (!tap_ok(cid != NULL, "the sandbox's container is found by its labels"))
+		return;
+	if (tap_call(sbx_container_inspect(engine, cid, &ci, &err), err.msg, "inspect") < 0)
+		return;
+	tap_ok(ci.init, "inspect: the engine's init is PID 1");
+	tap_ok(ci.no_new_privileges, "inspect: no-new-privileges");
+	tap_ok(caps_all_dropped(&ci), "inspect: every capability dropped, none added (%s%s)",
+	       ci.cap_drop && ci.cap_drop[0] ? ci.cap_drop[0] : "none dropped",
+	       ci.cap_drop && ci.cap_drop[0] && ci.cap_drop[1] ? ", ..." : "");
+	tap_is_int(ci.memory_bytes, s->sandbox.memory, "inspect: memory limit");
+	tap_is_int(ci.pids_limit, s->sandbox.pids_limit, "inspect: PID limit");
+	tap_is_int(ci.nano_cpus, s->sandbox.nano_cpus, "inspect: CPU limit");
+	tap_is_str(ci.network_mode ? ci.network_mode : "", "none", "inspect: network mode");
+	if (s->sandbox.runtime[0])
+		tap_is_str(ci.runtime ? ci.runtime : "", s->sandbox.runtime, "inspect: runtime");
+	else
+		tap_ok(ci.runtime && *ci.runtime, "inspect: a runtime (%s)",
+		       ci.runtime ? ci.runtime : "none");
+	sbx_container_info_release(&ci);
+}
+
+static void check_inside(const struct test_manager *x, sbx_sandbox *sb)
+{
+	struct sbx_run_result res;
+	char v[128], want[64];
+	long long nproc = (long long)sbx_sandbox_nproc(&x->s);
+
+	if (shell(x->m, sb, "cat /proc/self/status", &res) == 0) {
+		tap_is_str(status_field(res.out.data, "CapEff", v, sizeof(v)), "0000000000000000",
+			   "inside: CapEff");
+		tap_is_str(status_field(res.out.data, "CapPrm", v, sizeof(v)), "0000000000000000",
+			   "inside: CapPrm");
+		tap_is_str(status_field(res.out.data, "CapBnd", v, sizeof(v)), "0000000000000000",
+			   "inside: CapBnd");
+		tap_is_str(status_field(res.out.data, "NoNewPrivs", v, sizeof(v)), "1",
+			   "inside: NoNewPrivs");
+		tap_is_str(status_field(res.out.data, "Uid", v, sizeof(v)),
+			   "1000\t1000\t1000\t1000", "inside: uid 1000");
+	}
+	sbx_run_result_release(&res);
+	/* The interpreter is an exec of its own: the same holds there. */
+	if (python(x->m, sb, "print(open('/proc/self/status').read())", &res) == 0) {
+		tap_is_str(status_field(res.out.data, "CapEff", v, sizeof(v)), "0000000000000000",
+			   "inside, the interpreter: CapEff");
+		tap_is_str(status_field(res.out.data, "NoNewPrivs", v, sizeof(v)), "1",
+			   "inside, the interpreter: NoNewPrivs");
+	}
+	sbx_run_result_release(&res);
+	if (shell(x->m, sb, "cat /proc/1/comm", &res) == 0)
+		tap_ok(strcmp(res.out.data, "sleep\n") != 0, "inside: PID 1 is an init, not %s",
+		       res.out.data);
+	sbx_run_result_release(&res);
+	/* Network none: a loopback and nothing else, no route anywhere. */
+	if (shell(x->m, sb, "ls /sys/class/net; tail -n +2 /proc/net/route", &res) == 0)
+		tap_is_str(res.out.data, "lo\n", "inside: only a loopback, no route");
+	sbx_run_result_release(&res);
+	if (python(x->m, sb,
+		   "import socket, errno\n"
+		   "try:\n"
+		   "    socket.create_connection(('192.0.2.1', 80), timeout=3)\n"
+		   "    print('connected')\n"
+		   "except OSError as e:\n"
+		   "    print(errno.errorcode.get(e.errno, e))\n",
+		   &res) == 0)
+		tap_is_str(res.out.data, "ENETUNREACH\n", "inside: a connection out has no route");
+	sbx_run_result_release(&res);
+	/* RLIMIT_NPROC counts the uid on the whole host: above what all
+	 * sandboxes may hold together, so each one's own pids limit binds. */
+	if (shell(x->m, sb, "grep '^Max processes' /proc/self/limits | tr -s ' '", &res) == 0) {
+		snprintf(want, sizeof(want), "Max processes %lld %lld processes \n", nproc, nproc);
+		tap_is_str(res.out.data, want, "inside: RLIMIT_NPROC is pids_limit x sandboxes");
+	}
+	sbx_run_result_release(&res);
+	tap_ok(nproc >=
+		   x->s.sandbox.pids_limit * (x->s.sandbox.max_sandboxes + x->s.sandbox.pool_size),
+	       "the process limit %lld holds every sandbox's pids limit", nproc);
+}
+
+/* Counts processes and zombies from inside, without forking. */
+static const char count_procs[] =
+    "n=0 z=0; for f in /proc/[0-9]*/stat; do s=; { read -r s <\"$f\"; } 2>/dev/null || continue; "
+    "n=$((n+1)); set -- ${s##*) }; [ \"$1\" = Z ] && z=$((z+1)); done; echo \"$n $z\"";
+
+static void test_orphans(const struct test_manager *x, sbx_sandbox *sb)
+{
+	struct sbx_run_result res;
+	char cmd[512];
+	int n = -1, z = -1;
+
+	/* Each (sleep &) is orphaned at once: only an init reaps it. Without
+	 * one, 300 zombies would fill the PID limit of 256 for good. */
+	snprintf(cmd, sizeof(cmd),
+		 "for i in $(seq 300); do (sleep 0.1 &); done; sleep 1.5; echo alive; %s",
+		 count_procs);
+	if (shell(x->m, sb, cmd, &res) == 0) {
+		tap_is_int(res.exit_code, 0, "300 orphans: the command ends well (%s)",
+			   res.err.data);
+		tap_ok(strstr(res.out.data, "alive\n") != NULL, "300 orphans: still forking after");
+		if (sscanf(strstr(res.out.data, "alive\n") ? strstr(res.out.data, "alive\n") + 6
+							   : "",
+			   "%d %d", &n, &z) == 2)
+			tap_is_int(z, 0, "300 orphans: no zombie left (%d processes)", n);
+		else
+			tap_ok(false, "300 orphans: processes counted (%s)", res.out.data);
+	}
+	sbx_run_result_release(&res);
+	if (shell(x->m, sb, "echo again", &res) == 0)
+		tap_is_str(res.out.data, "again\n", "300 orphans: a new command runs after");
+	sbx_run_result_release(&res);
+}
+
+struct bomb {
+	sbx_manager *m;
+	sbx_sandbox *sb;
+	struct sbx_run_result res;
+	struct sbx_error err;
+	int r;
+};
+
+static void *bomb_run(void *arg)
+{
+	struct bomb *b = arg;
+
+	/* A persistent bomb (bash retries a failed fork where dash gives up):
+	 * every loop it starts is orphaned at once (a double fork), out of the
+	 * reach of a walk down the process tree; only its session is left. */
+	b->r = sbx_sandbox_run_shell(
+	    b->m, b->sb, "exec bash -c 'while :; do ( (while :; do sleep 1; done) & ); done'", 6000,
+	    &b->res, &b->err);
+	return NULL;
+}
+
+static void test_fork_bomb(const struct test_manager *x, sbx_sandbox *a, sbx_sandbox *b)
+{
+	struct bomb bomb = {.m = x->m, .sb = a, .err = SBX_ERROR_INIT};
+	struct sbx_run_result res;
+	pthread_t t;
+	int n = -1, z = -1;
+
+	if (pthread_create(&t, NULL, bomb_run, &bomb) != 0)
+		tap_bail("pthread_create");
+	nanosleep(&(struct timespec){.tv_sec = 2}, NULL);
+	/* The neighbour, meanwhile: its own PID limit, its own process count. */
+	if (shell(x->m, b, "for i in 1 2 3 4 5 6 7 8 9 10; do sh -c true || exit 1; done; echo ok",
+		  &res) == 0) {
+		tap_is_int(res.exit_code, 0, "fork bomb next door: the neighbour forks (%s)",
+			   res.err.data);
+		tap_is_str(res.out.data, "ok\n", "fork bomb next door: the neighbour answers");
+	}
+	sbx_run_result_release(&res);
+	if (python(x->m, b, "print(sum(range(10)))", &res) == 0)
+		tap_is_str(res.out.data, "45\n",
+			   "fork bomb next door: the neighbour's Python answers");
+	sbx_run_result_release(&res);
+	pthread_join(t, NULL);
+	tap_call(bomb.r, bomb.err.msg, "the fork bomb's call returns");
+	tap_ok(bomb.r < 0 || bomb.res.timed_out, "the fork bomb ran to its time limit");
+	sbx_run_result_release(&bomb.res);
+	/* The killer swept the bomb's session: its orphans are gone too. */
+	if (shell(x->m, a, count_procs, &res) == 0 && sscanf(res.out.data, "%d %d", &n, &z) == 2) {
+		tap_ok(n <= 4,
+		       "after the bomb's time limit: %d processes left in it (init, sleep, "
+		       "this shell)",
+		       n);
+		tap_is_int(z, 0, "after the bomb's time limit: no zombie");
+	}
+	sbx_run_result_release(&res);
+}
+
+int main(int argc, char **argv)
+{
+	const char *runtime = getenv("MCP_SANDBOX_RUNTIME");
+	char runtime_set[128];
+	const char *const extra[] = {"sandbox.pool_size=0",
+				     "sandbox.pids_limit=256",
+				     "sandbox.max_sandboxes=4",
+				     "sandbox.cpus=0.5",
+				     runtime_set,
+				     NULL};
+	struct test_manager x;
+	struct sbx_error err = SBX_ERROR_INIT;
+	sbx_sandbox *a = NULL, *b = NULL;
+
+	fixture_init(argc, argv, "hard");
+	snprintf(runtime_set, sizeof(runtime_set), "sandbox.runtime=%s", runtime ? runtime : "");
+	test_manager_open(&x, "h", extra, NULL);
+	if (tap_call(sbx_sandbox_create(x.m, "alice", "a", &a, &err), err.msg, "create a") < 0 ||
+	    tap_call(sbx_sandbox_create(x.m, "alice", "b", &b, &err), err.msg, "create b") < 0)
+		tap_bail("no sandbox");
+	check_inspect(&x, a);
+	check_inside(&x, a);
+	test_orphans(&x, a);
+	test_fork_bomb(&x, a, b);
+	sbx_sandbox_unref(a);
+	sbx_sandbox_unref(b);
+	test_manager_close(&x, "no container of the run is left");
+	return fixture_end();
+}
