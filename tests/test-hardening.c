@@ -244,6 +244,114 @@ static void test_fork_bomb(const struct test_manager *x, sbx_sandbox *a, sbx_san
 	sbx_run_result_release(&res);
 }
 
+/* Code in the sandbox runs inside the interpreter's process and can write
+ * protocol lines itself: each forged line is checked like any other input. */
+static const char forge_prelude[] =
+    "import gc, os, json, base64, struct, zlib\n"
+    "m = next(o for o in gc.get_objects() if isinstance(o, dict) and 'PROTO_OUT' in o)\n"
+    "fd, cid = m['PROTO_OUT'], m['CUR'].id\n"
+    "def line(o):\n"
+    "    os.write(fd, json.dumps(o).encode().replace(b'NOT-UTF-8', b'\\xff\\xfe') + b'\\n')\n"
+    "def chunk(t, d):\n"
+    "    return struct.pack('>I', len(d)) + t + d + struct.pack('>I', zlib.crc32(t + d))\n"
+    "png = (b'\\x89PNG\\r\\n\\x1a\\n' + chunk(b'IHDR', struct.pack('>IIBBBBB', 1, 1, 8, 0, 0, 0, "
+    "0))"
+    " + chunk(b'IDAT', zlib.compress(b'\\x00\\x00')) + chunk(b'IEND', b''))\n"
+    "b64 = lambda b: base64.b64encode(b).decode()\n";
+
+static const struct sbx_file_change *file_named(const struct sbx_run_result *r, const char *p)
+{
+	for (size_t i = 0; i < r->n_files; i++)
+		if (!strcmp(r->files[i].path, p))
+			return &r->files[i];
+	return NULL;
+}
+
+static void test_forged_protocol(const struct test_manager *x, sbx_sandbox *sb)
+{
+	struct sbx_run_result res;
+	struct sbx_error err = SBX_ERROR_INIT;
+	char code[4096];
+	const struct sbx_file_change *f;
+	int r;
+
+	snprintf(code, sizeof(code),
+		 "%s"
+		 "line({'t': 'i', 'id': cid, 'p': 'fake.png', 'b': b64(b'\\x89PNG\\r\\n\\x1a\\n' + "
+		 "b'not an image' * 10)})\n"
+		 "line({'t': 'i', 'id': cid, 'p': 'fake.jpg', 'b': b64(b'\\xff\\xd8\\xff' + b'x' * "
+		 "50)})\n"
+		 "line({'t': 'i', 'id': cid, 'p': 'real.png', 'b': b64(png)})\n"
+		 "line({'t': 'i', 'id': cid, 'p': '../up.png', 'b': b64(png)})\n"
+		 "line({'t': 'i', 'id': cid, 'p': 'big.png', 'b': b64(png + b'\\0' * 70000)})\n"
+		 "line({'t': 'r', 'id': cid, 'rc': 0, 'files': [\n"
+		 "    {'p': '../../etc/passwd', 's': 1}, {'p': '/etc/shadow', 's': 1},\n"
+		 "    {'p': 'a/../../b', 's': 1}, {'p': 'a//b', 's': 1}, {'p': './a', 's': 1},\n"
+		 "    {'p': 'ctl\\u0001name', 's': 1}, {'p': 'x' * 5000, 's': 1},\n"
+		 "    {'p': 'fake.png', 's': 130}, {'p': 'fake.jpg', 's': 53},\n"
+		 "    {'p': 'real.png', 's': len(png)}, {'p': 'big.png', 's': 1},\n"
+		 "    {'p': 'NOT-UTF-8', 's': 1},\n"
+		 "    {'p': 'ok dir/na\\u00efve #1?.txt', 's': -5}]})\n",
+		 forge_prelude);
+	if (python(x->m, sb, code, &res) == 0) {
+		tap_is_int((long long)res.n_files, 5,
+			   "forged result: only the clean paths are listed");
+		for (size_t i = 0; i < res.n_files; i++)
+			tap_diag("listed: %s", res.files[i].path);
+		tap_ok(!file_named(&res, "../../etc/passwd") && !file_named(&res, "/etc/shadow") &&
+			   !file_named(&res, "a/../../b") && !file_named(&res, "a//b") &&
+			   !file_named(&res, "./a") && !file_named(&res, "ctl\001name"),
+		       "forged result: no '..', absolute, empty-part, '.', control-character or "
+		       "non-UTF-8 path");
+		f = file_named(&res, "fake.png");
+		tap_ok(f && !f->image, "forged image: PNG magic and then text is not inlined");
+		f = file_named(&res, "fake.jpg");
+		tap_ok(f && !f->image, "forged image: JPEG magic and then junk is not inlined");
+		f = file_named(&res, "real.png");
+		tap_ok(f && f->image && f->image_mime && !strcmp(f->image_mime, "image/png"),
+		       "forged image: a real PNG is inlined, typed by its bytes");
+		f = file_named(&res, "big.png");
+		tap_ok(f && !f->image, "forged image: one over sandbox.image_inline_max is not");
+		f = file_named(&res, "ok dir/na\xc3\xafve #1?.txt");
+		tap_ok(f && f->size == 0, "forged result: a clean odd name is kept, its size not "
+					  "negative");
+	}
+	sbx_run_result_release(&res);
+	/* The stale lines (the real result, a later id's) confuse no later call. */
+	if (python(x->m, sb, "print('next')", &res) == 0) {
+		tap_is_str(res.out.data, "next\n", "after forged lines: the next call is in step");
+		tap_is_int((long long)res.n_files, 0, "after forged lines: no stale files");
+	}
+	sbx_run_result_release(&res);
+	if (python(x->m, sb, "keep = 41", &res) == 0)
+		tap_is_int(res.exit_code, 0, "a variable set");
+	sbx_run_result_release(&res);
+
+	/* A 100 MB line: ended at the cap, with a clear error and a new interpreter. */
+	snprintf(code, sizeof(code),
+		 "%s"
+		 "os.write(fd, b'{\"t\":\"o\",\"id\":%%d,\"fd\":1,\"s\":\"' %% cid)\n"
+		 "blk = b'x' * (1 << 20)\n"
+		 "for i in range(100):\n"
+		 "    os.write(fd, blk)\n",
+		 forge_prelude);
+	memset(&res, 0, sizeof(res));
+	r = sbx_sandbox_run_python(x->m, sb, code, 60000, &res, &err);
+	tap_is_int(r, -EPROTO, "a 100 MB protocol line: the call fails");
+	tap_ok(strstr(err.msg, "protocol line over") && strstr(err.msg, "restarted"),
+	       "a 100 MB protocol line: the error says so and that the interpreter restarted "
+	       "(%s)",
+	       err.msg);
+	sbx_run_result_release(&res);
+	if (python(x->m, sb, "print('keep' in dir())", &res) == 0)
+		tap_is_str(res.out.data, "False\n",
+			   "after the long line: a fresh interpreter answers (state gone)");
+	sbx_run_result_release(&res);
+	tap_ok(sbx_interp_line_max(&x->s) < 4u * 1024 * 1024,
+	       "the line cap (%zu bytes with image_inline_max %lld) is far below 12 MB",
+	       sbx_interp_line_max(&x->s), (long long)x->s.sandbox.image_inline_max);
+}
+
 int main(int argc, char **argv)
 {
 	const char *runtime = getenv("MCP_SANDBOX_RUNTIME");
@@ -252,6 +360,7 @@ int main(int argc, char **argv)
 				     "sandbox.pids_limit=256",
 				     "sandbox.max_sandboxes=4",
 				     "sandbox.cpus=0.5",
+				     "sandbox.image_inline_max=64k",
 				     runtime_set,
 				     NULL};
 	struct test_manager x;
@@ -268,6 +377,7 @@ int main(int argc, char **argv)
 	check_inside(&x, a);
 	test_orphans(&x, a);
 	test_fork_bomb(&x, a, b);
+	test_forged_protocol(&x, b);
 	sbx_sandbox_unref(a);
 	sbx_sandbox_unref(b);
 	test_manager_close(&x, "no container of the run is left");

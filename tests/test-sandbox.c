@@ -777,6 +777,13 @@ static void test_spec_table(void)
 	    "'numpy'",
 	    "numpy==1.0 ; python_version>'3'",
 	    "/tmp/x.whl",
+	    "x.whl",
+	    "evil.tar.gz",
+	    "pkg.ZIP",
+	    "x.tgz[extra]",
+	    "a.tar.bz2",
+	    "b.tar.xz",
+	    "c.tar",
 	    "numpy>>1",
 	    "_numpy",
 	    "numpy-",
@@ -789,12 +796,12 @@ static void test_spec_table(void)
 	    "http://x/numpy.tar.gz",
 	    "numpy>1 && id",
 	};
-	char why[256], big[301];
+	char why[256], big[2101];
 
 	for (size_t i = 0; i < SBX_ARRAY_SIZE(good); i++) {
 		why[0] = '\0';
-		tap_ok(sbx_package_spec_valid(good[i], why, sizeof(why)), "spec accepted: %s %s",
-		       good[i], why);
+		tap_ok(sbx_package_spec_valid(good[i], false, why, sizeof(why)),
+		       "spec accepted: %s %s", good[i], why);
 	}
 	for (size_t i = 0; i < SBX_ARRAY_SIZE(bad); i++) {
 		char shown[64];
@@ -803,13 +810,35 @@ static void test_spec_table(void)
 			if (*c == '\n' || *c == '\t')
 				*c = ' ';
 		why[0] = '\0';
-		tap_ok(!sbx_package_spec_valid(bad[i], why, sizeof(why)) && why[0],
+		tap_ok(!sbx_package_spec_valid(bad[i], false, why, sizeof(why)) && why[0],
 		       "spec refused: [%s] (%s)", shown, why);
 	}
 	memset(big, 'a', 300);
 	big[300] = '\0';
-	tap_ok(!sbx_package_spec_valid(big, why, sizeof(why)), "a 300-character spec: %s", why);
-	tap_ok(!sbx_package_spec_valid(NULL, NULL, 0), "NULL refused without a why buffer");
+	tap_ok(!sbx_package_spec_valid(big, false, why, sizeof(why)), "a 300-character spec: %s",
+	       why);
+	tap_ok(!sbx_package_spec_valid(NULL, false, NULL, 0), "NULL refused without a why buffer");
+	tap_ok(!sbx_package_spec_valid("x.whl", false, why, sizeof(why)) &&
+		   strstr(why, "allow_direct_urls"),
+	       "a local archive name says which setting allows it: %s", why);
+	/* sandbox.allow_direct_urls: URLs, paths and files go to pip... */
+	tap_ok(sbx_package_spec_valid("pkg @ https://example.org/pkg-1.0.tar.gz", true, why,
+				      sizeof(why)),
+	       "direct: name @ URL accepted (%s)", why);
+	tap_ok(
+	    sbx_package_spec_valid("/app/results/x-1.0-py3-none-any.whl", true, why, sizeof(why)),
+	    "direct: a wheel's path accepted (%s)", why);
+	tap_ok(sbx_package_spec_valid("x.whl", true, why, sizeof(why)),
+	       "direct: a file name accepted (%s)", why);
+	/* ...but never an option, a control character or an endless spec. */
+	tap_ok(!sbx_package_spec_valid("--index-url=http://x", true, why, sizeof(why)),
+	       "direct: an option still refused: %s", why);
+	tap_ok(!sbx_package_spec_valid("x\ny", true, why, sizeof(why)),
+	       "direct: a newline still refused: %s", why);
+	memset(big, 'a', 2100);
+	big[2100] = '\0';
+	tap_ok(!sbx_package_spec_valid(big, true, why, sizeof(why)),
+	       "direct: a 2100-character spec refused: %s", why);
 }
 
 /* Starts tests/pkgindex.py; returns its pid and the port in *port. */

@@ -184,6 +184,10 @@ struct sbx_install_status {
 /* The RLIMIT_NPROC each sandbox gets: above what all sandboxes may hold
  * together, so that each one's pids_limit (its own cgroup) binds first. */
 int64_t sbx_sandbox_nproc(const struct sbx_settings *s);
+/* The longest line the in-sandbox interpreter may send (one inline image in
+ * base64 plus a bounded rest); a longer one ends the call with an error and
+ * restarts the interpreter. */
+size_t sbx_interp_line_max(const struct sbx_settings *s);
 
 int sbx_manager_new(const struct sbx_settings *s, sbx_engine *engine, sbx_manager **ret_m,
 		    struct sbx_error *err);
@@ -321,9 +325,13 @@ bool sbx_sandbox_python_ready(sbx_sandbox *sb);
 int sbx_sandbox_reset_python(sbx_manager *m, sbx_sandbox *sb, struct sbx_error *err);
 void sbx_run_result_release(struct sbx_run_result *r);
 
-/* Checks a pip requirement spec: a name, optional [extras], optional version
- * specifiers; no options, URLs, paths or shell syntax. */
-bool sbx_package_spec_valid(const char *spec, char *why, size_t why_size);
+/* Checks a pip requirement spec: a package from the index, by its PEP 508
+ * name (not one pip would take for a local archive, such as x.whl or
+ * x.tar.gz), optional [extras], optional version specifiers; no options,
+ * URLs, paths or shell syntax. With ALLOW_DIRECT (sandbox.allow_direct_urls)
+ * any printable ASCII spec that is not an option is passed on to pip: a
+ * URL, a path, "name @ URL". */
+bool sbx_package_spec_valid(const char *spec, bool allow_direct, char *why, size_t why_size);
 
 /* Starts `pip install SPEC` in the background (argv, never a shell) and
  * waits up to wait_ms for it to end; *ret_status is where it is then. A

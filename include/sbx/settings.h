@@ -62,6 +62,7 @@ struct sbx_settings {
 		int64_t output_cap; /* bytes */
 		char *upload_dir;   /* "" = uploads disabled */
 		char *index_url;
+		bool allow_direct_urls; /* package specs may be URLs, paths, files */
 		int64_t max_sandboxes;
 		int64_t install_timeout_ms;
 		int64_t max_upload; /* bytes */

@@ -170,6 +170,9 @@ static const struct sbx_setting schema[] = {
 	   "host directory for uploaded files; empty = uploads disabled"),
     STRING("sandbox", "index_url", sandbox.index_url, "", check_http_url,
 	   "package index URL given to sandboxes; empty = none"),
+    BOOLEAN("sandbox", "allow_direct_urls", sandbox.allow_direct_urls, "false",
+	    "let install_package_in_sandbox take URLs, paths and file names, not only "
+	    "package names from the index"),
     NUMBER(INT, "sandbox", "max_sandboxes", sandbox.max_sandboxes, "32", 1, 100000,
 	   "most sandboxes at once"),
     NUMBER(DURATION, "sandbox", "install_timeout", sandbox.install_timeout_ms, "10m", SEC,

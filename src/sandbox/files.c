@@ -260,7 +260,7 @@ int sbx_sandbox_upload(sbx_manager *m, sbx_sandbox *sb, const char *local_path,
 }
 
 /* Refuses a relpath with "", ".", ".." or empty segments, or a leading '/'. */
-static int check_relpath(const char *relpath, struct sbx_error *err)
+int sbx_artifact_check_relpath(const char *relpath, struct sbx_error *err)
 {
 	const char *p = relpath;
 	size_t depth = 0;
@@ -297,7 +297,7 @@ static int artifact_resolve(sbx_manager *m, sbx_sandbox *sb, const char *relpath
 	size_t base = strlen(SBX_RESULTS_DIR);
 	int r;
 
-	r = check_relpath(relpath, err);
+	r = sbx_artifact_check_relpath(relpath, err);
 	if (r < 0)
 		return r;
 	if (asprintf(&full, "%s/%s", SBX_RESULTS_DIR, relpath) < 0)

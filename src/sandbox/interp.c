@@ -35,6 +35,8 @@
 #include "sbx/clock.h"
 #include "sbx/common.h"
 #include "sbx/crypto.h"
+#include "sbx/image.h"
+#include "sbx/log.h"
 #include "sbx/tar.h"
 #include "sbx/utf8.h"
 
@@ -53,8 +55,14 @@
 /* Bytes of the interpreter's own stderr kept to explain a failed start. */
 #define DIAG_MAX 2048
 #define FILES_MAX 100
-/* Longest protocol line accepted beyond the inline images. */
-#define LINE_BASE (4 * 1024 * 1024)
+/* Longest protocol line accepted besides an image line: an output chunk (64
+ * KiB of text, escaped) or a result listing FILES_MAX paths. An image line
+ * may hold one image of sandbox.image_inline_max bytes in base64 on top. */
+#define LINE_BASE (1024 * 1024)
+/* Buffers grown past this for a long line are given back after it. */
+#define LINE_KEEP (64 * 1024)
+/* The inline images of one call together, in units of image_inline_max. */
+#define IMG_TOTAL_FACTOR 4
 
 struct sbx_interp {
 	pthread_mutex_t run;
@@ -141,7 +149,41 @@ struct call {
 	struct json_object *hello; /* set by a hello line when starting */
 	bool acked;		   /* the interpreter took the request */
 	bool done;		   /* the result line arrived */
+	/* Images announced before the result line, checked, by path. */
+	struct call_image {
+		char *path;
+		unsigned char *data;
+		size_t len;
+		const char *mime;
+	} images[FILES_MAX];
+	size_t n_images, image_bytes;
 };
+
+static void call_release(struct call *c)
+{
+	json_object_put(c->hello);
+	c->hello = NULL;
+	for (size_t i = 0; i < c->n_images; i++) {
+		free(c->images[i].path);
+		free(c->images[i].data);
+	}
+	c->n_images = c->image_bytes = 0;
+}
+
+/* A path the interpreter names: code in the sandbox can write protocol lines
+ * itself, so it must be a clean relative path under SBX_RESULTS_DIR (no "..",
+ * no empty or "." part, not absolute, bounded), valid UTF-8 and free of
+ * control characters (it becomes a link, a log line and a file name). */
+static bool protocol_path_ok(const char *path, size_t len)
+{
+	if (!path || len != strlen(path) || !sbx_utf8_valid(path, len) ||
+	    sbx_artifact_check_relpath(path, NULL) < 0)
+		return false;
+	for (size_t i = 0; i < len; i++)
+		if ((unsigned char)path[i] < 0x20 || path[i] == 0x7f)
+			return false;
+	return true;
+}
 
 static const char *str_of(struct json_object *o, const char *key)
 {
@@ -197,34 +239,89 @@ static int take_files(struct call *c, struct json_object *files)
 		n = FILES_MAX;
 		r->files_truncated = true;
 	}
+	const char *first_bad = NULL;
+	size_t bad = 0;
+
 	r->files = calloc(n + 1, sizeof(*r->files));
 	if (!r->files)
 		return -ENOMEM;
 	for (size_t i = 0; i < n; i++) {
 		struct json_object *f = json_object_array_get_idx(files, i);
 		struct sbx_file_change *fc = &r->files[r->n_files];
-		const char *path = f ? str_of(f, "p") : NULL;
-		const char *mime = f ? str_of(f, "m") : NULL;
-		struct json_object *b;
+		struct json_object *p;
+		const char *path;
 
-		if (!path)
+		if (!f || !json_object_object_get_ex(f, "p", &p) ||
+		    !json_object_is_type(p, json_type_string))
 			continue;
+		path = json_object_get_string(p);
+		if (!protocol_path_ok(path, (size_t)json_object_get_string_len(p))) {
+			if (!bad++)
+				first_bad = path;
+			continue;
+		}
 		fc->path = strdup(path);
 		if (!fc->path)
 			return -ENOMEM;
 		fc->size = int_of(f, "s", 0);
+		if (fc->size < 0)
+			fc->size = 0;
 		r->n_files++;
-		if (mime && json_object_object_get_ex(f, "b", &b) &&
-		    json_object_is_type(b, json_type_string)) {
-			/* Not base64 (or no memory): the file is listed without
-			 * its image. */
-			if (sbx_base64_decode(json_object_get_string(b),
-					      (size_t)json_object_get_string_len(b), &fc->image,
-					      &fc->image_len) == 0)
-				fc->image_mime =
-				    strcmp(mime, "image/png") == 0 ? "image/png" : "image/jpeg";
+		for (size_t k = 0; k < c->n_images; k++) {
+			struct call_image *im = &c->images[k];
+			if (im->data && !strcmp(im->path, fc->path)) {
+				fc->image = SBX_TAKE(im->data);
+				fc->image_len = im->len;
+				fc->image_mime = im->mime;
+				break;
+			}
 		}
 	}
+	if (bad) /* one line per call, however many: the names are the sandbox's */
+		sbx_log("sandbox %s: the interpreter listed %zu file(s) with a bad name, "
+			"dropped (the first: %.100s)",
+			c->sid, bad, first_bad);
+	return 0;
+}
+
+/* An image line: kept when its path is clean and its bytes are a real PNG or
+ * JPEG within sandbox.image_inline_max, and the call's images together within
+ * IMG_TOTAL_FACTOR times that; else dropped (the file is still listed). */
+static int take_image(struct call *c, struct json_object *o)
+{
+	size_t max = (size_t)c->m->s->sandbox.image_inline_max;
+	struct json_object *p, *b;
+	struct call_image *im;
+	unsigned char *data = NULL;
+	size_t len = 0, b64_len;
+	const char *mime;
+
+	if (c->n_images >= FILES_MAX || !json_object_object_get_ex(o, "p", &p) ||
+	    !json_object_is_type(p, json_type_string) || !json_object_object_get_ex(o, "b", &b) ||
+	    !json_object_is_type(b, json_type_string))
+		return 0;
+	b64_len = (size_t)json_object_get_string_len(b);
+	if (!protocol_path_ok(json_object_get_string(p), (size_t)json_object_get_string_len(p)) ||
+	    b64_len > (max + 2) / 3 * 4)
+		return 0;
+	if (sbx_base64_decode(json_object_get_string(b), b64_len, &data, &len) < 0)
+		return 0;
+	mime = sbx_image_sniff(data, len);
+	if (!mime || len > max || c->image_bytes + len > IMG_TOTAL_FACTOR * max) {
+		free(data);
+		return 0;
+	}
+	im = &c->images[c->n_images];
+	im->path = strdup(json_object_get_string(p));
+	if (!im->path) {
+		free(data);
+		return -ENOMEM;
+	}
+	im->data = data;
+	im->len = len;
+	im->mime = mime;
+	c->n_images++;
+	c->image_bytes += len;
 	return 0;
 }
 
@@ -239,6 +336,11 @@ static int handle_line(struct call *c, const char *line, size_t len)
 		return -ENOMEM;
 	json_tokener_reset(c->in->tok);
 	o = json_tokener_parse_ex(c->in->tok, line, (int)len);
+	if (len > LINE_KEEP) {
+		/* The tokener keeps what it grew for a long string: give it back. */
+		json_tokener_free(c->in->tok);
+		c->in->tok = NULL;
+	}
 	if (!o || !json_object_is_type(o, json_type_object) || !(t = str_of(o, "t")))
 		goto out;
 	if (strcmp(t, "hello") == 0) {
@@ -256,6 +358,8 @@ static int handle_line(struct call *c, const char *line, size_t len)
 		    json_object_is_type(s, json_type_string))
 			r = take_output(c, (int)int_of(o, "fd", 1), json_object_get_string(s),
 					(size_t)json_object_get_string_len(s));
+	} else if (strcmp(t, "i") == 0) {
+		r = take_image(c, o);
 	} else if (strcmp(t, "r") == 0) {
 		c->done = true;
 		c->res.exit_code = (int)int_of(o, "rc", 1);
@@ -270,11 +374,16 @@ out:
 	return r;
 }
 
+size_t sbx_interp_line_max(const struct sbx_settings *s)
+{
+	return LINE_BASE + ((size_t)s->sandbox.image_inline_max + 2) / 3 * 4 + 4096;
+}
+
 /* Feeds stdout bytes of the stream; complete lines are handled. */
 static int feed(struct call *c, const char *p, size_t n)
 {
 	struct sbx_buf *b = &c->in->line;
-	size_t max = LINE_BASE + 2 * (size_t)c->m->s->sandbox.image_inline_max * 4;
+	size_t max = sbx_interp_line_max(c->m->s);
 
 	while (n) {
 		const char *nl = memchr(p, '\n', n);
@@ -291,7 +400,10 @@ static int feed(struct call *c, const char *p, size_t n)
 			r = 0;
 			if (nl) {
 				r = handle_line(c, b->data, b->len);
-				sbx_buf_reset(b);
+				if (b->cap > LINE_KEEP)
+					sbx_buf_release(b);
+				else
+					sbx_buf_reset(b);
 			}
 		}
 		if (r < 0)
@@ -332,7 +444,7 @@ static int pump(struct call *c, int wait_ms, struct sbx_error *err)
 static void drop_stream(struct sbx_interp *in)
 {
 	in->stream = sbx_stream_free(in->stream);
-	sbx_buf_reset(&in->line);
+	sbx_buf_release(&in->line);
 	pthread_mutex_lock(&in->pid_lock);
 	in->pid = in->pgid = 0;
 	pthread_mutex_unlock(&in->pid_lock);
@@ -513,8 +625,9 @@ static int send_run(struct call *c, const char *code, struct sbx_error *err)
 		r |= json_object_object_add(o, "cap", json_object_new_int64((int64_t)c->cap));
 		r |= json_object_object_add(o, "img",
 					    json_object_new_int64(s->sandbox.image_inline_max));
-		r |= json_object_object_add(o, "img_total",
-					    json_object_new_int64(4 * s->sandbox.image_inline_max));
+		r |= json_object_object_add(
+		    o, "img_total",
+		    json_object_new_int64(IMG_TOTAL_FACTOR * s->sandbox.image_inline_max));
 	}
 	if (r < 0) {
 		json_object_put(o);
@@ -606,6 +719,21 @@ static int converse(struct call *c, const char *code, long limit_ms, struct sbx_
 		if (o && o->cancelled && wait > POLL_MS)
 			wait = POLL_MS;
 		r = pump(c, (int)wait, err);
+		if (r == -EPROTO) {
+			/* Code in the sandbox wrote past the protocol's bounds: the
+			 * interpreter cannot be trusted to be in step any more. */
+			interp_kill(c->m, c->sb, c->in);
+			c->in->has_state = false;
+			if (start(c, NULL) < 0)
+				drop_stream(c->in);
+			return sbx_error_set(
+			    err, -EPROTO,
+			    "the Python interpreter of sandbox %s sent a protocol line over %zu "
+			    "bytes (code that writes to the interpreter's own channel?); the "
+			    "call was ended and the interpreter restarted: variables and "
+			    "imports of earlier calls are gone",
+			    c->sid, sbx_interp_line_max(c->m->s));
+		}
 		if (r == 0 && !c->acked)
 			return -EAGAIN; /* it had died before this call: start another */
 		if (r == 0 || (r < 0 && r != -ETIMEDOUT && r != -ENOMEM))
@@ -797,7 +925,7 @@ again:
 	memset(&c.res, 0, sizeof(c.res));
 out:
 	pthread_mutex_unlock(&in->run);
-	json_object_put(c.hello);
+	call_release(&c);
 	sbx_run_result_release(&c.res);
 	return r;
 }
@@ -857,7 +985,7 @@ static int interp_reset(sbx_manager *m, sbx_sandbox *sb, struct sbx_error *err)
 	r = start(&c, err);
 	in->lost = false;
 	pthread_mutex_unlock(&in->run);
-	json_object_put(c.hello);
+	call_release(&c);
 	if (r < 0)
 		sbx_error_prefix(err, "reset the Python interpreter");
 	return r;
@@ -898,7 +1026,7 @@ int sbx_interp_start_pooled(sbx_manager *m, const char *id, const char *containe
 	if (r >= 0)
 		r = warm_up(&c, err);
 	pthread_mutex_unlock(&in->run);
-	json_object_put(c.hello);
+	call_release(&c);
 	if (r < 0) {
 		sbx_interp_free(in);
 		return r;
@@ -929,6 +1057,6 @@ bool sbx_sandbox_python_ready(sbx_sandbox *sb)
 	}
 	ready = in->stream != NULL;
 	pthread_mutex_unlock(&in->run);
-	json_object_put(c.hello);
+	call_release(&c);
 	return ready;
 }

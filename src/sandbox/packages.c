@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "sandbox-internal.h"
@@ -23,6 +24,8 @@
 #include "sbx/utf8.h"
 
 #define SPEC_MAX 200
+/* With sandbox.allow_direct_urls: room for a URL. */
+#define DIRECT_SPEC_MAX 2048
 #define PIP_OUTPUT_CAP (4 * 1024 * 1024)
 #define VERSION_TIMEOUT_MS 30000
 
@@ -79,17 +82,33 @@ static bool refuse(char *why, size_t why_size, const char *fmt, ...)
 	return false;
 }
 
-bool sbx_package_spec_valid(const char *spec, char *why, size_t why_size)
+/* What pip takes for a local archive file rather than a name on the index
+ * (pip's is_archive_file), whether or not such a file exists. */
+static bool looks_like_archive(const char *name, size_t n)
+{
+	static const char *const exts[] = {".whl", ".zip",     ".tar.gz", ".tgz",
+					   ".tar", ".tar.bz2", ".tbz",	  ".tar.xz",
+					   ".txz", ".tlz",     ".tar.lz", ".tar.lzma"};
+
+	for (size_t i = 0; i < SBX_ARRAY_SIZE(exts); i++) {
+		size_t k = strlen(exts[i]);
+		if (n >= k && strncasecmp(name + n - k, exts[i], k) == 0)
+			return true;
+	}
+	return false;
+}
+
+bool sbx_package_spec_valid(const char *spec, bool allow_direct, char *why, size_t why_size)
 {
 	static const char *const ops[] = {"===", "==", ">=", "<=", "~=", "!=", "<", ">"};
+	size_t max = allow_direct ? DIRECT_SPEC_MAX : SPEC_MAX;
 	const char *p;
 	size_t n;
 
 	if (!spec || !*spec)
 		return refuse(why, why_size, "the package spec is empty");
-	if (strlen(spec) > SPEC_MAX)
-		return refuse(why, why_size, "the package spec is longer than %d characters",
-			      SPEC_MAX);
+	if (strlen(spec) > max)
+		return refuse(why, why_size, "the package spec is longer than %zu characters", max);
 	if (spec[0] == '-')
 		return refuse(why, why_size,
 			      "\"%.40s\" looks like a pip option; give a package name such as "
@@ -101,6 +120,8 @@ bool sbx_package_spec_valid(const char *spec, char *why, size_t why_size)
 			return refuse(why, why_size,
 				      "the package spec may only hold printable ASCII, no newlines "
 				      "or tabs");
+		if (allow_direct)
+			continue; /* the operator allows URLs and paths: pip decides */
 		if (!is_alnum(*p) && !strchr(" ._-[],=<>!~*+", *p))
 			return refuse(why, why_size,
 				      "the package spec may not contain '%s': give a name with "
@@ -108,6 +129,8 @@ bool sbx_package_spec_valid(const char *spec, char *why, size_t why_size)
 				      "option or environment marker",
 				      (char[]){*p, 0});
 	}
+	if (allow_direct)
+		return true;
 	p = skip_spaces(spec);
 	n = name_len(p);
 	if (n == 0)
@@ -115,6 +138,12 @@ bool sbx_package_spec_valid(const char *spec, char *why, size_t why_size)
 			      "\"%.40s\" does not start with a package name (letters, digits, "
 			      "and . _ - between them)",
 			      spec);
+	if (looks_like_archive(p, n))
+		return refuse(why, why_size,
+			      "\"%.*s\" is a file name, which pip would install from a local "
+			      "file: give the name of a package on the index (files, paths and "
+			      "URLs need sandbox.allow_direct_urls)",
+			      (int)(n < 60 ? n : 60), p);
 	p = skip_spaces(p + n);
 	if (*p == '[') {
 		p = skip_spaces(p + 1);
@@ -441,7 +470,7 @@ static int install(sbx_manager *m, sbx_sandbox *sb, const char *spec,
 	size_t running = 0;
 	int r = 0;
 
-	if (!sbx_package_spec_valid(spec, why, sizeof(why)))
+	if (!sbx_package_spec_valid(spec, m->s->sandbox.allow_direct_urls, why, sizeof(why)))
 		return sbx_error_set(err, -EINVAL, "%s", why);
 	clock_gettime(CLOCK_REALTIME, &deadline);
 	if (wait_ms > 0) {
@@ -573,7 +602,7 @@ static int install_status(sbx_manager *m, sbx_sandbox *sb, const char *spec,
 	struct sbx_install *in;
 	int r;
 
-	if (!sbx_package_spec_valid(spec, why, sizeof(why)))
+	if (!sbx_package_spec_valid(spec, m->s->sandbox.allow_direct_urls, why, sizeof(why)))
 		return sbx_error_set(err, -EINVAL, "%s", why);
 	pthread_mutex_lock(&m->lock);
 	in = find_install_locked(sb, spec);

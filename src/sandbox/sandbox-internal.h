@@ -171,6 +171,11 @@ int sbx_interp_reset(sbx_manager *m, sbx_sandbox *sb, struct sbx_error *err);
 /* Seconds since ts (CLOCK_MONOTONIC). */
 double sbx_seconds_since(const struct timespec *ts);
 
+/* files.c: refuses an artifact RELPATH (relative to SBX_RESULTS_DIR, from a
+ * link) that is empty, absolute, too long or too deep, or has an empty, "."
+ * or ".." segment: -EPERM or -EINVAL. Pure (the fuzzers call it). */
+int sbx_artifact_check_relpath(const char *relpath, struct sbx_error *err);
+
 /* manager.c */
 
 /* A fresh random sandbox id (12 hex digits). */

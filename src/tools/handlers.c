@@ -705,7 +705,8 @@ static int install_tool(const struct sbx_tool_ctx *ctx, struct json_object *args
 	char why[256] = "", msg[1024];
 	int r;
 
-	if (!sbx_package_spec_valid(spec, why, sizeof(why)))
+	if (!sbx_package_spec_valid(spec, ctx->settings->sandbox.allow_direct_urls, why,
+				    sizeof(why)))
 		return sbx_tool_fail(out,
 				     "invalid package_name '%.200s': %s. Example: 'requests' or "
 				     "'pandas==2.2.2'.",

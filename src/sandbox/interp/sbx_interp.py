@@ -15,13 +15,17 @@
 #   <- {"t": "hello", "v": 1, "pid": P, "pgid": G, "py": "3.11.4"}
 #   <- {"t": "a", "id": N}                          call N starts (the code runs next)
 #   <- {"t": "o", "id": N, "fd": 1|2, "s": TEXT}    output of call N, as produced
+#   <- {"t": "i", "id": N, "p": PATH, "b": BASE64}  an image among call N's files
 #   <- {"t": "r", "id": N, "rc": RC, "trunc": B, "intr": B, "more": B,
-#       "files": [{"p": PATH, "s": SIZE, "m": MIME, "b": BASE64}]}
+#       "files": [{"p": PATH, "s": SIZE}]}
 #
 # Output beyond "cap" bytes per call is read and dropped ("trunc"). Files
 # created or modified under /app/results during the call (recursively, by
 # ns mtime and size) are listed in the result, at most 100; PNG/JPEG files
-# up to "img" bytes (and "img_total" per call) come with their bytes.
+# up to "img" bytes (and "img_total" per call) come with their bytes, each in
+# a line of its own just before the result. The server trusts none of it
+# (the user's code runs in this process and can write these lines itself):
+# it checks every path, every image's bytes and sizes, and each line's length.
 # End of stdin (the server went away) ends the process group too. "int" and
 # "kill" are handled by a reader thread, so they work while code runs (unless
 # it holds the GIL in C; then the server kills the process with an exec).
@@ -224,14 +228,26 @@ def snapshot():
 IMAGE_MAGIC = ((b'\x89PNG\r\n\x1a\n', 'image/png'), (b'\xff\xd8\xff', 'image/jpeg'))
 
 
+def valid_name(k):
+    # The server refuses the rest: a name that is not UTF-8 (it has no link)
+    # or holds control characters.
+    try:
+        b = k.encode('utf-8')
+    except UnicodeEncodeError:
+        return False
+    return len(b) <= PATH_MAX and not any(ch < 0x20 or ch == 0x7f for ch in b)
+
+
 def changed_files(c, before):
+    # The changed files, and the images among them as their own lines (one
+    # line per image keeps every protocol line small).
     after = snapshot()
     ch = sorted(k for k in after if before.get(k) != after[k])
-    ok = [k for k in ch if len(k.encode('utf-8', 'surrogateescape')) <= PATH_MAX]
-    files, budget = [], c.img_total
+    ok = [k for k in ch if valid_name(k)]
+    files, images, budget = [], [], c.img_total
     for k in ok[:FILES_MAX]:
         size = after[k][1]
-        f = {'p': k.encode('utf-8', 'surrogateescape').decode('utf-8', 'replace'), 's': size}
+        files.append({'p': k, 's': size})
         if 0 < size <= min(c.img, budget) and \
                 k.lower().endswith(('.png', '.jpg', '.jpeg')):
             try:
@@ -241,12 +257,11 @@ def changed_files(c, before):
                 data = b''
             for magic, mime in IMAGE_MAGIC:
                 if 0 < len(data) <= min(c.img, budget) and data.startswith(magic):
-                    f['m'] = mime
-                    f['b'] = base64.b64encode(data).decode('ascii')
+                    images.append({'t': 'i', 'id': c.id, 'p': k,
+                                   'b': base64.b64encode(data).decode('ascii')})
                     budget -= len(data)
                     break
-        files.append(f)
-    return files, len(ch) > len(files)
+    return files, images, len(ch) > len(files)
 
 
 def exit_code(e):
@@ -291,7 +306,7 @@ def run(req, g, pipes):
     c = Call(req)
     code = req.get('code', '')
     name = '<code>'
-    rc, files, more = 1, [], False
+    rc, files, images, more = 1, [], [], False
     try:
         linecache.cache[name] = (len(code), None, code.splitlines(True), name)
         before = snapshot()
@@ -306,7 +321,7 @@ def run(req, g, pipes):
             rc = 1
         c.running = False
         flush_std()
-        files, more = changed_files(c, before)
+        files, images, more = changed_files(c, before)
     finally:
         c.running = False
         with SEND_LOCK:
@@ -317,6 +332,8 @@ def run(req, g, pipes):
             for n in (1, 2):
                 forward(c, n, b'', True, out)
             CUR = None
+            for img in images:
+                send(img, out)
             send({'t': 'r', 'id': c.id, 'rc': rc, 'trunc': c.trunc, 'intr': c.interrupted,
                   'files': files, 'more': more}, out)
             write_all(b''.join(out))
