@@ -679,7 +679,12 @@ static void test_interpreter(sbx_manager *m, sbx_sandbox *sb)
 		   "chunk(b'IEND', b'')\n"
 		   "os.makedirs('plots/deep', exist_ok=True)\n"
 		   "open('plots/deep/dot.png', 'wb').write(png)\n"
-		   "open('photo.JPG', 'wb').write(b'\\xff\\xd8\\xff\\xe0' + b'j' * 100)\n"
+		   /* SOI, an APP0 (JFIF) segment, a scan header, data, EOI. */
+		   "open('photo.JPG', 'wb').write(b'\\xff\\xd8\\xff\\xe0\\x00\\x10JFIF\\x00'"
+		   " + b'\\x01\\x01\\x00\\x00\\x01\\x00\\x01\\x00\\x00' + "
+		   "b'\\xff\\xda\\x00\\x08\\x01\\x01\\x00\\x00\\x3f\\x00' + b'j' * 80 + "
+		   "b'\\xff\\xd9')\n"
+		   "open('notjpeg.jpg', 'wb').write(b'\\xff\\xd8\\xff\\xe0' + b'j' * 100)\n"
 		   "open('fake.png', 'w').write('not a png')\n"
 		   "open('big.png', 'wb').write(png + b'\\0' * (2 << 20))\n",
 		   &res) == 0) {
@@ -687,14 +692,17 @@ static void test_interpreter(sbx_manager *m, sbx_sandbox *sb)
 		const struct sbx_file_change *jpg = file_named(&res, "photo.JPG");
 		const struct sbx_file_change *fake = file_named(&res, "fake.png");
 		const struct sbx_file_change *big = file_named(&res, "big.png");
-		tap_is_int(res.n_files, 4, "four files reported, one in a subfolder");
+		const struct sbx_file_change *notjpeg = file_named(&res, "notjpeg.jpg");
+		tap_is_int(res.n_files, 5, "five files reported, one in a subfolder");
 		tap_ok(dot && dot->image && dot->image_len == (size_t)dot->size &&
 			   memcmp(dot->image, "\x89PNG\r\n\x1a\n", 8) == 0 &&
 			   strcmp(dot->image_mime, "image/png") == 0,
 		       "the new PNG comes inline, a valid PNG");
-		tap_ok(jpg && jpg->image && jpg->image_len == 104 &&
+		tap_ok(jpg && jpg->image && jpg->image_len == 112 &&
 			   strcmp(jpg->image_mime, "image/jpeg") == 0,
 		       "a JPEG too");
+		tap_ok(notjpeg && !notjpeg->image,
+		       "JPEG magic then junk (no segments, no EOI) does not come inline");
 		tap_ok(fake && !fake->image, "a .png that is not one does not");
 		tap_ok(big && !big->image && big->size > (1 << 20),
 		       "a PNG over image_inline_max does not");

@@ -145,6 +145,9 @@ struct sbx_run_result {
 	size_t n_files;
 	bool files_truncated; /* more changed files than reported */
 	bool cancelled;	      /* stopped because sbx_run_opts.cancelled said so */
+	/* The kernel's OOM killer struck in the sandbox during the call (at
+	 * sandbox.memory): a process of the command, or the interpreter. */
+	bool out_of_memory;
 	/* Python only: */
 	/* The variables, imports and open files of earlier calls are gone: the
 	 * interpreter ended or was killed during this call (it is restarted), or

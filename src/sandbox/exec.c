@@ -4,6 +4,7 @@
  * goes to the sandbox's persistent interpreter (interp.c).
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,6 +76,60 @@ static int take_result(struct sbx_exec_result *res, struct sbx_run_result *out,
 	return 0;
 }
 
+/* cgroup v2 (memory.events) or v1 (memory.oom_control): "oom_kill N". */
+static const char oom_count_sh[] =
+    "cat /sys/fs/cgroup/memory.events /sys/fs/cgroup/memory/memory.oom_control 2>/dev/null";
+
+int sbx_sandbox_oom_since(sbx_manager *m, sbx_sandbox *sb)
+{
+	const char *const argv[] = {"sh", "-c", oom_count_sh, NULL};
+	struct sbx_exec_spec spec = {
+	    .argv = argv, .user = "1000:1000", .timeout_ms = 10000, .output_cap = 4096};
+	struct sbx_exec_result res = {0};
+	const char *p;
+	long long n = -1;
+	int r;
+
+	if (sbx_exec(m->engine, sb->container, &spec, &res, NULL) < 0)
+		return -EIO;
+	for (p = res.out.data; p && (p = strstr(p, "oom_kill ")); p += 9)
+		if (p == res.out.data || p[-1] == '\n') {
+			n = strtoll(p + 9, NULL, 10);
+			break;
+		}
+	sbx_exec_result_release(&res);
+	if (n < 0)
+		return -ENOENT;
+	pthread_mutex_lock(&m->lock);
+	r = n > sb->oom_kills;
+	sb->oom_kills = n;
+	pthread_mutex_unlock(&m->lock);
+	return r;
+}
+
+int sbx_oom_notice(const sbx_manager *m, const char *what, char **ret_notice)
+{
+	return sbx_str_replacef(
+	    ret_notice,
+	    "%s ran out of memory: the kernel killed it (or a process it started) at the "
+	    "sandbox's memory limit of %lld MiB (sandbox.memory). Use less memory, for example "
+	    "by working on the data in parts.",
+	    what, (long long)(m->s->sandbox.memory >> 20));
+}
+
+/* A command that died of SIGKILL, or whose shell says a process was
+ * killed: was it the OOM killer? */
+static int shell_oom(sbx_manager *m, sbx_sandbox *sb, struct sbx_run_result *out)
+{
+	bool killed = out->exit_code == 137 ||
+		      (out->exit_code != 0 && out->err.data && strstr(out->err.data, "Killed"));
+
+	if (!killed || out->timed_out || out->cancelled || sbx_sandbox_oom_since(m, sb) <= 0)
+		return 0;
+	out->out_of_memory = true;
+	return sbx_oom_notice(m, "The command", &out->notice);
+}
+
 static long time_limit(sbx_manager *m, long timeout_ms)
 {
 	return timeout_ms > 0 ? timeout_ms : (long)m->s->sandbox.exec_timeout_ms;
@@ -105,6 +160,10 @@ int sbx_sandbox_run_shell_ex(sbx_manager *m, sbx_sandbox *sb, const char *comman
 	sbx_exec_result_release(&res);
 	if (r < 0)
 		return r;
+	if (shell_oom(m, sb, &out) < 0) {
+		sbx_run_result_release(&out);
+		return sbx_error_set(err, -ENOMEM, "out of memory");
+	}
 	*ret_result = out;
 	return 0;
 }

@@ -352,6 +352,11 @@ static void *install_thread(void *arg)
 		snprintf(note, sizeof(note),
 			 "\n[pip was stopped after %lld s, the install time limit]\n",
 			 (long long)(s->sandbox.install_timeout_ms / 1000));
+	} else if (res.exit_code == 137 && sbx_sandbox_oom_since(m, job->sb) > 0) {
+		snprintf(note, sizeof(note),
+			 "\n[pip ran out of memory: the kernel killed it at the sandbox's memory "
+			 "limit of %lld MiB (sandbox.memory)]\n",
+			 (long long)(s->sandbox.memory >> 20));
 	} else if (res.exit_code != 0) {
 		snprintf(note, sizeof(note), "\n[pip exited with %d]\n", res.exit_code);
 	} else {

@@ -84,6 +84,9 @@ struct sbx_sandbox {
 	/* The Python interpreter: set once, under m->lock, at first use or (from
 	 * the pool entry) at assignment before the record is ready. */
 	struct sbx_interp *interp;
+	/* The OOM kills its memory cgroup had counted when last looked at
+	 * (0 for a new container; under m->lock). */
+	int64_t oom_kills;
 };
 
 /* A sandbox removed lately (sbx_gone_add_locked). */
@@ -175,6 +178,14 @@ double sbx_seconds_since(const struct timespec *ts);
  * link) that is empty, absolute, too long or too deep, or has an empty, "."
  * or ".." segment: -EPERM or -EINVAL. Pure (the fuzzers call it). */
 int sbx_artifact_check_relpath(const char *relpath, struct sbx_error *err);
+
+/* exec.c: 1 when the kernel's OOM killer struck in the sandbox since the
+ * last look (its memory cgroup's oom_kill count went up), 0 when not,
+ * negative when the count cannot be read (no memory cgroup in sight). One
+ * exec: called only after a process died of SIGKILL. */
+int sbx_sandbox_oom_since(sbx_manager *m, sbx_sandbox *sb);
+/* The sentence that says so, naming sandbox.memory; WHAT is "The command". */
+int sbx_oom_notice(const sbx_manager *m, const char *what, char **ret_notice);
 
 /* manager.c */
 

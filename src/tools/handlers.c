@@ -430,6 +430,8 @@ static int output_json(const struct sbx_run_result *rr, struct json_object *res)
 	r |= sbx_tools_put(res, "exit_code", json_object_new_int(rr->exit_code));
 	r |= sbx_tools_put(res, "timed_out", json_object_new_boolean(rr->timed_out));
 	r |= sbx_tools_put(res, "truncated", json_object_new_boolean(rr->truncated));
+	if (rr->out_of_memory)
+		r |= sbx_tools_put(res, "out_of_memory", json_object_new_boolean(true));
 	return r < 0 ? -ENOMEM : 0;
 }
 
@@ -482,6 +484,8 @@ int sbx_tool_execute_terminal_command(const struct sbx_tool_ctx *ctx, struct jso
 	}
 	res = json_object_new_object();
 	r = res ? output_json(&rr, res) : -ENOMEM;
+	if (r == 0 && rr.notice)
+		r = add_notice(res, out, SBX_TAKE(rr.notice));
 	if (r == 0)
 		r = add_notice(res, out, SBX_TAKE(capped));
 	r = set_result(out, res, r);

@@ -251,7 +251,9 @@ void sbx_progress_flush(struct sbx_progress *p, bool final)
 	"error or an interrupt at the time limit; -1 when the process was killed\"},"              \
 	"\"timed_out\":{\"type\":\"boolean\"},"                                                    \
 	"\"truncated\":{\"type\":\"boolean\",\"description\":\"output beyond the server's cap "    \
-	"was cut\"}"
+	"was cut\"},"                                                                              \
+	"\"out_of_memory\":{\"type\":\"boolean\",\"description\":\"present and true when the "     \
+	"kernel's OOM killer struck at the sandbox's memory limit\"}"
 #define RUN_OUTPUT_REQUIRED "\"stdout\",\"stderr\",\"exit_code\",\"timed_out\",\"truncated\""
 #define STATUS_ENUM "\"installing\",\"success\",\"failed\",\"installed\",\"not_installed\""
 
