@@ -435,6 +435,18 @@ static void test_artifact_links(void)
 		free(id);
 		free(rel);
 	}
+	/* An empty first segment is kept, not dropped (the fuzzer found that
+	 * "ab12//" gave an empty path and "ab12//x" the file x). */
+	static const char *const kept[][2] = {
+	    {"ab12//x", "/x"}, {"ab12//", "/"}, {"ab12/a//b", "a//b"}};
+	for (size_t i = 0; i < SBX_ARRAY_SIZE(kept); i++) {
+		id = rel = NULL;
+		tap_ok(sbx_artifact_parse(kept[i][0], &id, &rel) == 0 && rel &&
+			   !strcmp(rel, kept[i][1]),
+		       "artifact path \"%s\" is \"%s\"", kept[i][0], kept[i][1]);
+		free(id);
+		free(rel);
+	}
 }
 
 int main(void)

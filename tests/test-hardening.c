@@ -16,8 +16,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "sandbox-fixture.h"
+#include "sbx/artifact.h"
 #include "sbx/common.h"
 #include "tap.h"
 
@@ -405,11 +407,224 @@ static void test_oom(const struct test_manager *x, sbx_sandbox *sb)
 	test_manager_close(&small, "the 16 MiB sandbox is removed");
 }
 
+/* ---- files: as the sandbox's user, whatever the sandbox does to the path ---- */
+
+struct collect {
+	struct sbx_buf b;
+};
+
+static int collect_sink(void *userdata, const void *data, size_t len)
+{
+	struct collect *c = userdata;
+	return sbx_buf_append(&c->b, data, len);
+}
+
+/* Reads RELPATH as the artifact route does; 0 with its bytes, or the error. */
+static int fetch(const struct test_manager *x, sbx_sandbox *sb, const char *relpath,
+		 struct sbx_buf *out, struct sbx_error *err)
+{
+	struct collect c = {SBX_BUF_INIT};
+	int64_t size = -1;
+	int r = sbx_artifact_stat(x->m, sb, relpath, &size, err);
+
+	if (r >= 0)
+		r = sbx_artifact_read(x->m, sb, relpath, collect_sink, &c, err);
+	if (r >= 0 && (int64_t)c.b.len != size)
+		r = sbx_error_set(err, -EIO, "got %zu bytes of %lld", c.b.len, (long long)size);
+	if (r >= 0)
+		sbx_buf_append(&c.b, "", 0);
+	*out = c.b;
+	return r;
+}
+
+static void test_odd_names(const struct test_manager *x, sbx_sandbox *sb)
+{
+	static const char *const names[] = {
+	    "#hash?.txt",
+	    "a b%20c%.txt",
+	    "quote\"s' and `ticks`.txt",
+	    "na\xc3\xafve \xe2\x82\xac \xe6\x97\xa5\xe6\x9c\xac.txt",
+	    "d1/d2/d3/d4/d5/d6/d7/d8/deep file.csv",
+	    "semi;colon&amp=1+2.txt",
+	    "-leading-dash.txt",
+	    "star*[brackets].txt",
+	};
+	struct sbx_run_result res;
+	char code[256];
+
+	for (size_t i = 0; i < SBX_ARRAY_SIZE(names); i++) {
+		struct sbx_error err = SBX_ERROR_INIT;
+		struct sbx_buf got = SBX_BUF_INIT;
+		_cleanup_free_ char *url = sbx_artifact_url("http://h", "0123456789ab", names[i]);
+		_cleanup_free_ char *id = NULL, *rel = NULL;
+
+		{
+			/* The name in hex: no quoting of it in Python source. */
+			char hex[512] = "";
+			for (const char *c = names[i]; *c && strlen(hex) < sizeof(hex) - 3; c++)
+				snprintf(hex + strlen(hex), 3, "%02x", (unsigned char)*c);
+			snprintf(code, sizeof(code),
+				 "import os\np = bytes.fromhex('%s').decode()\n"
+				 "os.makedirs(os.path.dirname(p) or '.', exist_ok=True)\n"
+				 "open(p, 'w').write('content of ' + p)\n",
+				 hex);
+		}
+		if (python(x->m, sb, code, &res) == 0)
+			tap_ok(res.n_files == 1 && !strcmp(res.files[0].path, names[i]),
+			       "odd name listed as itself: %s", names[i]);
+		sbx_run_result_release(&res);
+		tap_ok(
+		    url && !strncmp(url, "http://h/artifacts/0123456789ab/", 32) &&
+			sbx_artifact_parse(url + strlen("http://h/artifacts/"), &id, &rel) == 0 &&
+			!strcmp(rel, names[i]) && !strchr(url + 32, '#') && !strchr(url + 32, '?'),
+		    "odd name: its link parses back to it (%s)", url ? url : "no url");
+		if (tap_call(fetch(x, sb, names[i], &got, &err), err.msg, "odd name fetched: %s",
+			     names[i]))
+			tap_ok(!strncmp(got.data, "content of ", 11) &&
+				   !strcmp(got.data + 11, names[i]),
+			       "odd name: the right bytes");
+		sbx_buf_release(&got);
+	}
+}
+
+static void test_upload_through_link(const struct test_manager *x, sbx_sandbox *sb, const char *up)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_run_result res;
+	char *path = NULL;
+	int64_t size = 0;
+	int r;
+
+	if (shell(x->m, sb, "ln -sfn /etc /app/results/e && ln -sfn /etc/hostname /app/results/h",
+		  &res) == 0)
+		tap_is_int(res.exit_code, 0, "the sandbox links a folder of its own to /etc");
+	sbx_run_result_release(&res);
+	r = sbx_sandbox_upload(x->m, sb, "notes.txt", "/app/results/e/", &path, &size, &err);
+	tap_ok(r < 0, "upload into a linked folder: refused (%s)", err.msg);
+	free(path);
+	path = NULL;
+	err = (struct sbx_error)SBX_ERROR_INIT;
+	r = sbx_sandbox_upload(x->m, sb, "notes.txt", "/app/results/e/notes.txt", &path, &size,
+			       &err);
+	tap_ok(r < 0, "upload to a file path through a linked folder: refused (%s)", err.msg);
+	free(path);
+	path = NULL;
+	/* A link at the destination's name is replaced, never written through. */
+	err = (struct sbx_error)SBX_ERROR_INIT;
+	r = sbx_sandbox_upload(x->m, sb, "notes.txt", "/app/results/h", &path, &size, &err);
+	tap_call(r, err.msg, "upload over a link named like the destination");
+	free(path);
+	if (shell(x->m, sb,
+		  "ls /etc/notes.txt 2>&1; cat /etc/hostname | grep -c uploaded; "
+		  "[ -L /app/results/h ] && echo link || cat /app/results/h",
+		  &res) == 0) {
+		tap_ok(strstr(res.out.data, "No such file") != NULL,
+		       "nothing was written into /etc (%s)", res.out.data);
+		tap_ok(strstr(res.out.data, "0\nuploaded notes\n") != NULL,
+		       "the link was replaced by the file, its target untouched");
+	}
+	sbx_run_result_release(&res);
+	(void)up;
+}
+
+struct swapper_fetch {
+	const struct test_manager *x;
+	sbx_sandbox *sb;
+	int n, leaked, served, refused, failed;
+};
+
+static void *fetch_loop(void *arg)
+{
+	struct swapper_fetch *f = arg;
+
+	for (int i = 0; i < f->n; i++) {
+		struct sbx_error err = SBX_ERROR_INIT;
+		struct sbx_buf got = SBX_BUF_INIT;
+		int r = fetch(f->x, f->sb, "d/secret", &got, &err);
+
+		if (r >= 0 && strstr(got.data, "ROOT ONLY"))
+			__atomic_add_fetch(&f->leaked, 1, __ATOMIC_RELAXED);
+		else if (r >= 0)
+			__atomic_add_fetch(&f->served, 1, __ATOMIC_RELAXED);
+		else if (r == -EPERM || r == -ENOENT || r == -EACCES || r == -EIO)
+			__atomic_add_fetch(&f->refused, 1, __ATOMIC_RELAXED);
+		else {
+			if (!__atomic_fetch_add(&f->failed, 1, __ATOMIC_RELAXED))
+				tap_diag("an unexpected failure: %d %s", r, err.msg);
+		}
+		sbx_buf_release(&got);
+	}
+	return NULL;
+}
+
+/* A folder swapped back and forth with a link to one only root may read,
+ * while its file is fetched: never a byte of the root-only file. */
+static void test_swap_race(const struct test_manager *x, sbx_sandbox *sb, const char *cid)
+{
+	enum { THREADS = 4 };
+	const char *const root_argv[] = {
+	    "sh", "-c",
+	    "mkdir -p /srv/private && echo 'ROOT ONLY' > /srv/private/secret && "
+	    "chmod 700 /srv/private && chmod 600 /srv/private/secret",
+	    NULL};
+	struct sbx_exec_spec root = {.argv = root_argv, .user = "0:0", .output_cap = 4096};
+	struct sbx_exec_result er = {0};
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct swapper_fetch f = {.x = x, .sb = sb};
+	struct sbx_run_result res;
+	pthread_t t[THREADS];
+	const char *n_env = getenv("SBX_SWAP_FETCHES");
+	int total = n_env ? atoi(n_env) : 2000;
+
+	/* The container's own root plants a file uid 1000 cannot read. */
+	if (!tap_call(sbx_exec(engine, cid, &root, &er, &err), err.msg, "root plants a secret") ||
+	    !tap_ok(er.exit_code == 0, "root's file is there (%s)", er.err.data)) {
+		sbx_exec_result_release(&er);
+		return;
+	}
+	sbx_exec_result_release(&er);
+	if (shell(x->m, sb, "cat /srv/private/secret 2>&1", &res) == 0)
+		tap_ok(!strstr(res.out.data, "ROOT ONLY"), "uid 1000 cannot read it itself");
+	sbx_run_result_release(&res);
+	/* The swapper exchanges d (a folder) and l (a link to root's folder)
+	 * atomically (renameat2 RENAME_EXCHANGE), as fast as it can, until told
+	 * to stop (at most 10 minutes): d is always one or the other. */
+	if (shell(x->m, sb,
+		  "mkdir -p d && echo decoy > d/secret && ln -sfn /srv/private l && "
+		  "(exec python3 -c \"\n"
+		  "import ctypes, os, time\n"
+		  "swap = ctypes.CDLL(None, use_errno=True).renameat2\n"
+		  "end = time.time() + 600\n"
+		  "while not os.path.exists('stop') and time.time() < end:\n"
+		  "    swap(-100, b'd', -100, b'l', 2)\n"
+		  "\") >/dev/null 2>&1 & "
+		  "sleep 0.5; echo started",
+		  &res) == 0)
+		tap_is_str(res.out.data, "started\n",
+			   "a process swaps d between a folder and a link to root's");
+	sbx_run_result_release(&res);
+	f.n = total / THREADS;
+	for (int i = 0; i < THREADS; i++)
+		pthread_create(&t[i], NULL, fetch_loop, &f);
+	for (int i = 0; i < THREADS; i++)
+		pthread_join(t[i], NULL);
+	if (shell(x->m, sb, "touch stop; sleep 0.3; echo stopped", &res) == 0)
+		tap_is_str(res.out.data, "stopped\n", "the swapper stopped");
+	sbx_run_result_release(&res);
+	tap_is_int(f.leaked, 0,
+		   "%d fetches during the swaps: none served the root-only file (%d served the "
+		   "decoy, %d refused)",
+		   f.n * THREADS, f.served, f.refused);
+	tap_is_int(f.failed, 0, "every fetch ended in a file or a clear refusal");
+}
+
 int main(int argc, char **argv)
 {
 	const char *runtime = getenv("MCP_SANDBOX_RUNTIME");
 	char runtime_set[128];
+	char up[] = "/tmp/sbx-hard-up-XXXXXX", upload_set[128], notes[160];
 	const char *const extra[] = {"sandbox.pool_size=0",
+				     upload_set,
 				     "sandbox.pids_limit=256",
 				     "sandbox.max_sandboxes=4",
 				     "sandbox.cpus=0.5",
@@ -421,6 +636,15 @@ int main(int argc, char **argv)
 	sbx_sandbox *a = NULL, *b = NULL;
 
 	fixture_init(argc, argv, "hard");
+	if (!mkdtemp(up))
+		tap_bail("mkdtemp");
+	snprintf(upload_set, sizeof(upload_set), "sandbox.upload_dir=%s", up);
+	snprintf(notes, sizeof(notes), "%s/notes.txt", up);
+	{
+		FILE *f = fopen(notes, "w");
+		if (!f || fputs("uploaded notes\n", f) < 0 || fclose(f) != 0)
+			tap_bail("write the upload file");
+	}
 	snprintf(runtime_set, sizeof(runtime_set), "sandbox.runtime=%s", runtime ? runtime : "");
 	test_manager_open(&x, "h", extra, NULL);
 	if (!tap_call(sbx_sandbox_create(x.m, "alice", "a", &a, &err), err.msg, "create a") ||
@@ -432,8 +656,17 @@ int main(int argc, char **argv)
 	test_fork_bomb(&x, a, b);
 	test_forged_protocol(&x, b);
 	test_oom(&x, b);
+	test_odd_names(&x, a);
+	test_upload_through_link(&x, a, up);
+	{
+		_cleanup_free_ char *cid = container_of(x.inst, sbx_sandbox_id(a));
+		if (tap_ok(cid != NULL, "a's container"))
+			test_swap_race(&x, a, cid);
+	}
 	sbx_sandbox_unref(a);
 	sbx_sandbox_unref(b);
 	test_manager_close(&x, "no container of the run is left");
+	unlink(notes);
+	rmdir(up);
 	return fixture_end();
 }

@@ -25,6 +25,7 @@
 #include "sbx/buf.h"
 #include "sbx/common.h"
 #include "sbx/mcp.h"
+#include "sbx/utf8.h"
 #include "http-client.h"
 #include "tap.h"
 
@@ -296,6 +297,22 @@ static void test_lifecycle(void)
 		    SBX_JSONRPC_INVALID_PARAMS, "an unknown tool -> -32602");
 	expect_code(s, "{\"jsonrpc\":\"2.0\",\"id\":12,\"method\":\"tools/call\",\"params\":{}}",
 		    SBX_JSONRPC_INVALID_PARAMS, "tools/call without name -> -32602");
+	{
+		/* An error message cut to its buffer inside a character is still
+		 * UTF-8 (tests/fuzz/fuzz-jsonrpc found the reply was not). */
+		struct sbx_buf body = SBX_BUF_INIT;
+		sbx_buf_appendf(&body, "{\"jsonrpc\":\"2.0\",\"id\":14,\"method\":\"tools/call\","
+				       "\"params\":{\"name\":\"");
+		for (int i = 0; i < 400; i++)
+			sbx_buf_append(&body, "\xc3\xa9", 2);
+		sbx_buf_appendf(&body, "\"}}");
+		char *long_reply = run_text(s, body.data, NULL);
+		tap_ok(long_reply && strstr(long_reply, "Unknown tool") &&
+			   sbx_utf8_valid(long_reply, strlen(long_reply)),
+		       "an unknown tool's long name: the error is valid UTF-8");
+		free(long_reply);
+		sbx_buf_release(&body);
+	}
 	o = run_json(s, "{\"jsonrpc\":\"2.0\",\"id\":13,\"method\":\"tools/call\",\"params\":{"
 			"\"name\":\"x\",\"arguments\":[1]}}");
 	tap_is_int(error_code(o), SBX_JSONRPC_INVALID_PARAMS,

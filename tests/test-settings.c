@@ -145,6 +145,8 @@ static void test_load(void)
 	tap_is_str(s.sandbox.image, "localhost/mcp-sandbox:latest", "untouched keys keep defaults");
 	sbx_settings_release(&s);
 
+	/* Its text is a NULL buffer: no pointer arithmetic on it (clang's UBSan
+	 * caught NULL + 0 in the line reader, tests/fuzz/fuzz-settings). */
 	r = load_text(&s, "", &err);
 	tap_ok(r == 0 && strcmp(s.engine.type, "docker") == 0, "an empty file is fine");
 	sbx_settings_release(&s);
@@ -327,6 +329,18 @@ static void test_set(void)
 	set_fails("server.public_url=ftp://x", "--set server.public_url: bad "
 					       "value \"ftp://x\": expected an http:// or "
 					       "https:// URL");
+	/* Only what the file can hold, so that a dump loads again (the fuzzer's
+	 * round trip, tests/fuzz/fuzz-settings). */
+	{
+		char set[300];
+		snprintf(set, sizeof(set), "engine.socket=tcp://%0190d", 0);
+		set_fails(set, "--set engine.socket: value longer than a line of the file (197)");
+	}
+	set_fails("server.allowed_origins=http://a ;http://b",
+		  "--set server.allowed_origins: a line break or \" ;\" (a comment in the file) "
+		  "in the value");
+	set_fails("server.instance=a\nb", "--set server.instance: a line break or \" ;\" (a "
+					  "comment in the file) in the value");
 	tap_is_int(sbx_settings_set(&s, "x", NULL), -EINVAL, "err may be NULL");
 }
 

@@ -367,13 +367,27 @@ int sbx_sandbox_upload(sbx_manager *m, sbx_sandbox *sb, const char *local_path,
 		       const char *dest_path, char **ret_path, int64_t *ret_size,
 		       struct sbx_error *err);
 
-/* An artifact: a regular file under SBX_RESULTS_DIR. RELPATH is relative to
- * it; "..", ".", empty segments, NUL, and symbolic links anywhere on the way
- * are refused (-EPERM); a missing file or a directory is -ENOENT. */
+/* An artifact: a regular file under SBX_RESULTS_DIR, read as the sandbox's
+ * own user (uid 1000) through one exec, never through the engine's archive
+ * API (root's, following links): whatever the sandbox does to the path, no
+ * more than uid 1000 may read is reached. RELPATH is relative to it; "..",
+ * ".", empty segments, NUL, and symbolic links anywhere on the way are
+ * refused (-EPERM); a missing file or a directory is -ENOENT; a file uid 1000
+ * cannot read is -EACCES. */
+typedef struct sbx_artifact sbx_artifact;
+/* Opens it and tells its size (from the open file); the sandbox counts as in
+ * use until the close. */
+int sbx_artifact_open(sbx_manager *m, sbx_sandbox *sb, const char *relpath,
+		      sbx_artifact **ret_artifact, int64_t *ret_size, struct sbx_error *err);
+/* Streams exactly the size told to SINK, as the bytes come (nothing is
+ * stored on the host): a file that grew is cut there, one that shrank is
+ * -EIO. Once per open. */
+int sbx_artifact_stream(sbx_artifact *a, sbx_sink_fn sink, void *userdata, struct sbx_error *err);
+sbx_artifact *sbx_artifact_close(sbx_artifact *a);
+/* Open and close: the size. */
 int sbx_artifact_stat(sbx_manager *m, sbx_sandbox *sb, const char *relpath, int64_t *ret_size,
 		      struct sbx_error *err);
-/* Streams the file's bytes (not a tar) to SINK, as they come from the
- * engine; nothing is stored on the host. */
+/* Open, stream, close. */
 int sbx_artifact_read(sbx_manager *m, sbx_sandbox *sb, const char *relpath, sbx_sink_fn sink,
 		      void *userdata, struct sbx_error *err);
 

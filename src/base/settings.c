@@ -763,6 +763,19 @@ int sbx_settings_set(struct sbx_settings *s, const char *assignment, struct sbx_
 	if (value_len > SET_VALUE_MAX)
 		return sbx_error_set(err, -EINVAL, "%s: value longer than %d bytes", where,
 				     SET_VALUE_MAX);
+	/* What sbx_settings_dump writes must load again: a value no line of the
+	 * file can hold is refused here too. */
+	if (strlen(key) + 3 + value_len > INI_MAX_LINE - 3)
+		return sbx_error_set(err, -EINVAL, "%s: value longer than a line of the file (%d)",
+				     where, INI_MAX_LINE - 3);
+	for (size_t j = 0; j < value_len; j++)
+		if (value[j] == '\n' ||
+		    (value[j] == ';' && j && isspace((unsigned char)value[j - 1])))
+			return sbx_error_set(
+			    err, -EINVAL,
+			    "%s: a line break or \" ;\" (a comment in the file) in "
+			    "the value",
+			    where);
 	v = strndup(value, value_len);
 	if (!v)
 		return sbx_error_set(err, -ENOMEM, "%s: out of memory", where);

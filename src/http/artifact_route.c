@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * GET/HEAD /artifacts/<sandbox_id>/<relpath>: a file under /app/results of
- * a sandbox, streamed from the engine as it comes. A producer thread runs
- * sbx_artifact_read into one end of a socket pair; MHD's content reader
- * reads the other end in the connection's thread. Nothing is stored on the
- * host and at most a socket buffer of the body is held in memory. HEAD
- * starts no producer.
+ * a sandbox, streamed from the engine as it comes. The handler opens it
+ * (sbx_artifact_open: one exec in the sandbox as its own user, which tells
+ * the size for Content-Length); a producer thread runs sbx_artifact_stream
+ * into one end of a socket pair; MHD's content reader reads the other end in
+ * the connection's thread. Nothing is stored on the host and at most a
+ * socket buffer of the body is held in memory. HEAD starts no producer.
  *
  * Status: 400 malformed path, 404 unknown sandbox or missing file, 403 a
  * refused path (-EPERM), 502 the engine answered with an error, 503 the
@@ -25,6 +26,7 @@
 struct artifact_stream {
 	sbx_manager *manager;
 	sbx_sandbox *sandbox;
+	sbx_artifact *artifact; /* open: one exec in the sandbox, its size read */
 	char *relpath;
 	int64_t size;
 	int fds[2]; /* [0] read by MHD, [1] written by the producer */
@@ -54,7 +56,7 @@ static void *produce(void *arg)
 	struct artifact_stream *st = arg;
 	struct sbx_error err = SBX_ERROR_INIT;
 
-	sbx_artifact_read(st->manager, st->sandbox, st->relpath, sink, &st->fds[1], &err);
+	sbx_artifact_stream(st->artifact, sink, &st->fds[1], &err);
 	/* EOF for the reader; a short body makes it end with an error. */
 	shutdown(st->fds[1], SHUT_WR);
 	return NULL;
@@ -93,6 +95,7 @@ static void artifact_free(void *cls)
 		close(st->fds[0]);
 	if (st->fds[1] >= 0)
 		close(st->fds[1]);
+	sbx_artifact_close(st->artifact);
 	sbx_sandbox_unref(st->sandbox);
 	free(st->relpath);
 	free(st);
@@ -157,7 +160,8 @@ enum MHD_Result sbx_artifact_handle(struct sbx_http_request *rq)
 	st->manager = h->manager;
 	r = sbx_sandbox_get(h->manager, SBX_OWNER_DEFAULT, id, &st->sandbox, &err);
 	if (r >= 0)
-		r = sbx_artifact_stat(h->manager, st->sandbox, relpath, &st->size, &err);
+		r = sbx_artifact_open(h->manager, st->sandbox, relpath, &st->artifact, &st->size,
+				      &err);
 	if (r < 0) {
 		char shown[SBX_ERROR_MSG_MAX];
 		artifact_free(st);

@@ -291,6 +291,23 @@ enum sbx_route {
 	SBX_ROUTE_ARTIFACT,
 };
 
+/* The checks of a request's line and headers, pure (the fuzzers call them).
+ * sbx_http_split_host_port splits "host[:port]" / "[v6][:port]" of LEN
+ * bytes: the host's length in *RET_HOSTLEN and the port (0 = none, -1 =
+ * malformed). sbx_http_host_allowed: HOST (the header, may be NULL) names
+ * this server. sbx_http_origin_allowed: ORIGIN is one H serves. Both read
+ * only H's settings, port, listen_host, public_host, public_port and
+ * public_origin, which sbx_http_parse_public_url fills from public_url
+ * (-EINVAL, -ENOMEM). sbx_http_route_of: the route of a request path.
+ * sbx_streamable_accept_ok (src/http/transport_streamable.c): an Accept
+ * value (may be NULL) lists application/json and text/event-stream. */
+long sbx_http_split_host_port(const char *s, size_t len, size_t *ret_hostlen);
+bool sbx_http_host_allowed(struct sbx_http *h, const char *host);
+bool sbx_http_origin_allowed(struct sbx_http *h, const char *origin);
+int sbx_http_parse_public_url(struct sbx_http *h);
+enum sbx_route sbx_http_route_of(const char *url);
+bool sbx_streamable_accept_ok(const char *accept);
+
 /* One HTTP request in flight (MHD's per-connection pointer). */
 struct sbx_http_request {
 	struct sbx_http *http;

@@ -350,7 +350,7 @@ static bool ieq(const char *a, size_t alen, const char *b)
 
 /* Splits "host[:port]" / "[v6][:port]": host span and port (0 = none, -1 =
  * malformed). */
-static long split_host_port(const char *s, size_t len, size_t *ret_hostlen)
+long sbx_http_split_host_port(const char *s, size_t len, size_t *ret_hostlen)
 {
 	const char *colon = NULL;
 	char *end;
@@ -399,14 +399,14 @@ static bool loopback_host(const char *h, size_t len)
 
 /* Host must name this server: a loopback name, the listen address or the
  * public URL's host, with no port or one we answer on. */
-static bool host_allowed(struct sbx_http *h, const char *host)
+bool sbx_http_host_allowed(struct sbx_http *h, const char *host)
 {
 	size_t hl;
 	long port;
 
 	if (!host || !*host || strlen(host) > 255)
 		return false;
-	port = split_host_port(host, strlen(host), &hl);
+	port = sbx_http_split_host_port(host, strlen(host), &hl);
 	if (port < 0)
 		return false;
 	if (port > 0 && port != h->port && (h->public_port == 0 || port != (long)h->public_port))
@@ -417,7 +417,7 @@ static bool host_allowed(struct sbx_http *h, const char *host)
 
 /* Origin, when present: a loopback origin, the public URL's, or one listed
  * in server.allowed_origins. */
-static bool origin_allowed(struct sbx_http *h, const char *origin)
+bool sbx_http_origin_allowed(struct sbx_http *h, const char *origin)
 {
 	const char *rest = NULL;
 	size_t hl, len = strlen(origin);
@@ -426,7 +426,7 @@ static bool origin_allowed(struct sbx_http *h, const char *origin)
 		rest = origin + 7;
 	else if (strncasecmp(origin, "https://", 8) == 0)
 		rest = origin + 8;
-	if (rest && !strchr(rest, '/') && split_host_port(rest, strlen(rest), &hl) >= 0 &&
+	if (rest && !strchr(rest, '/') && sbx_http_split_host_port(rest, strlen(rest), &hl) >= 0 &&
 	    loopback_host(rest, hl))
 		return true;
 	if (h->public_origin[0] && ieq(origin, len, h->public_origin))
@@ -670,7 +670,7 @@ bool sbx_http_peer_gone(struct MHD_Connection *conn)
 
 /* ---- routing ---- */
 
-static enum sbx_route route_of(const char *url)
+enum sbx_route sbx_http_route_of(const char *url)
 {
 	if (strcmp(url, "/health") == 0)
 		return SBX_ROUTE_HEALTH;
@@ -717,12 +717,12 @@ static bool header_phase(struct sbx_http_request *rq, enum MHD_Result *ret)
 		*ret = sbx_http_respond_405(rq, "GET, POST, DELETE");
 		return true;
 	}
-	if (!host_allowed(h, sbx_http_header(rq, "Host"))) {
+	if (!sbx_http_host_allowed(h, sbx_http_header(rq, "Host"))) {
 		*ret = sbx_http_respond_error(rq, MHD_HTTP_FORBIDDEN,
 					      "Host not allowed (DNS rebinding protection)");
 		return true;
 	}
-	if (origin && !origin_allowed(h, origin)) {
+	if (origin && !sbx_http_origin_allowed(h, origin)) {
 		*ret = sbx_http_respond_error(rq, MHD_HTTP_FORBIDDEN, "Origin not allowed");
 		return true;
 	}
@@ -872,7 +872,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		rq->conn = conn;
 		rq->url = url;
 		rq->method = method;
-		rq->route = route_of(url);
+		rq->route = sbx_http_route_of(url);
 		rq->start_ms = sbx_monotonic_ms();
 		{
 			const union MHD_ConnectionInfo *ci =
@@ -1095,7 +1095,7 @@ static int connection_limit(int64_t wanted)
 }
 
 /* Fills public_host, public_port and public_origin from public_url. */
-static int parse_public_url(struct sbx_http *h)
+int sbx_http_parse_public_url(struct sbx_http *h)
 {
 	const char *u = h->public_url, *rest, *end;
 	size_t schemelen, hl;
@@ -1107,7 +1107,7 @@ static int parse_public_url(struct sbx_http *h)
 	schemelen = (size_t)(rest - u);
 	rest += 3;
 	end = rest + strcspn(rest, "/?#");
-	port = split_host_port(rest, (size_t)(end - rest), &hl);
+	port = sbx_http_split_host_port(rest, (size_t)(end - rest), &hl);
 	if (port < 0 || hl == 0)
 		return -EINVAL;
 	h->public_host = strndup(rest, hl);
@@ -1194,7 +1194,7 @@ int sbx_http_start(const struct sbx_http_config *cfg, sbx_http **ret_http, struc
 		for (size_t n = strlen(h->public_url); n > 0 && h->public_url[n - 1] == '/'; n--)
 			h->public_url[n - 1] = '\0';
 	}
-	r = parse_public_url(h);
+	r = sbx_http_parse_public_url(h);
 	if (r < 0) {
 		sbx_error_set(err, r, "server.public_url %s: not an http(s) URL", h->public_url);
 		goto fail;

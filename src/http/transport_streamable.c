@@ -249,7 +249,7 @@ static void call_free(void *cls)
 
 /* Accept lists both application/json and text/event-stream (wildcards
  * count). */
-static bool accept_ok(const char *accept)
+bool sbx_streamable_accept_ok(const char *accept)
 {
 	bool json = false, sse = false;
 
@@ -286,7 +286,7 @@ bool sbx_streamable_check(struct sbx_http_request *rq, enum MHD_Result *ret)
 	}
 	if (strcmp(rq->method, "POST") != 0)
 		return false;
-	if (!accept_ok(sbx_http_header(rq, "Accept"))) {
+	if (!sbx_streamable_accept_ok(sbx_http_header(rq, "Accept"))) {
 		*ret = sbx_http_respond_rpc_error(
 		    rq, MHD_HTTP_NOT_ACCEPTABLE, -32000,
 		    "Not Acceptable: Accept must list application/json and text/event-stream");

@@ -33,6 +33,7 @@
 #include "sbx/common.h"
 #include "sbx/log.h"
 #include "sbx/mcp.h"
+#include "sbx/utf8.h"
 #include "tools/tools.h"
 
 /* Nesting accepted in a JSON body: enough for any tool argument. */
@@ -268,13 +269,18 @@ static struct json_object *error_response(struct json_object *id, int code, cons
 static struct json_object *error_response(struct json_object *id, int code, const char *fmt, ...)
 {
 	struct json_object *r = json_object_new_object(), *e = json_object_new_object();
+	struct sbx_buf text = SBX_BUF_INIT;
 	char msg[512];
 	va_list ap;
 
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	if (!r || !e) {
+	/* A message cut to its buffer (here, or an error's on the way up) may
+	 * end inside a character: JSON text is UTF-8 (U+FFFD instead). */
+	if (!r || !e || sbx_buf_append(&text, msg, strlen(msg)) < 0 ||
+	    sbx_utf8_sanitize(&text) < 0) {
+		sbx_buf_release(&text);
 		json_object_put(r);
 		json_object_put(e);
 		return NULL;
@@ -282,8 +288,9 @@ static struct json_object *error_response(struct json_object *id, int code, cons
 	json_object_object_add(r, "jsonrpc", json_object_new_string("2.0"));
 	json_object_object_add(r, "id", id ? json_object_get(id) : NULL);
 	json_object_object_add(e, "code", json_object_new_int(code));
-	json_object_object_add(e, "message", json_object_new_string(msg));
+	json_object_object_add(e, "message", json_object_new_string(text.data ? text.data : ""));
 	json_object_object_add(r, "error", e);
+	sbx_buf_release(&text);
 	return r;
 }
 

@@ -111,24 +111,134 @@ static int open_upload(const struct sbx_settings *s, const char *local, int *ret
 	return 0;
 }
 
-/* Reads at most max bytes of fd into b; -EFBIG beyond. */
-static int read_bounded(int fd, int64_t max, struct sbx_buf *b, struct sbx_error *err)
-{
-	char chunk[65536];
+/*
+ * Files move through an exec run as the sandbox's own user, never through the
+ * engine's archive API, which acts as root and follows symbolic links in
+ * parent folders: whatever code in the sandbox does to the path (a link, a
+ * swap between our check and our act), uid 1000 can reach no more than it
+ * could itself. The file's bytes stream through the exec's stdin or stdout;
+ * its path is an argv element (no escaping for any engine).
+ */
+#define FILE_USER "1000:1000"
+/* How long a file exec may go without a byte moving. */
+#define FILE_IDLE_MS 30000
+/* What file_exec returns when it stopped reading (out_max, the sink). */
+#define FILE_STOPPED 256
+/* Bytes of the exec's stderr kept for an error message. */
+#define FILE_ERR_MAX 1024
 
-	for (;;) {
-		ssize_t n = read(fd, chunk, sizeof(chunk));
+struct file_exec {
+	sbx_sink_fn sink; /* stdout goes here (NULL: into out) */
+	void *userdata;
+	int64_t out_max; /* stdout bytes passed on; more ends the stream */
+	int64_t out_len;
+	struct sbx_buf out; /* stdout when no sink (at most FILE_ERR_MAX) */
+	struct sbx_buf err; /* stderr (at most FILE_ERR_MAX) */
+	int sink_error;
+	bool over; /* stdout went past out_max */
+};
+
+static void keep_bounded(struct sbx_buf *b, const char *p, size_t n)
+{
+	if (b->len < FILE_ERR_MAX)
+		sbx_buf_append(b, p, n < FILE_ERR_MAX - b->len ? n : FILE_ERR_MAX - b->len);
+}
+
+/* The exit code of an ended exec stream (the engine may take a moment). */
+static int stream_exit(sbx_stream *s)
+{
+	for (int i = 0; i < 100; i++) {
+		int code = sbx_stream_exit_code(s, NULL);
+		if (code >= 0)
+			return code;
+		nanosleep(&(struct timespec){.tv_nsec = 10 * 1000000L}, NULL);
+	}
+	return -1;
+}
+
+/* Runs ARGV as the sandbox user in SBX_RESULTS_DIR with stdin from IN_FD (or
+ * none, -1), at most IN_MAX bytes of it, stdout to fx. Returns the exit code,
+ * FILE_STOPPED when it stopped reading (fx->over, fx->sink_error), or a
+ * negative error. */
+static int file_exec(sbx_manager *m, sbx_sandbox *sb, const char *const *argv, int in_fd,
+		     int64_t in_max, struct file_exec *fx, struct sbx_error *err)
+{
+	struct sbx_exec_spec spec = {.argv = argv, .workdir = SBX_RESULTS_DIR, .user = FILE_USER};
+	sbx_stream *s = NULL;
+	char buf[65536];
+	int64_t sent = 0;
+	int r, code;
+
+	r = sbx_exec_stream(m->engine, sb->container, &spec, &s, err);
+	if (r < 0)
+		return sbx_sandbox_exec_failed(m, sb, r, err);
+	while (in_fd >= 0) {
+		ssize_t n = read(in_fd, buf, sizeof(buf));
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n < 0)
-			return sbx_error_set(err, -errno, "read: %s", strerror(errno));
+		if (n < 0) {
+			r = sbx_error_set(err, -errno, "read: %s", strerror(errno));
+			goto out;
+		}
 		if (n == 0)
-			return 0;
-		if ((int64_t)(b->len + (size_t)n) > max)
-			return sbx_error_set(err, -EFBIG, "the file grew over the upload limit");
-		if (sbx_buf_append(b, chunk, (size_t)n) < 0)
-			return sbx_error_set(err, -ENOMEM, "out of memory");
+			break;
+		if ((sent += n) > in_max) {
+			r = sbx_error_set(err, -EFBIG, "the file grew over the upload limit");
+			goto out;
+		}
+		r = sbx_stream_write(s, buf, (size_t)n, err);
+		if (r < 0)
+			goto out;
 	}
+	r = sbx_stream_close_stdin(s, err);
+	if (r < 0)
+		goto out;
+	for (;;) {
+		int fd = 1;
+		ssize_t n = sbx_stream_read(s, buf, sizeof(buf), &fd, FILE_IDLE_MS, err);
+		if (n == 0)
+			break;
+		if (n < 0) {
+			r = n == -ETIMEDOUT ? sbx_error_set(err, -ETIMEDOUT,
+							    "the sandbox sent nothing for %d s",
+							    FILE_IDLE_MS / 1000)
+					    : (int)n;
+			goto out;
+		}
+		if (fd == 2) {
+			keep_bounded(&fx->err, buf, (size_t)n);
+			continue;
+		}
+		if (fx->out_len + n > fx->out_max) {
+			n = (ssize_t)(fx->out_max - fx->out_len);
+			fx->over = true;
+		}
+		fx->out_len += n;
+		if (n > 0 && fx->sink && (fx->sink_error = fx->sink(fx->userdata, buf, (size_t)n)))
+			break;
+		if (n > 0 && !fx->sink)
+			keep_bounded(&fx->out, buf, (size_t)n);
+		if (fx->over)
+			break;
+	}
+	if (fx->sink_error || fx->over) {
+		code = FILE_STOPPED; /* by us: the rest of the stream is dropped */
+	} else {
+		code = stream_exit(s);
+	}
+	sbx_stream_free(s);
+	sbx_buf_append(&fx->out, "", 0);
+	sbx_buf_append(&fx->err, "", 0);
+	return code;
+out:
+	sbx_stream_free(s);
+	return r;
+}
+
+static void file_exec_release(struct file_exec *fx)
+{
+	sbx_buf_release(&fx->out);
+	sbx_buf_release(&fx->err);
 }
 
 /* Where in the sandbox the file goes: *ret_dir and *ret_name. */
@@ -185,14 +295,25 @@ done:
 	return 0;
 }
 
+/*
+ * Writes stdin to DIR/NAME as the sandbox user: into a new file beside it
+ * (noclobber: never through a link planted there), then renamed over the
+ * name (a link there is replaced, not followed). Prints the path on stdout.
+ * Exit 3: no such folder; 4: cannot write there.
+ */
+static const char upload_sh[] = "t=\"${1%/}/$2\"; [ -d \"$1\" ] || exit 3\n"
+				"tmp=\"${1%/}/.sbx-upload-$$\"; set -C; umask 022\n"
+				"cat >\"$tmp\" || { rm -f -- \"$tmp\"; exit 4; }\n"
+				"mv -f -- \"$tmp\" \"$t\" || { rm -f -- \"$tmp\"; exit 4; }\n"
+				"printf '%s' \"$t\"\n";
+
 static int upload(sbx_manager *m, sbx_sandbox *sb, const char *local_path, const char *dest_path,
 		  char **ret_path, int64_t *ret_size, struct sbx_error *err)
 {
 	_cleanup_free_ char *host_name = NULL, *dir = NULL, *name = NULL, *path = NULL;
 	_cleanup_close_ int fd = -1;
-	struct sbx_buf data = SBX_BUF_INIT, tar = SBX_BUF_INIT;
-	struct stat st;
-	int64_t size;
+	struct file_exec fx = {.out_max = SBX_PATH_MAX};
+	struct stat st = {0};
 	int r;
 
 	r = open_upload(m->s, local_path, &fd, &host_name, &st, err);
@@ -202,34 +323,36 @@ static int upload(sbx_manager *m, sbx_sandbox *sb, const char *local_path, const
 			  err);
 	if (r < 0)
 		goto out;
-	r = read_bounded(fd, m->s->sandbox.max_upload, &data, err);
+	{
+		const char *const argv[] = {"sh", "-c", upload_sh, "sbx-upload", dir, name, NULL};
+		r = file_exec(m, sb, argv, fd, m->s->sandbox.max_upload, &fx, err);
+	}
 	if (r < 0)
 		goto out;
-	r = sbx_tar_add_file(&tar, name, data.data, data.len, 0644, (int64_t)time(NULL), 1000, 1000,
-			     err);
-	if (r >= 0)
-		r = sbx_tar_finish(&tar, err);
-	if (r < 0)
-		goto out;
-	size = (int64_t)data.len;
-	sbx_buf_release(&data);
-	r = sbx_archive_put(m->engine, sb->container, dir, tar.data, tar.len, err);
-	if (r < 0) {
-		r = sbx_sandbox_exec_failed(m, sb, r, err);
+	if (r == 3) {
+		r = sbx_error_set(err, -ENOENT,
+				  "the folder %s does not exist in the sandbox; create it first or "
+				  "upload into %s",
+				  dir, SBX_RESULTS_DIR);
 		goto out;
 	}
-	if (asprintf(&path, "%s%s%s", dir, strcmp(dir, "/") == 0 ? "" : "/", name) < 0) {
-		path = NULL;
+	if (r != 0) {
+		r = sbx_error_set(err, -EACCES,
+				  "the sandbox's user (uid 1000) cannot write %s/%s%s%.300s", dir,
+				  name, fx.err.len ? ": " : "", fx.err.len ? fx.err.data : "");
+		goto out;
+	}
+	path = strdup(fx.out.data);
+	if (!path) {
 		r = sbx_error_set(err, -ENOMEM, "out of memory");
 		goto out;
 	}
 	*ret_path = SBX_TAKE(path);
 	if (ret_size)
-		*ret_size = size;
+		*ret_size = (int64_t)st.st_size;
 	r = 0;
 out:
-	sbx_buf_release(&data);
-	sbx_buf_release(&tar);
+	file_exec_release(&fx);
 	if (r < 0)
 		sbx_error_prefix(err, "upload %s", local_path ? local_path : "");
 	return r;
@@ -288,157 +411,225 @@ int sbx_artifact_check_relpath(const char *relpath, struct sbx_error *err)
 	}
 }
 
-/* Checks RELPATH and every directory on the way with the engine; gives the
- * file's size and full path. */
-static int artifact_resolve(sbx_manager *m, sbx_sandbox *sb, const char *relpath, int64_t *ret_size,
-			    char **ret_full, struct sbx_error *err)
+/*
+ * Opens SBX_RESULTS_DIR/$1 as the sandbox user: with shell builtins, checks
+ * that no part of the way is a symbolic link or a non-folder and that it ends
+ * at a regular file; opens it once, prints its size from that open file, then
+ * streams it. A swap after the check reaches only what uid 1000 may read.
+ * Exit 2: no such file; 3: not a regular file; 4: a link on the way; 5: cannot
+ * be read.
+ */
+static const char open_sh[] =
+    "p=$1 d=; r=$p\n"
+    "while case $r in */*) true ;; *) false ;; esac; do\n"
+    "  d=$d${r%%/*}; r=${r#*/}\n"
+    "  [ -L \"$d\" ] && exit 4; [ -d \"$d\" ] || exit 2; d=$d/\n"
+    "done\n"
+    "[ -L \"$p\" ] && exit 4; [ -e \"$p\" ] || exit 2; [ -f \"$p\" ] || exit 3\n"
+    "exec 3<\"$p\" || exit 5\n"
+    "s=$(stat -L -c %s /dev/fd/3) || exit 5\n"
+    "printf '%s\\n' \"$s\"\n"
+    "exec cat <&3\n";
+
+struct sbx_artifact {
+	sbx_manager *m;
+	sbx_sandbox *sb; /* a reference; a call runs on it until the close */
+	sbx_stream *s;
+	char *relpath;
+	int64_t size;
+	struct sbx_buf head; /* bytes read past the size line */
+	bool streamed;
+};
+
+sbx_artifact *sbx_artifact_close(sbx_artifact *a)
 {
-	_cleanup_free_ char *full = NULL;
-	size_t base = strlen(SBX_RESULTS_DIR);
+	if (!a)
+		return NULL;
+	sbx_stream_free(a->s);
+	sbx_sandbox_end(a->sb, NULL);
+	sbx_sandbox_unref(a->sb);
+	sbx_buf_release(&a->head);
+	free(a->relpath);
+	free(a);
+	return NULL;
+}
+
+static int open_failed(sbx_artifact *a, int code, const struct sbx_buf *diag, struct sbx_error *err)
+{
+	const char *rel = a->relpath;
+
+	switch (code) {
+	case 2:
+		return sbx_error_set(err, -ENOENT, "no file %s in %s", rel, SBX_RESULTS_DIR);
+	case 3:
+		return sbx_error_set(err, -ENOENT, "%s in %s is not a regular file", rel,
+				     SBX_RESULTS_DIR);
+	case 4:
+		return sbx_error_set(err, -EPERM,
+				     "%s leads through a symbolic link; only regular files under "
+				     "%s are served",
+				     rel, SBX_RESULTS_DIR);
+	case 5:
+		return sbx_error_set(err, -EACCES, "the sandbox's user cannot read %s%s%.300s", rel,
+				     diag->len ? ": " : "", diag->len ? diag->data : "");
+	default:
+		return sbx_error_set(err, -EIO,
+				     "reading %s in the sandbox failed (exit %d)%s%.300s", rel,
+				     code, diag->len ? ": " : "", diag->len ? diag->data : "");
+	}
+}
+
+int sbx_artifact_open(sbx_manager *m, sbx_sandbox *sb, const char *relpath, sbx_artifact **ret,
+		      int64_t *ret_size, struct sbx_error *err)
+{
+	const char *const argv[] = {"sh", "-c", open_sh, "sbx-open", relpath, NULL};
+	struct sbx_exec_spec spec = {.argv = argv, .workdir = SBX_RESULTS_DIR, .user = FILE_USER};
+	struct sbx_buf line = SBX_BUF_INIT, diag = SBX_BUF_INIT;
+	sbx_artifact *a;
+	char buf[65536];
 	int r;
 
 	r = sbx_artifact_check_relpath(relpath, err);
 	if (r < 0)
 		return r;
-	if (asprintf(&full, "%s/%s", SBX_RESULTS_DIR, relpath) < 0)
+	a = calloc(1, sizeof(*a));
+	if (!a || !(a->relpath = strdup(relpath))) {
+		free(a);
 		return sbx_error_set(err, -ENOMEM, "out of memory");
-	/* Stat SBX_RESULTS_DIR itself, then each component. */
-	for (size_t end = base;;) {
-		struct sbx_path_stat st = {0};
-		bool last = full[end] == '\0';
-		char save = full[end];
-
-		full[end] = '\0';
-		r = sbx_path_stat(m->engine, sb->container, full, &st, err);
-		full[end] = save;
-		if (r == -ENOENT)
-			return sbx_error_set(err, -ENOENT, "no file %s in %s", relpath,
-					     SBX_RESULTS_DIR);
-		if (r < 0)
-			return sbx_sandbox_exec_failed(m, sb, r, err);
-		if (st.is_symlink) {
-			sbx_path_stat_release(&st);
-			return sbx_error_set(err, -EPERM,
-					     "%s leads through a symbolic link; only regular files "
-					     "under %s are served",
-					     relpath, SBX_RESULTS_DIR);
-		}
-		if (!last && !st.is_dir) {
-			sbx_path_stat_release(&st);
-			return sbx_error_set(err, -ENOENT, "no file %s in %s", relpath,
-					     SBX_RESULTS_DIR);
-		}
-		if (last) {
-			bool regular = !st.is_dir && !(st.mode & GO_MODE_NOT_REGULAR);
-			int64_t size = st.size;
-			sbx_path_stat_release(&st);
-			if (!regular)
-				return sbx_error_set(err, -ENOENT, "%s in %s is not a regular file",
-						     relpath, SBX_RESULTS_DIR);
-			*ret_size = size;
-			if (ret_full)
-				*ret_full = SBX_TAKE(full);
-			return 0;
-		}
-		sbx_path_stat_release(&st);
-		end += 1 + strcspn(full + end + 1, "/");
 	}
+	a->m = m;
+	a->sb = sbx_sandbox_ref(sb);
+	r = sbx_sandbox_begin(sb, err);
+	if (r < 0) {
+		sbx_sandbox_unref(a->sb);
+		free(a->relpath);
+		free(a);
+		return r;
+	}
+	r = sbx_exec_stream(m->engine, sb->container, &spec, &a->s, err);
+	if (r < 0) {
+		r = sbx_sandbox_exec_failed(m, sb, r, err);
+		goto fail;
+	}
+	r = sbx_stream_close_stdin(a->s, err);
+	/* The size line, then what came with it. */
+	while (r >= 0) {
+		int fd = 1;
+		ssize_t n = sbx_stream_read(a->s, buf, sizeof(buf), &fd, FILE_IDLE_MS, err);
+		const char *nl;
+
+		if (n == 0) {
+			r = open_failed(a, stream_exit(a->s), &diag, err);
+			break;
+		}
+		if (n < 0) {
+			r = (int)n;
+			break;
+		}
+		if (fd == 2) {
+			keep_bounded(&diag, buf, (size_t)n);
+			continue;
+		}
+		nl = memchr(buf, '\n', (size_t)n);
+		if (sbx_buf_append(&line, buf, nl ? (size_t)(nl - buf) : (size_t)n) < 0 ||
+		    (nl &&
+		     sbx_buf_append(&a->head, nl + 1, (size_t)n - (size_t)(nl - buf) - 1) < 0)) {
+			r = sbx_error_set(err, -ENOMEM, "out of memory");
+			break;
+		}
+		if (line.len > 20) {
+			r = sbx_error_set(err, -EPROTO, "reading %s: no size from the sandbox",
+					  relpath);
+			break;
+		}
+		if (nl) {
+			char *end = NULL;
+			long long size = strtoll(line.data, &end, 10);
+			if (!line.len || *end || size < 0)
+				r = sbx_error_set(err, -EPROTO,
+						  "reading %s: no size from the sandbox", relpath);
+			a->size = size;
+			break;
+		}
+	}
+	sbx_buf_release(&line);
+	sbx_buf_release(&diag);
+	if (r < 0)
+		goto fail;
+	if ((int64_t)a->head.len > a->size)
+		a->head.len = (size_t)a->size;
+	*ret_size = a->size;
+	*ret = a;
+	return 0;
+fail:
+	sbx_artifact_close(a);
+	return r;
+}
+
+int sbx_artifact_stream(sbx_artifact *a, sbx_sink_fn sink, void *userdata, struct sbx_error *err)
+{
+	int64_t sent = 0;
+	char buf[65536];
+	int r;
+
+	if (!sink || a->streamed)
+		return sbx_error_set(err, -EINVAL, "no sink, or read twice");
+	a->streamed = true;
+	if (a->head.len) {
+		r = sink(userdata, a->head.data, a->head.len);
+		if (r < 0)
+			return sbx_error_set(err, r, "reading %s was stopped by its receiver",
+					     a->relpath);
+		sent = (int64_t)a->head.len;
+	}
+	sbx_buf_release(&a->head);
+	while (sent < a->size) {
+		int fd = 1;
+		ssize_t n = sbx_stream_read(a->s, buf, sizeof(buf), &fd, FILE_IDLE_MS, err);
+
+		if (n == 0)
+			return sbx_error_set(err, -EIO, "%s shrank while it was read", a->relpath);
+		if (n < 0)
+			return n == -ETIMEDOUT ? sbx_error_set(err, -ETIMEDOUT,
+							       "the sandbox sent nothing for %d s",
+							       FILE_IDLE_MS / 1000)
+					       : (int)n;
+		if (fd == 2)
+			continue;
+		if (n > a->size - sent)
+			n = (ssize_t)(a->size - sent); /* it grew: what was told is sent */
+		r = sink(userdata, buf, (size_t)n);
+		if (r < 0)
+			return sbx_error_set(err, r, "reading %s was stopped by its receiver",
+					     a->relpath);
+		sent += n;
+	}
+	sbx_sandbox_touch(a->sb);
+	return 0;
 }
 
 int sbx_artifact_stat(sbx_manager *m, sbx_sandbox *sb, const char *relpath, int64_t *ret_size,
 		      struct sbx_error *err)
 {
-	int64_t size = 0;
-	int r = sbx_sandbox_begin(sb, err), q;
+	sbx_artifact *a = NULL;
+	int r = sbx_artifact_open(m, sb, relpath, &a, ret_size, err);
 
-	if (r < 0)
-		return r;
-	r = artifact_resolve(m, sb, relpath, &size, NULL, err);
-	q = sbx_sandbox_end(sb, r < 0 ? NULL : err);
-	if (r >= 0 && q < 0)
-		return q;
-	if (r >= 0)
-		*ret_size = size;
+	sbx_artifact_close(a);
 	return r;
-}
-
-struct artifact_reader {
-	struct sbx_tar_reader *tar;
-	const char *name; /* the basename expected */
-	sbx_sink_fn sink;
-	void *userdata;
-	int entries;
-	int refused; /* why the stream was stopped by us, 0 if not */
-	int sink_error;
-};
-
-static int ar_entry(void *ud, const struct sbx_tar_entry *e)
-{
-	struct artifact_reader *a = ud;
-
-	if (++a->entries > 1 || e->type != '0' || strcmp(e->name, a->name) != 0)
-		return a->refused = -EPERM;
-	return 0;
-}
-
-static int ar_data(void *ud, const void *p, size_t n)
-{
-	struct artifact_reader *a = ud;
-	int r = a->sink(a->userdata, p, n);
-
-	if (r < 0)
-		a->sink_error = r;
-	return r;
-}
-
-static int ar_feed(void *ud, const void *p, size_t n)
-{
-	struct artifact_reader *a = ud;
-	return sbx_tar_reader_feed(a->tar, p, n, NULL);
-}
-
-static int artifact_read(sbx_manager *m, sbx_sandbox *sb, const char *relpath, sbx_sink_fn sink,
-			 void *userdata, struct sbx_error *err)
-{
-	static const struct sbx_tar_reader_ops ops = {.entry = ar_entry, .data = ar_data};
-	_cleanup_free_ char *full = NULL;
-	struct artifact_reader a = {.sink = sink, .userdata = userdata};
-	int64_t size;
-	int r;
-
-	if (!sink)
-		return sbx_error_set(err, -EINVAL, "no sink");
-	r = artifact_resolve(m, sb, relpath, &size, &full, err);
-	if (r < 0)
-		return r;
-	a.name = strrchr(full, '/') + 1;
-	a.tar = sbx_tar_reader_new(&ops, &a);
-	if (!a.tar)
-		return sbx_error_set(err, -ENOMEM, "out of memory");
-	r = sbx_archive_get(m->engine, sb->container, full, ar_feed, &a, err);
-	if (a.refused)
-		r = sbx_error_set(err, -EPERM,
-				  "%s changed while it was read and is no longer a regular file",
-				  relpath);
-	else if (a.sink_error)
-		r = sbx_error_set(err, a.sink_error, "reading %s was stopped by its receiver",
-				  relpath);
-	else if (r >= 0)
-		r = sbx_tar_reader_finish(a.tar, err);
-	if (r >= 0 && a.entries != 1)
-		r = sbx_error_set(err, -ENOENT, "no file %s in %s", relpath, SBX_RESULTS_DIR);
-	sbx_tar_reader_free(a.tar);
-	return r < 0 ? r : 0;
 }
 
 int sbx_artifact_read(sbx_manager *m, sbx_sandbox *sb, const char *relpath, sbx_sink_fn sink,
 		      void *userdata, struct sbx_error *err)
 {
-	int r = sbx_sandbox_begin(sb, err), q;
+	sbx_artifact *a = NULL;
+	int64_t size;
+	int r;
 
-	if (r < 0)
-		return r;
-	r = artifact_read(m, sb, relpath, sink, userdata, err);
-	q = sbx_sandbox_end(sb, r < 0 ? NULL : err);
-	return r < 0 ? r : q;
+	if (!sink)
+		return sbx_error_set(err, -EINVAL, "no sink");
+	r = sbx_artifact_open(m, sb, relpath, &a, &size, err);
+	if (r >= 0)
+		r = sbx_artifact_stream(a, sink, userdata, err);
+	sbx_artifact_close(a);
+	return r;
 }

@@ -416,6 +416,18 @@ static int feed(struct call *c, const char *p, size_t n)
 	return 0;
 }
 
+int sbx_interp_protocol_feed(sbx_manager *m, const char *p, size_t n)
+{
+	struct sbx_interp *in = interp_new();
+	struct call c = {.m = m, .in = in, .sid = "fuzz", .id = 1, .cap = 65536};
+	int r = in ? feed(&c, p, n) : -ENOMEM;
+
+	call_release(&c);
+	sbx_run_result_release(&c.res);
+	sbx_interp_free(in);
+	return r;
+}
+
 /* Reads one chunk of the stream: 1 when something was read, 0 at end of
  * stream, -ETIMEDOUT, or another negative code. */
 static int pump(struct call *c, int wait_ms, struct sbx_error *err)

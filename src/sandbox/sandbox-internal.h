@@ -174,6 +174,11 @@ int sbx_interp_reset(sbx_manager *m, sbx_sandbox *sb, struct sbx_error *err);
 /* Seconds since ts (CLOCK_MONOTONIC). */
 double sbx_seconds_since(const struct timespec *ts);
 
+/* interp.c, for the fuzzer: feeds N bytes through the protocol reader as the
+ * interpreter's stdout during call 1 (m->s is all of M it reads), then frees
+ * what the lines made; the reader's result (0, -EPROTO past the line cap). */
+int sbx_interp_protocol_feed(sbx_manager *m, const char *p, size_t n);
+
 /* files.c: refuses an artifact RELPATH (relative to SBX_RESULTS_DIR, from a
  * link) that is empty, absolute, too long or too deep, or has an empty, "."
  * or ".." segment: -EPERM or -EINVAL. Pure (the fuzzers call it). */

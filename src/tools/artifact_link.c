@@ -60,7 +60,8 @@ int sbx_artifact_parse(const char *rest, char **ret_sandbox_id, char **ret_relpa
 		if (!end)
 			end = p + strlen(p);
 		r = decode_segment(p, end, &seg);
-		if (r == 0 && path.len)
+		/* Every '/' is kept: "ID//x" is "/x" (refused), never "x". */
+		if (r == 0 && p != slash + 1)
 			r = sbx_buf_append(&path, "/", 1);
 		if (r == 0)
 			r = sbx_buf_append(&path, seg, strlen(seg));
