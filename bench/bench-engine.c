@@ -346,6 +346,69 @@ static void bench_stream(const char *id, int rounds)
 	free(ref);
 }
 
+static int count_sink(void *userdata, const void *data, size_t len)
+{
+	(void)data;
+	*(size_t *)userdata += len;
+	return 0;
+}
+
+/* One artifact of 1 MiB read as the server reads it now (an exec as uid
+ * 1000 that streams it, src/sandbox/files.c) next to the engine's archive
+ * API (as root: what the server used before, for the cost of the change). */
+static void bench_artifact(const char *id, int rounds)
+{
+	static const char *const make_argv[] = {
+	    "sh", "-c", "head -c 1048576 /dev/urandom > /tmp/bench-artifact", NULL};
+	static const char *const cat_argv[] = {"sh", "-c", "exec cat -- /tmp/bench-artifact", NULL};
+	struct sbx_exec_spec make = {.argv = make_argv, .user = "1000:1000"};
+	struct sbx_exec_spec cat = {.argv = cat_argv, .user = "1000:1000"};
+	double *vt = calloc((size_t)rounds, sizeof(double)),
+	       *ref = calloc((size_t)rounds, sizeof(double));
+	struct sbx_exec_result res = {0};
+	struct sbx_error err = SBX_ERROR_INIT;
+	size_t nv = 0, nr = 0;
+
+	if (sbx_exec(engine, id, &make, &res, &err) < 0 || res.exit_code != 0) {
+		fprintf(stderr, "artifact: %s\n", err.msg);
+		goto out;
+	}
+	for (int i = 0; i < rounds; i++) {
+		sbx_stream *s = NULL;
+		size_t got = 0;
+		char buf[65536];
+		int fd;
+		ssize_t n;
+		double t0 = now_ms();
+
+		if (sbx_exec_stream(engine, id, &cat, &s, &err) < 0 ||
+		    sbx_stream_close_stdin(s, &err) < 0) {
+			sbx_stream_free(s);
+			break;
+		}
+		while ((n = sbx_stream_read(s, buf, sizeof(buf), &fd, 10000, &err)) > 0)
+			got += fd == 1 ? (size_t)n : 0;
+		sbx_stream_free(s);
+		if (got != 1048576)
+			break;
+		vt[nv++] = now_ms() - t0;
+		got = 0;
+		t0 = now_ms();
+		if (sbx_archive_get(engine, id, "/tmp/bench-artifact", count_sink, &got, &err) <
+			0 ||
+		    got < 1048576)
+			break;
+		ref[nr++] = now_ms() - t0;
+	}
+	printf("# artifact of 1 MiB: vt = an exec as uid 1000 (the server's way), "
+	       "cli = the archive API as root (the old way)\n");
+	report("artifact 1m", vt, nv, ref, nr);
+out:
+	sbx_exec_result_release(&res);
+	free(vt);
+	free(ref);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 5) {
@@ -378,6 +441,7 @@ int main(int argc, char **argv)
 	}
 	bench_exec(id, rounds * 2);
 	bench_stream(id, rounds * 50);
+	bench_artifact(id, rounds);
 	sbx_container_remove(engine, id, &err);
 	sbx_engine_free(engine);
 	return 0;
