@@ -620,8 +620,8 @@ static void test_interpreter(sbx_manager *m, sbx_sandbox *sb)
 	/* Killed from outside. */
 	/* pkill -9 -f, without procps (not in every image). */
 	if (shell(m, sb,
-		  "n=0; pat=sbx_in; pat=${pat}terp.py; for p in /proc/[0-9]*; do "
-		  "case \"$(tr '\\0' ' ' < $p/cmdline 2>/dev/null)\" in *\"$pat\"*) "
+		  "n=0; pat=sbx-in; pat=${pat}terp; for p in /proc/[0-9]*; do "
+		  "case \"$(tr '\\0' ' ' < $p/cmdline 2>/dev/null)\" in *\" $pat \") "
 		  "kill -9 ${p#/proc/} && n=$((n+1));; esac; done; echo $n",
 		  &res) == 0)
 		tap_is_str(res.out.data, "1\n", "kill -9 the interpreter via run_shell");

@@ -3,8 +3,10 @@
  * The persistent Python interpreter of a sandbox: the client side of
  * src/sandbox/interp/sbx_interp.py (whose header comment describes the protocol).
  *
- * The program is put into the container at create time (sbx_interp_prepare)
- * and started with sbx_exec_stream as `python3 -u PROGRAM`, uid 1000, in
+ * The program is given on the command line, `python3 -u -c PROGRAM`, so that
+ * nothing is written into the container (its root may be read-only, and the
+ * engine's archive API refuses to write there), started with sbx_exec_stream
+ * as uid 1000, in
  * SBX_RESULTS_DIR: by the pool's refill thread for a pooled container
  * (sbx_interp_start_pooled; the interpreter moves to the record when the
  * container is assigned), else on first use. The stream stays open; every
@@ -43,8 +45,6 @@
 /* The program's text, generated from src/sandbox/interp/sbx_interp.py. */
 #include "src/sandbox/interp/sbx_interp.inc"
 
-#define INTERP_DIR "/opt/mcp-sandbox"
-#define INTERP_PATH INTERP_DIR "/sbx_interp.py"
 #define INTERP_USER "1000:1000"
 /* How long a new interpreter may take to say hello. */
 #define START_MS 30000
@@ -90,26 +90,6 @@ void sbx_interp_free(struct sbx_interp *in)
 	pthread_mutex_destroy(&in->run);
 	pthread_mutex_destroy(&in->pid_lock);
 	free(in);
-}
-
-int sbx_interp_prepare(sbx_manager *m, const char *container, struct sbx_error *err)
-{
-	struct sbx_buf tar = SBX_BUF_INIT;
-	int64_t now = (int64_t)time(NULL);
-	int r;
-
-	r = sbx_tar_add_dir(&tar, INTERP_DIR + 1, 0755, now, 0, 0, err);
-	if (r >= 0)
-		r = sbx_tar_add_file(&tar, INTERP_PATH + 1, sbx_interp_py,
-				     sizeof(sbx_interp_py) - 1, 0644, now, 0, 0, err);
-	if (r >= 0)
-		r = sbx_tar_finish(&tar, err);
-	if (r >= 0)
-		r = sbx_archive_put(m->engine, container, "/", tar.data, tar.len, err);
-	sbx_buf_release(&tar);
-	if (r < 0)
-		sbx_error_prefix(err, "install the Python interpreter program");
-	return r;
 }
 
 static struct sbx_interp *interp_new(void)
@@ -532,7 +512,8 @@ static void interp_kill(sbx_manager *m, sbx_sandbox *sb, struct sbx_interp *in)
 /* Starts the interpreter and waits for its hello. Under in->run. */
 static int start_once(struct call *c, struct sbx_error *err)
 {
-	const char *const argv[] = {"python3", "-u", INTERP_PATH, NULL};
+	/* The last word names the process for whoever looks at /proc (tests). */
+	const char *const argv[] = {"python3", "-u", "-c", sbx_interp_py, "sbx-interp", NULL};
 	const char *const env[] = {"PYTHONIOENCODING=utf-8", NULL};
 	struct sbx_exec_spec spec = {
 	    .argv = argv,
@@ -580,16 +561,8 @@ static int start_once(struct call *c, struct sbx_error *err)
 	return 0;
 }
 
-/* Starts the interpreter; when it cannot, puts the program in again (an
- * adopted container may lack it) and tries once more. */
 static int start(struct call *c, struct sbx_error *err)
 {
-	int r = start_once(c, err);
-
-	if (r != -EPIPE)
-		return r;
-	if (sbx_interp_prepare(c->m, c->container, NULL) < 0)
-		return r;
 	return start_once(c, err);
 }
 

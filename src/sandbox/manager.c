@@ -601,9 +601,7 @@ int sbx_container_provision(sbx_manager *m, const char *id, time_t when, const c
 					 s->sandbox.image, sbx_engine_name(m->engine));
 		return r;
 	}
-	r = sbx_interp_prepare(m, cid, err);
-	if (r >= 0)
-		r = sbx_container_start(m->engine, cid, err);
+	r = sbx_container_start(m->engine, cid, err);
 	if (r < 0 && err && strstr(err->msg, "rlimit"))
 		sbx_error_prefix(
 		    err,

@@ -156,8 +156,6 @@ char **sbx_sandbox_packages(sbx_manager *m, sbx_sandbox *sb);
 /* Drops the install records of a record being freed. */
 void sbx_install_list_free(struct sbx_install *list);
 
-/* Puts the interpreter program into a new container (sbx_archive_put). */
-int sbx_interp_prepare(sbx_manager *m, const char *container, struct sbx_error *err);
 /* Starts a fresh interpreter in a pooled container (sandbox ID, no record
  * yet) and waits for its hello; the pool entry owns it until assignment. */
 int sbx_interp_start_pooled(sbx_manager *m, const char *id, const char *container,

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: MIT
 # mcp-sandbox's persistent interpreter: runs inside a sandbox container as
-# `python3 -u sbx_interp.py`, started once per sandbox over the engine's
+# `python3 -u -c PROGRAM` (nothing is written into the container), started once per sandbox over the engine's
 # exec stream (src/sandbox/interp.c). Standard library only.
 #
 # Protocol: one JSON object per line. The server writes requests to this
