@@ -164,13 +164,8 @@ static struct json_object *docker_host_config(const struct sbx_container_spec *s
 		json_object_object_add(h, "Init", json_object_new_boolean(1));
 	if (spec->runtime && *spec->runtime)
 		json_object_object_add(h, "Runtime", json_object_new_string(spec->runtime));
-	if (spec->disk_bytes > 0) {
-		struct json_object *so = json_object_new_object();
-		char size[32];
-		snprintf(size, sizeof(size), "%lld", (long long)spec->disk_bytes);
-		json_object_object_add(so, "size", json_object_new_string(size));
-		json_object_object_add(h, "StorageOpt", so);
-	}
+	if (spec->disk_bytes > 0)
+		json_object_object_add(h, "StorageOpt", sbx_json_storage_size(spec->disk_bytes));
 	return h;
 }
 

@@ -225,6 +225,8 @@ int64_t sbx_json_int(struct json_object *o, const char *key);
 bool sbx_json_bool(struct json_object *o, const char *key);
 struct json_object *sbx_json_path(struct json_object *o, const char *a, const char *b);
 struct json_object *sbx_json_strv(const char *const *v);
+/* {"size": "BYTES"}: a storage-opt bound on a container's writable layer. */
+struct json_object *sbx_json_storage_size(int64_t bytes);
 /* An array's strings as an owned NULL-terminated array (empty when not an array); NULL = ENOMEM. */
 char **sbx_json_to_strv(struct json_object *a);
 bool sbx_json_strv_has(struct json_object *a, const char *s);

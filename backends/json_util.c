@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Small json-c helpers for reading engine replies and building bodies. */
 #include <json-c/json.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -68,6 +69,17 @@ bool sbx_json_strv_has(struct json_object *a, const char *s)
 			return true;
 	}
 	return false;
+}
+
+struct json_object *sbx_json_storage_size(int64_t bytes)
+{
+	struct json_object *so = json_object_new_object();
+	char size[32];
+
+	snprintf(size, sizeof(size), "%lld", (long long)bytes);
+	if (so)
+		json_object_object_add(so, "size", json_object_new_string(size));
+	return so;
 }
 
 struct json_object *sbx_json_strv(const char *const *v)

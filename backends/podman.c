@@ -188,13 +188,9 @@ static int podman_container_create(sbx_engine *e, const struct sbx_container_spe
 		json_object_object_add(body, "init", json_object_new_boolean(1));
 	if (spec->runtime && *spec->runtime)
 		json_object_object_add(body, "oci_runtime", json_object_new_string(spec->runtime));
-	if (spec->disk_bytes > 0) {
-		struct json_object *so = json_object_new_object();
-		char size[32];
-		snprintf(size, sizeof(size), "%lld", (long long)spec->disk_bytes);
-		json_object_object_add(so, "size", json_object_new_string(size));
-		json_object_object_add(body, "storage_opts", so);
-	}
+	if (spec->disk_bytes > 0)
+		json_object_object_add(body, "storage_opts",
+				       sbx_json_storage_size(spec->disk_bytes));
 	r = sbx_rest_json(e->rest, "POST", path, body, NULL, &j, err);
 	/* libpod answers 500 for an absent image; Docker says 404. */
 	if (r == -EIO && err && strstr(err->msg, "image not known"))
