@@ -245,6 +245,7 @@ const struct sbx_engine_ops sbx_docker_ops = {
     .negotiate = docker_negotiate,
     .ping = docker_ping,
     .version = sbx_moby_version,
+    .storage = sbx_moby_storage,
     .image_exists = docker_image_exists,
     .image_build = sbx_moby_image_build,
     .image_import = docker_image_import,

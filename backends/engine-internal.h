@@ -27,6 +27,9 @@ struct sbx_engine_ops {
 	int (*ping)(sbx_engine *e, struct sbx_error *err);
 	/* Engine and API versions; strings owned by *ret. */
 	int (*version)(sbx_engine *e, struct sbx_engine_version *ret, struct sbx_error *err);
+	/* The storage driver and its backing filesystem as the engine reports
+	 * them, with sbx_storage_size_bound's verdict; strings owned by *ret. */
+	int (*storage)(sbx_engine *e, struct sbx_engine_storage *ret, struct sbx_error *err);
 
 	/* 1 present, 0 absent. */
 	int (*image_exists)(sbx_engine *e, const char *ref, struct sbx_error *err);
@@ -131,6 +134,10 @@ extern const struct sbx_engine_ops sbx_podman_ops;
  * same paths under their prefix and the same JSON shapes. */
 /* Engine and API versions from /version; the engine is named e->ops->name. */
 int sbx_moby_version(sbx_engine *e, struct sbx_engine_version *ret, struct sbx_error *err);
+/* The storage slot of both (GET /info, Docker's and libpod's shapes). */
+int sbx_moby_storage(sbx_engine *e, struct sbx_engine_storage *ret, struct sbx_error *err);
+/* Does DRIVER on BACKING_FS enforce a container's size (storage-opt size)? */
+bool sbx_storage_size_bound(const char *driver, const char *backing_fs);
 /* An image_exists answer from the result R of a GET that is 404 when the
  * image is absent: 1 present, 0 absent (err cleared), else R. */
 int sbx_moby_present(int r, struct sbx_error *err);

@@ -241,6 +241,22 @@ void sbx_engine_version_release(struct sbx_engine_version *v)
 	memset(v, 0, sizeof(*v));
 }
 
+int sbx_engine_storage(sbx_engine *e, struct sbx_engine_storage *ret, struct sbx_error *err)
+{
+	REQUIRE(ret, err, "storage result");
+	NEGOTIATE(e, err);
+	return e->ops->storage(e, ret, err);
+}
+
+void sbx_engine_storage_release(struct sbx_engine_storage *s)
+{
+	if (!s)
+		return;
+	free(s->driver);
+	free(s->backing_fs);
+	memset(s, 0, sizeof(*s));
+}
+
 int sbx_image_exists(sbx_engine *e, const char *ref, struct sbx_error *err)
 {
 	REQUIRE(ref && *ref, err, "image reference");

@@ -121,6 +121,62 @@ int sbx_moby_version(sbx_engine *e, struct sbx_engine_version *ret, struct sbx_e
 	return 0;
 }
 
+bool sbx_storage_size_bound(const char *driver, const char *backing_fs)
+{
+	if (!driver)
+		return false;
+	if (!strcmp(driver, "btrfs") || !strcmp(driver, "zfs"))
+		return true;
+	return (!strcmp(driver, "overlay2") || !strcmp(driver, "overlay")) && backing_fs &&
+	       !strcmp(backing_fs, "xfs");
+}
+
+/* Docker's /info: Driver, and DriverStatus [["Backing Filesystem", "xfs"], ...];
+ * libpod's: store.graphDriverName and store.graphStatus {"Backing Filesystem": ...}. */
+int sbx_moby_storage(sbx_engine *e, struct sbx_engine_storage *ret, struct sbx_error *err)
+{
+	_cleanup_json_ struct json_object *j = NULL;
+	struct json_object *store, *status;
+	struct sbx_engine_storage st = {0};
+	const char *driver, *backing = NULL;
+	int r = sbx_engine_json(e, "GET", NULL, NULL, &j, err, "/info");
+
+	if (r < 0)
+		return r;
+	store = sbx_json_path(j, "store", NULL);
+	if (store) {
+		driver = sbx_json_str(store, "graphDriverName");
+		backing =
+		    sbx_json_str(sbx_json_path(store, "graphStatus", NULL), "Backing Filesystem");
+	} else {
+		driver = sbx_json_str(j, "Driver");
+		status = sbx_json_path(j, "DriverStatus", NULL);
+		for (size_t i = 0; status && json_object_is_type(status, json_type_array) &&
+				   i < json_object_array_length(status) && !backing;
+		     i++) {
+			struct json_object *pair = json_object_array_get_idx(status, i);
+			if (!json_object_is_type(pair, json_type_array) ||
+			    json_object_array_length(pair) != 2)
+				continue;
+			const char *k = json_object_get_string(json_object_array_get_idx(pair, 0));
+			if (k && !strcmp(k, "Backing Filesystem"))
+				backing =
+				    json_object_get_string(json_object_array_get_idx(pair, 1));
+		}
+	}
+	if (!driver || !*driver)
+		return sbx_error_set(err, -EPROTO, "the engine's info names no storage driver");
+	st.driver = strdup(driver);
+	st.backing_fs = strdup(backing ? backing : "");
+	if (!st.driver || !st.backing_fs) {
+		sbx_engine_storage_release(&st);
+		return sbx_error_set(err, -ENOMEM, "out of memory");
+	}
+	st.size_bound = sbx_storage_size_bound(st.driver, st.backing_fs);
+	*ret = st;
+	return 0;
+}
+
 int sbx_moby_present(int r, struct sbx_error *err)
 {
 	if (r == -ENOENT) {

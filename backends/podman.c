@@ -249,6 +249,7 @@ const struct sbx_engine_ops sbx_podman_ops = {
     .negotiate = podman_negotiate,
     .ping = podman_ping,
     .version = sbx_moby_version,
+    .storage = sbx_moby_storage,
     .image_exists = podman_image_exists,
     .image_build = sbx_moby_image_build,
     .image_import = podman_image_import,

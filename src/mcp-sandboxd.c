@@ -310,6 +310,15 @@ static int start_steps(struct starter *st)
 		sbx_log("  (is Docker/Podman running? set engine.socket or DOCKER_HOST)");
 		return err->code;
 	}
+	if (sbx_disk_check(s, st->engine, err) < 0) {
+		sbx_log("%s", err->msg);
+		return err->code;
+	}
+	if (s->sandbox.disk > 0)
+		sbx_log("sandbox.disk: each sandbox may write %lld MiB",
+			(long long)(s->sandbox.disk >> 20));
+	else
+		sbx_log("sandbox.disk = 0: sandboxes may fill the engine's disk (no bound)");
 	if (!atomic_compare_exchange_strong(&st->phase, &expect, START_MAKING))
 		return -ECANCELED; /* START_QUIT: main exits */
 	if (abandoned(st))
@@ -559,6 +568,13 @@ int main(int argc, char **argv)
 	       : c == 0 ? "MISSING (run tools/provision-engines)"
 			: err.msg);
 	ret = c == 1 ? 0 : 1;
+	if (sbx_disk_check(&s, engine, &err) < 0) {
+		printf("sandbox.disk: %s\n", err.msg);
+		ret = 1;
+	} else {
+		printf("sandbox.disk: %s\n",
+		       s.sandbox.disk > 0 ? "enforced by the engine's storage" : "0, no bound");
+	}
 out:
 	sbx_engine_version_release(&v);
 	sbx_engine_free(engine);

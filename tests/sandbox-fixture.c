@@ -65,6 +65,10 @@ void settings_for(struct sbx_settings *s, const char *inst, const char *const *e
 	set(s, line);
 	set(s, "sandbox.output_cap=64k");
 	set(s, "sandbox.memory=256m");
+	/* The shared engines keep containers on overlay over extfs, which cannot
+	 * bound a disk; tests/test-hardening's disk part sets it on the disk
+	 * engines (btrfs) of tools/provision-engines. */
+	set(s, "sandbox.disk=0");
 	for (const char *const *x = fixture_settings; x && *x; x++)
 		set(s, *x);
 	for (; extra && *extra; extra++)

@@ -267,6 +267,8 @@ static void daemon_start(struct daemon *d, const char *name)
 				      set_state,
 				      "--set",
 				      "sandbox.pool_size=0",
+				      "--set",
+				      "sandbox.disk=0",
 				      NULL};
 		int out = open(d->out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
 		int err = open(d->err, O_WRONLY | O_CREAT | O_TRUNC, 0600);

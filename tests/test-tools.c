@@ -1359,6 +1359,7 @@ static void test_install(const char *image)
 	snprintf(set, sizeof(set), "sandbox.image=%s", image);
 	sbx_settings_set(&s2, set, &err);
 	sbx_settings_set(&s2, "sandbox.network=host", &err);
+	sbx_settings_set(&s2, "sandbox.disk=0", &err);
 	snprintf(set, sizeof(set), "sandbox.index_url=%s", url);
 	tap_ok(sbx_settings_set(&s2, set, &err) == 0, "index_url %s (%s)", url, err.msg);
 	if (!tap_ok(sbx_manager_new(&s2, engine, &m2, &err) == 0, "a manager for installs (%s)",
@@ -1464,8 +1465,9 @@ static void test_reap(const char *type, const char *url, const char *image)
 	{
 		const char *keys[] = {
 		    "server.instance=", "engine.type=",	      "engine.socket=",
-		    "sandbox.image=",	"sandbox.pool_size=", "sandbox.idle_timeout="};
-		const char *vals[] = {inst, type, url, image, "0", "2s"};
+		    "sandbox.image=",	"sandbox.pool_size=", "sandbox.idle_timeout=",
+		    "sandbox.disk="};
+		const char *vals[] = {inst, type, url, image, "0", "2s", "0"};
 		for (size_t i = 0; i < SBX_ARRAY_SIZE(keys); i++) {
 			snprintf(set, sizeof(set), "%s%s", keys[i], vals[i]);
 			if (sbx_settings_set(&s, set, &err) < 0)
@@ -1629,9 +1631,10 @@ static void test_ready(const char *type, const char *url)
 	{
 		char inst[96];
 		snprintf(inst, sizeof(inst), "%s-ready", instance);
-		const char *keys[] = {"server.instance=", "engine.type=", "engine.socket=",
-				      "server.listen=",	  "server.port=", "sandbox.pool_size="};
-		const char *vals[] = {inst, type, tcp_url, "127.0.0.1", "0", "0"};
+		const char *keys[] = {
+		    "server.instance=", "engine.type=",	      "engine.socket=", "server.listen=",
+		    "server.port=",	"sandbox.pool_size=", "sandbox.disk="};
+		const char *vals[] = {inst, type, tcp_url, "127.0.0.1", "0", "0", "0"};
 		for (size_t i = 0; i < SBX_ARRAY_SIZE(keys); i++) {
 			snprintf(set, sizeof(set), "%s%s", keys[i], vals[i]);
 			if (sbx_settings_set(&s, set, &err) < 0)
@@ -1755,8 +1758,9 @@ int main(int argc, char **argv)
 	{
 		const char *keys[] = {
 		    "server.instance=", "engine.type=",	       "engine.socket=",
-		    "sandbox.image=",	"sandbox.upload_dir=", "sandbox.max_exec_timeout="};
-		const char *vals[] = {instance, argv[1], argv[2], image, upload_dir, "3s"};
+		    "sandbox.image=",	"sandbox.upload_dir=", "sandbox.max_exec_timeout=",
+		    "sandbox.disk="};
+		const char *vals[] = {instance, argv[1], argv[2], image, upload_dir, "3s", "0"};
 		for (size_t i = 0; i < SBX_ARRAY_SIZE(keys); i++) {
 			snprintf(set, sizeof(set), "%s%s", keys[i], vals[i]);
 			if (sbx_settings_set(&settings, set, &err) < 0)

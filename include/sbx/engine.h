@@ -156,6 +156,16 @@ struct sbx_stats {
 	uint64_t pids;
 };
 
+/* How the engine keeps containers' files. */
+struct sbx_engine_storage {
+	char *driver;	  /* "overlay2", "overlay", "btrfs", "zfs", "vfs", ... */
+	char *backing_fs; /* the filesystem under the driver ("extfs", "xfs"), "" when not told */
+	/* The engine enforces sbx_container_spec.disk_bytes with this storage:
+	 * btrfs (quotas), zfs, overlay on XFS (which must be mounted with pquota:
+	 * Docker then refuses the create without it, Podman does not check). */
+	bool size_bound;
+};
+
 /* Receives a streamed body chunk; return 0 to go on, negative to abort. */
 typedef int (*sbx_sink_fn)(void *userdata, const void *data, size_t len);
 
@@ -176,6 +186,11 @@ int sbx_engine_ping(sbx_engine *e, struct sbx_error *err);
 int sbx_engine_version(sbx_engine *e, struct sbx_engine_version *ret_version,
 		       struct sbx_error *err);
 void sbx_engine_version_release(struct sbx_engine_version *v);
+
+/* The engine's storage driver, what it stands on, and whether it bounds a
+ * container's disk; strings owned by *ret (sbx_engine_storage_release). */
+int sbx_engine_storage(sbx_engine *e, struct sbx_engine_storage *ret, struct sbx_error *err);
+void sbx_engine_storage_release(struct sbx_engine_storage *s);
 
 /* 1 if present, 0 if not. */
 int sbx_image_exists(sbx_engine *e, const char *ref, struct sbx_error *err);

@@ -148,6 +148,9 @@ struct sbx_run_result {
 	/* The kernel's OOM killer struck in the sandbox during the call (at
 	 * sandbox.memory): a process of the command, or the interpreter. */
 	bool out_of_memory;
+	/* The output shows a write refused for lack of space (ENOSPC, EDQUOT)
+	 * in a sandbox that sandbox.disk bounds; the notice names the bound. */
+	bool out_of_disk;
 	/* Python only: */
 	/* The variables, imports and open files of earlier calls are gone: the
 	 * interpreter ended or was killed during this call (it is restarted), or
@@ -224,6 +227,13 @@ void sbx_manager_pool_stats(sbx_manager *m, struct sbx_pool_stats *ret_stats);
  * for one second, so a probe cannot hammer the engine; callers wait for a
  * check in progress rather than start another. */
 int sbx_manager_check_engine(sbx_manager *m, struct sbx_error *err);
+/* Whether the engine's storage enforces sandbox.disk (sbx_engine_storage):
+ * 0 when it does or sandbox.disk is 0; -ENOTSUP with a message naming the
+ * storage, what the engine host needs and the setting when it cannot; the
+ * engine's error when it does not answer. Needs no manager: the server calls
+ * it before it makes one, and every container a manager makes is preceded by
+ * one successful check (sbx_manager_disk_check, kept once it passed). */
+int sbx_disk_check(const struct sbx_settings *s, sbx_engine *e, struct sbx_error *err);
 /* This instance's state folder, or NULL when there is none. */
 const char *sbx_manager_state_dir(const sbx_manager *m);
 /* The instance the manager's containers are labelled with: server.instance,

@@ -56,6 +56,7 @@ struct sbx_settings {
 		int64_t memory; /* bytes */
 		int64_t nano_cpus;
 		int64_t pids_limit;
+		int64_t disk;  /* bytes a sandbox may write (storage-opt size); 0 = no bound */
 		char *runtime; /* "" = the engine's default */
 		char *network;
 		int64_t exec_timeout_ms;

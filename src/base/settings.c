@@ -157,6 +157,8 @@ static const struct sbx_setting schema[] = {
 	   "CPU limit of one sandbox, in CPUs (0.5 = half of one)"),
     NUMBER(INT, "sandbox", "pids_limit", sandbox.pids_limit, "256", 1, 4194304,
 	   "most processes one sandbox may run"),
+    NUMBER(SIZE, "sandbox", "disk", sandbox.disk, "2g", 0, INT64_MAX,
+	   "disk space one sandbox may fill in all (its files, /tmp, the venv); 0 = no bound"),
     STRING("sandbox", "runtime", sandbox.runtime, "", check_runtime,
 	   "OCI runtime the engine runs sandboxes with (runc, crun, runsc); empty = the engine's "
 	   "default"),

@@ -130,6 +130,30 @@ static int shell_oom(sbx_manager *m, sbx_sandbox *sb, struct sbx_run_result *out
 	return sbx_oom_notice(m, "The command", &out->notice);
 }
 
+bool sbx_says_out_of_disk(const struct sbx_buf *b)
+{
+	return b->data && (strstr(b->data, "No space left on device") ||
+			   strstr(b->data, "Disk quota exceeded"));
+}
+
+/* The output shows a write refused for lack of space (ENOSPC, or EDQUOT
+ * from a quota) while sandbox.disk bounds the sandbox: say so. The text is
+ * the sandbox's own, so a forged one misleads only its own caller. */
+static int disk_notice(const sbx_manager *m, struct sbx_run_result *out, const char *what)
+{
+	if (m->s->sandbox.disk <= 0 ||
+	    !(sbx_says_out_of_disk(&out->err) || sbx_says_out_of_disk(&out->out)))
+		return 0;
+	out->out_of_disk = true;
+	return sbx_str_replacef(
+	    &out->notice,
+	    "%s%s%s ran out of disk space: a sandbox may write %lld MiB in all (sandbox.disk), "
+	    "its files, /tmp and installed packages together. Delete files it no longer "
+	    "needs, or create a new sandbox.",
+	    out->notice ? out->notice : "", out->notice ? " " : "", what,
+	    (long long)(m->s->sandbox.disk >> 20));
+}
+
 static long time_limit(sbx_manager *m, long timeout_ms)
 {
 	return timeout_ms > 0 ? timeout_ms : (long)m->s->sandbox.exec_timeout_ms;
@@ -160,7 +184,7 @@ int sbx_sandbox_run_shell_ex(sbx_manager *m, sbx_sandbox *sb, const char *comman
 	sbx_exec_result_release(&res);
 	if (r < 0)
 		return r;
-	if (shell_oom(m, sb, &out) < 0) {
+	if (shell_oom(m, sb, &out) < 0 || disk_notice(m, &out, "The command") < 0) {
 		sbx_run_result_release(&out);
 		return sbx_error_set(err, -ENOMEM, "out of memory");
 	}
@@ -179,14 +203,24 @@ int sbx_sandbox_run_python_ex(sbx_manager *m, sbx_sandbox *sb, const char *code,
 			      const struct sbx_run_opts *opts, struct sbx_run_result *ret_result,
 			      struct sbx_error *err)
 {
-	return sbx_interp_run(m, sb, code, opts, ret_result, err);
+	struct sbx_run_result out;
+	int r = sbx_interp_run(m, sb, code, opts, &out, err);
+
+	if (r < 0)
+		return r;
+	if (disk_notice(m, &out, "The Python code") < 0) {
+		sbx_run_result_release(&out);
+		return sbx_error_set(err, -ENOMEM, "out of memory");
+	}
+	*ret_result = out;
+	return r;
 }
 
 int sbx_sandbox_run_python(sbx_manager *m, sbx_sandbox *sb, const char *code, long timeout_ms,
 			   struct sbx_run_result *ret_result, struct sbx_error *err)
 {
 	struct sbx_run_opts opts = {.timeout_ms = timeout_ms};
-	return sbx_interp_run(m, sb, code, &opts, ret_result, err);
+	return sbx_sandbox_run_python_ex(m, sb, code, &opts, ret_result, err);
 }
 
 int sbx_sandbox_reset_python(sbx_manager *m, sbx_sandbox *sb, struct sbx_error *err)

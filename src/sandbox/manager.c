@@ -545,6 +545,48 @@ static void remove_by_label(sbx_manager *m, const char *id)
 	sbx_container_list_free(cs, n);
 }
 
+int sbx_disk_check(const struct sbx_settings *s, sbx_engine *e, struct sbx_error *err)
+{
+	struct sbx_engine_storage st = {0};
+	int r;
+
+	if (s->sandbox.disk <= 0)
+		return 0;
+	r = sbx_engine_storage(e, &st, err);
+	if (r < 0) {
+		sbx_error_prefix(err, "ask the %s engine how it stores containers (sandbox.disk)",
+				 sbx_engine_name(e));
+		return r;
+	}
+	if (!st.size_bound)
+		r = sbx_error_set(
+		    err, -ENOTSUP,
+		    "sandbox.disk (%lld MiB) cannot be enforced: the %s engine keeps containers "
+		    "with the %s storage driver%s%s, which cannot bound a container's disk. Give "
+		    "the engine btrfs with quotas, overlay on XFS mounted with pquota, or zfs "
+		    "(README: \"Disk\"), or set sandbox.disk = 0 to run sandboxes without a "
+		    "disk bound",
+		    (long long)(s->sandbox.disk >> 20), sbx_engine_name(e), st.driver,
+		    *st.backing_fs ? " on " : "", st.backing_fs);
+	sbx_engine_storage_release(&st);
+	return r;
+}
+
+/* sbx_disk_check once per manager: kept once it passed (an engine's storage
+ * does not change under it), asked again after a failure. */
+static int manager_disk_check(sbx_manager *m, struct sbx_error *err)
+{
+	int r = 0;
+
+	pthread_mutex_lock(&m->check_lock);
+	if (!m->disk_checked) {
+		r = sbx_disk_check(m->s, m->engine, err);
+		m->disk_checked = r >= 0;
+	}
+	pthread_mutex_unlock(&m->check_lock);
+	return r;
+}
+
 int sbx_container_provision(sbx_manager *m, const char *id, time_t when, const char *name,
 			    const char *owner, char **ret_container, struct sbx_error *err)
 {
@@ -563,6 +605,9 @@ int sbx_container_provision(sbx_manager *m, const char *id, time_t when, const c
 	char *cid = NULL;
 	int r;
 
+	r = manager_disk_check(m, err);
+	if (r < 0)
+		return r;
 	snprintf(created, sizeof(created), "%lld", (long long)when);
 	if (owner) {
 		labels[n_labels++] = (struct sbx_kv){SBX_LABEL_NAME, name ? name : id};
@@ -592,6 +637,7 @@ int sbx_container_provision(sbx_manager *m, const char *id, time_t when, const c
 	    .n_ulimits = SBX_ARRAY_SIZE(ulimits),
 	    .init = true,
 	    .runtime = s->sandbox.runtime[0] ? s->sandbox.runtime : NULL,
+	    .disk_bytes = s->sandbox.disk,
 	};
 	r = sbx_container_create(m->engine, &spec, &cid, err);
 	if (r < 0) {

@@ -357,6 +357,12 @@ static void *install_thread(void *arg)
 			 "\n[pip ran out of memory: the kernel killed it at the sandbox's memory "
 			 "limit of %lld MiB (sandbox.memory)]\n",
 			 (long long)(s->sandbox.memory >> 20));
+	} else if (res.exit_code != 0 && s->sandbox.disk > 0 &&
+		   (sbx_says_out_of_disk(&res.out) || sbx_says_out_of_disk(&res.err))) {
+		snprintf(note, sizeof(note),
+			 "\n[pip ran out of disk space: a sandbox may write %lld MiB in all "
+			 "(sandbox.disk); delete files or create a new sandbox]\n",
+			 (long long)(s->sandbox.disk >> 20));
 	} else if (res.exit_code != 0) {
 		snprintf(note, sizeof(note), "\n[pip exited with %d]\n", res.exit_code);
 	} else {

@@ -121,6 +121,8 @@ struct sbx_manager {
 	bool engine_followed;
 	uint64_t engine_epoch;
 	struct sbx_pool *pool; /* pool.c; its fields are under lock too */
+	/* sbx_disk_check passed (under check_lock): containers may be made */
+	bool disk_checked;
 	/* sbx_manager_check_engine: the last answer, kept for a second */
 	pthread_mutex_t check_lock;
 	struct timespec check_at;
@@ -187,6 +189,9 @@ int sbx_artifact_check_relpath(const char *relpath, struct sbx_error *err);
  * negative when the count cannot be read (no memory cgroup in sight). One
  * exec: called only after a process died of SIGKILL. */
 int sbx_sandbox_oom_since(sbx_manager *m, sbx_sandbox *sb);
+/* The output shows a write refused for lack of space ("No space left on
+ * device", "Disk quota exceeded"). */
+bool sbx_says_out_of_disk(const struct sbx_buf *b);
 /* The sentence that says so, naming sandbox.memory; WHAT is "The command". */
 int sbx_oom_notice(const sbx_manager *m, const char *what, char **ret_notice);
 

@@ -432,6 +432,8 @@ static int output_json(const struct sbx_run_result *rr, struct json_object *res)
 	r |= sbx_tools_put(res, "truncated", json_object_new_boolean(rr->truncated));
 	if (rr->out_of_memory)
 		r |= sbx_tools_put(res, "out_of_memory", json_object_new_boolean(true));
+	if (rr->out_of_disk)
+		r |= sbx_tools_put(res, "out_of_disk", json_object_new_boolean(true));
 	return r < 0 ? -ENOMEM : 0;
 }
 

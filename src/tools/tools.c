@@ -253,7 +253,9 @@ void sbx_progress_flush(struct sbx_progress *p, bool final)
 	"\"truncated\":{\"type\":\"boolean\",\"description\":\"output beyond the server's cap "    \
 	"was cut\"},"                                                                              \
 	"\"out_of_memory\":{\"type\":\"boolean\",\"description\":\"present and true when the "     \
-	"kernel's OOM killer struck at the sandbox's memory limit\"}"
+	"kernel's OOM killer struck at the sandbox's memory limit\"},"                             \
+	"\"out_of_disk\":{\"type\":\"boolean\",\"description\":\"present and true when a "         \
+	"write failed because the sandbox's disk space (sandbox.disk) is used up\"}"
 #define RUN_OUTPUT_REQUIRED "\"stdout\",\"stderr\",\"exit_code\",\"timed_out\",\"truncated\""
 #define STATUS_ENUM "\"installing\",\"success\",\"failed\",\"installed\",\"not_installed\""
 

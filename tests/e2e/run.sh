@@ -133,6 +133,7 @@ e2e_server_start() {
 		--set server.allowed_origins="$origin" \
 		--set sandbox.image="${MCP_SANDBOX_IMAGE:-localhost/mcp-sandbox:latest}" \
 		--set sandbox.network=host \
+		--set sandbox.disk=0 \
 		--set sandbox.index_url="http://127.0.0.1:$index_port/simple/" \
 		--set sandbox.upload_dir="$e2e_tmp/upload" \
 		--set sandbox.exec_timeout=120s \

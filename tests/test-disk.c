@@ -1,0 +1,208 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * sandbox.disk: what one sandbox may write, on a disk engine of
+ * tools/provision-engines (containers on btrfs with quotas), and the refusal
+ * on an engine whose storage cannot bound a disk (the shared engines:
+ * overlay on extfs).
+ *
+ *   tests/test-disk TYPE DISK_URL IMAGE PLAIN_URL
+ *
+ * Every writable place of a sandbox (/tmp, /app/results, the venv pip
+ * installs into, the home folder) draws on one bound; a write past it fails
+ * inside (EDQUOT) and the result says the sandbox is out of disk; a
+ * neighbour sandbox writes on; space freed can be written again.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sandbox-fixture.h"
+#include "sbx/common.h"
+#include "tap.h"
+
+#define DISK_MIB 192
+
+/* A shell command that writes MIB MiB of zeros to PATH; its status is dd's. */
+static void fill_cmd(char *buf, size_t n, const char *path, int mib)
+{
+	snprintf(buf, n, "dd if=/dev/zero of=%s bs=1M count=%d 2>&1; echo \"rc=$?\"", path, mib);
+}
+
+/* Writing more than the bound to PATH fails with the quota's error, and the
+ * result says the sandbox is out of disk, naming the setting. */
+static void check_full(sbx_manager *m, sbx_sandbox *sb, const char *path)
+{
+	struct sbx_run_result res = {0};
+	char cmd[256];
+
+	fill_cmd(cmd, sizeof(cmd), path, DISK_MIB + 64);
+	if (shell(m, sb, cmd, &res) == 0) {
+		tap_ok(res.out.data && !strstr(res.out.data, "rc=0") &&
+			   (strstr(res.out.data, "Disk quota exceeded") ||
+			    strstr(res.out.data, "No space left on device")),
+		       "%s: a write past %d MiB fails inside (%.120s)", path, DISK_MIB,
+		       res.out.data ? res.out.data : "");
+		tap_ok(res.out_of_disk, "%s: the result says the sandbox is out of disk", path);
+		tap_ok(res.notice && strstr(res.notice, "sandbox.disk") &&
+			   strstr(res.notice, "192 MiB"),
+		       "%s: the notice names the bound and the setting (%s)", path,
+		       res.notice ? res.notice : "none");
+	}
+	sbx_run_result_release(&res);
+	snprintf(cmd, sizeof(cmd), "rm -f %s && sync", path);
+	if (shell(m, sb, cmd, &res) == 0)
+		tap_is_int(res.exit_code, 0, "%s: removed", path);
+	sbx_run_result_release(&res);
+}
+
+/* Writes of MIB MiB to PATH succeed. */
+static void check_writes(sbx_manager *m, sbx_sandbox *sb, const char *path, int mib,
+			 const char *what)
+{
+	struct sbx_run_result res = {0};
+	char cmd[256];
+
+	fill_cmd(cmd, sizeof(cmd), path, mib);
+	if (shell(m, sb, cmd, &res) == 0)
+		tap_ok(res.out.data && strstr(res.out.data, "rc=0") && !res.out_of_disk,
+		       "%s: %d MiB to %s (%.100s)", what, mib, path,
+		       res.out.data ? res.out.data : "");
+	sbx_run_result_release(&res);
+}
+
+static void test_bound(void)
+{
+	const char *const extra[] = {"sandbox.pool_size=0", "sandbox.disk=192m", NULL};
+	struct test_manager x;
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_run_result res = {0};
+	sbx_sandbox *a = NULL, *b = NULL;
+
+	test_manager_open(&x, "d", extra, NULL);
+	if (!tap_call(sbx_sandbox_create(x.m, "alice", "a", &a, &err), err.msg, "create a") ||
+	    !tap_call(sbx_sandbox_create(x.m, "alice", "b", &b, &err), err.msg, "create b"))
+		tap_bail("no sandbox on the disk engine");
+
+	/* What the engine was told. libpod's inspect does not report a
+	 * storage option: there the writes below are the proof. */
+	if (!strcmp(engine_type, "docker")) {
+		_cleanup_free_ char *cid = container_of(x.inst, sbx_sandbox_id(a));
+		struct sbx_container_info ci = {0};
+		if (tap_ok(cid != NULL, "a's container") &&
+		    tap_call(sbx_container_inspect(engine, cid, &ci, &err), err.msg, "inspect a"))
+			tap_is_int(ci.disk_bytes, (int64_t)DISK_MIB << 20,
+				   "inspect: the container's size bound is sandbox.disk");
+		sbx_container_info_release(&ci);
+	}
+
+	/* Each writable place is bounded... */
+	check_full(x.m, a, "/tmp/fill");
+	check_full(x.m, a, "/app/results/fill.bin");
+	check_full(x.m, a, "/opt/venv/lib/fill.bin");
+	check_full(x.m, a, "/home/sandbox/fill.bin");
+	/* ...by one bound for all of them together. */
+	check_writes(x.m, a, "/tmp/half", DISK_MIB / 2 + 16, "together");
+	check_full(x.m, a, "/app/results/rest.bin");
+
+	/* Python sees the same, and is told so. */
+	if (python(x.m, a,
+		   "try:\n"
+		   "    with open('big.bin', 'wb') as f:\n"
+		   "        for _ in range(192):\n"
+		   "            f.write(b'\\0' * (1 << 20))\n"
+		   "except OSError as e:\n"
+		   "    print('refused', e.errno)\n"
+		   "    raise\n",
+		   &res) == 0) {
+		tap_ok(res.out.data && strstr(res.out.data, "refused"),
+		       "Python: a write past the bound raises OSError (%s)",
+		       res.out.data ? res.out.data : "");
+		tap_ok(res.out_of_disk && res.notice && strstr(res.notice, "sandbox.disk"),
+		       "Python: the result says the sandbox is out of disk (%s)",
+		       res.notice ? res.notice : "none");
+	}
+	sbx_run_result_release(&res);
+
+	/* The neighbour never notices: b writes while a is full. */
+	check_writes(x.m, b, "/app/results/neighbour.bin", DISK_MIB - 32,
+		     "a neighbour while a is full");
+	/* Space freed can be written again. */
+	if (shell(x.m, a, "rm -f /tmp/half /app/results/big.bin && sync", &res) == 0)
+		tap_is_int(res.exit_code, 0, "a frees its space");
+	sbx_run_result_release(&res);
+	check_writes(x.m, a, "/app/results/again.bin", DISK_MIB - 32, "after freeing");
+
+	sbx_sandbox_unref(a);
+	sbx_sandbox_unref(b);
+	test_manager_close(&x, "no container of the bound's run is left");
+}
+
+/* An engine whose storage cannot bound a disk: the check says so, naming
+ * the storage and the setting, and no sandbox is made. */
+static void test_refused(const char *plain_url)
+{
+	struct sbx_engine_config cfg = {.type = engine_type, .url = plain_url};
+	const char *const extra[] = {"sandbox.pool_size=0", "sandbox.disk=2g", NULL};
+	struct sbx_engine_storage st = {0};
+	struct test_manager x;
+	struct sbx_error err = SBX_ERROR_INIT;
+	sbx_engine *plain = NULL;
+	sbx_sandbox *sb = NULL;
+	int r;
+
+	if (!tap_call(sbx_engine_open(&cfg, &plain, &err), err.msg, "open the plain engine"))
+		return;
+	if (tap_call(sbx_engine_storage(plain, &st, &err), err.msg, "its storage"))
+		tap_ok(!st.size_bound && *st.driver,
+		       "the plain engine's storage (%s on %s) cannot bound a disk", st.driver,
+		       st.backing_fs);
+	sbx_engine_storage_release(&st);
+	if (tap_call(sbx_engine_storage(engine, &st, &err), err.msg, "the disk engine's storage"))
+		tap_ok(st.size_bound && !strcmp(st.driver, "btrfs"),
+		       "the disk engine's storage (%s) can", st.driver);
+	sbx_engine_storage_release(&st);
+
+	test_manager_open(&x, "refused", extra, plain);
+	r = sbx_disk_check(&x.s, plain, &err);
+	tap_ok(r == -ENOTSUP && strstr(err.msg, "sandbox.disk") && strstr(err.msg, "2048 MiB") &&
+		   strstr(err.msg, "sandbox.disk = 0") && strstr(err.msg, "btrfs"),
+	       "sbx_disk_check refuses it, saying what to do: %s", err.msg);
+	sbx_error_clear(&err);
+	r = sbx_sandbox_create(x.m, "alice", "nope", &sb, &err);
+	tap_ok(r == -ENOTSUP && !sb && strstr(err.msg, "sandbox.disk"),
+	       "create_sandbox is refused the same way: %s", err.msg);
+	{
+		struct sbx_kv want[] = {{SBX_LABEL_INSTANCE, x.inst}};
+		struct sbx_container_summary *list = NULL;
+		size_t n = 0;
+		if (tap_call(sbx_container_list(plain, want, 1, &list, &n, &err), err.msg,
+			     "list the plain engine's containers of the run"))
+			tap_is_int((long long)n, 0, "and no container was made on the engine");
+		sbx_container_list_free(list, n);
+	}
+	sb = sbx_sandbox_unref(sb);
+	x.m = sbx_manager_free(x.m);
+	sbx_settings_release(&x.s);
+	{
+		const char *const off[] = {"sandbox.disk=0", NULL};
+		struct sbx_settings s;
+		settings_for(&s, x.inst, off);
+		tap_call(sbx_disk_check(&s, plain, &err), err.msg,
+			 "with sandbox.disk = 0 the plain engine is accepted");
+		sbx_settings_release(&s);
+	}
+	sbx_engine_free(plain);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 5) {
+		fprintf(stderr, "usage: %s TYPE DISK_URL IMAGE PLAIN_URL\n", argv[0]);
+		return 2;
+	}
+	fixture_init(argc, argv, "disk");
+	test_refused(argv[4]);
+	test_bound();
+	return fixture_end();
+}
