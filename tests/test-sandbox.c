@@ -24,6 +24,7 @@
 #include "sbx/settings.h"
 #include "sbx/utf8.h"
 #include "sandbox-fixture.h"
+#include "sandbox/sandbox-internal.h"
 #include "tap.h"
 
 static bool shell_cancel_after_500ms(void *ud)
@@ -748,6 +749,38 @@ static void test_interpreter(sbx_manager *m, sbx_sandbox *sb)
 	if (python(m, sb, "print(globals().get('q'))\n", &res) == 0)
 		tap_is_str(res.out.data, "None\n", "after a reset the variables are gone");
 	sbx_run_result_release(&res);
+}
+
+/* A protocol line just under the cap (written by the code itself, as code in
+ * the interpreter's process can) is taken, and what the reader grew for it
+ * (the line buffer, the tokener's string buffer) is given back after it. */
+static void test_long_line(sbx_manager *m, sbx_sandbox *sb, const struct sbx_settings *s)
+{
+	struct sbx_run_result res;
+	size_t len = sbx_interp_line_max(s) - 4096, before, after;
+	char code[1024];
+
+	snprintf(
+	    code, sizeof(code),
+	    "import gc, os\n"
+	    "g = next(o for o in gc.get_objects() if isinstance(o, dict) and 'PROTO_OUT' in o)\n"
+	    "head = b'{\"t\":\"o\",\"id\":%%d,\"fd\":1,\"s\":\"' %% g['CUR'].id\n"
+	    "os.write(g['PROTO_OUT'], head + b'x' * (%zu - len(head) - 2) + b'\"}\\n')\n"
+	    "print('after')\n",
+	    len);
+	if (python(m, sb, "print('warm')", &res) == 0)
+		sbx_run_result_release(&res);
+	before = sbx_interp_line_bytes(sb);
+	if (python(m, sb, code, &res) == 0)
+		tap_ok(res.truncated && strncmp(res.out.data, "xxxx", 4) == 0 &&
+			   !res.interpreter_restarted,
+		       "a %zu-byte protocol line (cap %zu) is taken, its text capped", len,
+		       sbx_interp_line_max(s));
+	sbx_run_result_release(&res);
+	after = sbx_interp_line_bytes(sb);
+	tap_ok(before > 0 && after <= 64 * 1024,
+	       "the reader's buffers are given back after it (%zu bytes kept before, %zu after)",
+	       before, after);
 }
 
 static void test_spec_table(void)
@@ -1860,6 +1893,7 @@ int main(int argc, char **argv)
 	test_shell(m, a);
 	test_python(m, named);
 	test_interpreter(m, a);
+	test_long_line(m, a, &s);
 	test_upload_artifacts(m, named, up, outside);
 	test_threads(m);
 	test_stopped(m);

@@ -26,6 +26,7 @@
  */
 #include <errno.h>
 #include <json-c/json.h>
+#include <json-c/printbuf.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -406,6 +407,26 @@ int sbx_interp_protocol_feed(sbx_manager *m, const char *p, size_t n)
 	sbx_run_result_release(&c.res);
 	sbx_interp_free(in);
 	return r;
+}
+
+size_t sbx_interp_line_bytes(sbx_sandbox *sb)
+{
+	struct sbx_interp *in;
+	size_t n = 0;
+
+	pthread_mutex_lock(&sb->m->lock);
+	in = sb->interp;
+	pthread_mutex_unlock(&sb->m->lock);
+	if (!in)
+		return 0;
+	pthread_mutex_lock(&in->run);
+	n = in->line.cap;
+	/* json-c has no call for it: the tokener's string buffer is read from
+	 * its struct (public, marked for json-c's own use). */
+	if (in->tok && in->tok->pb && in->tok->pb->size > 0)
+		n += (size_t)in->tok->pb->size;
+	pthread_mutex_unlock(&in->run);
+	return n;
 }
 
 /* Reads one chunk of the stream: 1 when something was read, 0 at end of

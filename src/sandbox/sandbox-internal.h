@@ -178,6 +178,10 @@ double sbx_seconds_since(const struct timespec *ts);
  * interpreter's stdout during call 1 (m->s is all of M it reads), then frees
  * what the lines made; the reader's result (0, -EPROTO past the line cap). */
 int sbx_interp_protocol_feed(sbx_manager *m, const char *p, size_t n);
+/* interp.c, for the tests: the bytes SB's interpreter keeps for protocol
+ * lines between calls (its line buffer's capacity and its tokener's string
+ * buffer's), 0 before its first call. */
+size_t sbx_interp_line_bytes(sbx_sandbox *sb);
 
 /* files.c: refuses an artifact RELPATH (relative to SBX_RESULTS_DIR, from a
  * link) that is empty, absolute, too long or too deep, or has an empty, "."

@@ -40,10 +40,18 @@ function serverTail(lines = 15) {
 	diag(tail.map((l) => `  ${l}`).join('\n'), lines + 1);
 }
 
+// What failed, with the causes behind it: Node's "fetch failed" says what
+// happened to the connection only in err.cause (ECONNRESET, "other side
+// closed", UND_ERR_SOCKET and the socket's addresses).
 function describe(err) {
 	if (err && err.name === 'AssertionError') return err.message;
-	if (err && err.stack) return err.stack.split('\n').slice(0, 6).join('\n');
-	return String(err);
+	let text = err && err.stack ? err.stack.split('\n').slice(0, 6).join('\n') : String(err);
+	for (let c = err?.cause, depth = 0; c && depth < 4; c = c.cause, depth++) {
+		const code = c.code ? ` [${c.code}]` : '';
+		const socket = c.socket ? ` ${JSON.stringify(c.socket)}` : '';
+		text += `\ncaused by: ${c.name || 'Error'}${code}: ${c.message ?? String(c)}${socket}`;
+	}
+	return text;
 }
 
 export function ok(name) {
