@@ -84,6 +84,10 @@ static void answer(int fd, const char *line)
 {
 	if (strstr(line, "/_ping "))
 		respond(fd, 200, "text/plain", "OK");
+	else if (strstr(line, "/info "))
+		respond(fd, 200, "application/json",
+			"{\"Driver\":\"overlay2\",\"DriverStatus\":[[\"Backing Filesystem\","
+			"\"extfs\"],[\"Supports d_type\",\"true\"]]}");
 	else if (strstr(line, "/version "))
 		respond(
 		    fd, 200, "application/json",
@@ -232,6 +236,10 @@ struct daemon {
 	char out[300], err[300];
 };
 
+/* The servers' sandbox.disk: the fake engine's storage (overlay2 on extfs)
+ * cannot bound a disk, so 0 but in test_disk_refused. */
+static const char *daemon_disk = "sandbox.disk=0";
+
 /* Starts the server against the fake engine; NAME names its output files. */
 static void daemon_start(struct daemon *d, const char *name)
 {
@@ -268,7 +276,7 @@ static void daemon_start(struct daemon *d, const char *name)
 				      "--set",
 				      "sandbox.pool_size=0",
 				      "--set",
-				      "sandbox.disk=0",
+				      daemon_disk,
 				      NULL};
 		int out = open(d->out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
 		int err = open(d->err, O_WRONLY | O_CREAT | O_TRUNC, 0600);
@@ -484,6 +492,32 @@ static void test_serving(void)
 	check_exit(&d, 0, "SIGTERM while serving");
 }
 
+/* sandbox.disk on storage that cannot enforce it: the server does not
+ * start, and says why and what to do. */
+static void test_disk_refused(void)
+{
+	struct daemon d;
+	char *line;
+	int st;
+
+	engine_set(ENGINE_ANSWER);
+	daemon_disk = "sandbox.disk=2g";
+	daemon_start(&d, "disk");
+	daemon_disk = "sandbox.disk=0";
+	st = daemon_wait(&d);
+	tap_ok(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) != 0,
+	       "sandbox.disk on overlay2 over extfs: the server refuses to start (status %d)",
+	       st != -1 && WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+	line = wait_text(d.err, "cannot be enforced");
+	tap_ok(line && strstr(line, "overlay2 storage driver on extfs") &&
+		   strstr(line, "sandbox.disk = 0"),
+	       "disk: its log names the storage and the way out (%s)", line ? line : "none");
+	free(line);
+	line = slurp(d.out); /* the server has exited: its output is all there */
+	tap_ok(line && !strstr(line, "listening on "), "disk: the server never listened");
+	free(line);
+}
+
 int main(void)
 {
 	const char *builddir = getenv("SBX_BUILDDIR");
@@ -520,6 +554,7 @@ int main(void)
 	test_abandon(false);
 	test_abandon(true);
 	test_serving();
+	test_disk_refused();
 
 	pthread_mutex_lock(&eng.lock);
 	eng.stop = true;

@@ -618,6 +618,30 @@ static void test_swap_race(const struct test_manager *x, sbx_sandbox *sb, const 
 	tap_is_int(f.failed, 0, "every fetch ended in a file or a clear refusal");
 }
 
+/* A runtime the engine does not run: the create fails and leaves nothing.
+ * Docker refuses an unknown runtime name itself; Podman 4.3's API takes the
+ * name and runs its default runtime, which the manager's look at the
+ * created container catches. */
+static void test_runtime_not_run(void)
+{
+	const char *const extra[] = {"sandbox.pool_size=0", "sandbox.runtime=sbx-no-such-runtime",
+				     NULL};
+	struct test_manager x;
+	struct sbx_error err = SBX_ERROR_INIT;
+	sbx_sandbox *sb = NULL;
+	int r;
+
+	test_manager_open(&x, "rt", extra, NULL);
+	r = sbx_sandbox_create(x.m, "alice", "rt", &sb, &err);
+	tap_ok(r < 0 && !sb, "a runtime the engine does not run: no sandbox (%s)", err.msg);
+	if (!strcmp(engine_type, "podman"))
+		tap_ok(r == -ENOTSUP && strstr(err.msg, "sandbox.runtime") &&
+			   strstr(err.msg, "sbx-no-such-runtime"),
+		       "podman: the message says the engine ignored sandbox.runtime");
+	sbx_sandbox_unref(sb);
+	test_manager_close(&x, "a refused runtime leaves no container");
+}
+
 int main(int argc, char **argv)
 {
 	const char *runtime = getenv("MCP_SANDBOX_RUNTIME");
@@ -652,6 +676,7 @@ int main(int argc, char **argv)
 		tap_bail("no sandbox");
 	check_inspect(&x, a);
 	check_inside(&x, a);
+	test_runtime_not_run();
 	test_orphans(&x, a);
 	test_fork_bomb(&x, a, b);
 	test_forged_protocol(&x, b);

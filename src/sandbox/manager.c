@@ -587,6 +587,31 @@ static int manager_disk_check(sbx_manager *m, struct sbx_error *err)
 	return r;
 }
 
+/* sandbox.runtime took: an engine may accept a runtime it then ignores
+ * (Podman 4.3's REST API takes a container's runtime and runs the service's
+ * default), which would run sandboxes under a weaker runtime than the one
+ * configured without a word. 0, or -ENOTSUP saying so. */
+static int runtime_check(sbx_manager *m, const char *cid, struct sbx_error *err)
+{
+	const char *want = m->s->sandbox.runtime;
+	struct sbx_container_info ci = {0};
+	int r;
+
+	if (!want[0])
+		return 0;
+	r = sbx_container_inspect(m->engine, cid, &ci, err);
+	if (r >= 0 && (!ci.runtime || strcmp(ci.runtime, want) != 0))
+		r = sbx_error_set(
+		    err, -ENOTSUP,
+		    "the %s engine runs the sandbox with the runtime %s, not %s "
+		    "(sandbox.runtime): it ignores a container's runtime (Podman 4.3's "
+		    "API does; make %s the engine's default runtime instead, and leave "
+		    "sandbox.runtime empty)",
+		    sbx_engine_name(m->engine), ci.runtime ? ci.runtime : "(none)", want, want);
+	sbx_container_info_release(&ci);
+	return r;
+}
+
 int sbx_container_provision(sbx_manager *m, const char *id, time_t when, const char *name,
 			    const char *owner, char **ret_container, struct sbx_error *err)
 {
@@ -645,6 +670,12 @@ int sbx_container_provision(sbx_manager *m, const char *id, time_t when, const c
 		if (r == -ENOENT && sbx_image_exists(m->engine, s->sandbox.image, NULL) == 0)
 			sbx_error_prefix(err, "the sandbox image %s is missing on the %s engine",
 					 s->sandbox.image, sbx_engine_name(m->engine));
+		return r;
+	}
+	r = runtime_check(m, cid, err);
+	if (r < 0) {
+		sbx_container_remove(m->engine, cid, NULL);
+		free(cid);
 		return r;
 	}
 	r = sbx_container_start(m->engine, cid, err);
