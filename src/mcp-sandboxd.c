@@ -57,6 +57,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "sbx/auth.h"
 #include "sbx/clock.h"
 #include "sbx/common.h"
 #include "sbx/engine.h"
@@ -80,21 +81,90 @@
 
 static void usage(FILE *out)
 {
-	fprintf(out,
-		"Usage: mcp-sandboxd [-c FILE] [--set section.key=value ...] [--check] [--dump]\n"
-		"Serves MCP over HTTP on server.listen:server.port (default 127.0.0.1:8000):\n"
-		"  /mcp (Streamable HTTP), /sse + /messages (legacy SSE), /artifacts/..., /health, "
-		"/ready.\n"
-		"Prints 'mcp-sandboxd: listening on URL' once ready; stops on SIGINT/SIGTERM,\n"
-		"also during the start-up (calls in flight are cancelled; at most 10 s; a second\n"
-		"signal exits at once). SIGHUP is ignored (no reload: restart to reconfigure).\n"
-		"  -c, --config FILE   INI configuration (default " SBX_SYSCONFDIR
-		"/mcp-sandbox.ini)\n"
-		"      --set S.K=V     override one key (repeatable)\n"
-		"      --check         contact the engine, report its version and exit\n"
-		"      --dump          print the effective configuration and exit\n"
-		"  -h, --help          this text\n"
-		"  -V, --version       the version\n");
+	fprintf(
+	    out,
+	    "Usage: mcp-sandboxd [-c FILE] [--set section.key=value ...] [--check] [--dump]\n"
+	    "       mcp-sandboxd [-c FILE] [--set ...] keys add TENANT [LIMIT=VALUE ...]\n"
+	    "       mcp-sandboxd [-c FILE] [--set ...] keys list\n"
+	    "       mcp-sandboxd [-c FILE] [--set ...] keys revoke TENANT | --id KEY_ID\n"
+	    "Serves MCP over HTTP on server.listen:server.port (default 127.0.0.1:8000):\n"
+	    "  /mcp (Streamable HTTP), /sse + /messages (legacy SSE), /artifacts/..., /health, "
+	    "/ready.\n"
+	    "Prints 'mcp-sandboxd: listening on URL' once ready; stops on SIGINT/SIGTERM,\n"
+	    "also during the start-up (calls in flight are cancelled; at most 10 s; a second\n"
+	    "signal exits at once). SIGHUP is ignored (no reload: restart to reconfigure).\n"
+	    "  -c, --config FILE   INI configuration (default " SBX_SYSCONFDIR "/mcp-sandbox.ini)\n"
+	    "      --set S.K=V     override one key (repeatable)\n"
+	    "      --check         contact the engine, report its version and exit\n"
+	    "      --dump          print the effective configuration and exit\n"
+	    "  -h, --help          this text\n"
+	    "  -V, --version       the version\n"
+	    "API keys, in auth.keys_file (options come before 'keys'):\n"
+	    "  keys add TENANT     make a key for TENANT ([A-Za-z0-9_.-], 1..64) and print it,\n"
+	    "                      once; limits: sandboxes=N calls=N memory=SIZE cpus=N "
+	    "installs=N\n"
+	    "  keys list           tenant, key id, creation time and limits of every key\n"
+	    "  keys revoke TENANT  remove every key of TENANT (--id KEY_ID: that key only)\n"
+	    "A running server picks up changes within a few seconds.\n");
+}
+
+/* `mcp-sandboxd keys ...`: ARGV are the words after "keys". The exit status:
+ * 0, 1 when the edit failed, 2 for a usage mistake. */
+static int keys_command(const struct sbx_settings *s, int argc, char **argv)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	const char *path = s->auth.keys_file, *cmd = argc > 0 ? argv[0] : "";
+	char key[SBX_API_KEY_LEN + 1];
+	size_t count = 0;
+	int r;
+
+	if (strcmp(cmd, "add") != 0 && strcmp(cmd, "list") != 0 && strcmp(cmd, "revoke") != 0) {
+		sbx_log("keys: expected add, list or revoke (see --help)");
+		return 2;
+	}
+	if (!*path) {
+		sbx_log("keys: auth.keys_file is not set: set it in the configuration file or "
+			"with --set auth.keys_file=/PATH");
+		return 2;
+	}
+	if (strcmp(cmd, "list") == 0) {
+		if (argc != 1) {
+			sbx_log("keys list: takes no arguments");
+			return 2;
+		}
+		r = sbx_keys_list(path, stdout, &err);
+	} else if (strcmp(cmd, "add") == 0) {
+		if (argc < 2) {
+			sbx_log("keys add: expected TENANT [LIMIT=VALUE ...]");
+			return 2;
+		}
+		r = sbx_keys_add(path, argv[1], argv + 2, (size_t)argc - 2, key, &err);
+		if (r == 0) {
+			printf("%s\n", key);
+			/* The id is public: the key's characters 4..15. */
+			sbx_log("keys add: key %.*s for tenant %s, shown once (the file keeps only "
+				"its SHA-256)",
+				SBX_KEY_ID_LEN, key + 4, argv[1]);
+			explicit_bzero(key, sizeof(key));
+		}
+	} else {
+		bool by_id = argc == 3 && strcmp(argv[1], "--id") == 0;
+		if (argc != 2 && !by_id) {
+			sbx_log("keys revoke: expected TENANT or --id KEY_ID");
+			return 2;
+		}
+		r = sbx_keys_revoke(path, by_id ? NULL : argv[1], by_id ? argv[2] : NULL, stdout,
+				    &count, &err);
+	}
+	if (fflush(stdout) != 0 && r == 0) {
+		sbx_log("keys %s: cannot write the output", cmd);
+		return 1;
+	}
+	if (r < 0) {
+		sbx_log("keys %s: %s", cmd, err.msg);
+		return r == -EINVAL ? 2 : 1; /* -EINVAL: a bad argument, nothing touched */
+	}
+	return 0;
 }
 
 /* Every open connection holds a descriptor (server.max_connections, 4096 by
@@ -500,7 +570,7 @@ int main(int argc, char **argv)
 	if (sbx_settings_init(&s) < 0)
 		return 1;
 	/* First pass: the file; second: --set on top of it. */
-	while ((c = getopt_long(argc, argv, "c:hV", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+c:hV", opts, NULL)) != -1) {
 		switch (c) {
 		case 'c':
 			config = optarg;
@@ -530,7 +600,7 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "c:hV", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+c:hV", opts, NULL)) != -1) {
 		if (c == 's' && sbx_settings_set(&s, optarg, &err) < 0) {
 			sbx_log("%s", err.msg);
 			goto out;
@@ -539,6 +609,15 @@ int main(int argc, char **argv)
 			dump = true;
 		if (c == 'k')
 			check = true;
+	}
+	if (optind < argc && strcmp(argv[optind], "keys") == 0) {
+		ret = keys_command(&s, argc - optind - 1, argv + optind + 1);
+		goto out;
+	}
+	if (optind < argc) {
+		sbx_log("unknown command %s (see --help)", argv[optind]);
+		ret = 2;
+		goto out;
 	}
 	if (dump) {
 		sbx_settings_dump(&s, stdout);
