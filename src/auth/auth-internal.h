@@ -30,7 +30,7 @@
 
 #define KEYS_LINE_MAX 512
 #define KEYS_MAX 100000
-#define KEYS_FILE_MAX (KEYS_MAX * 160)
+#define KEYS_FILE_MAX (32 * 1024 * 1024)
 #define KEYS_CREATED_LEN 20 /* 2025-06-01T12:00:00Z */
 
 struct sbx_key {
