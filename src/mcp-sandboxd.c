@@ -44,8 +44,10 @@
 #include "config.h"
 #endif
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -53,6 +55,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
@@ -353,6 +356,7 @@ struct starter {
 	sbx_manager *manager;
 	sbx_mcp *mcp;
 	sbx_http *http;
+	sbx_auth *auth; /* serve()'s, for the HTTP front */
 	struct sbx_error err;
 	atomic_int phase;
 	atomic_bool abandon; /* a signal came in START_MAKING: stop after this step */
@@ -429,7 +433,7 @@ static int start_steps(struct starter *st)
 		return -ECANCELED;
 	{
 		const struct sbx_http_config hc = {
-		    .settings = s, .mcp = st->mcp, .manager = st->manager};
+		    .settings = s, .mcp = st->mcp, .manager = st->manager, .auth = st->auth};
 		if (sbx_http_start(&hc, &st->http, err) < 0) {
 			sbx_log("%s", err->msg);
 			return err->code;
@@ -498,6 +502,67 @@ static int start_wait(struct starter *st, pthread_t t, const sigset_t *signals, 
 	}
 }
 
+/* True when ADDR (server.listen) is a loopback address: 127.0.0.0/8, ::1
+ * (an IPv4-mapped 127.x too), "localhost"; brackets around IPv6 allowed. */
+static bool listen_is_loopback(const char *addr)
+{
+	char buf[INET6_ADDRSTRLEN + 1];
+	struct in6_addr a6;
+	struct in_addr a4;
+	size_t n = strlen(addr);
+
+	if (n >= 2 && addr[0] == '[' && addr[n - 1] == ']') {
+		if (n - 2 >= sizeof(buf))
+			return false;
+		memcpy(buf, addr + 1, n - 2);
+		buf[n - 2] = '\0';
+		addr = buf;
+	}
+	if (strcasecmp(addr, "localhost") == 0)
+		return true;
+	if (inet_pton(AF_INET, addr, &a4) == 1)
+		return (ntohl(a4.s_addr) >> 24) == 127;
+	if (inet_pton(AF_INET6, addr, &a6) == 1)
+		return IN6_IS_ADDR_LOOPBACK(&a6) ||
+		       (IN6_IS_ADDR_V4MAPPED(&a6) && a6.s6_addr[12] == 127);
+	return false;
+}
+
+/* Opens what [auth] asks for into *RET (secure by default: without API keys
+ * the server serves loopback only, unless auth.mode = none says anyone who
+ * reaches the port may act for the tenant "default"); logs what it decided.
+ * 0, or -1 when the server is not to start (logged). */
+static int open_auth(const struct sbx_settings *s, sbx_auth **ret)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	sbx_auth *a = NULL;
+
+	if (sbx_auth_open(s, &a, &err) < 0) {
+		sbx_log("%s", err.msg);
+		return -1;
+	}
+	if (sbx_auth_checks_keys(a)) {
+		sbx_log("API keys from %s (auth.keys_file): /mcp and /sse need one",
+			s->auth.keys_file);
+	} else if (strcmp(s->auth.mode, "none") == 0) {
+		sbx_log("auth.mode = none: no credentials are checked; anyone who reaches the "
+			"port acts for tenant \"%s\"",
+			SBX_TENANT_DEFAULT);
+	} else if (listen_is_loopback(s->server.listen)) {
+		sbx_log("no API keys (auth.keys_file): serving loopback only");
+	} else {
+		sbx_log("server.listen = %s is not a loopback address and there are no API keys: "
+			"set auth.keys_file (and add keys with mcp-sandboxd keys add TENANT), or "
+			"set auth.mode = none to let anyone who reaches the port act for tenant "
+			"\"%s\"",
+			s->server.listen, SBX_TENANT_DEFAULT);
+		sbx_auth_free(a);
+		return -1;
+	}
+	*ret = a;
+	return 0;
+}
+
 /* Runs the server until SIGINT/SIGTERM; the exit status. */
 static int serve(const struct sbx_settings *s, struct sbx_error *err)
 {
@@ -519,8 +584,11 @@ static int serve(const struct sbx_settings *s, struct sbx_error *err)
 	signal(SIGPIPE, SIG_IGN);
 	raise_fd_limit();
 
+	if (open_auth(s, &st.auth) < 0)
+		return 1;
 	if (sbx_engine_open(&ec, &st.engine, err) < 0) {
 		sbx_log("the container engine is not reachable: %s", err->msg);
+		sbx_auth_free(st.auth);
 		return 1;
 	}
 	atomic_init(&st.phase, START_ENGINE);
@@ -532,6 +600,7 @@ static int serve(const struct sbx_settings *s, struct sbx_error *err)
 		st.started = false;
 	if (!st.started) {
 		sbx_engine_free(st.engine);
+		sbx_auth_free(st.auth);
 		return ret;
 	}
 	printf("mcp-sandboxd: listening on %s\n", sbx_http_public_url(st.http));
@@ -545,6 +614,7 @@ static int serve(const struct sbx_settings *s, struct sbx_error *err)
 	}
 	ret = stop(st.engine, st.http, st.mcp, st.manager, s, &signals, sig);
 	sbx_engine_free(st.engine);
+	sbx_auth_free(st.auth); /* after the HTTP front that used it */
 	return ret;
 }
 
