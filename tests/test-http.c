@@ -31,6 +31,12 @@
  * body (server.body_timeout, body_min_rate), server.max_connections_per_ip;
  * the per-address share of the body budget and a Content-Length charged at
  * the first bytes; a session id with its secret part changed is unknown.
+ * API keys (test_auth, a server with auth.keys_file, keys made by
+ * `mcp-sandboxd keys add` and sbx_keys_add, a stand-in tool "whoami" that
+ * names the session's owner): 401 and its challenge without a key, with a
+ * wrong one and with ?api_key= on /mcp, answered before a 100 MB body is
+ * sent; the right key in each place it is taken; tenants on sessions;
+ * revocation; 429 past SBX_AUTH_FAIL_MAX failures from one address.
  */
 #include <errno.h>
 #include <poll.h>
