@@ -700,7 +700,7 @@ static enum MHD_Result preflight(struct sbx_http_request *rq)
 	    "Access-Control-Allow-Methods",
 	    "GET, POST, DELETE, OPTIONS",
 	    "Access-Control-Allow-Headers",
-	    "Content-Type, Accept, Authorization, Mcp-Session-Id, MCP-Protocol-Version, "
+	    "Content-Type, Accept, Authorization, X-API-Key, Mcp-Session-Id, MCP-Protocol-Version, "
 	    "Last-Event-ID",
 	    "Access-Control-Max-Age",
 	    "600",
