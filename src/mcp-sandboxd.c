@@ -44,8 +44,10 @@
 #include "config.h"
 #endif
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -53,10 +55,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "sbx/auth.h"
 #include "sbx/clock.h"
 #include "sbx/common.h"
 #include "sbx/engine.h"
@@ -80,21 +84,90 @@
 
 static void usage(FILE *out)
 {
-	fprintf(out,
-		"Usage: mcp-sandboxd [-c FILE] [--set section.key=value ...] [--check] [--dump]\n"
-		"Serves MCP over HTTP on server.listen:server.port (default 127.0.0.1:8000):\n"
-		"  /mcp (Streamable HTTP), /sse + /messages (legacy SSE), /artifacts/..., /health, "
-		"/ready.\n"
-		"Prints 'mcp-sandboxd: listening on URL' once ready; stops on SIGINT/SIGTERM,\n"
-		"also during the start-up (calls in flight are cancelled; at most 10 s; a second\n"
-		"signal exits at once). SIGHUP is ignored (no reload: restart to reconfigure).\n"
-		"  -c, --config FILE   INI configuration (default " SBX_SYSCONFDIR
-		"/mcp-sandbox.ini)\n"
-		"      --set S.K=V     override one key (repeatable)\n"
-		"      --check         contact the engine, report its version and exit\n"
-		"      --dump          print the effective configuration and exit\n"
-		"  -h, --help          this text\n"
-		"  -V, --version       the version\n");
+	fprintf(
+	    out,
+	    "Usage: mcp-sandboxd [-c FILE] [--set section.key=value ...] [--check] [--dump]\n"
+	    "       mcp-sandboxd [-c FILE] [--set ...] keys add TENANT [LIMIT=VALUE ...]\n"
+	    "       mcp-sandboxd [-c FILE] [--set ...] keys list\n"
+	    "       mcp-sandboxd [-c FILE] [--set ...] keys revoke TENANT | --id KEY_ID\n"
+	    "Serves MCP over HTTP on server.listen:server.port (default 127.0.0.1:8000):\n"
+	    "  /mcp (Streamable HTTP), /sse + /messages (legacy SSE), /artifacts/..., /health, "
+	    "/ready.\n"
+	    "Prints 'mcp-sandboxd: listening on URL' once ready; stops on SIGINT/SIGTERM,\n"
+	    "also during the start-up (calls in flight are cancelled; at most 10 s; a second\n"
+	    "signal exits at once). SIGHUP is ignored (no reload: restart to reconfigure).\n"
+	    "  -c, --config FILE   INI configuration (default " SBX_SYSCONFDIR "/mcp-sandbox.ini)\n"
+	    "      --set S.K=V     override one key (repeatable)\n"
+	    "      --check         contact the engine, report its version and exit\n"
+	    "      --dump          print the effective configuration and exit\n"
+	    "  -h, --help          this text\n"
+	    "  -V, --version       the version\n"
+	    "API keys, in auth.keys_file (options come before 'keys'):\n"
+	    "  keys add TENANT     make a key for TENANT ([A-Za-z0-9_.-], 1..64) and print it,\n"
+	    "                      once; limits: sandboxes=N calls=N memory=SIZE cpus=N "
+	    "installs=N\n"
+	    "  keys list           tenant, key id, creation time and limits of every key\n"
+	    "  keys revoke TENANT  remove every key of TENANT (--id KEY_ID: that key only)\n"
+	    "A running server picks up changes within a few seconds.\n");
+}
+
+/* `mcp-sandboxd keys ...`: ARGV are the words after "keys". The exit status:
+ * 0, 1 when the edit failed, 2 for a usage mistake. */
+static int keys_command(const struct sbx_settings *s, int argc, char **argv)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	const char *path = s->auth.keys_file, *cmd = argc > 0 ? argv[0] : "";
+	char key[SBX_API_KEY_LEN + 1];
+	size_t count = 0;
+	int r;
+
+	if (strcmp(cmd, "add") != 0 && strcmp(cmd, "list") != 0 && strcmp(cmd, "revoke") != 0) {
+		sbx_log("keys: expected add, list or revoke (see --help)");
+		return 2;
+	}
+	if (!*path) {
+		sbx_log("keys: auth.keys_file is not set: set it in the configuration file or "
+			"with --set auth.keys_file=/PATH");
+		return 2;
+	}
+	if (strcmp(cmd, "list") == 0) {
+		if (argc != 1) {
+			sbx_log("keys list: takes no arguments");
+			return 2;
+		}
+		r = sbx_keys_list(path, stdout, &err);
+	} else if (strcmp(cmd, "add") == 0) {
+		if (argc < 2) {
+			sbx_log("keys add: expected TENANT [LIMIT=VALUE ...]");
+			return 2;
+		}
+		r = sbx_keys_add(path, argv[1], argv + 2, (size_t)argc - 2, key, &err);
+		if (r == 0) {
+			printf("%s\n", key);
+			/* The id is public: the key's characters 4..15. */
+			sbx_log("keys add: key %.*s for tenant %s, shown once (the file keeps only "
+				"its SHA-256)",
+				SBX_KEY_ID_LEN, key + 4, argv[1]);
+			explicit_bzero(key, sizeof(key));
+		}
+	} else {
+		bool by_id = argc == 3 && strcmp(argv[1], "--id") == 0;
+		if (argc != 2 && !by_id) {
+			sbx_log("keys revoke: expected TENANT or --id KEY_ID");
+			return 2;
+		}
+		r = sbx_keys_revoke(path, by_id ? NULL : argv[1], by_id ? argv[2] : NULL, stdout,
+				    &count, &err);
+	}
+	if (fflush(stdout) != 0 && r == 0) {
+		sbx_log("keys %s: cannot write the output", cmd);
+		return 1;
+	}
+	if (r < 0) {
+		sbx_log("keys %s: %s", cmd, err.msg);
+		return r == -EINVAL ? 2 : 1; /* -EINVAL: a bad argument, nothing touched */
+	}
+	return 0;
 }
 
 /* Every open connection holds a descriptor (server.max_connections, 4096 by
@@ -283,6 +356,7 @@ struct starter {
 	sbx_manager *manager;
 	sbx_mcp *mcp;
 	sbx_http *http;
+	sbx_auth *auth; /* serve()'s, for the HTTP front */
 	struct sbx_error err;
 	atomic_int phase;
 	atomic_bool abandon; /* a signal came in START_MAKING: stop after this step */
@@ -359,7 +433,7 @@ static int start_steps(struct starter *st)
 		return -ECANCELED;
 	{
 		const struct sbx_http_config hc = {
-		    .settings = s, .mcp = st->mcp, .manager = st->manager};
+		    .settings = s, .mcp = st->mcp, .manager = st->manager, .auth = st->auth};
 		if (sbx_http_start(&hc, &st->http, err) < 0) {
 			sbx_log("%s", err->msg);
 			return err->code;
@@ -428,6 +502,67 @@ static int start_wait(struct starter *st, pthread_t t, const sigset_t *signals, 
 	}
 }
 
+/* True when ADDR (server.listen) is a loopback address: 127.0.0.0/8, ::1
+ * (an IPv4-mapped 127.x too), "localhost"; brackets around IPv6 allowed. */
+static bool listen_is_loopback(const char *addr)
+{
+	char buf[INET6_ADDRSTRLEN + 1];
+	struct in6_addr a6;
+	struct in_addr a4;
+	size_t n = strlen(addr);
+
+	if (n >= 2 && addr[0] == '[' && addr[n - 1] == ']') {
+		if (n - 2 >= sizeof(buf))
+			return false;
+		memcpy(buf, addr + 1, n - 2);
+		buf[n - 2] = '\0';
+		addr = buf;
+	}
+	if (strcasecmp(addr, "localhost") == 0)
+		return true;
+	if (inet_pton(AF_INET, addr, &a4) == 1)
+		return (ntohl(a4.s_addr) >> 24) == 127;
+	if (inet_pton(AF_INET6, addr, &a6) == 1)
+		return IN6_IS_ADDR_LOOPBACK(&a6) ||
+		       (IN6_IS_ADDR_V4MAPPED(&a6) && a6.s6_addr[12] == 127);
+	return false;
+}
+
+/* Opens what [auth] asks for into *RET (secure by default: without API keys
+ * the server serves loopback only, unless auth.mode = none says anyone who
+ * reaches the port may act for the tenant "default"); logs what it decided.
+ * 0, or -1 when the server is not to start (logged). */
+static int open_auth(const struct sbx_settings *s, sbx_auth **ret)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	sbx_auth *a = NULL;
+
+	if (sbx_auth_open(s, &a, &err) < 0) {
+		sbx_log("%s", err.msg);
+		return -1;
+	}
+	if (sbx_auth_checks_keys(a)) {
+		sbx_log("API keys from %s (auth.keys_file): /mcp and /sse need one",
+			s->auth.keys_file);
+	} else if (strcmp(s->auth.mode, "none") == 0) {
+		sbx_log("auth.mode = none: no credentials are checked; anyone who reaches the "
+			"port acts for tenant \"%s\"",
+			SBX_TENANT_DEFAULT);
+	} else if (listen_is_loopback(s->server.listen)) {
+		sbx_log("no API keys (auth.keys_file): serving loopback only");
+	} else {
+		sbx_log("server.listen = %s is not a loopback address and there are no API keys: "
+			"set auth.keys_file (and add keys with mcp-sandboxd keys add TENANT), or "
+			"set auth.mode = none to let anyone who reaches the port act for tenant "
+			"\"%s\"",
+			s->server.listen, SBX_TENANT_DEFAULT);
+		sbx_auth_free(a);
+		return -1;
+	}
+	*ret = a;
+	return 0;
+}
+
 /* Runs the server until SIGINT/SIGTERM; the exit status. */
 static int serve(const struct sbx_settings *s, struct sbx_error *err)
 {
@@ -449,8 +584,11 @@ static int serve(const struct sbx_settings *s, struct sbx_error *err)
 	signal(SIGPIPE, SIG_IGN);
 	raise_fd_limit();
 
+	if (open_auth(s, &st.auth) < 0)
+		return 1;
 	if (sbx_engine_open(&ec, &st.engine, err) < 0) {
 		sbx_log("the container engine is not reachable: %s", err->msg);
+		sbx_auth_free(st.auth);
 		return 1;
 	}
 	atomic_init(&st.phase, START_ENGINE);
@@ -462,6 +600,7 @@ static int serve(const struct sbx_settings *s, struct sbx_error *err)
 		st.started = false;
 	if (!st.started) {
 		sbx_engine_free(st.engine);
+		sbx_auth_free(st.auth);
 		return ret;
 	}
 	printf("mcp-sandboxd: listening on %s\n", sbx_http_public_url(st.http));
@@ -475,6 +614,7 @@ static int serve(const struct sbx_settings *s, struct sbx_error *err)
 	}
 	ret = stop(st.engine, st.http, st.mcp, st.manager, s, &signals, sig);
 	sbx_engine_free(st.engine);
+	sbx_auth_free(st.auth); /* after the HTTP front that used it */
 	return ret;
 }
 
@@ -500,7 +640,7 @@ int main(int argc, char **argv)
 	if (sbx_settings_init(&s) < 0)
 		return 1;
 	/* First pass: the file; second: --set on top of it. */
-	while ((c = getopt_long(argc, argv, "c:hV", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+c:hV", opts, NULL)) != -1) {
 		switch (c) {
 		case 'c':
 			config = optarg;
@@ -530,7 +670,7 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "c:hV", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+c:hV", opts, NULL)) != -1) {
 		if (c == 's' && sbx_settings_set(&s, optarg, &err) < 0) {
 			sbx_log("%s", err.msg);
 			goto out;
@@ -539,6 +679,15 @@ int main(int argc, char **argv)
 			dump = true;
 		if (c == 'k')
 			check = true;
+	}
+	if (optind < argc && strcmp(argv[optind], "keys") == 0) {
+		ret = keys_command(&s, argc - optind - 1, argv + optind + 1);
+		goto out;
+	}
+	if (optind < argc) {
+		sbx_log("unknown command %s (see --help)", argv[optind]);
+		ret = 2;
+		goto out;
 	}
 	if (dump) {
 		sbx_settings_dump(&s, stdout);

@@ -362,12 +362,12 @@ static int step_ms(const struct sse_session *s)
 
 static bool step_connect(struct sse_session *s)
 {
-	char req[256], host[64];
+	char req[768], host[64];
 
 	s->fd = connect_raw();
 	s->id[0] = '\0';
-	snprintf(req, sizeof(req), "GET /sse HTTP/1.1\r\n%s\r\nAccept: text/event-stream\r\n\r\n",
-		 host_line(host, sizeof(host)));
+	snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\n%s\r\nAccept: text/event-stream\r\n\r\n",
+		 s->path ? s->path : "/sse", host_line(host, sizeof(host)));
 	send_all(s->fd, req);
 	return true;
 }

@@ -110,6 +110,7 @@ struct sse_session {
 	char id[64];
 	struct sbx_buf acc; /* everything read from the stream */
 	int ms;		    /* how long a step waits for the stream (0: 5000) */
+	const char *path;   /* what SSE_CONNECT GETs (NULL: "/sse"), e.g. "/sse?api_key=K" */
 };
 
 /* What step STEP checks, as a test description. */

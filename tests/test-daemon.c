@@ -11,6 +11,10 @@
  * listening); a second one then exits at once (status 143); SIGHUP leaves
  * the server running, during the start-up and while it serves, and says so
  * in its log; a server that started stops on SIGTERM with status 0.
+ * Secure by default: without API keys, server.listen = 0.0.0.0 refuses to
+ * start (naming auth.keys_file and auth.mode = none) before it asks the
+ * engine anything, starts with auth.mode = none (saying anyone is the
+ * tenant "default"), and a loopback server says it serves loopback only.
  *
  * The waits only bound hangs (SBX_WAIT_S): nothing here is timed.
  */
@@ -236,12 +240,9 @@ struct daemon {
 	char out[300], err[300];
 };
 
-/* The servers' sandbox.disk: the fake engine's storage (overlay2 on extfs)
- * cannot bound a disk, so 0 but in test_disk_refused. */
-static const char *daemon_disk = "sandbox.disk=0";
-
-/* Starts the server against the fake engine; NAME names its output files. */
-static void daemon_start(struct daemon *d, const char *name)
+/* Starts the server against the fake engine; NAME names its output files,
+ * EXTRA (NULL or NULL-terminated) are more --set values, after the others. */
+static void daemon_start_with(struct daemon *d, const char *name, const char *const *extra)
 {
 	char inst[96], set_sock[300], set_state[300], set_inst[128];
 
@@ -276,8 +277,21 @@ static void daemon_start(struct daemon *d, const char *name)
 				      "--set",
 				      "sandbox.pool_size=0",
 				      "--set",
-				      daemon_disk,
+				      "sandbox.disk=0",
+				      NULL,
+				      NULL,
+				      NULL,
+				      NULL,
+				      NULL,
+				      NULL,
 				      NULL};
+		size_t n = 0;
+		while (argv[n])
+			n++;
+		for (size_t i = 0; extra && extra[i] && n + 2 < SBX_ARRAY_SIZE(argv); i++) {
+			argv[n++] = "--set";
+			argv[n++] = extra[i];
+		}
 		int out = open(d->out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
 		int err = open(d->err, O_WRONLY | O_CREAT | O_TRUNC, 0600);
 		int null = open("/dev/null", O_RDONLY);
@@ -289,6 +303,11 @@ static void daemon_start(struct daemon *d, const char *name)
 		execv(server, (char *const *)argv);
 		_exit(127);
 	}
+}
+
+static void daemon_start(struct daemon *d, const char *name)
+{
+	daemon_start_with(d, name, NULL);
 }
 
 /* The content of PATH (owned; "" when unreadable). */
@@ -501,9 +520,7 @@ static void test_disk_refused(void)
 	int st;
 
 	engine_set(ENGINE_ANSWER);
-	daemon_disk = "sandbox.disk=2g";
-	daemon_start(&d, "disk");
-	daemon_disk = "sandbox.disk=0";
+	daemon_start_with(&d, "disk", (const char *const[]){"sandbox.disk=2g", NULL});
 	st = daemon_wait(&d);
 	tap_ok(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) != 0,
 	       "sandbox.disk on overlay2 over extfs: the server refuses to start (status %d)",
@@ -516,6 +533,60 @@ static void test_disk_refused(void)
 	line = slurp(d.out); /* the server has exited: its output is all there */
 	tap_ok(line && !strstr(line, "listening on "), "disk: the server never listened");
 	free(line);
+}
+
+/* Secure by default: without API keys a server listening beyond loopback
+ * refuses to start, naming auth.keys_file and auth.mode = none, before it
+ * asks the engine anything; with auth.mode = none it starts and says that
+ * anyone who reaches the port is the tenant "default"; on loopback without
+ * keys it starts and says it serves loopback only. */
+static void test_auth_default(void)
+{
+	struct daemon d;
+	char *line, *all;
+	int requests;
+
+	engine_set(ENGINE_ANSWER);
+	pthread_mutex_lock(&eng.lock);
+	requests = eng.requests;
+	pthread_mutex_unlock(&eng.lock);
+	daemon_start_with(&d, "public-nokeys",
+			  (const char *const[]){"server.listen=0.0.0.0", NULL});
+	check_exit(&d, 1, "listen 0.0.0.0 without keys");
+	all = slurp(d.err);
+	if (!tap_ok(strstr(all, "auth.keys_file") && strstr(all, "auth.mode = none") &&
+			strstr(all, "0.0.0.0"),
+		    "... its error names server.listen, auth.keys_file and auth.mode = none"))
+		tap_diag("%s", all);
+	free(all);
+	all = slurp(d.out);
+	tap_ok(!strstr(all, "listening on"), "... it never listened");
+	free(all);
+	pthread_mutex_lock(&eng.lock);
+	tap_is_int(eng.requests, requests, "... nor asked the engine anything");
+	pthread_mutex_unlock(&eng.lock);
+
+	daemon_start_with(&d, "public-none",
+			  (const char *const[]){"server.listen=0.0.0.0", "auth.mode=none", NULL});
+	line = wait_text(d.out, "listening on ");
+	if (!tap_ok(line != NULL, "listen 0.0.0.0 with auth.mode = none: the server starts"))
+		diag_file(d.err);
+	free(line);
+	line = wait_text(d.err, "anyone who reaches the port acts for tenant \"default\"");
+	tap_ok(line != NULL, "... and its log says anyone who reaches the port is tenant default");
+	free(line);
+	kill(d.pid, SIGTERM);
+	check_exit(&d, 0, "auth.mode = none, SIGTERM");
+
+	daemon_start(&d, "loopback-nokeys");
+	line = wait_text(d.out, "listening on ");
+	tap_ok(line != NULL, "listen 127.0.0.1 without keys: the server starts");
+	free(line);
+	line = wait_text(d.err, "no API keys (auth.keys_file): serving loopback only");
+	tap_ok(line != NULL, "... and its log says it serves loopback only");
+	free(line);
+	kill(d.pid, SIGTERM);
+	check_exit(&d, 0, "loopback without keys, SIGTERM");
 }
 
 int main(void)
@@ -555,6 +626,7 @@ int main(void)
 	test_abandon(true);
 	test_serving();
 	test_disk_refused();
+	test_auth_default();
 
 	pthread_mutex_lock(&eng.lock);
 	eng.stop = true;

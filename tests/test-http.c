@@ -31,6 +31,12 @@
  * body (server.body_timeout, body_min_rate), server.max_connections_per_ip;
  * the per-address share of the body budget and a Content-Length charged at
  * the first bytes; a session id with its secret part changed is unknown.
+ * API keys (test_auth, a server with auth.keys_file, keys made by
+ * `mcp-sandboxd keys add` and sbx_keys_add, a stand-in tool "whoami" that
+ * names the session's owner): 401 and its challenge without a key, with a
+ * wrong one and with ?api_key= on /mcp, answered before a 100 MB body is
+ * sent; the right key in each place it is taken; tenants on sessions;
+ * revocation; 429 past SBX_AUTH_FAIL_MAX failures from one address.
  */
 #include <errno.h>
 #include <poll.h>
@@ -50,6 +56,7 @@
 
 #include "http/http-internal.h"
 #include "tools/tools.h"
+#include "sbx/auth.h"
 #include "sbx/buf.h"
 #include "sbx/common.h"
 #include "sbx/http.h"
@@ -416,6 +423,13 @@ static int fake_tools_call(const struct sbx_tool_ctx *ctx, const char *name,
 		flood(ctx, args);
 		*ret_result =
 		    json_tokener_parse("{\"content\":[{\"type\":\"text\",\"text\":\"done\"}]}");
+		return *ret_result ? 0 : -ENOMEM;
+	}
+	if (strcmp(name, "whoami") == 0) {
+		char text[160];
+		snprintf(text, sizeof(text),
+			 "{\"content\":[{\"type\":\"text\",\"text\":\"owner=%s\"}]}", ctx->owner);
+		*ret_result = json_tokener_parse(text);
 		return *ret_result ? 0 : -ENOMEM;
 	}
 	if (strcmp(name, "progress") != 0 && strcmp(name, "slow") != 0)
@@ -1066,6 +1080,7 @@ static rlim_t raise_nofile(rlim_t n)
  * "key=value"), port 0; the helpers talk to it until server_end. */
 struct server {
 	struct sbx_settings s;
+	sbx_auth *auth; /* from the settings' [auth] */
 	sbx_http *h;
 	struct http_target saved;
 };
@@ -1083,9 +1098,11 @@ static void server_begin(struct server *sv, sbx_mcp *mcp, sbx_manager *manager, 
 	for (size_t i = 0; sets[i]; i++)
 		if (sbx_settings_set(&sv->s, sets[i], &err) < 0)
 			tap_bail(err.msg[0] ? err.msg : "settings");
+	if (sbx_auth_open(&sv->s, &sv->auth, &err) < 0)
+		tap_bail(err.msg);
 	{
 		const struct sbx_http_config hc = {
-		    .settings = &sv->s, .mcp = mcp, .manager = manager};
+		    .settings = &sv->s, .mcp = mcp, .manager = manager, .auth = sv->auth};
 		if (sbx_http_start(&hc, &sv->h, &err) < 0)
 			tap_bail(err.msg);
 	}
@@ -1095,6 +1112,7 @@ static void server_begin(struct server *sv, sbx_mcp *mcp, sbx_manager *manager, 
 static void server_end(struct server *sv)
 {
 	sv->h = sbx_http_stop(sv->h);
+	sv->auth = sbx_auth_free(sv->auth);
 	sbx_settings_release(&sv->s);
 	http_restore(&sv->saved);
 }
@@ -2128,6 +2146,288 @@ static void test_connections_per_ip(sbx_mcp *mcp, sbx_manager *manager)
 	server_end(&sv);
 }
 
+/* ---- API keys (issue 13) ---- */
+
+#define WHOAMI_BODY                                                                                \
+	"{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"tools/call\",\"params\":{\"name\":\"whoami\"," \
+	"\"arguments\":{}}}"
+#define CHALLENGE "Bearer realm=\"mcp-sandbox\""
+#define CHALLENGE_INVALID "Bearer realm=\"mcp-sandbox\", error=\"invalid_token\""
+/* A well-formed key that is in no keys file. */
+#define WRONG_KEY                                                                                  \
+	"msk_0123456789ab_0000000000000000000000000000000000000000000000000000000000000000"
+
+/* "NAME: VALUE" in BUF. */
+static const char *hdr(char *buf, size_t n, const char *name, const char *value)
+{
+	snprintf(buf, n, "%s: %s", name, value);
+	return buf;
+}
+
+static const char *bearer(char *buf, size_t n, const char *key)
+{
+	snprintf(buf, n, "Authorization: Bearer %s", key);
+	return buf;
+}
+
+/* An initialize with the header line AUTH (may be NULL): the session id
+ * (malloc'd), or NULL. */
+static char *init_with(const char *auth)
+{
+	struct reply r = mcp_post(NULL, auth, init_body);
+	const char *id = r.status == 200 ? header_of(&r, "Mcp-Session-Id") : NULL;
+	char *copy = id ? strdup(id) : NULL;
+
+	reply_release(&r);
+	return copy;
+}
+
+/* Asserts a 401 with the challenge WANT (exactly) and a JSON error. */
+static void expect_401(struct reply r, const char *want, const char *what)
+{
+	const char *wa = header_of(&r, "WWW-Authenticate");
+
+	if (!tap_ok(r.status == 401 && wa && strcmp(wa, want) == 0 && r.body.data &&
+			strncmp(r.body.data, "{\"error\":\"", 10) == 0 &&
+			!strstr(r.body.data, "0123456789ab_0000"),
+		    "%s -> 401, WWW-Authenticate: %s, {\"error\"}", what, want))
+		tap_diag("  got %ld, WWW-Authenticate: %s, %s", r.status, wa ? wa : "(none)",
+			 r.body.data ? r.body.data : "");
+	reply_release(&r);
+}
+
+/* `mcp-sandboxd -c CONF keys add TENANT`: the key it prints, in KEY. */
+static bool keys_add_cli(const char *conf, const char *tenant, char key[SBX_API_KEY_LEN + 1])
+{
+	const char *builddir = getenv("SBX_BUILDDIR");
+	char cmd[1024], line[256] = "";
+	FILE *p;
+	int st;
+
+	snprintf(cmd, sizeof(cmd), "'%s/src/mcp-sandboxd' -c '%s' keys add %s 2>/dev/null",
+		 builddir ? builddir : ".", conf, tenant);
+	p = popen(cmd, "r");
+	if (!p)
+		return false;
+	if (!fgets(line, sizeof(line), p))
+		line[0] = '\0';
+	st = pclose(p);
+	line[strcspn(line, "\n")] = '\0';
+	if (st != 0 || strlen(line) != SBX_API_KEY_LEN)
+		return false;
+	memcpy(key, line, SBX_API_KEY_LEN + 1);
+	return true;
+}
+
+static void test_auth(sbx_mcp *mcp, sbx_manager *manager)
+{
+	char dir[] = "/tmp/test-http-keys.XXXXXX", keys[128], conf[160], set[192];
+	char alice[SBX_API_KEY_LEN + 1], bob[SBX_API_KEY_LEN + 1], carol[SBX_API_KEY_LEN + 1];
+	char ha[160], hb[160], hc[160], hs[160], path[256];
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_buf acc = SBX_BUF_INIT;
+	struct sse_session s = {0};
+	struct timespec t0;
+	struct server sv;
+	struct reply r;
+	char *a = NULL, *c = NULL;
+	size_t count = 0;
+	long st;
+	int fd;
+
+	/* Without keys (the main server): every session is tenant default. */
+	a = mcp_initialize();
+	expect_body(mcp_post(a, NULL, WHOAMI_BODY), 200, "owner=default",
+		    "no keys: a session acts for tenant default");
+	free(a);
+	a = NULL;
+	if (!mkdtemp(dir))
+		tap_bail("mkdtemp");
+	snprintf(keys, sizeof(keys), "%s/keys", dir);
+	snprintf(conf, sizeof(conf), "%s/conf.ini", dir);
+	{
+		FILE *f = fopen(conf, "w");
+		if (!f)
+			tap_bail("conf");
+		fprintf(f, "[auth]\nkeys_file = %s\n", keys);
+		fclose(f);
+	}
+	tap_ok(keys_add_cli(conf, "alice", alice),
+	       "keys: mcp-sandboxd keys add alice prints a key");
+	if (sbx_keys_add(keys, "bob", NULL, 0, bob, &err) < 0 ||
+	    sbx_keys_add(keys, "carol", NULL, 0, carol, &err) < 0)
+		tap_bail(err.msg);
+	snprintf(set, sizeof(set), "auth.keys_file=%s", keys);
+	server_begin(&sv, mcp, manager, false, HS(set));
+	bearer(ha, sizeof(ha), alice);
+	bearer(hb, sizeof(hb), bob);
+	bearer(hc, sizeof(hc), carol);
+
+	/* No key (from 127.0.0.60: each address below stays under the
+	 * failure limit). */
+	http_from("127.0.0.60");
+	expect_401(mcp_post(NULL, NULL, init_body), CHALLENGE, "keys: POST /mcp without a key");
+	expect_401(request("GET", "/mcp", HS("Accept: text/event-stream"), NULL), CHALLENGE,
+		   "keys: GET /mcp without a key");
+	expect_401(request("DELETE", "/mcp", HS("Mcp-Session-Id: " NO_SESSION), NULL), CHALLENGE,
+		   "keys: DELETE /mcp without a key");
+	expect_401(request("GET", "/sse", HS("Accept: text/event-stream"), NULL), CHALLENGE,
+		   "keys: GET /sse without a key");
+	snprintf(path, sizeof(path), "/mcp?api_key=%s", alice);
+	expect_401(request("POST", path, HS(ACCEPT_BOTH, CT_JSON), init_body), CHALLENGE,
+		   "keys: ?api_key= on /mcp is not taken (the right key)");
+	expect_status(request("GET", "/health", NULL, NULL), 200, "keys: GET /health stays open");
+
+	/* Wrong keys (127.0.0.61). */
+	http_from("127.0.0.61");
+	expect_401(mcp_post(NULL, "Authorization: Bearer " WRONG_KEY, init_body), CHALLENGE_INVALID,
+		   "keys: a wrong key as Bearer");
+	expect_401(mcp_post(NULL, "X-API-Key: " WRONG_KEY, init_body), CHALLENGE_INVALID,
+		   "keys: a wrong key as X-API-Key");
+	expect_401(request("GET", "/sse?api_key=" WRONG_KEY, HS("Accept: text/event-stream"), NULL),
+		   CHALLENGE_INVALID, "keys: a wrong key as ?api_key= on /sse");
+	{
+		const char *const two[] = {ACCEPT_BOTH, CT_JSON, ha,
+					   hdr(hs, sizeof(hs), "X-API-Key", bob), NULL};
+		expect_401(request("POST", "/mcp", two, init_body), CHALLENGE_INVALID,
+			   "keys: alice's key as Bearer and bob's as X-API-Key");
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	fd = raw_post("/mcp", MCP_HEADERS "Authorization: Bearer " WRONG_KEY "\r\n", 100000000,
+		      "{\"jsonrpc\"");
+	st = raw_status(fd, &acc, 5000);
+	tap_ok(st == 401 && elapsed_ms(&t0) < 2000 && strstr(acc.data, "invalid_token"),
+	       "keys: a wrong key with Content-Length: 100000000 -> 401 at once, the body "
+	       "unsent (%ld after %ld ms)",
+	       st, elapsed_ms(&t0));
+	close(fd);
+	sbx_buf_reset(&acc);
+
+	/* The right keys (127.0.0.62). */
+	http_from("127.0.0.62");
+	a = init_with(ha);
+	tap_ok(a != NULL, "keys: initialize with alice's key as Bearer -> 200 with a session");
+	expect_body(mcp_post(a, ha, WHOAMI_BODY), 200, "owner=alice",
+		    "keys: ... its tool calls act for tenant alice");
+	{
+		char *x = init_with(hdr(hs, sizeof(hs), "X-API-Key", bob));
+		tap_ok(x != NULL, "keys: initialize with bob's key as X-API-Key -> 200");
+		expect_body(mcp_post(x, hs, WHOAMI_BODY), 200, "owner=bob",
+			    "keys: ... acting for tenant bob");
+		free(x);
+	}
+	expect_401(mcp_post(a, NULL, ping_body), CHALLENGE, "keys: alice's session without a key");
+	expect_body(mcp_post(a, hb, ping_body), 404, "-32001",
+		    "keys: alice's session with bob's key -> 404, as an unknown session");
+	{
+		char sh[64];
+		snprintf(sh, sizeof(sh), "Mcp-Session-Id: %s", a ? a : "x");
+		expect_status(request("DELETE", "/mcp", HS(sh, hb), NULL), 404,
+			      "keys: DELETE of alice's session with bob's key -> 404");
+	}
+	expect_body(mcp_post(a, ha, ping_body), 200, "\"result\"",
+		    "keys: ... and alice's session lives on for alice");
+
+	snprintf(path, sizeof(path), "/sse?api_key=%s", alice);
+	s.path = path;
+	tap_ok(sse_open(&s, SSE_INITIALIZED),
+	       "keys: GET /sse?api_key=alice's key opens a stream that names /messages, which "
+	       "takes initialize without a key");
+	r = sse_post(s.id, WHOAMI_BODY);
+	tap_ok(r.status == 202 && read_until(s.fd, &s.acc, "owner=alice", 5000),
+	       "keys: ... its tool calls act for tenant alice");
+	reply_release(&r);
+	sse_close(&s);
+	/* The value is percent-decoded: "msk%5F..." is the same key. */
+	snprintf(path, sizeof(path), "/sse?api_key=msk%%5F%s", bob + 4);
+	s = (struct sse_session){.path = path};
+	tap_ok(sse_open(&s, SSE_ENDPOINT), "keys: ?api_key= percent-encoded is decoded");
+	sse_close(&s);
+
+	/* Revocation (127.0.0.63): carol's key refused within about 2 s. */
+	http_from("127.0.0.63");
+	c = init_with(hc);
+	tap_ok(c != NULL, "keys: carol's key works");
+	{
+		char id[SBX_KEY_ID_LEN + 1];
+		long ms = -1;
+		snprintf(id, sizeof(id), "%.*s", SBX_KEY_ID_LEN, carol + 4);
+		if (sbx_keys_revoke(keys, NULL, id, NULL, &count, &err) < 0)
+			tap_bail(err.msg);
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		while (elapsed_ms(&t0) < 5000) {
+			r = mcp_post(c, hc, ping_body);
+			st = r.status;
+			reply_release(&r);
+			if (st == 401) {
+				ms = elapsed_ms(&t0);
+				break;
+			}
+			sleep_ms(100);
+		}
+		tap_ok(ms >= 0 && ms <= 2500,
+		       "keys: a revoked key -> 401 within 2.5 s, on its open session too (%ld ms)",
+		       ms);
+		expect_401(mcp_post(NULL, hc, init_body), CHALLENGE_INVALID,
+			   "keys: ... and for a new initialize");
+	}
+
+	/* Failures from one address: past SBX_AUTH_FAIL_MAX, 429 (127.0.0.64),
+	 * while another address is served (127.0.0.65). */
+	http_from("127.0.0.64");
+	{
+		int n401 = 0;
+		for (int i = 0; i < SBX_AUTH_FAIL_MAX; i++) {
+			r = mcp_post(NULL, "Authorization: Bearer " WRONG_KEY, init_body);
+			n401 += r.status == 401;
+			reply_release(&r);
+		}
+		tap_is_int(n401, SBX_AUTH_FAIL_MAX,
+			   "keys: %d failures from one address -> 401 each", SBX_AUTH_FAIL_MAX);
+	}
+	r = mcp_post(NULL, ha, init_body);
+	{
+		const char *ra = header_of(&r, "Retry-After");
+		int secs = ra ? atoi(ra) : 0;
+		tap_ok(r.status == 429 && secs >= 1 && secs <= 60,
+		       "keys: ... the next request from it, even with a right key -> 429, "
+		       "Retry-After %d",
+		       secs);
+	}
+	reply_release(&r);
+	expect_status(request("GET", "/sse?api_key=" WRONG_KEY, NULL, NULL), 429,
+		      "keys: ... GET /sse from it -> 429");
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	fd = raw_post("/mcp", MCP_HEADERS, 100000000, "{\"jsonrpc\"");
+	st = raw_status(fd, &acc, 5000);
+	tap_ok(st == 429 && elapsed_ms(&t0) < 2000,
+	       "keys: ... a 100 MB POST from it -> 429 at once, its body unsent (%ld)", st);
+	close(fd);
+	sbx_buf_reset(&acc);
+	expect_status(request("GET", "/health", NULL, NULL), 200,
+		      "keys: ... GET /health still 200");
+	http_from("127.0.0.65");
+	expect_401(mcp_post(NULL, "Authorization: Bearer " WRONG_KEY, init_body), CHALLENGE_INVALID,
+		   "keys: another address with a wrong key, not 429");
+	{
+		char *y = init_with(ha);
+		tap_ok(y != NULL, "keys: another address with alice's key -> 200");
+		free(y);
+	}
+	http_from("127.0.0.64");
+	expect_status(mcp_post(NULL, ha, init_body), 429,
+		      "keys: another address's success leaves the first one at 429");
+
+	http_from(NULL);
+	sbx_buf_release(&acc);
+	free(a);
+	free(c);
+	server_end(&sv);
+	snprintf(path, sizeof(path), "rm -rf '%s'", dir);
+	if (system(path) != 0)
+		tap_diag("could not remove %s", dir);
+}
+
 int main(void)
 {
 	struct sbx_error err = SBX_ERROR_INIT;
@@ -2197,6 +2497,7 @@ int main(void)
 	test_sessions_per_ip(mcp, manager);
 	test_slow_body(mcp, manager);
 	test_connections_per_ip(mcp, manager);
+	test_auth(mcp, manager);
 
 	sbx_http_stop(http);
 	sbx_mcp_free(mcp);

@@ -446,6 +446,7 @@ static void non_default(const struct sbx_setting *d, char *out, size_t n)
 			 strcmp(d->key, "socket") == 0	    ? "/x.sock"
 			 : strcmp(d->key, "instance") == 0  ? "x"
 			 : strcmp(d->key, "state_dir") == 0 ? "/x"
+			 : strcmp(d->key, "keys_file") == 0 ? "/x"
 			 : strcmp(d->key, "runtime") == 0   ? "runsc"
 							    : "http://x");
 		break;

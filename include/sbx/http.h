@@ -13,6 +13,7 @@
 
 #include <stdint.h>
 
+#include "sbx/auth.h"
 #include "sbx/error.h"
 #include "sbx/mcp.h"
 #include "sbx/sandbox.h"
@@ -24,6 +25,10 @@ struct sbx_http_config {
 	const struct sbx_settings *settings; /* server.* keys; must outlive the server */
 	sbx_mcp *mcp;			     /* must outlive the server */
 	sbx_manager *manager;		     /* for the artifact routes */
+	/* Who calls /mcp and GET /sse (sbx_auth_check, from the headers); must
+	 * outlive the server. NULL: nothing is checked, every caller is the
+	 * tenant "default". */
+	sbx_auth *auth;
 };
 
 /* Binds server.listen:server.port (port 0 = any free port) and starts

@@ -78,6 +78,10 @@ struct sbx_settings {
 		/* A sandbox older than this is removed; 0 = no limit. */
 		int64_t max_lifetime_ms;
 	} sandbox;
+	struct {
+		char *mode;	 /* "keys" or "none" */
+		char *keys_file; /* absolute path; "" = none (loopback only) */
+	} auth;
 };
 
 enum sbx_setting_type {
@@ -122,6 +126,12 @@ int sbx_settings_set(struct sbx_settings *s, const char *assignment, struct sbx_
 
 /* Free the strings; s is zeroed and may be initialised again. */
 void sbx_settings_release(struct sbx_settings *s);
+
+/* The value parsers of the schema, for other files in the same notation
+ * (the keys file's limits): a size with suffix k, m or g in bytes, and a
+ * number of CPUs ("0.5") in nano-CPUs. 0, -EINVAL, or -ERANGE past int64. */
+int sbx_parse_size(const char *s, int64_t *ret);
+int sbx_parse_cpus(const char *s, int64_t *ret);
 
 /* Write the effective settings as INI that sbx_settings_load_file accepts. */
 int sbx_settings_dump(const struct sbx_settings *s, FILE *out);

@@ -83,7 +83,7 @@ static bool check_instance(const char *v, char *why, size_t n)
 	return false;
 }
 
-static bool check_state_dir(const char *v, char *why, size_t n)
+static bool check_abs_path(const char *v, char *why, size_t n)
 {
 	if (!*v || v[0] == '/')
 		return true;
@@ -103,6 +103,7 @@ static bool check_runtime(const char *v, char *why, size_t n)
 }
 
 static const char *const engine_types[] = {"docker", "podman", NULL};
+static const char *const auth_modes[] = {"keys", "none", NULL};
 
 static const struct sbx_setting schema[] = {
     ENUM("engine", "type", engine.type, "docker", engine_types,
@@ -146,7 +147,7 @@ static const struct sbx_setting schema[] = {
     NUMBER(SIZE, "server", "max_queued", server.max_queued, "256m", MIB, 64 * GIB,
 	   "bytes queued for all event streams together; past it the biggest is closed"),
     STRING(
-	"server", "state_dir", server.state_dir, "", check_state_dir,
+	"server", "state_dir", server.state_dir, "", check_abs_path,
 	"folder for state kept across restarts; empty = $STATE_DIRECTORY or /var/lib/mcp-sandbox"),
 
     STRING("sandbox", "image", sandbox.image, "localhost/mcp-sandbox:latest", NULL,
@@ -197,6 +198,11 @@ static const struct sbx_setting schema[] = {
     NUMBER(DURATION, "sandbox", "max_lifetime", sandbox.max_lifetime_ms, "1440m", 0, 30 * 24 * HOUR,
 	   "a sandbox older than this is removed with its files once no call runs in it; "
 	   "0s = no limit"),
+
+    ENUM("auth", "mode", auth.mode, "keys", auth_modes,
+	 "who may call the server: keys (an API key from keys_file) or none (anyone)"),
+    STRING("auth", "keys_file", auth.keys_file, "", check_abs_path,
+	   "file of API keys (mcp-sandboxd keys add TENANT); empty = none"),
 };
 
 struct unit {
@@ -302,6 +308,16 @@ static int parse_cpus(const char *s, int64_t *ret)
 		return -ERANGE;
 	*ret = (int64_t)whole * NANO + (int64_t)frac;
 	return 0;
+}
+
+int sbx_parse_size(const char *s, int64_t *ret)
+{
+	return parse_scaled(s, size_units, ret);
+}
+
+int sbx_parse_cpus(const char *s, int64_t *ret)
+{
+	return parse_cpus(s, ret);
 }
 
 static int parse_bool(const char *s, bool *ret)

@@ -15,6 +15,7 @@
 
 #include <microhttpd.h>
 
+#include "sbx/auth.h"
 #include "sbx/buf.h"
 #include "sbx/clock.h"
 #include "sbx/http.h"
@@ -89,6 +90,23 @@ struct sbx_peer {
 
 /* The peer of ADDR (NULL: all zero). */
 void sbx_peer_of(const struct sockaddr *addr, struct sbx_peer *ret);
+
+/* ---- who calls (src/http/auth_gate.c) ---- */
+
+/* Failed checks of credentials from one peer (SBX_AUTH_FAIL_MAX within
+ * SBX_AUTH_FAIL_WINDOW_MS from its first) make its further requests to
+ * /mcp and /sse 429 with Retry-After until the window has passed; the table
+ * keeps SBX_AUTH_FAIL_PEERS peers, the least recently failed one evicted. */
+#define SBX_AUTH_FAIL_MAX 10
+#define SBX_AUTH_FAIL_WINDOW_MS 60000
+#define SBX_AUTH_FAIL_PEERS 1024
+
+struct sbx_auth_failures;
+int sbx_auth_failures_new(struct sbx_auth_failures **ret);
+struct sbx_auth_failures *sbx_auth_failures_free(struct sbx_auth_failures *f);
+
+/* The tenant "default", nothing checked (METHOD_NONE). */
+void sbx_http_principal_default(struct sbx_principal *p);
 
 /* ---- outbound event queues (src/http/event_stream.c) ---- */
 
@@ -172,6 +190,9 @@ struct sbx_http_session {
 	bool in_table; /* under the table's lock */
 
 	struct sbx_peer peer; /* the client that opened it */
+	/* The tenant it acts for (its MCP session's owner): a request naming it
+	 * with another tenant's credentials finds no session. */
+	char tenant[SBX_TENANT_MAX + 1];
 
 	/* The SSE stream (SBX_MCP_TRANSPORT_SSE), under lock. */
 	pthread_mutex_t lock;
@@ -187,18 +208,21 @@ struct sbx_session_table;
  * peer (0: no limit), for H. */
 int sbx_session_table_new(struct sbx_http *h, struct sbx_session_table **ret_t);
 struct sbx_session_table *sbx_session_table_free(struct sbx_session_table *t);
-/* A new session of PEER with a fresh random id, in the table; returns a
- * reference. When the table, or PEER's share of it, is full, the least
+/* A new session of PEER for TENANT with a fresh random id, in the table;
+ * returns a reference. When the table, or PEER's share of it, is full, the least
  * recently used idle Streamable HTTP session (of PEER, for its share) is
  * evicted (closed as if expired); -EBUSY with a message naming the limit
  * when none is idle (every one runs a call or is an open SSE stream). */
 int sbx_session_table_add(struct sbx_session_table *t, sbx_mcp *mcp,
 			  enum sbx_mcp_transport transport, const struct sbx_peer *peer,
-			  struct sbx_http_session **ret_s, struct sbx_error *err);
+			  const char *tenant, struct sbx_http_session **ret_s,
+			  struct sbx_error *err);
 /* A reference to the live session ID of TRANSPORT, NULL when unknown,
- * removed or expired. Marks it used. */
+ * removed or expired, or when TENANT (NULL: any) is not its tenant: another
+ * tenant's session is not found. Marks it used (only when found). */
 struct sbx_http_session *sbx_session_table_find(struct sbx_session_table *t, const char *id,
-						enum sbx_mcp_transport transport);
+						enum sbx_mcp_transport transport,
+						const char *tenant);
 /* Forgets S (its id is then unknown); the references held stay valid. A
  * session that leaves the table (removed, deleted, expired, the table
  * freed) is closed: sbx_mcp_session_close cancels its calls. */
@@ -260,6 +284,9 @@ struct sbx_http {
 	char *public_origin; /* scheme://host[:port] of the public URL */
 	struct sbx_session_table *sessions;
 	atomic_bool stopping;
+	/* Who calls (NULL: nothing checked) and the peers that failed to say. */
+	sbx_auth *auth;
+	struct sbx_auth_failures *auth_failures;
 
 	/* What GET /ready last logged, and when (ready_log). */
 	pthread_mutex_t ready_log_lock;
@@ -314,8 +341,9 @@ struct sbx_http_request {
 	struct MHD_Connection *conn;
 	enum sbx_route route;
 	struct sbx_peer peer;
-	int64_t start_ms; /* the headers came (sbx_monotonic_ms) */
-	size_t received;  /* body bytes received */
+	struct sbx_principal principal; /* who it is (sbx_http_auth_gate) */
+	int64_t start_ms;		/* the headers came (sbx_monotonic_ms) */
+	size_t received;		/* body bytes received */
 	const char *url;
 	const char *method;
 	const char *origin; /* an allowed Origin header, or NULL */
@@ -346,15 +374,24 @@ enum MHD_Result sbx_http_respond_json_take(struct sbx_http_request *rq, unsigned
 /* {"jsonrpc":"2.0","id":null,"error":{code,message}} */
 enum MHD_Result sbx_http_respond_rpc_error(struct sbx_http_request *rq, unsigned status, int code,
 					   const char *message);
-/* A plain JSON error: {"error": message} */
+/* A plain JSON error: {"error": message}; _with adds HEADERS (pairs, NULL-ended). */
 enum MHD_Result sbx_http_respond_error(struct sbx_http_request *rq, unsigned status,
 				       const char *message);
+enum MHD_Result sbx_http_respond_error_with(struct sbx_http_request *rq, unsigned status,
+					    const char *message, const char *const *headers);
 /* 405 with Allow: ALLOW and a JSON error. */
 enum MHD_Result sbx_http_respond_405(struct sbx_http_request *rq, const char *allow);
 enum MHD_Result sbx_http_queue(struct sbx_http_request *rq, unsigned status,
 			       struct MHD_Response *resp);
 /* Case-insensitive check that the media type of a Content-Type value is T. */
 bool sbx_http_media_is(const char *value, const char *type);
+/* Decides who RQ is from its headers (its first call, before any of a body
+ * is read): for /mcp (every method) and /sse the credentials go through
+ * sbx_auth_check into rq->principal; a refusal is answered here (401 with
+ * WWW-Authenticate, or 429 with Retry-After for a peer past
+ * SBX_AUTH_FAIL_MAX failures) and returns true with *RET. Other routes keep
+ * the default principal (/messages acts for its session's tenant). */
+bool sbx_http_auth_gate(struct sbx_http_request *rq, enum MHD_Result *ret);
 /* The request's body as MCP input: true with *RET_IN; false when it is not
  * JSON-RPC (*RET: 400 with the JSON-RPC error, queued) or on -ENOMEM
  * (*RET: MHD_NO). */

@@ -553,6 +553,12 @@ enum MHD_Result sbx_http_respond_405(struct sbx_http_request *rq, const char *al
 enum MHD_Result sbx_http_respond_error(struct sbx_http_request *rq, unsigned status,
 				       const char *message)
 {
+	return sbx_http_respond_error_with(rq, status, message, NULL);
+}
+
+enum MHD_Result sbx_http_respond_error_with(struct sbx_http_request *rq, unsigned status,
+					    const char *message, const char *const *headers)
+{
 	struct json_object *o = json_object_new_object();
 	enum MHD_Result r;
 	const char *t;
@@ -562,7 +568,7 @@ enum MHD_Result sbx_http_respond_error(struct sbx_http_request *rq, unsigned sta
 	json_object_object_add(o, "error", json_object_new_string(message));
 	t = json_object_to_json_string_ext(o,
 					   JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
-	r = sbx_http_respond(rq, status, "application/json", t, strlen(t), NULL);
+	r = sbx_http_respond(rq, status, "application/json", t, strlen(t), headers);
 	json_object_put(o);
 	return r;
 }
@@ -694,7 +700,7 @@ static enum MHD_Result preflight(struct sbx_http_request *rq)
 	    "Access-Control-Allow-Methods",
 	    "GET, POST, DELETE, OPTIONS",
 	    "Access-Control-Allow-Headers",
-	    "Content-Type, Accept, Authorization, Mcp-Session-Id, MCP-Protocol-Version, "
+	    "Content-Type, Accept, Authorization, X-API-Key, Mcp-Session-Id, MCP-Protocol-Version, "
 	    "Last-Event-ID",
 	    "Access-Control-Max-Age",
 	    "600",
@@ -732,6 +738,11 @@ static bool header_phase(struct sbx_http_request *rq, enum MHD_Result *ret)
 		*ret = preflight(rq);
 		return true;
 	}
+	/* Who it is, from the headers, before anything of a body is looked at
+	 * or charged and before a session is looked up (a refusal is answered
+	 * now; libmicrohttpd then drops the upload unread). */
+	if (sbx_http_auth_gate(rq, ret))
+		return true;
 	rq->body_max = h->max_body;
 	cl = sbx_http_header(rq, MHD_HTTP_HEADER_CONTENT_LENGTH);
 	length = cl ? strtoull(cl, NULL, 10) : 0;
@@ -874,6 +885,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		rq->method = method;
 		rq->route = sbx_http_route_of(url);
 		rq->start_ms = sbx_monotonic_ms();
+		sbx_http_principal_default(&rq->principal);
 		{
 			const union MHD_ConnectionInfo *ci =
 			    MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
@@ -1132,6 +1144,7 @@ int sbx_http_start(const struct sbx_http_config *cfg, sbx_http **ret_http, struc
 	h->settings = s;
 	h->mcp = cfg->mcp;
 	h->manager = cfg->manager;
+	h->auth = cfg->auth;
 	h->listen_fd = -1;
 	h->max_body = (size_t)s->server.max_body;
 	h->max_calls_per_session = (int)s->server.max_calls_per_session;
@@ -1165,7 +1178,9 @@ int sbx_http_start(const struct sbx_http_config *cfg, sbx_http **ret_http, struc
 	h->max_connections = connection_limit(s->server.max_connections);
 
 	h->peers = calloc(PEER_BUCKETS, sizeof(*h->peers));
-	r = h->peers ? sbx_session_table_new(h, &h->sessions) : -ENOMEM;
+	r = h->peers ? sbx_auth_failures_new(&h->auth_failures) : -ENOMEM;
+	if (r == 0)
+		r = sbx_session_table_new(h, &h->sessions);
 	if (r < 0) {
 		sbx_error_set(err, r, "http: out of memory");
 		goto fail;
@@ -1259,6 +1274,7 @@ sbx_http *sbx_http_stop(sbx_http *h)
 		}
 	}
 	free(h->peers);
+	sbx_auth_failures_free(h->auth_failures);
 	pthread_mutex_destroy(&h->peers_lock);
 	pthread_mutex_destroy(&h->outq_lock);
 	pthread_cond_destroy(&h->workers_cond);

@@ -237,7 +237,8 @@ static int make_room(struct sbx_session_table *t, const struct sbx_peer *peer,
 
 int sbx_session_table_add(struct sbx_session_table *t, sbx_mcp *mcp,
 			  enum sbx_mcp_transport transport, const struct sbx_peer *peer,
-			  struct sbx_http_session **ret_s, struct sbx_error *err)
+			  const char *tenant, struct sbx_http_session **ret_s,
+			  struct sbx_error *err)
 {
 	struct sbx_http_session *s = calloc(1, sizeof(*s)), *dead[66];
 	size_t nd;
@@ -250,7 +251,8 @@ int sbx_session_table_add(struct sbx_session_table *t, sbx_mcp *mcp,
 		free(s);
 		return sbx_error_set(err, r, "session: no random bytes");
 	}
-	r = sbx_mcp_session_new(mcp, transport, SBX_OWNER_DEFAULT, &s->mcp, err);
+	snprintf(s->tenant, sizeof(s->tenant), "%s", tenant ? tenant : SBX_TENANT_DEFAULT);
+	r = sbx_mcp_session_new(mcp, transport, s->tenant, &s->mcp, err);
 	if (r < 0) {
 		free(s);
 		return r;
@@ -286,7 +288,8 @@ int sbx_session_table_add(struct sbx_session_table *t, sbx_mcp *mcp,
 }
 
 struct sbx_http_session *sbx_session_table_find(struct sbx_session_table *t, const char *id,
-						enum sbx_mcp_transport transport)
+						enum sbx_mcp_transport transport,
+						const char *tenant)
 {
 	struct sbx_http_session *found = NULL, *dead = NULL;
 	int64_t now = sbx_monotonic_ms();
@@ -304,7 +307,7 @@ struct sbx_http_session *sbx_session_table_find(struct sbx_session_table *t, con
 			continue;
 		if (expired(t, s, now))
 			dead = take_slot(t, i);
-		else if (s->transport == transport) {
+		else if (s->transport == transport && (!tenant || strcmp(s->tenant, tenant) == 0)) {
 			atomic_store(&s->last_used_ms, now);
 			found = sbx_http_session_ref(s);
 		}

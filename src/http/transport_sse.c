@@ -159,7 +159,9 @@ bool sbx_sse_check(struct sbx_http_request *rq, enum MHD_Result *ret)
 	}
 	/* An unknown session is answered before its body is read; a known one
 	 * is kept for sbx_sse_post. */
-	s = sbx_session_table_find(rq->http->sessions, id, SBX_MCP_TRANSPORT_SSE);
+	/* The session id is what authorizes a POST here (its GET /sse was
+	 * authorized; the seed's clients send no key to /messages). */
+	s = sbx_session_table_find(rq->http->sessions, id, SBX_MCP_TRANSPORT_SSE, NULL);
 	if (!s) {
 		*ret = sbx_http_respond_rpc_error(rq, MHD_HTTP_NOT_FOUND, SBX_MCP_SESSION_NOT_FOUND,
 						  "Session not found: open a new stream on /sse");
@@ -181,7 +183,7 @@ enum MHD_Result sbx_sse_open(struct sbx_http_request *rq)
 		return MHD_NO;
 	st->http = h;
 	r = sbx_session_table_add(h->sessions, h->mcp, SBX_MCP_TRANSPORT_SSE, &rq->peer,
-				  &st->session, &err);
+				  rq->principal.tenant, &st->session, &err);
 	if (r < 0) {
 		free(st);
 		if (r == -EBUSY)

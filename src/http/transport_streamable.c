@@ -303,7 +303,9 @@ bool sbx_streamable_check(struct sbx_http_request *rq, enum MHD_Result *ret)
 		return false;
 	}
 	/* An unknown session is answered before its body is read. */
-	rq->session = sbx_session_table_find(rq->http->sessions, id, SBX_MCP_TRANSPORT_STREAMABLE);
+	/* Another tenant's session is not found either. */
+	rq->session = sbx_session_table_find(rq->http->sessions, id, SBX_MCP_TRANSPORT_STREAMABLE,
+					     rq->principal.tenant);
 	if (!rq->session) {
 		*ret = sbx_http_respond_rpc_error(rq, MHD_HTTP_NOT_FOUND, SBX_MCP_SESSION_NOT_FOUND,
 						  "Session not found: initialize a new session");
@@ -323,7 +325,8 @@ static struct sbx_http_session *lookup(struct sbx_http_request *rq, enum MHD_Res
 						  "Bad Request: Mcp-Session-Id header is required");
 		return NULL;
 	}
-	s = sbx_session_table_find(rq->http->sessions, id, SBX_MCP_TRANSPORT_STREAMABLE);
+	s = sbx_session_table_find(rq->http->sessions, id, SBX_MCP_TRANSPORT_STREAMABLE,
+				   rq->principal.tenant);
 	if (!s)
 		*ret = sbx_http_respond_rpc_error(rq, MHD_HTTP_NOT_FOUND, SBX_MCP_SESSION_NOT_FOUND,
 						  "Session not found: initialize a new session");
@@ -394,7 +397,7 @@ static enum MHD_Result handle_post(struct sbx_http_request *rq)
 			    "Bad Request: Mcp-Session-Id header is required");
 		}
 		r = sbx_session_table_add(h->sessions, h->mcp, SBX_MCP_TRANSPORT_STREAMABLE,
-					  &rq->peer, &s, &err);
+					  &rq->peer, rq->principal.tenant, &s, &err);
 		if (r < 0) {
 			sbx_mcp_input_free(in);
 			if (r == -EBUSY)

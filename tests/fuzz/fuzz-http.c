@@ -50,9 +50,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	if (!http.listen_host || !http.public_url || sbx_http_parse_public_url(&http) < 0 ||
 	    sbx_session_table_new(&http, &http.sessions) < 0 ||
 	    sbx_session_table_add(http.sessions, mcp, SBX_MCP_TRANSPORT_STREAMABLE, &peer,
-				  &sessions[0], &err) < 0 ||
-	    sbx_session_table_add(http.sessions, mcp, SBX_MCP_TRANSPORT_SSE, &peer, &sessions[1],
-				  &err) < 0)
+				  SBX_TENANT_DEFAULT, &sessions[0], &err) < 0 ||
+	    sbx_session_table_add(http.sessions, mcp, SBX_MCP_TRANSPORT_SSE, &peer,
+				  SBX_TENANT_DEFAULT, &sessions[1], &err) < 0)
 		abort();
 	return 0;
 }
@@ -81,7 +81,7 @@ static void check_session(const char *s, size_t len)
 {
 	for (int i = 0; i < 2; i++) {
 		enum sbx_mcp_transport t = sessions[i]->transport;
-		struct sbx_http_session *found = sbx_session_table_find(http.sessions, s, t);
+		struct sbx_http_session *found = sbx_session_table_find(http.sessions, s, t, NULL);
 		char id[SBX_SESSION_ID_LEN + 1];
 
 		if (found && (found != sessions[i] || strcmp(s, sessions[i]->id) != 0))
@@ -94,7 +94,7 @@ static void check_session(const char *s, size_t len)
 		       len < SBX_SESSION_ID_LEN - SBX_SESSION_ID_INDEX
 			   ? len
 			   : SBX_SESSION_ID_LEN - SBX_SESSION_ID_INDEX);
-		found = sbx_session_table_find(http.sessions, id, t);
+		found = sbx_session_table_find(http.sessions, id, t, NULL);
 		if (found && (found != sessions[i] || strcmp(id, sessions[i]->id) != 0))
 			abort();
 		sbx_http_session_unref(found);

@@ -1,0 +1,115 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * sbx_auth: the request's credentials, found in one of three places and
+ * handed to the verifier for their kind. Today that is the key store
+ * (keys.c) for API keys; an OAuth 2.1 access token would be a bearer token
+ * of another shape, verified here against its authorization server, giving
+ * the same struct sbx_principal.
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "auth/auth-internal.h"
+#include "sbx/auth.h"
+
+struct sbx_auth {
+	struct sbx_keystore *keys; /* NULL: nothing is checked */
+};
+
+int sbx_auth_open(const struct sbx_settings *s, sbx_auth **ret_auth, struct sbx_error *err)
+{
+	sbx_auth *a = calloc(1, sizeof(*a));
+	int r;
+
+	if (!a)
+		return sbx_error_set(err, -ENOMEM, "out of memory");
+	if (strcmp(s->auth.mode, "keys") == 0 && *s->auth.keys_file) {
+		r = sbx_keystore_open(s->auth.keys_file, &a->keys, err);
+		if (r < 0) {
+			free(a);
+			return sbx_error_prefix(err, "auth.keys_file");
+		}
+	}
+	*ret_auth = a;
+	return 0;
+}
+
+sbx_auth *sbx_auth_free(sbx_auth *a)
+{
+	if (!a)
+		return NULL;
+	sbx_keystore_free(a->keys);
+	free(a);
+	return NULL;
+}
+
+bool sbx_auth_checks_keys(const sbx_auth *a)
+{
+	return a->keys != NULL;
+}
+
+/* The token of "Bearer TOKEN" (the scheme in any case, spaces around), or
+ * NULL when HEADER names another scheme or no token. */
+static const char *bearer_token(const char *header, size_t *ret_len)
+{
+	const char *t;
+	size_t n;
+
+	if (strncasecmp(header, "Bearer", 6) != 0 || (header[6] != ' ' && header[6] != '\t'))
+		return NULL;
+	t = header + 6 + strspn(header + 6, " \t");
+	n = strlen(t);
+	while (n && (t[n - 1] == ' ' || t[n - 1] == '\t'))
+		n--;
+	if (!n)
+		return NULL;
+	*ret_len = n;
+	return t;
+}
+
+int sbx_auth_check(sbx_auth *a, const struct sbx_auth_request *req, struct sbx_principal *ret,
+		   struct sbx_error *err)
+{
+	const char *given[3] = {NULL, NULL, NULL}, *token = NULL;
+	size_t len[3] = {0, 0, 0}, token_len = 0;
+
+	if (!a->keys) {
+		*ret = (struct sbx_principal){.method = SBX_AUTH_METHOD_NONE,
+					      .tenant = SBX_TENANT_DEFAULT,
+					      .limits = {-1, -1, -1, -1, -1}};
+		return 0;
+	}
+	if (req->authorization) {
+		given[0] = bearer_token(req->authorization, &len[0]);
+		if (!given[0])
+			return sbx_error_set(err, -EACCES,
+					     "Authorization: expected \"Bearer KEY\" (the API key "
+					     "as mcp-sandboxd keys add printed it)");
+	}
+	if (req->x_api_key)
+		given[1] = req->x_api_key, len[1] = strlen(req->x_api_key);
+	if (req->api_key_query)
+		given[2] = req->api_key_query, len[2] = strlen(req->api_key_query);
+	for (size_t i = 0; i < 3; i++) {
+		if (!given[i])
+			continue;
+		if (token && (token_len != len[i] || memcmp(token, given[i], len[i]) != 0))
+			return sbx_error_set(err, -EACCES,
+					     "different credentials in the Authorization header, "
+					     "X-API-Key and api_key: send one");
+		token = given[i], token_len = len[i];
+	}
+	if (!token || !token_len)
+		return sbx_error_set(
+		    err, -EACCES,
+		    "an API key is required: send it as Authorization: Bearer KEY, "
+		    "X-API-Key: KEY or ?api_key=KEY");
+	/* Only API keys so far; an OAuth access token would be told apart here. */
+	return sbx_keystore_verify(a->keys, token, token_len, ret, err);
+}

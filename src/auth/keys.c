@@ -1,0 +1,947 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The API keys: the keys file's parser (format in auth-internal.h), the
+ * store a running server checks keys against and re-reads when the file
+ * changes, and the edits `mcp-sandboxd keys add|revoke|list` make.
+ *
+ * A key is "msk_" ID "_" SECRET: ID 6 random bytes, SECRET 32, both in
+ * lowercase hex. The file keeps SHA-256 of the whole key text, never the
+ * key; a check finds the line by ID (binary search) and compares digests
+ * with sbx_crypto_equal.
+ *
+ * The file is trusted only when it is a regular file of this user that no
+ * one else may write (not a symbolic link): whoever can write it can let
+ * themselves in as any tenant. Edits hold an flock on PATH.lock, write the
+ * whole file anew beside it, fsync and rename it into place, so a reader
+ * sees either the old file or the new one.
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <libgen.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "auth/auth-internal.h"
+#include "sbx/buf.h"
+#include "sbx/clock.h"
+#include "sbx/common.h"
+#include "sbx/log.h"
+#include "sbx/settings.h"
+
+#define KEYS_RELOAD_MS 1000
+#define LIMIT_COUNT_MAX 1000000
+#define KIB INT64_C(1024)
+#define MIB (KIB * 1024)
+#define GIB (MIB * 1024)
+#define NANO INT64_C(1000000000)
+
+static const char keys_header[] =
+    "# mcp-sandbox API keys (mcp-sandboxd keys add|list|revoke): one key a line,\n"
+    "# TENANT KEY_ID SHA256 CREATED [LIMIT=VALUE ...]; the keys themselves are not kept.\n";
+
+/* ---- the format ---- */
+
+static bool is_lower_hex(const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+			return false;
+	return true;
+}
+
+static bool tenant_valid(const char *s, size_t n)
+{
+	if (n < 1 || n > SBX_TENANT_MAX)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= 'A' && s[i] <= 'Z') || (s[i] >= 'a' && s[i] <= 'z') ||
+		      (s[i] >= '0' && s[i] <= '9') || s[i] == '_' || s[i] == '.' || s[i] == '-'))
+			return false;
+	return true;
+}
+
+bool sbx_tenant_valid(const char *name)
+{
+	return tenant_valid(name, strlen(name));
+}
+
+/* "YYYY-MM-DDTHH:MM:SSZ", a real UTC time from 1970 to 9999. */
+static int parse_created(const char *s, size_t n, int64_t *ret)
+{
+	static const char shape[] = "dddd-dd-ddTdd:dd:ddZ";
+	struct tm tm = {0}, back;
+	time_t t;
+
+	if (n != KEYS_CREATED_LEN)
+		return -EINVAL;
+	for (size_t i = 0; i < n; i++)
+		if (shape[i] == 'd' ? !(s[i] >= '0' && s[i] <= '9') : s[i] != shape[i])
+			return -EINVAL;
+#define NUM2(p) ((s[p] - '0') * 10 + (s[p + 1] - '0'))
+	tm.tm_year = NUM2(0) * 100 + NUM2(2) - 1900;
+	tm.tm_mon = NUM2(5) - 1;
+	tm.tm_mday = NUM2(8);
+	tm.tm_hour = NUM2(11);
+	tm.tm_min = NUM2(14);
+	tm.tm_sec = NUM2(17);
+#undef NUM2
+	if (tm.tm_year < 70)
+		return -EINVAL;
+	back = tm;
+	t = timegm(&back);
+	if (t == (time_t)-1 || back.tm_year != tm.tm_year || back.tm_mon != tm.tm_mon ||
+	    back.tm_mday != tm.tm_mday || back.tm_hour != tm.tm_hour || back.tm_min != tm.tm_min ||
+	    back.tm_sec != tm.tm_sec)
+		return -EINVAL;
+	*ret = (int64_t)t;
+	return 0;
+}
+
+static void format_created(int64_t t, char out[KEYS_CREATED_LEN + 1])
+{
+	time_t tt = (time_t)t;
+	struct tm tm;
+
+	gmtime_r(&tt, &tm);
+	strftime(out, KEYS_CREATED_LEN + 1, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+static void limits_unset(struct sbx_auth_limits *l)
+{
+	*l = (struct sbx_auth_limits){-1, -1, -1, -1, -1};
+}
+
+static int parse_count(const char *v, int64_t *ret)
+{
+	int64_t n = 0;
+
+	if (!*v || strlen(v) > 7)
+		return -EINVAL;
+	for (const char *p = v; *p; p++) {
+		if (*p < '0' || *p > '9')
+			return -EINVAL;
+		n = n * 10 + (*p - '0');
+	}
+	if (n > LIMIT_COUNT_MAX)
+		return -ERANGE;
+	*ret = n;
+	return 0;
+}
+
+/* One "name=value" (NUL-terminated) into L: 0, or -EINVAL with WHY (names
+ * only, never the value). */
+static int parse_limit(const char *word, struct sbx_auth_limits *l, char *why, size_t n)
+{
+	const char *eq = strchr(word, '=');
+	size_t name_len = eq ? (size_t)(eq - word) : 0;
+	const char *v = eq ? eq + 1 : "";
+	int64_t *slot, x;
+	int r;
+
+#define IS(s) (name_len == sizeof(s) - 1 && memcmp(word, s, name_len) == 0)
+	if (IS("sandboxes"))
+		slot = &l->sandboxes;
+	else if (IS("calls"))
+		slot = &l->calls;
+	else if (IS("installs"))
+		slot = &l->installs;
+	else if (IS("memory"))
+		slot = &l->memory;
+	else if (IS("cpus"))
+		slot = &l->nano_cpus;
+	else {
+		snprintf(why, n,
+			 "expected a limit NAME=VALUE, NAME one of sandboxes, calls, memory, cpus, "
+			 "installs");
+		return -EINVAL;
+	}
+#undef IS
+	if (*slot != -1) {
+		snprintf(why, n, "limit %.*s given twice", (int)name_len, word);
+		return -EINVAL;
+	}
+	if (slot == &l->memory) {
+		r = sbx_parse_size(v, &x);
+		if (r == 0 && x < 6 * MIB)
+			r = -ERANGE;
+		if (r < 0)
+			snprintf(why, n,
+				 "memory: expected a size of at least 6m (suffix k, m or g)");
+	} else if (slot == &l->nano_cpus) {
+		r = sbx_parse_cpus(v, &x);
+		if (r == 0 && (x < NANO / 100 || x > 1024 * NANO))
+			r = -ERANGE;
+		if (r < 0)
+			snprintf(why, n, "cpus: expected a number of CPUs in 0.01..1024");
+	} else {
+		r = parse_count(v, &x);
+		if (r < 0)
+			snprintf(why, n, "%.*s: expected an integer in 0..%d", (int)name_len, word,
+				 LIMIT_COUNT_MAX);
+	}
+	if (r < 0)
+		return -EINVAL;
+	*slot = x;
+	return 0;
+}
+
+static void format_size(int64_t v, char *out, size_t n)
+{
+	static const struct {
+		const char *suffix;
+		int64_t scale;
+	} units[] = {{"g", GIB}, {"m", MIB}, {"k", KIB}, {"", 1}};
+	size_t i = 0;
+
+	while (i + 1 < SBX_ARRAY_SIZE(units) && v % units[i].scale != 0)
+		i++;
+	snprintf(out, n, "%" PRId64 "%s", v / units[i].scale, units[i].suffix);
+}
+
+static void format_cpus(int64_t v, char *out, size_t n)
+{
+	char frac[16];
+	int len = snprintf(frac, sizeof(frac), "%09" PRId64, v % NANO);
+
+	while (len > 0 && frac[len - 1] == '0')
+		frac[--len] = '\0';
+	snprintf(out, n, "%" PRId64 "%s%s", v / NANO, len ? "." : "", frac);
+}
+
+/* The limits that are set, as " name=value" each, appended to BUF. */
+static void format_limits(const struct sbx_auth_limits *l, char *buf, size_t size)
+{
+	size_t len = strlen(buf);
+	char v[32];
+
+	if (l->sandboxes >= 0)
+		len += (size_t)snprintf(buf + len, size - len, " sandboxes=%" PRId64, l->sandboxes);
+	if (len < size && l->calls >= 0)
+		len += (size_t)snprintf(buf + len, size - len, " calls=%" PRId64, l->calls);
+	if (len < size && l->memory >= 0) {
+		format_size(l->memory, v, sizeof(v));
+		len += (size_t)snprintf(buf + len, size - len, " memory=%s", v);
+	}
+	if (len < size && l->nano_cpus >= 0) {
+		format_cpus(l->nano_cpus, v, sizeof(v));
+		len += (size_t)snprintf(buf + len, size - len, " cpus=%s", v);
+	}
+	if (len < size && l->installs >= 0)
+		snprintf(buf + len, size - len, " installs=%" PRId64, l->installs);
+}
+
+void sbx_key_format(const struct sbx_key *k, bool with_digest, char *buf, size_t size)
+{
+	char digest[2 * SBX_SHA256_LEN + 2] = "", created[KEYS_CREATED_LEN + 1];
+
+	if (with_digest) {
+		sbx_hex_encode(k->digest, sizeof(k->digest), digest);
+		strcat(digest, " ");
+	}
+	format_created(k->created, created);
+	snprintf(buf, size, "%s %s %s%s", k->tenant, k->id, digest, created);
+	format_limits(&k->limits, buf, size);
+}
+
+static int hex_nibble(char c)
+{
+	return c <= '9' ? c - '0' : c - 'a' + 10;
+}
+
+/* One key line LINE[0..len) (printable ASCII, checked) into K. */
+static int parse_key_line(const char *line, size_t len, struct sbx_key *k, char *why, size_t n)
+{
+	static const char *const names[] = {"tenant", "key id", "SHA-256 digest", "creation time"};
+	char word[KEYS_LINE_MAX + 1];
+	size_t field = 0;
+
+	limits_unset(&k->limits);
+	for (size_t pos = 0; pos <= len; field++) {
+		const char *sp = memchr(line + pos, ' ', len - pos);
+		size_t wlen = sp ? (size_t)(sp - line) - pos : len - pos;
+		const char *w = line + pos;
+
+		if (wlen == 0) {
+			snprintf(why, n, "field %zu is empty (fields are separated by one space)",
+				 field + 1);
+			return -EINVAL;
+		}
+		pos += wlen + 1;
+		switch (field) {
+		case 0:
+			if (!tenant_valid(w, wlen))
+				goto bad_field;
+			memcpy(k->tenant, w, wlen);
+			k->tenant[wlen] = '\0';
+			break;
+		case 1:
+			if (wlen != SBX_KEY_ID_LEN || !is_lower_hex(w, wlen))
+				goto bad_field;
+			memcpy(k->id, w, wlen);
+			k->id[wlen] = '\0';
+			break;
+		case 2:
+			if (wlen != 2 * SBX_SHA256_LEN || !is_lower_hex(w, wlen))
+				goto bad_field;
+			for (size_t i = 0; i < SBX_SHA256_LEN; i++)
+				k->digest[i] =
+				    (uint8_t)(hex_nibble(w[2 * i]) << 4 | hex_nibble(w[2 * i + 1]));
+			break;
+		case 3:
+			if (parse_created(w, wlen, &k->created) < 0)
+				goto bad_field;
+			break;
+		default:
+			memcpy(word, w, wlen);
+			word[wlen] = '\0';
+			if (parse_limit(word, &k->limits, why, n) < 0)
+				return -EINVAL;
+			break;
+		}
+	}
+	if (field < 4) {
+		snprintf(why, n, "expected TENANT KEY_ID SHA256 CREATED [LIMIT=VALUE ...]");
+		return -EINVAL;
+	}
+	return 0;
+bad_field:
+	snprintf(why, n, "bad %s: expected %s", names[field],
+		 field == 0   ? "1..64 of A-Z a-z 0-9 _ . -"
+		 : field == 1 ? "12 lowercase hex digits"
+		 : field == 2 ? "64 lowercase hex digits"
+			      : "YYYY-MM-DDTHH:MM:SSZ (UTC)");
+	return -EINVAL;
+}
+
+static int cmp_id(const void *a, const void *b, void *set)
+{
+	const struct sbx_key *keys = ((const struct sbx_keyset *)set)->keys;
+
+	return strcmp(keys[*(const uint32_t *)a].id, keys[*(const uint32_t *)b].id);
+}
+
+struct sbx_keyset *sbx_keyset_free(struct sbx_keyset *set)
+{
+	if (!set)
+		return NULL;
+	free(set->keys);
+	free(set->by_id);
+	free(set);
+	return NULL;
+}
+
+int sbx_keys_parse(const char *text, size_t len, struct sbx_keyset **ret_set, struct sbx_error *err)
+{
+	struct sbx_keyset *set = NULL;
+	size_t cap = 0;
+	unsigned lineno = 0;
+	char why[256];
+	int r;
+
+	if (len > KEYS_FILE_MAX)
+		return sbx_error_set(err, -EFBIG, "larger than %d bytes", KEYS_FILE_MAX);
+	set = calloc(1, sizeof(*set));
+	if (!set)
+		return sbx_error_set(err, -ENOMEM, "out of memory");
+	for (size_t pos = 0; pos < len;) {
+		const char *line = text + pos, *nl = memchr(line, '\n', len - pos);
+		size_t n = nl ? (size_t)(nl - line) : len - pos;
+
+		pos += n + 1;
+		lineno++;
+		if (n > KEYS_LINE_MAX) {
+			r = sbx_error_set(err, -EINVAL, "line %u: longer than %d bytes", lineno,
+					  KEYS_LINE_MAX);
+			goto fail;
+		}
+		for (size_t i = 0; i < n; i++) {
+			if (line[i] < 0x20 || line[i] > 0x7e) {
+				r = sbx_error_set(err, -EINVAL,
+						  "line %u: byte %zu is not printable ASCII "
+						  "(no tabs, \\r, control or non-ASCII bytes)",
+						  lineno, i + 1);
+				goto fail;
+			}
+		}
+		if (n == 0 || line[0] == '#')
+			continue;
+		if (set->n == KEYS_MAX) {
+			r = sbx_error_set(err, -EINVAL, "line %u: more than %d keys", lineno,
+					  KEYS_MAX);
+			goto fail;
+		}
+		if (set->n == cap) {
+			size_t ncap = cap ? cap * 2 : 16;
+			struct sbx_key *k = realloc(set->keys, ncap * sizeof(*k));
+			if (!k) {
+				r = sbx_error_set(err, -ENOMEM, "out of memory");
+				goto fail;
+			}
+			set->keys = k;
+			cap = ncap;
+		}
+		if (parse_key_line(line, n, &set->keys[set->n], why, sizeof(why)) < 0) {
+			r = sbx_error_set(err, -EINVAL, "line %u: %s", lineno, why);
+			goto fail;
+		}
+		set->keys[set->n++].line = lineno;
+	}
+	set->by_id = malloc((set->n ? set->n : 1) * sizeof(*set->by_id));
+	if (!set->by_id) {
+		r = sbx_error_set(err, -ENOMEM, "out of memory");
+		goto fail;
+	}
+	for (size_t i = 0; i < set->n; i++)
+		set->by_id[i] = (uint32_t)i;
+	qsort_r(set->by_id, set->n, sizeof(*set->by_id), cmp_id, set);
+	for (size_t i = 1; i < set->n; i++) {
+		const struct sbx_key *a = &set->keys[set->by_id[i - 1]],
+				     *b = &set->keys[set->by_id[i]];
+		if (strcmp(a->id, b->id) == 0) {
+			r = sbx_error_set(err, -EINVAL, "line %u: key id %s already on line %u",
+					  a->line > b->line ? a->line : b->line, a->id,
+					  a->line > b->line ? b->line : a->line);
+			goto fail;
+		}
+	}
+	*ret_set = set;
+	return 0;
+fail:
+	sbx_keyset_free(set);
+	return r;
+}
+
+const struct sbx_key *sbx_keyset_find(const struct sbx_keyset *set, const char *id)
+{
+	size_t lo = 0, hi = set->n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		const struct sbx_key *k = &set->keys[set->by_id[mid]];
+		int c = strcmp(id, k->id);
+		if (c == 0)
+			return k;
+		if (c < 0)
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	return NULL;
+}
+
+/* ---- reading the file safely ---- */
+
+/* 0 when ST (of PATH) is a file the keys may come from, else -EPERM in ERR. */
+static int file_safe(const struct stat *st, const char *path, struct sbx_error *err)
+{
+	if (!S_ISREG(st->st_mode))
+		return sbx_error_set(err, -EPERM, "%s is not a regular file: refused", path);
+	if (st->st_uid != geteuid())
+		return sbx_error_set(err, -EPERM,
+				     "%s belongs to uid %lu, not to this user (uid %lu): refused "
+				     "(whoever owns it can let anyone in; run as its owner, or "
+				     "chown it)",
+				     path, (unsigned long)st->st_uid, (unsigned long)geteuid());
+	if (st->st_mode & (S_IWGRP | S_IWOTH))
+		return sbx_error_set(err, -EPERM,
+				     "%s is writable by %s (mode %04o): refused (anyone who can "
+				     "write it can let themselves in; chmod go-w it)",
+				     path, st->st_mode & S_IWOTH ? "everyone" : "its group",
+				     (unsigned)(st->st_mode & 07777));
+	return 0;
+}
+
+/* Reads PATH (safe, bounded) into OUT with its stat in *RET_ST: 0, -ENOENT
+ * (named in ERR), or another negative errno in ERR. */
+static int read_keys_file(const char *path, struct sbx_buf *out, struct stat *ret_st,
+			  struct sbx_error *err)
+{
+	_cleanup_close_ int fd = -1;
+	char chunk[16384];
+	int r;
+
+	fd = open(path, O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0 && errno == ELOOP)
+		return sbx_error_set(err, -EPERM,
+				     "%s is a symbolic link: refused (the keys file is to be a "
+				     "regular file of the server's user)",
+				     path);
+	if (fd < 0)
+		return sbx_error_set(err, -errno, "%s: %s", path, strerror(errno));
+	if (fstat(fd, ret_st) < 0)
+		return sbx_error_set(err, -errno, "%s: %s", path, strerror(errno));
+	r = file_safe(ret_st, path, err);
+	if (r < 0)
+		return r;
+	if (ret_st->st_size > KEYS_FILE_MAX)
+		return sbx_error_set(err, -EFBIG, "%s: larger than %d bytes", path, KEYS_FILE_MAX);
+	for (;;) {
+		ssize_t n = read(fd, chunk, sizeof(chunk));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return sbx_error_set(err, -errno, "%s: %s", path, strerror(errno));
+		if (n == 0)
+			return 0;
+		if (out->len + (size_t)n > KEYS_FILE_MAX)
+			return sbx_error_set(err, -EFBIG, "%s: larger than %d bytes", path,
+					     KEYS_FILE_MAX);
+		r = sbx_buf_append(out, chunk, (size_t)n);
+		if (r < 0)
+			return sbx_error_set(err, r, "%s: out of memory", path);
+	}
+}
+
+/* Reads and parses PATH; -ENOENT when it does not exist. */
+static int load_keys(const char *path, struct sbx_buf *text, struct stat *ret_st,
+		     struct sbx_keyset **ret_set, struct sbx_error *err)
+{
+	int r = read_keys_file(path, text, ret_st, err);
+
+	if (r < 0)
+		return r;
+	r = sbx_keys_parse(text->data, text->len, ret_set, err);
+	if (r < 0)
+		return sbx_error_prefix(err, "%s", path);
+	return 0;
+}
+
+/* ---- the store ---- */
+
+struct stamp {
+	dev_t dev;
+	ino_t ino;
+	off_t size;
+	struct timespec mtime, ctime;
+};
+
+struct sbx_keystore {
+	char *path;
+	pthread_rwlock_t lock; /* guards set */
+	struct sbx_keyset *set;
+	pthread_mutex_t reload_lock; /* guards the stamps; one re-read at a time */
+	struct stamp loaded;	     /* the file the keys came from (or the failure logged) */
+	_Atomic int64_t next_check_ms;
+};
+
+static struct stamp stamp_of(const struct stat *st)
+{
+	return (struct stamp){st->st_dev, st->st_ino, st->st_size, st->st_mtim, st->st_ctim};
+}
+
+static bool stamp_equal(const struct stamp *a, const struct stamp *b)
+{
+	return a->dev == b->dev && a->ino == b->ino && a->size == b->size &&
+	       a->mtime.tv_sec == b->mtime.tv_sec && a->mtime.tv_nsec == b->mtime.tv_nsec &&
+	       a->ctime.tv_sec == b->ctime.tv_sec && a->ctime.tv_nsec == b->ctime.tv_nsec;
+}
+
+static void store_swap(struct sbx_keystore *store, struct sbx_keyset *set)
+{
+	struct sbx_keyset *old;
+
+	pthread_rwlock_wrlock(&store->lock);
+	old = store->set;
+	store->set = set;
+	pthread_rwlock_unlock(&store->lock);
+	sbx_keyset_free(old);
+}
+
+/* Re-reads the file when it changed. A file that vanished takes every key
+ * away; one that cannot be read, is not safe or does not parse leaves the
+ * last good keys in place, with one log line per change of the file. */
+static void store_refresh(struct sbx_keystore *store)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_buf text = SBX_BUF_INIT;
+	struct sbx_keyset *set = NULL;
+	struct stamp now;
+	struct stat st;
+	int64_t t = sbx_monotonic_ms();
+	int r;
+
+	if (t < atomic_load(&store->next_check_ms) || pthread_mutex_trylock(&store->reload_lock))
+		return; /* checked lately, or another thread is at it */
+	atomic_store(&store->next_check_ms, t + KEYS_RELOAD_MS);
+	if (lstat(store->path, &st) < 0) {
+		struct stamp gone = {0};
+		if (errno == ENOENT && !stamp_equal(&store->loaded, &gone)) {
+			sbx_log("%s: removed: no API key is accepted until it is back",
+				store->path);
+			store->loaded = gone;
+			r = sbx_keys_parse("", 0, &set, &err);
+			if (r == 0)
+				store_swap(store, set);
+		}
+		goto out;
+	}
+	now = stamp_of(&st);
+	if (stamp_equal(&now, &store->loaded))
+		goto out;
+	r = load_keys(store->path, &text, &st, &set, &err);
+	if (r < 0) {
+		sbx_log("%s; the API keys read before stay in use", err.msg);
+		store->loaded = now;
+		goto out;
+	}
+	store->loaded = stamp_of(&st);
+	sbx_log("%s: %zu API key%s", store->path, set->n, set->n == 1 ? "" : "s");
+	store_swap(store, set);
+out:
+	sbx_buf_release(&text);
+	pthread_mutex_unlock(&store->reload_lock);
+}
+
+int sbx_keystore_open(const char *path, struct sbx_keystore **ret_store, struct sbx_error *err)
+{
+	struct sbx_buf text = SBX_BUF_INIT;
+	struct sbx_keystore *store;
+	struct stat st;
+	int r;
+
+	store = calloc(1, sizeof(*store));
+	if (!store || !(store->path = strdup(path))) {
+		free(store);
+		return sbx_error_set(err, -ENOMEM, "out of memory");
+	}
+	pthread_rwlock_init(&store->lock, NULL);
+	pthread_mutex_init(&store->reload_lock, NULL);
+	r = load_keys(path, &text, &st, &store->set, err);
+	sbx_buf_release(&text);
+	if (r == -ENOENT)
+		sbx_error_prefix(err, "keys file (make it with mcp-sandboxd keys add TENANT)");
+	if (r < 0) {
+		sbx_keystore_free(store);
+		return r;
+	}
+	store->loaded = stamp_of(&st);
+	atomic_init(&store->next_check_ms, sbx_monotonic_ms() + KEYS_RELOAD_MS);
+	*ret_store = store;
+	return 0;
+}
+
+struct sbx_keystore *sbx_keystore_free(struct sbx_keystore *store)
+{
+	if (!store)
+		return NULL;
+	sbx_keyset_free(store->set);
+	pthread_rwlock_destroy(&store->lock);
+	pthread_mutex_destroy(&store->reload_lock);
+	free(store->path);
+	free(store);
+	return NULL;
+}
+
+/* KEY has the shape of an API key: "msk_" 12 hex "_" 64 hex. */
+static bool key_shape(const char *key, size_t len)
+{
+	return len == SBX_API_KEY_LEN && memcmp(key, "msk_", 4) == 0 &&
+	       is_lower_hex(key + 4, SBX_KEY_ID_LEN) && key[4 + SBX_KEY_ID_LEN] == '_' &&
+	       is_lower_hex(key + 5 + SBX_KEY_ID_LEN, SBX_API_KEY_LEN - 5 - SBX_KEY_ID_LEN);
+}
+
+int sbx_keystore_verify(struct sbx_keystore *store, const char *key, size_t len,
+			struct sbx_principal *ret, struct sbx_error *err)
+{
+	uint8_t digest[SBX_SHA256_LEN];
+	char id[SBX_KEY_ID_LEN + 1];
+	const struct sbx_key *k;
+	int r;
+
+	if (!key_shape(key, len))
+		return sbx_error_set(err, -EACCES,
+				     "malformed API key (expected msk_ID_SECRET, as "
+				     "mcp-sandboxd keys add prints it)");
+	memcpy(id, key + 4, SBX_KEY_ID_LEN);
+	id[SBX_KEY_ID_LEN] = '\0';
+	r = sbx_sha256(key, len, digest);
+	if (r < 0)
+		return sbx_error_set(err, r, "cannot check the API key");
+	store_refresh(store);
+	pthread_rwlock_rdlock(&store->lock);
+	k = sbx_keyset_find(store->set, id);
+	if (k && sbx_crypto_equal(k->digest, digest, sizeof(digest))) {
+		*ret =
+		    (struct sbx_principal){.method = SBX_AUTH_METHOD_API_KEY, .limits = k->limits};
+		memcpy(ret->tenant, k->tenant, sizeof(ret->tenant));
+		memcpy(ret->key_id, k->id, sizeof(ret->key_id));
+		r = 0;
+	} else {
+		r = sbx_error_set(err, -EACCES, "API key not accepted (unknown, wrong or revoked)");
+	}
+	pthread_rwlock_unlock(&store->lock);
+	return r;
+}
+
+/* ---- edits: keys add, revoke, list ---- */
+
+/* Holds PATH.lock (an flock, blocking) for an edit: the fd, or < 0 in ERR. */
+static int edit_lock(const char *path, struct sbx_error *err)
+{
+	_cleanup_free_ char *lock = NULL;
+	struct stat st;
+	int fd;
+
+	if (asprintf(&lock, "%s.lock", path) < 0) {
+		lock = NULL;
+		return sbx_error_set(err, -ENOMEM, "out of memory");
+	}
+	fd = open(lock, O_RDWR | O_CREAT | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK | O_CLOEXEC, 0600);
+	if (fd < 0 && errno == ELOOP)
+		return sbx_error_set(err, -EPERM, "%s is a symbolic link: refused", lock);
+	if (fd < 0)
+		return sbx_error_set(err, -errno, "%s: %s", lock, strerror(errno));
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid()) {
+		close(fd);
+		return sbx_error_set(err, -EPERM, "%s is not a regular file of this user: refused",
+				     lock);
+	}
+	while (flock(fd, LOCK_EX) < 0) {
+		if (errno != EINTR) {
+			int e = errno;
+			close(fd);
+			return sbx_error_set(err, -e, "lock %s: %s", lock, strerror(e));
+		}
+	}
+	return fd;
+}
+
+/* Writes TEXT as PATH's new content: a temporary file in its folder,
+ * fsync'd, renamed over PATH, then the folder fsync'd. MODE for the file. */
+static int replace_file(const char *path, const char *text, size_t len, mode_t mode,
+			struct sbx_error *err)
+{
+	_cleanup_free_ char *dir_copy = strdup(path), *base_copy = strdup(path), *tmp = NULL;
+	const char *dir, *base;
+	int fd, dfd, r = 0;
+
+	if (!dir_copy || !base_copy)
+		return sbx_error_set(err, -ENOMEM, "out of memory");
+	dir = dirname(dir_copy);
+	base = basename(base_copy);
+	if (asprintf(&tmp, "%s/.%s.XXXXXX", dir, base) < 0) {
+		tmp = NULL;
+		return sbx_error_set(err, -ENOMEM, "out of memory");
+	}
+	fd = mkostemp(tmp, O_CLOEXEC);
+	if (fd < 0)
+		return sbx_error_set(err, -errno, "create a file in %s: %s", dir, strerror(errno));
+	for (size_t off = 0; off < len && r == 0;) {
+		ssize_t n = write(fd, text + off, len - off);
+		if (n < 0 && errno != EINTR)
+			r = -errno;
+		else if (n > 0)
+			off += (size_t)n;
+	}
+	if (r == 0 && fchmod(fd, mode) < 0)
+		r = -errno;
+	if (r == 0 && fsync(fd) < 0)
+		r = -errno;
+	if (close(fd) < 0 && r == 0)
+		r = -errno;
+	if (r == 0 && rename(tmp, path) < 0)
+		r = -errno;
+	if (r < 0) {
+		unlink(tmp);
+		return sbx_error_set(err, r, "write %s: %s", path, strerror(-r));
+	}
+	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd >= 0) {
+		fsync(dfd);
+		close(dfd);
+	}
+	return 0;
+}
+
+/* The file as it is for an edit: its text, keys and mode; an absent file
+ * is empty (mode 0600). */
+static int edit_read(const char *path, struct sbx_buf *text, struct sbx_keyset **ret_set,
+		     mode_t *ret_mode, struct sbx_error *err)
+{
+	struct stat st;
+	int r = load_keys(path, text, &st, ret_set, err);
+
+	if (r == -ENOENT) {
+		sbx_error_clear(err);
+		text->len = 0;
+		*ret_mode = 0600;
+		return sbx_keys_parse("", 0, ret_set, err);
+	}
+	if (r < 0)
+		return r == -EINVAL ? -EBADMSG : r;
+	*ret_mode = st.st_mode & 0755;
+	return 0;
+}
+
+int sbx_keys_add(const char *path, const char *tenant, char *const *limits, size_t n,
+		 char ret_key[SBX_API_KEY_LEN + 1], struct sbx_error *err)
+{
+	struct sbx_buf text = SBX_BUF_INIT;
+	struct sbx_keyset *set = NULL;
+	struct sbx_key k = {0};
+	uint8_t raw[SBX_KEY_ID_LEN / 2 + 32];
+	char key[SBX_API_KEY_LEN + 1], line[KEYS_LINE_MAX + 2], why[256];
+	_cleanup_close_ int lock = -1;
+	mode_t mode;
+	int r;
+
+	if (!sbx_tenant_valid(tenant))
+		return sbx_error_set(err, -EINVAL,
+				     "bad tenant name: expected 1..64 of A-Z a-z 0-9 _ . -");
+	snprintf(k.tenant, sizeof(k.tenant), "%s", tenant);
+	limits_unset(&k.limits);
+	for (size_t i = 0; i < n; i++)
+		if (parse_limit(limits[i], &k.limits, why, sizeof(why)) < 0)
+			return sbx_error_set(err, -EINVAL, "%s", why);
+	lock = edit_lock(path, err);
+	if (lock < 0)
+		return lock;
+	r = edit_read(path, &text, &set, &mode, err);
+	if (r < 0)
+		goto out;
+	if (set->n >= KEYS_MAX) {
+		r = sbx_error_set(err, -ENOSPC, "%s: holds %d keys already", path, KEYS_MAX);
+		goto out;
+	}
+	do {
+		r = sbx_random_bytes(raw, sizeof(raw));
+		if (r < 0) {
+			r = sbx_error_set(err, r, "no random bytes");
+			goto out;
+		}
+		sbx_hex_encode(raw, SBX_KEY_ID_LEN / 2, k.id);
+	} while (sbx_keyset_find(set, k.id));
+	memcpy(key, "msk_", 4);
+	memcpy(key + 4, k.id, SBX_KEY_ID_LEN);
+	key[4 + SBX_KEY_ID_LEN] = '_';
+	sbx_hex_encode(raw + SBX_KEY_ID_LEN / 2, 32, key + 5 + SBX_KEY_ID_LEN);
+	explicit_bzero(raw, sizeof(raw));
+	r = sbx_sha256(key, SBX_API_KEY_LEN, k.digest);
+	if (r < 0) {
+		r = sbx_error_set(err, r, "SHA-256 failed");
+		goto out;
+	}
+	k.created = (int64_t)time(NULL);
+	sbx_key_format(&k, true, line, sizeof(line));
+	strcat(line, "\n");
+	r = 0;
+	if (text.len == 0)
+		r = sbx_buf_append(&text, keys_header, strlen(keys_header));
+	else if (text.data[text.len - 1] != '\n')
+		r = sbx_buf_append(&text, "\n", 1);
+	if (r == 0)
+		r = sbx_buf_append(&text, line, strlen(line));
+	if (r < 0) {
+		r = sbx_error_set(err, r, "out of memory");
+		goto out;
+	}
+	/* What a server will read: the new line must parse with the rest. */
+	set = sbx_keyset_free(set);
+	r = sbx_keys_parse(text.data, text.len, &set, err);
+	if (r < 0) {
+		sbx_error_prefix(err, "%s with the new key", path);
+		r = err ? (err->code = -EBADMSG) : -EBADMSG;
+		goto out;
+	}
+	r = replace_file(path, text.data, text.len, mode, err);
+	if (r == 0)
+		memcpy(ret_key, key, sizeof(key));
+out:
+	explicit_bzero(key, sizeof(key));
+	sbx_keyset_free(set);
+	sbx_buf_release(&text);
+	return r;
+}
+
+int sbx_keys_revoke(const char *path, const char *tenant, const char *key_id, FILE *out,
+		    size_t *ret_count, struct sbx_error *err)
+{
+	struct sbx_buf text = SBX_BUF_INIT, kept = SBX_BUF_INIT;
+	struct sbx_keyset *set = NULL;
+	_cleanup_close_ int lock = -1;
+	size_t count = 0, next = 0;
+	unsigned lineno = 0;
+	mode_t mode;
+	int r;
+
+	if (tenant && !sbx_tenant_valid(tenant))
+		return sbx_error_set(err, -EINVAL,
+				     "bad tenant name: expected 1..64 of A-Z a-z 0-9 _ . -");
+	if (key_id && (strlen(key_id) != SBX_KEY_ID_LEN || !is_lower_hex(key_id, SBX_KEY_ID_LEN)))
+		return sbx_error_set(err, -EINVAL, "bad key id: expected 12 lowercase hex digits");
+	lock = edit_lock(path, err);
+	if (lock < 0)
+		return lock;
+	r = edit_read(path, &text, &set, &mode, err);
+	if (r < 0)
+		goto out;
+	/* Keep every line but the revoked keys' (comments stay). */
+	for (size_t pos = 0; pos < text.len; lineno++) {
+		const char *line = text.data + pos, *nl = memchr(line, '\n', text.len - pos);
+		size_t n = nl ? (size_t)(nl - line) + 1 : text.len - pos;
+		const struct sbx_key *k =
+		    next < set->n && set->keys[next].line == lineno + 1 ? &set->keys[next++] : NULL;
+
+		pos += n;
+		if (k && ((tenant && strcmp(k->tenant, tenant) == 0) ||
+			  (key_id && strcmp(k->id, key_id) == 0))) {
+			count++;
+			if (out)
+				fprintf(out, "revoked %s (%s)\n", k->id, k->tenant);
+			continue;
+		}
+		r = sbx_buf_append(&kept, line, n);
+		if (r < 0) {
+			r = sbx_error_set(err, r, "out of memory");
+			goto out;
+		}
+	}
+	if (count == 0) {
+		r = sbx_error_set(err, -ENOENT, "no key %s %s in %s",
+				  tenant ? "of tenant" : "with id", tenant ? tenant : key_id, path);
+		goto out;
+	}
+	r = replace_file(path, kept.data ? kept.data : "", kept.len, mode, err);
+	if (r == 0)
+		*ret_count = count;
+out:
+	sbx_keyset_free(set);
+	sbx_buf_release(&text);
+	sbx_buf_release(&kept);
+	return r;
+}
+
+int sbx_keys_list(const char *path, FILE *out, struct sbx_error *err)
+{
+	struct sbx_buf text = SBX_BUF_INIT;
+	struct sbx_keyset *set = NULL;
+	struct stat st;
+	char line[KEYS_LINE_MAX + 1];
+	int r = load_keys(path, &text, &st, &set, err);
+
+	sbx_buf_release(&text);
+	if (r == -ENOENT) {
+		sbx_error_clear(err);
+		return 0;
+	}
+	if (r < 0)
+		return r == -EINVAL ? (err ? (err->code = -EBADMSG) : -EBADMSG) : r;
+	for (size_t i = 0; i < set->n; i++) {
+		sbx_key_format(&set->keys[i], false, line, sizeof(line));
+		fprintf(out, "%s\n", line);
+	}
+	sbx_keyset_free(set);
+	return 0;
+}
