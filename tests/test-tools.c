@@ -1109,6 +1109,65 @@ static void test_client_gone(void)
 	sbx_mcp_free(mcp);
 }
 
+/* The links of a tenant's files work: the artifact route finds a sandbox
+ * by its id whoever owns it (links carry ids and no key), never by name. */
+static void test_tenant_artifact(void)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	const struct sbx_mcp_config mc = {.settings = &settings, .manager = mgr};
+	struct http_target saved;
+	sbx_mcp *mcp = NULL;
+	sbx_http *http = NULL;
+	struct call c;
+	char path[256], args[256];
+	const char *sid = NULL;
+
+	if (sbx_mcp_new(&mc, &mcp, &err) < 0)
+		tap_bail(err.msg);
+	{
+		const struct sbx_http_config hc = {
+		    .settings = &settings, .mcp = mcp, .manager = mgr};
+		if (sbx_http_start(&hc, &http, &err) < 0)
+			tap_bail(err.msg);
+	}
+	saved = http_use(sbx_http_port(http), false);
+	if (call_as(mgr, &settings, "alice", SBX_MCP_VERSION_LATEST, "create_sandbox",
+		    "{\"name\":\"alices-box\"}", &c) == 0 &&
+	    !c.is_error)
+		sid = str_at(c.obj, "sandbox_id");
+	if (tap_ok(sid != NULL, "tenant alice creates a sandbox")) {
+		char id[64];
+		struct call w;
+		snprintf(id, sizeof(id), "%s", sid);
+		snprintf(args, sizeof(args),
+			 "{\"sandbox_id\":\"%s\",\"code\":\"open('t.txt','w').write('alice')\"}",
+			 id);
+		tap_ok(call_as(mgr, &settings, "alice", SBX_MCP_VERSION_LATEST,
+			       "execute_python_code", args, &w) == 0 &&
+			   !w.is_error,
+		       "alice writes t.txt");
+		call_release(&w);
+		snprintf(path, sizeof(path), "/artifacts/%s/t.txt", id);
+		struct reply r = request("GET", path, NULL, NULL);
+		tap_ok(r.status == 200 && r.body.data && strcmp(r.body.data, "alice") == 0,
+		       "its link is served, by id (%ld)", r.status);
+		reply_release(&r);
+		r = request("GET", "/artifacts/alices-box/t.txt", NULL, NULL);
+		tap_is_int(r.status, 404, "the same file by the sandbox's name is 404");
+		reply_release(&r);
+		snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\"}", id);
+		tap_ok(call_as(mgr, &settings, "alice", SBX_MCP_VERSION_LATEST, "delete_sandbox",
+			       args, &w) == 0 &&
+			   !w.is_error,
+		       "alice deletes it");
+		call_release(&w);
+	}
+	call_release(&c);
+	http_restore(&saved);
+	sbx_http_stop(http);
+	sbx_mcp_free(mcp);
+}
+
 /* A timeout argument over sandbox.max_exec_timeout (3 s here) is cut to it,
  * and the result says so; one under it is left alone. */
 static void test_timeout_cap(void)
@@ -1780,6 +1839,7 @@ int main(int argc, char **argv)
 	test_notebook();
 	test_terminal();
 	test_client_gone();
+	test_tenant_artifact();
 	test_timeout_cap();
 	test_delete();
 	test_upload();

@@ -249,6 +249,11 @@ int sbx_sandbox_create(sbx_manager *m, const char *owner, const char *name, sbx_
 /* Finds a sandbox by id, or by name when no id matches. */
 int sbx_sandbox_get(sbx_manager *m, const char *owner, const char *id_or_name, sbx_sandbox **ret_sb,
 		    struct sbx_error *err);
+/* Finds a sandbox by its id alone, whoever owns it, never by name: for the
+ * artifact route, whose links carry ids (unguessable, random) and no
+ * credentials; -ENOENT when none is live. */
+int sbx_sandbox_get_by_id(sbx_manager *m, const char *id, sbx_sandbox **ret_sb,
+			  struct sbx_error *err);
 sbx_sandbox *sbx_sandbox_ref(sbx_sandbox *sb);
 sbx_sandbox *sbx_sandbox_unref(sbx_sandbox *sb);
 /* Deletes a sandbox (delete_sandbox): removes its container (force) and

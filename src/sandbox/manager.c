@@ -911,6 +911,25 @@ int sbx_sandbox_get(sbx_manager *m, const char *owner, const char *id_or_name, s
 	return r;
 }
 
+int sbx_sandbox_get_by_id(sbx_manager *m, const char *id, sbx_sandbox **ret_sb,
+			  struct sbx_error *err)
+{
+	sbx_sandbox *sb = NULL;
+
+	if (!id)
+		return sbx_error_set(err, -EINVAL, "no sandbox id given");
+	pthread_mutex_lock(&m->lock);
+	for (size_t i = 0; i < m->n && !sb; i++)
+		if (m->table[i]->ready && m->table[i]->end == SBX_END_NONE &&
+		    strcmp(m->table[i]->id, id) == 0)
+			sb = sbx_sandbox_ref(m->table[i]);
+	pthread_mutex_unlock(&m->lock);
+	if (!sb)
+		return sbx_error_set(err, -ENOENT, "no sandbox \"%.80s\"", id);
+	*ret_sb = sb;
+	return 0;
+}
+
 int sbx_sandbox_remove_marked(sbx_manager *m, sbx_sandbox *sb, struct sbx_error *err)
 {
 	int r = sbx_container_remove(m->engine, sb->container, err);
