@@ -1,14 +1,14 @@
 // SPDX-License-Identifier: MIT
 // Case 2: through supergateway, as the seed's client configuration uses it
-// (`npx -y supergateway --sse http://HOST:PORT/sse`): MCP over the bridge's
-// stdio, spoken by the SDK's StdioClientTransport.
+// (`npx -y supergateway --sse "http://HOST:PORT/sse?api_key=KEY"`): MCP over
+// the bridge's stdio, spoken by the SDK's StdioClientTransport.
 import assert from 'node:assert/strict';
 
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 
 import { check, diag } from './tap.mjs';
-import { callOk, cfg, createSandbox } from './util.mjs';
+import { callOk, cfg, createSandbox, sseUrlWithKey } from './util.mjs';
 import { checkToolList } from './seed.mjs';
 
 export async function gatewayCase() {
@@ -19,7 +19,7 @@ export async function gatewayCase() {
 		assert.ok(cfg.gateway, 'SBX_E2E_GATEWAY (the supergateway program) is not set');
 		transport = new StdioClientTransport({
 			command: process.execPath,
-			args: [cfg.gateway, '--sse', `${cfg.base}/sse`, '--logLevel', 'info'],
+			args: [cfg.gateway, '--sse', sseUrlWithKey(), '--logLevel', 'info'],
 			stderr: 'pipe',
 			env: { ...process.env },
 		});

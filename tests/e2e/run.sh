@@ -5,7 +5,10 @@
 # state folders, server.max_body=64k, one allowed Origin) against the engine at SOCKET, runs the
 # node suite (tests/e2e/run.mjs: the official MCP SDK client and
 # supergateway), stops both by PID, and checks that no container with the
-# instance label is left. Then the adoption phase (e2e_adopt): a server with
+# instance label is left. Every server runs with API keys (auth.keys_file: a
+# file made 0600 in the temporary folder by `mcp-sandboxd keys add`): tenant
+# alice's key is sent by every client of the suite, tenant bob's is for
+# tests/e2e/tenants.mjs. Then the adoption phase (e2e_adopt): a server with
 # sandbox.remove_on_exit=false is stopped by SIGTERM and leaves its sandbox,
 # which the next server on the same instance and state folder adopts
 # (tests/e2e/adopt.mjs). Before the first server stops, a second one on its
@@ -15,7 +18,7 @@
 #
 # Without the engine, node or the npm packages the test is skipped, unless
 # MCP_SANDBOX_REQUIRE_ENGINES=1 (then Bail out!). SBX_E2E_KEEP=1 keeps the
-# temporary folder; SBX_E2E_ONLY=seed,gateway,http,upload,bad,timeout,many,slow,adopt,shutdown
+# temporary folder; SBX_E2E_ONLY=seed,gateway,http,outside,upload,bad,timeout,many,slow,tenants,adopt,shutdown
 # runs a subset; SBX_E2E_TIMEOUT (seconds, default 900) bounds each node run.
 # The npm packages come from tools/e2e-deps (tests/e2e/node_modules after a
 # `cd tests/e2e && npm ci`, else a cache keyed by package-lock.json).
@@ -137,6 +140,7 @@ e2e_server_start() {
 		--set sandbox.index_url="http://127.0.0.1:$index_port/simple/" \
 		--set sandbox.upload_dir="$e2e_tmp/upload" \
 		--set sandbox.exec_timeout=120s \
+		--set auth.keys_file="$e2e_keys" \
 		"$@" >"$e2e_sout" 2>"$e2e_slog" </dev/null &
 	e2e_spid=$!
 	e2e_started=1
@@ -195,7 +199,8 @@ e2e_node() {
 	SBX_E2E_URL=$e2e_url SBX_E2E_UPLOAD_DIR=$e2e_tmp/upload SBX_E2E_TMP=$e2e_tmp \
 		SBX_E2E_SERVER_LOG=$e2e_slog SBX_E2E_GATEWAY=$gateway SBX_E2E_TAP_OFFSET=$n \
 		SBX_E2E_MAX_BODY=$max_body SBX_E2E_ALLOWED_ORIGIN=$origin SBX_E2E_ENGINE=$e2e_type \
-		SBX_E2E_ENGINE_SOCKET=$e2e_sock \
+		SBX_E2E_ENGINE_SOCKET=$e2e_sock SBX_E2E_KEY=$e2e_key SBX_E2E_KEY_BOB=$e2e_key_bob \
+		SBX_E2E_SERVER=$server SBX_E2E_CONFIG=$srcdir/etc/mcp-sandbox.ini SBX_E2E_KEYS_FILE=$e2e_keys \
 		$limit "$node" "$@" >"$e2e_ntap" 2>"$nerr" </dev/null &
 	e2e_npid=$!
 	wait "$e2e_npid"
@@ -332,8 +337,8 @@ e2e_adopt() {
 	e2e_server_stop "adopt: server B (sandbox.remove_on_exit=true)"
 }
 
-# e2e_mcp SESSION BODY: POSTs BODY to the server's /mcp, on SESSION unless
-# it is empty; the response's headers go to $e2e_tmp/mcp.headers, its body
+# e2e_mcp SESSION BODY: POSTs BODY to the server's /mcp with alice's key, on
+# SESSION unless it is empty; the response's headers go to $e2e_tmp/mcp.headers, its body
 # to stdout.
 e2e_mcp() {
 	if [ -n "$1" ]; then
@@ -342,6 +347,7 @@ e2e_mcp() {
 		set -- -d "$2"
 	fi
 	curl -sS --max-time 120 -D "$e2e_tmp/mcp.headers" \
+		-H "Authorization: Bearer $e2e_key" \
 		-H 'Accept: application/json, text/event-stream' \
 		-H 'Content-Type: application/json' "$@" "$e2e_url/mcp"
 }
@@ -515,6 +521,27 @@ run_e2e() {
 	}
 	gateway=$mods/supergateway/dist/index.js
 	[ -r "$gateway" ] || gateway=$mods/.bin/supergateway
+
+	# The API keys of every server of the run: tenants alice (the suite's)
+	# and bob. `keys add` prints the key alone; the file keeps its digest.
+	e2e_keys=$e2e_tmp/keys
+	for tenant in alice bob; do
+		key=$("$server" -c "$srcdir/etc/mcp-sandbox.ini" --set auth.keys_file="$e2e_keys" \
+			keys add "$tenant" 2>"$e2e_tmp/keys.err" </dev/null)
+		case $key in
+		msk_*) ;;
+		*)
+			e2e_diag_file "$e2e_tmp/keys.err"
+			echo "Bail out! mcp-sandboxd keys add $tenant printed no key"
+			exit 1
+			;;
+		esac
+		if [ "$tenant" = alice ]; then e2e_key=$key; else e2e_key_bob=$key; fi
+	done
+	if [ "$(stat -c %a "$e2e_keys")" != 600 ]; then
+		echo "Bail out! the keys file $e2e_keys is not 0600 ($(stat -c %a "$e2e_keys"))"
+		exit 1
+	fi
 
 	python3 "$srcdir/tests/pkgindex.py" "$e2e_tmp/index" >"$e2e_tmp/index.port" 2>"$e2e_tmp/index.err" &
 	e2e_ipid=$!

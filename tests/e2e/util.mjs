@@ -1,6 +1,10 @@
 // SPDX-License-Identifier: MIT
 // Helpers of the end-to-end suite: MCP clients from the official SDK, tool
 // calls that parse the JSON result, raw HTTP requests for the transport checks.
+// The server runs with API keys (tests/e2e/run.sh): every client and every raw
+// request to /mcp and /sse sends a key, alice's (SBX_E2E_KEY) unless told
+// otherwise.
+import { execFileSync } from 'node:child_process';
 import assert from 'node:assert/strict';
 import http from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -26,6 +30,13 @@ export const cfg = {
 	allowedOrigin: process.env.SBX_E2E_ALLOWED_ORIGIN || '',
 	engine: process.env.SBX_E2E_ENGINE || '?',
 	engineSocket: process.env.SBX_E2E_ENGINE_SOCKET || '', // the engine's unix socket
+	key: process.env.SBX_E2E_KEY || '', // tenant alice's API key: every client's
+	keyBob: process.env.SBX_E2E_KEY_BOB || '', // tenant bob's (tests/e2e/tenants.mjs)
+	// `SERVER -c CONFIG --set auth.keys_file=KEYS_FILE keys ...` edits the
+	// running server's keys (keysCommand).
+	server: process.env.SBX_E2E_SERVER || '',
+	config: process.env.SBX_E2E_CONFIG || '',
+	keysFile: process.env.SBX_E2E_KEYS_FILE || '',
 };
 export const port = Number(new URL(cfg.base).port);
 
@@ -49,12 +60,47 @@ export const TOOLS = {
 
 const CLIENT_INFO = { name: 'mcp-sandbox-e2e', version: '1.0.0' };
 
-export function sseTransport() {
-	return new SSEClientTransport(new URL(`${cfg.base}/sse`));
+// The headers that send KEY (none for an empty KEY).
+export function authHeaders(key = cfg.key) {
+	return key ? { Authorization: `Bearer ${key}` } : {};
 }
 
-export function streamableTransport() {
-	return new StreamableHTTPClientTransport(new URL(`${cfg.base}/mcp`));
+// GET /sse with KEY in its query, as supergateway is given it.
+export function sseUrlWithKey(key = cfg.key) {
+	return `${cfg.base}/sse${key ? `?api_key=${encodeURIComponent(key)}` : ''}`;
+}
+
+// The legacy transport sending KEY on the stream's GET (eventSourceInit) and
+// on every POST to /messages (requestInit; the server wants it on the GET
+// only, the session being opened with it). SDK 1.32's EventSource fetch adds
+// requestInit's headers too; the fetch given here does not rely on that.
+export function sseTransport(key = cfg.key) {
+	const auth = authHeaders(key);
+	return new SSEClientTransport(new URL(`${cfg.base}/sse`), {
+		requestInit: { headers: auth },
+		eventSourceInit: {
+			fetch: (url, init = {}) => {
+				const headers = new Headers(init.headers);
+				for (const [k, v] of Object.entries(auth)) headers.set(k, v);
+				return fetch(url, { ...init, headers });
+			},
+		},
+	});
+}
+
+export function streamableTransport(key = cfg.key) {
+	return new StreamableHTTPClientTransport(new URL(`${cfg.base}/mcp`), { requestInit: { headers: authHeaders(key) } });
+}
+
+// Runs `mcp-sandboxd -c CONFIG --set auth.keys_file=... keys ARGS...` on the
+// suite's keys file; returns its standard output, trimmed.
+export function keysCommand(...args) {
+	assert.ok(cfg.server && cfg.config && cfg.keysFile, 'SBX_E2E_SERVER, SBX_E2E_CONFIG or SBX_E2E_KEYS_FILE is not set');
+	return execFileSync(cfg.server, ['-c', cfg.config, '--set', `auth.keys_file=${cfg.keysFile}`, 'keys', ...args], {
+		encoding: 'utf8',
+		stdio: ['ignore', 'pipe', 'pipe'],
+		timeout: 30000,
+	}).trim();
 }
 
 // A connected client (initialize + notifications/initialized done).
@@ -140,12 +186,26 @@ export async function installAndWait(client, sid, pkg, limitMs = 180000) {
 	}
 }
 
+// HEADERS plus KEY's Authorization header when PATH is /mcp or /sse (the
+// routes that check keys) and HEADERS send no key of their own.
+function withKey(path, headers, key) {
+	if (!key || !/^\/(mcp|sse)(\?|$)/.test(path)) return headers;
+	if (Object.keys(headers).some((h) => ['authorization', 'x-api-key'].includes(h.toLowerCase()))) return headers;
+	return { ...headers, ...authHeaders(key) };
+}
+
 // One raw HTTP request on a fresh connection (node:http, so Host and any
 // path can be set as is). Resolves { status, headers, body: Buffer }.
-export function raw({ method = 'GET', path = '/', headers = {}, body, host = '127.0.0.1', timeout = 30000 }) {
+// Requests to /mcp and /sse send KEY (alice's by default; null or '' for
+// none); FROM is the local address to send from (another 127.0.0.0/8
+// address is another peer to the server's count of failed keys).
+export function raw({ method = 'GET', path = '/', headers = {}, body, host = '127.0.0.1', timeout = 30000, key = cfg.key, from }) {
+	headers = withKey(path, headers, key);
 	return new Promise((resolve, reject) => {
 		let done = false;
-		const req = http.request({ host, port, method, path, headers, agent: false, setHost: !('Host' in headers || 'host' in headers) }, (res) => {
+		const opts = { host, port, method, path, headers, agent: false, setHost: !('Host' in headers || 'host' in headers) };
+		if (from) opts.localAddress = from;
+		const req = http.request(opts, (res) => {
 			const chunks = [];
 			res.on('data', (c) => chunks.push(c));
 			res.on('end', () => {
@@ -201,10 +261,10 @@ export function initializeBody(id = 1, version = '2025-06-18') {
 	});
 }
 
-// A raw Streamable HTTP session: initialize + notifications/initialized.
-// Returns { sid, version }.
-export async function rawStreamableSession() {
-	const res = await raw({ method: 'POST', path: '/mcp', headers: JSON_HEADERS, body: initializeBody() });
+// A raw Streamable HTTP session with KEY: initialize +
+// notifications/initialized. Returns { sid, version }.
+export async function rawStreamableSession(key = cfg.key) {
+	const res = await raw({ method: 'POST', path: '/mcp', headers: JSON_HEADERS, body: initializeBody(), key });
 	assert.equal(res.status, 200, `initialize: HTTP ${res.status} ${res.body}`);
 	const sid = res.headers['mcp-session-id'];
 	assert.ok(sid, 'initialize set no Mcp-Session-Id');
@@ -216,21 +276,27 @@ export async function rawStreamableSession() {
 		path: '/mcp',
 		headers: { ...JSON_HEADERS, 'Mcp-Session-Id': sid, 'MCP-Protocol-Version': version },
 		body: JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }),
+		key,
 	});
 	assert.equal(note.status, 202, `notifications/initialized: HTTP ${note.status}`);
 	return { sid, version };
 }
 
-// Opens GET /sse and reads the endpoint event. Returns { endpoint, close,
-// next() } where next() resolves the next `message` event's JSON.
-export function rawSse(headers = {}) {
+// Opens GET /sse (PATH: with a query) and reads the endpoint event. Returns
+// { endpoint, close, next() } where next() resolves the next `message`
+// event's JSON; or { status, headers, body, close } for another status than
+// 200. KEY and FROM as for raw().
+export function rawSse(headers = {}, { key = cfg.key, from, path = '/sse' } = {}) {
+	headers = withKey(path, { Accept: 'text/event-stream', ...headers }, key);
 	return new Promise((resolve, reject) => {
 		const req = http.request(
-			{ host: '127.0.0.1', port, method: 'GET', path: '/sse', agent: false, headers: { Accept: 'text/event-stream', ...headers } },
+			{ host: '127.0.0.1', port, method: 'GET', path, agent: false, headers, ...(from ? { localAddress: from } : {}) },
 			(res) => {
 				if (res.statusCode !== 200) {
-					res.resume();
-					resolve({ status: res.statusCode, headers: res.headers, close: () => req.destroy() });
+					const chunks = [];
+					res.on('data', (c) => chunks.push(c));
+					res.on('end', () => resolve({ status: res.statusCode, headers: res.headers, body: Buffer.concat(chunks), close: () => req.destroy() }));
+					res.on('error', () => resolve({ status: res.statusCode, headers: res.headers, body: Buffer.concat(chunks), close: () => req.destroy() }));
 					return;
 				}
 				let buf = '';
