@@ -4,7 +4,7 @@
 // tests/e2e/run.sh, which owns the server, the package index and the plan;
 // this prints flat TAP points (no plan) on stdout.
 //
-// SBX_E2E_ONLY=seed,gateway,http,outside,upload,bad,timeout,many,slow runs a subset
+// SBX_E2E_ONLY=seed,gateway,http,outside,upload,bad,timeout,many,slow,tenants runs a subset
 // (adopt, the adoption phase, is run.sh's and tests/e2e/adopt.mjs').
 import { check, diag, runMain } from './tap.mjs';
 import { cfg, connect, createSandbox, disconnect, sseTransport, streamableTransport } from './util.mjs';
@@ -15,6 +15,7 @@ import { badInputCase } from './badinput.mjs';
 import { httpCase } from './http.mjs';
 import { manySessionsCase, slowCallCase, timeoutCase } from './concurrency.mjs';
 import { outsideCase } from './outside.mjs';
+import { tenantsCase } from './tenants.mjs';
 
 const only = process.env.SBX_E2E_ONLY ? new Set(process.env.SBX_E2E_ONLY.split(',')) : null;
 const want = (name) => !only || only.has(name);
@@ -45,6 +46,8 @@ async function main() {
 			await disconnect(client);
 		}
 	}
+	// Last: its refusals of bad keys count against 127.0.0.1 (a few).
+	if (want('tenants')) await tenantsCase();
 }
 
 runMain(main, 'the suite');
