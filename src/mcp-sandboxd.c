@@ -429,6 +429,16 @@ static int start_steps(struct starter *st)
 			return err->code;
 		}
 	}
+	if (!sbx_link_key_persistent(sbx_mcp_link_key(st->mcp)))
+		sbx_log("artifact links are signed with a secret of this process alone: they end "
+			"with it (set server.state_dir to keep them across restarts)");
+	if (s->server.unsigned_links)
+		sbx_log(
+		    st->auth && sbx_auth_checks_keys(st->auth)
+			? "server.unsigned_links ignored: API keys are checked, every artifact "
+			  "link is to be signed"
+			: "server.unsigned_links: artifact links without a signature are served "
+			  "too (anyone who knows a sandbox id may fetch its files)");
 	if (abandoned(st))
 		return -ECANCELED;
 	{

@@ -4,16 +4,23 @@
  * RFC 4648 base64, the strict decoder's rejections and the lenient one's
  * path-stat behaviour, SHA-256 (FIPS 180-2 examples), HMAC-SHA256 (RFC 4231),
  * constant-time equality and the random generator; and percent-encoding
- * (include/sbx/percent.h) with the artifact links built on it.
+ * (include/sbx/percent.h) with the artifact links built on it; signed links
+ * (src/tools/link_sign.c): the signature against one computed here with
+ * OpenSSL, each refusal of sbx_link_verify, and the secret file's checks.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 
 #include "sbx/artifact.h"
 #include "sbx/common.h"
@@ -449,6 +456,206 @@ static void test_artifact_links(void)
 	}
 }
 
+/* The base64url (unpadded) HMAC-SHA256 of MSG under KEY, computed with
+ * OpenSSL directly. */
+static void expected_sig(const unsigned char *key, const char *msg, char out[64])
+{
+	unsigned char mac[32], b64[64];
+	unsigned len = 0;
+	int n, i;
+
+	HMAC(EVP_sha256(), key, 32, (const unsigned char *)msg, strlen(msg), mac, &len);
+	n = EVP_EncodeBlock(b64, mac, (int)len);
+	for (i = 0; i < n && b64[i] != '='; i++)
+		out[i] = b64[i] == '+' ? '-' : b64[i] == '/' ? '_' : (char)b64[i];
+	out[i] = '\0';
+}
+
+static int write_file(const char *path, const void *data, size_t len, mode_t mode)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, mode);
+	ssize_t n = fd >= 0 ? write(fd, data, len) : -1;
+
+	if (fd >= 0)
+		close(fd);
+	return fd >= 0 && n == (ssize_t)len && chmod(path, mode) == 0 ? 0 : -1;
+}
+
+static char tmpdir[] = "/tmp/sbx-links-XXXXXX";
+
+/* Signatures and their check, with a secret of known bytes. */
+static void test_link_sign(void)
+{
+	unsigned char secret[32];
+	char path[256], want[64], sig[SBX_LINK_SIG_LEN + 1], bad[SBX_LINK_SIG_LEN + 2], exp[32];
+	struct sbx_error err = SBX_ERROR_INIT;
+	sbx_link_key *k = NULL, *other = NULL;
+	const int64_t now = 1700000000, e = now + 60;
+
+	for (size_t i = 0; i < sizeof(secret); i++)
+		secret[i] = (unsigned char)(i * 7 + 1);
+	snprintf(path, sizeof(path), "%s/%s", tmpdir, SBX_LINK_SECRET_FILE);
+	if (write_file(path, secret, sizeof(secret), 0600) < 0 ||
+	    sbx_link_key_open(tmpdir, &k, &err) < 0 || sbx_link_key_open(NULL, &other, &err) < 0)
+		tap_bail(err.msg[0] ? err.msg : "a secret file");
+	unlink(path);
+	snprintf(exp, sizeof(exp), "%lld", (long long)e);
+
+	expected_sig(secret, "v1\nab12\ndir one/p.png\n1700000060", want);
+	tap_ok(sbx_link_sign(k, "ab12", "dir one/p.png", e, sig) == 0 && !strcmp(sig, want),
+	       "a signature is base64url(HMAC-SHA256(secret, \"v1\\nID\\nPATH\\nEXP\")), "
+	       "unpadded: %s",
+	       sig);
+	{
+		_cleanup_free_ char *url =
+		    sbx_artifact_link(k, "http://h:1/", "ab12", "dir one/p.png", e);
+		char expect[256];
+		snprintf(expect, sizeof(expect),
+			 "http://h:1/artifacts/ab12/dir%%20one/p.png?exp=%s&sig=%s", exp, want);
+		tap_is_str(url, expect, "a link is the path, then ?exp=EXP&sig=SIG");
+	}
+	tap_is_int(sbx_link_verify(k, "ab12", "dir one/p.png", exp, sig, now), 0,
+		   "a link verifies");
+	tap_is_int(sbx_link_verify(k, "ab12", "dir one/p.png", exp, sig, e), 0,
+		   "... until its second EXP itself");
+	tap_is_int(sbx_link_verify(k, "ab12", "dir one/p.png", exp, sig, e + 1), -EKEYEXPIRED,
+		   "an expired link is told as expired");
+	tap_is_int(sbx_link_verify(other, "ab12", "dir one/p.png", exp, sig, now), -EACCES,
+		   "another secret's key refuses it");
+	for (size_t i = 0; i < SBX_LINK_SIG_LEN; i += 7) {
+		snprintf(bad, sizeof(bad), "%s", sig);
+		bad[i] = bad[i] == 'A' ? 'B' : 'A';
+		tap_is_int(sbx_link_verify(k, "ab12", "dir one/p.png", exp, bad, now), -EACCES,
+			   "a signature with character %zu changed is refused", i);
+	}
+	/* The last character carries 2 unused bits: another spelling of the same
+	 * bytes is still refused (the signature is compared as text). */
+	snprintf(bad, sizeof(bad), "%s", sig);
+	bad[SBX_LINK_SIG_LEN - 1] ^= 1;
+	tap_is_int(sbx_link_verify(k, "ab12", "dir one/p.png", exp, bad, now), -EACCES,
+		   "a flipped bit in the last character is refused");
+	tap_is_int(sbx_link_verify(k, "ab12", "dir one/q.png", exp, sig, now), -EACCES,
+		   "the signature of another path is refused");
+	tap_is_int(sbx_link_verify(k, "ab12", "dir one/p.png/", exp, sig, now), -EACCES,
+		   "... a path one byte longer too");
+	tap_is_int(sbx_link_verify(k, "ab13", "dir one/p.png", exp, sig, now), -EACCES,
+		   "the signature for another sandbox id is refused");
+	snprintf(bad, sizeof(bad), "%lld", (long long)e + 1);
+	tap_is_int(sbx_link_verify(k, "ab12", "dir one/p.png", bad, sig, now), -EACCES,
+		   "a changed exp is refused (not expired: invalid)");
+	snprintf(bad, sizeof(bad), "%lld", (long long)now - 10);
+	tap_is_int(sbx_link_verify(k, "ab12", "dir one/p.png", bad, sig, now), -EACCES,
+		   "an exp changed to the past is invalid, not expired");
+	tap_is_int(sbx_link_verify(k, "ab12", "dir one/p.png", exp, NULL, now), -EACCES,
+		   "no sig is refused");
+	tap_is_int(sbx_link_verify(k, "ab12", "dir one/p.png", NULL, sig, now), -EACCES,
+		   "no exp is refused");
+	tap_is_int(sbx_link_verify(NULL, "ab12", "dir one/p.png", exp, sig, now), -EACCES,
+		   "no key refuses every link");
+	{
+		static const char *const exps[] = {"",
+						   "+1700000060",
+						   " 1700000060",
+						   "01700000060",
+						   "1700000060 ",
+						   "1700000060x",
+						   "-1",
+						   "0x10",
+						   "9999999999999999999"};
+		for (size_t i = 0; i < SBX_ARRAY_SIZE(exps); i++)
+			tap_is_int(sbx_link_verify(k, "ab12", "dir one/p.png", exps[i], sig, now),
+				   -EACCES, "a malformed exp \"%s\" is refused", exps[i]);
+	}
+	{
+		char padded[SBX_LINK_SIG_LEN + 2], std[SBX_LINK_SIG_LEN + 1];
+		const char *junk[] = {"",      "not base64!",
+				      padded,  std,
+				      sig + 1, "!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!"};
+		snprintf(padded, sizeof(padded), "%s=", sig);
+		snprintf(std, sizeof(std), "%s", sig);
+		for (char *p = std; *p; p++)
+			*p = *p == '-' ? '+' : *p == '_' ? '/' : *p;
+		for (size_t i = 0; i < SBX_ARRAY_SIZE(junk); i++) {
+			/* The standard alphabet's spelling is only junk when it differs. */
+			if (junk[i] == std && !strcmp(std, sig))
+				continue;
+			tap_is_int(sbx_link_verify(k, "ab12", "dir one/p.png", exp, junk[i], now),
+				   -EACCES, "a junk sig \"%s\" is refused", junk[i]);
+		}
+	}
+	/* A newline ends the id in what is signed: an id that holds one is never
+	 * signed, so (id "ab12", path "a\nb") cannot pass for (id "ab12\na", "b"). */
+	tap_ok(sbx_link_sign(k, "ab12", "a\nb", e, sig) == 0, "a path with a newline is signed");
+	tap_is_int(sbx_link_verify(k, "ab12\na", "b", exp, sig, now), -EACCES,
+		   "its signature does not pass for an id that holds the newline");
+	tap_is_int(sbx_link_sign(k, "ab12\na", "b", e, sig), -EINVAL, "such an id is never signed");
+	sbx_link_key_free(k);
+	sbx_link_key_free(other);
+}
+
+/* The secret file: made 0600 on first use, the same on the next; any other
+ * kind of file refused with a message that names it. */
+static void test_link_secret(void)
+{
+	char path[256], target[300], sig1[SBX_LINK_SIG_LEN + 1], sig2[SBX_LINK_SIG_LEN + 1];
+	struct sbx_error err = SBX_ERROR_INIT;
+	sbx_link_key *k = NULL, *k2 = NULL;
+	unsigned char bytes[33] = {0};
+	struct stat st;
+	int r;
+
+	snprintf(path, sizeof(path), "%s/%s", tmpdir, SBX_LINK_SECRET_FILE);
+	snprintf(target, sizeof(target), "%s/target", tmpdir);
+	r = sbx_link_key_open(tmpdir, &k, &err);
+	tap_ok(r == 0 && sbx_link_key_persistent(k), "a first open makes %s (%s)", path, err.msg);
+	tap_ok(lstat(path, &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 07777) == 0600 &&
+		   st.st_size == 32 && st.st_uid == geteuid(),
+	       "a regular file of ours, mode 0600, 32 bytes");
+	r = sbx_link_key_open(tmpdir, &k2, &err);
+	tap_ok(r == 0 && sbx_link_sign(k, "ab12", "x", 5, sig1) == 0 &&
+		   sbx_link_sign(k2, "ab12", "x", 5, sig2) == 0 && !strcmp(sig1, sig2) &&
+		   sbx_link_verify(k2, "ab12", "x", "5", sig1, 1) == 0,
+	       "a second open reads the same secret: a link of the first verifies with it");
+	sbx_link_key_free(k2);
+	k2 = NULL;
+	r = sbx_link_key_open(NULL, &k2, &err);
+	tap_ok(r == 0 && !sbx_link_key_persistent(k2) &&
+		   sbx_link_verify(k2, "ab12", "x", "5", sig1, 1) == -EACCES,
+	       "without a folder: a random secret of its own");
+	sbx_link_key_free(k2);
+	k2 = NULL;
+	sbx_link_key_free(k);
+
+	chmod(path, 0640);
+	r = sbx_link_key_open(tmpdir, &k, &err);
+	tap_ok(r == -EPERM && strstr(err.msg, path) && strstr(err.msg, "0600"),
+	       "a group-readable secret file is refused, saying why: %s", err.msg);
+	chmod(path, 0400);
+	tap_is_int(sbx_link_key_open(tmpdir, &k, &err), -EPERM, "mode 0400 is refused too");
+	unlink(path);
+	tap_ok(write_file(path, bytes, 31, 0600) == 0 &&
+		   sbx_link_key_open(tmpdir, &k, &err) == -EPERM && strstr(err.msg, "32 bytes"),
+	       "31 bytes are refused: %s", err.msg);
+	tap_ok(write_file(path, bytes, 33, 0600) == 0 &&
+		   sbx_link_key_open(tmpdir, &k, &err) == -EPERM,
+	       "33 bytes are refused");
+	unlink(path);
+	tap_ok(write_file(target, bytes, 32, 0600) == 0 && symlink(target, path) == 0 &&
+		   sbx_link_key_open(tmpdir, &k, &err) == -EPERM &&
+		   strstr(err.msg, "symbolic link"),
+	       "a symbolic link to a good secret file is refused (never followed): %s", err.msg);
+	unlink(path);
+	tap_ok(symlink("/nonexistent/sbx-link-secret", path) == 0 &&
+		   sbx_link_key_open(tmpdir, &k, &err) == -EPERM &&
+		   lstat("/nonexistent/sbx-link-secret", &st) < 0,
+	       "a dangling symbolic link is refused, nothing made where it points");
+	unlink(path);
+	tap_ok(mkdir(path, 0700) == 0 && sbx_link_key_open(tmpdir, &k, &err) == -EPERM,
+	       "a folder in its place is refused: %s", err.msg);
+	rmdir(path);
+	unlink(target);
+}
+
 int main(void)
 {
 	test_base64_vectors();
@@ -461,5 +668,10 @@ int main(void)
 	test_random();
 	test_percent();
 	test_artifact_links();
+	if (!mkdtemp(tmpdir))
+		tap_bail("mkdtemp");
+	test_link_sign();
+	test_link_secret();
+	rmdir(tmpdir);
 	return tap_done();
 }

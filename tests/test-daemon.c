@@ -15,6 +15,9 @@
  * start (naming auth.keys_file and auth.mode = none) before it asks the
  * engine anything, starts with auth.mode = none (saying anyone is the
  * tenant "default"), and a loopback server says it serves loopback only.
+ * The artifact links' secret: made 0600 in the state folder at the first
+ * start, the same at the next (a link of the first server is taken by the
+ * second); a group-readable or symbolically linked secret stops the start.
  *
  * The waits only bound hangs (SBX_WAIT_S): nothing here is timed.
  */
@@ -36,6 +39,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "sbx/artifact.h"
 #include "sbx/buf.h"
 #include "sbx/common.h"
 #include "tap.h"
@@ -455,19 +459,19 @@ static void test_abandon(bool second)
 	free(out);
 }
 
-/* GET /health on the server at URL (http://127.0.0.1:PORT): the status
- * line's code, or -1. */
-static int health(const char *url)
+/* GET PATH on the server at URL (http://127.0.0.1:PORT): the status line's
+ * code, or -1. */
+static int get_status(const char *url, const char *path)
 {
 	struct sockaddr_in sa = {.sin_family = AF_INET};
-	char buf[256] = "", req[128];
+	char buf[256] = "", req[512];
 	int port = 0, code = -1, fd, len;
 	ssize_t n;
 
 	if (sscanf(url, "http://127.0.0.1:%d", &port) != 1)
 		return -1;
 	len =
-	    snprintf(req, sizeof(req), "GET /health HTTP/1.0\r\nHost: 127.0.0.1:%d\r\n\r\n", port);
+	    snprintf(req, sizeof(req), "GET %s HTTP/1.0\r\nHost: 127.0.0.1:%d\r\n\r\n", path, port);
 	sa.sin_port = htons((uint16_t)port);
 	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -480,6 +484,11 @@ static int health(const char *url)
 	}
 	close(fd);
 	return code;
+}
+
+static int health(const char *url)
+{
+	return get_status(url, "/health");
 }
 
 /* A server that started: SIGHUP is ignored (it still answers), SIGTERM
@@ -589,6 +598,114 @@ static void test_auth_default(void)
 	check_exit(&d, 0, "loopback without keys, SIGTERM");
 }
 
+/* The path of a link to x.txt of sandbox "nosuchbox", signed with K. */
+static void link_path(const sbx_link_key *k, char *out, size_t size)
+{
+	_cleanup_free_ char *url = sbx_artifact_link(k, "", "nosuchbox", "x.txt", time(NULL) + 600);
+
+	snprintf(out, size, "%s", url ? url : "/none");
+}
+
+/* Starts the server NAME, expecting it to listen; its URL into url. */
+static bool start_listening(struct daemon *d, const char *name, char *url, size_t size)
+{
+	char *line, path[300];
+
+	/* Not the last server's output (its files are truncated by the child). */
+	snprintf(path, sizeof(path), "%s/%s.out", tmp, name);
+	unlink(path);
+	snprintf(path, sizeof(path), "%s/%s.err", tmp, name);
+	unlink(path);
+	daemon_start(d, name);
+	line = wait_text(d->out, "listening on ");
+	if (!line) {
+		diag_file(d->err);
+		kill(d->pid, SIGKILL);
+		daemon_wait(d);
+		return false;
+	}
+	snprintf(url, size, "%.*s", (int)strcspn(line + 13, " \n"), line + 13);
+	free(line);
+	return true;
+}
+
+/* The link secret: made 0600 in the instance folder at the first start,
+ * the same at the next (a link signed with it is taken, past the signature
+ * to the sandbox lookup: 404; one signed otherwise is 403); a group-readable
+ * secret file or a symbolic link there stops the start, saying why. */
+static void test_link_secret(void)
+{
+	char url[128], dir[400], file[420], target[420], good[512], bad[512];
+	unsigned char before[32] = {0}, after[32] = {1};
+	struct sbx_error err = SBX_ERROR_INIT;
+	sbx_link_key *k = NULL, *other = NULL;
+	struct daemon d;
+	struct stat st;
+	char *all;
+	int fd;
+
+	engine_set(ENGINE_ANSWER);
+	snprintf(dir, sizeof(dir), "%s/instance-test-daemon-%ld-links", state_path, (long)getpid());
+	snprintf(file, sizeof(file), "%s/link-secret", dir);
+	if (!tap_ok(start_listening(&d, "links", url, sizeof(url)), "links: a server starts"))
+		return;
+	tap_ok(lstat(file, &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 07777) == 0600 &&
+		   st.st_size == 32,
+	       "links: the first start made STATE/instance-INSTANCE/link-secret, 0600, 32 bytes");
+	if (sbx_link_key_open(dir, &k, &err) < 0 || sbx_link_key_open(NULL, &other, &err) < 0)
+		tap_bail(err.msg);
+	link_path(k, good, sizeof(good));
+	link_path(other, bad, sizeof(bad));
+	tap_is_int(get_status(url, good), 404,
+		   "links: a link signed with that secret passes (unknown sandbox: 404)");
+	tap_is_int(get_status(url, bad), 403, "links: one signed with another secret is 403");
+	fd = open(file, O_RDONLY);
+	tap_ok(fd >= 0 && read(fd, before, 32) == 32, "links: the secret read");
+	if (fd >= 0)
+		close(fd);
+	kill(d.pid, SIGTERM);
+	check_exit(&d, 0, "links, first server");
+
+	if (tap_ok(start_listening(&d, "links", url, sizeof(url)),
+		   "links: a second server on the same state folder starts")) {
+		tap_is_int(get_status(url, good), 404,
+			   "links: the first server's link passes on the second");
+		fd = open(file, O_RDONLY);
+		tap_ok(fd >= 0 && read(fd, after, 32) == 32 && !memcmp(before, after, 32),
+		       "links: the secret file is the same");
+		if (fd >= 0)
+			close(fd);
+		kill(d.pid, SIGTERM);
+		check_exit(&d, 0, "links, second server");
+	}
+
+	chmod(file, 0640);
+	daemon_start(&d, "links");
+	check_exit(&d, 1, "links: a group-readable link-secret");
+	all = slurp(d.err);
+	if (!tap_ok(strstr(all, file) && strstr(all, "mode 0600") && strstr(all, "0640"),
+		    "... its log names the file and the mode it must have"))
+		tap_diag("%s", all);
+	free(all);
+
+	snprintf(target, sizeof(target), "%s/secret-elsewhere", tmp);
+	chmod(file, 0600);
+	if (rename(file, target) < 0 || symlink(target, file) < 0)
+		tap_bail("symlink");
+	daemon_start(&d, "links");
+	check_exit(&d, 1, "links: link-secret a symbolic link to a good one");
+	all = slurp(d.err);
+	if (!tap_ok(strstr(all, file) && strstr(all, "symbolic link"),
+		    "... its log says it is a symbolic link"))
+		tap_diag("%s", all);
+	free(all);
+	all = slurp(d.out);
+	tap_ok(!strstr(all, "listening on"), "... it never listened");
+	free(all);
+	sbx_link_key_free(k);
+	sbx_link_key_free(other);
+}
+
 int main(void)
 {
 	const char *builddir = getenv("SBX_BUILDDIR");
@@ -627,6 +744,7 @@ int main(void)
 	test_serving();
 	test_disk_refused();
 	test_auth_default();
+	test_link_secret();
 
 	pthread_mutex_lock(&eng.lock);
 	eng.stop = true;

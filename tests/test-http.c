@@ -56,6 +56,7 @@
 
 #include "http/http-internal.h"
 #include "tools/tools.h"
+#include "sbx/artifact.h"
 #include "sbx/auth.h"
 #include "sbx/buf.h"
 #include "sbx/common.h"
@@ -723,8 +724,28 @@ static void test_cancel_sse(void)
 	       "SSE: closing the stream cancels both (the tools saw it within 3 s)");
 }
 
-static void test_artifacts(void)
+/* The path of a link to RELPATH of sandbox ID signed with the MCP layer's
+ * key, ending at EXP, then EXTRA (e.g. "&x=1"). */
+static const char *signed_path(sbx_mcp *mcp, const char *id, const char *relpath, int64_t exp,
+			       const char *extra)
 {
+	static char path[512];
+	_cleanup_free_ char *url = sbx_artifact_link(sbx_mcp_link_key(mcp), "", id, relpath, exp);
+
+	if (!url)
+		tap_bail("sbx_artifact_link");
+	snprintf(path, sizeof(path), "%s%s", url, extra);
+	return path;
+}
+
+/* The route's order: a malformed path is 400 whatever its query; then a
+ * link not signed by this server (or expired) is 403; then an unknown
+ * sandbox is 404. */
+static void test_artifacts(sbx_mcp *mcp, struct sbx_settings *s)
+{
+	const int64_t later = (int64_t)time(NULL) + 600;
+	char path[600];
+	struct reply r;
 
 	expect_status(request("GET", "/artifacts/", NULL, NULL), 400,
 		      "/artifacts/ without a path -> 400");
@@ -732,10 +753,66 @@ static void test_artifacts(void)
 		      "/artifacts/ID without a file -> 400");
 	expect_status(request("GET", "/artifacts/abc/%zz.png", NULL, NULL), 400,
 		      "a bad escape -> 400");
-	expect_status(request("GET", "/artifacts/nosuchsandbox/plot.png", NULL, NULL), 404,
-		      "an unknown sandbox -> 404");
-	expect_status(request("HEAD", "/artifacts/nosuchsandbox/plot.png", NULL, NULL), 404,
-		      "HEAD of an unknown sandbox -> 404");
+	expect_status(request("GET", "/artifacts/abc/%zz.png?exp=1&sig=x", NULL, NULL), 400,
+		      "a bad escape with a query -> 400 (the path is checked first)");
+	expect_status(request("GET", "/artifacts/a%2Fb/x.png", NULL, NULL), 400,
+		      "an escaped '/' in the id -> 400");
+	r = request("GET", "/artifacts/nosuchsandbox/plot.png", NULL, NULL);
+	tap_ok(r.status == 403 && r.body.data && strstr(r.body.data, "invalid link"),
+	       "an unsigned link -> 403 invalid link (%ld %s)", r.status,
+	       r.body.data ? r.body.data : "");
+	reply_release(&r);
+	expect_status(request("HEAD", "/artifacts/nosuchsandbox/plot.png", NULL, NULL), 403,
+		      "HEAD of an unsigned link -> 403");
+	expect_status(
+	    request("GET", signed_path(mcp, "nosuchsandbox", "plot.png", later, ""), NULL, NULL),
+	    404, "a signed link to an unknown sandbox -> 404");
+	expect_status(
+	    request("HEAD", signed_path(mcp, "nosuchsandbox", "plot.png", later, ""), NULL, NULL),
+	    404, "HEAD of it -> 404");
+	expect_status(request("GET",
+			      signed_path(mcp, "nosuchsandbox", "plot.png", later, "&sig=AAAA"),
+			      NULL, NULL),
+		      403, "the same with sig given twice -> 403");
+	expect_status(request("GET", signed_path(mcp, "nosuchsandbox", "plot.png", later, "&x=1"),
+			      NULL, NULL),
+		      403, "the same with another query argument -> 403");
+	expect_status(request("GET", signed_path(mcp, "nosuchsandbox", "plot.png", later, "&exp"),
+			      NULL, NULL),
+		      403, "the same with a bare exp after it -> 403");
+	snprintf(path, sizeof(path), "%s",
+		 signed_path(mcp, "nosuchsandbox", "plot.png", later, ""));
+	path[strlen("/artifacts/nosuchsandbox/plot")] = 'x';
+	expect_status(request("GET", path, NULL, NULL), 403, "its path changed -> 403");
+	snprintf(path, sizeof(path), "%s",
+		 signed_path(mcp, "nosuchsandbox", "plot.png", later, ""));
+	memcpy(path + strlen("/artifacts/"), "nosuchsandboy", 13);
+	expect_status(request("GET", path, NULL, NULL), 403, "its sandbox id changed -> 403");
+	/* An encoding variant of the same path signs alike. */
+	snprintf(path, sizeof(path), "%s",
+		 signed_path(mcp, "nosuchsandbox", "plot.png", later, ""));
+	{
+		char variant[640];
+		const char *q = strchr(path, '?');
+		snprintf(variant, sizeof(variant), "/artifacts/nosuchsandbox/%%70lot.png%s", q);
+		expect_status(request("GET", variant, NULL, NULL), 404,
+			      "the same link with its path percent-encoded otherwise -> 404 (the "
+			      "decoded path is signed)");
+	}
+	r = request("GET", signed_path(mcp, "nosuchsandbox", "plot.png", time(NULL) - 5, ""), NULL,
+		    NULL);
+	tap_ok(r.status == 403 && r.body.data && strstr(r.body.data, "expired"),
+	       "a link past its exp -> 403 expired (%ld %s)", r.status,
+	       r.body.data ? r.body.data : "");
+	reply_release(&r);
+	/* server.unsigned_links, auth off here: the plain link passes the check. */
+	s->server.unsigned_links = true;
+	expect_status(
+	    request("GET", "/artifacts/nosuchsandbox/plot.png", NULL, NULL), 404,
+	    "unsigned_links = true without keys: an unsigned link -> 404 (checked no more)");
+	expect_status(request("GET", "/artifacts/nosuchsandbox/plot.png?exp=1&sig=x", NULL, NULL),
+		      403, "... a link with a bad signature still -> 403");
+	s->server.unsigned_links = false;
 	expect_status(request("POST", "/artifacts/nosuchsandbox/plot.png", NULL, "x"), 405,
 		      "POST to an artifact -> 405");
 }
@@ -2277,6 +2354,16 @@ static void test_auth(sbx_mcp *mcp, sbx_manager *manager)
 	expect_401(request("POST", path, HS(ACCEPT_BOTH, CT_JSON), init_body), CHALLENGE,
 		   "keys: ?api_key= on /mcp is not taken (the right key)");
 	expect_status(request("GET", "/health", NULL, NULL), 200, "keys: GET /health stays open");
+	/* Links carry no key: a signed one passes; server.unsigned_links is
+	 * ignored while keys are checked. */
+	sv.s.server.unsigned_links = true;
+	expect_status(request("GET", "/artifacts/nosuchsandbox/plot.png", NULL, NULL), 403,
+		      "keys: unsigned_links = true is ignored: an unsigned link -> 403");
+	expect_status(request("GET",
+			      signed_path(mcp, "nosuchsandbox", "plot.png", time(NULL) + 60, ""),
+			      NULL, NULL),
+		      404, "keys: a signed link needs no key (unknown sandbox -> 404)");
+	sv.s.server.unsigned_links = false;
 
 	/* Wrong keys (127.0.0.61). */
 	http_from("127.0.0.61");
@@ -2480,7 +2567,7 @@ int main(void)
 	test_progress_http();
 	test_cancel_http();
 	test_cancel_sse();
-	test_artifacts();
+	test_artifacts(mcp, &s);
 	test_concurrent_sessions();
 	test_cheap_while_busy();
 	test_early_refusals();

@@ -321,7 +321,7 @@ static void test_set(void)
 		  "listen, port, public_url, max_body, body_timeout, body_min_rate, "
 		  "allowed_origins, instance, session_timeout, max_sessions, max_sessions_per_ip, "
 		  "max_connections, max_connections_per_ip, max_calls_per_session, "
-		  "stream_stall_timeout, max_queued, state_dir)");
+		  "stream_stall_timeout, max_queued, state_dir, link_ttl, unsigned_links)");
 	set_fails("server.port=x", "--set server.port: bad value \"x\": expected an integer in "
 				   "0..65535");
 	set_fails("sandbox.image=a\tb", "--set sandbox.image: bad value \"a\tb\": "

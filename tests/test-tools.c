@@ -62,6 +62,7 @@ static const char *const tool_names[] = {
 };
 
 static sbx_engine *engine;
+static sbx_link_key *link_key; /* signs the links of call_as, and of the HTTP fronts here */
 static char instance[64], instance2[80], upload_dir[64] = "";
 static struct json_object *schemas; /* tools/list of the newest version */
 static int rc;			    /* the last call's return, read after it in tap_ok */
@@ -236,6 +237,7 @@ static int call_as(sbx_manager *m, const struct sbx_settings *s, const char *own
 				   .settings = s,
 				   .owner = owner,
 				   .public_url = PUBLIC_URL,
+				   .link_key = link_key,
 				   .protocol_version = version,
 				   .notifier = notifier,
 				   .progress_token = progress_token,
@@ -578,11 +580,30 @@ static void test_python(void)
 		tap_is_str(str_at(f, "mime_type"), "image/png", "and mime type image/png");
 		tap_ok(url && strncmp(url, PUBLIC_URL "/artifacts/", strlen(PUBLIC_URL) + 11) == 0,
 		       "and a url under the public URL: %s", url);
-		tap_ok(route &&
-			   sbx_artifact_parse(route + strlen(SBX_ARTIFACT_ROUTE), &id, &rel) == 0,
-		       "the url parses back");
-		tap_is_str(id, sandbox_id, "to the sandbox id");
-		tap_is_str(rel, "plots/p.png", "and the relative path");
+		{
+			_cleanup_free_ char *rest =
+			    route ? strndup(route + strlen(SBX_ARTIFACT_ROUTE),
+					    strcspn(route + strlen(SBX_ARTIFACT_ROUTE), "?"))
+				  : NULL;
+			const char *q = route ? strchr(route, '?') : NULL;
+			char exp[24] = "", sig[64] = "";
+			long long e = 0;
+			tap_ok(rest && sbx_artifact_parse(rest, &id, &rel) == 0,
+			       "the url parses back");
+			tap_is_str(id, sandbox_id, "to the sandbox id");
+			tap_is_str(rel, "plots/p.png", "and the relative path");
+			tap_ok(q &&
+				   sscanf(q, "?exp=%23[0-9]&sig=%63[A-Za-z0-9_-]", exp, sig) == 2 &&
+				   strlen(q) == 5 + strlen(exp) + 5 + strlen(sig),
+			       "its query is ?exp=EXP&sig=SIG alone: %s", q ? q : "none");
+			e = atoll(exp);
+			tap_ok(e >= (long long)time(NULL) + 24 * 3600 - 5 &&
+				   e <= (long long)time(NULL) + 24 * 3600 + 1,
+			       "exp is 24 h from now (server.link_ttl's default)");
+			tap_is_int(sbx_link_verify(link_key, id ? id : "", rel ? rel : "", exp, sig,
+						   (int64_t)time(NULL)),
+				   0, "and the signature verifies");
+		}
 		free(id);
 		free(rel);
 	}
@@ -989,7 +1010,8 @@ static long answers_again(void)
 static void test_client_gone(void)
 {
 	struct sbx_error err = SBX_ERROR_INIT;
-	const struct sbx_mcp_config mc = {.settings = &settings, .manager = mgr};
+	const struct sbx_mcp_config mc = {
+	    .settings = &settings, .manager = mgr, .link_key = link_key};
 	struct http_target saved;
 	sbx_mcp *mcp = NULL;
 	sbx_http *http = NULL;
@@ -1109,17 +1131,61 @@ static void test_client_gone(void)
 	sbx_mcp_free(mcp);
 }
 
+/* The path (and query) of a link URL of ours: what follows PUBLIC_URL. */
+static const char *path_of(const char *url)
+{
+	return url && !strncmp(url, PUBLIC_URL, strlen(PUBLIC_URL)) ? url + strlen(PUBLIC_URL)
+								    : "/none";
+}
+
+/* Runs CODE in sandbox ID as OWNER; the url of FILE in its result, or NULL
+ * (owned). */
+static char *link_of(const char *owner, const char *id, const char *code, const char *file)
+{
+	struct json_object *a = json_object_new_object();
+	struct call c;
+	char *url = NULL;
+
+	json_object_object_add(a, "sandbox_id", json_object_new_string(id));
+	json_object_object_add(a, "code", json_object_new_string(code));
+	if (call_as(mgr, &settings, owner, SBX_MCP_VERSION_LATEST, "execute_python_code",
+		    json_object_to_json_string(a), &c) == 0 &&
+	    !c.is_error && file_named(c.obj, file))
+		url = strdup(str_at(file_named(c.obj, file), "url"));
+	json_object_put(a);
+	call_release(&c);
+	return url;
+}
+
+/* GET PATH: its status; *ret_body (owned) when asked. */
+static long get(const char *path, char **ret_body)
+{
+	struct reply r = request("GET", path, NULL, NULL);
+	long st = r.status;
+
+	if (ret_body)
+		*ret_body = strdup(r.body.data ? r.body.data : "");
+	reply_release(&r);
+	return st;
+}
+
 /* The links of a tenant's files work: the artifact route finds a sandbox
- * by its id whoever owns it (links carry ids and no key), never by name. */
+ * by its id whoever owns it (links carry ids and no key), never by name.
+ * Signed links through the HTTP front: served as handed out; refused (403)
+ * with the path, the signature or exp changed or the query removed, each
+ * changed link naming a file that exists; a link made with link_ttl = 1s is
+ * 403 expired 2 s later; server.unsigned_links with auth off serves the
+ * plain link. */
 static void test_tenant_artifact(void)
 {
 	struct sbx_error err = SBX_ERROR_INIT;
-	const struct sbx_mcp_config mc = {.settings = &settings, .manager = mgr};
+	const struct sbx_mcp_config mc = {
+	    .settings = &settings, .manager = mgr, .link_key = link_key};
 	struct http_target saved;
 	sbx_mcp *mcp = NULL;
 	sbx_http *http = NULL;
 	struct call c;
-	char path[256], args[256];
+	char args[256];
 	const char *sid = NULL;
 
 	if (sbx_mcp_new(&mc, &mcp, &err) < 0)
@@ -1136,36 +1202,168 @@ static void test_tenant_artifact(void)
 	    !c.is_error)
 		sid = str_at(c.obj, "sandbox_id");
 	if (tap_ok(sid != NULL, "tenant alice creates a sandbox")) {
-		char id[64];
+		char id[64], path[600], *body = NULL;
+		long st;
+		_cleanup_free_ char *url = NULL, *short_url = NULL, *by_name = NULL;
 		struct call w;
 		snprintf(id, sizeof(id), "%s", sid);
-		snprintf(args, sizeof(args),
-			 "{\"sandbox_id\":\"%s\",\"code\":\"open('t.txt','w').write('alice')\"}",
-			 id);
-		tap_ok(call_as(mgr, &settings, "alice", SBX_MCP_VERSION_LATEST,
-			       "execute_python_code", args, &w) == 0 &&
-			   !w.is_error,
-		       "alice writes t.txt");
-		call_release(&w);
-		snprintf(path, sizeof(path), "/artifacts/%s/t.txt", id);
-		struct reply r = request("GET", path, NULL, NULL);
-		tap_ok(r.status == 200 && r.body.data && strcmp(r.body.data, "alice") == 0,
-		       "its link is served, by id (%ld)", r.status);
-		reply_release(&r);
-		r = request("GET", "/artifacts/alices-box/t.txt", NULL, NULL);
-		tap_is_int(r.status, 404, "the same file by the sandbox's name is 404");
-		reply_release(&r);
+		url = link_of("alice", id,
+			      "open('t.txt','w').write('alice'); open('u.txt','w').write('other')",
+			      "t.txt");
+		tap_ok(url != NULL, "alice writes t.txt and u.txt: %s", url ? url : "no link");
+		st = get(path_of(url), &body);
+		tap_ok(st == 200 && !strcmp(body, "alice"),
+		       "its signed link is served, by id (200)");
+		free(body);
+		/* Each change names a file that exists: only the check refuses it. */
+		snprintf(path, sizeof(path), "%s", path_of(url));
+		if (strstr(path, "/t.txt?"))
+			strstr(path, "/t.txt?")[1] = 'u';
+		tap_is_int(get(path, NULL), 403, "the link with its path changed to u.txt is 403");
+		snprintf(path, sizeof(path), "%s", path_of(url));
+		{
+			char *sig = strstr(path, "&sig=");
+			if (sig)
+				sig[10] = sig[10] == 'A' ? 'B' : 'A';
+		}
+		tap_is_int(get(path, NULL), 403, "the link with its sig changed is 403");
+		snprintf(path, sizeof(path), "%s", path_of(url));
+		{
+			char *exp = strstr(path, "?exp=");
+			if (exp)
+				exp[6] = exp[6] == '9' ? '8' : (char)(exp[6] + 1);
+		}
+		tap_is_int(get(path, NULL), 403, "the link with its exp changed is 403");
+		snprintf(path, sizeof(path), "%s", path_of(url));
+		path[strcspn(path, "?")] = '\0';
+		st = get(path, &body);
+		tap_ok(st == 403 && strstr(body, "invalid link"),
+		       "the link without its query is 403 invalid link: %s", body ? body : "");
+		free(body);
+		/* By name: even a link signed for the name finds nothing. */
+		by_name = sbx_artifact_link(link_key, "", "alices-box", "t.txt", time(NULL) + 60);
+		tap_is_int(get(by_name, NULL), 404,
+			   "the same file by the sandbox's name (a signed link) is 404");
+
+		settings.server.link_ttl_ms = 1000;
+		short_url = link_of("alice", id, "open('s.txt','w').write('short')", "s.txt");
+		settings.server.link_ttl_ms = 24 * 3600 * 1000;
+		tap_is_int(get(path_of(short_url), NULL), 200,
+			   "a link made with link_ttl = 1s is served at once");
+		sleep_ms(2100);
+		st = get(path_of(short_url), &body);
+		tap_ok(st == 403 && strstr(body, "expired"), "... and 2 s later is 403 expired: %s",
+		       body ? body : "");
+		free(body);
+
+		snprintf(path, sizeof(path), "%s", path_of(url));
+		path[strcspn(path, "?")] = '\0';
+		settings.server.unsigned_links = true;
+		st = get(path, &body);
+		tap_ok(st == 200 && !strcmp(body, "alice"),
+		       "unsigned_links = true, auth off: the plain link is served (200)");
+		free(body);
+		settings.server.unsigned_links = false;
+
 		snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\"}", id);
 		tap_ok(call_as(mgr, &settings, "alice", SBX_MCP_VERSION_LATEST, "delete_sandbox",
 			       args, &w) == 0 &&
 			   !w.is_error,
 		       "alice deletes it");
 		call_release(&w);
+		tap_is_int(get(path_of(url), NULL), 404, "its signed link is 404 then");
 	}
 	call_release(&c);
 	http_restore(&saved);
 	sbx_http_stop(http);
 	sbx_mcp_free(mcp);
+}
+
+/* The MCP layer's key from the manager's state folder: the secret file is
+ * made 0600 by the first, read by a second manager on the same folder (a
+ * link of the first verifies with the second); a group-readable or
+ * symbolically linked one makes sbx_mcp_new fail, saying why. */
+static void test_link_secret(void)
+{
+	char dir[] = "/tmp/sbx-tools-state-XXXXXX", set[300], file[400], inst[128];
+	char sig[SBX_LINK_SIG_LEN + 1];
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_settings s;
+	struct stat st;
+	int r;
+
+	if (!mkdtemp(dir))
+		tap_bail("mkdtemp");
+	snprintf(inst, sizeof(inst), "%s-links", instance);
+	sbx_settings_init(&s);
+	{
+		const char *keys[] = {
+		    "server.instance=",	 "engine.type=",       "engine.socket=", "sandbox.image=",
+		    "server.state_dir=", "sandbox.pool_size=", "sandbox.disk="};
+		const char *vals[] = {inst,
+				      settings.engine.type,
+				      settings.engine.socket,
+				      settings.sandbox.image,
+				      dir,
+				      "0",
+				      "0"};
+		for (size_t i = 0; i < SBX_ARRAY_SIZE(keys); i++) {
+			snprintf(set, sizeof(set), "%s%s", keys[i], vals[i]);
+			if (sbx_settings_set(&s, set, &err) < 0)
+				tap_bail(err.msg);
+		}
+	}
+	for (int round = 0; round < 4; round++) {
+		sbx_manager *m = NULL;
+		sbx_mcp *mcp = NULL;
+		const struct sbx_mcp_config mc = {.settings = &s};
+		if (sbx_manager_new(&s, engine, &m, &err) < 0)
+			tap_bail(err.msg);
+		snprintf(file, sizeof(file), "%s/%s", sbx_manager_state_dir(m),
+			 SBX_LINK_SECRET_FILE);
+		{
+			struct sbx_mcp_config c2 = mc;
+			c2.manager = m;
+			r = sbx_mcp_new(&c2, &mcp, &err);
+		}
+		switch (round) {
+		case 0:
+			tap_ok(r == 0 && lstat(file, &st) == 0 && S_ISREG(st.st_mode) &&
+				   (st.st_mode & 07777) == 0600 && st.st_size == 32,
+			       "link secret: the first manager's MCP layer made %s, 0600", file);
+			tap_ok(r == 0 && sbx_link_sign(sbx_mcp_link_key(mcp), "ab12", "x.txt", 99,
+						       sig) == 0,
+			       "link secret: a link signed with it");
+			break;
+		case 1:
+			tap_ok(r == 0 && sbx_link_verify(sbx_mcp_link_key(mcp), "ab12", "x.txt",
+							 "99", sig, 1) == 0,
+			       "link secret: a second manager on the folder reads it: the first's "
+			       "link verifies");
+			chmod(file, 0640);
+			break;
+		case 2:
+			tap_ok(r == -EPERM && strstr(err.msg, file) && strstr(err.msg, "0600"),
+			       "link secret: group-readable: refused: %s", err.msg);
+			chmod(file, 0600);
+			snprintf(set, sizeof(set), "%s.elsewhere", dir);
+			if (rename(file, set) < 0 || symlink(set, file) < 0)
+				tap_bail("symlink");
+			break;
+		case 3:
+			tap_ok(r == -EPERM && strstr(err.msg, "symbolic link"),
+			       "link secret: a symbolic link: refused: %s", err.msg);
+			unlink(file);
+			unlink(set);
+			break;
+		}
+		sbx_mcp_free(mcp);
+		sbx_manager_free(m);
+	}
+	sbx_settings_release(&s);
+	snprintf(set, sizeof(set), "rm -rf '%s'", dir);
+	if (system(set) != 0)
+		tap_diag("could not remove %s", dir);
 }
 
 /* A timeout argument over sandbox.max_exec_timeout (3 s here) is cut to it,
@@ -1826,6 +2024,8 @@ int main(int argc, char **argv)
 				tap_bail(err.msg);
 		}
 	}
+	if (sbx_link_key_open(NULL, &link_key, &err) < 0)
+		tap_bail(err.msg);
 	if (sbx_manager_new(&settings, engine, &mgr, &err) < 0) {
 		printf("Bail out! manager: %s\n", err.msg);
 		return 1;
@@ -1840,6 +2040,7 @@ int main(int argc, char **argv)
 	test_terminal();
 	test_client_gone();
 	test_tenant_artifact();
+	test_link_secret();
 	test_timeout_cap();
 	test_delete();
 	test_upload();
@@ -1857,5 +2058,6 @@ int main(int argc, char **argv)
 	sbx_settings_release(&settings);
 	rmdir(upload_dir);
 	engine = sbx_engine_free(engine);
+	sbx_link_key_free(link_key);
 	return tap_done();
 }

@@ -23,6 +23,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "sbx/artifact.h"
 #include "sbx/error.h"
 #include "sbx/sandbox.h"
 #include "sbx/settings.h"
@@ -59,10 +60,17 @@ enum sbx_mcp_transport {
 struct sbx_mcp_config {
 	const struct sbx_settings *settings; /* must outlive the sbx_mcp */
 	sbx_manager *manager;		     /* must outlive the sbx_mcp */
+	/* Signs the artifact links the tools hand out; must outlive the
+	 * sbx_mcp. NULL: the sbx_mcp opens its own from the manager's state
+	 * folder (sbx_link_key_open; a random one without), and its failure is
+	 * sbx_mcp_new's. */
+	const sbx_link_key *link_key;
 };
 
 int sbx_mcp_new(const struct sbx_mcp_config *cfg, sbx_mcp **ret_mcp, struct sbx_error *err);
 sbx_mcp *sbx_mcp_free(sbx_mcp *m);
+/* The key the tools sign links with (the HTTP front checks them with it). */
+const sbx_link_key *sbx_mcp_link_key(const sbx_mcp *m);
 /* The base of artifact links ("http://127.0.0.1:8000", no trailing slash),
  * known once the HTTP server is bound; copied. */
 int sbx_mcp_set_public_url(sbx_mcp *m, const char *url);

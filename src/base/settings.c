@@ -149,6 +149,11 @@ static const struct sbx_setting schema[] = {
     STRING(
 	"server", "state_dir", server.state_dir, "", check_abs_path,
 	"folder for state kept across restarts; empty = $STATE_DIRECTORY or /var/lib/mcp-sandbox"),
+    NUMBER(DURATION, "server", "link_ttl", server.link_ttl_ms, "1440m", SEC, 366 * 24 * HOUR,
+	   "how long an artifact link a tool hands out works (it is signed and carries its end)"),
+    BOOLEAN("server", "unsigned_links", server.unsigned_links, "false",
+	    "also serve artifact links without a signature (/artifacts/ID/PATH) while no API "
+	    "keys are checked"),
 
     STRING("sandbox", "image", sandbox.image, "localhost/mcp-sandbox:latest", NULL,
 	   "image sandboxes are created from"),
@@ -639,7 +644,7 @@ static char *ctx_read_line(char *str, int num, void *stream)
 static int ctx_on_value(void *user, const char *section, const char *name, const char *value)
 {
 	struct load_ctx *c = user;
-	char where[SBX_ERROR_MSG_MAX], keys[256];
+	char where[SBX_ERROR_MSG_MAX], keys[512];
 	int i;
 
 	/* Only the first error is reported; returning nonzero leaves inih's count to syntax. */
@@ -748,7 +753,7 @@ static void trim(const char **p, size_t *n)
 int sbx_settings_set(struct sbx_settings *s, const char *assignment, struct sbx_error *err)
 {
 	const char *eq = strchr(assignment, '='), *name = assignment, *value, *dot;
-	char section[SET_NAME_MAX], key[SET_NAME_MAX], where[SET_NAME_MAX + 8], keys[256];
+	char section[SET_NAME_MAX], key[SET_NAME_MAX], where[SET_NAME_MAX + 8], keys[512];
 	_cleanup_free_ char *v = NULL;
 	size_t name_len, value_len;
 	int i;

@@ -8,15 +8,20 @@
  * the connection's thread. Nothing is stored on the host and at most a
  * socket buffer of the body is held in memory. HEAD starts no producer.
  *
- * Status: 400 malformed path, 404 unknown sandbox or missing file, 403 a
- * refused path (-EPERM), 502 the engine answered with an error, 503 the
- * engine cannot be reached.
+ * Status, checked in this order: 400 malformed path; 403 a link that is not
+ * signed by this server for this sandbox id, path and expiry (its query is
+ * exp=UNIX_SECONDS&sig=SIG and nothing else; see sbx_link_verify), or whose
+ * expiry has passed; then 404 unknown sandbox or missing file, 403 a refused
+ * path (-EPERM), 502 the engine answered with an error, 503 the engine cannot
+ * be reached. A link without a query is served unsigned only with
+ * server.unsigned_links while no API keys are checked.
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 
 #include "http-internal.h"
 #include "sbx/log.h"
@@ -101,6 +106,52 @@ static void artifact_free(void *cls)
 	free(st);
 }
 
+/* The query of an artifact link: exp and sig once each, nothing else. */
+struct link_query {
+	const char *exp, *sig;
+	unsigned n, other;
+};
+
+static enum MHD_Result query_arg(void *cls, enum MHD_ValueKind kind, const char *key,
+				 const char *value)
+{
+	struct link_query *q = cls;
+	const char **slot = !strcmp(key, "exp") ? &q->exp : !strcmp(key, "sig") ? &q->sig : NULL;
+
+	(void)kind;
+	q->n++;
+	if (!slot || *slot || !value)
+		q->other++; /* unknown, repeated or without a value */
+	else
+		*slot = value;
+	return MHD_YES;
+}
+
+/* 0 when the request may have the file of sandbox ID at RELPATH; else the
+ * 403 has been queued in *ret. */
+static int link_check(struct sbx_http_request *rq, const char *id, const char *relpath,
+		      enum MHD_Result *ret)
+{
+	struct sbx_http *h = rq->http;
+	struct link_query q = {0};
+	int r;
+
+	MHD_get_connection_values(rq->conn, MHD_GET_ARGUMENT_KIND, query_arg, &q);
+	if (q.n == 0 && h->settings->server.unsigned_links &&
+	    !(h->auth && sbx_auth_checks_keys(h->auth)))
+		return 0;
+	r = q.other ? -EACCES
+		    : sbx_link_verify(h->link_key, id, relpath, q.exp, q.sig, (int64_t)time(NULL));
+	if (r == 0)
+		return 0;
+	/* Which part failed is not said: only whether a link of ours ended. */
+	*ret = sbx_http_respond_error(
+	    rq, MHD_HTTP_FORBIDDEN,
+	    r == -EKEYEXPIRED ? "expired link: ask for the file again"
+			      : "invalid link: use the link a tool returned, unchanged");
+	return -EACCES;
+}
+
 /* The status for a manager failure. */
 static unsigned status_of(const struct sbx_error *err, int r)
 {
@@ -153,13 +204,18 @@ enum MHD_Result sbx_artifact_handle(struct sbx_http_request *rq)
 	if (sbx_artifact_parse(rq->url + strlen(SBX_ARTIFACT_ROUTE), &id, &relpath) < 0)
 		return sbx_http_respond_error(rq, MHD_HTTP_BAD_REQUEST,
 					      "malformed artifact path: /artifacts/SANDBOX/PATH");
+	{
+		enum MHD_Result ret;
+		if (link_check(rq, id, relpath, &ret) < 0)
+			return ret;
+	}
 	st = calloc(1, sizeof(*st));
 	if (!st)
 		return MHD_NO;
 	st->fds[0] = st->fds[1] = -1;
 	st->manager = h->manager;
-	/* By id only, whoever owns it: the tenants' links carry ids, no key
-	 * (signed, expiring links are issue 13's next step). */
+	/* By id only, whoever owns it: a link carries no key; its signature
+	 * says the server handed it out. */
 	r = sbx_sandbox_get_by_id(h->manager, id, &st->sandbox, &err);
 	if (r >= 0)
 		r = sbx_artifact_open(h->manager, st->sandbox, relpath, &st->artifact, &st->size,

@@ -286,6 +286,7 @@ struct sbx_http {
 	atomic_bool stopping;
 	/* Who calls (NULL: nothing checked) and the peers that failed to say. */
 	sbx_auth *auth;
+	const sbx_link_key *link_key; /* the MCP layer's: checks artifact links */
 	struct sbx_auth_failures *auth_failures;
 
 	/* What GET /ready last logged, and when (ready_log). */

@@ -1145,6 +1145,7 @@ int sbx_http_start(const struct sbx_http_config *cfg, sbx_http **ret_http, struc
 	h->mcp = cfg->mcp;
 	h->manager = cfg->manager;
 	h->auth = cfg->auth;
+	h->link_key = sbx_mcp_link_key(cfg->mcp);
 	h->listen_fd = -1;
 	h->max_body = (size_t)s->server.max_body;
 	h->max_calls_per_session = (int)s->server.max_calls_per_session;

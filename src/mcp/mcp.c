@@ -64,6 +64,8 @@ struct sbx_mcp {
 	const struct sbx_settings *settings;
 	sbx_manager *manager;
 	sbx_tools_call_fn tools_call;
+	const sbx_link_key *link_key; /* cfg's, or own_link_key */
+	sbx_link_key *own_link_key;
 	pthread_mutex_t lock; /* guards public_url and tools_text */
 	char *public_url;
 	/* The tools/list "tools" array as text, per entry of versions[]; built
@@ -109,6 +111,17 @@ int sbx_mcp_new(const struct sbx_mcp_config *cfg, sbx_mcp **ret_mcp, struct sbx_
 	m->settings = cfg->settings;
 	m->manager = cfg->manager;
 	m->tools_call = sbx_tools_call;
+	m->link_key = cfg->link_key;
+	if (!m->link_key) {
+		const char *dir = m->manager ? sbx_manager_state_dir(m->manager) : NULL;
+		int r = sbx_link_key_open(dir, &m->own_link_key, err);
+		if (r < 0) {
+			free(m->public_url);
+			free(m);
+			return r;
+		}
+		m->link_key = m->own_link_key;
+	}
 	pthread_mutex_init(&m->lock, NULL);
 	*ret_mcp = m;
 	return 0;
@@ -124,11 +137,17 @@ sbx_mcp *sbx_mcp_free(sbx_mcp *m)
 	if (!m)
 		return NULL;
 	pthread_mutex_destroy(&m->lock);
+	sbx_link_key_free(m->own_link_key);
 	free(m->public_url);
 	for (size_t i = 0; i < SBX_ARRAY_SIZE(m->tools_text); i++)
 		free(m->tools_text[i]);
 	free(m);
 	return NULL;
+}
+
+const sbx_link_key *sbx_mcp_link_key(const sbx_mcp *m)
+{
+	return m->link_key;
 }
 
 int sbx_mcp_set_public_url(sbx_mcp *m, const char *url)
@@ -892,6 +911,7 @@ static void do_tools_call(sbx_mcp_session *s, const char *version, struct json_o
 		    .settings = s->mcp->settings,
 		    .owner = s->owner,
 		    .public_url = url,
+		    .link_key = s->mcp->link_key,
 		    .protocol_version = version,
 		    .notifier = f->outer ? &f->notifier : NULL,
 		    .progress_token = token,

@@ -327,6 +327,19 @@ static const char *public_url(const struct sbx_tool_ctx *ctx, char *buf, size_t 
 	return buf;
 }
 
+/* The signed link to RELPATH of sandbox ID, valid for server.link_ttl from
+ * now (whole seconds, rounded up); NULL on failure. Without a key (tests of
+ * the tools alone) the link is unsigned. */
+static char *artifact_link(const struct sbx_tool_ctx *ctx, const char *base, const char *id,
+			   const char *relpath)
+{
+	int64_t ttl = (ctx->settings->server.link_ttl_ms + 999) / 1000;
+
+	if (!ctx->link_key)
+		return sbx_artifact_url(base, id, relpath);
+	return sbx_artifact_link(ctx->link_key, base, id, relpath, (int64_t)time(NULL) + ttl);
+}
+
 /* A resource_link content item (2025-06-18+) for a file with a download link. */
 static struct json_object *link_item(const char *url, const char *name, const char *mime,
 				     int64_t size)
@@ -377,7 +390,7 @@ static int files_json(const struct sbx_tool_ctx *ctx, sbx_sandbox *sb,
 
 	for (size_t i = 0; r == 0 && i < rr->n_files; i++) {
 		const struct sbx_file_change *f = &rr->files[i];
-		_cleanup_free_ char *url = sbx_artifact_url(base, sbx_sandbox_id(sb), f->path);
+		_cleanup_free_ char *url = artifact_link(ctx, base, sbx_sandbox_id(sb), f->path);
 		const char *mime = sbx_mime_type(f->path);
 		bool inline_image = f->image && f->image_len > 0 && f->image_mime;
 		struct json_object *fo = json_object_new_object();
@@ -841,8 +854,8 @@ int sbx_tool_upload_file(const struct sbx_tool_ctx *ctx, struct json_object *arg
 	/* A link for files under the results folder, the ones the artifact route serves. */
 	if (strncmp(path, SBX_RESULTS_DIR, rl) == 0 && path[rl] == '/' && path[rl + 1] &&
 	    !has_dot_segment(path + rl + 1) && !strstr(path + rl, "//")) {
-		url = sbx_artifact_url(public_url(ctx, base_buf, sizeof(base_buf)),
-				       sbx_sandbox_id(sb), path + rl + 1);
+		url = artifact_link(ctx, public_url(ctx, base_buf, sizeof(base_buf)),
+				    sbx_sandbox_id(sb), path + rl + 1);
 		if (!url) {
 			r = -ENOMEM;
 			goto out;

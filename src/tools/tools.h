@@ -13,6 +13,7 @@
 
 #include <json-c/json.h>
 
+#include "sbx/artifact.h"
 #include "sbx/buf.h"
 #include "sbx/error.h"
 #include "sbx/mcp.h"
@@ -40,6 +41,7 @@ struct sbx_tool_ctx {
 	const struct sbx_settings *settings;
 	const char *owner;			 /* the tenant the session acts for */
 	const char *public_url;			 /* base of artifact links, no trailing slash */
+	const sbx_link_key *link_key;		 /* signs them (settings->server.link_ttl) */
 	const char *protocol_version;		 /* negotiated: newer result fields are left out */
 	const struct sbx_mcp_notifier *notifier; /* may be NULL; silent once cancelled */
 	struct json_object *progress_token;	 /* params._meta.progressToken, or NULL */

@@ -80,7 +80,9 @@ async function before(client) {
 		const f = fileNamed(r.files, RESULT_FILE);
 		assert.ok(f.url.startsWith(`${cfg.base}/artifacts/`), f.url);
 		assert.equal(await fetchText(f.url, 'the link'), RESULT_TEXT);
-		handoff.link_path = new URL(f.url).pathname;
+		const u = new URL(f.url);
+		assert.match(u.search, /^\?exp=[1-9][0-9]*&sig=[A-Za-z0-9_-]{43}$/, `${f.url} is signed`);
+		handoff.link_path = u.pathname + u.search;
 		save();
 	});
 	await check(t(`execute_terminal_command writes ${TMP_FILE}`), async () => {
@@ -128,6 +130,9 @@ async function after(client) {
 	await check(t("server A's artifact link, on server B, serves the file"), async () => {
 		assert.ok(handoff, 'no handoff');
 		assert.equal(await fetchText(`${cfg.base}${handoff.link_path}`, handoff.link_path), RESULT_TEXT);
+		// Signed with the secret of the state folder: the same link without its query is refused.
+		const plain = await fetch(`${cfg.base}${handoff.link_path.split('?')[0]}`);
+		assert.equal(plain.status, 403, 'the link without its signature');
 	});
 	await check(t('a file written now comes back with a working link'), async () => {
 		assert.ok(sid, 'no sandbox id');

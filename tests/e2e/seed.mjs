@@ -142,6 +142,7 @@ export async function seedWorkflow(label, makeTransport) {
 				assert.ok(Number.isInteger(f.size) && f.size > 0, `size of ${f.path}`);
 				assert.ok(f.url.startsWith(`${cfg.base}/artifacts/`), `link ${f.url} is under ${cfg.base}/artifacts/`);
 				assert.ok(f.url.includes(encodeURIComponent(sid)), `link ${f.url} names the sandbox`);
+				assert.match(new URL(f.url).search, /^\?exp=[1-9][0-9]*&sig=[A-Za-z0-9_-]{43}$/, `link ${f.url} is signed`);
 			}
 			assert.equal(png.mime_type, 'image/png');
 			assert.match(csv.mime_type, /^text\/csv/);
@@ -196,23 +197,44 @@ export async function seedWorkflow(label, makeTransport) {
 				}
 			}
 		});
-		await check(t('artifacts: a missing file and an unknown sandbox are 404'), async () => {
-			const missing = await raw({ path: `/artifacts/${encodeURIComponent(sid)}/no-such-file-e2e.png` });
-			assert.equal(missing.status, 404, 'missing file');
-			const nobox = await raw({ path: '/artifacts/no-such-sandbox-e2e/plot.png' });
-			assert.equal(nobox.status, 404, 'unknown sandbox');
-		});
-		await check(t("artifacts: '..' in the path is refused (4xx)"), async () => {
+		await check(t('artifacts: a signed link to a file removed since is 404; hand-made links are 403'), async () => {
+			assert.ok(files, 'no files from the earlier step');
+			const r = await call(client, 'execute_python_code', { sandbox_id: sid, code: "open('gone-e2e.txt', 'w').write('x')" });
+			assert.ok(!r.isError && r.json, r.text);
+			const gone = fileNamed(r.json.files, 'gone-e2e.txt');
+			assert.equal((await fetch(gone.url)).status, 200, 'the link before the file is removed');
+			await callOk(client, 'execute_terminal_command', { sandbox_id: sid, command: 'rm /app/results/gone-e2e.txt' });
+			const missing = await fetch(gone.url);
+			assert.equal(missing.status, 404, 'a signed link to a missing file');
 			const s = encodeURIComponent(sid);
-			for (const path of [
-				`/artifacts/${s}/../../../../etc/passwd`,
-				`/artifacts/${s}/..%2F..%2F..%2Fetc%2Fpasswd`,
-				`/artifacts/${s}/%2e%2e/%2e%2e/%2e%2e/etc/passwd`,
-				`/artifacts/${s}/../plot.png`,
-				`/artifacts/..%2F${s}/plot.png`,
+			for (const path of [`/artifacts/${s}/no-such-file-e2e.png`, '/artifacts/no-such-sandbox-e2e/plot.png', `/artifacts/${s}/plot.png`]) {
+				const res = await raw({ path });
+				assert.equal(res.status, 403, `${path} without a signature: HTTP ${res.status}`);
+				assert.match(res.body.toString('utf8'), /invalid link/, path);
+			}
+			// The plot's signed link with another path, or with its query cut, is 403 too.
+			const u = new URL(files.png.url);
+			const other = await raw({ path: u.pathname.replace(/plot\.png$/, 'data.csv') + u.search });
+			assert.equal(other.status, 403, 'the PNG link with the path of the CSV');
+			const cut = await raw({ path: `${u.pathname}?exp=${u.searchParams.get('exp')}` });
+			assert.equal(cut.status, 403, 'the PNG link without its sig');
+		});
+		await check(t("artifacts: '..' in the path is refused (400 when the path is malformed, else 403: no link is signed for it)"), async () => {
+			assert.ok(files, 'no files from the earlier step');
+			const s = encodeURIComponent(sid);
+			const { search } = new URL(files.png.url);
+			for (const [path, status] of [
+				[`/artifacts/${s}/../../../../etc/passwd`, 403],
+				[`/artifacts/${s}/..%2F..%2F..%2Fetc%2Fpasswd`, 400],
+				[`/artifacts/${s}/%2e%2e/%2e%2e/%2e%2e/etc/passwd`, 403],
+				[`/artifacts/${s}/../plot.png`, 403],
+				[`/artifacts/${s}/../plot.png${search}`, 403],
+				[`/artifacts/${s}/%2e%2e/plot.png${search}`, 403],
+				[`/artifacts/..%2F${s}/plot.png`, 400],
+				[`/artifacts/..%2F${s}/plot.png${search}`, 400],
 			]) {
 				const res = await raw({ path });
-				assert.ok(res.status >= 400 && res.status < 500, `${path}: HTTP ${res.status}`);
+				assert.equal(res.status, status, `${path}: HTTP ${res.status}`);
 				assert.ok(!res.body.toString('latin1').includes('root:'), `${path} leaked /etc/passwd`);
 			}
 		});
@@ -243,8 +265,10 @@ export async function seedWorkflow(label, makeTransport) {
 			assert.match(after.text, /was deleted/);
 			const list = await callOk(client, 'list_sandboxes', {});
 			assert.ok(!JSON.stringify(list).includes(sid), `${sid} still listed: ${JSON.stringify(list)}`);
-			const link = await raw({ path: `/artifacts/${encodeURIComponent(sid)}/plot.png` });
-			assert.equal(link.status, 404, 'its artifact link');
+			assert.ok(files, 'no files from the earlier step');
+			const u = new URL(files.png.url);
+			const link = await raw({ path: u.pathname + u.search });
+			assert.equal(link.status, 404, 'its (signed) artifact link');
 		});
 	} finally {
 		await disconnect(client);
