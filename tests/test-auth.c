@@ -212,9 +212,10 @@ static void expect_refused(sbx_auth *a, enum where w, const char *key, const cha
 	struct sbx_principal p;
 	int r = check(a, w, key, &p, &err);
 	bool leaks = false;
+	size_t n = strlen(key);
 
 	/* No 8 characters of the credential may show (beyond "msk_"). */
-	for (size_t i = 4; key[i] && i + 8 <= strlen(key) && !leaks; i++) {
+	for (size_t i = 4; i + 8 <= n && !leaks; i++) {
 		char part[9];
 		memcpy(part, key + i, 8);
 		part[8] = '\0';
