@@ -785,6 +785,17 @@ static int edit_read(const char *path, struct sbx_buf *text, struct sbx_keyset *
 	return 0;
 }
 
+/* The start of an edit: the lock taken (into *RET_LOCK, for the caller to
+ * close), then the file read as edit_read does. */
+static int edit_begin(const char *path, int *ret_lock, struct sbx_buf *text,
+		      struct sbx_keyset **ret_set, mode_t *ret_mode, struct sbx_error *err)
+{
+	*ret_lock = edit_lock(path, err);
+	if (*ret_lock < 0)
+		return *ret_lock;
+	return edit_read(path, text, ret_set, ret_mode, err);
+}
+
 int sbx_keys_add(const char *path, const char *tenant, char *const *limits, size_t n,
 		 char ret_key[SBX_API_KEY_LEN + 1], struct sbx_error *err)
 {
@@ -805,10 +816,7 @@ int sbx_keys_add(const char *path, const char *tenant, char *const *limits, size
 	for (size_t i = 0; i < n; i++)
 		if (parse_limit(limits[i], &k.limits, why, sizeof(why)) < 0)
 			return sbx_error_set(err, -EINVAL, "%s", why);
-	lock = edit_lock(path, err);
-	if (lock < 0)
-		return lock;
-	r = edit_read(path, &text, &set, &mode, err);
+	r = edit_begin(path, &lock, &text, &set, &mode, err);
 	if (r < 0)
 		goto out;
 	if (set->n >= KEYS_MAX) {
@@ -881,10 +889,7 @@ int sbx_keys_revoke(const char *path, const char *tenant, const char *key_id, FI
 				     "bad tenant name: expected 1..64 of A-Z a-z 0-9 _ . -");
 	if (key_id && (strlen(key_id) != SBX_KEY_ID_LEN || !is_lower_hex(key_id, SBX_KEY_ID_LEN)))
 		return sbx_error_set(err, -EINVAL, "bad key id: expected 12 lowercase hex digits");
-	lock = edit_lock(path, err);
-	if (lock < 0)
-		return lock;
-	r = edit_read(path, &text, &set, &mode, err);
+	r = edit_begin(path, &lock, &text, &set, &mode, err);
 	if (r < 0)
 		goto out;
 	/* Keep every line but the revoked keys' (comments stay). */
