@@ -1004,33 +1004,55 @@ static long answers_again(void)
 	return ok ? (long)(mono_ms() - t0) : -1;
 }
 
+/* An in-process HTTP front on 127.0.0.1 (an ephemeral port: S has
+ * server.listen and server.port set) over an MCP layer of its own, with
+ * http-client.h pointed at it; front_stop undoes it all. */
+struct front {
+	sbx_mcp *mcp;
+	sbx_http *http;
+	struct http_target saved;
+};
+
+static void front_start(struct front *f, const struct sbx_settings *s, sbx_manager *m,
+			const sbx_link_key *key)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	const struct sbx_mcp_config mc = {.settings = s, .manager = m, .link_key = key};
+
+	*f = (struct front){0};
+	if (sbx_mcp_new(&mc, &f->mcp, &err) < 0)
+		tap_bail(err.msg);
+	{
+		const struct sbx_http_config hc = {.settings = s, .mcp = f->mcp, .manager = m};
+		if (sbx_http_start(&hc, &f->http, &err) < 0)
+			tap_bail(err.msg);
+	}
+	f->saved = http_use(sbx_http_port(f->http), false);
+}
+
+static void front_stop(struct front *f)
+{
+	http_restore(&f->saved);
+	sbx_http_stop(f->http);
+	sbx_mcp_free(f->mcp);
+}
+
 /* "Within a few seconds": the generous bound on a shared machine. */
 #define AGAIN_MS 15000
 
 static void test_client_gone(void)
 {
 	struct sbx_error err = SBX_ERROR_INIT;
-	const struct sbx_mcp_config mc = {
-	    .settings = &settings, .manager = mgr, .link_key = link_key};
-	struct http_target saved;
-	sbx_mcp *mcp = NULL;
-	sbx_http *http = NULL;
+	struct front front;
 	struct sbx_buf acc = SBX_BUF_INIT;
 	char *id, *body;
 	long ms;
 	int fd;
 
 	if (sbx_settings_set(&settings, "server.listen=127.0.0.1", &err) < 0 ||
-	    sbx_settings_set(&settings, "server.port=0", &err) < 0 ||
-	    sbx_mcp_new(&mc, &mcp, &err) < 0)
+	    sbx_settings_set(&settings, "server.port=0", &err) < 0)
 		tap_bail(err.msg);
-	{
-		const struct sbx_http_config hc = {
-		    .settings = &settings, .mcp = mcp, .manager = mgr};
-		if (sbx_http_start(&hc, &http, &err) < 0)
-			tap_bail(err.msg);
-	}
-	saved = http_use(sbx_http_port(http), false);
+	front_start(&front, &settings, mgr, link_key);
 	id = mcp_initialize();
 	tap_ok(id != NULL, "gone: a Streamable HTTP session");
 
@@ -1126,9 +1148,7 @@ static void test_client_gone(void)
 		       ms);
 	}
 
-	http_restore(&saved);
-	sbx_http_stop(http);
-	sbx_mcp_free(mcp);
+	front_stop(&front);
 }
 
 /* The path (and query) of a link URL of ours: what follows PUBLIC_URL. */
@@ -1178,25 +1198,12 @@ static long get(const char *path, char **ret_body)
  * plain link. */
 static void test_tenant_artifact(void)
 {
-	struct sbx_error err = SBX_ERROR_INIT;
-	const struct sbx_mcp_config mc = {
-	    .settings = &settings, .manager = mgr, .link_key = link_key};
-	struct http_target saved;
-	sbx_mcp *mcp = NULL;
-	sbx_http *http = NULL;
+	struct front front;
 	struct call c;
 	char args[256];
 	const char *sid = NULL;
 
-	if (sbx_mcp_new(&mc, &mcp, &err) < 0)
-		tap_bail(err.msg);
-	{
-		const struct sbx_http_config hc = {
-		    .settings = &settings, .mcp = mcp, .manager = mgr};
-		if (sbx_http_start(&hc, &http, &err) < 0)
-			tap_bail(err.msg);
-	}
-	saved = http_use(sbx_http_port(http), false);
+	front_start(&front, &settings, mgr, link_key);
 	if (call_as(mgr, &settings, "alice", SBX_MCP_VERSION_LATEST, "create_sandbox",
 		    "{\"name\":\"alices-box\"}", &c) == 0 &&
 	    !c.is_error)
@@ -1274,9 +1281,7 @@ static void test_tenant_artifact(void)
 		tap_is_int(get(path_of(url), NULL), 404, "its signed link is 404 then");
 	}
 	call_release(&c);
-	http_restore(&saved);
-	sbx_http_stop(http);
-	sbx_mcp_free(mcp);
+	front_stop(&front);
 }
 
 /* The MCP layer's key from the manager's state folder: the secret file is
@@ -1795,20 +1800,9 @@ static void test_engine_down(const char *type)
 	sbx_settings_set(&s, "server.listen=127.0.0.1", &err);
 	sbx_settings_set(&s, "server.port=0", &err);
 	{
-		const struct sbx_mcp_config mc = {.settings = &s, .manager = m};
-		struct http_target saved;
-		sbx_mcp *mcp = NULL;
-		sbx_http *http = NULL;
+		struct front front;
 		struct reply r;
-		if (sbx_mcp_new(&mc, &mcp, &err) < 0)
-			tap_bail(err.msg);
-		{
-			const struct sbx_http_config hc = {
-			    .settings = &s, .mcp = mcp, .manager = m};
-			if (sbx_http_start(&hc, &http, &err) < 0)
-				tap_bail(err.msg);
-		}
-		saved = http_use(sbx_http_port(http), false);
+		front_start(&front, &s, m, NULL);
 		r = request("GET", "/ready", NULL, NULL);
 		tap_ok(r.status == 503 && r.body.data &&
 			   strstr(r.body.data, "the container engine is not reachable") &&
@@ -1817,9 +1811,7 @@ static void test_engine_down(const char *type)
 		       "engine down: GET /ready -> 503 without the host's engine socket (%ld: %s)",
 		       r.status, r.body.data ? r.body.data : "");
 		reply_release(&r);
-		http_restore(&saved);
-		sbx_http_stop(http);
-		sbx_mcp_free(mcp);
+		front_stop(&front);
 	}
 	sbx_manager_free(m);
 	sbx_engine_free(e);
@@ -1861,12 +1853,10 @@ static void test_ready(const char *type, const char *url)
 	struct sbx_error err = SBX_ERROR_INIT;
 	struct ready_burst b[READY_THREADS] = {{0}};
 	struct tcp_relay *relay = NULL;
-	struct http_target saved;
+	struct front front;
 	struct sbx_settings s;
 	sbx_engine *e = NULL;
 	sbx_manager *m = NULL;
-	sbx_mcp *mcp = NULL;
-	sbx_http *http = NULL;
 	char set[256], tcp_url[64];
 	struct timespec t0;
 	struct reply r;
@@ -1900,19 +1890,10 @@ static void test_ready(const char *type, const char *url)
 	}
 	{
 		struct sbx_engine_config ec = {.type = type, .url = tcp_url, .timeout_ms = 5000};
-		struct sbx_mcp_config mc = {.settings = &s};
 		if (sbx_engine_open(&ec, &e, &err) < 0 || sbx_manager_new(&s, e, &m, &err) < 0)
 			tap_bail(err.msg);
-		mc.manager = m;
-		if (sbx_mcp_new(&mc, &mcp, &err) < 0)
-			tap_bail(err.msg);
 	}
-	{
-		const struct sbx_http_config hc = {.settings = &s, .mcp = mcp, .manager = m};
-		if (sbx_http_start(&hc, &http, &err) < 0)
-			tap_bail(err.msg);
-	}
-	saved = http_use(sbx_http_port(http), false);
+	front_start(&front, &s, m, NULL);
 
 	r = request("GET", "/ready", NULL, NULL);
 	tap_ok(r.status == 200 && r.body.data && strstr(r.body.data, "\"status\":\"ready\"") &&
@@ -1967,9 +1948,7 @@ static void test_ready(const char *type, const char *url)
 	       "... in words that do not show the engine's address %s", tcp_url);
 	reply_release(&r);
 
-	http_restore(&saved);
-	sbx_http_stop(http);
-	sbx_mcp_free(mcp);
+	front_stop(&front);
 	sbx_manager_free(m);
 	sbx_engine_free(e);
 	sbx_settings_release(&s);
