@@ -10,6 +10,7 @@
  * cancelling like notifications/cancelled.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -92,7 +93,8 @@ static sbx_mcp_session *new_session(void)
 	struct sbx_error err = SBX_ERROR_INIT;
 	sbx_mcp_session *s;
 
-	if (sbx_mcp_session_new(mcp, SBX_MCP_TRANSPORT_STREAMABLE, SBX_OWNER_DEFAULT, &s, &err) < 0)
+	if (sbx_mcp_session_new(mcp, SBX_MCP_TRANSPORT_STREAMABLE, SBX_OWNER_DEFAULT, NULL, &s,
+				&err) < 0)
 		tap_bail(err.msg);
 	return s;
 }
@@ -714,6 +716,16 @@ static int fake_tools_call(const struct sbx_tool_ctx *ctx, const char *name,
 	} else if (strcmp(name, "log") == 0) {
 		sbx_tools_log(ctx, SBX_LOG_INFO, "info %d", 1);
 		sbx_tools_log(ctx, SBX_LOG_WARNING, "warning %d", 2);
+	} else if (strcmp(name, "limits") == 0) {
+		char text[160];
+		const struct sbx_auth_limits *l = ctx->limits;
+		snprintf(text, sizeof(text),
+			 "{\"content\":[{\"type\":\"text\",\"text\":\"%s %" PRId64 " %" PRId64
+			 " %" PRId64 " %" PRId64 " %" PRId64 "\"}]}",
+			 ctx->owner, l ? l->sandboxes : -9, l ? l->calls : -9, l ? l->memory : -9,
+			 l ? l->nano_cpus : -9, l ? l->installs : -9);
+		*ret_result = json_tokener_parse(text);
+		return *ret_result ? 0 : -ENOMEM;
 	}
 	*ret_result = json_tokener_parse("{\"content\":[{\"type\":\"text\",\"text\":\"done\"}]}");
 	return *ret_result ? 0 : -ENOMEM;
@@ -1047,6 +1059,34 @@ static void test_log_level(void)
 	sbx_mcp_session_unref(s);
 }
 
+/* The session keeps the limits of the key it was opened with, and every
+ * tools/call sees them; a session opened without any has none (-1). */
+static void test_limits(void)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_auth_limits l = {2, 3, 1 << 20, 500000000, 1};
+	sbx_mcp_session *s, *d = new_session();
+	char *reply;
+	const char *call = "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/call\",\"params\":{"
+			   "\"name\":\"limits\"}}";
+
+	if (sbx_mcp_session_new(mcp, SBX_MCP_TRANSPORT_SSE, "alice", &l, &s, &err) < 0)
+		tap_bail(err.msg);
+	l.sandboxes = 99; /* copied: the session's stay */
+	initialize(s, "2025-06-18");
+	initialize(d, "2025-06-18");
+	reply = run_text(s, call, NULL);
+	tap_ok(reply && strstr(reply, "\"alice 2 3 1048576 500000000 1\""),
+	       "a tools/call sees the owner and the limits the session was opened with");
+	free(reply);
+	reply = run_text(d, call, NULL);
+	tap_ok(reply && strstr(reply, "\"default -1 -1 -1 -1 -1\""),
+	       "a session opened without limits has none (-1 each)");
+	free(reply);
+	sbx_mcp_session_unref(s);
+	sbx_mcp_session_unref(d);
+}
+
 int main(void)
 {
 	struct sbx_error err = SBX_ERROR_INIT;
@@ -1067,6 +1107,7 @@ int main(void)
 	test_gone();
 	test_progress();
 	test_log_level();
+	test_limits();
 	sbx_mcp_free(mcp);
 	return tap_done();
 }

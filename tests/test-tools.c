@@ -225,6 +225,9 @@ static struct json_object *tool_in(struct json_object *list, const char *name)
 	return NULL;
 }
 
+/* The key limits call_as passes (NULL: none). */
+static const struct sbx_auth_limits *call_limits;
+
 /* Calls NAME with ARGS (JSON text, or NULL for no arguments) as OWNER
  * speaking VERSION. Checks the result's shape for that version: one text
  * item first; on success the text parses to an object that matches the
@@ -236,6 +239,7 @@ static int call_as(sbx_manager *m, const struct sbx_settings *s, const char *own
 	struct sbx_tool_ctx ctx = {.manager = m,
 				   .settings = s,
 				   .owner = owner,
+				   .limits = call_limits,
 				   .public_url = PUBLIC_URL,
 				   .link_key = link_key,
 				   .protocol_version = version,
@@ -1462,6 +1466,73 @@ static void test_delete(void)
 		     "sandbox_id missing");
 }
 
+/* Creates NAME as OWNER; true when it was created. */
+static bool quota_create(const char *owner, const char *name, struct call *c)
+{
+	char args[128];
+
+	snprintf(args, sizeof(args), "{\"name\":\"%s\"}", name);
+	return call_as(mgr, &settings, owner, SBX_MCP_VERSION_LATEST, "create_sandbox", args, c) ==
+		   0 &&
+	       !c->is_error;
+}
+
+static void quota_delete(const char *owner, const char *name)
+{
+	struct call c;
+	char args[128];
+	int r;
+
+	snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\"}", name);
+	r = call_as(mgr, &settings, owner, SBX_MCP_VERSION_LATEST, "delete_sandbox", args, &c);
+	tap_ok(r == 0 && !c.is_error, "%s deletes %s: %s", owner, name, c.text);
+	call_release(&c);
+}
+
+/* A key's `sandboxes`: exactly that many at once, the next refused with a
+ * message naming the limit, the count and what to delete; another tenant
+ * with the same limit is not affected; a deleted one frees its slot. */
+static void test_quota_sandboxes(void)
+{
+	const struct sbx_auth_limits two = {2, -1, -1, -1, -1};
+	struct call c;
+	bool ok;
+
+	call_limits = &two;
+	ok = quota_create("quota-a", "qa-1", &c);
+	call_release(&c);
+	ok = ok && quota_create("quota-a", "qa-2", &c);
+	tap_ok(ok, "with sandboxes=2 a tenant creates 2: %s", c.text);
+	call_release(&c);
+	ok = quota_create("quota-a", "qa-3", &c);
+	tap_ok(
+	    !ok && c.is_error &&
+		strstr(c.text, "tenant \"quota-a\" may have at most 2 sandboxes") &&
+		strstr(c.text, "sandboxes limit of its API key") && strstr(c.text, "has 2") &&
+		strstr(c.text, "delete_sandbox") && strstr(c.text, "qa-1") &&
+		strstr(c.text, "qa-2"),
+	    "the third is refused, naming the limit, the count, its sandboxes and what to do: %s",
+	    c.text);
+	call_release(&c);
+	ok = quota_create("quota-b", "qb-1", &c);
+	tap_ok(ok, "another tenant with the same limit still creates: %s", c.text);
+	call_release(&c);
+	call_limits = NULL;
+	ok = quota_create("quota-a", "qa-3", &c);
+	tap_ok(ok, "the same tenant without the limit (another key) creates: %s", c.text);
+	call_release(&c);
+	call_limits = &two;
+	quota_delete("quota-a", "qa-3");
+	quota_delete("quota-a", "qa-1");
+	ok = quota_create("quota-a", "qa-4", &c);
+	tap_ok(ok, "after a delete it may create again: %s", c.text);
+	call_release(&c);
+	call_limits = NULL;
+	quota_delete("quota-a", "qa-2");
+	quota_delete("quota-a", "qa-4");
+	quota_delete("quota-b", "qb-1");
+}
+
 static void test_upload(void)
 {
 	struct call c;
@@ -2022,6 +2093,7 @@ int main(int argc, char **argv)
 	test_link_secret();
 	test_timeout_cap();
 	test_delete();
+	test_quota_sandboxes();
 	test_upload();
 	tap_ok(sbx_sandbox_delete(mgr, "default", sandbox_id, &err) == 0, "delete the sandbox (%s)",
 	       err.msg);

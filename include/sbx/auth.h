@@ -46,6 +46,8 @@ struct sbx_auth_limits {
 	int64_t nano_cpus; /* per sandbox */
 	int64_t installs;  /* package installs at once */
 };
+/* No limit set. */
+#define SBX_AUTH_LIMITS_NONE ((struct sbx_auth_limits){-1, -1, -1, -1, -1})
 
 enum sbx_auth_method {
 	SBX_AUTH_METHOD_NONE,	 /* nothing checked (auth.mode = none, or no keys file) */

@@ -24,6 +24,7 @@
 #include <stddef.h>
 
 #include "sbx/artifact.h"
+#include "sbx/auth.h"
 #include "sbx/error.h"
 #include "sbx/sandbox.h"
 #include "sbx/settings.h"
@@ -78,9 +79,11 @@ int sbx_mcp_set_public_url(sbx_mcp *m, const char *url);
 /* 1 when V is one of SBX_MCP_VERSIONS. */
 bool sbx_mcp_version_supported(const char *v);
 
-/* A session acting for OWNER (the tenant that owns its sandboxes). */
+/* A session acting for OWNER (the tenant that owns its sandboxes), under
+ * LIMITS (the quotas of the key it was opened with, copied; NULL: none). */
 int sbx_mcp_session_new(sbx_mcp *m, enum sbx_mcp_transport transport, const char *owner,
-			sbx_mcp_session **ret_session, struct sbx_error *err);
+			const struct sbx_auth_limits *limits, sbx_mcp_session **ret_session,
+			struct sbx_error *err);
 sbx_mcp_session *sbx_mcp_session_ref(sbx_mcp_session *s);
 sbx_mcp_session *sbx_mcp_session_unref(sbx_mcp_session *s);
 /* The negotiated protocol version; NULL until initialize succeeded. */

@@ -246,6 +246,13 @@ const char *sbx_manager_instance(const sbx_manager *m);
  * 1..SBX_SANDBOX_NAME_MAX of [A-Za-z0-9_.-] and unique per owner (-EEXIST). */
 int sbx_sandbox_create(sbx_manager *m, const char *owner, const char *name, sbx_sandbox **ret_sb,
 		       struct sbx_error *err);
+/* The same for an OWNER that may have at most MAX_MINE sandboxes at once
+ * (its key's quota; negative: no limit but the server's). Counted under the
+ * manager's lock with the server's sandbox.max_sandboxes, which still applies
+ * first: two creates at once cannot both pass. Past it -EDQUOT, with a
+ * message naming the limit, the count and OWNER's sandboxes to delete. */
+int sbx_sandbox_create_quota(sbx_manager *m, const char *owner, const char *name, int64_t max_mine,
+			     sbx_sandbox **ret_sb, struct sbx_error *err);
 /* Finds a sandbox by id, or by name when no id matches. */
 int sbx_sandbox_get(sbx_manager *m, const char *owner, const char *id_or_name, sbx_sandbox **ret_sb,
 		    struct sbx_error *err);

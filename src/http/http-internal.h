@@ -208,14 +208,15 @@ struct sbx_session_table;
  * peer (0: no limit), for H. */
 int sbx_session_table_new(struct sbx_http *h, struct sbx_session_table **ret_t);
 struct sbx_session_table *sbx_session_table_free(struct sbx_session_table *t);
-/* A new session of PEER for TENANT with a fresh random id, in the table;
+/* A new session of PEER for PRINCIPAL (its tenant and limits; NULL: the
+ * default tenant, no limits) with a fresh random id, in the table;
  * returns a reference. When the table, or PEER's share of it, is full, the least
  * recently used idle Streamable HTTP session (of PEER, for its share) is
  * evicted (closed as if expired); -EBUSY with a message naming the limit
  * when none is idle (every one runs a call or is an open SSE stream). */
 int sbx_session_table_add(struct sbx_session_table *t, sbx_mcp *mcp,
 			  enum sbx_mcp_transport transport, const struct sbx_peer *peer,
-			  const char *tenant, struct sbx_http_session **ret_s,
+			  const struct sbx_principal *principal, struct sbx_http_session **ret_s,
 			  struct sbx_error *err);
 /* A reference to the live session ID of TRANSPORT, NULL when unknown,
  * removed or expired, or when TENANT (NULL: any) is not its tenant: another

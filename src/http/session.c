@@ -237,7 +237,7 @@ static int make_room(struct sbx_session_table *t, const struct sbx_peer *peer,
 
 int sbx_session_table_add(struct sbx_session_table *t, sbx_mcp *mcp,
 			  enum sbx_mcp_transport transport, const struct sbx_peer *peer,
-			  const char *tenant, struct sbx_http_session **ret_s,
+			  const struct sbx_principal *principal, struct sbx_http_session **ret_s,
 			  struct sbx_error *err)
 {
 	struct sbx_http_session *s = calloc(1, sizeof(*s)), *dead[66];
@@ -251,8 +251,10 @@ int sbx_session_table_add(struct sbx_session_table *t, sbx_mcp *mcp,
 		free(s);
 		return sbx_error_set(err, r, "session: no random bytes");
 	}
-	snprintf(s->tenant, sizeof(s->tenant), "%s", tenant ? tenant : SBX_TENANT_DEFAULT);
-	r = sbx_mcp_session_new(mcp, transport, s->tenant, &s->mcp, err);
+	snprintf(s->tenant, sizeof(s->tenant), "%s",
+		 principal ? principal->tenant : SBX_TENANT_DEFAULT);
+	r = sbx_mcp_session_new(mcp, transport, s->tenant, principal ? &principal->limits : NULL,
+				&s->mcp, err);
 	if (r < 0) {
 		free(s);
 		return r;

@@ -183,7 +183,7 @@ enum MHD_Result sbx_sse_open(struct sbx_http_request *rq)
 		return MHD_NO;
 	st->http = h;
 	r = sbx_session_table_add(h->sessions, h->mcp, SBX_MCP_TRANSPORT_SSE, &rq->peer,
-				  rq->principal.tenant, &st->session, &err);
+				  &rq->principal, &st->session, &err);
 	if (r < 0) {
 		free(st);
 		if (r == -EBUSY)

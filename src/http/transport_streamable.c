@@ -397,7 +397,7 @@ static enum MHD_Result handle_post(struct sbx_http_request *rq)
 			    "Bad Request: Mcp-Session-Id header is required");
 		}
 		r = sbx_session_table_add(h->sessions, h->mcp, SBX_MCP_TRANSPORT_STREAMABLE,
-					  &rq->peer, rq->principal.tenant, &s, &err);
+					  &rq->peer, &rq->principal, &s, &err);
 		if (r < 0) {
 			sbx_mcp_input_free(in);
 			if (r == -EBUSY)

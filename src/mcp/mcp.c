@@ -88,6 +88,7 @@ struct sbx_mcp_session {
 	atomic_int refs;
 	enum sbx_mcp_transport transport;
 	char *owner;
+	struct sbx_auth_limits limits; /* of the key it was opened with */
 	pthread_mutex_t lock;	       /* guards the fields below */
 	char version[MCP_VERSION_MAX]; /* "" until initialize succeeded */
 	bool initialized_notified;
@@ -189,7 +190,8 @@ bool sbx_mcp_version_supported(const char *v)
 }
 
 int sbx_mcp_session_new(sbx_mcp *m, enum sbx_mcp_transport transport, const char *owner,
-			sbx_mcp_session **ret_session, struct sbx_error *err)
+			const struct sbx_auth_limits *limits, sbx_mcp_session **ret_session,
+			struct sbx_error *err)
 {
 	sbx_mcp_session *s = calloc(1, sizeof(*s));
 
@@ -198,6 +200,7 @@ int sbx_mcp_session_new(sbx_mcp *m, enum sbx_mcp_transport transport, const char
 		return sbx_error_set(err, -ENOMEM, "mcp session: out of memory");
 	}
 	s->mcp = m;
+	s->limits = limits ? *limits : SBX_AUTH_LIMITS_NONE;
 	atomic_init(&s->refs, 1);
 	s->transport = transport;
 	s->log_level = SBX_LOG_INFO;
@@ -910,6 +913,7 @@ static void do_tools_call(sbx_mcp_session *s, const char *version, struct json_o
 		    .manager = s->mcp->manager,
 		    .settings = s->mcp->settings,
 		    .owner = s->owner,
+		    .limits = &s->limits,
 		    .public_url = url,
 		    .link_key = s->mcp->link_key,
 		    .protocol_version = version,

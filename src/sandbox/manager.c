@@ -740,13 +740,14 @@ static int by_last_used(const void *a, const void *b)
 	return (x->used_ms > y->used_ms) - (x->used_ms < y->used_ms);
 }
 
-/* Under m->lock. The error at sandbox.max_sandboxes, naming OWNER's least
- * recently used sandboxes, which the caller may delete. */
-static int limit_error_locked(sbx_manager *m, const char *owner, struct sbx_error *err)
+/* Under m->lock. Writes OWNER's least recently used sandboxes into LIST
+ * (for an error that asks to delete one); returns how many OWNER has. */
+static size_t lru_list_locked(sbx_manager *m, const char *owner, char *list, size_t size)
 {
 	sbx_sandbox *lru[LRU_NAMED];
-	char list[SBX_ERROR_MSG_MAX / 2] = "";
 	size_t n = 0, mine = 0, len = 0;
+
+	list[0] = '\0';
 
 	for (size_t i = 0; i < m->n; i++) {
 		sbx_sandbox *sb = m->table[i];
@@ -762,15 +763,25 @@ static int limit_error_locked(sbx_manager *m, const char *owner, struct sbx_erro
 			continue;
 		qsort(lru, n, sizeof(*lru), by_last_used);
 	}
-	for (size_t i = 0; i < n && len < sizeof(list); i++) {
+	for (size_t i = 0; i < n && len < size; i++) {
 		char used[32];
 		iso_time(lru[i]->last_used, used, sizeof(used));
 		len +=
-		    (size_t)snprintf(list + len, sizeof(list) - len, "%s%s (name \"%.64s\", %s%s)",
+		    (size_t)snprintf(list + len, size - len, "%s%s (name \"%.64s\", %s%s)",
 				     i ? "; " : "", lru[i]->id, lru[i]->name,
 				     lru[i]->death != SBX_DEATH_NONE ? "dead, " : "last used ",
 				     lru[i]->death != SBX_DEATH_NONE ? "it no longer runs" : used);
 	}
+	return mine;
+}
+
+/* Under m->lock. The error at sandbox.max_sandboxes, naming OWNER's least
+ * recently used sandboxes, which the caller may delete. */
+static int limit_error_locked(sbx_manager *m, const char *owner, struct sbx_error *err)
+{
+	char list[SBX_ERROR_MSG_MAX / 2];
+	size_t mine = lru_list_locked(m, owner, list, sizeof(list));
+
 	if (mine == 0)
 		return sbx_error_set(err, -EBUSY,
 				     "the server already runs its limit of %" PRId64
@@ -786,11 +797,37 @@ static int limit_error_locked(sbx_manager *m, const char *owner, struct sbx_erro
 	    m->s->sandbox.max_sandboxes, mine, list);
 }
 
-/* Under m->lock. Checks the limit and the name and adds sb to the table. */
-static int reserve_locked(sbx_manager *m, sbx_sandbox *sb, struct sbx_error *err)
+/* Under m->lock. The sandboxes OWNER has now, those still being created
+ * included (they hold their slot), those being deleted not. */
+static size_t owned_locked(sbx_manager *m, const char *owner)
 {
+	size_t n = 0;
+
+	for (size_t i = 0; i < m->n; i++)
+		if (m->table[i]->end == SBX_END_NONE && strcmp(m->table[i]->owner, owner) == 0)
+			n++;
+	return n;
+}
+
+/* Under m->lock. Checks the limits (the server's, then OWNER's MAX_MINE when
+ * not negative) and the name and adds sb to the table. */
+static int reserve_locked(sbx_manager *m, sbx_sandbox *sb, int64_t max_mine, struct sbx_error *err)
+{
+	size_t mine;
+
 	if (m->n >= (size_t)m->s->sandbox.max_sandboxes)
 		return limit_error_locked(m, sb->owner, err);
+	if (max_mine >= 0 && (mine = owned_locked(m, sb->owner)) >= (uint64_t)max_mine) {
+		char list[SBX_ERROR_MSG_MAX / 2];
+		lru_list_locked(m, sb->owner, list, sizeof(list));
+		return sbx_error_set(
+		    err, -EDQUOT,
+		    "tenant \"%s\" may have at most %" PRId64
+		    " sandboxes at once (the sandboxes limit of its API key) and has %zu: "
+		    "delete one you no longer need with delete_sandbox and try again, or reuse "
+		    "one. Your dead and least recently used: %s",
+		    sb->owner, max_mine, mine, list[0] ? list : "none yet ready");
+	}
 	for (size_t i = 0; i < m->n; i++)
 		if (strcmp(m->table[i]->owner, sb->owner) == 0 &&
 		    (strcmp(m->table[i]->name, sb->name) == 0 ||
@@ -806,6 +843,12 @@ static int reserve_locked(sbx_manager *m, sbx_sandbox *sb, struct sbx_error *err
 
 int sbx_sandbox_create(sbx_manager *m, const char *owner, const char *name, sbx_sandbox **ret_sb,
 		       struct sbx_error *err)
+{
+	return sbx_sandbox_create_quota(m, owner, name, -1, ret_sb, err);
+}
+
+int sbx_sandbox_create_quota(sbx_manager *m, const char *owner, const char *name, int64_t max_mine,
+			     sbx_sandbox **ret_sb, struct sbx_error *err)
 {
 	char id[SBX_SANDBOX_ID_MAX + 1];
 	struct sbx_pool_entry *e = NULL;
@@ -834,7 +877,8 @@ again:
 	sb = record_new(m, e ? e->id : id, name, owner, time(NULL));
 	if (sb)
 		sb->pooled = e != NULL;
-	r = sb ? reserve_locked(m, sb, err) : sbx_error_set(err, -ENOMEM, "out of memory");
+	r = sb ? reserve_locked(m, sb, max_mine, err)
+	       : sbx_error_set(err, -ENOMEM, "out of memory");
 	if (r < 0 && e)
 		sbx_pool_give_back_locked(m, SBX_TAKE(e));
 	pthread_mutex_unlock(&m->lock);

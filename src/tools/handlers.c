@@ -244,11 +244,13 @@ int sbx_tool_create_sandbox(const struct sbx_tool_ctx *ctx, struct json_object *
 	const char *hint;
 	int r;
 
-	r = sbx_sandbox_create(ctx->manager, owner_of(ctx), arg_str(args, "name"), &sb, &err);
+	r = sbx_sandbox_create_quota(ctx->manager, owner_of(ctx), arg_str(args, "name"),
+				     ctx->limits ? ctx->limits->sandboxes : -1, &sb, &err);
 	if (r < 0) {
 		switch (r) {
 		case -EEXIST:
 		case -EINVAL:
+		case -EDQUOT:
 			hint = NULL; /* the manager's message says it all */
 			break;
 		case -EBUSY:

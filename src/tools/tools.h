@@ -14,6 +14,7 @@
 #include <json-c/json.h>
 
 #include "sbx/artifact.h"
+#include "sbx/auth.h"
 #include "sbx/buf.h"
 #include "sbx/error.h"
 #include "sbx/mcp.h"
@@ -40,6 +41,7 @@ struct sbx_tool_ctx {
 	sbx_manager *manager;
 	const struct sbx_settings *settings;
 	const char *owner;			 /* the tenant the session acts for */
+	const struct sbx_auth_limits *limits;	 /* its key's quotas; NULL: none */
 	const char *public_url;			 /* base of artifact links, no trailing slash */
 	const sbx_link_key *link_key;		 /* signs them (settings->server.link_ttl) */
 	const char *protocol_version;		 /* negotiated: newer result fields are left out */

@@ -49,10 +49,10 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	http.public_url = strdup("https://mcp.example.com:8443/base");
 	if (!http.listen_host || !http.public_url || sbx_http_parse_public_url(&http) < 0 ||
 	    sbx_session_table_new(&http, &http.sessions) < 0 ||
-	    sbx_session_table_add(http.sessions, mcp, SBX_MCP_TRANSPORT_STREAMABLE, &peer,
-				  SBX_TENANT_DEFAULT, &sessions[0], &err) < 0 ||
-	    sbx_session_table_add(http.sessions, mcp, SBX_MCP_TRANSPORT_SSE, &peer,
-				  SBX_TENANT_DEFAULT, &sessions[1], &err) < 0)
+	    sbx_session_table_add(http.sessions, mcp, SBX_MCP_TRANSPORT_STREAMABLE, &peer, NULL,
+				  &sessions[0], &err) < 0 ||
+	    sbx_session_table_add(http.sessions, mcp, SBX_MCP_TRANSPORT_SSE, &peer, NULL,
+				  &sessions[1], &err) < 0)
 		abort();
 	return 0;
 }

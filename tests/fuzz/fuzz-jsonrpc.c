@@ -197,7 +197,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (sbx_mcp_session_new(mcp,
 				size % 3 ? SBX_MCP_TRANSPORT_STREAMABLE : SBX_MCP_TRANSPORT_SSE,
-				SBX_OWNER_DEFAULT, &s, &err) < 0)
+				SBX_OWNER_DEFAULT, NULL, &s, &err) < 0)
 		abort();
 	run_on(s, body, size); /* before initialize */
 	initialize(s, versions[size % 4]);
