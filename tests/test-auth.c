@@ -427,6 +427,13 @@ static void test_reload(void)
 	ms = wait_for(a, bob, "bob", false, 2500);
 	tap_ok(ms >= 0 && ms <= 2000, "the running store refuses bob's key after %" PRId64 " ms",
 	       ms);
+	{
+		struct sbx_principal bp = {.method = SBX_AUTH_METHOD_API_KEY, .tenant = "bob"};
+		memcpy(bp.key_id, id, sizeof(bp.key_id));
+		tap_is_int(sbx_auth_principal_live(a, &bp), -EKEYREVOKED,
+			   "a principal of bob's revoked key: -EKEYREVOKED");
+		tap_is_int(sbx_auth_key_id_live(a, id), -EKEYREVOKED, "... its key id too");
+	}
 
 	tap_is_int(add_key("dave", NULL, dave), 0, "keys add dave in another process");
 	ms = wait_for(a, dave, "dave", true, 2500);
@@ -444,25 +451,56 @@ static void test_reload(void)
 	tap_ok(ms >= 0 && !accepted(a, alice, "alice"),
 	       "both of alice's keys refused after %" PRId64 " ms", ms);
 
-	/* A broken file: the last good keys stay, and edits refuse it. */
-	good = read_text(keys_path);
-	if (asprintf(&broken, "%sdave 0123456789ab tooshort 2025-01-01T00:00:00Z\n", good) < 0)
-		tap_bail("asprintf");
-	write_text(keys_path, broken, 0600);
-	poll(NULL, 0, 1300);
-	tap_ok(accepted(a, dave, "dave"), "after a broken line, dave's key still accepted");
+	/* A broken file fails closed: no key is accepted (the edit that broke
+	 * it may have been a revocation), the status says why; edits refuse it. */
+	{
+		struct sbx_principal dp;
+		struct sbx_error se = SBX_ERROR_INIT;
+		uint64_t gen;
+		tap_ok(check(a, IN_HEADER, dave, &dp, &se) == 0, "dave's principal");
+		tap_is_int(sbx_auth_principal_live(a, &dp), 0, "... is live");
+		gen = sbx_auth_refresh(a);
+		good = read_text(keys_path);
+		if (asprintf(&broken, "%sdave 0123456789ab tooshort 2025-01-01T00:00:00Z\n", good) <
+		    0)
+			tap_bail("asprintf");
+		write_text(keys_path, broken, 0600);
+		poll(NULL, 0, 1300);
+		tap_ok(sbx_auth_refresh(a) != gen, "a broken file changes the generation");
+		se = (struct sbx_error)SBX_ERROR_INIT;
+		tap_is_int(check(a, IN_HEADER, dave, &dp, &se), -EIO,
+			   "after a broken line, dave's key is not accepted: -EIO (%s)", se.msg);
+		tap_is_int(sbx_auth_principal_live(a, &dp), -EIO,
+			   "... his principal's state cannot be told (-EIO)");
+		se = (struct sbx_error)SBX_ERROR_INIT;
+		tap_ok(sbx_auth_status(a, &se) == -EIO && strstr(se.msg, "line ") &&
+			   !strstr(se.msg, "tooshort"),
+		       "sbx_auth_status says why, naming the line, not its text (%s)", se.msg);
+	}
 	rc = RUN(&o, &e, "keys", "add", "frank");
 	tap_ok(rc == 1 && strstr(e.data, "line ") && o.len == 0,
 	       "keys add refuses the broken file, naming the line (%s)", e.data);
 	rc = RUN(&o, &e, "keys", "list");
 	tap_ok(rc == 1 && strstr(e.data, "digest"), "keys list too (%s)", e.data);
 	write_text(keys_path, good, 0600);
+	ms = wait_for(a, dave, "dave", true, 2500);
+	tap_ok(ms >= 0, "mended: dave's key accepted again after %" PRId64 " ms", ms);
+	{
+		struct sbx_error se = SBX_ERROR_INIT;
+		tap_is_int(sbx_auth_status(a, &se), 0, "... and the status is fine");
+	}
 
-	/* Made group-writable: refused at open and by the commands, and a
-	 * running store keeps what it had. */
+	/* Made group-writable: refused at open and by the commands, and by a
+	 * running store too. */
 	chmod(keys_path, 0620);
-	poll(NULL, 0, 1300);
-	tap_ok(accepted(a, dave, "dave"), "a group-writable file on reload: the last keys stay");
+	ms = wait_for(a, dave, "dave", false, 2500);
+	tap_ok(ms >= 0, "a group-writable file on reload: no key accepted after %" PRId64 " ms",
+	       ms);
+	{
+		struct sbx_error se = SBX_ERROR_INIT;
+		tap_ok(sbx_auth_status(a, &se) == -EIO && strstr(se.msg, "writable"),
+		       "... the status says why (%s)", se.msg);
+	}
 	chmod(keys_path, 0600);
 	tap_is_int(add_key("erin", NULL, erin), 0, "keys add once it is 0600 again");
 	ms = wait_for(a, erin, "erin", true, 2500);

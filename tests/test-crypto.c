@@ -501,56 +501,56 @@ static void test_link_sign(void)
 	unlink(path);
 	snprintf(exp, sizeof(exp), "%lld", (long long)e);
 
-	expected_sig(secret, "v1\nab12\ndir one/p.png\n1700000060", want);
-	tap_ok(sbx_link_sign(k, "ab12", "dir one/p.png", e, sig) == 0 && !strcmp(sig, want),
-	       "a signature is base64url(HMAC-SHA256(secret, \"v1\\nID\\nPATH\\nEXP\")), "
-	       "unpadded: %s",
+	expected_sig(secret, "v2\nab12\ndir one/p.png\n1700000060\n", want);
+	tap_ok(sbx_link_sign(k, "ab12", "dir one/p.png", "", e, sig) == 0 && !strcmp(sig, want),
+	       "a signature is base64url(HMAC-SHA256(secret, \"v2\\nID\\nPATH\\nEXP\\nKID\")), "
+	       "unpadded, KID empty: %s",
 	       sig);
 	{
 		_cleanup_free_ char *url =
-		    sbx_artifact_link(k, "http://h:1/", "ab12", "dir one/p.png", e);
+		    sbx_artifact_link(k, "http://h:1/", "ab12", "dir one/p.png", "", e);
 		char expect[256];
 		snprintf(expect, sizeof(expect),
 			 "http://h:1/artifacts/ab12/dir%%20one/p.png?exp=%s&sig=%s", exp, want);
 		tap_is_str(url, expect, "a link is the path, then ?exp=EXP&sig=SIG");
 	}
-	tap_is_int(sbx_link_verify(k, "ab12", "dir one/p.png", exp, sig, now), 0,
+	tap_is_int(sbx_link_verify(k, "ab12", "dir one/p.png", NULL, exp, sig, now), 0,
 		   "a link verifies");
-	tap_is_int(sbx_link_verify(k, "ab12", "dir one/p.png", exp, sig, e), 0,
+	tap_is_int(sbx_link_verify(k, "ab12", "dir one/p.png", NULL, exp, sig, e), 0,
 		   "... until its second EXP itself");
-	tap_is_int(sbx_link_verify(k, "ab12", "dir one/p.png", exp, sig, e + 1), -EKEYEXPIRED,
+	tap_is_int(sbx_link_verify(k, "ab12", "dir one/p.png", NULL, exp, sig, e + 1), -EKEYEXPIRED,
 		   "an expired link is told as expired");
-	tap_is_int(sbx_link_verify(other, "ab12", "dir one/p.png", exp, sig, now), -EACCES,
+	tap_is_int(sbx_link_verify(other, "ab12", "dir one/p.png", NULL, exp, sig, now), -EACCES,
 		   "another secret's key refuses it");
 	for (size_t i = 0; i < SBX_LINK_SIG_LEN; i += 7) {
 		snprintf(bad, sizeof(bad), "%s", sig);
 		bad[i] = bad[i] == 'A' ? 'B' : 'A';
-		tap_is_int(sbx_link_verify(k, "ab12", "dir one/p.png", exp, bad, now), -EACCES,
+		tap_is_int(sbx_link_verify(k, "ab12", "dir one/p.png", NULL, exp, bad, now), -EACCES,
 			   "a signature with character %zu changed is refused", i);
 	}
 	/* The last character carries 2 unused bits: another spelling of the same
 	 * bytes is still refused (the signature is compared as text). */
 	snprintf(bad, sizeof(bad), "%s", sig);
 	bad[SBX_LINK_SIG_LEN - 1] ^= 1;
-	tap_is_int(sbx_link_verify(k, "ab12", "dir one/p.png", exp, bad, now), -EACCES,
+	tap_is_int(sbx_link_verify(k, "ab12", "dir one/p.png", NULL, exp, bad, now), -EACCES,
 		   "a flipped bit in the last character is refused");
-	tap_is_int(sbx_link_verify(k, "ab12", "dir one/q.png", exp, sig, now), -EACCES,
+	tap_is_int(sbx_link_verify(k, "ab12", "dir one/q.png", NULL, exp, sig, now), -EACCES,
 		   "the signature of another path is refused");
-	tap_is_int(sbx_link_verify(k, "ab12", "dir one/p.png/", exp, sig, now), -EACCES,
+	tap_is_int(sbx_link_verify(k, "ab12", "dir one/p.png/", NULL, exp, sig, now), -EACCES,
 		   "... a path one byte longer too");
-	tap_is_int(sbx_link_verify(k, "ab13", "dir one/p.png", exp, sig, now), -EACCES,
+	tap_is_int(sbx_link_verify(k, "ab13", "dir one/p.png", NULL, exp, sig, now), -EACCES,
 		   "the signature for another sandbox id is refused");
 	snprintf(bad, sizeof(bad), "%lld", (long long)e + 1);
-	tap_is_int(sbx_link_verify(k, "ab12", "dir one/p.png", bad, sig, now), -EACCES,
+	tap_is_int(sbx_link_verify(k, "ab12", "dir one/p.png", NULL, bad, sig, now), -EACCES,
 		   "a changed exp is refused (not expired: invalid)");
 	snprintf(bad, sizeof(bad), "%lld", (long long)now - 10);
-	tap_is_int(sbx_link_verify(k, "ab12", "dir one/p.png", bad, sig, now), -EACCES,
+	tap_is_int(sbx_link_verify(k, "ab12", "dir one/p.png", NULL, bad, sig, now), -EACCES,
 		   "an exp changed to the past is invalid, not expired");
-	tap_is_int(sbx_link_verify(k, "ab12", "dir one/p.png", exp, NULL, now), -EACCES,
+	tap_is_int(sbx_link_verify(k, "ab12", "dir one/p.png", NULL, exp, NULL, now), -EACCES,
 		   "no sig is refused");
-	tap_is_int(sbx_link_verify(k, "ab12", "dir one/p.png", NULL, sig, now), -EACCES,
+	tap_is_int(sbx_link_verify(k, "ab12", "dir one/p.png", NULL, NULL, sig, now), -EACCES,
 		   "no exp is refused");
-	tap_is_int(sbx_link_verify(NULL, "ab12", "dir one/p.png", exp, sig, now), -EACCES,
+	tap_is_int(sbx_link_verify(NULL, "ab12", "dir one/p.png", NULL, exp, sig, now), -EACCES,
 		   "no key refuses every link");
 	{
 		static const char *const exps[] = {"",
@@ -563,7 +563,7 @@ static void test_link_sign(void)
 						   "0x10",
 						   "9999999999999999999"};
 		for (size_t i = 0; i < SBX_ARRAY_SIZE(exps); i++)
-			tap_is_int(sbx_link_verify(k, "ab12", "dir one/p.png", exps[i], sig, now),
+			tap_is_int(sbx_link_verify(k, "ab12", "dir one/p.png", NULL, exps[i], sig, now),
 				   -EACCES, "a malformed exp \"%s\" is refused", exps[i]);
 	}
 	{
@@ -579,16 +579,51 @@ static void test_link_sign(void)
 			/* The standard alphabet's spelling is only junk when it differs. */
 			if (junk[i] == std && !strcmp(std, sig))
 				continue;
-			tap_is_int(sbx_link_verify(k, "ab12", "dir one/p.png", exp, junk[i], now),
+			tap_is_int(sbx_link_verify(k, "ab12", "dir one/p.png", NULL, exp, junk[i], now),
 				   -EACCES, "a junk sig \"%s\" is refused", junk[i]);
 		}
 	}
 	/* A newline ends the id in what is signed: an id that holds one is never
 	 * signed, so (id "ab12", path "a\nb") cannot pass for (id "ab12\na", "b"). */
-	tap_ok(sbx_link_sign(k, "ab12", "a\nb", e, sig) == 0, "a path with a newline is signed");
-	tap_is_int(sbx_link_verify(k, "ab12\na", "b", exp, sig, now), -EACCES,
+	tap_ok(sbx_link_sign(k, "ab12", "a\nb", "", e, sig) == 0, "a path with a newline is signed");
+	tap_is_int(sbx_link_verify(k, "ab12\na", "b", NULL, exp, sig, now), -EACCES,
 		   "its signature does not pass for an id that holds the newline");
-	tap_is_int(sbx_link_sign(k, "ab12\na", "b", e, sig), -EINVAL, "such an id is never signed");
+	tap_is_int(sbx_link_sign(k, "ab12\na", "b", "", e, sig), -EINVAL, "such an id is never signed");
+
+	/* A key's id in the link: signed, in the query as kid=, not movable. */
+	{
+		char ksig[SBX_LINK_SIG_LEN + 1], kwant[64];
+		static const char *const bad_kids[] = {"", "0123456789a", "0123456789abc",
+						       "0123456789aB", "0123456789a\n", "../../x"};
+		expected_sig(secret, "v2\nab12\ndir one/p.png\n1700000060\n0123456789ab", kwant);
+		tap_ok(sbx_link_sign(k, "ab12", "dir one/p.png", "0123456789ab", e, ksig) == 0 &&
+			   !strcmp(ksig, kwant),
+		       "with a key id KID, the signed text ends with it");
+		{
+			_cleanup_free_ char *url = sbx_artifact_link(
+			    k, "http://h:1", "ab12", "dir one/p.png", "0123456789ab", e);
+			char expect[256];
+			snprintf(expect, sizeof(expect),
+				 "http://h:1/artifacts/ab12/dir%%20one/p.png?exp=%s&kid=0123456789ab&"
+				 "sig=%s",
+				 exp, kwant);
+			tap_is_str(url, expect, "... and the link carries it as &kid=");
+		}
+		tap_is_int(sbx_link_verify(k, "ab12", "dir one/p.png", "0123456789ab", exp, ksig, now),
+			   0, "... and verifies with it");
+		tap_is_int(sbx_link_verify(k, "ab12", "dir one/p.png", NULL, exp, ksig, now), -EACCES,
+			   "... not without it (kid= removed)");
+		tap_is_int(sbx_link_verify(k, "ab12", "dir one/p.png", "0123456789ac", exp, ksig, now),
+			   -EACCES, "... nor with another key's id");
+		tap_is_int(sbx_link_verify(k, "ab12", "dir one/p.png", "0123456789ab", exp, sig, now),
+			   -EACCES, "a link made without a key does not take a kid=");
+		for (size_t i = 0; i < SBX_ARRAY_SIZE(bad_kids); i++) {
+			tap_is_int(sbx_link_sign(k, "ab12", "x", bad_kids[i], e, ksig),
+				   *bad_kids[i] ? -EINVAL : 0, "sign with kid \"%s\"", bad_kids[i]);
+			tap_is_int(sbx_link_verify(k, "ab12", "dir one/p.png", bad_kids[i], exp, sig, now),
+				   -EACCES, "a malformed kid= \"%s\" is refused", bad_kids[i]);
+		}
+	}
 	sbx_link_key_free(k);
 	sbx_link_key_free(other);
 }
@@ -612,15 +647,15 @@ static void test_link_secret(void)
 		   st.st_size == 32 && st.st_uid == geteuid(),
 	       "a regular file of ours, mode 0600, 32 bytes");
 	r = sbx_link_key_open(tmpdir, &k2, &err);
-	tap_ok(r == 0 && sbx_link_sign(k, "ab12", "x", 5, sig1) == 0 &&
-		   sbx_link_sign(k2, "ab12", "x", 5, sig2) == 0 && !strcmp(sig1, sig2) &&
-		   sbx_link_verify(k2, "ab12", "x", "5", sig1, 1) == 0,
+	tap_ok(r == 0 && sbx_link_sign(k, "ab12", "x", "", 5, sig1) == 0 &&
+		   sbx_link_sign(k2, "ab12", "x", "", 5, sig2) == 0 && !strcmp(sig1, sig2) &&
+		   sbx_link_verify(k2, "ab12", "x", NULL, "5", sig1, 1) == 0,
 	       "a second open reads the same secret: a link of the first verifies with it");
 	sbx_link_key_free(k2);
 	k2 = NULL;
 	r = sbx_link_key_open(NULL, &k2, &err);
 	tap_ok(r == 0 && !sbx_link_key_persistent(k2) &&
-		   sbx_link_verify(k2, "ab12", "x", "5", sig1, 1) == -EACCES,
+		   sbx_link_verify(k2, "ab12", "x", NULL, "5", sig1, 1) == -EACCES,
 	       "without a folder: a random secret of its own");
 	sbx_link_key_free(k2);
 	k2 = NULL;

@@ -725,17 +725,25 @@ static void test_cancel_sse(void)
 }
 
 /* The path of a link to RELPATH of sandbox ID signed with the MCP layer's
- * key, ending at EXP, then EXTRA (e.g. "&x=1"). */
-static const char *signed_path(sbx_mcp *mcp, const char *id, const char *relpath, int64_t exp,
-			       const char *extra)
+ * key for the API key id KID ("": none), ending at EXP, then EXTRA (e.g.
+ * "&x=1"). */
+static const char *signed_path_kid(sbx_mcp *mcp, const char *id, const char *relpath,
+				   const char *kid, int64_t exp, const char *extra)
 {
 	static char path[512];
-	_cleanup_free_ char *url = sbx_artifact_link(sbx_mcp_link_key(mcp), "", id, relpath, exp);
+	_cleanup_free_ char *url =
+	    sbx_artifact_link(sbx_mcp_link_key(mcp), "", id, relpath, kid, exp);
 
 	if (!url)
 		tap_bail("sbx_artifact_link");
 	snprintf(path, sizeof(path), "%s%s", url, extra);
 	return path;
+}
+
+static const char *signed_path(sbx_mcp *mcp, const char *id, const char *relpath, int64_t exp,
+			       const char *extra)
+{
+	return signed_path_kid(mcp, id, relpath, "", exp, extra);
 }
 
 /* The route's order: a malformed path is 400 whatever its query; then a
@@ -2359,11 +2367,29 @@ static void test_auth(sbx_mcp *mcp, sbx_manager *manager)
 	sv.s.server.unsigned_links = true;
 	expect_status(request("GET", "/artifacts/nosuchsandbox/plot.png", NULL, NULL), 403,
 		      "keys: unsigned_links = true is ignored: an unsigned link -> 403");
-	expect_status(request("GET",
-			      signed_path(mcp, "nosuchsandbox", "plot.png", time(NULL) + 60, ""),
-			      NULL, NULL),
-		      404, "keys: a signed link needs no key (unknown sandbox -> 404)");
 	sv.s.server.unsigned_links = false;
+	{
+		char kid[SBX_KEY_ID_LEN + 1];
+		snprintf(kid, sizeof(kid), "%.*s", SBX_KEY_ID_LEN, alice + 4);
+		expect_status(request("GET",
+				      signed_path_kid(mcp, "nosuchsandbox", "plot.png", kid,
+						      time(NULL) + 60, ""),
+				      NULL, NULL),
+			      404,
+			      "keys: a link signed for alice's key needs no key (unknown sandbox "
+			      "-> 404)");
+		expect_body(request("GET",
+				    signed_path(mcp, "nosuchsandbox", "plot.png", time(NULL) + 60,
+						""),
+				    NULL, NULL),
+			    403, "revoked link",
+			    "keys: a signed link without a key id (made with auth off) -> 403");
+		expect_body(request("GET",
+				    signed_path_kid(mcp, "nosuchsandbox", "plot.png", "ffffffffffff",
+						    time(NULL) + 60, ""),
+				    NULL, NULL),
+			    403, "revoked link", "keys: a signed link for an unknown key id -> 403");
+	}
 
 	/* Wrong keys (127.0.0.61). */
 	http_from("127.0.0.61");
@@ -2431,16 +2457,39 @@ static void test_auth(sbx_mcp *mcp, sbx_manager *manager)
 	tap_ok(sse_open(&s, SSE_ENDPOINT), "keys: ?api_key= percent-encoded is decoded");
 	sse_close(&s);
 
-	/* Revocation (127.0.0.63): carol's key refused within about 2 s. */
+	/* Revocation (127.0.0.63): carol's key refused within about 2 s, her
+	 * SSE stream ended, her links refused. */
 	http_from("127.0.0.63");
 	c = init_with(hc);
 	tap_ok(c != NULL, "keys: carol's key works");
+	snprintf(path, sizeof(path), "/sse?api_key=%s", carol);
+	s = (struct sse_session){.path = path};
+	tap_ok(sse_open(&s, SSE_INITIALIZED), "keys: carol opens an SSE stream with her key");
 	{
 		char id[SBX_KEY_ID_LEN + 1];
 		long ms = -1;
 		snprintf(id, sizeof(id), "%.*s", SBX_KEY_ID_LEN, carol + 4);
+		expect_status(request("GET",
+				      signed_path_kid(mcp, "nosuchsandbox", "plot.png", id,
+						      time(NULL) + 60, ""),
+				      NULL, NULL),
+			      404, "keys: a link for carol's key passes the link check");
 		if (sbx_keys_revoke(keys, NULL, id, NULL, &count, &err) < 0)
 			tap_bail(err.msg);
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		tap_ok(closed_within(s.fd, 4000) && elapsed_ms(&t0) <= 3500,
+		       "keys: revoking carol's key ends her open SSE stream without a request "
+		       "(%ld ms)",
+		       elapsed_ms(&t0));
+		r = sse_post(s.id, "{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"ping\"}");
+		tap_ok(r.status == 404, "keys: ... and its /messages endpoint is 404 (%ld)", r.status);
+		reply_release(&r);
+		sse_close(&s);
+		expect_body(request("GET",
+				    signed_path_kid(mcp, "nosuchsandbox", "plot.png", id,
+						    time(NULL) + 60, ""),
+				    NULL, NULL),
+			    403, "revoked link", "keys: ... and the links made for it -> 403");
 		clock_gettime(CLOCK_MONOTONIC, &t0);
 		while (elapsed_ms(&t0) < 5000) {
 			r = mcp_post(c, hc, ping_body);
@@ -2472,23 +2521,32 @@ static void test_auth(sbx_mcp *mcp, sbx_manager *manager)
 		tap_is_int(n401, SBX_AUTH_FAIL_MAX,
 			   "keys: %d failures from one address -> 401 each", SBX_AUTH_FAIL_MAX);
 	}
-	r = mcp_post(NULL, ha, init_body);
+	r = mcp_post(NULL, "X-API-Key: " WRONG_KEY, init_body);
 	{
 		const char *ra = header_of(&r, "Retry-After");
 		int secs = ra ? atoi(ra) : 0;
 		tap_ok(r.status == 429 && secs >= 1 && secs <= 60,
-		       "keys: ... the next request from it, even with a right key -> 429, "
-		       "Retry-After %d",
-		       secs);
+		       "keys: ... its next failure -> 429, Retry-After %d", secs);
 	}
 	reply_release(&r);
+	{
+		char *y = init_with(ha);
+		tap_ok(y != NULL,
+		       "keys: ... while alice's right key from the same address is served (one "
+		       "client failing locks out no other behind its address)");
+		expect_body(mcp_post(y, ha, WHOAMI_BODY), 200, "owner=alice",
+			    "keys: ... and her calls too");
+		free(y);
+	}
 	expect_status(request("GET", "/sse?api_key=" WRONG_KEY, NULL, NULL), 429,
 		      "keys: ... GET /sse from it -> 429");
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	fd = raw_post("/mcp", MCP_HEADERS, 100000000, "{\"jsonrpc\"");
 	st = raw_status(fd, &acc, 5000);
 	tap_ok(st == 429 && elapsed_ms(&t0) < 2000,
-	       "keys: ... a 100 MB POST from it -> 429 at once, its body unsent (%ld)", st);
+	       "keys: ... a 100 MB POST from it without a key -> 429 at once, its body unsent "
+	       "(%ld)",
+	       st);
 	close(fd);
 	sbx_buf_reset(&acc);
 	expect_status(request("GET", "/health", NULL, NULL), 200,
@@ -2502,13 +2560,159 @@ static void test_auth(sbx_mcp *mcp, sbx_manager *manager)
 		free(y);
 	}
 	http_from("127.0.0.64");
-	expect_status(mcp_post(NULL, ha, init_body), 429,
-		      "keys: another address's success leaves the first one at 429");
+	expect_status(mcp_post(NULL, "Authorization: Bearer " WRONG_KEY, init_body), 429,
+		      "keys: successes leave the first address's failures at 429");
+
+	/* A keys file that stops parsing fails closed (127.0.0.66): no key is
+	 * accepted, /ready says so; mended, the keys work again. */
+	http_from("127.0.0.66");
+	{
+		FILE *f = fopen(keys, "a");
+		long ms = -1;
+		if (!f || fputs("this line does not parse\n", f) < 0 || fclose(f) != 0)
+			tap_bail("keys file");
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		while (elapsed_ms(&t0) < 5000) {
+			r = mcp_post(NULL, ha, init_body);
+			st = r.status;
+			reply_release(&r);
+			if (st == 503) {
+				ms = elapsed_ms(&t0);
+				break;
+			}
+			sleep_ms(100);
+		}
+		tap_ok(ms >= 0 && ms <= 2500,
+		       "keys: a keys file that no longer parses -> alice's right key gets 503 "
+		       "within 2.5 s (%ld ms): no key is accepted",
+		       ms);
+		expect_body(request("GET", "/ready", NULL, NULL), 503, "the keys file cannot be used",
+			    "keys: ... and GET /ready is 503 saying so");
+		if (truncate(keys, 0) < 0)
+			tap_bail("truncate the keys file");
+		if (sbx_keys_add(keys, "dave", NULL, 0, carol, &err) < 0)
+			tap_bail(err.msg);
+		/* alice's line is gone with the truncation: dave's key checks
+		 * the mended file. */
+		snprintf(hc, sizeof(hc), "Authorization: Bearer %s", carol);
+		ms = -1;
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		while (elapsed_ms(&t0) < 5000) {
+			r = mcp_post(NULL, hc, init_body);
+			st = r.status;
+			reply_release(&r);
+			if (st == 200) {
+				ms = elapsed_ms(&t0);
+				break;
+			}
+			sleep_ms(100);
+		}
+		tap_ok(ms >= 0, "keys: ... mended, a key is accepted again (%ld ms)", ms);
+		r = request("GET", "/ready", NULL, NULL);
+		tap_ok(!r.body.data || !strstr(r.body.data, "keys file"),
+		       "keys: ... and GET /ready no longer names the keys file");
+		reply_release(&r);
+	}
 
 	http_from(NULL);
 	sbx_buf_release(&acc);
 	free(a);
 	free(c);
+	server_end(&sv);
+	snprintf(path, sizeof(path), "rm -rf '%s'", dir);
+	if (system(path) != 0)
+		tap_diag("could not remove %s", dir);
+}
+
+/* Sessions of API key tenants: server.max_sessions_per_tenant=2 bounds
+ * one tenant (its own idle session goes, else 503 naming the limit) and
+ * leaves the others alone; when the whole table (server.max_sessions=8) is
+ * full, a tenant's new session evicts its own idle one before another
+ * tenant's older one. */
+static void test_sessions_per_tenant(sbx_mcp *mcp, sbx_manager *manager)
+{
+	char dir[] = "/tmp/test-http-tenants.XXXXXX", keys[128], set[192];
+	char alice[SBX_API_KEY_LEN + 1], bob[SBX_API_KEY_LEN + 1], ha[160], hb[160], path[256];
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sse_session s1 = {0}, s2 = {0};
+	struct server sv;
+	struct reply r;
+	char *x[5] = {0}, *b[4] = {0};
+	int alive = 0;
+
+	if (!mkdtemp(dir))
+		tap_bail("mkdtemp");
+	snprintf(keys, sizeof(keys), "%s/keys", dir);
+	if (sbx_keys_add(keys, "alice", NULL, 0, alice, &err) < 0 ||
+	    sbx_keys_add(keys, "bob", NULL, 0, bob, &err) < 0)
+		tap_bail(err.msg);
+	bearer(ha, sizeof(ha), alice);
+	bearer(hb, sizeof(hb), bob);
+	snprintf(set, sizeof(set), "auth.keys_file=%s", keys);
+
+	server_begin(&sv, mcp, manager, false, HS(set, "server.max_sessions_per_tenant=2"));
+	snprintf(path, sizeof(path), "/sse?api_key=%s", alice);
+	s1.path = s2.path = path;
+	http_from("127.0.0.70");
+	tap_ok(sse_open(&s1, SSE_ENDPOINT) && sse_open(&s2, SSE_ENDPOINT),
+	       "max_sessions_per_tenant=2: alice opens two SSE streams");
+	http_from("127.0.0.71");
+	r = mcp_post(NULL, ha, init_body);
+	tap_ok(r.status == 503 && r.body.data &&
+		   strstr(r.body.data, "server.max_sessions_per_tenant") &&
+		   strstr(r.body.data, "alice"),
+	       "... her initialize from another address -> 503 naming the limit and the tenant "
+	       "(%ld)",
+	       r.status);
+	reply_release(&r);
+	b[0] = init_with(hb);
+	tap_ok(b[0] != NULL, "... bob's is served");
+	sse_close(&s1);
+	sse_close(&s2);
+	/* The streams' sessions leave the table as their connections end. */
+	for (int tries = 0; tries < 50 && !x[0]; tries++) {
+		x[0] = init_with(ha);
+		if (!x[0])
+			sleep_ms(100);
+	}
+	sleep_ms(300);
+	for (int i = 1; i < 3; i++)
+		x[i] = init_with(ha);
+	tap_ok(x[0] && x[1] && x[2], "with the streams closed, alice opens three sessions");
+	expect_status(mcp_post(x[0], ha, ping_body), 404, "... her oldest idle one is gone");
+	expect_status(mcp_post(x[1], ha, ping_body), 200, "... the next one lives");
+	expect_status(mcp_post(b[0], hb, ping_body), 200, "... bob's is untouched");
+	for (int i = 0; i < 3; i++) {
+		free(x[i]);
+		x[i] = NULL;
+	}
+	free(b[0]);
+	b[0] = NULL;
+	server_end(&sv);
+
+	server_begin(&sv, mcp, manager, false,
+		     HS(set, "server.max_sessions=8", "server.max_sessions_per_tenant=0"));
+	http_from("127.0.0.72");
+	for (int i = 0; i < 4; i++)
+		b[i] = init_with(hb);
+	for (int i = 0; i < 4; i++)
+		x[i] = init_with(ha);
+	tap_ok(b[3] && x[3], "max_sessions=8: bob's four sessions, then alice's four");
+	x[4] = init_with(ha);
+	tap_ok(x[4] != NULL, "... alice's fifth is served");
+	expect_status(mcp_post(x[0], ha, ping_body), 404,
+		      "... in place of her own oldest idle session");
+	for (int i = 0; i < 4; i++) {
+		r = mcp_post(b[i], hb, ping_body);
+		alive += r.status == 200;
+		reply_release(&r);
+	}
+	tap_is_int(alive, 4, "... bob's older sessions all live");
+	http_from(NULL);
+	for (int i = 0; i < 5; i++)
+		free(x[i]);
+	for (int i = 0; i < 4; i++)
+		free(b[i]);
 	server_end(&sv);
 	snprintf(path, sizeof(path), "rm -rf '%s'", dir);
 	if (system(path) != 0)
@@ -2585,6 +2789,7 @@ int main(void)
 	test_slow_body(mcp, manager);
 	test_connections_per_ip(mcp, manager);
 	test_auth(mcp, manager);
+	test_sessions_per_tenant(mcp, manager);
 
 	sbx_http_stop(http);
 	sbx_mcp_free(mcp);

@@ -320,6 +320,7 @@ static void test_set(void)
 		  "--set server.colour: unknown key colour in [server] (known: "
 		  "listen, port, public_url, max_body, body_timeout, body_min_rate, "
 		  "allowed_origins, instance, session_timeout, max_sessions, max_sessions_per_ip, "
+		  "max_sessions_per_tenant, "
 		  "max_connections, max_connections_per_ip, max_calls_per_session, "
 		  "stream_stall_timeout, max_queued, state_dir, link_ttl, unsigned_links)");
 	set_fails("server.port=x", "--set server.port: bad value \"x\": expected an integer in "

@@ -24,11 +24,14 @@ int sbx_artifact_parse(const char *route_rest, char **ret_sandbox_id, char **ret
 /*
  * Signed, expiring links (src/tools/link_sign.c). A link the server hands
  * out is
- *   PUBLIC_URL/artifacts/SANDBOX_ID/RELPATH?exp=EXP&sig=SIG
- * EXP the Unix time (seconds) it ends, SIG the unpadded base64url of
- *   HMAC-SHA256(secret, "v1\n" SANDBOX_ID "\n" RELPATH "\n" EXP)
+ *   PUBLIC_URL/artifacts/SANDBOX_ID/RELPATH?exp=EXP[&kid=KID]&sig=SIG
+ * EXP the Unix time (seconds) it ends, KID the id of the API key whose
+ * session made it (absent when none: auth off), SIG the unpadded base64url
+ * of
+ *   HMAC-SHA256(secret, "v2\n" SANDBOX_ID "\n" RELPATH "\n" EXP "\n" KID)
  * over the decoded id and path (an encoding variant of the URL cannot change
- * what is signed). The secret is SBX_LINK_SECRET_LEN random bytes kept in
+ * what is signed). The artifact route serves a link with a KID only while
+ * that key is accepted: revoking a key ends the links it made. The secret is SBX_LINK_SECRET_LEN random bytes kept in
  * the state folder, so links outlive a restart; without a state folder it
  * is made per process and links end with it.
  */
@@ -47,19 +50,23 @@ sbx_link_key *sbx_link_key_free(sbx_link_key *k);
 /* Whether the secret is kept in a file (false: it ends with the object). */
 bool sbx_link_key_persistent(const sbx_link_key *k);
 
-/* SIG of (SANDBOX_ID, RELPATH, EXP) into out (SBX_LINK_SIG_LEN + NUL).
- * -EINVAL when the id holds a newline or EXP is negative, -EIO. */
-int sbx_link_sign(const sbx_link_key *k, const char *sandbox_id, const char *relpath, int64_t exp,
-		  char out[SBX_LINK_SIG_LEN + 1]);
-/* sbx_artifact_url with ?exp=EXP&sig=SIG appended; NULL on failure. */
+/* SIG of (SANDBOX_ID, RELPATH, EXP, KID) into out (SBX_LINK_SIG_LEN +
+ * NUL); KID "" or a key id. -EINVAL when the id holds a newline, KID is
+ * malformed or EXP is negative, -EIO. */
+int sbx_link_sign(const sbx_link_key *k, const char *sandbox_id, const char *relpath,
+		  const char *kid, int64_t exp, char out[SBX_LINK_SIG_LEN + 1]);
+/* sbx_artifact_url with ?exp=EXP[&kid=KID]&sig=SIG appended (no kid= when
+ * KID is ""); NULL on failure. */
 char *sbx_artifact_link(const sbx_link_key *k, const char *public_url, const char *sandbox_id,
-			const char *relpath, int64_t exp);
-/* Checks a link's EXP and SIG as they came in the query (either may be NULL)
- * against the decoded SANDBOX_ID and RELPATH at Unix time NOW: 0 when the
- * signature is ours and EXP >= NOW, -EKEYEXPIRED when it is ours and EXP has
- * passed, else -EACCES (missing, malformed, another path, sandbox or EXP, a
- * signature not ours). Signatures are compared in constant time. */
+			const char *relpath, const char *kid, int64_t exp);
+/* Checks a link's KID, EXP and SIG as they came in the query (each may be
+ * NULL: absent) against the decoded SANDBOX_ID and RELPATH at Unix time NOW:
+ * 0 when the signature is ours and EXP >= NOW, -EKEYEXPIRED when it is ours
+ * and EXP has passed, else -EACCES (missing, malformed, another path,
+ * sandbox, key or EXP, a signature not ours). Signatures are compared in
+ * constant time. Whether KID's key is still accepted is the caller's to
+ * ask. */
 int sbx_link_verify(const sbx_link_key *k, const char *sandbox_id, const char *relpath,
-		    const char *exp, const char *sig, int64_t now);
+		    const char *kid, const char *exp, const char *sig, int64_t now);
 
 #endif

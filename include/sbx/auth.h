@@ -15,9 +15,10 @@
  *
  * The store re-reads the keys file when it changes (its inode, size or mtime,
  * looked at no more than once a second, at a check), so `mcp-sandboxd keys
- * add|revoke` reach a running server within a second or two; a file that no
- * longer parses or is no longer safe keeps the last good keys, with a log
- * line saying why.
+ * add|revoke` reach a running server within a second or two. A file that no
+ * longer parses or is no longer safe fails closed: no key is accepted until
+ * it is mended (the edit that broke it may have been a revocation); the log
+ * and sbx_auth_status (GET /ready) say why.
  */
 #ifndef SBX_AUTH_H
 #define SBX_AUTH_H
@@ -94,6 +95,29 @@ bool sbx_auth_checks_keys(const sbx_auth *a);
  */
 int sbx_auth_check(sbx_auth *a, const struct sbx_auth_request *req, struct sbx_principal *ret,
 		   struct sbx_error *err);
+
+/*
+ * Re-reads the keys file when it changed and a second has passed since the
+ * last look (the HTTP front calls it about once a second, so revocations
+ * take effect without a request). Returns a generation number that changes
+ * whenever what is accepted may have changed; 0 when no keys are checked.
+ */
+uint64_t sbx_auth_refresh(sbx_auth *a);
+
+/*
+ * Whether P (a principal sbx_auth_check gave) is still accepted, as of the
+ * last read (no re-read here, no lock held long): 0 yes (always for
+ * METHOD_NONE); -EKEYREVOKED its key is gone (revoked, or now another
+ * tenant's); -EIO the keys file cannot be used now (nothing is accepted; do
+ * not end what P holds for that alone).
+ */
+int sbx_auth_principal_live(sbx_auth *a, const struct sbx_principal *p);
+
+/* The same for the key KEY_ID, whoever's it is (an artifact link's). */
+int sbx_auth_key_id_live(sbx_auth *a, const char *key_id);
+
+/* 0, or -EIO with why the keys file cannot be used now (GET /ready). */
+int sbx_auth_status(sbx_auth *a, struct sbx_error *err);
 
 /* ---- the keys file, for `mcp-sandboxd keys ...` ---- */
 

@@ -84,6 +84,10 @@ bool sbx_mcp_version_supported(const char *v);
 int sbx_mcp_session_new(sbx_mcp *m, enum sbx_mcp_transport transport, const char *owner,
 			const struct sbx_auth_limits *limits, sbx_mcp_session **ret_session,
 			struct sbx_error *err);
+/* The id of the API key S was opened with (NULL or "": none; set before
+ * its first call): the artifact links its tools sign name it, so that
+ * revoking the key ends them. */
+void sbx_mcp_session_set_key_id(sbx_mcp_session *s, const char *key_id);
 sbx_mcp_session *sbx_mcp_session_ref(sbx_mcp_session *s);
 sbx_mcp_session *sbx_mcp_session_unref(sbx_mcp_session *s);
 /* The negotiated protocol version; NULL until initialize succeeded. */

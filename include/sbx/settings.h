@@ -42,6 +42,7 @@ struct sbx_settings {
 		int64_t session_timeout_ms;
 		int64_t max_sessions;		/* past it the LRU idle session is evicted */
 		int64_t max_sessions_per_ip;	/* 0 = no limit */
+		int64_t max_sessions_per_tenant; /* 0 = no limit */
 		int64_t max_connections;	/* more get 503 + Retry-After */
 		int64_t max_connections_per_ip; /* 0 = no limit (libmicrohttpd closes more) */
 		int64_t

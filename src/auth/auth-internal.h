@@ -73,5 +73,14 @@ struct sbx_keystore *sbx_keystore_free(struct sbx_keystore *store);
  * message that holds none of KEY. */
 int sbx_keystore_verify(struct sbx_keystore *store, const char *key, size_t len,
 			struct sbx_principal *ret, struct sbx_error *err);
+/* Re-reads the file when it changed and a second has passed; returns the
+ * store's generation (bumped at every change of what is accepted). */
+uint64_t sbx_keystore_refresh(struct sbx_keystore *store);
+/* Whether the key ID of TENANT (NULL: any) is accepted now, as last read (no re-read):
+ * 0 yes, -EKEYREVOKED no longer (gone, or another tenant's), -EIO the file
+ * cannot be used now (nothing is accepted). */
+int sbx_keystore_key_state(struct sbx_keystore *store, const char *tenant, const char *id);
+/* 0, or -EIO with why the file cannot be used now in ERR. */
+int sbx_keystore_status(struct sbx_keystore *store, struct sbx_error *err);
 
 #endif

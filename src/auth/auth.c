@@ -113,3 +113,29 @@ int sbx_auth_check(sbx_auth *a, const struct sbx_auth_request *req, struct sbx_p
 	/* Only API keys so far; an OAuth access token would be told apart here. */
 	return sbx_keystore_verify(a->keys, token, token_len, ret, err);
 }
+
+uint64_t sbx_auth_refresh(sbx_auth *a)
+{
+	return a && a->keys ? sbx_keystore_refresh(a->keys) : 0;
+}
+
+int sbx_auth_principal_live(sbx_auth *a, const struct sbx_principal *p)
+{
+	if (p->method == SBX_AUTH_METHOD_NONE)
+		return 0;
+	if (!a || !a->keys)
+		return -EKEYREVOKED; /* a key's principal, and no keys any more */
+	return sbx_keystore_key_state(a->keys, p->tenant, p->key_id);
+}
+
+int sbx_auth_key_id_live(sbx_auth *a, const char *key_id)
+{
+	if (!a || !a->keys)
+		return -EKEYREVOKED;
+	return sbx_keystore_key_state(a->keys, NULL, key_id);
+}
+
+int sbx_auth_status(sbx_auth *a, struct sbx_error *err)
+{
+	return a && a->keys ? sbx_keystore_status(a->keys, err) : 0;
+}

@@ -529,8 +529,15 @@ struct stamp {
 
 struct sbx_keystore {
 	char *path;
-	pthread_rwlock_t lock; /* guards set */
+	pthread_rwlock_t lock; /* guards set and broken */
 	struct sbx_keyset *set;
+	/* Why the file cannot be used now ("" when it can): then no key is
+	 * accepted (the keys read before are not trusted either: the edit that
+	 * broke the file may have been a revocation). */
+	char broken[SBX_ERROR_MSG_MAX];
+	/* Bumped at every change of what is accepted (keys swapped, the file
+	 * broken or mended). */
+	atomic_uint_fast64_t generation;
 	pthread_mutex_t reload_lock; /* guards the stamps; one re-read at a time */
 	struct stamp loaded;	     /* the file the keys came from (or the failure logged) */
 	_Atomic int64_t next_check_ms;
@@ -548,20 +555,28 @@ static bool stamp_equal(const struct stamp *a, const struct stamp *b)
 	       a->ctime.tv_sec == b->ctime.tv_sec && a->ctime.tv_nsec == b->ctime.tv_nsec;
 }
 
-static void store_swap(struct sbx_keystore *store, struct sbx_keyset *set)
+/* SET (NULL: keep the keys) becomes what is accepted, or nothing while
+ * BROKEN (NULL: the file is fine) says why. */
+static void store_swap(struct sbx_keystore *store, struct sbx_keyset *set, const char *broken)
 {
-	struct sbx_keyset *old;
+	struct sbx_keyset *old = NULL;
 
 	pthread_rwlock_wrlock(&store->lock);
-	old = store->set;
-	store->set = set;
+	if (set) {
+		old = store->set;
+		store->set = set;
+	}
+	snprintf(store->broken, sizeof(store->broken), "%s", broken ? broken : "");
+	atomic_fetch_add(&store->generation, 1);
 	pthread_rwlock_unlock(&store->lock);
 	sbx_keyset_free(old);
 }
 
 /* Re-reads the file when it changed. A file that vanished takes every key
- * away; one that cannot be read, is not safe or does not parse leaves the
- * last good keys in place, with one log line per change of the file. */
+ * away. One that cannot be read, is not safe or does not parse fails
+ * closed: no key is accepted until it is mended (the edit that broke it may
+ * have been a revocation), and the log and GET /ready say why; one log line
+ * per change of the file. */
 static void store_refresh(struct sbx_keystore *store)
 {
 	struct sbx_error err = SBX_ERROR_INIT;
@@ -583,7 +598,7 @@ static void store_refresh(struct sbx_keystore *store)
 			store->loaded = gone;
 			r = sbx_keys_parse("", 0, &set, &err);
 			if (r == 0)
-				store_swap(store, set);
+				store_swap(store, set, NULL);
 		}
 		goto out;
 	}
@@ -592,13 +607,14 @@ static void store_refresh(struct sbx_keystore *store)
 		goto out;
 	r = load_keys(store->path, &text, &st, &set, &err);
 	if (r < 0) {
-		sbx_log("%s; the API keys read before stay in use", err.msg);
+		sbx_log("%s; no API key is accepted until it is mended", err.msg);
 		store->loaded = now;
+		store_swap(store, NULL, err.msg);
 		goto out;
 	}
 	store->loaded = stamp_of(&st);
 	sbx_log("%s: %zu API key%s", store->path, set->n, set->n == 1 ? "" : "s");
-	store_swap(store, set);
+	store_swap(store, set, NULL);
 out:
 	sbx_buf_release(&text);
 	pthread_mutex_unlock(&store->reload_lock);
@@ -628,6 +644,7 @@ int sbx_keystore_open(const char *path, struct sbx_keystore **ret_store, struct 
 	}
 	store->loaded = stamp_of(&st);
 	atomic_init(&store->next_check_ms, sbx_monotonic_ms() + KEYS_RELOAD_MS);
+	atomic_init(&store->generation, 1);
 	*ret_store = store;
 	return 0;
 }
@@ -671,8 +688,10 @@ int sbx_keystore_verify(struct sbx_keystore *store, const char *key, size_t len,
 		return sbx_error_set(err, r, "cannot check the API key");
 	store_refresh(store);
 	pthread_rwlock_rdlock(&store->lock);
-	k = sbx_keyset_find(store->set, id);
-	if (k && sbx_crypto_equal(k->digest, digest, sizeof(digest))) {
+	k = store->broken[0] ? NULL : sbx_keyset_find(store->set, id);
+	if (store->broken[0]) {
+		r = sbx_error_set(err, -EIO, "%s", store->broken);
+	} else if (k && sbx_crypto_equal(k->digest, digest, sizeof(digest))) {
 		*ret =
 		    (struct sbx_principal){.method = SBX_AUTH_METHOD_API_KEY, .limits = k->limits};
 		memcpy(ret->tenant, k->tenant, sizeof(ret->tenant));
@@ -681,6 +700,39 @@ int sbx_keystore_verify(struct sbx_keystore *store, const char *key, size_t len,
 	} else {
 		r = sbx_error_set(err, -EACCES, "API key not accepted (unknown, wrong or revoked)");
 	}
+	pthread_rwlock_unlock(&store->lock);
+	return r;
+}
+
+uint64_t sbx_keystore_refresh(struct sbx_keystore *store)
+{
+	store_refresh(store);
+	return atomic_load(&store->generation);
+}
+
+int sbx_keystore_key_state(struct sbx_keystore *store, const char *tenant, const char *id)
+{
+	const struct sbx_key *k;
+	int r;
+
+	pthread_rwlock_rdlock(&store->lock);
+	if (store->broken[0]) {
+		r = -EIO;
+	} else {
+		k = sbx_keyset_find(store->set, id);
+		r = k && (!tenant || strcmp(k->tenant, tenant) == 0) ? 0 : -EKEYREVOKED;
+	}
+	pthread_rwlock_unlock(&store->lock);
+	return r;
+}
+
+int sbx_keystore_status(struct sbx_keystore *store, struct sbx_error *err)
+{
+	int r = 0;
+
+	pthread_rwlock_rdlock(&store->lock);
+	if (store->broken[0])
+		r = sbx_error_set(err, -EIO, "%s", store->broken);
 	pthread_rwlock_unlock(&store->lock);
 	return r;
 }

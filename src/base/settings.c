@@ -136,6 +136,8 @@ static const struct sbx_setting schema[] = {
 	   "MCP sessions alive at once; past it the least recently used idle one is forgotten"),
     NUMBER(INT, "server", "max_sessions_per_ip", server.max_sessions_per_ip, "256", 0, 65536,
 	   "MCP sessions one client address holds at once; 0 = no limit"),
+    NUMBER(INT, "server", "max_sessions_per_tenant", server.max_sessions_per_tenant, "256", 0,
+	   65536, "MCP sessions one tenant (API key owner) holds at once; 0 = no limit"),
     NUMBER(INT, "server", "max_connections", server.max_connections, "4096", 8, 65536,
 	   "HTTP connections open at once (SSE streams included); more get 503"),
     NUMBER(INT, "server", "max_connections_per_ip", server.max_connections_per_ip, "64", 0, 65536,

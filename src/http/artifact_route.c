@@ -10,8 +10,10 @@
  *
  * Status, checked in this order: 400 malformed path; 403 a link that is not
  * signed by this server for this sandbox id, path and expiry (its query is
- * exp=UNIX_SECONDS&sig=SIG and nothing else; see sbx_link_verify), or whose
- * expiry has passed; then 404 unknown sandbox or missing file, 403 a refused
+ * exp=UNIX_SECONDS[&kid=KEY_ID]&sig=SIG and nothing else; see
+ * sbx_link_verify), whose expiry has passed, or, with API keys checked,
+ * whose key (kid) is no longer accepted (503 when that cannot be told now:
+ * the keys file is broken); then 404 unknown sandbox or missing file, 403 a refused
  * path (-EPERM), 502 the engine answered with an error, 503 the engine cannot
  * be reached. A link without a query is served unsigned only with
  * server.unsigned_links while no API keys are checked.
@@ -106,9 +108,10 @@ static void artifact_free(void *cls)
 	free(st);
 }
 
-/* The query of an artifact link: exp and sig once each, nothing else. */
+/* The query of an artifact link: exp and sig once each, kid at most once,
+ * nothing else. */
 struct link_query {
-	const char *exp, *sig;
+	const char *exp, *sig, *kid;
 	unsigned n, other;
 };
 
@@ -116,7 +119,10 @@ static enum MHD_Result query_arg(void *cls, enum MHD_ValueKind kind, const char 
 				 const char *value)
 {
 	struct link_query *q = cls;
-	const char **slot = !strcmp(key, "exp") ? &q->exp : !strcmp(key, "sig") ? &q->sig : NULL;
+	const char **slot = !strcmp(key, "exp")	  ? &q->exp
+			    : !strcmp(key, "sig") ? &q->sig
+			    : !strcmp(key, "kid") ? &q->kid
+						  : NULL;
 
 	(void)kind;
 	q->n++;
@@ -141,14 +147,27 @@ static int link_check(struct sbx_http_request *rq, const char *id, const char *r
 	    !(h->auth && sbx_auth_checks_keys(h->auth)))
 		return 0;
 	r = q.other ? -EACCES
-		    : sbx_link_verify(h->link_key, id, relpath, q.exp, q.sig, (int64_t)time(NULL));
+		    : sbx_link_verify(h->link_key, id, relpath, q.kid, q.exp, q.sig,
+				      (int64_t)time(NULL));
+	/* With keys checked, a link lives only as long as the key whose
+	 * session made it (one made with auth off, without kid, not at all). */
+	if (r == 0 && h->auth && sbx_auth_checks_keys(h->auth))
+		r = q.kid ? sbx_auth_key_id_live(h->auth, q.kid) : -EKEYREVOKED;
 	if (r == 0)
 		return 0;
+	if (r == -EIO) {
+		*ret = sbx_http_respond_error_with(
+		    rq, MHD_HTTP_SERVICE_UNAVAILABLE, "the link could not be checked now; retry",
+		    (const char *const[]){"Retry-After", "1", NULL});
+		return r;
+	}
 	/* Which part failed is not said: only whether a link of ours ended. */
 	*ret = sbx_http_respond_error(
 	    rq, MHD_HTTP_FORBIDDEN,
-	    r == -EKEYEXPIRED ? "expired link: ask for the file again"
-			      : "invalid link: use the link a tool returned, unchanged");
+	    r == -EKEYEXPIRED	? "expired link: ask for the file again"
+	    : r == -EKEYREVOKED ? "revoked link: the API key it was made with is no longer "
+				  "accepted; ask for the file again"
+				: "invalid link: use the link a tool returned, unchanged");
 	return -EACCES;
 }
 

@@ -16,12 +16,16 @@
  * unchanged in this step: artifact links become signed ones (issue 13,
  * step 3), which a browser can follow without a key.
  *
- * Repeated failures are slowed down: a peer (an IPv4 address, an IPv6 /64:
- * struct sbx_peer) with SBX_AUTH_FAIL_MAX failed checks within
- * SBX_AUTH_FAIL_WINDOW_MS of its first gets 429 with Retry-After on /mcp and
- * /sse, its credentials unchecked, until that window has passed. The table
- * of failing peers is bounded (SBX_AUTH_FAIL_PEERS, the least recently
- * failed one evicted); a peer's successes change nothing in it.
+ * Repeated failures are answered differently: a peer (an IPv4 address, an
+ * IPv6 /64: struct sbx_peer) with SBX_AUTH_FAIL_MAX failed checks within
+ * SBX_AUTH_FAIL_WINDOW_MS of its first gets 429 with Retry-After instead of
+ * 401 for each further failure until that window has passed. A valid key
+ * from that peer is still accepted: every client behind one address (a
+ * NAT, a proxy, every local process on 127.0.0.1) would otherwise be locked
+ * out by whoever fails there, and a key's 256 random bits need no slowing
+ * of guesses. The table of failing peers is bounded (SBX_AUTH_FAIL_PEERS,
+ * the least recently failed one evicted); a peer's successes change nothing
+ * in it.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -201,12 +205,6 @@ bool sbx_http_auth_gate(struct sbx_http_request *rq, enum MHD_Result *ret)
 		return false;
 	if (!h->auth || !sbx_auth_checks_keys(h->auth))
 		return false;
-	now = sbx_monotonic_ms();
-	wait = fail_wait(h->auth_failures, &rq->peer, now);
-	if (wait > 0) {
-		*ret = respond_throttled(rq, wait);
-		return true;
-	}
 	ar.authorization = sbx_http_header(rq, MHD_HTTP_HEADER_AUTHORIZATION);
 	ar.x_api_key = sbx_http_header(rq, "X-API-Key");
 	if (rq->route == SBX_ROUTE_SSE && strcmp(rq->method, "GET") == 0) {
@@ -233,11 +231,24 @@ bool sbx_http_auth_gate(struct sbx_http_request *rq, enum MHD_Result *ret)
 	sbx_http_principal_default(&rq->principal);
 	if (r != -EACCES) {
 		free(query);
-		sbx_log("auth: %s", err.msg);
+		/* The keys file's trouble (-EIO) was logged once by the store. */
+		if (r != -EIO)
+			sbx_log("auth: %s", err.msg);
 		*ret =
 		    sbx_http_respond_error_with(rq, MHD_HTTP_SERVICE_UNAVAILABLE,
 						"the credentials could not be checked now; retry",
 						(const char *const[]){"Retry-After", "1", NULL});
+		return true;
+	}
+	/* A failure of a throttled peer is 429 (a valid key is let through
+	 * above: others failing from the same address, behind the same NAT or
+	 * proxy, lock no one out). */
+	now = sbx_monotonic_ms();
+	wait = fail_wait(h->auth_failures, &rq->peer, now);
+	if (wait > 0) {
+		fail_count(h->auth_failures, &rq->peer, now);
+		free(query);
+		*ret = respond_throttled(rq, wait);
 		return true;
 	}
 	if (fail_count(h->auth_failures, &rq->peer, now)) {

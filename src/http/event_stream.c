@@ -122,6 +122,15 @@ void sbx_outq_detach(struct sbx_outq *q)
 	pthread_mutex_unlock(q->lock);
 }
 
+void sbx_outq_cut(struct sbx_outq *q)
+{
+	pthread_mutex_lock(q->lock);
+	sbx_outq_close_locked(q);
+	if (q->fd >= 0)
+		shutdown(q->fd, SHUT_RDWR);
+	pthread_mutex_unlock(q->lock);
+}
+
 /* Closes Q for the server and tells its owner (once). The caller holds a
  * reference and no lock. libmicrohttpd closes a connection's socket only
  * after its response (whose free callback detaches Q) is gone, so the

@@ -94,9 +94,10 @@ void sbx_peer_of(const struct sockaddr *addr, struct sbx_peer *ret);
 /* ---- who calls (src/http/auth_gate.c) ---- */
 
 /* Failed checks of credentials from one peer (SBX_AUTH_FAIL_MAX within
- * SBX_AUTH_FAIL_WINDOW_MS from its first) make its further requests to
- * /mcp and /sse 429 with Retry-After until the window has passed; the table
- * keeps SBX_AUTH_FAIL_PEERS peers, the least recently failed one evicted. */
+ * SBX_AUTH_FAIL_WINDOW_MS from its first) make its further failures on
+ * /mcp and /sse 429 with Retry-After until the window has passed (a valid
+ * key is still accepted); the table keeps SBX_AUTH_FAIL_PEERS peers, the
+ * least recently failed one evicted. */
 #define SBX_AUTH_FAIL_MAX 10
 #define SBX_AUTH_FAIL_WINDOW_MS 60000
 #define SBX_AUTH_FAIL_PEERS 1024
@@ -164,11 +165,15 @@ void sbx_outq_unlist(struct sbx_outq *q);
 bool sbx_outq_push(struct sbx_outq *q, struct sbx_sse_msg *m);
 /* The next message, NULL when none. Lock held. */
 struct sbx_sse_msg *sbx_outq_pop_locked(struct sbx_outq *q);
-/* Closes Q: drains it, shuts its stream's socket down (the connection then
- * ends), wakes its waiters. Lock held. Idempotent. */
+/* Closes Q: drains it and wakes its waiters (its stream then ends; the
+ * connection may be kept alive). Lock held. Idempotent. */
 void sbx_outq_close_locked(struct sbx_outq *q);
 /* The same, taking the lock. */
 void sbx_outq_close(struct sbx_outq *q);
+/* The same, and its stream's socket (while attached) is shut down: the
+ * connection ends with it (a session ended for its client's sake, e.g. its
+ * key revoked). Takes the lock. */
+void sbx_outq_cut(struct sbx_outq *q);
 /* Q's stream is on CONN (its socket is shut down when Q is closed by the
  * server), until sbx_outq_detach (the stream's free callback: the socket is
  * not closed before it). */
@@ -193,6 +198,8 @@ struct sbx_http_session {
 	/* The tenant it acts for (its MCP session's owner): a request naming it
 	 * with another tenant's credentials finds no session. */
 	char tenant[SBX_TENANT_MAX + 1];
+	/* Who opened it: the session ends when that key is revoked. */
+	struct sbx_principal principal;
 
 	/* The SSE stream (SBX_MCP_TRANSPORT_SSE), under lock. */
 	pthread_mutex_t lock;
@@ -205,15 +212,18 @@ struct sbx_http_session {
 struct sbx_session_table;
 
 /* A table of at most server.max_sessions, server.max_sessions_per_ip of one
- * peer (0: no limit), for H. */
+ * peer and server.max_sessions_per_tenant of one API key tenant (0: no
+ * limit), for H. */
 int sbx_session_table_new(struct sbx_http *h, struct sbx_session_table **ret_t);
 struct sbx_session_table *sbx_session_table_free(struct sbx_session_table *t);
 /* A new session of PEER for PRINCIPAL (its tenant and limits; NULL: the
  * default tenant, no limits) with a fresh random id, in the table;
- * returns a reference. When the table, or PEER's share of it, is full, the least
- * recently used idle Streamable HTTP session (of PEER, for its share) is
- * evicted (closed as if expired); -EBUSY with a message naming the limit
- * when none is idle (every one runs a call or is an open SSE stream). */
+ * returns a reference. When the table, or PEER's or the tenant's share of
+ * it, is full, the least recently used idle Streamable HTTP session (of
+ * PEER, of the tenant, for their shares; for the whole table the tenant's
+ * own first) is evicted (closed as if expired); -EBUSY with a message
+ * naming the limit when none is idle (every one runs a call or is an open
+ * SSE stream). */
 int sbx_session_table_add(struct sbx_session_table *t, sbx_mcp *mcp,
 			  enum sbx_mcp_transport transport, const struct sbx_peer *peer,
 			  const struct sbx_principal *principal, struct sbx_http_session **ret_s,
@@ -231,6 +241,10 @@ void sbx_session_table_remove(struct sbx_session_table *t, struct sbx_http_sessi
 /* Closes every session's stream and wakes its readers, and cancels every
  * session's calls (server stop). */
 void sbx_session_table_close_all(struct sbx_session_table *t);
+/* Ends every session whose key AUTH no longer accepts
+ * (sbx_auth_principal_live: -EKEYREVOKED): out of the table, its stream
+ * closed, its calls cancelled. Returns how many. */
+size_t sbx_session_table_end_revoked(struct sbx_session_table *t, sbx_auth *auth);
 /* S (an SSE session, its lock held) has been idle past server.session_timeout
  * with no call running: its stream is to end, and the session with it. */
 bool sbx_session_idle_expired(const struct sbx_session_table *t, struct sbx_http_session *s);
@@ -289,6 +303,12 @@ struct sbx_http {
 	sbx_auth *auth;
 	const sbx_link_key *link_key; /* the MCP layer's: checks artifact links */
 	struct sbx_auth_failures *auth_failures;
+	/* The keys watch (keys_watch in server.c): about once a second it has
+	 * the keys file re-read and ends the sessions of revoked keys. */
+	pthread_t keys_thread;
+	bool keys_thread_started;
+	pthread_mutex_t keys_lock;
+	pthread_cond_t keys_cond; /* CLOCK_MONOTONIC; signalled at stop */
 
 	/* What GET /ready last logged, and when (ready_log). */
 	pthread_mutex_t ready_log_lock;

@@ -820,15 +820,29 @@ static enum MHD_Result ready(struct sbx_http_request *rq)
 	const char *t;
 	int r;
 
+	struct sbx_error auth_err = SBX_ERROR_INIT;
+	int auth_r = sbx_auth_status(rq->http->auth, &auth_err);
+
 	r = sbx_manager_check_engine(rq->http->manager, &err);
 	if (r < 0 && sbx_error_public(&err, shown, sizeof(shown)))
 		ready_log(rq->http, &err);
 	o = json_object_new_object();
 	if (!o)
 		return MHD_NO;
-	json_object_object_add(o, "status",
-			       json_object_new_string(r < 0 ? "unavailable" : "ready"));
+	json_object_object_add(
+	    o, "status", json_object_new_string(r < 0 || auth_r < 0 ? "unavailable" : "ready"));
 	json_object_object_add(o, "engine", json_object_new_string(r < 0 ? shown : "ok"));
+	/* The keys file's trouble is the operator's to see (the log has the
+	 * path and line); the response says only that no key is accepted. */
+	if (auth_r < 0) {
+		ready_log(rq->http, &auth_err);
+		json_object_object_add(
+		    o, "auth",
+		    json_object_new_string("the keys file cannot be used: no API key is accepted "
+					   "until it is mended (the server's log says why)"));
+	}
+	if (auth_r < 0)
+		r = auth_r;
 	t = json_object_to_json_string_ext(o,
 					   JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
 	ret = sbx_http_respond(rq, r < 0 ? MHD_HTTP_SERVICE_UNAVAILABLE : MHD_HTTP_OK,
@@ -1132,6 +1146,53 @@ int sbx_http_parse_public_url(struct sbx_http *h)
 	return 0;
 }
 
+/* The keys watch: the keys file re-read about once a second
+ * (sbx_auth_refresh), and when what is accepted changed, the sessions of
+ * keys no longer accepted ended, streams and calls with them, whether or
+ * not a request comes. */
+static void *keys_watch(void *arg)
+{
+	struct sbx_http *h = arg;
+	uint64_t seen = sbx_auth_refresh(h->auth);
+
+	pthread_mutex_lock(&h->keys_lock);
+	while (!atomic_load(&h->stopping)) {
+		uint64_t now;
+		sbx_cond_wait_until(&h->keys_cond, &h->keys_lock, sbx_monotonic_ms() + 1000);
+		if (atomic_load(&h->stopping))
+			break;
+		pthread_mutex_unlock(&h->keys_lock);
+		now = sbx_auth_refresh(h->auth);
+		if (now != seen) {
+			size_t n = sbx_session_table_end_revoked(h->sessions, h->auth);
+			if (n)
+				sbx_log("auth: ended %zu session%s of revoked API keys", n,
+					n == 1 ? "" : "s");
+			seen = now;
+		}
+		pthread_mutex_lock(&h->keys_lock);
+	}
+	pthread_mutex_unlock(&h->keys_lock);
+	return NULL;
+}
+
+static int keys_watch_start(struct sbx_http *h, struct sbx_error *err)
+{
+	pthread_attr_t attr;
+	int r;
+
+	if (!h->auth || !sbx_auth_checks_keys(h->auth))
+		return 0;
+	pthread_attr_init(&attr);
+	pthread_attr_setstacksize(&attr, SBX_HTTP_STACK);
+	r = -pthread_create(&h->keys_thread, &attr, keys_watch, h);
+	pthread_attr_destroy(&attr);
+	if (r < 0)
+		return sbx_error_set(err, r, "http: cannot start the keys watch: %s", strerror(-r));
+	h->keys_thread_started = true;
+	return 0;
+}
+
 int sbx_http_start(const struct sbx_http_config *cfg, sbx_http **ret_http, struct sbx_error *err)
 {
 	const struct sbx_settings *s = cfg->settings;
@@ -1172,6 +1233,8 @@ int sbx_http_start(const struct sbx_http_config *cfg, sbx_http **ret_http, struc
 	atomic_init(&h->stopping, false);
 	atomic_init(&h->connections, 0);
 	pthread_mutex_init(&h->ready_log_lock, NULL);
+	pthread_mutex_init(&h->keys_lock, NULL);
+	sbx_cond_init_monotonic(&h->keys_cond);
 	pthread_mutex_init(&h->workers_lock, NULL);
 	pthread_cond_init(&h->workers_cond, NULL);
 	sbx_cond_init_monotonic(&h->work_cond);
@@ -1237,6 +1300,9 @@ int sbx_http_start(const struct sbx_http_config *cfg, sbx_http **ret_http, struc
 		goto fail;
 	}
 	h->listen_fd = -1; /* the daemon owns it now and closes it on stop */
+	r = keys_watch_start(h, err);
+	if (r < 0)
+		goto fail;
 	*ret_http = h;
 	return 0;
 fail:
@@ -1259,6 +1325,12 @@ sbx_http *sbx_http_stop(sbx_http *h)
 	if (!h)
 		return NULL;
 	atomic_store(&h->stopping, true);
+	if (h->keys_thread_started) {
+		pthread_mutex_lock(&h->keys_lock);
+		pthread_cond_broadcast(&h->keys_cond);
+		pthread_mutex_unlock(&h->keys_lock);
+		pthread_join(h->keys_thread, NULL);
+	}
 	if (h->sessions)
 		sbx_session_table_close_all(h->sessions);
 	if (h->daemon)
@@ -1282,6 +1354,8 @@ sbx_http *sbx_http_stop(sbx_http *h)
 	pthread_cond_destroy(&h->work_cond);
 	pthread_mutex_destroy(&h->workers_lock);
 	pthread_mutex_destroy(&h->ready_log_lock);
+	pthread_cond_destroy(&h->keys_cond);
+	pthread_mutex_destroy(&h->keys_lock);
 	free(h->public_url);
 	free(h->listen_host);
 	free(h->public_host);

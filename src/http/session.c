@@ -11,13 +11,20 @@
  * for any reason is closed (sbx_mcp_session_close): its calls are
  * cancelled.
  *
- * At most server.max_sessions, and server.max_sessions_per_ip of one client
- * address. A new session past either limit evicts the least recently used
- * idle session (of that client, for its own limit): a Streamable HTTP
- * session nobody but the table holds (no request, no call, no stream of
- * one). SSE sessions are never evicted (each is an open stream, which
- * server.max_connections_per_ip bounds); with none idle the new session is
- * refused (-EBUSY).
+ * At most server.max_sessions, server.max_sessions_per_ip of one client
+ * address and server.max_sessions_per_tenant of one API key's tenant (with
+ * auth off everyone is the tenant "default": not counted). A new session
+ * past a limit evicts the least recently used idle session (of that client
+ * or tenant, for their own limits; for the whole table the tenant's own
+ * first, so that one tenant cannot push out the others while it has idle
+ * sessions of its own): a Streamable HTTP session nobody but the table
+ * holds (no request, no call, no stream of one). SSE sessions are never
+ * evicted (each is an open stream, which server.max_connections_per_ip
+ * bounds); with none idle the new session is refused (-EBUSY).
+ *
+ * A session remembers the principal that opened it: when its key is
+ * revoked, sbx_session_table_end_revoked (called by the server about once
+ * a second when the keys changed) ends it, stream and calls.
  *
  * Lookup: the first SBX_SESSION_ID_INDEX characters of an id pick the
  * candidates (plain compares); the rest is compared with sbx_crypto_equal,
@@ -37,7 +44,7 @@ struct sbx_session_table {
 	struct sbx_http *http;
 	pthread_mutex_t lock;
 	int64_t timeout_ms;
-	size_t max, per_peer; /* per_peer 0: no limit */
+	size_t max, per_peer, per_tenant; /* per_*: 0 = no limit */
 	struct sbx_http_session **slots;
 	size_t n;
 };
@@ -59,6 +66,7 @@ int sbx_session_table_new(struct sbx_http *h, struct sbx_session_table **ret_t)
 	t->timeout_ms = h->settings->server.session_timeout_ms;
 	t->max = (size_t)h->settings->server.max_sessions;
 	t->per_peer = (size_t)h->settings->server.max_sessions_per_ip;
+	t->per_tenant = (size_t)h->settings->server.max_sessions_per_tenant;
 	t->slots = calloc(t->max, sizeof(*t->slots));
 	if (!t->slots) {
 		free(t);
@@ -178,9 +186,17 @@ static int random_id(char out[SBX_SESSION_ID_LEN + 1])
 	return 0;
 }
 
-/* The slot of the least recently used idle session (of PEER, when not
- * NULL), or -1. Lock held. */
-static ssize_t lru_idle(struct sbx_session_table *t, const struct sbx_peer *peer)
+/* S counts in the share of the API key tenant TENANT (NULL: none). */
+static bool of_tenant(const struct sbx_http_session *s, const char *tenant)
+{
+	return tenant && s->principal.method != SBX_AUTH_METHOD_NONE &&
+	       strcmp(s->tenant, tenant) == 0;
+}
+
+/* The slot of the least recently used idle session (of PEER and of the
+ * API key tenant TENANT, each when not NULL), or -1. Lock held. */
+static ssize_t lru_idle(struct sbx_session_table *t, const struct sbx_peer *peer,
+			const char *tenant)
 {
 	ssize_t best = -1;
 	int64_t oldest = INT64_MAX;
@@ -188,7 +204,8 @@ static ssize_t lru_idle(struct sbx_session_table *t, const struct sbx_peer *peer
 	for (size_t i = 0; i < t->n; i++) {
 		struct sbx_http_session *s = t->slots[i];
 		int64_t used = atomic_load(&s->last_used_ms);
-		if (!idle(s) || (peer && memcmp(&s->peer, peer, sizeof(*peer)) != 0))
+		if (!idle(s) || (peer && memcmp(&s->peer, peer, sizeof(*peer)) != 0) ||
+		    (tenant && !of_tenant(s, tenant)))
 			continue;
 		if (used < oldest) {
 			oldest = used;
@@ -198,19 +215,38 @@ static ssize_t lru_idle(struct sbx_session_table *t, const struct sbx_peer *peer
 	return best;
 }
 
-/* Makes room for a session of PEER (lock held): evicts into DEAD (at most
- * one per limit); -EBUSY naming the limit when nothing can go. */
+/* Makes room for a session of PEER for P (lock held): evicts into DEAD (at
+ * most one per limit); -EBUSY naming the limit when nothing can go. */
 static int make_room(struct sbx_session_table *t, const struct sbx_peer *peer,
-		     struct sbx_http_session **dead, size_t *nd, struct sbx_error *err)
+		     const struct sbx_principal *p, struct sbx_http_session **dead, size_t *nd,
+		     struct sbx_error *err)
 {
+	const char *tenant = p->method != SBX_AUTH_METHOD_NONE ? p->tenant : NULL;
 	ssize_t i;
 
+	if (t->per_tenant > 0 && tenant) {
+		size_t mine = 0;
+		for (size_t j = 0; j < t->n; j++)
+			mine += of_tenant(t->slots[j], tenant);
+		if (mine >= t->per_tenant) {
+			i = lru_idle(t, NULL, tenant);
+			if (i < 0)
+				return sbx_error_set(
+				    err, -EBUSY,
+				    "Too many MCP sessions for tenant %s: all %zu it may hold "
+				    "(server.max_sessions_per_tenant) are in use (a call running or "
+				    "an SSE stream open). End one (DELETE /mcp, or close an SSE "
+				    "stream), then retry.",
+				    tenant, t->per_tenant);
+			dead[(*nd)++] = take_slot(t, (size_t)i);
+		}
+	}
 	if (t->per_peer > 0) {
 		size_t mine = 0;
 		for (size_t j = 0; j < t->n; j++)
 			mine += memcmp(&t->slots[j]->peer, peer, sizeof(*peer)) == 0;
 		if (mine >= t->per_peer) {
-			i = lru_idle(t, peer);
+			i = lru_idle(t, peer, NULL);
 			if (i < 0)
 				return sbx_error_set(
 				    err, -EBUSY,
@@ -224,7 +260,9 @@ static int make_room(struct sbx_session_table *t, const struct sbx_peer *peer,
 		}
 	}
 	if (t->n >= t->max) {
-		i = lru_idle(t, NULL);
+		i = tenant ? lru_idle(t, NULL, tenant) : -1;
+		if (i < 0)
+			i = lru_idle(t, NULL, NULL);
 		if (i < 0)
 			return sbx_error_set(err, -EBUSY,
 					     "Too many MCP sessions: all %zu the server holds "
@@ -240,7 +278,7 @@ int sbx_session_table_add(struct sbx_session_table *t, sbx_mcp *mcp,
 			  const struct sbx_principal *principal, struct sbx_http_session **ret_s,
 			  struct sbx_error *err)
 {
-	struct sbx_http_session *s = calloc(1, sizeof(*s)), *dead[66];
+	struct sbx_http_session *s = calloc(1, sizeof(*s)), *dead[67];
 	size_t nd;
 	int r;
 
@@ -251,14 +289,18 @@ int sbx_session_table_add(struct sbx_session_table *t, sbx_mcp *mcp,
 		free(s);
 		return sbx_error_set(err, r, "session: no random bytes");
 	}
-	snprintf(s->tenant, sizeof(s->tenant), "%s",
-		 principal ? principal->tenant : SBX_TENANT_DEFAULT);
+	if (principal)
+		s->principal = *principal;
+	else
+		sbx_http_principal_default(&s->principal);
+	snprintf(s->tenant, sizeof(s->tenant), "%s", s->principal.tenant);
 	r = sbx_mcp_session_new(mcp, transport, s->tenant, principal ? &principal->limits : NULL,
 				&s->mcp, err);
 	if (r < 0) {
 		free(s);
 		return r;
 	}
+	sbx_mcp_session_set_key_id(s->mcp, s->principal.key_id);
 	atomic_init(&s->refs, 2); /* the table's and the caller's */
 	s->transport = transport;
 	s->peer = *peer;
@@ -270,7 +312,7 @@ int sbx_session_table_add(struct sbx_session_table *t, sbx_mcp *mcp,
 
 	pthread_mutex_lock(&t->lock);
 	nd = sweep(t, dead, 64);
-	r = make_room(t, peer, dead, &nd, err);
+	r = make_room(t, peer, &s->principal, dead, &nd, err);
 	if (r < 0) {
 		pthread_mutex_unlock(&t->lock);
 		for (size_t i = 0; i < nd; i++)
@@ -344,4 +386,29 @@ void sbx_session_table_close_all(struct sbx_session_table *t)
 		sbx_mcp_session_close(s->mcp);
 	}
 	pthread_mutex_unlock(&t->lock);
+}
+
+size_t sbx_session_table_end_revoked(struct sbx_session_table *t, sbx_auth *auth)
+{
+	struct sbx_http_session *dead[64];
+	size_t total = 0, nd;
+
+	do {
+		nd = 0;
+		pthread_mutex_lock(&t->lock);
+		for (size_t i = 0; i < t->n && nd < SBX_ARRAY_SIZE(dead);) {
+			struct sbx_http_session *s = t->slots[i];
+			if (sbx_auth_principal_live(auth, &s->principal) == -EKEYREVOKED) {
+				sbx_outq_cut(&s->out);
+				dead[nd++] = take_slot(t, i);
+			} else {
+				i++;
+			}
+		}
+		pthread_mutex_unlock(&t->lock);
+		for (size_t i = 0; i < nd; i++)
+			sbx_http_session_unref(dead[i]);
+		total += nd;
+	} while (nd == SBX_ARRAY_SIZE(dead));
+	return total;
 }

@@ -167,6 +167,25 @@ bool sbx_sse_check(struct sbx_http_request *rq, enum MHD_Result *ret)
 						  "Session not found: open a new stream on /sse");
 		return true;
 	}
+	/* Its key may have been revoked since (the keys watch ends such a
+	 * session within about a second; this closes that gap). */
+	switch (sbx_auth_principal_live(rq->http->auth, &s->principal)) {
+	case 0:
+		break;
+	case -EKEYREVOKED:
+		sbx_session_table_remove(rq->http->sessions, s);
+		sbx_http_session_unref(s);
+		*ret = sbx_http_respond_rpc_error(
+		    rq, MHD_HTTP_NOT_FOUND, SBX_MCP_SESSION_NOT_FOUND,
+		    "Session not found: the API key that opened it was revoked");
+		return true;
+	default:
+		sbx_http_session_unref(s);
+		*ret = sbx_http_respond_error_with(
+		    rq, MHD_HTTP_SERVICE_UNAVAILABLE, "the credentials could not be checked now; retry",
+		    (const char *const[]){"Retry-After", "1", NULL});
+		return true;
+	}
 	rq->session = s;
 	return sbx_http_refuse_non_json(rq, ret);
 }

@@ -89,6 +89,7 @@ struct sbx_mcp_session {
 	enum sbx_mcp_transport transport;
 	char *owner;
 	struct sbx_auth_limits limits; /* of the key it was opened with */
+	char key_id[SBX_KEY_ID_LEN + 1]; /* that key's id, "" when none */
 	pthread_mutex_t lock;	       /* guards the fields below */
 	char version[MCP_VERSION_MAX]; /* "" until initialize succeeded */
 	bool initialized_notified;
@@ -207,6 +208,11 @@ int sbx_mcp_session_new(sbx_mcp *m, enum sbx_mcp_transport transport, const char
 	pthread_mutex_init(&s->lock, NULL);
 	*ret_session = s;
 	return 0;
+}
+
+void sbx_mcp_session_set_key_id(sbx_mcp_session *s, const char *key_id)
+{
+	snprintf(s->key_id, sizeof(s->key_id), "%s", key_id ? key_id : "");
 }
 
 sbx_mcp_session *sbx_mcp_session_ref(sbx_mcp_session *s)
@@ -914,6 +920,7 @@ static void do_tools_call(sbx_mcp_session *s, const char *version, struct json_o
 		    .settings = s->mcp->settings,
 		    .owner = s->owner,
 		    .limits = &s->limits,
+		    .key_id = s->key_id,
 		    .public_url = url,
 		    .link_key = s->mcp->link_key,
 		    .protocol_version = version,

@@ -339,7 +339,8 @@ static char *artifact_link(const struct sbx_tool_ctx *ctx, const char *base, con
 
 	if (!ctx->link_key)
 		return sbx_artifact_url(base, id, relpath);
-	return sbx_artifact_link(ctx->link_key, base, id, relpath, (int64_t)time(NULL) + ttl);
+	return sbx_artifact_link(ctx->link_key, base, id, relpath, ctx->key_id ? ctx->key_id : "",
+				 (int64_t)time(NULL) + ttl);
 }
 
 /* A resource_link content item (2025-06-18+) for a file with a download link. */

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "sbx/artifact.h"
+#include "sbx/auth.h"
 #include "sbx/buf.h"
 #include "sbx/common.h"
 #include "sbx/crypto.h"
@@ -162,8 +163,16 @@ bool sbx_link_key_persistent(const sbx_link_key *k)
 	return k && k->persistent;
 }
 
-int sbx_link_sign(const sbx_link_key *k, const char *sandbox_id, const char *relpath, int64_t exp,
-		  char out[SBX_LINK_SIG_LEN + 1])
+/* KID as a link may carry it: "" or SBX_KEY_ID_LEN lowercase hex digits. */
+static bool kid_valid(const char *kid)
+{
+	size_t n = strlen(kid);
+
+	return n == 0 || (n == SBX_KEY_ID_LEN && strspn(kid, "0123456789abcdef") == n);
+}
+
+int sbx_link_sign(const sbx_link_key *k, const char *sandbox_id, const char *relpath,
+		  const char *kid, int64_t exp, char out[SBX_LINK_SIG_LEN + 1])
 {
 	struct sbx_buf msg = SBX_BUF_INIT;
 	uint8_t mac[SBX_SHA256_LEN];
@@ -174,10 +183,10 @@ int sbx_link_sign(const sbx_link_key *k, const char *sandbox_id, const char *rel
 
 	/* The id ends at the first newline: one holding one would make two
 	 * (id, path) pairs sign alike. Ids never hold one. */
-	if (!k || exp < 0 || strchr(sandbox_id, '\n'))
+	if (!k || exp < 0 || strchr(sandbox_id, '\n') || !kid || !kid_valid(kid))
 		return -EINVAL;
 	snprintf(num, sizeof(num), "%" PRId64, exp);
-	r = sbx_buf_append(&msg, "v1\n", 3);
+	r = sbx_buf_append(&msg, "v2\n", 3);
 	if (r == 0)
 		r = sbx_buf_append(&msg, sandbox_id, strlen(sandbox_id));
 	if (r == 0)
@@ -188,6 +197,10 @@ int sbx_link_sign(const sbx_link_key *k, const char *sandbox_id, const char *rel
 		r = sbx_buf_append(&msg, "\n", 1);
 	if (r == 0)
 		r = sbx_buf_append(&msg, num, strlen(num));
+	if (r == 0)
+		r = sbx_buf_append(&msg, "\n", 1);
+	if (r == 0)
+		r = sbx_buf_append(&msg, kid, strlen(kid));
 	if (r == 0)
 		r = sbx_hmac_sha256(k->secret, sizeof(k->secret), msg.data, msg.len, mac);
 	sbx_buf_release(&msg);
@@ -204,15 +217,16 @@ int sbx_link_sign(const sbx_link_key *k, const char *sandbox_id, const char *rel
 }
 
 char *sbx_artifact_link(const sbx_link_key *k, const char *public_url, const char *sandbox_id,
-			const char *relpath, int64_t exp)
+			const char *relpath, const char *kid, int64_t exp)
 {
 	_cleanup_free_ char *url = NULL;
 	char sig[SBX_LINK_SIG_LEN + 1], *out;
 
-	if (sbx_link_sign(k, sandbox_id, relpath, exp, sig) < 0)
+	if (sbx_link_sign(k, sandbox_id, relpath, kid, exp, sig) < 0)
 		return NULL;
 	url = sbx_artifact_url(public_url, sandbox_id, relpath);
-	if (!url || asprintf(&out, "%s?exp=%" PRId64 "&sig=%s", url, exp, sig) < 0)
+	if (!url || asprintf(&out, "%s?exp=%" PRId64 "%s%s&sig=%s", url, exp, *kid ? "&kid=" : "",
+			     kid, sig) < 0)
 		return NULL;
 	return out;
 }
@@ -232,7 +246,7 @@ static bool exp_parse(const char *s, int64_t *ret)
 }
 
 int sbx_link_verify(const sbx_link_key *k, const char *sandbox_id, const char *relpath,
-		    const char *exp, const char *sig, int64_t now)
+		    const char *kid, const char *exp, const char *sig, int64_t now)
 {
 	char want[SBX_LINK_SIG_LEN + 1];
 	int64_t e;
@@ -240,7 +254,11 @@ int sbx_link_verify(const sbx_link_key *k, const char *sandbox_id, const char *r
 
 	if (!k || !sig || !exp_parse(exp, &e) || strlen(sig) != SBX_LINK_SIG_LEN)
 		return -EACCES;
-	if (sbx_link_sign(k, sandbox_id, relpath, e, want) < 0)
+	/* A link without kid= signed ""; one with an empty or malformed kid= is
+	 * no link of ours. */
+	if (kid && (!*kid || !kid_valid(kid)))
+		return -EACCES;
+	if (sbx_link_sign(k, sandbox_id, relpath, kid ? kid : "", e, want) < 0)
 		return -EACCES;
 	ok = sbx_crypto_equal(want, sig, SBX_LINK_SIG_LEN);
 	explicit_bzero(want, sizeof(want));

@@ -42,6 +42,7 @@ struct sbx_tool_ctx {
 	const struct sbx_settings *settings;
 	const char *owner;			 /* the tenant the session acts for */
 	const struct sbx_auth_limits *limits;	 /* its key's quotas; NULL: none */
+	const char *key_id;			 /* its API key's id; NULL or "": none */
 	const char *public_url;			 /* base of artifact links, no trailing slash */
 	const sbx_link_key *link_key;		 /* signs them (settings->server.link_ttl) */
 	const char *protocol_version;		 /* negotiated: newer result fields are left out */

@@ -81,7 +81,7 @@ async function before(client) {
 		assert.ok(f.url.startsWith(`${cfg.base}/artifacts/`), f.url);
 		assert.equal(await fetchText(f.url, 'the link'), RESULT_TEXT);
 		const u = new URL(f.url);
-		assert.match(u.search, /^\?exp=[1-9][0-9]*&sig=[A-Za-z0-9_-]{43}$/, `${f.url} is signed`);
+		assert.match(u.search, /^\?exp=[1-9][0-9]*&kid=[0-9a-f]{12}&sig=[A-Za-z0-9_-]{43}$/, `${f.url} is signed`);
 		handoff.link_path = u.pathname + u.search;
 		save();
 	});

@@ -142,7 +142,7 @@ export async function seedWorkflow(label, makeTransport) {
 				assert.ok(Number.isInteger(f.size) && f.size > 0, `size of ${f.path}`);
 				assert.ok(f.url.startsWith(`${cfg.base}/artifacts/`), `link ${f.url} is under ${cfg.base}/artifacts/`);
 				assert.ok(f.url.includes(encodeURIComponent(sid)), `link ${f.url} names the sandbox`);
-				assert.match(new URL(f.url).search, /^\?exp=[1-9][0-9]*&sig=[A-Za-z0-9_-]{43}$/, `link ${f.url} is signed`);
+				assert.match(new URL(f.url).search, /^\?exp=[1-9][0-9]*&kid=[0-9a-f]{12}&sig=[A-Za-z0-9_-]{43}$/, `link ${f.url} is signed`);
 			}
 			assert.equal(png.mime_type, 'image/png');
 			assert.match(csv.mime_type, /^text\/csv/);

@@ -95,7 +95,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		query = s + size + 2;
 
 	if (query_split(query, &exp, &sig) == 0) {
-		r = sbx_link_verify(key, id, path, exp, sig, NOW);
+		r = sbx_link_verify(key, id, path, NULL, exp, sig, NOW);
 		if (r == 0 || r == -EKEYEXPIRED) {
 			char want[SBX_LINK_SIG_LEN + 1], num[24];
 			char *end;
@@ -107,7 +107,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			snprintf(num, sizeof(num), "%" PRId64, (int64_t)e);
 			if (strcmp(num, exp) != 0)
 				abort(); /* another spelling of EXP taken */
-			if (sbx_link_sign(key, id, path, (int64_t)e, want) < 0 ||
+			if (sbx_link_sign(key, id, path, "", (int64_t)e, want) < 0 ||
 			    strcmp(want, sig) != 0)
 				abort(); /* a signature the signer does not make */
 			if ((r == 0) != ((int64_t)e >= NOW))
