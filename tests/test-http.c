@@ -2255,6 +2255,26 @@ static const char *bearer(char *buf, size_t n, const char *key)
 	return buf;
 }
 
+/* Posts BODY on SESSION (may be NULL) with the header line AUTH every 100
+ * ms until the status is WANT: the milliseconds that took, or -1 after 5 s. */
+static long wait_status(const char *session, const char *auth, const char *body, long want)
+{
+	struct timespec t0;
+	struct reply r;
+	long st;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	while (elapsed_ms(&t0) < 5000) {
+		r = mcp_post(session, auth, body);
+		st = r.status;
+		reply_release(&r);
+		if (st == want)
+			return elapsed_ms(&t0);
+		sleep_ms(100);
+	}
+	return -1;
+}
+
 /* An initialize with the header line AUTH (may be NULL): the session id
  * (malloc'd), or NULL. */
 static char *init_with(const char *auth)
@@ -2467,7 +2487,7 @@ static void test_auth(sbx_mcp *mcp, sbx_manager *manager)
 	tap_ok(sse_open(&s, SSE_INITIALIZED), "keys: carol opens an SSE stream with her key");
 	{
 		char id[SBX_KEY_ID_LEN + 1];
-		long ms = -1;
+		long ms;
 		snprintf(id, sizeof(id), "%.*s", SBX_KEY_ID_LEN, carol + 4);
 		expect_status(request("GET",
 				      signed_path_kid(mcp, "nosuchsandbox", "plot.png", id,
@@ -2490,17 +2510,7 @@ static void test_auth(sbx_mcp *mcp, sbx_manager *manager)
 						    time(NULL) + 60, ""),
 				    NULL, NULL),
 			    403, "revoked link", "keys: ... and the links made for it -> 403");
-		clock_gettime(CLOCK_MONOTONIC, &t0);
-		while (elapsed_ms(&t0) < 5000) {
-			r = mcp_post(c, hc, ping_body);
-			st = r.status;
-			reply_release(&r);
-			if (st == 401) {
-				ms = elapsed_ms(&t0);
-				break;
-			}
-			sleep_ms(100);
-		}
+		ms = wait_status(c, hc, ping_body, 401);
 		tap_ok(ms >= 0 && ms <= 2500,
 		       "keys: a revoked key -> 401 within 2.5 s, on its open session too (%ld ms)",
 		       ms);
@@ -2568,20 +2578,10 @@ static void test_auth(sbx_mcp *mcp, sbx_manager *manager)
 	http_from("127.0.0.66");
 	{
 		FILE *f = fopen(keys, "a");
-		long ms = -1;
+		long ms;
 		if (!f || fputs("this line does not parse\n", f) < 0 || fclose(f) != 0)
 			tap_bail("keys file");
-		clock_gettime(CLOCK_MONOTONIC, &t0);
-		while (elapsed_ms(&t0) < 5000) {
-			r = mcp_post(NULL, ha, init_body);
-			st = r.status;
-			reply_release(&r);
-			if (st == 503) {
-				ms = elapsed_ms(&t0);
-				break;
-			}
-			sleep_ms(100);
-		}
+		ms = wait_status(NULL, ha, init_body, 503);
 		tap_ok(ms >= 0 && ms <= 2500,
 		       "keys: a keys file that no longer parses -> alice's right key gets 503 "
 		       "within 2.5 s (%ld ms): no key is accepted",
@@ -2595,18 +2595,7 @@ static void test_auth(sbx_mcp *mcp, sbx_manager *manager)
 		/* alice's line is gone with the truncation: dave's key checks
 		 * the mended file. */
 		snprintf(hc, sizeof(hc), "Authorization: Bearer %s", carol);
-		ms = -1;
-		clock_gettime(CLOCK_MONOTONIC, &t0);
-		while (elapsed_ms(&t0) < 5000) {
-			r = mcp_post(NULL, hc, init_body);
-			st = r.status;
-			reply_release(&r);
-			if (st == 200) {
-				ms = elapsed_ms(&t0);
-				break;
-			}
-			sleep_ms(100);
-		}
+		ms = wait_status(NULL, hc, init_body, 200);
 		tap_ok(ms >= 0, "keys: ... mended, a key is accepted again (%ld ms)", ms);
 		r = request("GET", "/ready", NULL, NULL);
 		tap_ok(!r.body.data || !strstr(r.body.data, "keys file"),

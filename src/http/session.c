@@ -215,6 +215,32 @@ static ssize_t lru_idle(struct sbx_session_table *t, const struct sbx_peer *peer
 	return best;
 }
 
+/* How many sessions are of PEER and of the API key tenant TENANT (each
+ * when not NULL). Lock held. */
+static size_t share_count(struct sbx_session_table *t, const struct sbx_peer *peer,
+			  const char *tenant)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < t->n; i++)
+		n += (!peer || memcmp(&t->slots[i]->peer, peer, sizeof(*peer)) == 0) &&
+		     (!tenant || of_tenant(t->slots[i], tenant));
+	return n;
+}
+
+/* Evicts the least recently used idle session of that share into DEAD:
+ * false when none is idle. Lock held. */
+static bool share_evict(struct sbx_session_table *t, const struct sbx_peer *peer,
+			const char *tenant, struct sbx_http_session **dead, size_t *nd)
+{
+	ssize_t i = lru_idle(t, peer, tenant);
+
+	if (i < 0)
+		return false;
+	dead[(*nd)++] = take_slot(t, (size_t)i);
+	return true;
+}
+
 /* Makes room for a session of PEER for P (lock held): evicts into DEAD (at
  * most one per limit); -EBUSY naming the limit when nothing can go. */
 static int make_room(struct sbx_session_table *t, const struct sbx_peer *peer,
@@ -222,54 +248,30 @@ static int make_room(struct sbx_session_table *t, const struct sbx_peer *peer,
 		     struct sbx_error *err)
 {
 	const char *tenant = p->method != SBX_AUTH_METHOD_NONE ? p->tenant : NULL;
-	ssize_t i;
 
-	if (t->per_tenant > 0 && tenant) {
-		size_t mine = 0;
-		for (size_t j = 0; j < t->n; j++)
-			mine += of_tenant(t->slots[j], tenant);
-		if (mine >= t->per_tenant) {
-			i = lru_idle(t, NULL, tenant);
-			if (i < 0)
-				return sbx_error_set(
-				    err, -EBUSY,
-				    "Too many MCP sessions for tenant %s: all %zu it may hold "
-				    "(server.max_sessions_per_tenant) are in use (a call running or "
-				    "an SSE stream open). End one (DELETE /mcp, or close an SSE "
-				    "stream), then retry.",
-				    tenant, t->per_tenant);
-			dead[(*nd)++] = take_slot(t, (size_t)i);
-		}
-	}
-	if (t->per_peer > 0) {
-		size_t mine = 0;
-		for (size_t j = 0; j < t->n; j++)
-			mine += memcmp(&t->slots[j]->peer, peer, sizeof(*peer)) == 0;
-		if (mine >= t->per_peer) {
-			i = lru_idle(t, peer, NULL);
-			if (i < 0)
-				return sbx_error_set(
-				    err, -EBUSY,
-				    "Too many MCP sessions from this client address: all %zu it "
-				    "may hold (server.max_sessions_per_ip) are in use (a call "
-				    "running or an SSE stream open). End one (DELETE /mcp, or "
-				    "close "
-				    "an SSE stream), then retry.",
-				    t->per_peer);
-			dead[(*nd)++] = take_slot(t, (size_t)i);
-		}
-	}
-	if (t->n >= t->max) {
-		i = tenant ? lru_idle(t, NULL, tenant) : -1;
-		if (i < 0)
-			i = lru_idle(t, NULL, NULL);
-		if (i < 0)
-			return sbx_error_set(err, -EBUSY,
-					     "Too many MCP sessions: all %zu the server holds "
-					     "(server.max_sessions) are in use; retry later.",
-					     t->max);
-		dead[(*nd)++] = take_slot(t, (size_t)i);
-	}
+	if (t->per_tenant > 0 && tenant && share_count(t, NULL, tenant) >= t->per_tenant &&
+	    !share_evict(t, NULL, tenant, dead, nd))
+		return sbx_error_set(err, -EBUSY,
+				     "Too many MCP sessions for tenant %s: all %zu it may hold "
+				     "(server.max_sessions_per_tenant) are in use (a call running or "
+				     "an SSE stream open). End one (DELETE /mcp, or close an SSE "
+				     "stream), then retry.",
+				     tenant, t->per_tenant);
+	if (t->per_peer > 0 && share_count(t, peer, NULL) >= t->per_peer &&
+	    !share_evict(t, peer, NULL, dead, nd))
+		return sbx_error_set(err, -EBUSY,
+				     "Too many MCP sessions from this client address: all %zu it "
+				     "may hold (server.max_sessions_per_ip) are in use (a call "
+				     "running or an SSE stream open). End one (DELETE /mcp, or "
+				     "close an SSE stream), then retry.",
+				     t->per_peer);
+	/* The whole table: the tenant's own idle session first. */
+	if (t->n >= t->max && !(tenant && share_evict(t, NULL, tenant, dead, nd)) &&
+	    !share_evict(t, NULL, NULL, dead, nd))
+		return sbx_error_set(err, -EBUSY,
+				     "Too many MCP sessions: all %zu the server holds "
+				     "(server.max_sessions) are in use; retry later.",
+				     t->max);
 	return 0;
 }
 
