@@ -172,6 +172,15 @@ static void test_refused(const char *plain_url)
 	r = sbx_sandbox_create(x.m, "alice", "nope", &sb, &err);
 	tap_ok(r == -ENOTSUP && !sb && strstr(err.msg, "sandbox.disk"),
 	       "create_sandbox is refused the same way: %s", err.msg);
+	sbx_error_clear(&err);
+	r = sbx_sandbox_create(x.m, "alice", "nope2", &sb, &err);
+	tap_ok(r == -ENOTSUP && !sb && strstr(err.msg, "sandbox.disk"),
+	       "... and again at once, from the kept failure: %s", err.msg);
+	sbx_error_clear(&err);
+	sleep(1);
+	r = sbx_sandbox_create(x.m, "alice", "nope3", &sb, &err);
+	tap_ok(r == -ENOTSUP && !sb && strstr(err.msg, "sandbox.disk"),
+	       "... and a second later, asked again: %s", err.msg);
 	{
 		struct sbx_kv want[] = {{SBX_LABEL_INSTANCE, x.inst}};
 		struct sbx_container_summary *list = NULL;

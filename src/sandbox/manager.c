@@ -68,6 +68,7 @@ int sbx_manager_new(const struct sbx_settings *s, sbx_engine *engine, sbx_manage
 	m->engine = engine;
 	pthread_mutex_init(&m->lock, NULL);
 	pthread_mutex_init(&m->check_lock, NULL);
+	pthread_mutex_init(&m->disk_lock, NULL);
 	pthread_cond_init(&m->changed, NULL);
 	r = sbx_pool_new(m, err);
 	if (r >= 0) {
@@ -82,6 +83,7 @@ int sbx_manager_new(const struct sbx_settings *s, sbx_engine *engine, sbx_manage
 	}
 	if (r < 0) {
 		pthread_mutex_destroy(&m->check_lock);
+		pthread_mutex_destroy(&m->disk_lock);
 		pthread_cond_destroy(&m->changed);
 		pthread_mutex_destroy(&m->lock);
 		free(m->instance);
@@ -573,17 +575,28 @@ int sbx_disk_check(const struct sbx_settings *s, sbx_engine *e, struct sbx_error
 }
 
 /* sbx_disk_check once per manager: kept once it passed (an engine's storage
- * does not change under it), asked again after a failure. */
+ * does not change under it); a failure is kept for a second, then asked
+ * again (so that a failing engine is not asked once per create). */
 static int manager_disk_check(sbx_manager *m, struct sbx_error *err)
 {
 	int r = 0;
 
-	pthread_mutex_lock(&m->check_lock);
+	pthread_mutex_lock(&m->disk_lock);
 	if (!m->disk_checked) {
-		r = sbx_disk_check(m->s, m->engine, err);
-		m->disk_checked = r >= 0;
+		if (!m->disk_failed || sbx_seconds_since(&m->disk_failed_at) >= 1.0) {
+			sbx_error_clear(&m->disk_err);
+			r = sbx_disk_check(m->s, m->engine, &m->disk_err);
+			m->disk_checked = r >= 0;
+			m->disk_failed = r < 0;
+			clock_gettime(CLOCK_MONOTONIC, &m->disk_failed_at);
+		}
+		if (m->disk_failed) {
+			r = m->disk_err.code < 0 ? m->disk_err.code : -EIO;
+			if (err)
+				*err = m->disk_err;
+		}
 	}
-	pthread_mutex_unlock(&m->check_lock);
+	pthread_mutex_unlock(&m->disk_lock);
 	return r;
 }
 
@@ -1313,6 +1326,7 @@ sbx_manager *sbx_manager_free(sbx_manager *m)
 	free(m->instance);
 	pthread_cond_destroy(&m->changed);
 	pthread_mutex_destroy(&m->check_lock);
+	pthread_mutex_destroy(&m->disk_lock);
 	pthread_mutex_destroy(&m->lock);
 	free(m);
 	return NULL;

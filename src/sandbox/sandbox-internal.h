@@ -121,8 +121,14 @@ struct sbx_manager {
 	bool engine_followed;
 	uint64_t engine_epoch;
 	struct sbx_pool *pool; /* pool.c; its fields are under lock too */
-	/* sbx_disk_check passed (under check_lock): containers may be made */
+	/* manager_disk_check (under disk_lock, not check_lock: a slow engine
+	 * there holds no GET /ready): passed (containers may be made), or its
+	 * last failure, kept for a second */
+	pthread_mutex_t disk_lock;
 	bool disk_checked;
+	bool disk_failed;
+	struct timespec disk_failed_at;
+	struct sbx_error disk_err;
 	/* sbx_manager_check_engine: the last answer, kept for a second */
 	pthread_mutex_t check_lock;
 	struct timespec check_at;
