@@ -302,6 +302,20 @@ async function refusals() {
 		diag(`carol's new key accepted after ${got.ms} ms`);
 		return rawStreamableSession(carol);
 	});
+	// Carol's SDK client over SSE, with a sandbox and a file link of hers.
+	const carolSse = await check(t("carol's SDK client over SSE makes a sandbox and a file: a link that names her key"), async () => {
+		const client = await connect(sseTransport(carol), 'e2e-tenants-carol');
+		const sid = await createSandbox(client, 'e2e-tenant-carol');
+		const r = await callOk(client, 'execute_python_code', { sandbox_id: sid, code: "open('c.txt','w').write('carol')" });
+		const f = (r.files || []).find((x) => x.path.endsWith('c.txt'));
+		assert.ok(f, `no file c.txt in ${JSON.stringify(r)}`);
+		const u = new URL(f.url);
+		assert.equal(u.searchParams.get('kid'), carol.slice(4, 16), `the link ${f.url} does not name carol's key id`);
+		const got = await raw({ path: `${u.pathname}${u.search}`, key: '' });
+		assert.equal(got.status, 200, `her link before the revocation: HTTP ${got.status}`);
+		await client.ping();
+		return { client, sid, link: `${u.pathname}${u.search}` };
+	}, 120000);
 	await check(t('a key revoked by `mcp-sandboxd keys revoke` while the server runs is 401 within a few seconds, on its open session too'), async () => {
 		assert.ok(carolSession, 'no session of the added key');
 		const headers = { ...JSON_HEADERS, 'Mcp-Session-Id': carolSession.sid, 'MCP-Protocol-Version': carolSession.version };
@@ -314,6 +328,17 @@ async function refusals() {
 		is401(await raw({ method: 'POST', path: '/mcp', headers, body: PING, key: carol, from: '127.0.0.7' }), true, 'its open session');
 		assert.ok(!keysCommand('list').split('\n').some((l) => /^carol\b/.test(l.trim())), 'keys list still shows carol');
 	});
+	await check(t("... her SDK client's SSE session is ended (its /messages 404) and her file's link is 403 revoked"), async () => {
+		assert.ok(carolSse, "no SSE client of carol's");
+		await assert.rejects(carolSse.client.ping(), (e) => {
+			assert.match(String(e?.message ?? e), /404/, `not a 404: ${e?.message ?? e}`);
+			return true;
+		});
+		const res = await raw({ path: carolSse.link, key: '' });
+		assert.equal(res.status, 403, `her link after the revocation: HTTP ${res.status}`);
+		assert.match(String(res.body), /revoked link/, `not a revoked link: ${res.body}`);
+		await carolSse.client.close().catch(() => {});
+	}, 30000);
 
 	// From 127.0.0.1: three failures in all.
 	for (const [label, make] of [
