@@ -15,6 +15,18 @@
  * without any signal; a reopen refused (a symbolic link put there) keeps
  * the old file; on standard error the lines are pure JSON between the
  * server's own log lines.
+ *
+ * Through the HTTP front (in-process, API keys from a keys file, stand-in
+ * tools; tenants alice, bob and carol): a tool call's line on Streamable
+ * HTTP and on SSE (tenant, key id, the session id's first 8 characters,
+ * transport, client address, tool, sandbox, duration, outcome, bytes_out
+ * equal to the response's size); a failing real tool (not_found), an
+ * unknown tool, a limit's refusal (quota, from the tool), a call refused
+ * at server.max_calls_per_session (session_calls), a call cancelled by its
+ * client leaving; auth failures: missing, malformed (scheme, shape),
+ * conflicting, rejected (a wrong secret, a revoked key: their key ids),
+ * throttled (429). Nowhere in the log: any key or its secret part, a whole
+ * session id, the code, arguments or output of a call.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -29,14 +41,23 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <curl/curl.h>
 #include <json-c/json.h>
 
+#include "http/http-internal.h"
+#include "tools/tools.h"
 #include "sbx/audit.h"
+#include "sbx/auth.h"
 #include "sbx/buf.h"
 #include "sbx/common.h"
+#include "sbx/http.h"
 #include "sbx/log.h"
+#include "sbx/mcp.h"
+#include "sbx/sandbox.h"
 #include "http-client.h"
 #include "tap.h"
+
+#define HS(...) ((const char *const[]){__VA_ARGS__, NULL})
 
 static char dir[] = "/tmp/test-audit.XXXXXX";
 
@@ -115,6 +136,28 @@ static bool str_is(struct json_object *o, const char *key, const char *want)
 	return v && strcmp(v, want) == 0;
 }
 
+/* The last line of PATH whose EVENT and KEY (NULL: any) = VALUE, a new
+ * reference, waiting for it at most MS. */
+static struct json_object *find_line(const char *path, const char *event, const char *key,
+				     const char *value, int ms)
+{
+	struct timespec t0;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		struct json_object *arr = lines_of(path, NULL), *found = NULL;
+		for (size_t i = json_object_array_length(arr); i-- > 0 && !found;) {
+			struct json_object *o = json_object_array_get_idx(arr, i);
+			if (str_is(o, "event", event) && (!key || str_is(o, key, value)))
+				found = json_object_get(o);
+		}
+		json_object_put(arr);
+		if (found || elapsed_ms(&t0) >= ms)
+			return found;
+		sleep_ms(50);
+	}
+}
+
 static size_t count_lines(const char *path)
 {
 	struct json_object *arr = lines_of(path, NULL);
@@ -122,6 +165,11 @@ static size_t count_lines(const char *path)
 
 	json_object_put(arr);
 	return n;
+}
+
+static void diag_line(struct json_object *o)
+{
+	tap_diag("  line: %s", o ? json_object_to_json_string(o) : "(none)");
 }
 
 static bool time_ok(const char *t)
@@ -474,11 +522,475 @@ static void test_stderr(void)
 	free(text);
 }
 
+/* ---- through the HTTP front ---- */
+
+#define CODE_MARK "code-marker-5e1f"
+#define ARG_MARK "arg-marker-77c2"
+#define OUT_MARK "output-marker-a9d3"
+#define MCP_HEADERS ACCEPT_BOTH "\r\n" CT_JSON "\r\n"
+
+static int fake_tools_call(const struct sbx_tool_ctx *ctx, const char *name,
+			   struct json_object *args, struct json_object **ret_result,
+			   struct sbx_error *err)
+{
+	const char *text = NULL;
+	bool is_error = false;
+
+	if (strcmp(name, "run") == 0) {
+		/* Stands for code run in a sandbox: takes a while, prints. */
+		sleep_ms(60);
+		if (ctx->audit) {
+			snprintf(ctx->audit->sandbox_id, sizeof(ctx->audit->sandbox_id),
+				 "abc123abc123");
+			snprintf(ctx->audit->sandbox_name, sizeof(ctx->audit->sandbox_name), "box");
+		}
+		text = "printed " OUT_MARK;
+	} else if (strcmp(name, "limited") == 0) {
+		if (ctx->audit)
+			ctx->audit->error = "quota";
+		text = "the tenant's quota of sandboxes (2) is reached";
+		is_error = true;
+	} else if (strcmp(name, "slow") == 0) {
+		slow_tool_run(ctx);
+		text = "done";
+	} else {
+		return sbx_tools_call(ctx, name, args, ret_result, err);
+	}
+	*ret_result = json_object_new_object();
+	{
+		struct json_object *content = json_object_new_array(),
+				   *item = json_object_new_object();
+		json_object_object_add(item, "type", json_object_new_string("text"));
+		json_object_object_add(item, "text", json_object_new_string(text));
+		json_object_array_add(content, item);
+		json_object_object_add(*ret_result, "content", content);
+		json_object_object_add(*ret_result, "isError", json_object_new_boolean(is_error));
+	}
+	return 0;
+}
+
+static const char *bearer(char *buf, size_t n, const char *key)
+{
+	snprintf(buf, n, "Authorization: Bearer %s", key);
+	return buf;
+}
+
+static char *init_with(const char *auth)
+{
+	struct reply r = mcp_post(NULL, auth, init_body);
+	const char *id = r.status == 200 ? header_of(&r, "Mcp-Session-Id") : NULL;
+	char *copy = id ? strdup(id) : NULL;
+
+	reply_release(&r);
+	return copy;
+}
+
+static char *call_body(int id, const char *tool, const char *args)
+{
+	char *b = NULL;
+
+	if (asprintf(&b,
+		     "{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"tools/call\",\"params\":"
+		     "{\"name\":\"%s\",\"arguments\":%s}}",
+		     id, tool, args) < 0)
+		tap_bail("asprintf");
+	return b;
+}
+
+struct keys {
+	char alice[SBX_API_KEY_LEN + 1], bob[SBX_API_KEY_LEN + 1], carol[SBX_API_KEY_LEN + 1];
+	char alice_id[SBX_KEY_ID_LEN + 1], bob_id[SBX_KEY_ID_LEN + 1], carol_id[SBX_KEY_ID_LEN + 1];
+	char wrong[SBX_API_KEY_LEN + 1]; /* alice's id, another secret */
+};
+
+static bool id_prefix(const char *line_session, const char *id)
+{
+	return line_session && strlen(line_session) == SBX_SESSION_ID_INDEX &&
+	       strncmp(line_session, id, SBX_SESSION_ID_INDEX) == 0;
+}
+
+static void test_streamable_calls(const char *log, const struct keys *k, char *sessions[2])
+{
+	char ha[160], *body;
+	struct json_object *o;
+	struct reply r;
+	char *id;
+
+	http_from("127.0.0.50");
+	bearer(ha, sizeof(ha), k->alice);
+	id = init_with(ha);
+	if (!tap_ok(id != NULL, "alice initializes a Streamable HTTP session"))
+		return;
+	sessions[0] = id;
+
+	body = call_body(10, "run", "{\"code\":\"x = '" CODE_MARK "'\",\"arg\":\"" ARG_MARK "\"}");
+	r = mcp_post(id, ha, body);
+	free(body);
+	o = find_line(log, "tool_call", "tool", "run", 2000);
+	tap_ok(r.status == 200 && o, "a tool call: a tool_call line");
+	if (!tap_ok(str_is(o, "tenant", "alice") && str_is(o, "key_id", k->alice_id) &&
+			id_prefix(str_of(o, "session"), id) &&
+			str_is(o, "transport", "streamable") && str_is(o, "client", "127.0.0.50") &&
+			str_is(o, "sandbox_id", "abc123abc123") &&
+			str_is(o, "sandbox_name", "box") && str_is(o, "outcome", "ok") &&
+			str_is(o, "error", "") && time_ok(str_of(o, "time")),
+		    "... tenant alice, her key's id, the session's first %d characters, "
+		    "streamable, 127.0.0.50, its sandbox, ok",
+		    SBX_SESSION_ID_INDEX))
+		diag_line(o);
+	tap_ok(int_of(o, "duration_ms") >= 60 && int_of(o, "duration_ms") < 10000,
+	       "... duration_ms %lld (the tool took 60 ms)", (long long)int_of(o, "duration_ms"));
+	tap_ok(int_of(o, "bytes_out") == (int64_t)r.body.len,
+	       "... bytes_out %lld: the size of the response sent (%zu)",
+	       (long long)int_of(o, "bytes_out"), r.body.len);
+	json_object_put(o);
+	reply_release(&r);
+
+	/* A real tool that fails: an unknown sandbox. */
+	body = call_body(11, "execute_python_code",
+			 "{\"sandbox_id\":\"nosuchbox\",\"code\":\"print('" CODE_MARK "')\"}");
+	r = mcp_post(id, ha, body);
+	free(body);
+	o = find_line(log, "tool_call", "tool", "execute_python_code", 2000);
+	if (!tap_ok(r.status == 200 && strstr(r.body.data, "\"isError\":true") &&
+			str_is(o, "outcome", "error") && str_is(o, "error", "not_found") &&
+			str_is(o, "sandbox_id", "") &&
+			int_of(o, "bytes_out") == (int64_t)r.body.len,
+		    "a failing call (no such sandbox): outcome error, error not_found, no sandbox"))
+		diag_line(o);
+	json_object_put(o);
+	reply_release(&r);
+
+	/* An unknown tool: its name (a client's) cut to the field's bound. */
+	{
+		char name[200];
+		memset(name, 'z', sizeof(name) - 1);
+		name[sizeof(name) - 1] = '\0';
+		body = call_body(12, name, "{}");
+		r = mcp_post(id, ha, body);
+		free(body);
+		name[SBX_AUDIT_FIELD_MAX] = '\0';
+		o = find_line(log, "tool_call", "tool", name, 2000);
+		tap_ok(r.status == 200 && str_is(o, "outcome", "error") &&
+			   str_is(o, "error", "unknown_tool"),
+		       "an unknown tool: error unknown_tool, its name cut to %d bytes",
+		       SBX_AUDIT_FIELD_MAX);
+		json_object_put(o);
+		reply_release(&r);
+	}
+	/* A limit of the tenant's, said by the tool: refused. */
+	body = call_body(13, "limited", "{}");
+	r = mcp_post(id, ha, body);
+	free(body);
+	o = find_line(log, "tool_call", "tool", "limited", 2000);
+	tap_ok(str_is(o, "outcome", "refused") && str_is(o, "error", "quota"),
+	       "a quota's refusal: outcome refused, error quota");
+	json_object_put(o);
+	reply_release(&r);
+	http_from(NULL);
+}
+
+/* A slow call on a connection that its client closes: cancelled; one
+ * past server.max_calls_per_session (1) meanwhile: refused. */
+static void test_cancel_refuse(const char *log, const struct keys *k, const char *id)
+{
+	struct sbx_buf acc = SBX_BUF_INIT;
+	char headers[512], ha[160], *body;
+	struct json_object *o;
+	struct reply r;
+	int fd, started = slow_tool_started();
+
+	http_from("127.0.0.51");
+	bearer(ha, sizeof(ha), k->alice);
+	snprintf(headers, sizeof(headers), MCP_HEADERS "Mcp-Session-Id: %s\r\n%s\r\n", id, ha);
+	body = call_body(20, "slow", "{}");
+	fd = raw_post("/mcp", headers, 0, body);
+	free(body);
+	tap_ok(slow_tool_wait_started(started + 1), "a slow call runs");
+	body = call_body(21, "run", "{}");
+	r = mcp_post(id, ha, body);
+	free(body);
+	o = find_line(log, "tool_call", "outcome", "refused", 2000);
+	if (!tap_ok(r.status == 200 && strstr(r.body.data, "max_calls_per_session") &&
+			str_is(o, "tool", "run") && str_is(o, "error", "session_calls") &&
+			str_is(o, "client", "127.0.0.51") && id_prefix(str_of(o, "session"), id) &&
+			int_of(o, "bytes_out") == (int64_t)r.body.len,
+		    "a call past server.max_calls_per_session: outcome refused, error "
+		    "session_calls, bytes_out the refusal's size"))
+		diag_line(o);
+	json_object_put(o);
+	reply_release(&r);
+	close(fd);
+	o = find_line(log, "tool_call", "outcome", "cancelled", 5000);
+	if (!tap_ok(str_is(o, "tool", "slow") && int_of(o, "bytes_out") == 0 &&
+			str_is(o, "client", "127.0.0.51"),
+		    "its client gone, the slow call's line: outcome cancelled, bytes_out 0"))
+		diag_line(o);
+	json_object_put(o);
+	sbx_buf_release(&acc);
+	http_from(NULL);
+}
+
+static void test_sse_call(const char *log, const struct keys *k, char **ret_id)
+{
+	struct sse_session s = {0};
+	char path[160], *body;
+	struct json_object *o;
+	struct reply r;
+
+	http_from("127.0.0.52");
+	snprintf(path, sizeof(path), "/sse?api_key=%s", k->bob);
+	s.path = path;
+	if (!tap_ok(sse_open(&s, SSE_INITIALIZED), "bob opens an SSE session with ?api_key="))
+		return;
+	*ret_id = strdup(s.id);
+	body = call_body(30, "run", "{\"code\":\"" CODE_MARK "\"}");
+	r = sse_post(s.id, body);
+	free(body);
+	tap_ok(r.status == 202 && read_until(s.fd, &s.acc, OUT_MARK, 5000),
+	       "... a tool call's result comes on the stream");
+	reply_release(&r);
+	o = find_line(log, "tool_call", "tenant", "bob", 2000);
+	if (!tap_ok(str_is(o, "key_id", k->bob_id) && id_prefix(str_of(o, "session"), s.id) &&
+			str_is(o, "transport", "sse") && str_is(o, "client", "127.0.0.52") &&
+			str_is(o, "tool", "run") && str_is(o, "outcome", "ok") &&
+			int_of(o, "bytes_out") > 0,
+		    "... its line: bob, his key's id, the SSE session's first %d characters, sse, "
+		    "the POST's address",
+		    SBX_SESSION_ID_INDEX))
+		diag_line(o);
+	json_object_put(o);
+	sse_close(&s);
+	http_from(NULL);
+}
+
+/* The last auth_failure line from CLIENT after a request: REASON and KEY_ID. */
+static void expect_failure(const char *log, size_t before, const char *client, const char *method,
+			   const char *route, const char *reason, const char *key_id,
+			   const char *what)
+{
+	struct json_object *o = NULL;
+	struct timespec t0;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	while (count_lines(log) <= before && elapsed_ms(&t0) < 2000)
+		sleep_ms(20);
+	o = find_line(log, "auth_failure", NULL, NULL, 0);
+	if (!tap_ok(count_lines(log) == before + 1 && str_is(o, "client", client) &&
+			str_is(o, "method", method) && str_is(o, "route", route) &&
+			str_is(o, "reason", reason) && str_is(o, "key_id", key_id) &&
+			time_ok(str_of(o, "time")),
+		    "%s: one auth_failure line, reason %s, key_id \"%s\"", what, reason, key_id))
+		diag_line(o);
+	json_object_put(o);
+}
+
+static void test_failures(const char *log, const struct keys *k, const char *keys_path)
+{
+	char h[200], path[200];
+	struct reply r;
+	size_t n;
+
+	http_from("127.0.0.60");
+	n = count_lines(log);
+	r = mcp_post(NULL, NULL, init_body);
+	tap_is_int(r.status, 401, "no key: 401");
+	reply_release(&r);
+	expect_failure(log, n, "127.0.0.60", "POST", "/mcp", "missing", "", "no key");
+
+	n = count_lines(log);
+	r = mcp_post(NULL, "Authorization: Basic YWxpY2U6eA==", init_body);
+	reply_release(&r);
+	expect_failure(log, n, "127.0.0.60", "POST", "/mcp", "malformed", "", "Basic auth");
+
+	n = count_lines(log);
+	snprintf(h, sizeof(h), "X-API-Key: %.40s", k->alice);
+	r = mcp_post(NULL, h, init_body);
+	reply_release(&r);
+	expect_failure(log, n, "127.0.0.60", "POST", "/mcp", "malformed", "",
+		       "alice's key cut short");
+
+	n = count_lines(log);
+	{
+		char hb[160];
+		snprintf(hb, sizeof(hb), "X-API-Key: %s", k->bob);
+		r = request("POST", "/mcp",
+			    HS(ACCEPT_BOTH, CT_JSON, bearer(h, sizeof(h), k->alice), hb),
+			    init_body);
+		reply_release(&r);
+	}
+	expect_failure(log, n, "127.0.0.60", "POST", "/mcp", "conflicting", "",
+		       "alice's key and bob's");
+
+	http_from("127.0.0.61");
+	n = count_lines(log);
+	snprintf(path, sizeof(path), "/sse?api_key=%s", k->wrong);
+	r = request("GET", path, HS("Accept: text/event-stream"), NULL);
+	tap_is_int(r.status, 401, "a wrong secret on /sse: 401");
+	reply_release(&r);
+	expect_failure(log, n, "127.0.0.61", "GET", "/sse", "rejected", k->alice_id,
+		       "alice's id with a wrong secret");
+
+	/* Revoked: carol's key, refused within a few seconds. */
+	{
+		struct sbx_error err = SBX_ERROR_INIT;
+		struct timespec t0;
+		size_t count;
+		long st = 0;
+		if (sbx_keys_revoke(keys_path, NULL, k->carol_id, NULL, &count, &err) < 0)
+			tap_bail(err.msg);
+		bearer(h, sizeof(h), k->carol);
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		while (elapsed_ms(&t0) < 5000) {
+			n = count_lines(log);
+			r = mcp_post(NULL, h, init_body);
+			st = r.status;
+			reply_release(&r);
+			if (st == 401)
+				break;
+			sleep_ms(200);
+		}
+		tap_is_int(st, 401, "a revoked key: 401");
+		expect_failure(log, n, "127.0.0.61", "POST", "/mcp", "rejected", k->carol_id,
+			       "carol's revoked key");
+	}
+
+	/* Throttled: past SBX_AUTH_FAIL_MAX failures from one address. */
+	http_from("127.0.0.62");
+	for (int i = 0; i < SBX_AUTH_FAIL_MAX; i++) {
+		r = mcp_post(NULL, NULL, init_body);
+		reply_release(&r);
+	}
+	n = count_lines(log);
+	r = mcp_post(NULL, bearer(h, sizeof(h), k->alice), init_body);
+	tap_is_int(r.status, 429, "past %d failures: 429, even with a right key",
+		   SBX_AUTH_FAIL_MAX);
+	reply_release(&r);
+	expect_failure(log, n, "127.0.0.62", "POST", "/mcp", "throttled", "",
+		       "the throttled request");
+	http_from(NULL);
+}
+
+static void test_front(void)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_settings s;
+	struct keys k = {0};
+	char keys_path[256], log[256], set[320], *sessions[2] = {NULL, NULL};
+	sbx_engine *engine = NULL;
+	sbx_manager *manager = NULL;
+	sbx_auth *auth = NULL;
+	sbx_audit *audit = NULL;
+	sbx_mcp *mcp = NULL;
+	sbx_http *http = NULL;
+	struct http_target saved;
+
+	snprintf(keys_path, sizeof(keys_path), "%s/keys", dir);
+	snprintf(log, sizeof(log), "%s/front.log", dir);
+	if (sbx_keys_add(keys_path, "alice", NULL, 0, k.alice, &err) < 0 ||
+	    sbx_keys_add(keys_path, "bob", NULL, 0, k.bob, &err) < 0 ||
+	    sbx_keys_add(keys_path, "carol", NULL, 0, k.carol, &err) < 0)
+		tap_bail(err.msg);
+	snprintf(k.alice_id, sizeof(k.alice_id), "%.*s", SBX_KEY_ID_LEN, k.alice + 4);
+	snprintf(k.bob_id, sizeof(k.bob_id), "%.*s", SBX_KEY_ID_LEN, k.bob + 4);
+	snprintf(k.carol_id, sizeof(k.carol_id), "%.*s", SBX_KEY_ID_LEN, k.carol + 4);
+	snprintf(k.wrong, sizeof(k.wrong), "msk_%s_%064d", k.alice_id, 7);
+
+	snprintf(set, sizeof(set), "auth.keys_file=%s", keys_path);
+	if (sbx_settings_init(&s) < 0 ||
+	    sbx_settings_set(&s, "server.listen=127.0.0.1", &err) < 0 ||
+	    sbx_settings_set(&s, "server.port=0", &err) < 0 ||
+	    sbx_settings_set(&s, "server.max_calls_per_session=1", &err) < 0 ||
+	    sbx_settings_set(&s, set, &err) < 0 ||
+	    sbx_settings_set(&s, "engine.socket=unix:///nonexistent/mcp-sandbox-test.sock", &err) <
+		0)
+		tap_bail(err.msg[0] ? err.msg : "settings");
+	{
+		struct sbx_engine_config ec = {
+		    .type = s.engine.type, .url = s.engine.socket, .timeout_ms = 2000};
+		if (sbx_engine_open(&ec, &engine, &err) < 0 ||
+		    sbx_manager_new(&s, engine, &manager, &err) < 0 ||
+		    sbx_auth_open(&s, &auth, &err) < 0 || sbx_audit_open(log, &audit, &err) < 0)
+			tap_bail(err.msg);
+	}
+	{
+		const struct sbx_mcp_config mc = {
+		    .settings = &s, .manager = manager, .audit = audit};
+		if (sbx_mcp_new(&mc, &mcp, &err) < 0)
+			tap_bail(err.msg);
+		sbx_mcp_set_tools_call(mcp, fake_tools_call);
+	}
+	{
+		const struct sbx_http_config hc = {
+		    .settings = &s, .mcp = mcp, .manager = manager, .auth = auth, .audit = audit};
+		if (sbx_http_start(&hc, &http, &err) < 0)
+			tap_bail(err.msg);
+	}
+	saved = http_use(sbx_http_port(http), false);
+
+	test_streamable_calls(log, &k, sessions);
+	if (sessions[0])
+		test_cancel_refuse(log, &k, sessions[0]);
+	test_sse_call(log, &k, &sessions[1]);
+	test_failures(log, &k, keys_path);
+
+	http_restore(&saved);
+	sbx_http_stop(http);
+	{
+		bool all;
+		struct json_object *arr = lines_of(log, &all);
+		char *text = slurp(log);
+		const char *const keys[] = {k.alice, k.bob, k.carol, k.wrong};
+		bool clean = true;
+		for (size_t i = 0; i < SBX_ARRAY_SIZE(keys); i++) {
+			/* The key, and any 12 characters of its secret part (the
+			 * wrong key's is zeros: whole only). */
+			const char *secret = keys[i] + 5 + SBX_KEY_ID_LEN;
+			size_t w = keys[i] == k.wrong ? 64 : SBX_KEY_ID_LEN;
+			if (strstr(text, keys[i]))
+				clean = false;
+			for (size_t j = 0; j + w <= 64; j++) {
+				char part[65];
+				snprintf(part, sizeof(part), "%.*s", (int)w, secret + j);
+				if (strstr(text, part)) {
+					tap_diag("key %zu: \"%s\" of its secret is in the log", i,
+						 part);
+					clean = false;
+					break;
+				}
+			}
+		}
+		tap_ok(all && json_object_array_length(arr) >= 20u,
+		       "the whole log: %zu lines, every one a JSON object",
+		       json_object_array_length(arr));
+		tap_ok(clean, "no API key and no key's secret part anywhere in the log");
+		tap_ok(sessions[0] && sessions[1] && !strstr(text, sessions[0]) &&
+			   !strstr(text, sessions[1]) &&
+			   !strstr(text, sessions[0] + SBX_SESSION_ID_INDEX) &&
+			   !strstr(text, sessions[1] + SBX_SESSION_ID_INDEX),
+		       "no whole session id, nor its secret part, anywhere in the log");
+		tap_ok(!strstr(text, CODE_MARK) && !strstr(text, ARG_MARK) &&
+			   !strstr(text, OUT_MARK) && !strstr(text, "nosuchbox"),
+		       "no code, argument or output of a call anywhere in the log");
+		json_object_put(arr);
+		free(text);
+	}
+	free(sessions[0]);
+	free(sessions[1]);
+	sbx_mcp_free(mcp);
+	sbx_audit_free(audit);
+	sbx_auth_free(auth);
+	sbx_manager_free(manager);
+	sbx_engine_free(engine);
+	sbx_settings_release(&s);
+}
+
 int main(void)
 {
 	char cmd[300];
 
 	signal(SIGPIPE, SIG_IGN);
+	curl_global_init(CURL_GLOBAL_DEFAULT);
 	if (!mkdtemp(dir))
 		tap_bail("mkdtemp");
 	test_lines();
@@ -486,8 +998,10 @@ int main(void)
 	test_threads();
 	test_reopen();
 	test_stderr();
+	test_front();
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
 	if (system(cmd) != 0)
 		tap_diag("could not remove %s", dir);
+	curl_global_cleanup();
 	return tap_done();
 }
