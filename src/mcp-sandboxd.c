@@ -33,9 +33,10 @@
  * (SBX_STOP_TIMEOUT_MS, then the sweep and status 1) and the same second
  * signal apply as for a stop.
  *
- * SIGHUP is ignored, with a line in the log: there is no reload (restart the
- * server to apply a new configuration), and a closed terminal must not end
- * the server (SIGHUP's default action).
+ * SIGHUP reopens the audit log's file (server.audit_log, after a rotation;
+ * include/sbx/audit.h), with a line in the log; nothing else is reloaded
+ * (restart the server to apply a new configuration), and a closed terminal
+ * must not end the server (SIGHUP's default action).
  *
  * Every line of the log goes through sbx_log (include/sbx/log.h), which
  * escapes the text that engines and sandboxes put in it.
@@ -60,6 +61,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "sbx/audit.h"
 #include "sbx/auth.h"
 #include "sbx/clock.h"
 #include "sbx/common.h"
@@ -95,7 +97,8 @@ static void usage(FILE *out)
 	    "/ready.\n"
 	    "Prints 'mcp-sandboxd: listening on URL' once ready; stops on SIGINT/SIGTERM,\n"
 	    "also during the start-up (calls in flight are cancelled; at most 10 s; a second\n"
-	    "signal exits at once). SIGHUP is ignored (no reload: restart to reconfigure).\n"
+	    "signal exits at once). SIGHUP reopens server.audit_log (nothing else is\n"
+	    "reloaded: restart to reconfigure).\n"
 	    "  -c, --config FILE   INI configuration (default " SBX_SYSCONFDIR "/mcp-sandbox.ini)\n"
 	    "      --set S.K=V     override one key (repeatable)\n"
 	    "      --check         contact the engine, report its version and exit\n"
@@ -275,10 +278,23 @@ static const char *signame(int sig)
 	return sig == SIGINT ? "SIGINT" : sig == SIGHUP ? "SIGHUP" : "SIGTERM";
 }
 
+/* The audit log (serve's), for SIGHUP. */
+static sbx_audit *audit_log;
+
+/* SIGHUP: the audit log's file is opened again (a rotation renamed it). */
 static void log_hangup(void)
 {
-	sbx_log("SIGHUP ignored: there is no reload (restart the server to apply a new "
-		"configuration)");
+	struct sbx_error err = SBX_ERROR_INIT;
+
+	if (!audit_log || !*sbx_audit_path(audit_log))
+		sbx_log("SIGHUP ignored: there is no reload (restart the server to apply a new "
+			"configuration)");
+	else if (sbx_audit_reopen(audit_log, &err) < 0)
+		sbx_log("SIGHUP: %s; the audit log stays in the file open before", err.msg);
+	else
+		sbx_log("SIGHUP: reopened the audit log %s (nothing else is reloaded: restart "
+			"the server to apply a new configuration)",
+			sbx_audit_path(audit_log));
 }
 
 /* Waits for *DONE (set by the thread that stops the server or abandons its
@@ -352,6 +368,7 @@ enum {
 /* The start-up, on its own thread so that main can take the signals. */
 struct starter {
 	const struct sbx_settings *s;
+	sbx_audit *audit; /* serve()'s, for the MCP layer and the HTTP front */
 	sbx_engine *engine;
 	sbx_manager *manager;
 	sbx_mcp *mcp;
@@ -423,7 +440,8 @@ static int start_steps(struct starter *st)
 	if (abandoned(st))
 		return -ECANCELED;
 	{
-		const struct sbx_mcp_config mc = {.settings = s, .manager = st->manager};
+		const struct sbx_mcp_config mc = {
+		    .settings = s, .manager = st->manager, .audit = st->audit};
 		if (sbx_mcp_new(&mc, &st->mcp, err) < 0) {
 			sbx_log("%s", err->msg);
 			return err->code;
@@ -442,8 +460,11 @@ static int start_steps(struct starter *st)
 	if (abandoned(st))
 		return -ECANCELED;
 	{
-		const struct sbx_http_config hc = {
-		    .settings = s, .mcp = st->mcp, .manager = st->manager, .auth = st->auth};
+		const struct sbx_http_config hc = {.settings = s,
+						   .mcp = st->mcp,
+						   .manager = st->manager,
+						   .auth = st->auth,
+						   .audit = st->audit};
 		if (sbx_http_start(&hc, &st->http, err) < 0) {
 			sbx_log("%s", err->msg);
 			return err->code;
@@ -596,8 +617,17 @@ static int serve(const struct sbx_settings *s, struct sbx_error *err)
 
 	if (open_auth(s, &st.auth) < 0)
 		return 1;
+	if (sbx_audit_open(s->server.audit_log, &st.audit, err) < 0) {
+		sbx_log("%s", err->msg);
+		sbx_auth_free(st.auth);
+		return 1;
+	}
+	audit_log = st.audit;
+	sbx_log("audit log (JSON lines): %s",
+		*s->server.audit_log ? s->server.audit_log : "standard error");
 	if (sbx_engine_open(&ec, &st.engine, err) < 0) {
 		sbx_log("the container engine is not reachable: %s", err->msg);
+		audit_log = st.audit = sbx_audit_free(st.audit);
 		sbx_auth_free(st.auth);
 		return 1;
 	}
@@ -611,6 +641,7 @@ static int serve(const struct sbx_settings *s, struct sbx_error *err)
 	if (!st.started) {
 		sbx_engine_free(st.engine);
 		sbx_auth_free(st.auth);
+		audit_log = st.audit = sbx_audit_free(st.audit);
 		return ret;
 	}
 	printf("mcp-sandboxd: listening on %s\n", sbx_http_public_url(st.http));
@@ -625,6 +656,7 @@ static int serve(const struct sbx_settings *s, struct sbx_error *err)
 	ret = stop(st.engine, st.http, st.mcp, st.manager, s, &signals, sig);
 	sbx_engine_free(st.engine);
 	sbx_auth_free(st.auth); /* after the HTTP front that used it */
+	audit_log = st.audit = sbx_audit_free(st.audit);
 	return ret;
 }
 

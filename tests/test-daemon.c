@@ -18,6 +18,12 @@
  * The artifact links' secret: made 0600 in the state folder at the first
  * start, the same at the next (a link of the first server is taken by the
  * second); a group-readable or symbolically linked secret stops the start.
+ * The audit log: with API keys and server.audit_log, a refused GET /sse and
+ * a tools/call (list_sandboxes) through the program are JSON lines in the
+ * file (made 0600), with the session's first 8 characters and the key's id
+ * only; after a rename, SIGHUP reopens it (the log says so) and the next
+ * line is in a new file; a symbolic link as server.audit_log stops the
+ * start; without it the lines are pure JSON on standard error.
  *
  * The waits only bound hangs (SBX_WAIT_S): nothing here is timed.
  */
@@ -39,7 +45,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <json-c/json.h>
+
 #include "sbx/artifact.h"
+#include "sbx/auth.h"
 #include "sbx/buf.h"
 #include "sbx/common.h"
 #include "tap.h"
@@ -706,6 +715,236 @@ static void test_link_secret(void)
 	sbx_link_key_free(other);
 }
 
+/* METHOD PATH on the server at URL (http://127.0.0.1:PORT) with HEADERS
+ * ("Name: value\r\n" each, may be "") and BODY (NULL: none), HTTP/1.0: the
+ * status, and the whole response in *RET_TEXT (owned). */
+static int http_raw(const char *url, const char *method, const char *path, const char *headers,
+		    const char *body, char **ret_text)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET};
+	struct sbx_buf req = SBX_BUF_INIT, resp = SBX_BUF_INIT;
+	char chunk[4096];
+	int port = 0, code = -1, fd;
+	ssize_t n;
+
+	*ret_text = strdup("");
+	if (sscanf(url, "http://127.0.0.1:%d", &port) != 1)
+		return -1;
+	sbx_buf_appendf(&req, "%s %s HTTP/1.0\r\nHost: 127.0.0.1:%d\r\n%s", method, path, port,
+			headers);
+	if (body)
+		sbx_buf_appendf(&req,
+				"Content-Type: application/json\r\nAccept: application/json, "
+				"text/event-stream\r\nContent-Length: %zu\r\n\r\n%s",
+				strlen(body), body);
+	else
+		sbx_buf_appendf(&req, "\r\n");
+	sa.sin_port = htons((uint16_t)port);
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+	    write(fd, req.data, req.len) == (ssize_t)req.len) {
+		while ((n = read(fd, chunk, sizeof(chunk))) > 0)
+			sbx_buf_append(&resp, chunk, (size_t)n);
+		if (resp.data)
+			sscanf(resp.data, "HTTP/1.%*d %d", &code);
+	}
+	if (fd >= 0)
+		close(fd);
+	sbx_buf_release(&req);
+	if (resp.data) {
+		free(*ret_text);
+		*ret_text = sbx_buf_steal(&resp);
+	}
+	return code;
+}
+
+/* The last line of the text at PATH holding NEEDLE, parsed (NULL: none). */
+static struct json_object *json_line(const char *path, const char *needle)
+{
+	char *all = slurp(path), *line = NULL;
+	struct json_object *o = NULL;
+
+	for (char *p = all, *nl; *p; p = nl + 1) {
+		nl = strchrnul(p, '\n');
+		if (memmem(p, (size_t)(nl - p), needle, strlen(needle)))
+			line = p;
+		if (!*nl)
+			break;
+	}
+	if (line) {
+		line[strcspn(line, "\n")] = '\0';
+		o = json_tokener_parse(line);
+	}
+	free(all);
+	return o;
+}
+
+static const char *jstr(struct json_object *o, const char *key)
+{
+	struct json_object *v;
+
+	if (!o || !json_object_object_get_ex(o, key, &v) ||
+	    !json_object_is_type(v, json_type_string))
+		return "";
+	return json_object_get_string(v);
+}
+
+static size_t lines_in(const char *path)
+{
+	char *all = slurp(path);
+	size_t n = 0;
+
+	for (char *p = all; (p = strchr(p, '\n')); p++)
+		n++;
+	free(all);
+	return n;
+}
+
+/* Starts server NAME with EXTRA --set values, expecting it to listen. */
+static bool start_with(struct daemon *d, const char *name, const char *const *extra, char *url,
+		       size_t size)
+{
+	char *line;
+
+	daemon_start_with(d, name, extra);
+	line = wait_text(d->out, "listening on ");
+	if (!line) {
+		diag_file(d->err);
+		kill(d->pid, SIGKILL);
+		daemon_wait(d);
+		return false;
+	}
+	snprintf(url, size, "%.*s", (int)strcspn(line + 13, " \n"), line + 13);
+	free(line);
+	return true;
+}
+
+static void test_audit_log(void)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	char keys[300], log[300], old[320], set_keys[340], set_log[340], url[128], auth[200];
+	char key[SBX_API_KEY_LEN + 1], session[64] = "", *text = NULL, *all;
+	struct json_object *o;
+	struct daemon d;
+	struct stat st;
+
+	engine_set(ENGINE_ANSWER);
+	snprintf(keys, sizeof(keys), "%s/keys", tmp);
+	snprintf(log, sizeof(log), "%s/audit.log", tmp);
+	snprintf(old, sizeof(old), "%s.1", log);
+	snprintf(set_keys, sizeof(set_keys), "auth.keys_file=%s", keys);
+	snprintf(set_log, sizeof(set_log), "server.audit_log=%s", log);
+	if (sbx_keys_add(keys, "alice", NULL, 0, key, &err) < 0)
+		tap_bail(err.msg);
+	snprintf(auth, sizeof(auth), "Authorization: Bearer %s\r\n", key);
+	if (!tap_ok(start_with(&d, "audit", (const char *const[]){set_keys, set_log, NULL}, url,
+			       sizeof(url)),
+		    "audit: a server with API keys and server.audit_log starts"))
+		return;
+	tap_is_int(http_raw(url, "GET", "/sse", "", NULL, &text), 401,
+		   "audit: GET /sse, no key: 401");
+	free(text);
+	all = wait_text(log, "auth_failure");
+	free(all);
+	o = json_line(log, "auth_failure");
+	tap_ok(o && !strcmp(jstr(o, "reason"), "missing") && !strcmp(jstr(o, "route"), "/sse") &&
+		   !strcmp(jstr(o, "client"), "127.0.0.1"),
+	       "audit: ... an auth_failure line in the file: missing, /sse, 127.0.0.1");
+	json_object_put(o);
+	tap_ok(stat(log, &st) == 0 && (st.st_mode & 07777) == 0600, "audit: the file is 0600");
+
+	if (http_raw(url, "POST", "/mcp", auth,
+		     "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":"
+		     "{\"protocolVersion\":\"2025-06-18\",\"capabilities\":{},"
+		     "\"clientInfo\":{\"name\":\"t\",\"version\":\"1\"}}}",
+		     &text) == 200 &&
+	    strcasestr(text, "Mcp-Session-Id: "))
+		sscanf(strcasestr(text, "Mcp-Session-Id: ") + 16, "%63[0-9a-f]", session);
+	free(text);
+	{
+		char h[400];
+		snprintf(h, sizeof(h), "%sMcp-Session-Id: %s\r\n", auth, session);
+		tap_is_int(http_raw(url, "POST", "/mcp", h,
+				    "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\","
+				    "\"params\":{\"name\":\"list_sandboxes\",\"arguments\":{}}}",
+				    &text),
+			   200, "audit: alice's session calls list_sandboxes");
+		free(text);
+	}
+	all = wait_text(log, "tool_call");
+	free(all);
+	o = json_line(log, "tool_call");
+	tap_ok(o && strlen(session) == 32 && !strcmp(jstr(o, "tenant"), "alice") &&
+		   !strncmp(jstr(o, "key_id"), key + 4, SBX_KEY_ID_LEN) &&
+		   strlen(jstr(o, "session")) == 8 && !strncmp(jstr(o, "session"), session, 8) &&
+		   !strcmp(jstr(o, "tool"), "list_sandboxes") && !strcmp(jstr(o, "outcome"), "ok"),
+	       "audit: ... a tool_call line: alice, her key's id, the session's first 8 "
+	       "characters, list_sandboxes, ok");
+	json_object_put(o);
+
+	/* A rotation: renamed, then SIGHUP. */
+	if (rename(log, old) < 0)
+		tap_bail("rename");
+	kill(d.pid, SIGHUP);
+	all = wait_text(d.err, "reopened the audit log");
+	tap_ok(all != NULL, "audit: SIGHUP reopens the audit log, and says so");
+	free(all);
+	tap_is_int(http_raw(url, "GET", "/sse", "", NULL, &text), 401,
+		   "audit: another GET /sse, no key: 401");
+	free(text);
+	all = wait_text(log, "auth_failure");
+	free(all);
+	tap_ok(lines_in(log) == 1 && lines_in(old) == 2 && stat(log, &st) == 0 &&
+		   (st.st_mode & 07777) == 0600,
+	       "audit: ... its line is in a new file at the path (0600), the renamed one keeps "
+	       "its two");
+	all = slurp(old);
+	{
+		char *now = slurp(log);
+		tap_ok(!strstr(all, key) && !strstr(now, key) && !strstr(all, key + 17) &&
+			   !strstr(all, session) && !strstr(all, session + 8),
+		       "audit: no key, secret or whole session id in either file");
+		free(now);
+	}
+	free(all);
+	kill(d.pid, SIGTERM);
+	check_exit(&d, 0, "audit, SIGTERM");
+
+	/* A symbolic link as server.audit_log stops the start. */
+	unlink(log);
+	if (symlink(old, log) < 0)
+		tap_bail("symlink");
+	daemon_start_with(&d, "audit", (const char *const[]){set_keys, set_log, NULL});
+	check_exit(&d, 1, "audit: server.audit_log a symbolic link");
+	all = slurp(d.err);
+	if (!tap_ok(strstr(all, log) && strstr(all, "symbolic link") && lines_in(old) == 2,
+		    "audit: ... its log names the file and why; the link's target untouched"))
+		tap_diag("%s", all);
+	free(all);
+
+	/* Without server.audit_log: pure JSON lines on standard error. */
+	if (tap_ok(start_with(&d, "audit-stderr", (const char *const[]){set_keys, NULL}, url,
+			      sizeof(url)),
+		   "audit: a server without server.audit_log starts")) {
+		http_raw(url, "GET", "/sse", "", NULL, &text);
+		free(text);
+		all = wait_text(d.err, "{\"time\":");
+		o = all ? json_tokener_parse(strtok(all, "\n")) : NULL;
+		tap_ok(o && !strcmp(jstr(o, "event"), "auth_failure"),
+		       "audit: ... a 401's line on standard error is a JSON object of its own");
+		json_object_put(o);
+		free(all);
+		all = slurp(d.err);
+		tap_ok(strstr(all, "audit log (JSON lines): standard error") != NULL,
+		       "audit: ... the start-up says where the audit log goes");
+		free(all);
+		kill(d.pid, SIGTERM);
+		check_exit(&d, 0, "audit-stderr, SIGTERM");
+	}
+	unlink(log);
+}
+
 int main(void)
 {
 	const char *builddir = getenv("SBX_BUILDDIR");
@@ -745,6 +984,7 @@ int main(void)
 	test_disk_refused();
 	test_auth_default();
 	test_link_secret();
+	test_audit_log();
 
 	pthread_mutex_lock(&eng.lock);
 	eng.stop = true;

@@ -322,7 +322,8 @@ static void test_set(void)
 		  "allowed_origins, instance, session_timeout, max_sessions, max_sessions_per_ip, "
 		  "max_sessions_per_tenant, "
 		  "max_connections, max_connections_per_ip, max_calls_per_session, "
-		  "stream_stall_timeout, max_queued, state_dir, link_ttl, unsigned_links)");
+		  "stream_stall_timeout, max_queued, state_dir, link_ttl, unsigned_links, "
+		  "audit_log)");
 	set_fails("server.port=x", "--set server.port: bad value \"x\": expected an integer in "
 				   "0..65535");
 	set_fails("sandbox.image=a\tb", "--set sandbox.image: bad value \"a\tb\": "
@@ -448,6 +449,7 @@ static void non_default(const struct sbx_setting *d, char *out, size_t n)
 			 : strcmp(d->key, "instance") == 0  ? "x"
 			 : strcmp(d->key, "state_dir") == 0 ? "/x"
 			 : strcmp(d->key, "keys_file") == 0 ? "/x"
+			 : strcmp(d->key, "audit_log") == 0 ? "/x"
 			 : strcmp(d->key, "runtime") == 0   ? "runsc"
 							    : "http://x");
 		break;

@@ -20,6 +20,9 @@
  * or as an event stream; the session deleted; the SSE stream closed), the
  * sandbox answering again within seconds; a call waiting for the busy
  * sandbox is cancelled while it waits.
+ *
+ * The audit log (test_audit): what the tools report (the sandbox resolved or
+ * made, an error's kind), and the lines of real calls through the HTTP front.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -36,6 +39,7 @@
 
 #include "tools/tools.h"
 #include "sbx/artifact.h"
+#include "sbx/audit.h"
 #include "sbx/common.h"
 #include "sbx/crypto.h"
 #include "sbx/engine.h"
@@ -227,6 +231,7 @@ static struct json_object *tool_in(struct json_object *list, const char *name)
 
 /* The key limits call_as passes (NULL: none). */
 static const struct sbx_auth_limits *call_limits;
+static struct sbx_tool_audit *call_audit; /* call_as's ctx.audit */
 
 /* Calls NAME with ARGS (JSON text, or NULL for no arguments) as OWNER
  * speaking VERSION. Checks the result's shape for that version: one text
@@ -246,7 +251,8 @@ static int call_as(sbx_manager *m, const struct sbx_settings *s, const char *own
 				   .notifier = notifier,
 				   .progress_token = progress_token,
 				   .cancelled = cancel_fn,
-				   .log_level = log_level};
+				   .log_level = log_level,
+				   .audit = call_audit};
 	struct sbx_error err = SBX_ERROR_INIT;
 	struct json_object *a = args ? json_tokener_parse(args) : NULL, *content, *sc;
 	bool structured = strcmp(version, "2025-06-18") >= 0;
@@ -1016,12 +1022,14 @@ struct front {
 	sbx_http *http;
 	struct http_target saved;
 };
+static sbx_audit *front_audit; /* the fronts' audit log (NULL: none) */
 
 static void front_start(struct front *f, const struct sbx_settings *s, sbx_manager *m,
 			const sbx_link_key *key)
 {
 	struct sbx_error err = SBX_ERROR_INIT;
-	const struct sbx_mcp_config mc = {.settings = s, .manager = m, .link_key = key};
+	const struct sbx_mcp_config mc = {
+	    .settings = s, .manager = m, .link_key = key, .audit = front_audit};
 
 	*f = (struct front){0};
 	if (sbx_mcp_new(&mc, &f->mcp, &err) < 0)
@@ -1531,6 +1539,181 @@ static void test_quota_sandboxes(void)
 	quota_delete("quota-a", "qa-2");
 	quota_delete("quota-a", "qa-4");
 	quota_delete("quota-b", "qb-1");
+}
+
+/* ---- the audit log ---- */
+
+/* The struct sbx_tool_audit a call as OWNER fills (the error's kind, the
+ * sandbox it resolved), or false when the call itself failed. */
+static bool audited(const char *owner, const char *name, const char *args, struct sbx_tool_audit *a,
+		    struct call *c)
+{
+	int r;
+
+	*a = (struct sbx_tool_audit){0};
+	call_audit = a;
+	r = call_as(mgr, &settings, owner, SBX_MCP_VERSION_LATEST, name, args, c);
+	call_audit = NULL;
+	return r == 0;
+}
+
+/* The structuredContent's KEY of a JSON-RPC reply's result, or "". */
+static const char *reply_str(struct json_object *reply, const char *key)
+{
+	struct json_object *result, *sc;
+
+	if (!json_object_object_get_ex(reply, "result", &result) ||
+	    !json_object_object_get_ex(result, "structuredContent", &sc))
+		return "";
+	return str_at(sc, key) ? str_at(sc, key) : "";
+}
+
+/* The last line of the audit log at PATH whose tool is TOOL, parsed (NULL:
+ * none within 2 s). */
+static struct json_object *audit_line(const char *path, const char *tool)
+{
+	for (int i = 0; i < 40; i++) {
+		FILE *f = fopen(path, "re");
+		char line[SBX_AUDIT_LINE_MAX];
+		struct json_object *found = NULL;
+		while (f && fgets(line, sizeof(line), f)) {
+			struct json_object *o = json_tokener_parse(line);
+			if (o && str_at(o, "tool") && !strcmp(str_at(o, "tool"), tool)) {
+				json_object_put(found);
+				found = o;
+			} else {
+				json_object_put(o);
+			}
+		}
+		if (f)
+			fclose(f);
+		if (found)
+			return found;
+		sleep_ms(50);
+	}
+	return NULL;
+}
+
+/* What the tools tell the audit log (struct sbx_tool_audit): the sandbox a
+ * call resolved, by name too, or made; the kind of an isError, never its
+ * message. Through the HTTP front, with an audit log: the lines of
+ * create_sandbox, execute_python_code and delete_sandbox on a real sandbox
+ * (its id and name, ok, bytes_out the response's size), and none of the
+ * call's code or output in the log. */
+static void test_audit(void)
+{
+	const struct sbx_auth_limits one = {1, -1, -1, -1, -1};
+	struct sbx_error err = SBX_ERROR_INIT;
+	char id[SBX_SANDBOX_ID_MAX + 1] = "", dir[] = "/tmp/sbx-tools-audit-XXXXXX", log[64];
+	struct sbx_tool_audit a;
+	struct front front;
+	bool ok;
+	struct call c;
+	char *session, *text;
+	struct reply r;
+	struct json_object *o, *reply;
+
+	ok = audited("audit", "create_sandbox", "{\"name\":\"audit-box\"}", &a, &c) &&
+	     !c.is_error && !a.error && str_at(c.obj, "sandbox_id") &&
+	     !strcmp(a.sandbox_id, str_at(c.obj, "sandbox_id")) &&
+	     !strcmp(a.sandbox_name, "audit-box");
+	tap_ok(ok, "audit: create_sandbox names the sandbox it made (%s, %s)", a.sandbox_id,
+	       a.sandbox_name);
+	snprintf(id, sizeof(id), "%s", a.sandbox_id);
+	call_release(&c);
+	ok = audited("audit", "execute_python_code",
+		     "{\"sandbox_id\":\"audit-box\",\"code\":\"print(1)\"}", &a, &c) &&
+	     !c.is_error && !a.error && !strcmp(a.sandbox_id, id) &&
+	     !strcmp(a.sandbox_name, "audit-box");
+	tap_ok(ok, "audit: a call by the sandbox's name resolves its id");
+	call_release(&c);
+	ok = audited("audit", "execute_python_code",
+		     "{\"sandbox_id\":\"no-such-box\",\"code\":\"print(1)\"}", &a, &c) &&
+	     c.is_error && a.error && !strcmp(a.error, "not_found") && !a.sandbox_id[0];
+	tap_ok(ok, "audit: an unknown sandbox: not_found, no sandbox (%s)",
+	       a.error ? a.error : "-");
+	call_release(&c);
+	ok = audited("audit", "execute_python_code", "{\"sandbox_id\":\"audit-box\"}", &a, &c) &&
+	     c.is_error && a.error && !strcmp(a.error, "invalid_arguments");
+	tap_ok(ok, "audit: no code: invalid_arguments (%s)", a.error ? a.error : "-");
+	call_release(&c);
+	call_limits = &one;
+	ok = audited("audit", "create_sandbox", "{\"name\":\"audit-box2\"}", &a, &c) &&
+	     c.is_error && a.error && !strcmp(a.error, "quota") && !a.sandbox_id[0];
+	tap_ok(ok, "audit: past the key's sandboxes: quota (%s)", a.error ? a.error : "-");
+	call_limits = NULL;
+	call_release(&c);
+	quota_delete("audit", "audit-box");
+
+	/* Through the HTTP front. */
+	if (!mkdtemp(dir))
+		tap_bail("mkdtemp");
+	snprintf(log, sizeof(log), "%s/audit.log", dir);
+	if (sbx_audit_open(log, &front_audit, &err) < 0)
+		tap_bail(err.msg);
+	front_start(&front, &settings, mgr, link_key);
+	session = mcp_initialize();
+	r = mcp_post(session, NULL,
+		     "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":"
+		     "\"create_sandbox\",\"arguments\":{\"name\":\"audit-http\"}}}");
+	reply = json_tokener_parse(r.body.data ? r.body.data : "");
+	snprintf(id, sizeof(id), "%s", reply_str(reply, "sandbox_id"));
+	json_object_put(reply);
+	o = audit_line(log, "create_sandbox");
+	tap_ok(r.status == 200 && id[0] && str_at(o, "sandbox_id") &&
+		   !strcmp(str_at(o, "sandbox_id"), id) &&
+		   !strcmp(str_at(o, "sandbox_name"), "audit-http") &&
+		   !strcmp(str_at(o, "outcome"), "ok") && !strcmp(str_at(o, "tenant"), "default") &&
+		   int_at(o, "bytes_out") == (int64_t)r.body.len,
+	       "audit: HTTP create_sandbox: a line with the new sandbox's id and name, ok, "
+	       "bytes_out the response's size");
+	json_object_put(o);
+	reply_release(&r);
+	text = NULL;
+	if (asprintf(&text,
+		     "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":{\"name\":"
+		     "\"execute_python_code\",\"arguments\":{\"sandbox_id\":\"%s\",\"code\":\"x = "
+		     "'code-marker-31c'\\nprint('output' + '-marker-8f0')\"}}}",
+		     id) < 0)
+		tap_bail("asprintf");
+	r = mcp_post(session, NULL, text);
+	free(text);
+	o = audit_line(log, "execute_python_code");
+	tap_ok(r.status == 200 && r.body.data && strstr(r.body.data, "output-marker-8f0") &&
+		   !strcmp(str_at(o, "sandbox_id"), id) &&
+		   !strcmp(str_at(o, "sandbox_name"), "audit-http") &&
+		   !strcmp(str_at(o, "outcome"), "ok") && !strcmp(str_at(o, "error"), "") &&
+		   int_at(o, "duration_ms") > 0 && int_at(o, "bytes_out") == (int64_t)r.body.len,
+	       "audit: HTTP execute_python_code: its sandbox, ok, a duration, bytes_out the "
+	       "response's size (%zu)",
+	       r.body.len);
+	json_object_put(o);
+	reply_release(&r);
+	r = mcp_post(session, NULL,
+		     "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":{\"name\":"
+		     "\"delete_sandbox\",\"arguments\":{\"sandbox_id\":\"audit-http\"}}}");
+	o = audit_line(log, "delete_sandbox");
+	tap_ok(r.status == 200 && !strcmp(str_at(o, "sandbox_id"), id) &&
+		   !strcmp(str_at(o, "outcome"), "ok"),
+	       "audit: HTTP delete_sandbox by name: the sandbox's id");
+	json_object_put(o);
+	reply_release(&r);
+	free(session);
+	front_stop(&front);
+	front_audit = sbx_audit_free(front_audit);
+	{
+		FILE *f = fopen(log, "re");
+		char all[65536];
+		size_t n = f ? fread(all, 1, sizeof(all) - 1, f) : 0;
+		all[n] = '\0';
+		if (f)
+			fclose(f);
+		tap_ok(n > 0 && !strstr(all, "code-marker-31c") && !strstr(all, "output-marker") &&
+			   !strstr(all, "print("),
+		       "audit: none of the call's code or output in the log");
+	}
+	unlink(log);
+	rmdir(dir);
 }
 
 static void test_upload(void)
@@ -2094,6 +2277,7 @@ int main(int argc, char **argv)
 	test_timeout_cap();
 	test_delete();
 	test_quota_sandboxes();
+	test_audit();
 	test_upload();
 	tap_ok(sbx_sandbox_delete(mgr, "default", sandbox_id, &err) == 0, "delete the sandbox (%s)",
 	       err.msg);

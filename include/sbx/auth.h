@@ -63,12 +63,38 @@ struct sbx_principal {
 	struct sbx_auth_limits limits;
 };
 
+/* Why sbx_auth_check refused a request, as the audit log classes it (the
+ * client's message says more). */
+enum sbx_auth_reason {
+	SBX_AUTH_ACCEPTED,
+	SBX_AUTH_MISSING,     /* no credential given */
+	SBX_AUTH_MALFORMED,   /* not "Bearer TOKEN", or a token without an API key's shape */
+	SBX_AUTH_CONFLICTING, /* different credentials in two places */
+	/* A key of the right shape that the keys file does not accept: unknown,
+	 * wrong secret or revoked (the store tells them apart to nobody). */
+	SBX_AUTH_REJECTED,
+};
+
+/* "accepted", "missing", "malformed", "conflicting", "rejected". */
+const char *sbx_auth_reason_name(enum sbx_auth_reason reason);
+
+/* What sbx_auth_check says about a refusal, for the audit log. */
+struct sbx_auth_refusal {
+	enum sbx_auth_reason reason;
+	/* The public id of the key presented when it had an API key's shape,
+	 * else "": never any byte of its secret. */
+	char key_id[SBX_KEY_ID_LEN + 1];
+};
+
 /* A request's credentials as the HTTP front found them; any may be NULL
  * (absent). Given more than one, they must be the same credential. */
 struct sbx_auth_request {
 	const char *authorization; /* the Authorization header: "Bearer TOKEN" */
 	const char *x_api_key;	   /* the X-API-Key header */
 	const char *api_key_query; /* ?api_key=, percent-decoded */
+	/* When not NULL, sbx_auth_check fills it on every return (reason
+	 * SBX_AUTH_ACCEPTED when it accepted, or on failures of its own). */
+	struct sbx_auth_refusal *refusal;
 };
 
 /*
@@ -90,7 +116,8 @@ bool sbx_auth_checks_keys(const sbx_auth *a);
  * Decides who REQ is. 0 with *ret: accepted. -EACCES with a message for the
  * client in ERR when the credentials are missing, malformed, unknown, wrong,
  * revoked or given twice differently; the message never holds any of the
- * credential's bytes. Safe to call from any number of threads; may re-read
+ * credential's bytes, and REQ->refusal (when set) classes it for the audit
+ * log. Safe to call from any number of threads; may re-read
  * the keys file (at most once a second). -ENOMEM/-EIO on failures of ours.
  */
 int sbx_auth_check(sbx_auth *a, const struct sbx_auth_request *req, struct sbx_principal *ret,

@@ -13,6 +13,7 @@
 
 #include <stdint.h>
 
+#include "sbx/audit.h"
 #include "sbx/auth.h"
 #include "sbx/error.h"
 #include "sbx/mcp.h"
@@ -29,6 +30,9 @@ struct sbx_http_config {
 	 * outlive the server. NULL: nothing is checked, every caller is the
 	 * tenant "default". */
 	sbx_auth *auth;
+	/* Where refused authentications are logged (include/sbx/audit.h); must
+	 * outlive the server. NULL: nowhere. (Tool calls: the MCP layer's.) */
+	sbx_audit *audit;
 };
 
 /* Binds server.listen:server.port (port 0 = any free port) and starts

@@ -24,6 +24,7 @@
 #include <stddef.h>
 
 #include "sbx/artifact.h"
+#include "sbx/audit.h"
 #include "sbx/auth.h"
 #include "sbx/error.h"
 #include "sbx/sandbox.h"
@@ -66,6 +67,9 @@ struct sbx_mcp_config {
 	 * folder (sbx_link_key_open; a random one without), and its failure is
 	 * sbx_mcp_new's. */
 	const sbx_link_key *link_key;
+	/* Where every tools/call is logged (include/sbx/audit.h); must outlive
+	 * the sbx_mcp. NULL: nowhere. */
+	sbx_audit *audit;
 };
 
 int sbx_mcp_new(const struct sbx_mcp_config *cfg, sbx_mcp **ret_mcp, struct sbx_error *err);
@@ -84,10 +88,13 @@ bool sbx_mcp_version_supported(const char *v);
 int sbx_mcp_session_new(sbx_mcp *m, enum sbx_mcp_transport transport, const char *owner,
 			const struct sbx_auth_limits *limits, sbx_mcp_session **ret_session,
 			struct sbx_error *err);
-/* The id of the API key S was opened with (NULL or "": none; set before
- * its first call): the artifact links its tools sign name it, so that
- * revoking the key ends them. */
-void sbx_mcp_session_set_key_id(sbx_mcp_session *s, const char *key_id);
+/* How S acts and is named: KEY_ID, the public id of the API key it was
+ * opened with (NULL or "": none), signs the artifact links its tools hand
+ * out (revoking the key ends them) and names its calls in the audit log,
+ * with SESSION_TAG, what identifies the session there (copied; the
+ * transport's public part of its id, never a secret). Call before S runs
+ * anything. */
+void sbx_mcp_session_set_audit(sbx_mcp_session *s, const char *key_id, const char *session_tag);
 sbx_mcp_session *sbx_mcp_session_ref(sbx_mcp_session *s);
 sbx_mcp_session *sbx_mcp_session_unref(sbx_mcp_session *s);
 /* The negotiated protocol version; NULL until initialize succeeded. */
@@ -132,6 +139,11 @@ bool sbx_mcp_input_may_block(const sbx_mcp_input *in);
  * JSON-RPC error CODE and MESSAGE, each under its request's id; an array for
  * a batch. *ret_reply is NULL when IN holds no request. 0 or -ENOMEM. */
 int sbx_mcp_input_refuse(const sbx_mcp_input *in, int code, const char *message, char **ret_reply);
+/* The same for a body of S's from CLIENT (may be NULL) refused for a limit:
+ * each tools/call in it is logged to the audit log as refused, with the
+ * error's kind KIND. */
+int sbx_mcp_session_refuse(sbx_mcp_session *s, const sbx_mcp_input *in, const char *client,
+			   int code, const char *message, const char *kind, char **ret_reply);
 
 /* Where a running request sends notifications (notifications/progress,
  * notifications/message) before its response. Called from the thread that
@@ -139,11 +151,14 @@ int sbx_mcp_input_refuse(const sbx_mcp_input *in, int code, const char *message,
  * GONE (may be NULL) says that the client this run answers to has gone (its
  * connection closed): from then on every request of the run is cancelled
  * as by notifications/cancelled. It is asked often (each time a tool polls
- * its cancellation), from the running thread: cheap and thread-safe. */
+ * its cancellation), from the running thread: cheap and thread-safe.
+ * CLIENT (may be NULL) is the address the body came from, for the audit
+ * log. */
 struct sbx_mcp_notifier {
 	void (*send)(void *ctx, const char *json);
 	void *ctx;
 	bool (*gone)(void *ctx);
+	const char *client;
 };
 
 /* Runs every message of IN on S in order (IN is consumed, also on error).

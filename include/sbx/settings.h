@@ -53,6 +53,7 @@ struct sbx_settings {
 		char *state_dir; /* "" = $STATE_DIRECTORY, else /var/lib/mcp-sandbox if it exists */
 		int64_t link_ttl_ms; /* a signed artifact link works this long */
 		bool unsigned_links; /* links without exp and sig work while auth is off */
+		char *audit_log;     /* "" = standard error (include/sbx/audit.h) */
 	} server;
 	struct {
 		char *image;

@@ -11,6 +11,7 @@
 #endif
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -73,12 +74,51 @@ static const char *bearer_token(const char *header, size_t *ret_len)
 	return t;
 }
 
+const char *sbx_auth_reason_name(enum sbx_auth_reason reason)
+{
+	static const char *const names[] = {[SBX_AUTH_ACCEPTED] = "accepted",
+					    [SBX_AUTH_MISSING] = "missing",
+					    [SBX_AUTH_MALFORMED] = "malformed",
+					    [SBX_AUTH_CONFLICTING] = "conflicting",
+					    [SBX_AUTH_REJECTED] = "rejected"};
+
+	return (size_t)reason < sizeof(names) / sizeof(names[0]) ? names[reason] : "?";
+}
+
+static bool is_lower_hex(const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+			return false;
+	return true;
+}
+
+/* Fills REQ's refusal (when asked for) with REASON and, when TOKEN[0..LEN)
+ * has an API key's shape ("msk_" ID "_" SECRET, lowercase hex), its ID. */
+static void refuse(const struct sbx_auth_request *req, enum sbx_auth_reason reason,
+		   const char *token, size_t len)
+{
+	struct sbx_auth_refusal *f = req->refusal;
+
+	if (!f)
+		return;
+	*f = (struct sbx_auth_refusal){.reason = reason};
+	if (token && len == SBX_API_KEY_LEN && memcmp(token, "msk_", 4) == 0 &&
+	    is_lower_hex(token + 4, SBX_KEY_ID_LEN) && token[4 + SBX_KEY_ID_LEN] == '_' &&
+	    is_lower_hex(token + 5 + SBX_KEY_ID_LEN, SBX_API_KEY_LEN - 5 - SBX_KEY_ID_LEN))
+		memcpy(f->key_id, token + 4, SBX_KEY_ID_LEN);
+	else if (reason == SBX_AUTH_REJECTED)
+		f->reason = SBX_AUTH_MALFORMED; /* the store refuses such a token unseen */
+}
+
 int sbx_auth_check(sbx_auth *a, const struct sbx_auth_request *req, struct sbx_principal *ret,
 		   struct sbx_error *err)
 {
 	const char *given[3] = {NULL, NULL, NULL}, *token = NULL;
 	size_t len[3] = {0, 0, 0}, token_len = 0;
+	int r;
 
+	refuse(req, SBX_AUTH_ACCEPTED, NULL, 0);
 	if (!a->keys) {
 		*ret = (struct sbx_principal){.method = SBX_AUTH_METHOD_NONE,
 					      .tenant = SBX_TENANT_DEFAULT,
@@ -87,10 +127,12 @@ int sbx_auth_check(sbx_auth *a, const struct sbx_auth_request *req, struct sbx_p
 	}
 	if (req->authorization) {
 		given[0] = bearer_token(req->authorization, &len[0]);
-		if (!given[0])
+		if (!given[0]) {
+			refuse(req, SBX_AUTH_MALFORMED, NULL, 0);
 			return sbx_error_set(err, -EACCES,
 					     "Authorization: expected \"Bearer KEY\" (the API key "
 					     "as mcp-sandboxd keys add printed it)");
+		}
 	}
 	if (req->x_api_key)
 		given[1] = req->x_api_key, len[1] = strlen(req->x_api_key);
@@ -99,19 +141,26 @@ int sbx_auth_check(sbx_auth *a, const struct sbx_auth_request *req, struct sbx_p
 	for (size_t i = 0; i < 3; i++) {
 		if (!given[i])
 			continue;
-		if (token && (token_len != len[i] || memcmp(token, given[i], len[i]) != 0))
+		if (token && (token_len != len[i] || memcmp(token, given[i], len[i]) != 0)) {
+			refuse(req, SBX_AUTH_CONFLICTING, NULL, 0);
 			return sbx_error_set(err, -EACCES,
 					     "different credentials in the Authorization header, "
 					     "X-API-Key and api_key: send one");
+		}
 		token = given[i], token_len = len[i];
 	}
-	if (!token || !token_len)
+	if (!token || !token_len) {
+		refuse(req, SBX_AUTH_MISSING, NULL, 0);
 		return sbx_error_set(
 		    err, -EACCES,
 		    "an API key is required: send it as Authorization: Bearer KEY, "
 		    "X-API-Key: KEY or ?api_key=KEY");
+	}
 	/* Only API keys so far; an OAuth access token would be told apart here. */
-	return sbx_keystore_verify(a->keys, token, token_len, ret, err);
+	r = sbx_keystore_verify(a->keys, token, token_len, ret, err);
+	if (r == -EACCES)
+		refuse(req, SBX_AUTH_REJECTED, token, token_len);
+	return r;
 }
 
 uint64_t sbx_auth_refresh(sbx_auth *a)

@@ -156,6 +156,9 @@ static const struct sbx_setting schema[] = {
     BOOLEAN("server", "unsigned_links", server.unsigned_links, "false",
 	    "also serve artifact links without a signature (/artifacts/ID/PATH) while no API "
 	    "keys are checked"),
+    STRING("server", "audit_log", server.audit_log, "", check_abs_path,
+	   "file the audit log (a JSON line per tool call and refused authentication) is "
+	   "appended to; empty = standard error"),
 
     STRING("sandbox", "image", sandbox.image, "localhost/mcp-sandbox:latest", NULL,
 	   "image sandboxes are created from"),

@@ -193,7 +193,8 @@ bool sbx_http_auth_gate(struct sbx_http_request *rq, enum MHD_Result *ret)
 	    "WWW-Authenticate", "Bearer realm=\"mcp-sandbox\", error=\"invalid_token\"", NULL};
 	struct sbx_http *h = rq->http;
 	struct sbx_error err = SBX_ERROR_INIT;
-	struct sbx_auth_request ar = {0};
+	struct sbx_auth_refusal why;
+	struct sbx_auth_request ar = {.refusal = &why};
 	char *query = NULL;
 	int64_t now, wait;
 	int r;
@@ -248,6 +249,7 @@ bool sbx_http_auth_gate(struct sbx_http_request *rq, enum MHD_Result *ret)
 	if (wait > 0) {
 		fail_count(h->auth_failures, &rq->peer, now);
 		free(query);
+		sbx_http_audit_auth_failure(rq, NULL);
 		*ret = respond_throttled(rq, wait);
 		return true;
 	}
@@ -258,6 +260,7 @@ bool sbx_http_auth_gate(struct sbx_http_request *rq, enum MHD_Result *ret)
 			"until then",
 			SBX_AUTH_FAIL_MAX, who, SBX_AUTH_FAIL_WINDOW_MS / 1000);
 	}
+	sbx_http_audit_auth_failure(rq, &why);
 	*ret = sbx_http_respond_error_with(
 	    rq, MHD_HTTP_UNAUTHORIZED, err.msg,
 	    ar.authorization || ar.x_api_key || ar.api_key_query ? invalid : challenge);

@@ -7,6 +7,7 @@
 #ifndef SBX_HTTP_INTERNAL_H
 #define SBX_HTTP_INTERNAL_H
 
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <sys/socket.h>
@@ -90,6 +91,9 @@ struct sbx_peer {
 
 /* The peer of ADDR (NULL: all zero). */
 void sbx_peer_of(const struct sockaddr *addr, struct sbx_peer *ret);
+/* ADDR as text ("192.0.2.7", "2001:db8::1"; an IPv4-mapped address as its
+ * IPv4 one; "" for NULL or another family) into BUF, INET6_ADDRSTRLEN bytes. */
+void sbx_client_text(const struct sockaddr *addr, char *buf, size_t size);
 
 /* ---- who calls (src/http/auth_gate.c) ---- */
 
@@ -108,6 +112,10 @@ struct sbx_auth_failures *sbx_auth_failures_free(struct sbx_auth_failures *f);
 
 /* The tenant "default", nothing checked (METHOD_NONE). */
 void sbx_http_principal_default(struct sbx_principal *p);
+struct sbx_http_request;
+/* An auth_failure line in the audit log for RQ, refused as WHY says, or
+ * throttled when WHY is NULL (src/http/server.c). */
+void sbx_http_audit_auth_failure(struct sbx_http_request *rq, const struct sbx_auth_refusal *why);
 
 /* ---- outbound event queues (src/http/event_stream.c) ---- */
 
@@ -301,6 +309,7 @@ struct sbx_http {
 	atomic_bool stopping;
 	/* Who calls (NULL: nothing checked) and the peers that failed to say. */
 	sbx_auth *auth;
+	sbx_audit *audit;	      /* logs refused authentications; may be NULL */
 	const sbx_link_key *link_key; /* the MCP layer's: checks artifact links */
 	struct sbx_auth_failures *auth_failures;
 	/* The keys watch (keys_watch in server.c): about once a second it has
@@ -363,6 +372,7 @@ struct sbx_http_request {
 	struct MHD_Connection *conn;
 	enum sbx_route route;
 	struct sbx_peer peer;
+	char client[INET6_ADDRSTRLEN];	/* its address as text (the audit log's) */
 	struct sbx_principal principal; /* who it is (sbx_http_auth_gate) */
 	int64_t start_ms;		/* the headers came (sbx_monotonic_ms) */
 	size_t received;		/* body bytes received */
@@ -421,8 +431,10 @@ bool sbx_http_parse_input(struct sbx_http_request *rq, sbx_mcp_input **ret_in,
 			  enum MHD_Result *ret);
 /* Answers a body whose tool calls S cannot run now (server.max_calls_per_session
  * reached): the JSON-RPC error for each of its requests, in *ret_reply (NULL
- * when none). 0 or -ENOMEM. */
-int sbx_http_refuse_calls(struct sbx_http_request *rq, const sbx_mcp_input *in, char **ret_reply);
+ * when none); each tools/call is logged as refused (session_calls). 0 or
+ * -ENOMEM. */
+int sbx_http_refuse_calls(struct sbx_http_request *rq, struct sbx_http_session *s,
+			  const sbx_mcp_input *in, char **ret_reply);
 /* A POST body that is not application/json: answers 415 with a JSON-RPC
  * error into *RET and returns true; false (nothing sent) when it is. */
 bool sbx_http_refuse_non_json(struct sbx_http_request *rq, enum MHD_Result *ret);

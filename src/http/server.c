@@ -74,6 +74,40 @@ void sbx_peer_of(const struct sockaddr *addr, struct sbx_peer *ret)
 	}
 }
 
+void sbx_client_text(const struct sockaddr *addr, char *buf, size_t size)
+{
+	const void *a = NULL;
+	int family = AF_INET;
+
+	if (addr && addr->sa_family == AF_INET) {
+		a = &((const struct sockaddr_in *)(const void *)addr)->sin_addr;
+	} else if (addr && addr->sa_family == AF_INET6) {
+		const struct in6_addr *a6 =
+		    &((const struct sockaddr_in6 *)(const void *)addr)->sin6_addr;
+		if (IN6_IS_ADDR_V4MAPPED(a6)) {
+			a = a6->s6_addr + 12;
+		} else {
+			a = a6;
+			family = AF_INET6;
+		}
+	}
+	if (!a || !inet_ntop(family, a, buf, (socklen_t)size))
+		buf[0] = '\0';
+}
+
+void sbx_http_audit_auth_failure(struct sbx_http_request *rq, const struct sbx_auth_refusal *why)
+{
+	const struct sbx_audit_auth_failure f = {
+	    .client = rq->client,
+	    .method = rq->method,
+	    .route = rq->route == SBX_ROUTE_SSE ? "/sse" : "/mcp",
+	    .reason = why ? sbx_auth_reason_name(why->reason) : "throttled",
+	    .key_id = why ? why->key_id : NULL,
+	};
+
+	sbx_audit_auth_failure(rq->http->audit, &f);
+}
+
 /* ---- the body budget ---- */
 
 /* What one peer holds of the body budget (a chained hash, under the
@@ -287,7 +321,8 @@ bool sbx_http_parse_input(struct sbx_http_request *rq, sbx_mcp_input **ret_in, e
 	return r >= 0;
 }
 
-int sbx_http_refuse_calls(struct sbx_http_request *rq, const sbx_mcp_input *in, char **ret_reply)
+int sbx_http_refuse_calls(struct sbx_http_request *rq, struct sbx_http_session *s,
+			  const sbx_mcp_input *in, char **ret_reply)
 {
 	char msg[320];
 
@@ -296,7 +331,8 @@ int sbx_http_refuse_calls(struct sbx_http_request *rq, const sbx_mcp_input *in, 
 		 "(server.max_calls_per_session). Wait for one to finish, or cancel one with "
 		 "notifications/cancelled, then send this call again.",
 		 rq->http->max_calls_per_session);
-	return sbx_mcp_input_refuse(in, SBX_JSONRPC_SERVER_ERROR, msg, ret_reply);
+	return sbx_mcp_session_refuse(s->mcp, in, rq->client, SBX_JSONRPC_SERVER_ERROR, msg,
+				      "session_calls", ret_reply);
 }
 
 bool sbx_http_refuse_non_json(struct sbx_http_request *rq, enum MHD_Result *ret)
@@ -904,6 +940,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 			const union MHD_ConnectionInfo *ci =
 			    MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
 			sbx_peer_of(ci ? ci->client_addr : NULL, &rq->peer);
+			sbx_client_text(ci ? ci->client_addr : NULL, rq->client,
+					sizeof(rq->client));
 		}
 		*con_cls = rq;
 		if (atomic_load(&h->stopping))
@@ -1206,6 +1244,7 @@ int sbx_http_start(const struct sbx_http_config *cfg, sbx_http **ret_http, struc
 	h->mcp = cfg->mcp;
 	h->manager = cfg->manager;
 	h->auth = cfg->auth;
+	h->audit = cfg->audit;
 	h->link_key = sbx_mcp_link_key(cfg->mcp);
 	h->listen_fd = -1;
 	h->max_body = (size_t)s->server.max_body;

@@ -302,7 +302,13 @@ int sbx_session_table_add(struct sbx_session_table *t, sbx_mcp *mcp,
 		free(s);
 		return r;
 	}
-	sbx_mcp_session_set_key_id(s->mcp, s->principal.key_id);
+	{
+		/* The audit log names it by its index part: the rest of the id
+		 * is a secret (it authorizes POST /messages). */
+		char tag[SBX_SESSION_ID_INDEX + 1];
+		snprintf(tag, sizeof(tag), "%.*s", SBX_SESSION_ID_INDEX, s->id);
+		sbx_mcp_session_set_audit(s->mcp, s->principal.key_id, tag);
+	}
 	atomic_init(&s->refs, 2); /* the table's and the caller's */
 	s->transport = transport;
 	s->peer = *peer;

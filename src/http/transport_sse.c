@@ -22,6 +22,7 @@
  * cancelled as by notifications/cancelled (sbx_mcp_session_close).
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -240,13 +241,14 @@ struct sse_job {
 	struct sbx_http_job job; /* first */
 	struct sbx_http_session *session;
 	sbx_mcp_input *input;
+	char client[INET6_ADDRSTRLEN]; /* the POST's address */
 };
 
-/* Runs IN on S, the reply onto the stream. */
-static int run_body(struct sbx_http_session *s, sbx_mcp_input *in)
+/* Runs IN, from CLIENT, on S, the reply onto the stream. */
+static int run_body(struct sbx_http_session *s, sbx_mcp_input *in, const char *client)
 {
 	struct sbx_error err = SBX_ERROR_INIT;
-	const struct sbx_mcp_notifier n = {.send = notify, .ctx = s};
+	const struct sbx_mcp_notifier n = {.send = notify, .ctx = s, .client = client};
 	char *reply = NULL;
 	int r;
 
@@ -262,7 +264,7 @@ static void sse_worker(struct sbx_http_job *j)
 	struct sse_job *job = (struct sse_job *)j;
 	struct sbx_http_session *s = job->session;
 
-	run_body(s, job->input);
+	run_body(s, job->input, job->client);
 	free(job);
 	sbx_http_session_call_end(s);
 	sbx_http_session_unref(s);
@@ -271,7 +273,8 @@ static void sse_worker(struct sbx_http_job *j)
 /* Starts a worker for IN on S in one of its call slots (taking IN on
  * success): -EBUSY when S runs server.max_calls_per_session bodies, else
  * what sbx_http_submit says. */
-static int start_worker(struct sbx_http *h, struct sbx_http_session *s, sbx_mcp_input *in)
+static int start_worker(struct sbx_http *h, struct sbx_http_session *s, sbx_mcp_input *in,
+			const char *client)
 {
 	struct sse_job *job = calloc(1, sizeof(*job));
 	int r;
@@ -285,6 +288,7 @@ static int start_worker(struct sbx_http *h, struct sbx_http_session *s, sbx_mcp_
 	job->job.fn = sse_worker;
 	job->session = sbx_http_session_ref(s);
 	job->input = in;
+	snprintf(job->client, sizeof(job->client), "%s", client);
 	r = sbx_http_submit(h, &job->job);
 	if (r < 0) {
 		sbx_http_session_unref(s);
@@ -318,19 +322,19 @@ enum MHD_Result sbx_sse_post(struct sbx_http_request *rq)
 		/* Notifications (notifications/cancelled above all) and cheap
 		 * requests are instant and must not wait for a worker: a session
 		 * busy with slow calls still gets to cancel them. */
-		r = run_body(s, in);
+		r = run_body(s, in, rq->client);
 		sbx_http_session_unref(s);
 		if (r < 0)
 			return MHD_NO;
 		return sbx_http_respond(rq, MHD_HTTP_ACCEPTED, "text/plain; charset=utf-8",
 					"Accepted", strlen("Accepted"), NULL);
 	}
-	r = start_worker(h, s, in);
+	r = start_worker(h, s, in, rq->client);
 	if (r == -EBUSY) {
 		/* The session runs its most: refused at once, never queued; the
 		 * error goes where the reply would have gone. */
 		char *reply = NULL;
-		r = sbx_http_refuse_calls(rq, in, &reply);
+		r = sbx_http_refuse_calls(rq, s, in, &reply);
 		if (r == 0 && reply)
 			enqueue(s, "message", reply);
 		free(reply);

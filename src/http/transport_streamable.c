@@ -35,6 +35,7 @@
  * every call it runs (src/http/session.c).
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -59,12 +60,13 @@ struct call {
 	sbx_mcp_input *input;
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
-	struct sbx_outq queue;	     /* notifications not yet sent */
-	char *reply;		     /* the response text once done (NULL: none) */
-	bool done;		     /* the worker finished */
-	atomic_bool gone;	     /* the connection went away: queue nothing, cancel */
-	bool replied;		     /* the stream sent the response */
-	struct sbx_event_stream out; /* the stream, once on */
+	struct sbx_outq queue;	       /* notifications not yet sent */
+	char *reply;		       /* the response text once done (NULL: none) */
+	bool done;		       /* the worker finished */
+	atomic_bool gone;	       /* the connection went away: queue nothing, cancel */
+	bool replied;		       /* the stream sent the response */
+	struct sbx_event_stream out;   /* the stream, once on */
+	char client[INET6_ADDRSTRLEN]; /* the POST's address */
 };
 
 static struct call *call_unref(struct call *c)
@@ -143,7 +145,8 @@ static void call_worker(struct sbx_http_job *job)
 {
 	struct call *c = (struct call *)job; /* the first member */
 	struct sbx_error err = SBX_ERROR_INIT;
-	const struct sbx_mcp_notifier n = {.send = call_notify, .ctx = c, .gone = call_gone};
+	const struct sbx_mcp_notifier n = {
+	    .send = call_notify, .ctx = c, .gone = call_gone, .client = c->client};
 	sbx_mcp_input *in = SBX_TAKE(c->input);
 	char *reply = NULL;
 
@@ -164,7 +167,8 @@ static void call_worker(struct sbx_http_job *job)
 /* Runs IN on S on a pooled worker, in one of S's call slots (taken by the
  * caller, given back by the worker); NULL when no worker is free (IN and the
  * slot are then still the caller's). */
-static struct call *call_start(struct sbx_http *h, struct sbx_http_session *s, sbx_mcp_input *in)
+static struct call *call_start(struct sbx_http *h, struct sbx_http_session *s, sbx_mcp_input *in,
+			       const char *client)
 {
 	struct call *c = calloc(1, sizeof(*c));
 
@@ -175,6 +179,7 @@ static struct call *call_start(struct sbx_http *h, struct sbx_http_session *s, s
 	c->http = h;
 	c->session = sbx_http_session_ref(s);
 	c->input = in;
+	snprintf(c->client, sizeof(c->client), "%s", client);
 	atomic_init(&c->gone, false);
 	pthread_mutex_init(&c->lock, NULL);
 	sbx_cond_init_monotonic(&c->cond);
@@ -429,13 +434,13 @@ static enum MHD_Result handle_post(struct sbx_http_request *rq)
 	if (requests && sbx_mcp_input_may_block(in) &&
 	    !sbx_http_session_call_begin(s, h->max_calls_per_session)) {
 		/* The session runs its most: refused at once, never queued. */
-		r = sbx_http_refuse_calls(rq, in, &reply);
+		r = sbx_http_refuse_calls(rq, s, in, &reply);
 		sbx_mcp_input_free(in);
 	} else if (requests && sbx_mcp_input_may_block(in)) {
 		bool stream, left = false;
 		/* A tools/call may take minutes: no idle timeout while it runs. */
 		sbx_http_set_timeout(rq, 0);
-		c = call_start(h, s, in);
+		c = call_start(h, s, in, rq->client);
 		if (!c) {
 			static const char *const busy[] = {"Retry-After", "1", NULL};
 			static const char body[] =

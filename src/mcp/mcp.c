@@ -30,6 +30,7 @@
 #include <json-c/json.h>
 #include <json-c/printbuf.h>
 
+#include "sbx/clock.h"
 #include "sbx/common.h"
 #include "sbx/log.h"
 #include "sbx/mcp.h"
@@ -41,6 +42,8 @@
 /* Messages in one batch. */
 #define MCP_BATCH_MAX 64
 #define MCP_VERSION_MAX 16
+/* How replies are serialised (and measured for the audit log). */
+#define MCP_JSON_TEXT (JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE)
 
 static const char *const versions[] = SBX_MCP_VERSIONS;
 
@@ -66,6 +69,7 @@ struct sbx_mcp {
 	sbx_tools_call_fn tools_call;
 	const sbx_link_key *link_key; /* cfg's, or own_link_key */
 	sbx_link_key *own_link_key;
+	sbx_audit *audit;     /* cfg's, may be NULL */
 	pthread_mutex_t lock; /* guards public_url and tools_text */
 	char *public_url;
 	/* The tools/list "tools" array as text, per entry of versions[]; built
@@ -89,7 +93,9 @@ struct sbx_mcp_session {
 	enum sbx_mcp_transport transport;
 	char *owner;
 	struct sbx_auth_limits limits; /* of the key it was opened with */
-	char key_id[SBX_KEY_ID_LEN + 1]; /* that key's id, "" when none */
+	char key_id[SBX_KEY_ID_LEN + 1]; /* its API key's id, "" when none */
+	/* How the audit log names it (sbx_mcp_session_set_audit). */
+	char audit_session[SBX_AUDIT_FIELD_MAX + 1];
 	pthread_mutex_t lock;	       /* guards the fields below */
 	char version[MCP_VERSION_MAX]; /* "" until initialize succeeded */
 	bool initialized_notified;
@@ -114,6 +120,7 @@ int sbx_mcp_new(const struct sbx_mcp_config *cfg, sbx_mcp **ret_mcp, struct sbx_
 	m->manager = cfg->manager;
 	m->tools_call = sbx_tools_call;
 	m->link_key = cfg->link_key;
+	m->audit = cfg->audit;
 	if (!m->link_key) {
 		const char *dir = m->manager ? sbx_manager_state_dir(m->manager) : NULL;
 		int r = sbx_link_key_open(dir, &m->own_link_key, err);
@@ -210,9 +217,10 @@ int sbx_mcp_session_new(sbx_mcp *m, enum sbx_mcp_transport transport, const char
 	return 0;
 }
 
-void sbx_mcp_session_set_key_id(sbx_mcp_session *s, const char *key_id)
+void sbx_mcp_session_set_audit(sbx_mcp_session *s, const char *key_id, const char *session_tag)
 {
 	snprintf(s->key_id, sizeof(s->key_id), "%s", key_id ? key_id : "");
+	snprintf(s->audit_session, sizeof(s->audit_session), "%s", session_tag ? session_tag : "");
 }
 
 sbx_mcp_session *sbx_mcp_session_ref(sbx_mcp_session *s)
@@ -341,9 +349,53 @@ static struct json_object *result_response(struct json_object *id, struct json_o
 /* One line of JSON, or NULL on -ENOMEM. */
 static char *to_text(struct json_object *o)
 {
-	const char *t = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN |
-							      JSON_C_TO_STRING_NOSLASHESCAPE);
+	const char *t = json_object_to_json_string_ext(o, MCP_JSON_TEXT);
 	return t ? strdup(t) : NULL;
+}
+
+/* The bytes of O as to_text writes it (0 on -ENOMEM). */
+static size_t text_len(struct json_object *o)
+{
+	size_t n = 0;
+
+	if (!json_object_to_json_string_length(o, MCP_JSON_TEXT, &n))
+		return 0;
+	return n;
+}
+
+/* ---- the audit log ---- */
+
+/* What the audit log is told about one tools/call. */
+struct call_audit {
+	struct sbx_tool_audit tool; /* filled by the tools */
+	const char *error;	    /* the kind of a JSON-RPC error of ours, or NULL */
+};
+
+/* One tool_call line for S's request with PARAMS (its tool's name), from
+ * CLIENT. */
+static void audit_write(sbx_mcp_session *s, const char *client, struct json_object *params,
+			const struct sbx_tool_audit *t, int64_t duration_ms, const char *outcome,
+			const char *error, size_t bytes_out)
+{
+	struct json_object *name = NULL;
+	struct sbx_audit_tool_call c = {
+	    .tenant = s->owner,
+	    .key_id = s->key_id,
+	    .session = s->audit_session,
+	    .transport = s->transport == SBX_MCP_TRANSPORT_SSE ? "sse" : "streamable",
+	    .client = client,
+	    .sandbox_id = t ? t->sandbox_id : NULL,
+	    .sandbox_name = t ? t->sandbox_name : NULL,
+	    .duration_ms = duration_ms,
+	    .outcome = outcome,
+	    .error = error,
+	    .bytes_out = (int64_t)bytes_out,
+	};
+
+	if (json_object_object_get_ex(params, "name", &name) &&
+	    json_object_is_type(name, json_type_string))
+		c.tool = json_object_get_string(name);
+	sbx_audit_tool_call(s->mcp->audit, &c);
 }
 
 /* The error reply for a body that cannot be parsed or is no message. */
@@ -517,6 +569,13 @@ static struct json_object *input_at(const sbx_mcp_input *in, size_t i)
 		   : in->root;
 }
 
+static struct json_object *params_of(struct json_object *msg)
+{
+	struct json_object *p;
+
+	return json_object_object_get_ex(msg, "params", &p) ? p : NULL;
+}
+
 static const char *method_of(struct json_object *msg)
 {
 	struct json_object *m;
@@ -565,7 +624,10 @@ bool sbx_mcp_input_may_block(const sbx_mcp_input *in)
 	return input_has_request(in, "tools/call");
 }
 
-int sbx_mcp_input_refuse(const sbx_mcp_input *in, int code, const char *message, char **ret_reply)
+/* sbx_mcp_input_refuse; with S, each tools/call refused is logged as
+ * sbx_mcp_session_refuse says. */
+static int input_refuse(const sbx_mcp_input *in, int code, const char *message, sbx_mcp_session *s,
+			const char *client, const char *kind, char **ret_reply)
 {
 	bool batch = json_object_is_type(in->root, json_type_array);
 	struct json_object *reply = batch ? json_object_new_array() : NULL;
@@ -584,6 +646,9 @@ int sbx_mcp_input_refuse(const sbx_mcp_input *in, int code, const char *message,
 			json_object_put(reply);
 			return -ENOMEM;
 		}
+		if (s && s->mcp->audit && strcmp(method_of(input_at(in, i)), "tools/call") == 0)
+			audit_write(s, client, params_of(input_at(in, i)), NULL, 0, "refused", kind,
+				    text_len(e));
 		if (!batch)
 			reply = e;
 	}
@@ -594,6 +659,17 @@ int sbx_mcp_input_refuse(const sbx_mcp_input *in, int code, const char *message,
 	json_object_put(reply);
 	*ret_reply = text;
 	return 0;
+}
+
+int sbx_mcp_input_refuse(const sbx_mcp_input *in, int code, const char *message, char **ret_reply)
+{
+	return input_refuse(in, code, message, NULL, NULL, NULL, ret_reply);
+}
+
+int sbx_mcp_session_refuse(sbx_mcp_session *s, const sbx_mcp_input *in, const char *client,
+			   int code, const char *message, const char *kind, char **ret_reply)
+{
+	return input_refuse(in, code, message, s, client, kind, ret_reply);
 }
 
 /* ---- requests in flight ---- */
@@ -726,13 +802,6 @@ static void succeed(struct outcome *o, struct json_object *result)
 	o->result = result;
 	if (!result)
 		o->nomem = true;
-}
-
-static struct json_object *params_of(struct json_object *msg)
-{
-	struct json_object *p;
-
-	return json_object_object_get_ex(msg, "params", &p) ? p : NULL;
 }
 
 static void do_initialize(sbx_mcp_session *s, struct json_object *params, struct outcome *o)
@@ -885,7 +954,7 @@ static void do_tools_list(sbx_mcp *m, const char *version, struct json_object *p
 }
 
 static void do_tools_call(sbx_mcp_session *s, const char *version, struct json_object *params,
-			  struct inflight *f, struct outcome *o)
+			  struct inflight *f, struct outcome *o, struct call_audit *ca)
 {
 	struct sbx_error err = SBX_ERROR_INIT;
 	struct json_object *name, *args = NULL, *meta, *token = NULL, *result = NULL;
@@ -895,12 +964,14 @@ static void do_tools_call(sbx_mcp_session *s, const char *version, struct json_o
 	if (!json_object_is_type(params, json_type_object) ||
 	    !json_object_object_get_ex(params, "name", &name) ||
 	    !json_object_is_type(name, json_type_string)) {
+		ca->error = "invalid_params";
 		fail(o, SBX_JSONRPC_INVALID_PARAMS,
 		     "tools/call: params.name (a string) is required");
 		return;
 	}
 	if (json_object_object_get_ex(params, "arguments", &args) && args &&
 	    !json_object_is_type(args, json_type_object)) {
+		ca->error = "invalid_params";
 		fail(o, SBX_JSONRPC_INVALID_PARAMS,
 		     "tools/call: params.arguments must be an object");
 		return;
@@ -928,24 +999,59 @@ static void do_tools_call(sbx_mcp_session *s, const char *version, struct json_o
 		    .progress_token = token,
 		    .cancelled = inflight_cancelled,
 		    .cancel_ud = f,
+		    .audit = &ca->tool,
 		};
 		pthread_mutex_lock(&s->lock);
 		ctx.log_level = s->log_level;
 		pthread_mutex_unlock(&s->lock);
 		r = s->mcp->tools_call(&ctx, json_object_get_string(name), args, &result, &err);
 	}
-	if (r == -ENOENT)
+	if (r == -ENOENT) {
+		ca->error = "unknown_tool";
 		fail(o, SBX_JSONRPC_INVALID_PARAMS, "Unknown tool: %s",
 		     json_object_get_string(name));
-	else if (r == -ENOMEM)
+	} else if (r == -ENOMEM) {
 		o->nomem = true;
-	else if (r < 0) {
+	} else if (r < 0) {
 		char shown[SBX_ERROR_MSG_MAX];
+		ca->error = "internal";
 		if (sbx_error_public(&err, shown, sizeof(shown)))
 			sbx_log("tools/call: %s", err.msg);
 		fail(o, SBX_JSONRPC_INTERNAL_ERROR, "tools/call: %s", shown);
-	} else
+	} else {
 		succeed(o, result);
+	}
+}
+
+/* The tool_call line of a request of S with PARAMS that ran from T0_MS on
+ * (notifier N) and ended with O: cancelled (no response), or RESP (NULL:
+ * out of memory), whose size is what it sends. */
+static void audit_call(sbx_mcp_session *s, const struct sbx_mcp_notifier *n,
+		       struct json_object *params, const struct call_audit *ca, int64_t t0_ms,
+		       const struct outcome *o, bool cancelled, struct json_object *resp)
+{
+	const char *outcome = "ok", *error = "";
+	struct json_object *v;
+
+	if (!s->mcp->audit)
+		return;
+	if (cancelled) {
+		outcome = "cancelled";
+		resp = NULL;
+	} else if (o->nomem || !resp) {
+		outcome = "error";
+		error = "no_memory";
+	} else if (!o->result) {
+		outcome = "error";
+		error = ca->error ? ca->error : "invalid_request";
+	} else if (json_object_object_get_ex(o->result, "isError", &v) &&
+		   json_object_get_boolean(v)) {
+		error = ca->tool.error ? ca->tool.error : "failed";
+		/* A limit said no: the tool did not run. */
+		outcome = !strcmp(error, "quota") || !strcmp(error, "busy") ? "refused" : "error";
+	}
+	audit_write(s, n ? n->client : NULL, params, &ca->tool, sbx_monotonic_ms() - t0_ms, outcome,
+		    error, resp ? text_len(resp) : 0);
 }
 
 /* Runs one request; *ret_response is its response, or NULL when the client
@@ -957,8 +1063,11 @@ static int run_request(sbx_mcp_session *s, struct json_object *msg, bool in_batc
 	const char *method = method_of(msg);
 	char version[MCP_VERSION_MAX];
 	struct outcome o = {0};
+	struct call_audit ca = {0};
 	struct inflight f;
 	bool cancellable = strcmp(method, "initialize") != 0, cancelled = false;
+	bool call = strcmp(method, "tools/call") == 0;
+	int64_t t0_ms = sbx_monotonic_ms();
 
 	classify(msg, &id);
 	if (cancellable)
@@ -985,18 +1094,24 @@ static int run_request(sbx_mcp_session *s, struct json_object *msg, bool in_batc
 	} else if (strcmp(method, "tools/list") == 0) {
 		do_tools_list(s->mcp, version, params, &o);
 	} else if (strcmp(method, "tools/call") == 0) {
-		do_tools_call(s, version, params, &f, &o);
+		do_tools_call(s, version, params, &f, &o, &ca);
 	} else {
 		fail(&o, SBX_JSONRPC_METHOD_NOT_FOUND, "Method not found: %.64s", method);
 	}
 	if (cancellable)
 		cancelled = inflight_remove(s, &f);
+	/* A tools/call before initialize is no tool call: a protocol error. */
+	call = call && version[0];
 	if (cancelled || o.nomem) {
+		if (call)
+			audit_call(s, n, params, &ca, t0_ms, &o, cancelled, NULL);
 		json_object_put(o.result);
 		*ret_response = NULL;
 		return o.nomem ? -ENOMEM : 0;
 	}
 	resp = o.result ? result_response(id, o.result) : error_response(id, o.code, "%s", o.msg);
+	if (call)
+		audit_call(s, n, params, &ca, t0_ms, &o, false, resp);
 	if (!resp)
 		return -ENOMEM;
 	*ret_response = resp;

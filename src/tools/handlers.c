@@ -120,8 +120,10 @@ static int get_sandbox(const struct sbx_tool_ctx *ctx, struct json_object *args,
 	const char *id = arg_str(args, "sandbox_id");
 	int r = sbx_sandbox_get(ctx->manager, owner_of(ctx), id, ret_sb, &err);
 
-	if (r >= 0)
+	if (r >= 0) {
+		sbx_tool_audit_sandbox(ctx, *ret_sb);
 		return 0;
+	}
 	if (r == -ENOENT || r == -EINVAL) {
 		if (!err.msg[0])
 			sbx_error_set(&err, r, "sandbox '%s' not found", id);

@@ -19,6 +19,7 @@ struct sbx_tool_out {
 	struct json_object *images; /* image content items (every version), or NULL */
 	struct json_object *links;  /* resource_link content items (2025-06-18+), or NULL */
 	char *error;
+	const char *error_kind; /* the audit log's word for it (struct sbx_tool_audit) */
 };
 
 /* A handler runs with ARGS already checked against the inputSchema (an
@@ -56,12 +57,16 @@ int sbx_tool_reset_python(const struct sbx_tool_ctx *ctx, struct json_object *ar
 int sbx_tool_delete_sandbox(const struct sbx_tool_ctx *ctx, struct json_object *args,
 			    struct sbx_tool_out *out);
 
-/* Sets OUT->error to the formatted message; 0 or -ENOMEM. */
+/* Sets OUT->error to the formatted message: a refusal of the arguments
+ * (the audit log's kind invalid_arguments); 0 or -ENOMEM. */
 int sbx_tool_fail(struct sbx_tool_out *out, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* Sets OUT->error to "<err->msg>. <hint>" (no hint when HINT is NULL or the
- * message already names what to do); 0 or -ENOMEM. */
+ * message already names what to do), its kind from ERR's code; 0 or
+ * -ENOMEM. */
 int sbx_tool_fail_err(struct sbx_tool_out *out, const struct sbx_error *err, const char *hint);
+/* Tells the audit log that the call resolved SB (nothing when ctx->audit is NULL). */
+void sbx_tool_audit_sandbox(const struct sbx_tool_ctx *ctx, const sbx_sandbox *sb);
 
 /* json-c helpers: V is consumed; -ENOMEM when V is NULL or the add fails. */
 int sbx_tools_put(struct json_object *o, const char *k, struct json_object *v);

@@ -812,12 +812,65 @@ static bool says_what_to_do(const char *msg)
 	return false;
 }
 
+/* The audit log's word for a failure with ERR (struct sbx_tool_audit). */
+static const char *error_kind(const struct sbx_error *err)
+{
+	if (err->http_status)
+		return "engine";
+	switch (err->code) {
+	case -EINVAL:
+		return "invalid_arguments";
+	case -ENOENT:
+		return "not_found";
+	case -EEXIST:
+		return "exists";
+	case -EDQUOT:
+		return "quota";
+	case -EBUSY:
+		return "busy";
+	case -EPERM:
+	case -EACCES:
+		return "forbidden";
+	case -ETIMEDOUT:
+		return "timeout";
+	case -ECANCELED:
+		return "cancelled";
+	case -EFBIG:
+	case -E2BIG:
+		return "too_large";
+	case -ENOSPC:
+		return "no_space";
+	case -ENOMEM:
+		return "no_memory";
+	case -EIO:
+	case -EPROTO:
+	case -ECONNREFUSED:
+	case -ECONNRESET:
+	case -ENOTCONN:
+	case -EPIPE:
+	case -EHOSTUNREACH:
+		return "engine";
+	default:
+		return "failed";
+	}
+}
+
+void sbx_tool_audit_sandbox(const struct sbx_tool_ctx *ctx, const sbx_sandbox *sb)
+{
+	if (!ctx->audit || !sb)
+		return;
+	snprintf(ctx->audit->sandbox_id, sizeof(ctx->audit->sandbox_id), "%s", sbx_sandbox_id(sb));
+	snprintf(ctx->audit->sandbox_name, sizeof(ctx->audit->sandbox_name), "%s",
+		 sbx_sandbox_name(sb) ? sbx_sandbox_name(sb) : "");
+}
+
 int sbx_tool_fail_err(struct sbx_tool_out *out, const struct sbx_error *err, const char *hint)
 {
 	char shown[SBX_ERROR_MSG_MAX];
 	const char *msg = shown;
 	size_t n;
 
+	out->error_kind = error_kind(err);
 	/* The client sees no host detail of the engine; the log keeps it. */
 	if (sbx_error_public(err, shown, sizeof(shown)))
 		sbx_log("tool error: %s", err->msg);
@@ -904,6 +957,27 @@ fail:
 	return -ENOMEM;
 }
 
+/* What OUT tells the audit log: its error's kind, and the sandbox its
+ * result names (create_sandbox's) when the call resolved none before. */
+static void audit_out(const struct sbx_tool_ctx *ctx, const struct sbx_tool_out *out)
+{
+	struct sbx_tool_audit *a = ctx->audit;
+	struct json_object *v;
+
+	if (!a)
+		return;
+	if (out->error)
+		a->error = out->error_kind ? out->error_kind : "invalid_arguments";
+	if (a->sandbox_id[0] || !out->result ||
+	    !json_object_object_get_ex(out->result, "sandbox_id", &v) ||
+	    !json_object_is_type(v, json_type_string))
+		return;
+	snprintf(a->sandbox_id, sizeof(a->sandbox_id), "%s", json_object_get_string(v));
+	if (json_object_object_get_ex(out->result, "name", &v) &&
+	    json_object_is_type(v, json_type_string))
+		snprintf(a->sandbox_name, sizeof(a->sandbox_name), "%s", json_object_get_string(v));
+}
+
 int sbx_tools_call(const struct sbx_tool_ctx *ctx, const char *name, struct json_object *arguments,
 		   struct json_object **ret_result, struct sbx_error *err)
 {
@@ -929,6 +1003,8 @@ int sbx_tools_call(const struct sbx_tool_ctx *ctx, const char *name, struct json
 	}
 	if (r == 0 && !out.error && !out.result)
 		r = -ENOMEM;
+	if (r == 0)
+		audit_out(ctx, &out);
 	if (r == 0)
 		r = build_result(ctx, &out, ret_result);
 	out_release(&out);

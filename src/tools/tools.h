@@ -36,6 +36,19 @@ enum sbx_log_level {
 /* "debug" ... "emergency"; NULL out of range. */
 const char *sbx_log_level_name(enum sbx_log_level level);
 
+/* What a tools/call tells the audit log (include/sbx/audit.h) about itself:
+ * filled by the tools as they go, never with arguments, code or output. */
+struct sbx_tool_audit {
+	/* The sandbox the call resolved (its sandbox_id argument, or the one it
+	 * made), "" when none. */
+	char sandbox_id[SBX_SANDBOX_ID_MAX + 1];
+	char sandbox_name[SBX_SANDBOX_NAME_MAX + 1];
+	/* An isError result's kind, a static word: invalid_arguments,
+	 * not_found, exists, quota, busy, forbidden, timeout, cancelled,
+	 * too_large, no_space, no_memory, engine, failed. NULL on success. */
+	const char *error;
+};
+
 /* What one tools/call runs with. */
 struct sbx_tool_ctx {
 	sbx_manager *manager;
@@ -55,6 +68,7 @@ struct sbx_tool_ctx {
 	void *cancel_ud;
 	/* notifications/message below this level are not sent (logging/setLevel). */
 	enum sbx_log_level log_level;
+	struct sbx_tool_audit *audit; /* may be NULL: nobody asks */
 };
 
 /* The `tools` array of tools/list for VERSION (title, outputSchema and
@@ -66,8 +80,8 @@ struct json_object *sbx_tools_list(const char *version);
  * *ret_result with the CallToolResult object {content, isError?,
  * structuredContent?}. A tool that ran and failed (bad arguments, unknown
  * sandbox, engine down) is a success of this call with isError: true and a
- * message that says what to do. Fails with -ENOENT only when no tool has that
- * name (the MCP layer answers -32602), or with -ENOMEM. */
+ * message that says what to do (and ctx->audit->error its kind). Fails with -ENOENT only when no
+ * tool has that name (the MCP layer answers -32602), or with -ENOMEM. */
 int sbx_tools_call(const struct sbx_tool_ctx *ctx, const char *name, struct json_object *arguments,
 		   struct json_object **ret_result, struct sbx_error *err);
 
