@@ -6,11 +6,17 @@
 # VALUE = 42) under ROOT/simple/sbxdemo/, serves ROOT on 127.0.0.1 at a free
 # port, prints that port on a line of its own on stdout, and serves until
 # killed. The index URL is then http://127.0.0.1:PORT/simple/
+#
+# The project "sbxslow" has no file: while ROOT/hold exists its page is sent
+# a space every half second (pip, which times out only on a silent read,
+# waits all that time), then it ends without a link, so that pip fails. Tests
+# hold installs running with it as long as they need.
 import base64
 import hashlib
 import http.server
 import os
 import sys
+import time
 import zipfile
 
 NAME, VERSION = "sbxdemo", "1.0"
@@ -48,9 +54,27 @@ def main():
         f.write(f'<!DOCTYPE html><html><body><a href="{NAME}/">{NAME}</a></body></html>\n')
     os.chdir(root)
 
+    hold = os.path.join(root, "hold")
+
     class Quiet(http.server.SimpleHTTPRequestHandler):
         def log_message(self, *args):
             pass
+
+        def do_GET(self):
+            if not self.path.startswith("/simple/sbxslow"):
+                return super().do_GET()
+            try:
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html")
+                self.end_headers()
+                self.wfile.write(b"<!DOCTYPE html><html><body>")
+                while os.path.exists(hold):
+                    self.wfile.write(b" ")
+                    self.wfile.flush()
+                    time.sleep(0.5)
+                self.wfile.write(b"</body></html>\n")
+            except (BrokenPipeError, ConnectionResetError):
+                pass
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Quiet)
     print(server.server_address[1], flush=True)

@@ -7,7 +7,8 @@
  * tools (sbx_mcp_set_tools_call); the value count of sbx_mcp_input_measure
  * and json-c's allocations within its estimate; sbx_mcp_input_refuse; a
  * client that has gone (the notifier's GONE, sbx_mcp_session_close)
- * cancelling like notifications/cancelled.
+ * cancelling like notifications/cancelled; the calls quota (quota.calls and
+ * a key's calls=) over sessions of both transports, and its table.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -678,6 +679,58 @@ static struct json_object *note_params(struct notes *ns, int i, const char *meth
 	return p;
 }
 
+/* "hold": runs until hold_release or its cancellation (10 s at most). */
+static pthread_mutex_t hold_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t hold_cond = PTHREAD_COND_INITIALIZER;
+static int hold_running, hold_generation;
+
+static void hold_run(const struct sbx_tool_ctx *ctx)
+{
+	int gen;
+
+	pthread_mutex_lock(&hold_lock);
+	gen = hold_generation;
+	hold_running++;
+	pthread_cond_broadcast(&hold_cond);
+	pthread_mutex_unlock(&hold_lock);
+	for (int i = 0; i < 2000 && !sbx_tools_cancelled(ctx); i++) {
+		pthread_mutex_lock(&hold_lock);
+		bool released = hold_generation != gen;
+		pthread_mutex_unlock(&hold_lock);
+		if (released)
+			break;
+		sleep_ms(5);
+	}
+	pthread_mutex_lock(&hold_lock);
+	hold_running--;
+	pthread_cond_broadcast(&hold_cond);
+	pthread_mutex_unlock(&hold_lock);
+}
+
+/* Ends every hold running now. */
+static void hold_release(void)
+{
+	pthread_mutex_lock(&hold_lock);
+	hold_generation++;
+	pthread_mutex_unlock(&hold_lock);
+}
+
+/* Waits until N holds run (5 s at most); true when they do. */
+static bool hold_wait(int n)
+{
+	struct timespec until;
+	bool ok;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 5;
+	pthread_mutex_lock(&hold_lock);
+	while (hold_running != n && pthread_cond_timedwait(&hold_cond, &hold_lock, &until) == 0)
+		;
+	ok = hold_running == n;
+	pthread_mutex_unlock(&hold_lock);
+	return ok;
+}
+
 /* Tools: "slow" runs until cancelled (at most 5 s) and then tries one more
  * notification; "progress" prints through sbx_progress; "log" logs at info
  * and at warning; anything else answers at once. */
@@ -716,6 +769,10 @@ static int fake_tools_call(const struct sbx_tool_ctx *ctx, const char *name,
 	} else if (strcmp(name, "log") == 0) {
 		sbx_tools_log(ctx, SBX_LOG_INFO, "info %d", 1);
 		sbx_tools_log(ctx, SBX_LOG_WARNING, "warning %d", 2);
+	} else if (strcmp(name, "hold") == 0) {
+		hold_run(ctx);
+	} else if (strcmp(name, "fail") == 0) {
+		return sbx_error_set(err, -EIO, "the fake tool failed");
 	} else if (strcmp(name, "limits") == 0) {
 		char text[160];
 		const struct sbx_auth_limits *l = ctx->limits;
@@ -1087,6 +1144,229 @@ static void test_limits(void)
 	sbx_mcp_session_unref(d);
 }
 
+/* ---- the calls quota ---- */
+
+static const char hold_call[] = "{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"tools/call\","
+				"\"params\":{\"name\":\"%s\"}}";
+
+/* A session of M for TENANT with KEY's limits (NULL: none), initialized. */
+static sbx_mcp_session *tenant_session(sbx_mcp *m, enum sbx_mcp_transport tr, const char *tenant,
+				       const struct sbx_auth_limits *key)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	sbx_mcp_session *s;
+
+	if (sbx_mcp_session_new(m, tr, tenant, key, &s, &err) < 0)
+		tap_bail(err.msg);
+	initialize(s, "2025-06-18");
+	return s;
+}
+
+/* Starts the tool NAME on S in a thread (B's text lives in TEXT) and, for
+ * "hold", waits until N holds run. */
+static void hold_start(struct bg_run *b, sbx_mcp_session *s, char *text, size_t size, int id, int n)
+{
+	snprintf(text, size, hold_call, id, "hold");
+	memset(b, 0, sizeof(*b));
+	b->s = s;
+	b->text = text;
+	if (pthread_create(&b->thread, NULL, bg_main, b) != 0)
+		tap_bail("pthread_create");
+	if (!hold_wait(n))
+		tap_diag("  %d holds do not run", n);
+}
+
+/* Runs tool NAME on S now; the reply (owned). */
+static char *call_now(sbx_mcp_session *s, const char *name, int id)
+{
+	char text[256];
+
+	snprintf(text, sizeof(text), hold_call, id, name);
+	return run_text(s, text, NULL);
+}
+
+/* The reply is a result (not a JSON-RPC error) with isError true whose text
+ * has every NEEDLE (NULL-terminated). */
+static bool refused_with(const char *reply, const char *const *needles)
+{
+	struct json_object *o = reply ? json_tokener_parse(reply) : NULL, *res, *v, *content;
+	const char *text = NULL;
+	bool ok;
+
+	ok = o && json_object_object_get_ex(o, "result", &res) &&
+	     json_object_object_get_ex(res, "isError", &v) && json_object_get_boolean(v) &&
+	     json_object_object_get_ex(res, "content", &content) &&
+	     (text = path_str(json_object_array_get_idx(content, 0), "text", NULL));
+	for (; ok && *needles; needles++)
+		ok = strstr(text, *needles) != NULL;
+	json_object_put(o);
+	return ok;
+}
+
+/* [quota] calls = 2 on a second server: a tenant without a key limit runs
+ * 2 at once over two sessions of both transports, the third refused at once
+ * as a tool error naming the quota, its source, the count and what to do;
+ * another tenant is not affected; a key's limit replaces the default
+ * (lower, higher, and 0); every way a call ends frees its slot (its end, a
+ * tool that fails, an unknown tool, notifications/cancelled, the session
+ * closed); the table keeps no tenant without calls. */
+static void test_calls_quota(void)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_settings set;
+	struct sbx_mcp_config cfg = {.settings = &set};
+	const struct sbx_auth_limits one = {-1, 1, -1, -1, -1}, three = {-1, 3, -1, -1, -1};
+	const struct sbx_auth_limits zero = {-1, 0, -1, -1, -1};
+	sbx_mcp *m;
+	sbx_call_table *table;
+	sbx_mcp_session *a1, *a2, *bob, *carol, *dave, *eve;
+	struct bg_run b[4];
+	char texts[4][256], *reply;
+	static const char *const at_limit[] = {
+	    "tenant \"alice\" may run at most 2 tool calls at once", "(the server's quota.calls)",
+	    "runs 2", "wait for one of them to end", NULL};
+	static const char *const key_limit[] = {
+	    "tenant \"carol\" may run at most 1 tool call at once",
+	    "(the calls limit of its API key)", "runs 1", NULL};
+	static const char *const none[] = {"tenant \"eve\" may not call tools",
+					   "the calls limit of its API key is 0",
+					   "ask the server's administrator", NULL};
+
+	sbx_settings_init(&set);
+	if (sbx_settings_set(&set, "quota.calls=2", &err) < 0 || sbx_mcp_new(&cfg, &m, &err) < 0)
+		tap_bail(err.msg);
+	sbx_mcp_set_tools_call(m, fake_tools_call);
+	table = sbx_mcp_call_table(m);
+	a1 = tenant_session(m, SBX_MCP_TRANSPORT_STREAMABLE, "alice", NULL);
+	a2 = tenant_session(m, SBX_MCP_TRANSPORT_SSE, "alice", NULL);
+	bob = tenant_session(m, SBX_MCP_TRANSPORT_STREAMABLE, "bob", NULL);
+
+	hold_start(&b[0], a1, texts[0], sizeof(texts[0]), 10, 1);
+	hold_start(&b[1], a2, texts[1], sizeof(texts[1]), 11, 2);
+	tap_is_int(sbx_call_table_count(table, "alice"), 2,
+		   "calls: alice runs 2 calls, one per session and transport");
+	reply = call_now(a1, "quick", 12);
+	tap_ok(refused_with(reply, at_limit),
+	       "calls: her third is refused at once as a tool error naming quota.calls, the "
+	       "count and what to do: %s",
+	       reply ? reply : "none");
+	free(reply);
+	reply = call_now(a2, "quick", 13);
+	tap_ok(refused_with(reply, at_limit), "calls: ... on her other session too");
+	free(reply);
+	reply = call_now(bob, "quick", 14);
+	tap_ok(reply && strstr(reply, "\"text\":\"done\""), "calls: bob is not affected: %s",
+	       reply ? reply : "none");
+	free(reply);
+	tap_is_int(sbx_call_table_count(table, "alice"), 2, "calls: refusals took no slot");
+
+	/* A cancelled call frees its slot. */
+	reply = run_text(a1,
+			 "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{"
+			 "\"requestId\":10}}",
+			 NULL);
+	free(reply);
+	free(bg_join(&b[0]));
+	tap_is_int(sbx_call_table_count(table, "alice"), 1,
+		   "calls: a cancelled call freed its slot");
+	hold_start(&b[0], a1, texts[0], sizeof(texts[0]), 15, 2);
+	tap_is_int(sbx_call_table_count(table, "alice"), 2, "calls: ... which the next call takes");
+
+	/* A closed session (its client gone) frees its slots. */
+	sbx_mcp_session_close(a2);
+	free(bg_join(&b[1]));
+	tap_is_int(sbx_call_table_count(table, "alice"), 1,
+		   "calls: a call whose client went (session closed) freed its slot");
+
+	/* A tool that fails, an unknown tool: the slot comes back. */
+	reply = call_now(a1, "fail", 16);
+	tap_ok(reply && strstr(reply, "\"error\""), "calls: a failing tool is an error");
+	free(reply);
+	reply = call_now(a1, "no-such-tool", 17);
+	free(reply);
+	tap_is_int(sbx_call_table_count(table, "alice"), 1,
+		   "calls: a failed call and an unknown tool freed their slots");
+	hold_release();
+	free(bg_join(&b[0]));
+	tap_is_int(sbx_call_table_count(table, "alice"), 0,
+		   "calls: a call that ended freed its slot");
+	tap_is_int(sbx_call_table_tenants(table), 0, "calls: no tenant left in the table");
+
+	/* A key's limit replaces the default: lower, higher, 0. */
+	carol = tenant_session(m, SBX_MCP_TRANSPORT_SSE, "carol", &one);
+	hold_start(&b[0], carol, texts[0], sizeof(texts[0]), 20, 1);
+	reply = call_now(carol, "quick", 21);
+	tap_ok(refused_with(reply, key_limit),
+	       "calls: carol's key (calls=1) is below the default: her second is refused, naming "
+	       "her key: %s",
+	       reply ? reply : "none");
+	free(reply);
+	hold_release();
+	free(bg_join(&b[0]));
+	dave = tenant_session(m, SBX_MCP_TRANSPORT_STREAMABLE, "dave", &three);
+	for (int i = 0; i < 3; i++)
+		hold_start(&b[i], dave, texts[i], sizeof(texts[i]), 30 + i, i + 1);
+	tap_is_int(sbx_call_table_count(table, "dave"), 3,
+		   "calls: dave's key (calls=3) is above the default: 3 run at once");
+	reply = call_now(dave, "quick", 33);
+	tap_ok(refused_with(reply, (const char *const[]){"at most 3 tool calls", "runs 3", NULL}),
+	       "calls: ... his fourth is refused");
+	free(reply);
+	hold_release();
+	for (int i = 0; i < 3; i++)
+		free(bg_join(&b[i]));
+	eve = tenant_session(m, SBX_MCP_TRANSPORT_STREAMABLE, "eve", &zero);
+	reply = call_now(eve, "quick", 40);
+	tap_ok(refused_with(reply, none), "calls: a key with calls=0 may call no tool: %s",
+	       reply ? reply : "none");
+	free(reply);
+	tap_is_int(sbx_call_table_tenants(table), 0, "calls: the table is empty again");
+
+	sbx_mcp_session_unref(a1);
+	sbx_mcp_session_unref(a2);
+	sbx_mcp_session_unref(bob);
+	sbx_mcp_session_unref(carol);
+	sbx_mcp_session_unref(dave);
+	sbx_mcp_session_unref(eve);
+	sbx_mcp_free(m);
+	sbx_settings_release(&set);
+}
+
+/* The table alone: bounded at SBX_CALL_TABLE_MAX tenants, an entry freed
+ * with its tenant's last call. */
+static void test_call_table(void)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	sbx_call_table *t = NULL;
+	char name[32];
+	bool all = true;
+	int r;
+
+	if (sbx_call_table_new(&t) < 0)
+		tap_bail("sbx_call_table_new");
+	for (int i = 0; i < SBX_CALL_TABLE_MAX && all; i++) {
+		snprintf(name, sizeof(name), "t%d", i);
+		all = sbx_call_table_begin(t, name, -1, false, &err) == 0;
+	}
+	tap_ok(all && sbx_call_table_tenants(t) == SBX_CALL_TABLE_MAX,
+	       "call table: %d tenants with a call each", SBX_CALL_TABLE_MAX);
+	r = sbx_call_table_begin(t, "one-more", -1, false, &err);
+	tap_ok(r == -EBUSY && strstr(err.msg, "try again"),
+	       "call table: one more tenant is refused: %s", err.msg);
+	tap_ok(sbx_call_table_begin(t, "t7", -1, false, &err) == 0 &&
+		   sbx_call_table_count(t, "t7") == 2,
+	       "call table: a tenant already in it may still call");
+	for (int i = 0; i < SBX_CALL_TABLE_MAX; i++) {
+		snprintf(name, sizeof(name), "t%d", i);
+		sbx_call_table_end(t, name);
+	}
+	tap_ok(sbx_call_table_tenants(t) == 1 && sbx_call_table_count(t, "t7") == 1,
+	       "call table: every entry freed with its last call but t7's");
+	sbx_call_table_end(t, "t7");
+	tap_is_int(sbx_call_table_tenants(t), 0, "call table: empty");
+	sbx_call_table_free(t);
+}
+
 int main(void)
 {
 	struct sbx_error err = SBX_ERROR_INIT;
@@ -1108,6 +1388,8 @@ int main(void)
 	test_progress();
 	test_log_level();
 	test_limits();
+	test_calls_quota();
+	test_call_table();
 	sbx_mcp_free(mcp);
 	return tap_done();
 }

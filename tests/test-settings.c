@@ -88,6 +88,9 @@ static void test_defaults(void)
 	tap_is_int(s.sandbox.exec_timeout_ms, 60000, "sandbox.exec_timeout");
 	tap_is_int(s.sandbox.output_cap, 1 << 20, "sandbox.output_cap");
 	tap_is_int(s.sandbox.image_inline_max, 1 << 20, "sandbox.image_inline_max");
+	tap_ok(s.quota.sandboxes == 0 && s.quota.calls == 0 && s.quota.memory == 0 &&
+		   s.quota.nano_cpus == 0 && s.quota.installs == 0,
+	       "[quota]: every default is 0 (no quota)");
 	tap_is_int(s.sandbox.interrupt_grace_ms, 2000, "sandbox.interrupt_grace");
 	tap_is_int(s.sandbox.max_exec_timeout_ms, 600000, "sandbox.max_exec_timeout");
 	tap_is_int(s.sandbox.idle_timeout_ms, 30 * 60000, "sandbox.idle_timeout");
@@ -420,6 +423,30 @@ static void test_numbers(void)
 	set_fails("sandbox.cpus=9223372037", "--set sandbox.cpus: bad");
 	set_fails("sandbox.cpus=99999999999999999999.5", "--set sandbox.cpus: bad");
 
+	/* [quota]: 0 is no quota, else what the server's own limits take */
+	SET_OK("quota.memory=0", quota.memory, 0);
+	SET_OK("quota.memory=6m", quota.memory, 6 << 20);
+	SET_OK("quota.memory=4g", quota.memory, INT64_C(4) << 30);
+	set_fails("quota.memory=5m", "--set quota.memory: bad value \"5m\": expected 0 (no "
+				     "quota) or a size of at least 6m");
+	set_fails("quota.memory=1", "--set quota.memory: bad value \"1\": expected 0");
+	set_fails("quota.memory=-1", "--set quota.memory: bad value \"-1\": expected a size");
+	SET_OK("quota.cpus=0", quota.nano_cpus, 0);
+	SET_OK("quota.cpus=0.01", quota.nano_cpus, 10000000);
+	SET_OK("quota.cpus=0.5", quota.nano_cpus, 500000000);
+	set_fails("quota.cpus=0.009", "--set quota.cpus: bad value \"0.009\": expected 0 (no "
+				      "quota) or a number of CPUs of at least 0.01");
+	set_fails("quota.cpus=1025", "--set quota.cpus: bad value \"1025\": expected a number");
+	SET_OK("quota.calls=0", quota.calls, 0);
+	SET_OK("quota.calls=3", quota.calls, 3);
+	SET_OK("quota.sandboxes=1000000", quota.sandboxes, 1000000);
+	SET_OK("quota.installs=2", quota.installs, 2);
+	set_fails("quota.installs=1000001", "--set quota.installs: bad value \"1000001\": "
+					    "expected an integer in 0..1000000");
+	set_fails("quota.calls=-1", "--set quota.calls: bad value");
+	set_fails("quota.rate=1", "--set quota.rate: unknown key rate in [quota] (known: "
+				  "sandboxes, calls, memory, cpus, installs)");
+
 	/* strings with a check */
 	{
 		struct sbx_settings s;
@@ -465,8 +492,8 @@ static void non_default(const struct sbx_setting *d, char *out, size_t n)
 	case SBX_SETTING_INT:
 		snprintf(out, n, "%" PRId64, d->min + 1);
 		break;
-	case SBX_SETTING_SIZE:
-		snprintf(out, n, "%" PRId64, d->min + 1024);
+	case SBX_SETTING_SIZE: /* 8m: quota.memory takes 0 or 6m and more */
+		snprintf(out, n, "%" PRId64, d->min + 8 * 1024 * 1024);
 		break;
 	case SBX_SETTING_DURATION:
 		snprintf(out, n, "%" PRId64 "ms", d->min + 1);

@@ -246,13 +246,31 @@ const char *sbx_manager_instance(const sbx_manager *m);
  * 1..SBX_SANDBOX_NAME_MAX of [A-Za-z0-9_.-] and unique per owner (-EEXIST). */
 int sbx_sandbox_create(sbx_manager *m, const char *owner, const char *name, sbx_sandbox **ret_sb,
 		       struct sbx_error *err);
-/* The same for an OWNER that may have at most MAX_MINE sandboxes at once
- * (its key's quota; negative: no limit but the server's). Counted under the
- * manager's lock with the server's sandbox.max_sandboxes, which still applies
- * first: two creates at once cannot both pass. Past it -EDQUOT, with a
- * message naming the limit, the count and OWNER's sandboxes to delete. */
-int sbx_sandbox_create_quota(sbx_manager *m, const char *owner, const char *name, int64_t max_mine,
-			     sbx_sandbox **ret_sb, struct sbx_error *err);
+/* What one tenant (an owner) may use, as the manager enforces it: its API
+ * key's limits folded with the [quota] defaults (src/tools/quota.c). -1 in a
+ * field: no quota there, only the server's settings. The *_from_key flags
+ * only pick the words of an error ("the ... limit of its API key" or
+ * "quota.NAME"). */
+struct sbx_tenant_quota {
+	int64_t sandboxes; /* sandboxes at once */
+	int64_t installs;  /* package installs running at once, all its sandboxes together */
+	int64_t memory;	   /* bytes per sandbox; above sandbox.memory it is sandbox.memory */
+	int64_t nano_cpus; /* per sandbox; above sandbox.cpus it is sandbox.cpus */
+	bool sandboxes_from_key, installs_from_key;
+};
+#define SBX_TENANT_QUOTA_NONE ((struct sbx_tenant_quota){-1, -1, -1, -1, false, false})
+
+/* The same for an OWNER under quota Q (NULL: none). Q->sandboxes is counted
+ * under the manager's lock with the server's sandbox.max_sandboxes, which
+ * still applies first: two creates at once cannot both pass. Past it
+ * -EDQUOT, with a message naming the quota, the count and OWNER's sandboxes
+ * to delete. The container gets the lower of Q->memory and sandbox.memory,
+ * and of Q->nano_cpus and sandbox.cpus; when either is below the server's,
+ * the sandbox never comes from the pool (whose containers have the server's
+ * limits) but is made for it. */
+int sbx_sandbox_create_quota(sbx_manager *m, const char *owner, const char *name,
+			     const struct sbx_tenant_quota *q, sbx_sandbox **ret_sb,
+			     struct sbx_error *err);
 /* Finds a sandbox by id, or by name when no id matches. */
 int sbx_sandbox_get(sbx_manager *m, const char *owner, const char *id_or_name, sbx_sandbox **ret_sb,
 		    struct sbx_error *err);
@@ -370,6 +388,13 @@ struct sbx_install_opts {
 	 * wait with -ECANCELED (the install goes on in the background). */
 	bool (*cancelled)(void *userdata);
 	void *userdata;
+	/* Optional: the quota of the sandbox's owner. Past Q->installs installs
+	 * of that owner running at once in all its live sandboxes (counted under
+	 * the manager's lock, from the start of each until pip ends, fails or
+	 * times out, or its sandbox is deleted) a new install is -EDQUOT, with a
+	 * message naming the quota, the count and what to do; joining an install
+	 * of the same spec that runs already is not a new one. */
+	const struct sbx_tenant_quota *quota;
 };
 int sbx_sandbox_install_ex(sbx_manager *m, sbx_sandbox *sb, const char *spec,
 			   const struct sbx_install_opts *opts,

@@ -18,6 +18,9 @@
 
 #include "sbx/error.h"
 
+/* Largest count a [quota] key (and an API key's limit) may give. */
+#define SBX_QUOTA_COUNT_MAX 1000000
+
 /* Largest settings file accepted, in bytes. */
 #define SBX_SETTINGS_FILE_MAX (1024 * 1024)
 
@@ -86,6 +89,14 @@ struct sbx_settings {
 		char *mode;	 /* "keys" or "none" */
 		char *keys_file; /* absolute path; "" = none (loopback only) */
 	} auth;
+	/* Per-tenant defaults; an API key's own limit replaces each (0 = none). */
+	struct {
+		int64_t sandboxes; /* sandboxes at once */
+		int64_t calls;	   /* tool calls at once, all sessions together */
+		int64_t memory;	   /* bytes per sandbox; capped by sandbox.memory */
+		int64_t nano_cpus; /* per sandbox; capped by sandbox.cpus */
+		int64_t installs;  /* package installs at once, all sandboxes together */
+	} quota;
 };
 
 enum sbx_setting_type {
@@ -108,7 +119,8 @@ struct sbx_setting {
 	const char *help;
 	int64_t min, max;
 	const char *const *words; /* SBX_SETTING_ENUM: NULL-terminated */
-	/* Optional extra check of a string; fills why and returns false to refuse. */
+	/* Optional extra check of the value as written (a string's, or a number's
+	 * within its range); fills why and returns false to refuse. */
 	bool (*check)(const char *value, char *why, size_t why_size);
 };
 

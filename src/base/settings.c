@@ -48,6 +48,9 @@
 	{sec, key, SBX_SETTING_STRING, OFF(field), def, help, 0, 0, NULL, check}
 #define NUMBER(type, sec, key, field, def, min, max, help) \
 	{sec, key, SBX_SETTING_##type, OFF(field), def, help, min, max, NULL, NULL}
+/* A number with a check past its range (on the value as written). */
+#define NUMBER_CHECKED(type, sec, key, field, def, min, max, check, help) \
+	{sec, key, SBX_SETTING_##type, OFF(field), def, help, min, max, NULL, check}
 #define BOOLEAN(sec, key, field, def, help) \
 	{sec, key, SBX_SETTING_BOOL, OFF(field), def, help, 0, 0, NULL, NULL}
 #define ENUM(sec, key, field, def, words, help) \
@@ -99,6 +102,28 @@ static bool check_runtime(const char *v, char *why, size_t n)
 				   "0123456789_.-") == len)
 		return true;
 	snprintf(why, n, "expected a runtime name (up to 64 of A-Z a-z 0-9 _ . -), or empty");
+	return false;
+}
+
+/* [quota] memory: 0 (no quota) or what sandbox.memory may be at least. */
+static bool check_quota_memory(const char *v, char *why, size_t n)
+{
+	int64_t x;
+
+	if (sbx_parse_size(v, &x) == 0 && (x == 0 || x >= 6 * MIB))
+		return true;
+	snprintf(why, n, "expected 0 (no quota) or a size of at least 6m (suffix k, m or g)");
+	return false;
+}
+
+/* [quota] cpus: 0 (no quota) or what sandbox.cpus may be at least. */
+static bool check_quota_cpus(const char *v, char *why, size_t n)
+{
+	int64_t x;
+
+	if (sbx_parse_cpus(v, &x) == 0 && (x == 0 || x >= NANO / 100))
+		return true;
+	snprintf(why, n, "expected 0 (no quota) or a number of CPUs of at least 0.01");
 	return false;
 }
 
@@ -213,6 +238,22 @@ static const struct sbx_setting schema[] = {
 	 "who may call the server: keys (an API key from keys_file) or none (anyone)"),
     STRING("auth", "keys_file", auth.keys_file, "", check_abs_path,
 	   "file of API keys (mcp-sandboxd keys add TENANT); empty = none"),
+
+    NUMBER(INT, "quota", "sandboxes", quota.sandboxes, "0", 0, SBX_QUOTA_COUNT_MAX,
+	   "sandboxes one tenant may have at once, unless its API key sets sandboxes=; "
+	   "0 = no quota (sandbox.max_sandboxes still applies)"),
+    NUMBER(INT, "quota", "calls", quota.calls, "0", 0, SBX_QUOTA_COUNT_MAX,
+	   "tool calls one tenant may run at once over all its sessions, unless its API key "
+	   "sets calls=; 0 = no quota"),
+    NUMBER_CHECKED(SIZE, "quota", "memory", quota.memory, "0", 0, INT64_MAX, check_quota_memory,
+		   "memory limit of each sandbox one tenant creates, unless its API key sets "
+		   "memory=; 0 = sandbox.memory (never more than sandbox.memory)"),
+    NUMBER_CHECKED(CPUS, "quota", "cpus", quota.nano_cpus, "0", 0, 1024 * NANO, check_quota_cpus,
+		   "CPU limit of each sandbox one tenant creates, unless its API key sets cpus=; "
+		   "0 = sandbox.cpus (never more than sandbox.cpus)"),
+    NUMBER(INT, "quota", "installs", quota.installs, "0", 0, SBX_QUOTA_COUNT_MAX,
+	   "package installs one tenant may run at once over all its sandboxes, unless its API "
+	   "key sets installs=; 0 = no quota"),
 };
 
 struct unit {
@@ -469,11 +510,15 @@ static int parse_value(const struct sbx_setting *d, const char *v, union value *
 	}
 	if (r == 0 && d->type != SBX_SETTING_BOOL && (num < d->min || num > d->max))
 		r = -ERANGE;
-	if (r == 0 && d->type != SBX_SETTING_BOOL)
-		ret->num = num;
-	if (r < 0)
+	if (r < 0) {
 		explain(d, why, n);
-	return r < 0 ? -EINVAL : 0;
+		return -EINVAL;
+	}
+	if (d->check && !d->check(v, why, n))
+		return -EINVAL;
+	if (d->type != SBX_SETTING_BOOL)
+		ret->num = num;
+	return 0;
 }
 
 static void *field_of(struct sbx_settings *s, const struct sbx_setting *d)

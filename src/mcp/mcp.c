@@ -69,8 +69,9 @@ struct sbx_mcp {
 	sbx_tools_call_fn tools_call;
 	const sbx_link_key *link_key; /* cfg's, or own_link_key */
 	sbx_link_key *own_link_key;
-	sbx_audit *audit;     /* cfg's, may be NULL */
-	pthread_mutex_t lock; /* guards public_url and tools_text */
+	sbx_audit *audit;      /* cfg's, may be NULL */
+	sbx_call_table *calls; /* the tool calls each tenant runs, for its calls quota */
+	pthread_mutex_t lock;  /* guards public_url and tools_text */
 	char *public_url;
 	/* The tools/list "tools" array as text, per entry of versions[]; built
 	 * on first use, then constant. */
@@ -116,6 +117,11 @@ int sbx_mcp_new(const struct sbx_mcp_config *cfg, sbx_mcp **ret_mcp, struct sbx_
 		free(m);
 		return sbx_error_set(err, -ENOMEM, "mcp: out of memory");
 	}
+	if (sbx_call_table_new(&m->calls) < 0) {
+		free(m->public_url);
+		free(m);
+		return sbx_error_set(err, -ENOMEM, "mcp: out of memory");
+	}
 	m->settings = cfg->settings;
 	m->manager = cfg->manager;
 	m->tools_call = sbx_tools_call;
@@ -125,6 +131,7 @@ int sbx_mcp_new(const struct sbx_mcp_config *cfg, sbx_mcp **ret_mcp, struct sbx_
 		const char *dir = m->manager ? sbx_manager_state_dir(m->manager) : NULL;
 		int r = sbx_link_key_open(dir, &m->own_link_key, err);
 		if (r < 0) {
+			sbx_call_table_free(m->calls);
 			free(m->public_url);
 			free(m);
 			return r;
@@ -141,12 +148,18 @@ void sbx_mcp_set_tools_call(sbx_mcp *m, sbx_tools_call_fn fn)
 	m->tools_call = fn ? fn : sbx_tools_call;
 }
 
+sbx_call_table *sbx_mcp_call_table(sbx_mcp *m)
+{
+	return m->calls;
+}
+
 sbx_mcp *sbx_mcp_free(sbx_mcp *m)
 {
 	if (!m)
 		return NULL;
 	pthread_mutex_destroy(&m->lock);
 	sbx_link_key_free(m->own_link_key);
+	sbx_call_table_free(m->calls);
 	free(m->public_url);
 	for (size_t i = 0; i < SBX_ARRAY_SIZE(m->tools_text); i++)
 		free(m->tools_text[i]);
@@ -959,6 +972,7 @@ static void do_tools_call(sbx_mcp_session *s, const char *version, struct json_o
 	struct sbx_error err = SBX_ERROR_INIT;
 	struct json_object *name, *args = NULL, *meta, *token = NULL, *result = NULL;
 	_cleanup_free_ char *url = NULL;
+	struct sbx_quota quota;
 	int r;
 
 	if (!json_object_is_type(params, json_type_object) ||
@@ -985,6 +999,19 @@ static void do_tools_call(sbx_mcp_session *s, const char *version, struct json_o
 		o->nomem = true;
 		return;
 	}
+	/* The tenant's calls quota, over all its sessions: a slot from here
+	 * until the tool returns, however it ends (an error, a cancellation,
+	 * its client gone: the tool returns in each case). */
+	sbx_quota_of(s->mcp->settings, &s->limits, &quota);
+	r = sbx_call_table_begin(s->mcp->calls, s->owner, quota.calls, quota.calls_from_key, &err);
+	if (r == -ENOMEM) {
+		o->nomem = true;
+		return;
+	}
+	if (r < 0) {
+		succeed(o, sbx_tools_refusal(err.msg));
+		return;
+	}
 	{
 		struct sbx_tool_ctx ctx = {
 		    .manager = s->mcp->manager,
@@ -1006,6 +1033,7 @@ static void do_tools_call(sbx_mcp_session *s, const char *version, struct json_o
 		pthread_mutex_unlock(&s->lock);
 		r = s->mcp->tools_call(&ctx, json_object_get_string(name), args, &result, &err);
 	}
+	sbx_call_table_end(s->mcp->calls, s->owner);
 	if (r == -ENOENT) {
 		ca->error = "unknown_tool";
 		fail(o, SBX_JSONRPC_INVALID_PARAMS, "Unknown tool: %s",

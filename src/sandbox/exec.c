@@ -107,14 +107,26 @@ int sbx_sandbox_oom_since(sbx_manager *m, sbx_sandbox *sb)
 	return r;
 }
 
-int sbx_oom_notice(const sbx_manager *m, const char *what, char **ret_notice)
+void sbx_memory_limit_text(const sbx_manager *m, const sbx_sandbox *sb, char *buf, size_t size)
 {
+	int64_t limit = sb->memory > 0 ? sb->memory : m->s->sandbox.memory;
+
+	snprintf(buf, size, "%lld MiB (%s)", (long long)(limit >> 20),
+		 limit < m->s->sandbox.memory ? "the memory quota of its tenant"
+					      : "sandbox.memory");
+}
+
+int sbx_oom_notice(const sbx_manager *m, const sbx_sandbox *sb, const char *what, char **ret_notice)
+{
+	char limit[96];
+
+	sbx_memory_limit_text(m, sb, limit, sizeof(limit));
 	return sbx_str_replacef(
 	    ret_notice,
 	    "%s ran out of memory: the kernel killed it (or a process it started) at the "
-	    "sandbox's memory limit of %lld MiB (sandbox.memory). Use less memory, for example "
-	    "by working on the data in parts.",
-	    what, (long long)(m->s->sandbox.memory >> 20));
+	    "sandbox's memory limit of %s. Use less memory, for example by working on the data "
+	    "in parts.",
+	    what, limit);
 }
 
 /* A command that died of SIGKILL, or whose shell says a process was
@@ -127,7 +139,7 @@ static int shell_oom(sbx_manager *m, sbx_sandbox *sb, struct sbx_run_result *out
 	if (!killed || out->timed_out || out->cancelled || sbx_sandbox_oom_since(m, sb) <= 0)
 		return 0;
 	out->out_of_memory = true;
-	return sbx_oom_notice(m, "The command", &out->notice);
+	return sbx_oom_notice(m, sb, "The command", &out->notice);
 }
 
 bool sbx_says_out_of_disk(const struct sbx_buf *b)

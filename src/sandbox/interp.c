@@ -689,7 +689,7 @@ static int interp_died(struct call *c, bool eof, struct sbx_error *err)
 	c->in->has_state = false; /* told now, not again at the restart */
 	if ((code == 137 || code < 0) && sbx_sandbox_oom_since(c->m, c->sb) > 0) {
 		c->res.out_of_memory = true;
-		return sbx_oom_notice(c->m,
+		return sbx_oom_notice(c->m, c->sb,
 				      "The Python code (its interpreter's variables and imports "
 				      "are gone; the next call starts a new one)",
 				      &c->res.notice);

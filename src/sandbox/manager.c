@@ -266,7 +266,7 @@ void sbx_sandbox_log_death(sbx_manager *m, sbx_sandbox *sb)
 /* What happened to a dead sandbox, for people: "its container was ...". */
 static void death_text(sbx_manager *m, const sbx_sandbox *sb, char *buf, size_t size)
 {
-	char at[32], limit[64] = "";
+	char at[32], limit[128] = "";
 	const char *blind = sb->death_blind ? " while the server was not following the engine "
 					      "(the server was down, or the engine restarted)"
 					    : "";
@@ -274,9 +274,11 @@ static void death_text(sbx_manager *m, const sbx_sandbox *sb, char *buf, size_t 
 	iso_time(sb->death_at, at, sizeof(at));
 	switch (sb->death) {
 	case SBX_DEATH_OOM:
-		if (m->s->sandbox.memory > 0)
-			snprintf(limit, sizeof(limit), " (its memory limit is %lld MiB)",
-				 (long long)(m->s->sandbox.memory >> 20));
+		if (m->s->sandbox.memory > 0) {
+			char text[96];
+			sbx_memory_limit_text(m, sb, text, sizeof(text));
+			snprintf(limit, sizeof(limit), " (its memory limit is %s)", text);
+		}
 		snprintf(buf, size,
 			 "its container was killed by the kernel's out-of-memory killer%s%s; "
 			 "noticed at %s",
@@ -626,7 +628,8 @@ static int runtime_check(sbx_manager *m, const char *cid, struct sbx_error *err)
 }
 
 int sbx_container_provision(sbx_manager *m, const char *id, time_t when, const char *name,
-			    const char *owner, char **ret_container, struct sbx_error *err)
+			    const char *owner, int64_t memory, int64_t nano_cpus,
+			    char **ret_container, struct sbx_error *err)
 {
 	const struct sbx_settings *s = m->s;
 	char created[32];
@@ -665,8 +668,8 @@ int sbx_container_provision(sbx_manager *m, const char *id, time_t when, const c
 	    .n_labels = n_labels,
 	    .workdir = SBX_RESULTS_DIR,
 	    .user = "1000:1000",
-	    .memory_bytes = s->sandbox.memory,
-	    .nano_cpus = s->sandbox.nano_cpus,
+	    .memory_bytes = memory,
+	    .nano_cpus = nano_cpus,
 	    .pids_limit = s->sandbox.pids_limit,
 	    .cap_drop = drop_all,
 	    .no_new_privileges = true,
@@ -714,8 +717,8 @@ int sbx_container_provision(sbx_manager *m, const char *id, time_t when, const c
 /* Creates and starts the container of a cold sandbox. */
 static int container_up(sbx_manager *m, sbx_sandbox *sb, struct sbx_error *err)
 {
-	return sbx_container_provision(m, sb->id, sb->created, sb->name, sb->owner, &sb->container,
-				       err);
+	return sbx_container_provision(m, sb->id, sb->created, sb->name, sb->owner, sb->memory,
+				       sb->nano_cpus, &sb->container, err);
 }
 
 static sbx_sandbox *record_new(sbx_manager *m, const char *id, const char *name, const char *owner,
@@ -732,6 +735,8 @@ static sbx_sandbox *record_new(sbx_manager *m, const char *id, const char *name,
 	sb->owner = strdup(owner);
 	sb->image = strdup(m->s->sandbox.image);
 	sb->created = created;
+	sb->memory = m->s->sandbox.memory;
+	sb->nano_cpus = m->s->sandbox.nano_cpus;
 	/* Used now: a new sandbox, or one adopted after a restart (its last use
 	 * before is not kept: it gets a full sandbox.idle_timeout). */
 	sb->last_used = time(NULL);
@@ -822,24 +827,36 @@ static size_t owned_locked(sbx_manager *m, const char *owner)
 	return n;
 }
 
-/* Under m->lock. Checks the limits (the server's, then OWNER's MAX_MINE when
- * not negative) and the name and adds sb to the table. */
-static int reserve_locked(sbx_manager *m, sbx_sandbox *sb, int64_t max_mine, struct sbx_error *err)
+/* Under m->lock. Checks the limits (the server's, then OWNER's quota Q when
+ * it has one) and the name and adds sb to the table. */
+static int reserve_locked(sbx_manager *m, sbx_sandbox *sb, const struct sbx_tenant_quota *q,
+			  struct sbx_error *err)
 {
 	size_t mine;
 
 	if (m->n >= (size_t)m->s->sandbox.max_sandboxes)
 		return limit_error_locked(m, sb->owner, err);
-	if (max_mine >= 0 && (mine = owned_locked(m, sb->owner)) >= (uint64_t)max_mine) {
+	if (q && q->sandboxes == 0)
+		return sbx_error_set(err, -EDQUOT,
+				     "tenant \"%s\" may not create sandboxes (%s is 0): ask the "
+				     "server's administrator to allow them",
+				     sb->owner,
+				     q->sandboxes_from_key ? "the sandboxes limit of its API key"
+							   : "its sandboxes quota");
+	if (q && q->sandboxes > 0 &&
+	    (mine = owned_locked(m, sb->owner)) >= (uint64_t)q->sandboxes) {
 		char list[SBX_ERROR_MSG_MAX / 2];
 		lru_list_locked(m, sb->owner, list, sizeof(list));
 		return sbx_error_set(
 		    err, -EDQUOT,
 		    "tenant \"%s\" may have at most %" PRId64
-		    " sandboxes at once (the sandboxes limit of its API key) and has %zu: "
-		    "delete one you no longer need with delete_sandbox and try again, or reuse "
-		    "one. Your dead and least recently used: %s",
-		    sb->owner, max_mine, mine, list[0] ? list : "none yet ready");
+		    " sandbox%s at once (%s) and has %zu: delete one you no longer need with "
+		    "delete_sandbox and try again, or reuse one. Your dead and least recently "
+		    "used: %s",
+		    sb->owner, q->sandboxes, q->sandboxes == 1 ? "" : "es",
+		    q->sandboxes_from_key ? "the sandboxes limit of its API key"
+					  : "the server's quota.sandboxes",
+		    mine, list[0] ? list : "none yet ready");
 	}
 	for (size_t i = 0; i < m->n; i++)
 		if (strcmp(m->table[i]->owner, sb->owner) == 0 &&
@@ -857,16 +874,30 @@ static int reserve_locked(sbx_manager *m, sbx_sandbox *sb, int64_t max_mine, str
 int sbx_sandbox_create(sbx_manager *m, const char *owner, const char *name, sbx_sandbox **ret_sb,
 		       struct sbx_error *err)
 {
-	return sbx_sandbox_create_quota(m, owner, name, -1, ret_sb, err);
+	return sbx_sandbox_create_quota(m, owner, name, NULL, ret_sb, err);
 }
 
-int sbx_sandbox_create_quota(sbx_manager *m, const char *owner, const char *name, int64_t max_mine,
-			     sbx_sandbox **ret_sb, struct sbx_error *err)
+/* A quota's ceiling on one of the server's limits: the lower of the two
+ * (a quota of -1 or 0 is none). */
+static int64_t ceiling(int64_t server, int64_t quota)
+{
+	return quota > 0 && quota < server ? quota : server;
+}
+
+int sbx_sandbox_create_quota(sbx_manager *m, const char *owner, const char *name,
+			     const struct sbx_tenant_quota *q, sbx_sandbox **ret_sb,
+			     struct sbx_error *err)
 {
 	char id[SBX_SANDBOX_ID_MAX + 1];
 	struct sbx_pool_entry *e = NULL;
 	sbx_sandbox *sb = NULL;
-	bool use_pool = true;
+	int64_t memory = ceiling(m->s->sandbox.memory, q ? q->memory : -1);
+	int64_t nano_cpus = ceiling(m->s->sandbox.nano_cpus, q ? q->nano_cpus : -1);
+	/* Pooled containers have the server's limits: a tenant held below them
+	 * gets a container made with its own (updating a pooled one's limits
+	 * through the engine would be a second way to set them, per engine,
+	 * with a moment in which the higher ones hold). */
+	bool use_pool = memory == m->s->sandbox.memory && nano_cpus == m->s->sandbox.nano_cpus;
 	int r;
 
 	r = check_owner(owner, err);
@@ -888,10 +919,12 @@ again:
 	pthread_mutex_lock(&m->lock);
 	e = use_pool ? sbx_pool_take_locked(m) : NULL;
 	sb = record_new(m, e ? e->id : id, name, owner, time(NULL));
-	if (sb)
+	if (sb) {
 		sb->pooled = e != NULL;
-	r = sb ? reserve_locked(m, sb, max_mine, err)
-	       : sbx_error_set(err, -ENOMEM, "out of memory");
+		sb->memory = memory;
+		sb->nano_cpus = nano_cpus;
+	}
+	r = sb ? reserve_locked(m, sb, q, err) : sbx_error_set(err, -ENOMEM, "out of memory");
 	if (r < 0 && e)
 		sbx_pool_give_back_locked(m, SBX_TAKE(e));
 	pthread_mutex_unlock(&m->lock);
@@ -1241,6 +1274,10 @@ static int adopt(sbx_manager *m, const char *cid, struct sbx_error *err)
 		free(sb->image);
 		sb->image = strdup(ci.image ? ci.image : m->s->sandbox.image);
 		sb->container = strdup(ci.id ? ci.id : cid);
+		if (ci.memory_bytes > 0)
+			sb->memory = ci.memory_bytes;
+		if (ci.nano_cpus > 0)
+			sb->nano_cpus = ci.nano_cpus;
 	}
 	running = ci.running;
 	death = sbx_death_of(&ci, &code);

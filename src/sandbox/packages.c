@@ -11,6 +11,7 @@
  * m->installs_running is 0.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -353,10 +354,12 @@ static void *install_thread(void *arg)
 			 "\n[pip was stopped after %lld s, the install time limit]\n",
 			 (long long)(s->sandbox.install_timeout_ms / 1000));
 	} else if (res.exit_code == 137 && sbx_sandbox_oom_since(m, job->sb) > 0) {
+		char limit[96];
+		sbx_memory_limit_text(m, job->sb, limit, sizeof(limit));
 		snprintf(note, sizeof(note),
 			 "\n[pip ran out of memory: the kernel killed it at the sandbox's memory "
-			 "limit of %lld MiB (sandbox.memory)]\n",
-			 (long long)(s->sandbox.memory >> 20));
+			 "limit of %s]\n",
+			 limit);
 	} else if (res.exit_code != 0 && s->sandbox.disk > 0 &&
 		   (sbx_says_out_of_disk(&res.out) || sbx_says_out_of_disk(&res.err))) {
 		snprintf(note, sizeof(note),
@@ -443,6 +446,52 @@ static bool make_room_locked(sbx_sandbox *sb)
 	return true;
 }
 
+/* Under m->lock: the installs OWNER runs now in its live sandboxes (not in
+ * one being deleted, whose pip ends with its container). */
+static size_t owner_installs_locked(sbx_manager *m, const char *owner)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < m->n; i++) {
+		const sbx_sandbox *sb = m->table[i];
+		if (sb->end != SBX_END_NONE || strcmp(sb->owner, owner) != 0)
+			continue;
+		for (const struct sbx_install *in = sb->installs; in; in = in->next)
+			n += in->state == SBX_INSTALL_RUNNING;
+	}
+	return n;
+}
+
+/* Under m->lock: 0 when SB's owner may start one more install under Q
+ * (NULL: no quota), else -EDQUOT saying so. */
+static int installs_quota_locked(sbx_manager *m, sbx_sandbox *sb, const struct sbx_tenant_quota *q,
+				 struct sbx_error *err)
+{
+	size_t mine;
+
+	if (!q || q->installs < 0)
+		return 0;
+	if (q->installs == 0)
+		return sbx_error_set(err, -EDQUOT,
+				     "tenant \"%s\" may not install packages (%s is 0): ask the "
+				     "server's administrator to allow installs",
+				     sb->owner,
+				     q->installs_from_key ? "the installs limit of its API key"
+							  : "its installs quota");
+	mine = owner_installs_locked(m, sb->owner);
+	if (mine < (uint64_t)q->installs)
+		return 0;
+	return sbx_error_set(
+	    err, -EDQUOT,
+	    "tenant \"%s\" may run at most %" PRId64 " package install%s at once (%s) and runs "
+	    "%zu: wait for one to end (check_package_installation_status tells when it is "
+	    "success or failed; deleting its sandbox ends it too) and try again",
+	    sb->owner, q->installs, q->installs == 1 ? "" : "s",
+	    q->installs_from_key ? "the installs limit of its API key"
+				 : "the server's quota.installs",
+	    mine);
+}
+
 /* How often a wait for an install asks whether its caller cancelled. */
 #define CANCEL_POLL_MS 100
 
@@ -509,6 +558,9 @@ static int install(sbx_manager *m, sbx_sandbox *sb, const char *spec,
 				  running, sb->id);
 		goto unlock;
 	}
+	r = installs_quota_locked(m, sb, o->quota, err);
+	if (r < 0)
+		goto unlock;
 	if (in) { /* ended before: forget it and install again */
 		for (pp = &sb->installs; *pp != in; pp = &(*pp)->next)
 			;

@@ -692,7 +692,8 @@ static void refill_one_locked(sbx_manager *m)
 		snprintf(p->filling_id, sizeof(p->filling_id), "%s", e->id);
 		e->epoch = m->engine_epoch;
 		pthread_mutex_unlock(&m->lock);
-		r = sbx_container_provision(m, e->id, time(NULL), NULL, NULL, &e->container, &err);
+		r = sbx_container_provision(m, e->id, time(NULL), NULL, NULL, m->s->sandbox.memory,
+					    m->s->sandbox.nano_cpus, &e->container, &err);
 		/* Without an interpreter the entry still serves: the first call
 		 * starts one, as for a cold create. */
 		if (r >= 0 && sbx_interp_start_pooled(m, e->id, e->container, &e->interp, NULL) < 0)

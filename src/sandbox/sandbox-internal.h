@@ -64,6 +64,10 @@ struct sbx_sandbox {
 	char *container; /* the engine's container id */
 	char *image;
 	time_t created;
+	/* Its container's limits: the server's sandbox.memory and sandbox.cpus,
+	 * or lower under its owner's quota; an adopted one's as inspected. */
+	int64_t memory; /* bytes */
+	int64_t nano_cpus;
 	bool ready;   /* the container exists and runs; false while creating */
 	bool removed; /* no longer in the table */
 	bool pooled;  /* taken from the pool: owner and name live in the state folder */
@@ -202,8 +206,12 @@ int sbx_sandbox_oom_since(sbx_manager *m, sbx_sandbox *sb);
 /* The output shows a write refused for lack of space ("No space left on
  * device", "Disk quota exceeded"). */
 bool sbx_says_out_of_disk(const struct sbx_buf *b);
-/* The sentence that says so, naming sandbox.memory; WHAT is "The command". */
-int sbx_oom_notice(const sbx_manager *m, const char *what, char **ret_notice);
+/* The sentence that says so, naming SB's memory limit; WHAT is "The command". */
+int sbx_oom_notice(const sbx_manager *m, const sbx_sandbox *sb, const char *what,
+		   char **ret_notice);
+/* SB's memory limit for people: "512 MiB (sandbox.memory)", or "64 MiB (the
+ * memory quota of its tenant)" when its owner's quota made it lower. */
+void sbx_memory_limit_text(const sbx_manager *m, const sbx_sandbox *sb, char *buf, size_t size);
 
 /* manager.c */
 
@@ -214,9 +222,12 @@ int sbx_sandbox_make_id(char id[SBX_SANDBOX_ID_MAX + 1], struct sbx_error *err);
  * alike: create, start, and whatever a sandbox needs before its first use.
  * Labels: managed, instance, id, created; plus name and owner when OWNER is
  * given (a cold create), or SBX_LABEL_POOL when it is NULL (a pool container,
- * assigned later). On failure nothing is left on the engine. */
+ * assigned later). MEMORY (bytes) and NANO_CPUS are its limits: the
+ * server's sandbox.memory and sandbox.cpus, or lower for a tenant's quota.
+ * On failure nothing is left on the engine. */
 int sbx_container_provision(sbx_manager *m, const char *id, time_t created, const char *name,
-			    const char *owner, char **ret_container, struct sbx_error *err);
+			    const char *owner, int64_t memory, int64_t nano_cpus,
+			    char **ret_container, struct sbx_error *err);
 
 /* reaper.c: removes the sandboxes whose time is up. */
 

@@ -242,12 +242,14 @@ int sbx_tool_create_sandbox(const struct sbx_tool_ctx *ctx, struct json_object *
 	struct sbx_error err = SBX_ERROR_INIT;
 	struct sbx_sandbox_info info = {0};
 	struct json_object *res;
+	struct sbx_quota q;
 	sbx_sandbox *sb = NULL;
 	const char *hint;
 	int r;
 
-	r = sbx_sandbox_create_quota(ctx->manager, owner_of(ctx), arg_str(args, "name"),
-				     ctx->limits ? ctx->limits->sandboxes : -1, &sb, &err);
+	sbx_quota_of(ctx->settings, ctx->limits, &q);
+	r = sbx_sandbox_create_quota(ctx->manager, owner_of(ctx), arg_str(args, "name"), &q.sandbox,
+				     &sb, &err);
 	if (r < 0) {
 		switch (r) {
 		case -EEXIST:
@@ -725,6 +727,7 @@ static int install_tool(const struct sbx_tool_ctx *ctx, struct json_object *args
 	struct sbx_install_status st = {0};
 	const char *spec = arg_str(args, "package_name");
 	struct json_object *res;
+	struct sbx_quota q;
 	sbx_sandbox *sb = NULL;
 	char why[256] = "", msg[1024];
 	int r;
@@ -739,16 +742,21 @@ static int install_tool(const struct sbx_tool_ctx *ctx, struct json_object *args
 	if (r != 0)
 		return r < 0 ? r : 0;
 	if (install) {
-		notify_started(ctx, "pip install started");
+		sbx_quota_of(ctx->settings, ctx->limits, &q);
 		const struct sbx_install_opts o = {.wait_ms = INSTALL_WAIT_MS,
 						   .cancelled = command_cancelled,
-						   .userdata = (void *)ctx};
+						   .userdata = (void *)ctx,
+						   .quota = &q.sandbox};
+		notify_started(ctx, "pip install started");
 		r = sbx_sandbox_install_ex(ctx->manager, sb, spec, &o, &st, &err);
 	} else {
 		r = sbx_sandbox_install_status(ctx->manager, sb, spec, &st, &err);
 	}
 	if (r < 0) {
-		r = sbx_tool_fail_err(out, &err, r == -ENOENT ? HINT_GONE : hint_general(r));
+		r = sbx_tool_fail_err(out, &err,
+				      r == -ENOENT   ? HINT_GONE
+				      : r == -EDQUOT ? NULL /* the manager's message says it all */
+						     : hint_general(r));
 		goto out;
 	}
 	state_message(&st, sbx_sandbox_id(sb), msg, sizeof(msg));

@@ -906,6 +906,20 @@ static struct json_object *text_item(const char *text)
 	return o;
 }
 
+struct json_object *sbx_tools_refusal(const char *message)
+{
+	struct json_object *res = json_object_new_object(), *content = json_object_new_array();
+
+	if (!res || !content || sbx_tools_put(res, "content", SBX_TAKE(content)) < 0 ||
+	    sbx_tools_append(json_object_object_get(res, "content"), text_item(message)) < 0 ||
+	    sbx_tools_put(res, "isError", json_object_new_boolean(true)) < 0) {
+		json_object_put(content);
+		json_object_put(res);
+		return NULL;
+	}
+	return res;
+}
+
 /* {content, isError, structuredContent?} from OUT. */
 static int build_result(const struct sbx_tool_ctx *ctx, struct sbx_tool_out *out,
 			struct json_object **ret)

@@ -54,7 +54,8 @@ struct sbx_tool_ctx {
 	sbx_manager *manager;
 	const struct sbx_settings *settings;
 	const char *owner;			 /* the tenant the session acts for */
-	const struct sbx_auth_limits *limits;	 /* its key's quotas; NULL: none */
+	const struct sbx_auth_limits *limits;	 /* its key's limits (NULL: none); the
+						  * handlers add [quota]'s: sbx_quota_of */
 	const char *key_id;			 /* its API key's id; NULL or "": none */
 	const char *public_url;			 /* base of artifact links, no trailing slash */
 	const sbx_link_key *link_key;		 /* signs them (settings->server.link_ttl) */
@@ -70,6 +71,53 @@ struct sbx_tool_ctx {
 	enum sbx_log_level log_level;
 	struct sbx_tool_audit *audit; /* may be NULL: nobody asks */
 };
+
+/*
+ * Per-tenant quotas (src/tools/quota.c). A tenant's quota in each field is
+ * its API key's limit where the key sets one (0 included: none allowed),
+ * else the server's [quota] default where that is not 0, else -1: no quota,
+ * only the server's own limits.
+ */
+struct sbx_quota {
+	struct sbx_tenant_quota sandbox; /* what the sandbox manager enforces */
+	int64_t calls;			 /* tool calls at once, all its sessions together */
+	bool calls_from_key;		 /* set by its API key, not by [quota] */
+};
+/* The quotas of a tenant whose key has KEY (NULL: a key without limits, or
+ * none) on a server with settings S (NULL: no [quota] defaults). */
+void sbx_quota_of(const struct sbx_settings *s, const struct sbx_auth_limits *key,
+		  struct sbx_quota *ret);
+
+/* Tenants with tool calls running in one sbx_call_table at most. */
+#define SBX_CALL_TABLE_MAX 4096
+
+/*
+ * The tool calls each tenant runs now, for the calls quota: one table per
+ * server (the MCP layer's), shared by every session of both transports.
+ * Every call is counted, whatever its quota, from sbx_call_table_begin to
+ * sbx_call_table_end; a tenant has an entry only while it has a call
+ * running (freed with its last one). Thread-safe.
+ */
+typedef struct sbx_call_table sbx_call_table;
+int sbx_call_table_new(sbx_call_table **ret_table); /* 0 or -ENOMEM */
+sbx_call_table *sbx_call_table_free(sbx_call_table *t);
+/* Counts one more call of TENANT, which may run at most MAX at once
+ * (negative: no quota; FROM_KEY: MAX is its API key's, for the message).
+ * 0: counted, to be ended with sbx_call_table_end whatever happens to the
+ * call. -EDQUOT when TENANT runs MAX already (or MAX is 0), -EBUSY when
+ * SBX_CALL_TABLE_MAX other tenants have calls running, -ENOMEM: not
+ * counted, ERR says so for the client (the quota, where it comes from, the
+ * count and what to do). */
+int sbx_call_table_begin(sbx_call_table *t, const char *tenant, int64_t max, bool from_key,
+			 struct sbx_error *err);
+void sbx_call_table_end(sbx_call_table *t, const char *tenant);
+/* For tests: the calls TENANT runs (0 without an entry), and the entries. */
+int64_t sbx_call_table_count(sbx_call_table *t, const char *tenant);
+size_t sbx_call_table_tenants(sbx_call_table *t);
+
+/* The CallToolResult of a call refused before any tool ran: {content: [a
+ * text item with MESSAGE], isError: true}. New reference; NULL on -ENOMEM. */
+struct json_object *sbx_tools_refusal(const char *message);
 
 /* The `tools` array of tools/list for VERSION (title, outputSchema and
  * annotations only from 2025-06-18 on). New reference, never NULL but on
@@ -91,6 +139,8 @@ typedef int (*sbx_tools_call_fn)(const struct sbx_tool_ctx *ctx, const char *nam
 /* For tests of the MCP layer: every tools/call of M's sessions goes to FN
  * instead of sbx_tools_call (NULL restores it). Set before any session runs. */
 void sbx_mcp_set_tools_call(sbx_mcp *m, sbx_tools_call_fn fn);
+/* For tests: the table M counts its tool calls in (see sbx_call_table). */
+sbx_call_table *sbx_mcp_call_table(sbx_mcp *m);
 
 /* ctx->cancelled, false when there is none. */
 bool sbx_tools_cancelled(const struct sbx_tool_ctx *ctx);
