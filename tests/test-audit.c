@@ -370,6 +370,16 @@ static void test_refusals(void)
 	expect_refused(sub, -EISDIR, "cannot open", "a directory is refused");
 	expect_refused(fifo, -EPERM, "not a regular file", "a FIFO is refused, not waited on");
 	expect_refused(gw, -EPERM, "writable by its group", "a group-writable file is refused");
+	{
+		char hard[300];
+		snprintf(hard, sizeof(hard), "%s/hard.log", dir);
+		if (linkat(AT_FDCWD, file, AT_FDCWD, hard, 0) < 0)
+			tap_bail("hard link");
+		expect_refused(hard, -EPERM, "hard links",
+			       "a file with another hard link (it could be the keys file) is refused");
+		tap_ok(stat(file, &st) == 0 && st.st_size == 2, "... the other name's file untouched");
+		unlink(hard);
+	}
 	expect_refused("audit.log", -EINVAL, "absolute", "a relative path is refused");
 	{
 		char missing[300];
@@ -868,10 +878,37 @@ static void test_failures(const char *log, const struct keys *k, const char *key
 	expect_failure(log, n, "127.0.0.62", "POST", "/mcp", "throttled", "",
 		       "the throttled request");
 	n = count_lines(log);
+	for (int i = 0; i < 5; i++) {
+		r = mcp_post(NULL, NULL, init_body);
+		reply_release(&r);
+	}
+	tap_is_int(count_lines(log), n,
+		   "5 more 429s from it add no line (one per window: a refused flood does not "
+		   "flood the log)");
 	r = mcp_post(NULL, bearer(h, sizeof(h), k->alice), init_body);
 	tap_is_int(r.status, 200, "... while a right key from that address is served");
 	reply_release(&r);
 	tap_is_int(count_lines(log), n, "... and logs no auth_failure");
+
+	/* Many addresses failing at once: at most SBX_AUTH_AUDIT_PER_S lines a
+	 * second in all (each address stays under the 429). */
+	{
+		size_t sent = 0;
+		n = count_lines(log);
+		for (int a = 1; a <= 200 && (sent < 300 || count_lines(log) - n == sent); a++) {
+			char addr[32];
+			snprintf(addr, sizeof(addr), "127.0.1.%d", a);
+			http_from(addr);
+			for (int i = 0; i < SBX_AUTH_FAIL_MAX - 1; i++, sent++) {
+				r = mcp_post(NULL, NULL, init_body);
+				reply_release(&r);
+			}
+		}
+		tap_ok(count_lines(log) - n < sent,
+		       "%zu failures from many addresses as fast as they come: %zu audit lines (at "
+		       "most %d a second)",
+		       sent, count_lines(log) - n, SBX_AUTH_AUDIT_PER_S);
+	}
 	http_from(NULL);
 }
 

@@ -514,6 +514,33 @@ static void test_reload(void)
 	rename(aside, keys_path);
 	ms = wait_for(a, dave, "dave", true, 2500);
 	tap_ok(ms >= 0, "and back: accepted after %" PRId64 " ms", ms);
+
+	/* Rewritten in place (cp, an editor: truncated, then written): a file
+	 * changed within the last 300 ms is not read yet, so the moment it is
+	 * empty neither takes the keys away nor ends sessions. The store is
+	 * due for a look (over a second since the last) while it is empty. */
+	{
+		char *whole = read_text(keys_path);
+		bool kept = true;
+		int64_t t0;
+		poll(NULL, 0, 1200);
+		if (!whole || truncate(keys_path, 0) < 0)
+			tap_bail("truncate the keys file");
+		t0 = sbx_monotonic_ms();
+		while (sbx_monotonic_ms() - t0 < 200) {
+			kept = kept && accepted(a, dave, "dave");
+			poll(NULL, 0, 10);
+		}
+		write_text(keys_path, whole, 0600);
+		t0 = sbx_monotonic_ms();
+		while (sbx_monotonic_ms() - t0 < 1500) {
+			kept = kept && accepted(a, dave, "dave");
+			poll(NULL, 0, 20);
+		}
+		tap_ok(kept, "a file emptied and written again within 200 ms: dave's key accepted "
+			     "throughout");
+		free(whole);
+	}
 	free(good);
 	free(broken);
 	sbx_auth_free(a);

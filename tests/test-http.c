@@ -48,6 +48,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <netinet/in.h>
 #include <time.h>
 #include <unistd.h>
@@ -427,9 +428,10 @@ static int fake_tools_call(const struct sbx_tool_ctx *ctx, const char *name,
 		return *ret_result ? 0 : -ENOMEM;
 	}
 	if (strcmp(name, "whoami") == 0) {
-		char text[160];
+		char text[200];
 		snprintf(text, sizeof(text),
-			 "{\"content\":[{\"type\":\"text\",\"text\":\"owner=%s\"}]}", ctx->owner);
+			 "{\"content\":[{\"type\":\"text\",\"text\":\"owner=%s sandboxes=%lld\"}]}",
+			 ctx->owner, ctx->limits ? (long long)ctx->limits->sandboxes : -1LL);
 		*ret_result = json_tokener_parse(text);
 		return *ret_result ? 0 : -ENOMEM;
 	}
@@ -2275,6 +2277,26 @@ static long wait_status(const char *session, const char *auth, const char *body,
 	return -1;
 }
 
+/* The same until the body of a 200 holds NEEDLE. */
+static long wait_status_body(const char *session, const char *auth, const char *body,
+			     const char *needle)
+{
+	struct timespec t0;
+	struct reply r;
+	bool got;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	while (elapsed_ms(&t0) < 5000) {
+		r = mcp_post(session, auth, body);
+		got = r.status == 200 && r.body.data && strstr(r.body.data, needle);
+		reply_release(&r);
+		if (got)
+			return elapsed_ms(&t0);
+		sleep_ms(100);
+	}
+	return -1;
+}
+
 /* An initialize with the header line AUTH (may be NULL): the session id
  * (malloc'd), or NULL. */
 static char *init_with(const char *auth)
@@ -2698,6 +2720,78 @@ static void test_sessions_per_tenant(sbx_mcp *mcp, sbx_manager *manager)
 	}
 	tap_is_int(alive, 4, "... bob's older sessions all live");
 	http_from(NULL);
+	for (int i = 0; i < 5; i++) {
+		free(x[i]);
+		x[i] = NULL;
+	}
+	for (int i = 0; i < 4; i++) {
+		free(b[i]);
+		b[i] = NULL;
+	}
+	server_end(&sv);
+
+	/* One address's share (tenants behind one proxy): a tenant's new
+	 * session evicts its own idle one there, never another tenant's. */
+	server_begin(&sv, mcp, manager, false, HS(set, "server.max_sessions_per_ip=2"));
+	http_from("127.0.0.73");
+	x[0] = init_with(ha);
+	b[0] = init_with(hb);
+	b[1] = init_with(hb);
+	tap_ok(x[0] && b[0] && b[1],
+	       "max_sessions_per_ip=2: alice's session, then bob's two, from one address");
+	expect_status(mcp_post(x[0], ha, ping_body), 200,
+		      "... alice's (the least recently used) lives");
+	expect_status(mcp_post(b[0], hb, ping_body), 404, "... bob's own older one made room");
+	expect_status(mcp_post(b[1], hb, ping_body), 200, "... bob's newer one lives");
+	http_from(NULL);
+
+	/* A key's limits changed in the file reach its open sessions. */
+	{
+		char erin[SBX_API_KEY_LEN + 1], he[160];
+		char *const three[] = {"sandboxes=3"};
+		char *text = NULL, tmp[160];
+		long ms;
+		FILE *f;
+		if (sbx_keys_add(keys, "erin", three, 1, erin, &err) < 0)
+			tap_bail(err.msg);
+		bearer(he, sizeof(he), erin);
+		http_from("127.0.0.74");
+		free(x[1]);
+		x[1] = NULL;
+		for (int tries = 0; tries < 50 && !x[1]; tries++) {
+			x[1] = init_with(he);
+			if (!x[1])
+				sleep_ms(100);
+		}
+		expect_body(mcp_post(x[1], he, WHOAMI_BODY), 200, "sandboxes=3",
+			    "erin's session acts under her key's sandboxes=3");
+		{
+			struct sbx_buf b2 = SBX_BUF_INIT;
+			FILE *in = fopen(keys, "r");
+			char line[1024];
+			while (in && fgets(line, sizeof(line), in)) {
+				char *p = strstr(line, " sandboxes=3");
+				if (p)
+					memcpy(p, " sandboxes=1", 12);
+				sbx_buf_append(&b2, line, strlen(line));
+			}
+			if (in)
+				fclose(in);
+			text = b2.data;
+		}
+		snprintf(tmp, sizeof(tmp), "%s.new", keys);
+		f = fopen(tmp, "w");
+		if (!text || !f || fputs(text, f) < 0 || fclose(f) != 0 || chmod(tmp, 0600) < 0 ||
+		    rename(tmp, keys) < 0)
+			tap_bail("rewrite the keys file");
+		free(text);
+		ms = wait_status_body(x[1], he, WHOAMI_BODY, "sandboxes=1");
+		tap_ok(ms >= 0,
+		       "... her key's line changed to sandboxes=1: her open session's calls act "
+		       "under it (%ld ms)",
+		       ms);
+		http_from(NULL);
+	}
 	for (int i = 0; i < 5; i++)
 		free(x[i]);
 	for (int i = 0; i < 4; i++)

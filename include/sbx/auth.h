@@ -140,6 +140,11 @@ uint64_t sbx_auth_refresh(sbx_auth *a);
  */
 int sbx_auth_principal_live(sbx_auth *a, const struct sbx_principal *p);
 
+/* The same, and at 0 the key's limits as the file has them now into
+ * *RET_LIMITS (may be NULL; METHOD_NONE: P's own). */
+int sbx_auth_principal_limits(sbx_auth *a, const struct sbx_principal *p,
+			      struct sbx_auth_limits *ret_limits);
+
 /* The same for the key KEY_ID, whoever's it is (an artifact link's). */
 int sbx_auth_key_id_live(sbx_auth *a, const char *key_id);
 

@@ -95,6 +95,9 @@ int sbx_mcp_session_new(sbx_mcp *m, enum sbx_mcp_transport transport, const char
  * transport's public part of its id, never a secret). Call before S runs
  * anything. */
 void sbx_mcp_session_set_audit(sbx_mcp_session *s, const char *key_id, const char *session_tag);
+/* S's key's limits are now LIMITS (copied; its keys file changed): its
+ * next tool calls count against them. */
+void sbx_mcp_session_set_limits(sbx_mcp_session *s, const struct sbx_auth_limits *limits);
 sbx_mcp_session *sbx_mcp_session_ref(sbx_mcp_session *s);
 sbx_mcp_session *sbx_mcp_session_unref(sbx_mcp_session *s);
 /* The negotiated protocol version; NULL until initialize succeeded. */

@@ -78,8 +78,10 @@ int sbx_keystore_verify(struct sbx_keystore *store, const char *key, size_t len,
 uint64_t sbx_keystore_refresh(struct sbx_keystore *store);
 /* Whether the key ID of TENANT (NULL: any) is accepted now, as last read (no re-read):
  * 0 yes, -EKEYREVOKED no longer (gone, or another tenant's), -EIO the file
- * cannot be used now (nothing is accepted). */
-int sbx_keystore_key_state(struct sbx_keystore *store, const char *tenant, const char *id);
+ * cannot be used now (nothing is accepted). At 0 the key's limits go to
+ * *RET_LIMITS (may be NULL). */
+int sbx_keystore_key_state(struct sbx_keystore *store, const char *tenant, const char *id,
+			   struct sbx_auth_limits *ret_limits);
 /* 0, or -EIO with why the file cannot be used now in ERR. */
 int sbx_keystore_status(struct sbx_keystore *store, struct sbx_error *err);
 

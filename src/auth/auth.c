@@ -170,18 +170,27 @@ uint64_t sbx_auth_refresh(sbx_auth *a)
 
 int sbx_auth_principal_live(sbx_auth *a, const struct sbx_principal *p)
 {
-	if (p->method == SBX_AUTH_METHOD_NONE)
+	return sbx_auth_principal_limits(a, p, NULL);
+}
+
+int sbx_auth_principal_limits(sbx_auth *a, const struct sbx_principal *p,
+			      struct sbx_auth_limits *ret_limits)
+{
+	if (p->method == SBX_AUTH_METHOD_NONE) {
+		if (ret_limits)
+			*ret_limits = p->limits;
 		return 0;
+	}
 	if (!a || !a->keys)
 		return -EKEYREVOKED; /* a key's principal, and no keys any more */
-	return sbx_keystore_key_state(a->keys, p->tenant, p->key_id);
+	return sbx_keystore_key_state(a->keys, p->tenant, p->key_id, ret_limits);
 }
 
 int sbx_auth_key_id_live(sbx_auth *a, const char *key_id)
 {
 	if (!a || !a->keys)
 		return -EKEYREVOKED;
-	return sbx_keystore_key_state(a->keys, NULL, key_id);
+	return sbx_keystore_key_state(a->keys, NULL, key_id, NULL);
 }
 
 int sbx_auth_status(sbx_auth *a, struct sbx_error *err)

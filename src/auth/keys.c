@@ -41,6 +41,7 @@
 #include "sbx/settings.h"
 
 #define KEYS_RELOAD_MS 1000
+#define KEYS_SETTLE_MS 300
 #define LIMIT_COUNT_MAX 1000000
 #define KIB INT64_C(1024)
 #define MIB (KIB * 1024)
@@ -592,7 +593,18 @@ static void store_refresh(struct sbx_keystore *store)
 	atomic_store(&store->next_check_ms, t + KEYS_RELOAD_MS);
 	if (lstat(store->path, &st) < 0) {
 		struct stamp gone = {0};
-		if (errno == ENOENT && !stamp_equal(&store->loaded, &gone)) {
+		if (errno != ENOENT) {
+			/* Cannot be looked at: fail closed too. */
+			char why[SBX_ERROR_MSG_MAX];
+			snprintf(why, sizeof(why), "%s: %s", store->path, strerror(errno));
+			if (strcmp(why, store->broken) != 0) {
+				sbx_log("%s; no API key is accepted until it is mended", why);
+				store_swap(store, NULL, why);
+			}
+			store->loaded = gone;
+			goto out;
+		}
+		if (!stamp_equal(&store->loaded, &gone)) {
 			sbx_log("%s: removed: no API key is accepted until it is back",
 				store->path);
 			store->loaded = gone;
@@ -605,6 +617,21 @@ static void store_refresh(struct sbx_keystore *store)
 	now = stamp_of(&st);
 	if (stamp_equal(&now, &store->loaded))
 		goto out;
+	/* Changed within the last KEYS_SETTLE_MS: it may be mid-write (cp or
+	 * an editor truncates, then writes; `keys` itself renames a whole
+	 * file into place). Looked at again then, so that a half-written
+	 * file neither ends every session nor breaks the keys for a moment. */
+	{
+		struct timespec wall;
+		int64_t age_ms;
+		clock_gettime(CLOCK_REALTIME, &wall);
+		age_ms = (int64_t)(wall.tv_sec - st.st_mtim.tv_sec) * 1000 +
+			 (wall.tv_nsec - st.st_mtim.tv_nsec) / 1000000;
+		if (age_ms >= 0 && age_ms < KEYS_SETTLE_MS) {
+			atomic_store(&store->next_check_ms, t + KEYS_SETTLE_MS - age_ms);
+			goto out;
+		}
+	}
 	r = load_keys(store->path, &text, &st, &set, &err);
 	if (r < 0) {
 		sbx_log("%s; no API key is accepted until it is mended", err.msg);
@@ -710,7 +737,8 @@ uint64_t sbx_keystore_refresh(struct sbx_keystore *store)
 	return atomic_load(&store->generation);
 }
 
-int sbx_keystore_key_state(struct sbx_keystore *store, const char *tenant, const char *id)
+int sbx_keystore_key_state(struct sbx_keystore *store, const char *tenant, const char *id,
+			   struct sbx_auth_limits *ret_limits)
 {
 	const struct sbx_key *k;
 	int r;
@@ -721,6 +749,8 @@ int sbx_keystore_key_state(struct sbx_keystore *store, const char *tenant, const
 	} else {
 		k = sbx_keyset_find(store->set, id);
 		r = k && (!tenant || strcmp(k->tenant, tenant) == 0) ? 0 : -EKEYREVOKED;
+		if (r == 0 && ret_limits)
+			*ret_limits = k->limits;
 	}
 	pthread_rwlock_unlock(&store->lock);
 	return r;

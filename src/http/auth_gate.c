@@ -117,11 +117,11 @@ static int64_t fail_wait(struct sbx_auth_failures *f, const struct sbx_peer *p, 
 	return wait;
 }
 
-/* Counts a failure of P; true when it is the one that reaches
- * SBX_AUTH_FAIL_MAX (the peer is refused from now on). */
-static bool fail_count(struct sbx_auth_failures *f, const struct sbx_peer *p, int64_t now)
+/* Counts a failure of P; returns its failures in the window, this one
+ * included (SBX_AUTH_FAIL_MAX: the peer's failures are 429 from now on). */
+static unsigned fail_count(struct sbx_auth_failures *f, const struct sbx_peer *p, int64_t now)
 {
-	bool reached;
+	unsigned reached;
 	int i;
 
 	pthread_mutex_lock(&f->lock);
@@ -147,7 +147,7 @@ static bool fail_count(struct sbx_auth_failures *f, const struct sbx_peer *p, in
 	}
 	f->e[i].last_ms = now;
 	f->e[i].count++;
-	reached = f->e[i].count == SBX_AUTH_FAIL_MAX;
+	reached = f->e[i].count;
 	pthread_mutex_unlock(&f->lock);
 	return reached;
 }
@@ -247,13 +247,16 @@ bool sbx_http_auth_gate(struct sbx_http_request *rq, enum MHD_Result *ret)
 	now = sbx_monotonic_ms();
 	wait = fail_wait(h->auth_failures, &rq->peer, now);
 	if (wait > 0) {
-		fail_count(h->auth_failures, &rq->peer, now);
+		/* One audit line for the first 429 of a window, not one per
+		 * request: a refused flood must not flood the log. */
+		bool first = fail_count(h->auth_failures, &rq->peer, now) == SBX_AUTH_FAIL_MAX + 1;
 		free(query);
-		sbx_http_audit_auth_failure(rq, NULL);
+		if (first)
+			sbx_http_audit_auth_failure(rq, NULL);
 		*ret = respond_throttled(rq, wait);
 		return true;
 	}
-	if (fail_count(h->auth_failures, &rq->peer, now)) {
+	if (fail_count(h->auth_failures, &rq->peer, now) == SBX_AUTH_FAIL_MAX) {
 		char who[INET6_ADDRSTRLEN + 8];
 		peer_text(&rq->peer, who, sizeof(who));
 		sbx_log("auth: %d failed authentications from %s within %d s: its requests get 429 "

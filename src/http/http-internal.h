@@ -105,6 +105,9 @@ void sbx_client_text(const struct sockaddr *addr, char *buf, size_t size);
 #define SBX_AUTH_FAIL_MAX 10
 #define SBX_AUTH_FAIL_WINDOW_MS 60000
 #define SBX_AUTH_FAIL_PEERS 1024
+/* auth_failure lines in the audit log: at most this many a second in all;
+ * a throttled peer's 429s: one line per window (its first). */
+#define SBX_AUTH_AUDIT_PER_S 50
 
 struct sbx_auth_failures;
 int sbx_auth_failures_new(struct sbx_auth_failures **ret);
@@ -251,7 +254,8 @@ void sbx_session_table_remove(struct sbx_session_table *t, struct sbx_http_sessi
 void sbx_session_table_close_all(struct sbx_session_table *t);
 /* Ends every session whose key AUTH no longer accepts
  * (sbx_auth_principal_live: -EKEYREVOKED): out of the table, its stream
- * closed, its calls cancelled. Returns how many. */
+ * closed, its calls cancelled; the others get their key's limits as the
+ * keys file has them now. Returns how many ended. */
 size_t sbx_session_table_end_revoked(struct sbx_session_table *t, sbx_auth *auth);
 /* S (an SSE session, its lock held) has been idle past server.session_timeout
  * with no call running: its stream is to end, and the session with it. */
@@ -318,6 +322,12 @@ struct sbx_http {
 	bool keys_thread_started;
 	pthread_mutex_t keys_lock;
 	pthread_cond_t keys_cond; /* CLOCK_MONOTONIC; signalled at stop */
+	/* auth_failure lines written this second, and those dropped
+	 * (sbx_http_audit_auth_failure) */
+	pthread_mutex_t audit_lock;
+	int64_t audit_sec;
+	unsigned audit_lines;
+	uint64_t audit_dropped;
 
 	/* What GET /ready last logged, and when (ready_log). */
 	pthread_mutex_t ready_log_lock;

@@ -95,8 +95,16 @@ void sbx_client_text(const struct sockaddr *addr, char *buf, size_t size)
 		buf[0] = '\0';
 }
 
+/* At most SBX_AUTH_AUDIT_PER_S auth_failure lines a second in all (many
+ * addresses failing at once); the rest are counted and the count logged
+ * once in the next second that writes one. */
 void sbx_http_audit_auth_failure(struct sbx_http_request *rq, const struct sbx_auth_refusal *why)
 {
+	struct sbx_http *h = rq->http;
+	int64_t sec = sbx_monotonic_ms() / 1000;
+	uint64_t dropped = 0;
+	bool write;
+
 	const struct sbx_audit_auth_failure f = {
 	    .client = rq->client,
 	    .method = rq->method,
@@ -105,7 +113,25 @@ void sbx_http_audit_auth_failure(struct sbx_http_request *rq, const struct sbx_a
 	    .key_id = why ? why->key_id : NULL,
 	};
 
-	sbx_audit_auth_failure(rq->http->audit, &f);
+	pthread_mutex_lock(&h->audit_lock);
+	if (h->audit_sec != sec) {
+		dropped = h->audit_dropped;
+		h->audit_dropped = 0;
+		h->audit_sec = sec;
+		h->audit_lines = 0;
+	}
+	write = h->audit_lines < SBX_AUTH_AUDIT_PER_S;
+	if (write)
+		h->audit_lines++;
+	else
+		h->audit_dropped++;
+	pthread_mutex_unlock(&h->audit_lock);
+	if (dropped)
+		sbx_log("audit: %llu failed authentications were not written to the audit log "
+			"(more than %d a second)",
+			(unsigned long long)dropped, SBX_AUTH_AUDIT_PER_S);
+	if (write)
+		sbx_audit_auth_failure(h->audit, &f);
 }
 
 /* ---- the body budget ---- */
@@ -1273,6 +1299,7 @@ int sbx_http_start(const struct sbx_http_config *cfg, sbx_http **ret_http, struc
 	atomic_init(&h->connections, 0);
 	pthread_mutex_init(&h->ready_log_lock, NULL);
 	pthread_mutex_init(&h->keys_lock, NULL);
+	pthread_mutex_init(&h->audit_lock, NULL);
 	sbx_cond_init_monotonic(&h->keys_cond);
 	pthread_mutex_init(&h->workers_lock, NULL);
 	pthread_cond_init(&h->workers_cond, NULL);
@@ -1395,6 +1422,7 @@ sbx_http *sbx_http_stop(sbx_http *h)
 	pthread_mutex_destroy(&h->ready_log_lock);
 	pthread_cond_destroy(&h->keys_cond);
 	pthread_mutex_destroy(&h->keys_lock);
+	pthread_mutex_destroy(&h->audit_lock);
 	free(h->public_url);
 	free(h->listen_host);
 	free(h->public_host);

@@ -257,8 +257,11 @@ static int make_room(struct sbx_session_table *t, const struct sbx_peer *peer,
 				     "an SSE stream open). End one (DELETE /mcp, or close an SSE "
 				     "stream), then retry.",
 				     tenant, t->per_tenant);
+	/* The address's share: with API keys only the new session's own
+	 * tenant's idle session goes (tenants behind one proxy or NAT do not
+	 * push each other out); without, anyone's from that address. */
 	if (t->per_peer > 0 && share_count(t, peer, NULL) >= t->per_peer &&
-	    !share_evict(t, peer, NULL, dead, nd))
+	    !share_evict(t, peer, tenant, dead, nd))
 		return sbx_error_set(err, -EBUSY,
 				     "Too many MCP sessions from this client address: all %zu it "
 				     "may hold (server.max_sessions_per_ip) are in use (a call "
@@ -406,12 +409,20 @@ size_t sbx_session_table_end_revoked(struct sbx_session_table *t, sbx_auth *auth
 		pthread_mutex_lock(&t->lock);
 		for (size_t i = 0; i < t->n && nd < SBX_ARRAY_SIZE(dead);) {
 			struct sbx_http_session *s = t->slots[i];
-			if (sbx_auth_principal_live(auth, &s->principal) == -EKEYREVOKED) {
+			struct sbx_auth_limits now;
+			int r = sbx_auth_principal_limits(auth, &s->principal, &now);
+			if (r == -EKEYREVOKED) {
 				sbx_outq_cut(&s->out);
 				dead[nd++] = take_slot(t, i);
-			} else {
-				i++;
+				continue;
 			}
+			/* A key's limits changed: its sessions' next calls count
+			 * against the new ones. */
+			if (r == 0 && memcmp(&now, &s->principal.limits, sizeof(now)) != 0) {
+				s->principal.limits = now;
+				sbx_mcp_session_set_limits(s->mcp, &now);
+			}
+			i++;
 		}
 		pthread_mutex_unlock(&t->lock);
 		for (size_t i = 0; i < nd; i++)

@@ -93,7 +93,7 @@ struct sbx_mcp_session {
 	atomic_int refs;
 	enum sbx_mcp_transport transport;
 	char *owner;
-	struct sbx_auth_limits limits; /* of the key it was opened with */
+	struct sbx_auth_limits limits; /* of its key, as last read (under lock) */
 	char key_id[SBX_KEY_ID_LEN + 1]; /* its API key's id, "" when none */
 	/* How the audit log names it (sbx_mcp_session_set_audit). */
 	char audit_session[SBX_AUDIT_FIELD_MAX + 1];
@@ -228,6 +228,13 @@ int sbx_mcp_session_new(sbx_mcp *m, enum sbx_mcp_transport transport, const char
 	pthread_mutex_init(&s->lock, NULL);
 	*ret_session = s;
 	return 0;
+}
+
+void sbx_mcp_session_set_limits(sbx_mcp_session *s, const struct sbx_auth_limits *limits)
+{
+	pthread_mutex_lock(&s->lock);
+	s->limits = *limits;
+	pthread_mutex_unlock(&s->lock);
 }
 
 void sbx_mcp_session_set_audit(sbx_mcp_session *s, const char *key_id, const char *session_tag)
@@ -969,6 +976,7 @@ static void do_tools_list(sbx_mcp *m, const char *version, struct json_object *p
 static void do_tools_call(sbx_mcp_session *s, const char *version, struct json_object *params,
 			  struct inflight *f, struct outcome *o, struct call_audit *ca)
 {
+	struct sbx_auth_limits limits;
 	struct sbx_error err = SBX_ERROR_INIT;
 	struct json_object *name, *args = NULL, *meta, *token = NULL, *result = NULL;
 	_cleanup_free_ char *url = NULL;
@@ -1002,13 +1010,19 @@ static void do_tools_call(sbx_mcp_session *s, const char *version, struct json_o
 	/* The tenant's calls quota, over all its sessions: a slot from here
 	 * until the tool returns, however it ends (an error, a cancellation,
 	 * its client gone: the tool returns in each case). */
-	sbx_quota_of(s->mcp->settings, &s->limits, &quota);
+	/* The key's limits as they are now (the HTTP front updates them when
+	 * the keys file changes: sbx_mcp_session_set_limits), copied. */
+	pthread_mutex_lock(&s->lock);
+	limits = s->limits;
+	pthread_mutex_unlock(&s->lock);
+	sbx_quota_of(s->mcp->settings, &limits, &quota);
 	r = sbx_call_table_begin(s->mcp->calls, s->owner, quota.calls, quota.calls_from_key, &err);
 	if (r == -ENOMEM) {
 		o->nomem = true;
 		return;
 	}
 	if (r < 0) {
+		ca->tool.error = r == -EDQUOT ? "quota" : "busy";
 		succeed(o, sbx_tools_refusal(err.msg));
 		return;
 	}
@@ -1017,7 +1031,7 @@ static void do_tools_call(sbx_mcp_session *s, const char *version, struct json_o
 		    .manager = s->mcp->manager,
 		    .settings = s->mcp->settings,
 		    .owner = s->owner,
-		    .limits = &s->limits,
+		    .limits = &limits,
 		    .key_id = s->key_id,
 		    .public_url = url,
 		    .link_key = s->mcp->link_key,
