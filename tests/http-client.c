@@ -138,14 +138,19 @@ struct reply mcp_post(const char *session, const char *extra, const char *body)
 	return request("POST", "/mcp", hs, body);
 }
 
-char *mcp_initialize(void)
+char *mcp_initialize_with(const char *extra)
 {
-	struct reply r = mcp_post(NULL, NULL, init_body);
+	struct reply r = mcp_post(NULL, extra, init_body);
 	const char *id = r.status == 200 ? header_of(&r, "Mcp-Session-Id") : NULL;
 	char *copy = id ? strdup(id) : NULL;
 
 	reply_release(&r);
 	return copy;
+}
+
+char *mcp_initialize(void)
+{
+	return mcp_initialize_with(NULL);
 }
 
 struct reply sse_post(const char *id, const char *body)

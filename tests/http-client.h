@@ -60,6 +60,8 @@ extern const char initialized_body[]; /* notifications/initialized */
 struct reply mcp_post(const char *session, const char *extra, const char *body);
 /* Initializes a Streamable HTTP session; its id (malloc'd) or NULL. */
 char *mcp_initialize(void);
+/* The same with the header line EXTRA (may be NULL), e.g. Authorization. */
+char *mcp_initialize_with(const char *extra);
 /* A POST of BODY to the SSE session ID's endpoint. */
 struct reply sse_post(const char *id, const char *body);
 

@@ -585,16 +585,6 @@ static const char *bearer(char *buf, size_t n, const char *key)
 	return buf;
 }
 
-static char *init_with(const char *auth)
-{
-	struct reply r = mcp_post(NULL, auth, init_body);
-	const char *id = r.status == 200 ? header_of(&r, "Mcp-Session-Id") : NULL;
-	char *copy = id ? strdup(id) : NULL;
-
-	reply_release(&r);
-	return copy;
-}
-
 static char *call_body(int id, const char *tool, const char *args)
 {
 	char *b = NULL;
@@ -628,7 +618,7 @@ static void test_streamable_calls(const char *log, const struct keys *k, char *s
 
 	http_from("127.0.0.50");
 	bearer(ha, sizeof(ha), k->alice);
-	id = init_with(ha);
+	id = mcp_initialize_with(ha);
 	if (!tap_ok(id != NULL, "alice initializes a Streamable HTTP session"))
 		return;
 	sessions[0] = id;

@@ -615,17 +615,14 @@ static void link_path(const sbx_link_key *k, char *out, size_t size)
 	snprintf(out, size, "%s", url ? url : "/none");
 }
 
-/* Starts the server NAME, expecting it to listen; its URL into url. */
-static bool start_listening(struct daemon *d, const char *name, char *url, size_t size)
+/* Starts server NAME with EXTRA --set values, expecting it to listen; its
+ * URL into url. */
+static bool start_with(struct daemon *d, const char *name, const char *const *extra, char *url,
+		       size_t size)
 {
-	char *line, path[300];
+	char *line;
 
-	/* Not the last server's output (its files are truncated by the child). */
-	snprintf(path, sizeof(path), "%s/%s.out", tmp, name);
-	unlink(path);
-	snprintf(path, sizeof(path), "%s/%s.err", tmp, name);
-	unlink(path);
-	daemon_start(d, name);
+	daemon_start_with(d, name, extra);
 	line = wait_text(d->out, "listening on ");
 	if (!line) {
 		diag_file(d->err);
@@ -636,6 +633,19 @@ static bool start_listening(struct daemon *d, const char *name, char *url, size_
 	snprintf(url, size, "%.*s", (int)strcspn(line + 13, " \n"), line + 13);
 	free(line);
 	return true;
+}
+
+/* Starts the server NAME, expecting it to listen; its URL into url. */
+static bool start_listening(struct daemon *d, const char *name, char *url, size_t size)
+{
+	char path[300];
+
+	/* Not the last server's output (its files are truncated by the child). */
+	snprintf(path, sizeof(path), "%s/%s.out", tmp, name);
+	unlink(path);
+	snprintf(path, sizeof(path), "%s/%s.err", tmp, name);
+	unlink(path);
+	return start_with(d, name, NULL, url, size);
 }
 
 /* The link secret: made 0600 in the instance folder at the first start,
@@ -799,25 +809,6 @@ static size_t lines_in(const char *path)
 		n++;
 	free(all);
 	return n;
-}
-
-/* Starts server NAME with EXTRA --set values, expecting it to listen. */
-static bool start_with(struct daemon *d, const char *name, const char *const *extra, char *url,
-		       size_t size)
-{
-	char *line;
-
-	daemon_start_with(d, name, extra);
-	line = wait_text(d->out, "listening on ");
-	if (!line) {
-		diag_file(d->err);
-		kill(d->pid, SIGKILL);
-		daemon_wait(d);
-		return false;
-	}
-	snprintf(url, size, "%.*s", (int)strcspn(line + 13, " \n"), line + 13);
-	free(line);
-	return true;
 }
 
 static void test_audit_log(void)

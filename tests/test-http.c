@@ -2297,18 +2297,6 @@ static long wait_status_body(const char *session, const char *auth, const char *
 	return -1;
 }
 
-/* An initialize with the header line AUTH (may be NULL): the session id
- * (malloc'd), or NULL. */
-static char *init_with(const char *auth)
-{
-	struct reply r = mcp_post(NULL, auth, init_body);
-	const char *id = r.status == 200 ? header_of(&r, "Mcp-Session-Id") : NULL;
-	char *copy = id ? strdup(id) : NULL;
-
-	reply_release(&r);
-	return copy;
-}
-
 /* Asserts a 401 with the challenge WANT (exactly) and a JSON error. */
 static void expect_401(struct reply r, const char *want, const char *what)
 {
@@ -2460,12 +2448,12 @@ static void test_auth(sbx_mcp *mcp, sbx_manager *manager)
 
 	/* The right keys (127.0.0.62). */
 	http_from("127.0.0.62");
-	a = init_with(ha);
+	a = mcp_initialize_with(ha);
 	tap_ok(a != NULL, "keys: initialize with alice's key as Bearer -> 200 with a session");
 	expect_body(mcp_post(a, ha, WHOAMI_BODY), 200, "owner=alice",
 		    "keys: ... its tool calls act for tenant alice");
 	{
-		char *x = init_with(hdr(hs, sizeof(hs), "X-API-Key", bob));
+		char *x = mcp_initialize_with(hdr(hs, sizeof(hs), "X-API-Key", bob));
 		tap_ok(x != NULL, "keys: initialize with bob's key as X-API-Key -> 200");
 		expect_body(mcp_post(x, hs, WHOAMI_BODY), 200, "owner=bob",
 			    "keys: ... acting for tenant bob");
@@ -2502,7 +2490,7 @@ static void test_auth(sbx_mcp *mcp, sbx_manager *manager)
 	/* Revocation (127.0.0.63): carol's key refused within about 2 s, her
 	 * SSE stream ended, her links refused. */
 	http_from("127.0.0.63");
-	c = init_with(hc);
+	c = mcp_initialize_with(hc);
 	tap_ok(c != NULL, "keys: carol's key works");
 	snprintf(path, sizeof(path), "/sse?api_key=%s", carol);
 	s = (struct sse_session){.path = path};
@@ -2562,7 +2550,7 @@ static void test_auth(sbx_mcp *mcp, sbx_manager *manager)
 	}
 	reply_release(&r);
 	{
-		char *y = init_with(ha);
+		char *y = mcp_initialize_with(ha);
 		tap_ok(y != NULL,
 		       "keys: ... while alice's right key from the same address is served (one "
 		       "client failing locks out no other behind its address)");
@@ -2587,7 +2575,7 @@ static void test_auth(sbx_mcp *mcp, sbx_manager *manager)
 	expect_401(mcp_post(NULL, "Authorization: Bearer " WRONG_KEY, init_body), CHALLENGE_INVALID,
 		   "keys: another address with a wrong key, not 429");
 	{
-		char *y = init_with(ha);
+		char *y = mcp_initialize_with(ha);
 		tap_ok(y != NULL, "keys: another address with alice's key -> 200");
 		free(y);
 	}
@@ -2676,19 +2664,19 @@ static void test_sessions_per_tenant(sbx_mcp *mcp, sbx_manager *manager)
 	       "(%ld)",
 	       r.status);
 	reply_release(&r);
-	b[0] = init_with(hb);
+	b[0] = mcp_initialize_with(hb);
 	tap_ok(b[0] != NULL, "... bob's is served");
 	sse_close(&s1);
 	sse_close(&s2);
 	/* The streams' sessions leave the table as their connections end. */
 	for (int tries = 0; tries < 50 && !x[0]; tries++) {
-		x[0] = init_with(ha);
+		x[0] = mcp_initialize_with(ha);
 		if (!x[0])
 			sleep_ms(100);
 	}
 	sleep_ms(300);
 	for (int i = 1; i < 3; i++)
-		x[i] = init_with(ha);
+		x[i] = mcp_initialize_with(ha);
 	tap_ok(x[0] && x[1] && x[2], "with the streams closed, alice opens three sessions");
 	expect_status(mcp_post(x[0], ha, ping_body), 404, "... her oldest idle one is gone");
 	expect_status(mcp_post(x[1], ha, ping_body), 200, "... the next one lives");
@@ -2705,11 +2693,11 @@ static void test_sessions_per_tenant(sbx_mcp *mcp, sbx_manager *manager)
 		     HS(set, "server.max_sessions=8", "server.max_sessions_per_tenant=0"));
 	http_from("127.0.0.72");
 	for (int i = 0; i < 4; i++)
-		b[i] = init_with(hb);
+		b[i] = mcp_initialize_with(hb);
 	for (int i = 0; i < 4; i++)
-		x[i] = init_with(ha);
+		x[i] = mcp_initialize_with(ha);
 	tap_ok(b[3] && x[3], "max_sessions=8: bob's four sessions, then alice's four");
-	x[4] = init_with(ha);
+	x[4] = mcp_initialize_with(ha);
 	tap_ok(x[4] != NULL, "... alice's fifth is served");
 	expect_status(mcp_post(x[0], ha, ping_body), 404,
 		      "... in place of her own oldest idle session");
@@ -2734,9 +2722,9 @@ static void test_sessions_per_tenant(sbx_mcp *mcp, sbx_manager *manager)
 	 * session evicts its own idle one there, never another tenant's. */
 	server_begin(&sv, mcp, manager, false, HS(set, "server.max_sessions_per_ip=2"));
 	http_from("127.0.0.73");
-	x[0] = init_with(ha);
-	b[0] = init_with(hb);
-	b[1] = init_with(hb);
+	x[0] = mcp_initialize_with(ha);
+	b[0] = mcp_initialize_with(hb);
+	b[1] = mcp_initialize_with(hb);
 	tap_ok(x[0] && b[0] && b[1],
 	       "max_sessions_per_ip=2: alice's session, then bob's two, from one address");
 	expect_status(mcp_post(x[0], ha, ping_body), 200,
@@ -2759,7 +2747,7 @@ static void test_sessions_per_tenant(sbx_mcp *mcp, sbx_manager *manager)
 		free(x[1]);
 		x[1] = NULL;
 		for (int tries = 0; tries < 50 && !x[1]; tries++) {
-			x[1] = init_with(he);
+			x[1] = mcp_initialize_with(he);
 			if (!x[1])
 				sleep_ms(100);
 		}

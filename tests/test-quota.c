@@ -26,7 +26,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -42,37 +41,15 @@
 #include "sbx/engine.h"
 #include "sbx/mcp.h"
 #include "sbx/sandbox.h"
+#include "pkg-index.h"
 #include "sandbox-fixture.h"
 #include "tap.h"
+#include "tool-call.h"
 
 #define MIB (INT64_C(1) << 20)
 #define NANO INT64_C(1000000000)
 
 /* ---- calling a tool as a tenant ---- */
-
-struct call {
-	struct json_object *res; /* the CallToolResult */
-	struct json_object *obj; /* the parsed text of a successful result */
-	bool is_error;
-	const char *text; /* content[0].text */
-};
-
-static void call_release(struct call *c)
-{
-	json_object_put(c->res);
-	json_object_put(c->obj);
-	memset(c, 0, sizeof(*c));
-}
-
-static const char *str_at(struct json_object *o, const char *key)
-{
-	struct json_object *v;
-
-	if (!o || !json_object_object_get_ex(o, key, &v) ||
-	    !json_object_is_type(v, json_type_string))
-		return NULL;
-	return json_object_get_string(v);
-}
 
 /* Calls NAME with ARGS (JSON text or NULL) on X's manager as OWNER, whose
  * key has LIMITS (NULL: none). 0 with C filled, or the call's error. */
@@ -86,14 +63,9 @@ static int call_as(struct test_manager *x, const char *owner, const struct sbx_a
 				   .public_url = "http://127.0.0.1:1",
 				   .protocol_version = SBX_MCP_VERSION_LATEST};
 	struct sbx_error err = SBX_ERROR_INIT;
-	struct json_object *a = args ? json_tokener_parse(args) : NULL, *content, *v;
-	int r;
+	struct json_object *content, *v;
+	int r = tool_call_run(&ctx, name, args, c, &err);
 
-	memset(c, 0, sizeof(*c));
-	if (args && !a)
-		tap_bail("bad JSON in the test");
-	r = sbx_tools_call(&ctx, name, a, &c->res, &err);
-	json_object_put(a);
 	if (r < 0) {
 		tap_diag("%s: %s", name, err.msg);
 		return r;
@@ -436,57 +408,9 @@ static void test_memory_cpus(struct test_manager *x)
 
 /* ---- installs ---- */
 
-static pid_t index_pid = -1;
-static char index_root[] = "/tmp/sbx-quota-index-XXXXXX";
-static char hold_path[sizeof(index_root) + 8];
-
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
-}
-
-static int start_index(char *url, size_t size)
-{
-	char script[512], line[32] = "";
-	const char *src = getenv("SBX_SRCDIR");
-	int fds[2];
-	ssize_t n;
-
-	if (!mkdtemp(index_root) || pipe2(fds, O_CLOEXEC) < 0)
-		return -errno;
-	snprintf(hold_path, sizeof(hold_path), "%s/hold", index_root);
-	snprintf(script, sizeof(script), "%s/tests/pkgindex.py", src ? src : ".");
-	index_pid = fork();
-	if (index_pid == 0) {
-		dup2(fds[1], 1);
-		execlp("python3", "python3", script, index_root, (char *)NULL);
-		_exit(127);
-	}
-	close(fds[1]);
-	for (size_t got = 0; got < sizeof(line) - 1 && !strchr(line, '\n'); got += (size_t)n) {
-		n = read(fds[0], line + got, sizeof(line) - 1 - got);
-		if (n <= 0)
-			break;
-	}
-	close(fds[0]);
-	if (atoi(line) <= 0)
-		return -EIO;
-	snprintf(url, size, "http://127.0.0.1:%d/simple/", atoi(line));
-	return 0;
-}
-
-static void stop_index(void)
-{
-	if (index_pid > 0) {
-		kill(index_pid, SIGTERM);
-		waitpid(index_pid, NULL, 0);
-		index_pid = -1;
-	}
-	nftw(index_root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
-}
+/* The file that holds the stand-in package's install (pkgindex.py): made
+ * in the index's folder once it runs. */
+static char hold_path[128];
 
 /* install_package_in_sandbox SPEC in OWNER's SANDBOX; C keeps the answer. */
 static int install(struct test_manager *x, const char *owner, const struct sbx_auth_limits *key,
@@ -642,12 +566,14 @@ int main(int argc, char **argv)
 	test_memory_cpus(&x);
 	test_manager_close(&x, "no container of the limits manager is left");
 
-	if (tap_ok(start_index(url, sizeof(url)) == 0, "tests/pkgindex.py serves the index")) {
+	if (tap_ok(pkg_index_start("quota", url, sizeof(url)) == 0,
+		   "tests/pkgindex.py serves the index")) {
+		snprintf(hold_path, sizeof(hold_path), "%s/hold", pkg_index_root());
 		snprintf(index_set, sizeof(index_set), "sandbox.index_url=%s", url);
 		test_manager_open(&x, "installs", installs, NULL);
 		test_installs(&x);
 		test_manager_close(&x, "no container of the installs manager is left");
 	}
-	stop_index();
+	pkg_index_stop();
 	return fixture_end();
 }

@@ -26,7 +26,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -47,8 +46,10 @@
 #include "sbx/mcp.h"
 #include "sbx/sandbox.h"
 #include "http-client.h"
+#include "pkg-index.h"
 #include "tap.h"
 #include "tcp-relay.h"
+#include "tool-call.h"
 
 #define PUBLIC_URL "http://127.0.0.1:8765"
 
@@ -72,30 +73,7 @@ static struct json_object *schemas; /* tools/list of the newest version */
 static int rc;			    /* the last call's return, read after it in tap_ok */
 static size_t count_instance(const char *inst);
 
-/* ---- calling a tool ---- */
-
-struct call {
-	struct json_object *res; /* the CallToolResult */
-	struct json_object *obj; /* the parsed text of a successful result */
-	bool is_error;
-	const char *text; /* content[0].text */
-};
-
-static void call_release(struct call *c)
-{
-	json_object_put(c->res);
-	json_object_put(c->obj);
-	memset(c, 0, sizeof(*c));
-}
-
-static const char *str_at(struct json_object *o, const char *key)
-{
-	struct json_object *v;
-	if (!o || !json_object_object_get_ex(o, key, &v) ||
-	    !json_object_is_type(v, json_type_string))
-		return NULL;
-	return json_object_get_string(v);
-}
+/* ---- calling a tool (struct call, str_at: tool-call.h) ---- */
 
 static int64_t int_at(struct json_object *o, const char *key)
 {
@@ -254,16 +232,11 @@ static int call_as(sbx_manager *m, const struct sbx_settings *s, const char *own
 				   .log_level = log_level,
 				   .audit = call_audit};
 	struct sbx_error err = SBX_ERROR_INIT;
-	struct json_object *a = args ? json_tokener_parse(args) : NULL, *content, *sc;
+	struct json_object *content, *sc;
 	bool structured = strcmp(version, "2025-06-18") >= 0;
 	char why[512] = "";
-	int r;
+	int r = tool_call_run(&ctx, name, args, c, &err);
 
-	memset(c, 0, sizeof(*c));
-	if (args && !a)
-		tap_bail("bad JSON in the test");
-	r = sbx_tools_call(&ctx, name, a, &c->res, &err);
-	json_object_put(a);
 	if (r < 0)
 		return r;
 	c->is_error = bool_at(c->res, "isError");
@@ -1815,47 +1788,6 @@ static void test_upload(void)
 
 /* ---- installs, with the test package index ---- */
 
-static pid_t index_pid = -1;
-static char index_root[] = "/tmp/sbx-tools-index-XXXXXX";
-
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
-}
-
-static int start_index(char *url, size_t size)
-{
-	char script[512], line[32] = "";
-	const char *src = getenv("SBX_SRCDIR");
-	int fds[2];
-	ssize_t n;
-
-	if (!mkdtemp(index_root) || pipe2(fds, O_CLOEXEC) < 0)
-		return -errno;
-	snprintf(script, sizeof(script), "%s/tests/pkgindex.py", src ? src : ".");
-	index_pid = fork();
-	if (index_pid == 0) {
-		dup2(fds[1], 1);
-		execlp("python3", "python3", script, index_root, (char *)NULL);
-		_exit(127);
-	}
-	close(fds[1]);
-	/* The whole line: an unbuffered python writes the newline on its own. */
-	for (size_t got = 0; got < sizeof(line) - 1 && !strchr(line, '\n'); got += (size_t)n) {
-		n = read(fds[0], line + got, sizeof(line) - 1 - got);
-		if (n <= 0)
-			break;
-	}
-	close(fds[0]);
-	if (atoi(line) <= 0)
-		return -EIO;
-	snprintf(url, size, "http://127.0.0.1:%d/simple/", atoi(line));
-	return 0;
-}
-
 static void test_install(const char *image)
 {
 	struct sbx_settings s2;
@@ -1865,7 +1797,8 @@ static void test_install(const char *image)
 	struct call c;
 	const char *st;
 
-	if (!tap_ok(start_index(url, sizeof(url)) == 0, "tests/pkgindex.py serves the index"))
+	if (!tap_ok(pkg_index_start("tools", url, sizeof(url)) == 0,
+		    "tests/pkgindex.py serves the index"))
 		goto stop_index;
 	sbx_settings_init(&s2);
 	snprintf(set, sizeof(set), "server.instance=%s", instance2);
@@ -1958,11 +1891,7 @@ out:
 	sbx_manager_free(m2);
 	sbx_settings_release(&s2);
 stop_index:
-	if (index_pid > 0) {
-		kill(index_pid, SIGTERM);
-		waitpid(index_pid, NULL, 0);
-	}
-	nftw(index_root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+	pkg_index_stop();
 }
 
 /* A manager whose sandboxes expire after 2 s unused: a call on one that
