@@ -375,9 +375,11 @@ static void test_refusals(void)
 		snprintf(hard, sizeof(hard), "%s/hard.log", dir);
 		if (linkat(AT_FDCWD, file, AT_FDCWD, hard, 0) < 0)
 			tap_bail("hard link");
-		expect_refused(hard, -EPERM, "hard links",
-			       "a file with another hard link (it could be the keys file) is refused");
-		tap_ok(stat(file, &st) == 0 && st.st_size == 2, "... the other name's file untouched");
+		expect_refused(
+		    hard, -EPERM, "hard links",
+		    "a file with another hard link (it could be the keys file) is refused");
+		tap_ok(stat(file, &st) == 0 && st.st_size == 2,
+		       "... the other name's file untouched");
 		unlink(hard);
 	}
 	expect_refused("audit.log", -EINVAL, "absolute", "a relative path is refused");

@@ -525,8 +525,8 @@ static void test_link_sign(void)
 	for (size_t i = 0; i < SBX_LINK_SIG_LEN; i += 7) {
 		snprintf(bad, sizeof(bad), "%s", sig);
 		bad[i] = bad[i] == 'A' ? 'B' : 'A';
-		tap_is_int(sbx_link_verify(k, "ab12", "dir one/p.png", NULL, exp, bad, now), -EACCES,
-			   "a signature with character %zu changed is refused", i);
+		tap_is_int(sbx_link_verify(k, "ab12", "dir one/p.png", NULL, exp, bad, now),
+			   -EACCES, "a signature with character %zu changed is refused", i);
 	}
 	/* The last character carries 2 unused bits: another spelling of the same
 	 * bytes is still refused (the signature is compared as text). */
@@ -563,8 +563,9 @@ static void test_link_sign(void)
 						   "0x10",
 						   "9999999999999999999"};
 		for (size_t i = 0; i < SBX_ARRAY_SIZE(exps); i++)
-			tap_is_int(sbx_link_verify(k, "ab12", "dir one/p.png", NULL, exps[i], sig, now),
-				   -EACCES, "a malformed exp \"%s\" is refused", exps[i]);
+			tap_is_int(
+			    sbx_link_verify(k, "ab12", "dir one/p.png", NULL, exps[i], sig, now),
+			    -EACCES, "a malformed exp \"%s\" is refused", exps[i]);
 	}
 	{
 		char padded[SBX_LINK_SIG_LEN + 2], std[SBX_LINK_SIG_LEN + 1];
@@ -579,22 +580,25 @@ static void test_link_sign(void)
 			/* The standard alphabet's spelling is only junk when it differs. */
 			if (junk[i] == std && !strcmp(std, sig))
 				continue;
-			tap_is_int(sbx_link_verify(k, "ab12", "dir one/p.png", NULL, exp, junk[i], now),
-				   -EACCES, "a junk sig \"%s\" is refused", junk[i]);
+			tap_is_int(
+			    sbx_link_verify(k, "ab12", "dir one/p.png", NULL, exp, junk[i], now),
+			    -EACCES, "a junk sig \"%s\" is refused", junk[i]);
 		}
 	}
 	/* A newline ends the id in what is signed: an id that holds one is never
 	 * signed, so (id "ab12", path "a\nb") cannot pass for (id "ab12\na", "b"). */
-	tap_ok(sbx_link_sign(k, "ab12", "a\nb", "", e, sig) == 0, "a path with a newline is signed");
+	tap_ok(sbx_link_sign(k, "ab12", "a\nb", "", e, sig) == 0,
+	       "a path with a newline is signed");
 	tap_is_int(sbx_link_verify(k, "ab12\na", "b", NULL, exp, sig, now), -EACCES,
 		   "its signature does not pass for an id that holds the newline");
-	tap_is_int(sbx_link_sign(k, "ab12\na", "b", "", e, sig), -EINVAL, "such an id is never signed");
+	tap_is_int(sbx_link_sign(k, "ab12\na", "b", "", e, sig), -EINVAL,
+		   "such an id is never signed");
 
 	/* A key's id in the link: signed, in the query as kid=, not movable. */
 	{
 		char ksig[SBX_LINK_SIG_LEN + 1], kwant[64];
-		static const char *const bad_kids[] = {"", "0123456789a", "0123456789abc",
-						       "0123456789aB", "0123456789a\n", "../../x"};
+		static const char *const bad_kids[] = {
+		    "", "0123456789a", "0123456789abc", "0123456789aB", "0123456789a\n", "../../x"};
 		expected_sig(secret, "v2\nab12\ndir one/p.png\n1700000060\n0123456789ab", kwant);
 		tap_ok(sbx_link_sign(k, "ab12", "dir one/p.png", "0123456789ab", e, ksig) == 0 &&
 			   !strcmp(ksig, kwant),
@@ -603,25 +607,30 @@ static void test_link_sign(void)
 			_cleanup_free_ char *url = sbx_artifact_link(
 			    k, "http://h:1", "ab12", "dir one/p.png", "0123456789ab", e);
 			char expect[256];
-			snprintf(expect, sizeof(expect),
-				 "http://h:1/artifacts/ab12/dir%%20one/p.png?exp=%s&kid=0123456789ab&"
-				 "sig=%s",
-				 exp, kwant);
+			snprintf(
+			    expect, sizeof(expect),
+			    "http://h:1/artifacts/ab12/dir%%20one/p.png?exp=%s&kid=0123456789ab&"
+			    "sig=%s",
+			    exp, kwant);
 			tap_is_str(url, expect, "... and the link carries it as &kid=");
 		}
-		tap_is_int(sbx_link_verify(k, "ab12", "dir one/p.png", "0123456789ab", exp, ksig, now),
-			   0, "... and verifies with it");
-		tap_is_int(sbx_link_verify(k, "ab12", "dir one/p.png", NULL, exp, ksig, now), -EACCES,
-			   "... not without it (kid= removed)");
-		tap_is_int(sbx_link_verify(k, "ab12", "dir one/p.png", "0123456789ac", exp, ksig, now),
-			   -EACCES, "... nor with another key's id");
-		tap_is_int(sbx_link_verify(k, "ab12", "dir one/p.png", "0123456789ab", exp, sig, now),
-			   -EACCES, "a link made without a key does not take a kid=");
+		tap_is_int(
+		    sbx_link_verify(k, "ab12", "dir one/p.png", "0123456789ab", exp, ksig, now), 0,
+		    "... and verifies with it");
+		tap_is_int(sbx_link_verify(k, "ab12", "dir one/p.png", NULL, exp, ksig, now),
+			   -EACCES, "... not without it (kid= removed)");
+		tap_is_int(
+		    sbx_link_verify(k, "ab12", "dir one/p.png", "0123456789ac", exp, ksig, now),
+		    -EACCES, "... nor with another key's id");
+		tap_is_int(
+		    sbx_link_verify(k, "ab12", "dir one/p.png", "0123456789ab", exp, sig, now),
+		    -EACCES, "a link made without a key does not take a kid=");
 		for (size_t i = 0; i < SBX_ARRAY_SIZE(bad_kids); i++) {
 			tap_is_int(sbx_link_sign(k, "ab12", "x", bad_kids[i], e, ksig),
 				   *bad_kids[i] ? -EINVAL : 0, "sign with kid \"%s\"", bad_kids[i]);
-			tap_is_int(sbx_link_verify(k, "ab12", "dir one/p.png", bad_kids[i], exp, sig, now),
-				   -EACCES, "a malformed kid= \"%s\" is refused", bad_kids[i]);
+			tap_is_int(
+			    sbx_link_verify(k, "ab12", "dir one/p.png", bad_kids[i], exp, sig, now),
+			    -EACCES, "a malformed kid= \"%s\" is refused", bad_kids[i]);
 		}
 	}
 	sbx_link_key_free(k);

@@ -610,7 +610,8 @@ static void test_auth_default(void)
 /* The path of a link to x.txt of sandbox "nosuchbox", signed with K. */
 static void link_path(const sbx_link_key *k, char *out, size_t size)
 {
-	_cleanup_free_ char *url = sbx_artifact_link(k, "", "nosuchbox", "x.txt", "", time(NULL) + 600);
+	_cleanup_free_ char *url =
+	    sbx_artifact_link(k, "", "nosuchbox", "x.txt", "", time(NULL) + 600);
 
 	snprintf(out, size, "%s", url ? url : "/none");
 }

@@ -2408,17 +2408,18 @@ static void test_auth(sbx_mcp *mcp, sbx_manager *manager)
 			      404,
 			      "keys: a link signed for alice's key needs no key (unknown sandbox "
 			      "-> 404)");
+		expect_body(
+		    request("GET",
+			    signed_path(mcp, "nosuchsandbox", "plot.png", time(NULL) + 60, ""),
+			    NULL, NULL),
+		    403, "revoked link",
+		    "keys: a signed link without a key id (made with auth off) -> 403");
 		expect_body(request("GET",
-				    signed_path(mcp, "nosuchsandbox", "plot.png", time(NULL) + 60,
-						""),
+				    signed_path_kid(mcp, "nosuchsandbox", "plot.png",
+						    "ffffffffffff", time(NULL) + 60, ""),
 				    NULL, NULL),
 			    403, "revoked link",
-			    "keys: a signed link without a key id (made with auth off) -> 403");
-		expect_body(request("GET",
-				    signed_path_kid(mcp, "nosuchsandbox", "plot.png", "ffffffffffff",
-						    time(NULL) + 60, ""),
-				    NULL, NULL),
-			    403, "revoked link", "keys: a signed link for an unknown key id -> 403");
+			    "keys: a signed link for an unknown key id -> 403");
 	}
 
 	/* Wrong keys (127.0.0.61). */
@@ -2512,7 +2513,8 @@ static void test_auth(sbx_mcp *mcp, sbx_manager *manager)
 		       "(%ld ms)",
 		       elapsed_ms(&t0));
 		r = sse_post(s.id, "{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"ping\"}");
-		tap_ok(r.status == 404, "keys: ... and its /messages endpoint is 404 (%ld)", r.status);
+		tap_ok(r.status == 404, "keys: ... and its /messages endpoint is 404 (%ld)",
+		       r.status);
 		reply_release(&r);
 		sse_close(&s);
 		expect_body(request("GET",
@@ -2596,7 +2598,8 @@ static void test_auth(sbx_mcp *mcp, sbx_manager *manager)
 		       "keys: a keys file that no longer parses -> alice's right key gets 503 "
 		       "within 2.5 s (%ld ms): no key is accepted",
 		       ms);
-		expect_body(request("GET", "/ready", NULL, NULL), 503, "the keys file cannot be used",
+		expect_body(request("GET", "/ready", NULL, NULL), 503,
+			    "the keys file cannot be used",
 			    "keys: ... and GET /ready is 503 saying so");
 		if (truncate(keys, 0) < 0)
 			tap_bail("truncate the keys file");

@@ -583,8 +583,8 @@ static void test_python(void)
 			tap_ok(e >= (long long)time(NULL) + 24 * 3600 - 5 &&
 				   e <= (long long)time(NULL) + 24 * 3600 + 1,
 			       "exp is 24 h from now (server.link_ttl's default)");
-			tap_is_int(sbx_link_verify(link_key, id ? id : "", rel ? rel : "", NULL, exp, sig,
-						   (int64_t)time(NULL)),
+			tap_is_int(sbx_link_verify(link_key, id ? id : "", rel ? rel : "", NULL,
+						   exp, sig, (int64_t)time(NULL)),
 				   0, "and the signature verifies");
 		}
 		free(id);
@@ -1233,7 +1233,8 @@ static void test_tenant_artifact(void)
 		       "the link without its query is 403 invalid link: %s", body ? body : "");
 		free(body);
 		/* By name: even a link signed for the name finds nothing. */
-		by_name = sbx_artifact_link(link_key, "", "alices-box", "t.txt", "", time(NULL) + 60);
+		by_name =
+		    sbx_artifact_link(link_key, "", "alices-box", "t.txt", "", time(NULL) + 60);
 		tap_is_int(get(by_name, NULL), 404,
 			   "the same file by the sandbox's name (a signed link) is 404");
 
@@ -1321,13 +1322,13 @@ static void test_link_secret(void)
 			tap_ok(r == 0 && lstat(file, &st) == 0 && S_ISREG(st.st_mode) &&
 				   (st.st_mode & 07777) == 0600 && st.st_size == 32,
 			       "link secret: the first manager's MCP layer made %s, 0600", file);
-			tap_ok(r == 0 && sbx_link_sign(sbx_mcp_link_key(mcp), "ab12", "x.txt", "", 99,
-						       sig) == 0,
+			tap_ok(r == 0 && sbx_link_sign(sbx_mcp_link_key(mcp), "ab12", "x.txt", "",
+						       99, sig) == 0,
 			       "link secret: a link signed with it");
 			break;
 		case 1:
-			tap_ok(r == 0 && sbx_link_verify(sbx_mcp_link_key(mcp), "ab12", "x.txt", NULL,
-							 "99", sig, 1) == 0,
+			tap_ok(r == 0 && sbx_link_verify(sbx_mcp_link_key(mcp), "ab12", "x.txt",
+							 NULL, "99", sig, 1) == 0,
 			       "link secret: a second manager on the folder reads it: the first's "
 			       "link verifies");
 			chmod(file, 0640);

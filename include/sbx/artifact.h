@@ -31,9 +31,9 @@ int sbx_artifact_parse(const char *route_rest, char **ret_sandbox_id, char **ret
  *   HMAC-SHA256(secret, "v2\n" SANDBOX_ID "\n" RELPATH "\n" EXP "\n" KID)
  * over the decoded id and path (an encoding variant of the URL cannot change
  * what is signed). The artifact route serves a link with a KID only while
- * that key is accepted: revoking a key ends the links it made. The secret is SBX_LINK_SECRET_LEN random bytes kept in
- * the state folder, so links outlive a restart; without a state folder it
- * is made per process and links end with it.
+ * that key is accepted: revoking a key ends the links it made. The secret is SBX_LINK_SECRET_LEN
+ * random bytes kept in the state folder, so links outlive a restart; without a state folder it is
+ * made per process and links end with it.
  */
 #define SBX_LINK_SECRET_LEN 32
 #define SBX_LINK_SECRET_FILE "link-secret"

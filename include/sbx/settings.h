@@ -43,11 +43,11 @@ struct sbx_settings {
 		char *allowed_origins;
 		char *instance; /* names this server's sandboxes in engine labels */
 		int64_t session_timeout_ms;
-		int64_t max_sessions;		/* past it the LRU idle session is evicted */
-		int64_t max_sessions_per_ip;	/* 0 = no limit */
+		int64_t max_sessions;		 /* past it the LRU idle session is evicted */
+		int64_t max_sessions_per_ip;	 /* 0 = no limit */
 		int64_t max_sessions_per_tenant; /* 0 = no limit */
-		int64_t max_connections;	/* more get 503 + Retry-After */
-		int64_t max_connections_per_ip; /* 0 = no limit (libmicrohttpd closes more) */
+		int64_t max_connections;	 /* more get 503 + Retry-After */
+		int64_t max_connections_per_ip;	 /* 0 = no limit (libmicrohttpd closes more) */
 		int64_t
 		    max_calls_per_session; /* tool calls running per session; more are refused */
 		/* An event stream whose client takes nothing this long is closed. */

@@ -64,13 +64,13 @@ static int open_log(const char *path, struct sbx_error *err)
 	}
 	if (!S_ISREG(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & (S_IWGRP | S_IWOTH)) ||
 	    st.st_nlink != 1) {
-		const char *why = !S_ISREG(st.st_mode) ? "is not a regular file"
-				  : st.st_uid != geteuid()
-				      ? "belongs to another user"
-				  : st.st_nlink != 1
-				      ? "has other hard links (it could be another file of the server's, "
-					"such as its keys file)"
-				      : "is writable by its group or others (chmod go-w it)";
+		const char *why =
+		    !S_ISREG(st.st_mode)     ? "is not a regular file"
+		    : st.st_uid != geteuid() ? "belongs to another user"
+		    : st.st_nlink != 1
+			? "has other hard links (it could be another file of the server's, "
+			  "such as its keys file)"
+			: "is writable by its group or others (chmod go-w it)";
 		close(fd);
 		return sbx_error_set(err, -EPERM, "server.audit_log: %s %s: refused", path, why);
 	}

@@ -156,9 +156,9 @@ static int link_check(struct sbx_http_request *rq, const char *id, const char *r
 	if (r == 0)
 		return 0;
 	if (r == -EIO) {
-		*ret = sbx_http_respond_error_with(
-		    rq, MHD_HTTP_SERVICE_UNAVAILABLE, "the link could not be checked now; retry",
-		    (const char *const[]){"Retry-After", "1", NULL});
+		*ret = sbx_http_respond_error_with(rq, MHD_HTTP_SERVICE_UNAVAILABLE,
+						   "the link could not be checked now; retry",
+						   (const char *const[]){"Retry-After", "1", NULL});
 		return r;
 	}
 	/* Which part failed is not said: only whether a link of ours ended. */

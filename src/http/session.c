@@ -251,12 +251,13 @@ static int make_room(struct sbx_session_table *t, const struct sbx_peer *peer,
 
 	if (t->per_tenant > 0 && tenant && share_count(t, NULL, tenant) >= t->per_tenant &&
 	    !share_evict(t, NULL, tenant, dead, nd))
-		return sbx_error_set(err, -EBUSY,
-				     "Too many MCP sessions for tenant %s: all %zu it may hold "
-				     "(server.max_sessions_per_tenant) are in use (a call running or "
-				     "an SSE stream open). End one (DELETE /mcp, or close an SSE "
-				     "stream), then retry.",
-				     tenant, t->per_tenant);
+		return sbx_error_set(
+		    err, -EBUSY,
+		    "Too many MCP sessions for tenant %s: all %zu it may hold "
+		    "(server.max_sessions_per_tenant) are in use (a call running or "
+		    "an SSE stream open). End one (DELETE /mcp, or close an SSE "
+		    "stream), then retry.",
+		    tenant, t->per_tenant);
 	/* The address's share: with API keys only the new session's own
 	 * tenant's idle session goes (tenants behind one proxy or NAT do not
 	 * push each other out); without, anyone's from that address. */

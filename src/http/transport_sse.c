@@ -182,9 +182,10 @@ bool sbx_sse_check(struct sbx_http_request *rq, enum MHD_Result *ret)
 		return true;
 	default:
 		sbx_http_session_unref(s);
-		*ret = sbx_http_respond_error_with(
-		    rq, MHD_HTTP_SERVICE_UNAVAILABLE, "the credentials could not be checked now; retry",
-		    (const char *const[]){"Retry-After", "1", NULL});
+		*ret =
+		    sbx_http_respond_error_with(rq, MHD_HTTP_SERVICE_UNAVAILABLE,
+						"the credentials could not be checked now; retry",
+						(const char *const[]){"Retry-After", "1", NULL});
 		return true;
 	}
 	rq->session = s;

@@ -93,7 +93,7 @@ struct sbx_mcp_session {
 	atomic_int refs;
 	enum sbx_mcp_transport transport;
 	char *owner;
-	struct sbx_auth_limits limits; /* of its key, as last read (under lock) */
+	struct sbx_auth_limits limits;	 /* of its key, as last read (under lock) */
 	char key_id[SBX_KEY_ID_LEN + 1]; /* its API key's id, "" when none */
 	/* How the audit log names it (sbx_mcp_session_set_audit). */
 	char audit_session[SBX_AUDIT_FIELD_MAX + 1];
