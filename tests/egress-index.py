@@ -10,7 +10,8 @@
 # second port answers every GET with "egress-api-ok PATH"; a third accepts
 # connections and never reads from them (a host that does not keep up).
 # Prints the three ports on one line ("INDEX API SINK"), logs "STATUS PATH" per index request to
-# ROOT/requests.log, and serves until killed.
+# ROOT/requests.log, and serves until killed or until the test that started
+# it is gone (a crashed test leaves nothing behind).
 import base64
 import hashlib
 import http.server
@@ -18,6 +19,7 @@ import os
 import socket
 import sys
 import threading
+import time
 import zipfile
 
 ROOT, USER, PASSWORD = sys.argv[1], sys.argv[2], sys.argv[3]
@@ -115,7 +117,14 @@ def sink(lsock):
         held.append(c)
 
 
+def orphaned(parent):
+    while os.getppid() == parent:
+        time.sleep(0.5)
+    os._exit(0)
+
+
 def main():
+    threading.Thread(target=orphaned, args=(os.getppid(),), daemon=True).start()
     build()
     index = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Index)
     api = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Api)

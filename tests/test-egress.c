@@ -367,6 +367,28 @@ static bool relay_stops(sbx_manager *m, sbx_sandbox *sb, int ms)
 	return true;
 }
 
+/* Whether the relay process PID is gone from SB within 10 s. */
+static bool relay_gone(sbx_manager *m, sbx_sandbox *sb, long pid)
+{
+	char code[512];
+	_cleanup_free_ char *out = NULL;
+
+	snprintf(code, sizeof(code),
+		 "import time\n"
+		 "def alive():\n"
+		 "    try:\n"
+		 "        return b'sbx-relay' in open('/proc/%ld/cmdline', 'rb').read()\n"
+		 "    except OSError:\n"
+		 "        return False\n"
+		 "end = time.time() + 10\n"
+		 "while alive() and time.time() < end:\n"
+		 "    time.sleep(0.05)\n"
+		 "print('alive' if alive() else 'gone')\n",
+		 pid);
+	out = py(m, sb, code);
+	return strstr(out, "gone") != NULL;
+}
+
 static int relay_port(sbx_manager *m, sbx_sandbox *sb)
 {
 	struct sbx_error err = SBX_ERROR_INIT;
@@ -541,51 +563,44 @@ static void test_egress_allow(sbx_manager *m, sbx_sandbox *sb, int port)
 
 /* Writes PAYLOAD into the relay's own output, as code in the sandbox can:
  * the relay's protocol fds are the pipes at 100 (in) and 101 (out),
- * reachable through /proc as the sandbox's user. PAYLOAD is a Python bytes
+ * reachable through /proc as the sandbox's user (its pid is the one the
+ * server has). PAYLOAD is a Python bytes
  * expression, or statements that set `data` and perhaps `flood` (written
- * after a second, again and again for at most 20 s, until the pipe is
- * closed or stays full: "stopped" then). */
+ * after a second, again and again, for at most 20 s and 64 MiB, until the
+ * relay is gone: the server closed its stream; "relay gone" then). */
 static char *hijack(sbx_manager *m, sbx_sandbox *sb, const char *payload)
 {
 	char code[4096];
 	bool stmts = strstr(payload, "\n") != NULL;
 
-	snprintf(
-	    code, sizeof(code),
-	    "import errno, os, struct, time\n"
-	    "def relay():\n"
-	    "    for p in os.listdir('/proc'):\n"
-	    "        try:\n"
-	    "            if p.isdigit() and b'sbx-relay' in open(f'/proc/{p}/cmdline', "
-	    "'rb').read():\n"
-	    "                return int(p)\n"
-	    "        except OSError:\n"
-	    "            pass\n"
-	    "pid = relay()\n"
-	    "fd = os.open(f'/proc/{pid}/fd/101', os.O_WRONLY | os.O_NONBLOCK)\n"
-	    "H = struct.Struct('>BBHI')\n"
-	    "flood = b''\n"
-	    "%s%s\n"
-	    "def put(b, until):\n"
-	    "    while b:\n"
-	    "        try:\n"
-	    "            b = b[os.write(fd, b):]\n"
-	    "        except BlockingIOError:\n"
-	    "            if time.time() > until:\n"
-	    "                return False\n"
-	    "            time.sleep(0.01)\n"
-	    "        except BrokenPipeError:\n"
-	    "            return False\n"
-	    "    return True\n"
-	    "put(data, time.time() + 10)\n"
-	    "sent, end = 0, time.time() + 20\n"
-	    "if flood:\n"
-	    "    time.sleep(1)\n"
-	    "    while sent < 256 << 20 and put(flood, min(end, time.time() + 3)):\n"
-	    "        sent += len(flood)\n"
-	    "print('written', len(data), 'flood', sent, 'stopped' if flood and sent < 256 << 20 "
-	    "else '')\n",
-	    stmts ? "" : "data = ", payload);
+	snprintf(code, sizeof(code),
+		 "import errno, os, struct, time\n"
+		 "pid = %ld\n"
+		 "fd = os.open(f'/proc/{pid}/fd/101', os.O_WRONLY | os.O_NONBLOCK)\n"
+		 "H = struct.Struct('>BBHI')\n"
+		 "flood = b''\n"
+		 "%s%s\n"
+		 "def put(b, until):\n"
+		 "    while b:\n"
+		 "        try:\n"
+		 "            b = b[os.write(fd, b):]\n"
+		 "        except BlockingIOError:\n"
+		 "            if time.time() > until:\n"
+		 "                return False\n"
+		 "            time.sleep(0.01)\n"
+		 "        except BrokenPipeError:\n"
+		 "            return False\n"
+		 "    return True\n"
+		 "put(data, time.time() + 10)\n"
+		 "sent, end = 0, time.time() + 20\n"
+		 "if flood:\n"
+		 "    time.sleep(1)\n"
+		 "    while sent < 64 << 20 and os.path.exists(f'/proc/{pid}') and put(flood, "
+		 "min(end, time.time() + 3)):\n"
+		 "        sent += len(flood)\n"
+		 "print('written', len(data), 'flood', sent, 'relay gone' if flood and not "
+		 "os.path.exists(f'/proc/{pid}') else '')\n",
+		 stats(m, sb).pid, stmts ? "" : "data = ", payload);
 	return py(m, sb, code);
 }
 
@@ -603,14 +618,18 @@ static void test_hostile(sbx_manager *m, sbx_sandbox *sb)
 	tap_ok(relay_stops(m, sb, 5000), "a frame of 2 GiB from the relay: the relay is stopped");
 	after = stats(m, sb);
 	tap_is_int((int)(after.protocol_errors - before.protocol_errors), 1, "as a protocol error");
+	tap_ok(relay_gone(m, sb, before.pid), "and its process is gone (pid %ld)", before.pid);
 
 	relay_port(m, sb);
+	before = stats(m, sb);
 	free(hijack(m, sb, "b'\\xff' * 64"));
 	tap_ok(relay_stops(m, sb, 5000), "garbage: the relay is stopped");
+	tap_ok(relay_gone(m, sb, before.pid), "and its process is gone");
 
 	/* Past a stream's window: a tunnel to a host that reads nothing, then
 	 * DATA on it regardless of WINDOW, until the server's socket buffers are
-	 * full and the window is spent (or 256 MiB). */
+	 * full and the window is spent (without the check, the server would
+	 * keep all 64 MiB). */
 	relay_port(m, sb);
 	before = stats(m, sb);
 	snprintf(code, sizeof(code),
@@ -620,7 +639,7 @@ static void test_hostile(sbx_manager *m, sbx_sandbox *sb)
 		 sink_port);
 	out = hijack(m, sb, code);
 	after = stats(m, sb);
-	tap_ok(strstr(out, "stopped") && relay_stops(m, sb, 5000) &&
+	tap_ok(strstr(out, "relay gone") && relay_stops(m, sb, 5000) &&
 		   after.protocol_errors == before.protocol_errors + 1,
 	       "DATA past a stream's window: the relay is stopped (%s)", out);
 	free(out);

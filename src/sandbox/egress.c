@@ -111,6 +111,8 @@ struct estream {
 
 struct sbx_egress {
 	char sid[SBX_SANDBOX_ID_MAX + 1];
+	sbx_engine *engine; /* outlives the record, and so this */
+	char *container;
 	struct egress_policy pol;
 	pthread_mutex_t start_lock; /* serialises starts */
 	pthread_mutex_t lock;	    /* everything below */
@@ -176,7 +178,7 @@ static int out_append(struct estream *st, const void *p, size_t n)
 	if (st->out_off && st->out_off == st->out.len) {
 		sbx_buf_reset(&st->out);
 		st->out_off = 0;
-	} else if (st->out_off > OUT_CAP) {
+	} else if (st->out_off >= EGRESS_FRAME_MAX) {
 		memmove(st->out.data, st->out.data + st->out_off, st->out.len - st->out_off);
 		st->out.len -= st->out_off;
 		st->out_off = 0;
@@ -260,6 +262,7 @@ static void worker_end(struct estream *st)
 	pthread_mutex_lock(&e->lock);
 	st->out_eof = true;
 	st->worker_done = true;
+	pthread_cond_broadcast(&e->cond);
 	wake(e);
 	pthread_mutex_unlock(&e->lock);
 	worker_give();
@@ -500,6 +503,7 @@ static void *connect_main(void *arg)
 		answer(st, code == CURLE_OPERATION_TIMEDOUT ? 504 : 502, msg);
 	}
 	st->worker_done = true;
+	pthread_cond_broadcast(&e->cond);
 	wake(e);
 	pthread_mutex_unlock(&e->lock);
 	if (c)
@@ -847,9 +851,13 @@ static int deadlines(struct sbx_egress *e, int64_t now)
 	return next > now ? (int)(next - now) : 0;
 }
 
-/* Stops every stream and joins the workers: the relay is gone. */
+/* Stops every stream and joins the workers: the relay is gone. A worker
+ * sees its cancel within a moment (curl calls its progress function at
+ * least once a second; a wait for room wakes at once). */
 static void teardown(struct sbx_egress *e)
 {
+	bool busy = true;
+
 	pthread_mutex_lock(&e->lock);
 	for (size_t i = 0; i < STREAMS_MAX; i++) {
 		struct estream *st = &e->st[i];
@@ -859,15 +867,50 @@ static void teardown(struct sbx_egress *e)
 		end_stream(e, st);
 		st->state = S_END;
 	}
+	while (busy) {
+		busy = false;
+		for (size_t i = 0; i < STREAMS_MAX; i++)
+			busy |= e->st[i].worker && !e->st[i].worker_done;
+		if (busy)
+			sbx_cond_wait_until(&e->cond, &e->lock, sbx_monotonic_ms() + 100);
+	}
 	reap(e);
 	sbx_buf_release(&e->ctl);
 	pthread_mutex_unlock(&e->lock);
+}
+
+/* Kills the relay with a fresh exec as the sandbox's user: the pid it gave
+ * in its hello, when that process is still a relay. */
+static void kill_relay(struct sbx_egress *e)
+{
+	char pid[32];
+	const char *const argv[] = {
+	    "sh",
+	    "-c",
+	    "grep -q sbx-relay /proc/\"$1\"/cmdline 2>/dev/null && kill -KILL \"$1\"; exit 0",
+	    "sh",
+	    pid,
+	    NULL};
+	struct sbx_exec_spec spec = {
+	    .argv = argv,
+	    .user = RELAY_USER,
+	    .timeout_ms = 10000,
+	    .output_cap = 4096,
+	};
+	struct sbx_exec_result res = {0};
+
+	if (e->pid <= 1)
+		return;
+	snprintf(pid, sizeof(pid), "%ld", e->pid);
+	if (sbx_exec(e->engine, e->container, &spec, &res, NULL) >= 0)
+		sbx_exec_result_release(&res);
 }
 
 static void *pump_main(void *arg)
 {
 	struct sbx_egress *e = arg;
 	struct sbx_buf out = SBX_BUF_INIT;
+	bool stopped;
 	int r = 1;
 
 	while (r > 0) {
@@ -932,14 +975,23 @@ static void *pump_main(void *arg)
 	}
 	sbx_buf_release(&out);
 	if (r == -EPROTO) {
+		pthread_mutex_lock(&e->lock);
 		e->stats.protocol_errors++;
+		pthread_mutex_unlock(&e->lock);
 		sbx_log("sandbox %s: egress relay stopped: it sent %s", e->sid, e->why);
 	}
 	teardown(e);
 	pthread_mutex_lock(&e->lock);
 	e->stream = sbx_stream_free(e->stream);
+	stopped = e->stop;
+	/* sbx_egress_ensure starts another once this thread is joined. */
 	e->running = false;
 	pthread_mutex_unlock(&e->lock);
+	/* Closing the stream is not always the end of the relay (Podman's
+	 * conmon may keep its stdin open while its output is written into): the
+	 * one the server stopped is killed, unless the sandbox goes anyway. */
+	if (r != 0 && !stopped)
+		kill_relay(e);
 	return NULL;
 }
 
@@ -1062,6 +1114,16 @@ static struct sbx_egress *egress_new(sbx_manager *m, sbx_sandbox *sb, struct sbx
 		return NULL;
 	}
 	snprintf(e->sid, sizeof(e->sid), "%s", sb->id);
+	e->engine = m->engine;
+	e->container = strdup(sb->container);
+	if (!e->container) {
+		sbx_error_set(err, -ENOMEM, "out of memory");
+		close(e->wake[0]);
+		close(e->wake[1]);
+		egress_policy_release(&e->pol);
+		free(e);
+		return NULL;
+	}
 	pthread_mutex_init(&e->start_lock, NULL);
 	pthread_mutex_init(&e->lock, NULL);
 	sbx_cond_init_monotonic(&e->cond);
@@ -1142,6 +1204,7 @@ void sbx_egress_free(struct sbx_egress *e)
 	egress_policy_release(&e->pol);
 	sbx_buf_release(&e->diag);
 	sbx_buf_release(&e->ctl);
+	free(e->container);
 	close(e->wake[0]);
 	close(e->wake[1]);
 	pthread_cond_destroy(&e->cond);
