@@ -219,6 +219,8 @@ static void test_requests(void)
 	tap_is_int(r, 400, "a space in a header name: 400");
 	r = parse(&p, "GET /x HTTP/1.1\r\nX: a\rb\r\n\r\n", &q, why, sizeof(why));
 	tap_is_int(r, 400, "a bare CR in a header: 400");
+	r = parse(&p, "CONNECT api.example.com:443 HTTP/1.1\rx\r\n\r\n", &q, why, sizeof(why));
+	tap_is_int(r, 400, "a bare CR after the request line: 400");
 	r = parse(&p, "GET /x HTTP/2\r\n\r\n", &q, why, sizeof(why));
 	tap_is_int(r, 400, "another version: 400");
 	r = parse(&p, "\r\n\r\n", &q, why, sizeof(why));

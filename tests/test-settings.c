@@ -334,9 +334,15 @@ static void test_set(void)
 					"http:// or https:// URL with a host");
 	set_fails("sandbox.index_url=https://x/simple/?a=b", "--set sandbox.index_url: bad value");
 	set_fails("sandbox.index_url=ftp://x/", "--set sandbox.index_url: bad value");
-	tap_ok(sbx_settings_set(&s, "sandbox.index_url=https://u:p%40ss@idx.example:8443/r/simple/",
-				&err) == 0,
-	       "an index URL with user:password and a port (%s)", err.msg);
+	{
+		struct sbx_settings t;
+		sbx_settings_init(&t);
+		tap_ok(sbx_settings_set(
+			   &t, "sandbox.index_url=https://u:p%40ss@idx.example:8443/r/simple/",
+			   &err) == 0,
+		       "an index URL with user:password and a port (%s)", err.msg);
+		sbx_settings_release(&t);
+	}
 	set_fails("sandbox.egress_allow=a.example,,b",
 		  "--set sandbox.egress_allow: bad value "
 		  "\"a.example,,b\": entry \"\": an empty host");
@@ -349,11 +355,16 @@ static void test_set(void)
 		  "host name");
 	set_fails("sandbox.egress_allow=[::1", "--set sandbox.egress_allow: bad value \"[::1\": "
 					       "entry \"[::1\": a bad IPv6 address");
-	tap_ok(sbx_settings_set(&s,
-				"sandbox.egress_allow=api.example.com, *.Example.org:8443,"
-				"127.0.0.1:9,[::1]:443",
-				&err) == 0,
-	       "egress_allow with names, a wildcard, ports, IPv4 and IPv6 (%s)", err.msg);
+	{
+		struct sbx_settings t;
+		sbx_settings_init(&t);
+		tap_ok(sbx_settings_set(&t,
+					"sandbox.egress_allow=api.example.com, *.Example.org:8443,"
+					"127.0.0.1:9,[::1]:443",
+					&err) == 0,
+		       "egress_allow with names, a wildcard, ports, IPv4 and IPv6 (%s)", err.msg);
+		sbx_settings_release(&t);
+	}
 	/* Only what the file can hold, so that a dump loads again (the fuzzer's
 	 * round trip, tests/fuzz/fuzz-settings). */
 	{

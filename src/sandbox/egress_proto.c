@@ -278,7 +278,7 @@ static const char *const passed_headers[] = {
 static bool token_char(char c)
 {
 	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-	       strchr("!#$%&'*+-.^_`|~", c);
+	       (c && strchr("!#$%&'*+-.^_`|~", c));
 }
 
 /* A request target's bytes: printable ASCII, no space, no fragment. */
@@ -354,7 +354,7 @@ int egress_parse_request(const struct egress_policy *p, int relay_port, const ch
 	eol = memchr(buf, '\r', (size_t)(end - buf) + 1);
 	sp1 = memchr(buf, ' ', (size_t)(eol - buf));
 	sp2 = sp1 ? memchr(sp1 + 1, ' ', (size_t)(eol - sp1 - 1)) : NULL;
-	if (!sp1 || !sp2 || !target_ok(sp1 + 1, (size_t)(sp2 - sp1 - 1)) ||
+	if (eol[1] != '\n' || !sp1 || !sp2 || !target_ok(sp1 + 1, (size_t)(sp2 - sp1 - 1)) ||
 	    !((eol - sp2 == 9) &&
 	      (memcmp(sp2 + 1, "HTTP/1.1", 8) == 0 || memcmp(sp2 + 1, "HTTP/1.0", 8) == 0)))
 		return say(why, why_size, 400,
