@@ -20,10 +20,11 @@
  * STREAMS_MAX per sandbox, WORKERS_MAX in all) hands bytes to it through
  * bounded buffers under e->lock. The relay is code in the sandbox and
  * may be replaced by anything: every frame is checked (its size, its type,
- * each stream's window), so that the server holds at most STREAMS_MAX x
- * (EGRESS_STREAM_WINDOW + OUT_CAP) bytes for a sandbox and one frame's payload; a
- * relay that breaks a rule is stopped (its stream closed), and the next
- * install starts a new one.
+ * each stream's window), so that the server holds about STREAMS_MAX x
+ * (EGRESS_STREAM_WINDOW + OUT_CAP) bytes for a sandbox (plus buffer slack)
+ * and one frame's payload; a relay that breaks a rule is stopped (its
+ * stream closed and, Podman's conmon not always ending it then, its process
+ * killed), and the next install starts a new one.
  */
 #include <errno.h>
 #include <fcntl.h>
