@@ -96,7 +96,8 @@ static void test_defaults(void)
 	tap_is_int(s.sandbox.idle_timeout_ms, 30 * 60000, "sandbox.idle_timeout");
 	tap_is_int(s.sandbox.max_lifetime_ms, 24 * 3600000LL, "sandbox.max_lifetime");
 	tap_is_str(s.sandbox.upload_dir, "", "sandbox.upload_dir");
-	tap_is_str(s.sandbox.index_url, "", "sandbox.index_url");
+	tap_is_str(s.sandbox.index_url, "https://pypi.org/simple/", "sandbox.index_url");
+	tap_is_str(s.sandbox.egress_allow, "", "sandbox.egress_allow");
 
 	a = dump(&s);
 	tap_ok(strstr(a, "[engine]\ntype = docker\nsocket =\n") != NULL, "dump is INI");
@@ -334,6 +335,41 @@ static void test_set(void)
 	set_fails("server.public_url=ftp://x", "--set server.public_url: bad "
 					       "value \"ftp://x\": expected an http:// or "
 					       "https:// URL");
+	set_fails("sandbox.index_url=", "--set sandbox.index_url: bad value \"\": expected an "
+					"http:// or https:// URL with a host");
+	set_fails("sandbox.index_url=https://x/simple/?a=b", "--set sandbox.index_url: bad value");
+	set_fails("sandbox.index_url=ftp://x/", "--set sandbox.index_url: bad value");
+	{
+		struct sbx_settings t;
+		sbx_settings_init(&t);
+		tap_ok(sbx_settings_set(
+			   &t, "sandbox.index_url=https://u:p%40ss@idx.example:8443/r/simple/",
+			   &err) == 0,
+		       "an index URL with user:password and a port (%s)", err.msg);
+		sbx_settings_release(&t);
+	}
+	set_fails("sandbox.egress_allow=a.example,,b",
+		  "--set sandbox.egress_allow: bad value "
+		  "\"a.example,,b\": entry \"\": an empty host");
+	set_fails("sandbox.egress_allow=a.example:0",
+		  "--set sandbox.egress_allow: bad value "
+		  "\"a.example:0\": entry \"a.example:0\": a bad port");
+	set_fails("sandbox.egress_allow=a_b.example",
+		  "--set sandbox.egress_allow: bad value "
+		  "\"a_b.example\": entry \"a_b.example\": a bad "
+		  "host name");
+	set_fails("sandbox.egress_allow=[::1", "--set sandbox.egress_allow: bad value \"[::1\": "
+					       "entry \"[::1\": a bad IPv6 address");
+	{
+		struct sbx_settings t;
+		sbx_settings_init(&t);
+		tap_ok(sbx_settings_set(&t,
+					"sandbox.egress_allow=api.example.com, *.Example.org:8443,"
+					"127.0.0.1:9,[::1]:443",
+					&err) == 0,
+		       "egress_allow with names, a wildcard, ports, IPv4 and IPv6 (%s)", err.msg);
+		sbx_settings_release(&t);
+	}
 	/* Only what the file can hold, so that a dump loads again (the fuzzer's
 	 * round trip, tests/fuzz/fuzz-settings). */
 	{
@@ -472,13 +508,14 @@ static void non_default(const struct sbx_setting *d, char *out, size_t n)
 	switch (d->type) {
 	case SBX_SETTING_STRING:
 		snprintf(out, n, "%s",
-			 strcmp(d->key, "socket") == 0	    ? "/x.sock"
-			 : strcmp(d->key, "instance") == 0  ? "x"
-			 : strcmp(d->key, "state_dir") == 0 ? "/x"
-			 : strcmp(d->key, "keys_file") == 0 ? "/x"
-			 : strcmp(d->key, "audit_log") == 0 ? "/x"
-			 : strcmp(d->key, "runtime") == 0   ? "runsc"
-							    : "http://x");
+			 strcmp(d->key, "socket") == 0	       ? "/x.sock"
+			 : strcmp(d->key, "instance") == 0     ? "x"
+			 : strcmp(d->key, "state_dir") == 0    ? "/x"
+			 : strcmp(d->key, "keys_file") == 0    ? "/x"
+			 : strcmp(d->key, "audit_log") == 0    ? "/x"
+			 : strcmp(d->key, "runtime") == 0      ? "runsc"
+			 : strcmp(d->key, "egress_allow") == 0 ? "x.example"
+							       : "http://x");
 		break;
 	case SBX_SETTING_ENUM:
 		snprintf(out, n, "%s", strcmp(d->words[0], d->def) ? d->words[0] : d->words[1]);

@@ -119,6 +119,9 @@ struct sbx_sandbox_info {
 	 * the engine restarted); NULL while it is fine. Calls on it fail. */
 	char *reason;
 	char **packages; /* successfully installed package specs, NULL-terminated */
+	/* Bytes its egress relay carried (src/sandbox/egress.c): to the sandbox
+	 * (downloads: index pages, packages, answers) and from it (requests). */
+	uint64_t egress_bytes_in, egress_bytes_out;
 };
 
 /* One file created or modified under SBX_RESULTS_DIR during a run. */

@@ -69,7 +69,12 @@ struct sbx_settings {
 		int64_t exec_timeout_ms;
 		int64_t output_cap; /* bytes */
 		char *upload_dir;   /* "" = uploads disabled */
+		/* The package index the server fetches for a sandbox's pip (src/sandbox/
+		 * egress.c); may hold user:password, which never reaches a sandbox. */
 		char *index_url;
+		/* Comma-separated HOST[:PORT] (include/sbx/hostport.h) sandbox code
+		 * may reach through the server's relay; "" = only the index. */
+		char *egress_allow;
 		bool allow_direct_urls; /* package specs may be URLs, paths, files */
 		int64_t max_sandboxes;
 		int64_t install_timeout_ms;

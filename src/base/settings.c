@@ -23,10 +23,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <curl/curl.h>
 #include <ini.h>
 
 #include "sbx/buf.h"
 #include "sbx/common.h"
+#include "sbx/hostport.h"
 #include "sbx/settings.h"
 
 #define KIB INT64_C(1024)
@@ -73,6 +75,69 @@ static bool check_http_url(const char *v, char *why, size_t n)
 		return true;
 	snprintf(why, n, "expected an http:// or https:// URL");
 	return false;
+}
+
+/* The package index: an http:// or https:// URL with a host, perhaps
+ * user:password@ (the server adds them; sandboxes never see them), no query
+ * or fragment (the server appends the paths pip asks for). */
+static bool check_index_url(const char *v, char *why, size_t n)
+{
+	CURLU *u = curl_url();
+	char *scheme = NULL, *host = NULL, *query = NULL, *frag = NULL;
+	bool ok = false;
+
+	if (!u)
+		return snprintf(why, n, "out of memory"), false;
+	if ((strncmp(v, "http://", 7) == 0 || strncmp(v, "https://", 8) == 0) &&
+	    curl_url_set(u, CURLUPART_URL, v, 0) == CURLUE_OK &&
+	    curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) == CURLUE_OK &&
+	    curl_url_get(u, CURLUPART_HOST, &host, 0) == CURLUE_OK && *host &&
+	    curl_url_get(u, CURLUPART_QUERY, &query, 0) == CURLUE_NO_QUERY &&
+	    curl_url_get(u, CURLUPART_FRAGMENT, &frag, 0) == CURLUE_NO_FRAGMENT)
+		ok = true;
+	else
+		snprintf(why, n,
+			 "expected an http:// or https:// URL with a host (user:password@ "
+			 "allowed), no query or fragment");
+	curl_free(scheme);
+	curl_free(host);
+	curl_free(query);
+	curl_free(frag);
+	curl_url_cleanup(u);
+	return ok;
+}
+
+/* Comma-separated HOST[:PORT] entries (spaces around them allowed), a host
+ * perhaps "*.example.com"; empty = none. */
+static bool check_egress_allow(const char *v, char *why, size_t n)
+{
+	const char *p = v;
+
+	while (*p) {
+		char host[SBX_HOST_BUF], what[128];
+		size_t len;
+		int port;
+
+		while (*p == ' ')
+			p++;
+		len = strcspn(p, ",");
+		while (len && p[len - 1] == ' ')
+			len--;
+		if (sbx_hostport_parse(p, len, SBX_HOSTPORT_WILDCARD, host, &port, what,
+				       sizeof(what)) < 0) {
+			snprintf(why, n,
+				 "entry \"%.*s\": %s; expected comma-separated HOST[:PORT] "
+				 "(HOST a name, *.name, an IPv4 address or [IPv6])",
+				 (int)(len < 64 ? len : 64), p, what);
+			return false;
+		}
+		p += len;
+		while (*p == ' ')
+			p++;
+		if (*p == ',')
+			p++;
+	}
+	return true;
 }
 
 static bool check_instance(const char *v, char *why, size_t n)
@@ -206,8 +271,12 @@ static const struct sbx_setting schema[] = {
 	   "most output kept from one command"),
     STRING("sandbox", "upload_dir", sandbox.upload_dir, "", NULL,
 	   "host directory for uploaded files; empty = uploads disabled"),
-    STRING("sandbox", "index_url", sandbox.index_url, "", check_http_url,
-	   "package index URL given to sandboxes; empty = none"),
+    STRING("sandbox", "index_url", sandbox.index_url, "https://pypi.org/simple/", check_index_url,
+	   "package index pip installs from, fetched by the server for the sandbox (user:password@ "
+	   "allowed; never given to sandboxes)"),
+    STRING("sandbox", "egress_allow", sandbox.egress_allow, "", check_egress_allow,
+	   "comma-separated HOST[:PORT] that code in a sandbox may reach over HTTP and HTTPS "
+	   "through the server, besides the index; empty = none"),
     BOOLEAN("sandbox", "allow_direct_urls", sandbox.allow_direct_urls, "false",
 	    "let install_package_in_sandbox take URLs, paths and file names, not only "
 	    "package names from the index"),

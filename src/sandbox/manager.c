@@ -119,6 +119,7 @@ static sbx_sandbox *record_free(sbx_sandbox *sb)
 	free(sb->image);
 	sbx_install_list_free(sb->installs);
 	sbx_interp_free(sb->interp);
+	sbx_egress_free(sb->egress);
 	free(sb);
 	return NULL;
 }
@@ -1124,6 +1125,12 @@ static int info_fill(sbx_manager *m, sbx_sandbox *sb, const char *status,
 	}
 	pthread_mutex_unlock(&m->lock);
 	info->packages = sbx_sandbox_packages(m, sb);
+	{
+		struct sbx_egress_stats es;
+		sbx_egress_stats(m, sb, &es);
+		info->egress_bytes_in = es.bytes_in;
+		info->egress_bytes_out = es.bytes_out;
+	}
 	if (!info->id || !info->name || !info->owner || !info->status || !info->image ||
 	    !info->packages || dead) {
 		sbx_sandbox_info_release(info);

@@ -329,14 +329,12 @@ static void *install_thread(void *arg)
 	enum sbx_install_state state = SBX_INSTALL_FAILED;
 	int r;
 
+	char **env = NULL;
+
 	argv[k++] = "pip";
 	argv[k++] = "install";
 	argv[k++] = "--no-input";
 	argv[k++] = "--disable-pip-version-check";
-	if (s->sandbox.index_url[0]) {
-		argv[k++] = "--index-url";
-		argv[k++] = s->sandbox.index_url;
-	}
 	argv[k++] = "--";
 	argv[k++] = job->spec;
 	argv[k] = NULL;
@@ -345,9 +343,17 @@ static void *install_thread(void *arg)
 				     .timeout_ms = (long)s->sandbox.install_timeout_ms,
 				     .output_cap = PIP_OUTPUT_CAP};
 
-	r = sbx_exec(m->engine, job->sb->container, &spec, &res, &err);
+	/* pip reaches the index (and its file host) only through the sandbox's
+	 * relay: the server fetches for it and adds the index's credentials. */
+	r = sbx_egress_pip_env(m, job->sb, &env, &err);
+	if (r >= 0) {
+		spec.env = (const char *const *)env;
+		r = sbx_exec(m->engine, job->sb->container, &spec, &res, &err);
+		if (r < 0)
+			sbx_sandbox_exec_failed(m, job->sb, r, &err);
+	}
+	sbx_strv_free(env);
 	if (r < 0) {
-		sbx_sandbox_exec_failed(m, job->sb, r, &err);
 		snprintf(note, sizeof(note), "\n[pip could not run: %s]\n", err.msg);
 	} else if (res.timed_out) {
 		snprintf(note, sizeof(note),

@@ -14,6 +14,7 @@
 
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "sbx/sandbox.h"
 
@@ -35,6 +36,7 @@ struct sbx_install {
 };
 
 struct sbx_interp; /* interp.c */
+struct sbx_egress; /* egress.c */
 
 /* Why a sandbox is being removed, or was (the table of sandboxes gone
  * lately keeps it, so that a later call can say so). */
@@ -88,6 +90,8 @@ struct sbx_sandbox {
 	/* The Python interpreter: set once, under m->lock, at first use or (from
 	 * the pool entry) at assignment before the record is ready. */
 	struct sbx_interp *interp;
+	/* Its egress relay (egress.c): set once, under m->lock, at first use. */
+	struct sbx_egress *egress;
 	/* The OOM kills its memory cgroup had counted when last looked at
 	 * (0 for a new container; under m->lock). */
 	int64_t oom_kills;
@@ -192,6 +196,35 @@ int sbx_interp_protocol_feed(sbx_manager *m, const char *p, size_t n);
  * lines between calls (its line buffer's capacity and its tokener's string
  * buffer's), 0 before its first call. */
 size_t sbx_interp_line_bytes(sbx_sandbox *sb);
+
+/* egress.c: the sandbox's relay to the package index and the hosts of
+ * sandbox.egress_allow (see the file's header). */
+
+/* Starts SB's relay unless it runs (its first use, or it died, was killed
+ * or broke the protocol since) and tells its port on the sandbox's loopback. */
+int sbx_egress_ensure(sbx_manager *m, sbx_sandbox *sb, int *ret_port, struct sbx_error *err);
+/* sbx_egress_ensure, then the environment pip runs with (NULL-terminated,
+ * owned): PIP_INDEX_URL on the relay (the index's path, no credentials),
+ * HTTP(S)_PROXY to it, NO_PROXY for the relay itself. */
+int sbx_egress_pip_env(sbx_manager *m, sbx_sandbox *sb, char ***ret_env, struct sbx_error *err);
+/* Stops the relay's pump (closing its stream ends the relay) and frees E. */
+void sbx_egress_free(struct sbx_egress *e);
+
+/* What a sandbox's relay did, since the sandbox was made. */
+struct sbx_egress_stats {
+	bool running;		  /* a relay runs now */
+	int port;		  /* its port, 0 when none runs */
+	long pid;		  /* its pid in the sandbox (as it says), 0 when none runs */
+	uint64_t relays;	  /* relays started */
+	uint64_t protocol_errors; /* relays stopped for breaking the protocol */
+	uint64_t streams;	  /* connections carried (accepted by the server) */
+	uint64_t refused;	  /* connections answered with an error of ours */
+	size_t open;		  /* connections open now */
+	uint64_t bytes_in;	  /* DATA to the sandbox */
+	uint64_t bytes_out;	  /* DATA from the sandbox */
+};
+/* All zero when SB never had a relay. */
+void sbx_egress_stats(sbx_manager *m, sbx_sandbox *sb, struct sbx_egress_stats *ret);
 
 /* files.c: refuses an artifact RELPATH (relative to SBX_RESULTS_DIR, from a
  * link) that is empty, absolute, too long or too deep, or has an empty, "."

@@ -190,6 +190,10 @@ static struct json_object *sandbox_json(const struct sbx_sandbox_info *in)
 	if (in->reason)
 		r |= sbx_tools_put(o, "reason", new_str(in->reason));
 	r |= sbx_tools_put(o, "packages", pk);
+	r |= sbx_tools_put(o, "egress_bytes_in",
+			   json_object_new_int64((int64_t)in->egress_bytes_in));
+	r |= sbx_tools_put(o, "egress_bytes_out",
+			   json_object_new_int64((int64_t)in->egress_bytes_out));
 	if (r < 0)
 		return json_object_put(o), NULL;
 	return o;

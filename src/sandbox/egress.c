@@ -1,0 +1,1268 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Egress: the server's side of a sandbox's relay (src/sandbox/interp/
+ * sbx_relay.py, whose header describes the frames).
+ *
+ * A sandbox has no network (sandbox.network = none) but its own loopback.
+ * The relay listens there and carries each connection accepted over ONE
+ * engine exec stream to the server, which decides per connection
+ * (src/sandbox/egress_proto.c): a GET or HEAD for a path is fetched from
+ * sandbox.index_url with libcurl, the server adding the index's credentials
+ * (which therefore never enter the sandbox); CONNECT HOST:PORT and
+ * http://HOST/ requests reach the index's own host, its file host and the
+ * hosts in sandbox.egress_allow, through a connection the server opens
+ * itself; anything else gets a 403 naming the host and the setting. Only
+ * the engine's exec API is used: the engine may be remote.
+ *
+ * Threads: one pump thread per running relay owns the exec stream (reads
+ * and writes it), the tunnels' upstream connections and the frames; a
+ * worker thread per connection that fetches or connects (at most
+ * STREAMS_MAX per sandbox, WORKERS_MAX in all) hands bytes to it through
+ * bounded buffers under e->lock. The relay is code in the sandbox and
+ * may be replaced by anything: every frame is checked (its size, its type,
+ * each stream's window), so that the server holds about STREAMS_MAX x
+ * (EGRESS_STREAM_WINDOW + OUT_CAP) bytes for a sandbox (plus buffer slack)
+ * and one frame's payload; a relay that breaks a rule is stopped (its
+ * stream closed and, Podman's conmon not always ending it then, its process
+ * killed), and the next install starts a new one.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <json-c/json.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include <curl/curl.h>
+
+#include "egress-internal.h"
+#include "sandbox-internal.h"
+#include "sbx/buf.h"
+#include "sbx/clock.h"
+#include "sbx/common.h"
+#include "sbx/log.h"
+
+/* The relay's program, generated from src/sandbox/interp/sbx_relay.py. */
+#include "src/sandbox/interp/sbx_relay.inc"
+
+#define RELAY_USER "1000:1000"
+/* Connections one sandbox's relay carries at once; more are answered 503. */
+#define STREAMS_MAX 16
+/* Worker threads (fetches and connects in progress) of all sandboxes. */
+#define WORKERS_MAX 256
+/* Bytes held for the relay per stream before a worker waits. */
+#define OUT_CAP EGRESS_STREAM_WINDOW
+/* How long a new relay may take to say hello. */
+#define HELLO_MS 15000
+/* A connection's request head must arrive within this (slow clients). */
+#define HEAD_MS 10000
+/* Opening an upstream connection (name lookup included). */
+#define CONNECT_MS 15000
+/* A tunnel with no byte either way this long is closed. */
+#define IDLE_MS (10 * 60 * 1000)
+/* A worker waits this long at most for the relay to take its bytes. */
+#define STALL_MS 120000
+/* Bytes of frames written to the engine stream in one go. */
+#define BATCH_MAX (4 * (EGRESS_HDR + EGRESS_FRAME_MAX))
+/* Bytes of the relay's own stderr kept to explain a failed start. */
+#define DIAG_MAX 2048
+/* Control frames (refusals, WINDOW) waiting to be written; a relay that
+ * makes more in one read of its output is stopped. */
+#define CTL_MAX (256 * 1024)
+
+enum stream_state {
+	S_FREE,
+	S_HEAD,	   /* reading the request head */
+	S_REPLY,   /* answering it ourselves (a refusal); what comes is dropped */
+	S_FETCH,   /* a worker fetches (GET, HEAD); what comes is dropped */
+	S_CONNECT, /* a worker connects (CONNECT); what comes waits for the tunnel */
+	S_TUNNEL,  /* bytes both ways between the relay and up */
+	S_END,	   /* CLOSE sent: waits for its worker to end, then freed */
+};
+
+struct estream {
+	struct sbx_egress *e;
+	enum stream_state state;
+	uint16_t id;
+	int64_t deadline_ms; /* S_HEAD: the head's; S_TUNNEL: idle */
+	/* From the relay. in_window: what it may still send; in_credit:
+	 * consumed, not yet granted back with WINDOW. */
+	struct sbx_buf in;
+	size_t in_off;
+	uint32_t in_window, in_credit;
+	/* To the relay, within out_window (granted by its WINDOW frames). */
+	struct sbx_buf out;
+	size_t out_off;
+	uint64_t out_window;
+	bool out_eof;	  /* nothing more comes: CLOSE once out is sent */
+	bool close_sent;  /* we sent CLOSE */
+	bool peer_closed; /* the relay sent CLOSE */
+	bool cancel;	  /* the worker stops */
+	bool worker, worker_done;
+	pthread_t tid;
+	struct egress_request req;
+	CURL *up; /* S_TUNNEL: the upstream connection (CONNECT_ONLY) */
+	int up_fd;
+	bool up_eof;
+};
+
+struct sbx_egress {
+	char sid[SBX_SANDBOX_ID_MAX + 1];
+	sbx_engine *engine; /* outlives the record, and so this */
+	char *container;
+	struct egress_policy pol;
+	pthread_mutex_t start_lock; /* serialises starts */
+	pthread_mutex_t lock;	    /* everything below */
+	pthread_cond_t cond;	    /* room in an out buffer, or cancel */
+	sbx_stream *stream;	    /* the pump's while it runs */
+	pthread_t pump;
+	bool running;  /* the pump runs (it clears this as it ends) */
+	bool joinable; /* a pump thread was started and not joined */
+	bool stop;
+	int wake[2]; /* a byte wakes the pump */
+	int port;
+	long pid;
+	struct sbx_egress_stats stats;
+	struct estream st[STREAMS_MAX];
+	struct sbx_buf ctl;	 /* control frames waiting to be written */
+	struct egress_reader rd; /* the pump's */
+	struct sbx_buf diag;	 /* the relay's stderr */
+	char why[256];		 /* why the pump stopped the relay (protocol) */
+};
+
+static pthread_mutex_t workers_lock = PTHREAD_MUTEX_INITIALIZER;
+static int workers;
+
+static void wake(struct sbx_egress *e)
+{
+	ssize_t n = write(e->wake[1], "x", 1);
+	(void)n; /* a full pipe already wakes it */
+}
+
+static size_t out_pending(const struct estream *st)
+{
+	return st->out.len - st->out_off;
+}
+
+static size_t in_pending(const struct estream *st)
+{
+	return st->in.len - st->in_off;
+}
+
+/* Under lock: N bytes the relay sent on ST were used up; grants them back. */
+static void credit(struct sbx_egress *e, struct estream *st, size_t n)
+{
+	unsigned char f[EGRESS_HDR + 4];
+
+	st->in_credit += (uint32_t)n;
+	if (st->in_credit < EGRESS_STREAM_WINDOW / 4 || st->close_sent || st->peer_closed)
+		return;
+	egress_frame_header(f, EGRESS_WINDOW, st->id, 4);
+	f[8] = (unsigned char)(st->in_credit >> 24);
+	f[9] = (unsigned char)(st->in_credit >> 16);
+	f[10] = (unsigned char)(st->in_credit >> 8);
+	f[11] = (unsigned char)st->in_credit;
+	if (sbx_buf_append(&e->ctl, f, sizeof(f)) == 0) {
+		st->in_window += st->in_credit;
+		st->in_credit = 0;
+	}
+}
+
+/* Under lock: queues BYTES for the relay on ST (no bound: the callers
+ * bound it). */
+static int out_append(struct estream *st, const void *p, size_t n)
+{
+	if (st->out_off && st->out_off == st->out.len) {
+		sbx_buf_reset(&st->out);
+		st->out_off = 0;
+	} else if (st->out_off >= EGRESS_FRAME_MAX) {
+		memmove(st->out.data, st->out.data + st->out_off, st->out.len - st->out_off);
+		st->out.len -= st->out_off;
+		st->out_off = 0;
+	}
+	return sbx_buf_append(&st->out, p, n);
+}
+
+/* Under lock: answers ST with a short plain-text response and ends it
+ * (what the relay sends on it from now on is dropped). */
+static void answer(struct estream *st, int status, const char *text)
+{
+	char *resp;
+	size_t len;
+
+	if (egress_plain_response(status, text, &resp, &len) == 0) {
+		out_append(st, resp, len);
+		free(resp);
+	}
+	if (st->state == S_HEAD)
+		st->state = S_REPLY;
+	st->out_eof = true;
+}
+
+/* Under lock: the stream is over for whatever reason: drops what the relay
+ * no longer needs, stops its worker, closes the tunnel; CLOSE follows once
+ * what is queued for the relay is sent (nothing, when it closed). */
+static void end_stream(struct sbx_egress *e, struct estream *st)
+{
+	st->cancel = true;
+	st->out_eof = true;
+	if (st->peer_closed) {
+		sbx_buf_release(&st->out);
+		st->out_off = 0;
+	}
+	if (st->up) {
+		curl_easy_cleanup(st->up);
+		st->up = NULL;
+		st->up_fd = -1;
+	}
+	sbx_buf_release(&st->in);
+	st->in_off = 0;
+	pthread_cond_broadcast(&e->cond);
+}
+
+/* The live stream ID: one we have closed is no longer the relay's (it may
+ * open the id again as soon as it has our CLOSE). */
+static struct estream *find(struct sbx_egress *e, uint16_t id)
+{
+	for (size_t i = 0; i < STREAMS_MAX; i++)
+		if (e->st[i].state != S_FREE && !e->st[i].close_sent && e->st[i].id == id)
+			return &e->st[i];
+	return NULL;
+}
+
+/* ---- workers ---- */
+
+static bool worker_take(void)
+{
+	bool ok;
+
+	pthread_mutex_lock(&workers_lock);
+	ok = workers < WORKERS_MAX;
+	if (ok)
+		workers++;
+	pthread_mutex_unlock(&workers_lock);
+	return ok;
+}
+
+static void worker_give(void)
+{
+	pthread_mutex_lock(&workers_lock);
+	workers--;
+	pthread_mutex_unlock(&workers_lock);
+}
+
+/* The worker's last act: nothing of ST or E is touched after it. */
+static void worker_end(struct estream *st)
+{
+	struct sbx_egress *e = st->e;
+
+	pthread_mutex_lock(&e->lock);
+	st->out_eof = true;
+	st->worker_done = true;
+	pthread_cond_broadcast(&e->cond);
+	wake(e);
+	pthread_mutex_unlock(&e->lock);
+	worker_give();
+}
+
+static int xfer_cancelled(void *userdata, curl_off_t dt, curl_off_t dn, curl_off_t ut,
+			  curl_off_t un)
+{
+	struct estream *st = userdata;
+	bool c;
+
+	(void)dt, (void)dn, (void)ut, (void)un;
+	pthread_mutex_lock(&st->e->lock);
+	c = st->cancel;
+	pthread_mutex_unlock(&st->e->lock);
+	return c;
+}
+
+/* Hands N bytes to the pump, waiting (bounded) while the relay has not
+ * taken what came before; false when the stream ended or stalled. */
+static bool push(struct estream *st, const void *p, size_t n)
+{
+	struct sbx_egress *e = st->e;
+	int64_t until = sbx_monotonic_ms() + STALL_MS;
+	bool ok = false;
+
+	pthread_mutex_lock(&e->lock);
+	while (!st->cancel && out_pending(st) > 0 && out_pending(st) + n > OUT_CAP)
+		if (sbx_cond_wait_until(&e->cond, &e->lock, until) == ETIMEDOUT)
+			break;
+	if (!st->cancel && (out_pending(st) == 0 || out_pending(st) + n <= OUT_CAP) &&
+	    out_append(st, p, n) == 0)
+		ok = true;
+	wake(e);
+	pthread_mutex_unlock(&e->lock);
+	return ok;
+}
+
+struct fetch {
+	struct estream *st;
+	long status;	     /* of the response being read */
+	struct sbx_buf head; /* its headers passed on */
+	bool head_sent;
+};
+
+/* Response headers passed back to the sandbox. */
+static const char *const kept_headers[] = {
+    "accept-ranges", "age",  "cache-control", "content-encoding", "content-length", "content-range",
+    "content-type",  "date", "etag",	      "expires",	  "last-modified",  "location",
+    "vary",
+};
+
+static size_t on_header(char *b, size_t size, size_t nitems, void *userdata)
+{
+	struct fetch *f = userdata;
+	struct sbx_egress *e = f->st->e;
+	size_t n = size * nitems, len = n, name;
+	const char *colon;
+
+	while (len && (b[len - 1] == '\n' || b[len - 1] == '\r'))
+		len--;
+	if (len >= 5 && memcmp(b, "HTTP/", 5) == 0) { /* a new response (after a 1xx) */
+		const char *sp = memchr(b, ' ', len);
+		f->status = sp ? strtol(sp + 1, NULL, 10) : 0;
+		sbx_buf_reset(&f->head);
+		return n;
+	}
+	colon = memchr(b, ':', len);
+	if (!colon)
+		return n;
+	name = (size_t)(colon - b);
+	for (size_t i = 0; i < SBX_ARRAY_SIZE(kept_headers); i++) {
+		const char *v = b + name + 1;
+		size_t vlen;
+
+		if (strlen(kept_headers[i]) != name || strncasecmp(b, kept_headers[i], name) != 0)
+			continue;
+		while (v < b + len && (*v == ' ' || *v == '\t'))
+			v++;
+		vlen = (size_t)(b + len - v);
+		if (f->head.len + name + vlen + 4 > EGRESS_HEAD_MAX)
+			break;
+		/* A redirect within the index stays on the relay. */
+		const char *o = e->pol.index_origin;
+		size_t ol = strlen(o);
+		if (name == 8 && vlen >= ol && strncasecmp(v, o, ol) == 0 &&
+		    (vlen == ol || v[ol] == '/'))
+			sbx_buf_appendf(&f->head, "Location: http://127.0.0.1:%d%.*s\r\n", e->port,
+					(int)(vlen - ol), v + ol);
+		else
+			sbx_buf_appendf(&f->head, "%.*s: %.*s\r\n", (int)name, b, (int)vlen, v);
+		break;
+	}
+	return n;
+}
+
+static bool send_head(struct fetch *f)
+{
+	struct sbx_buf h = SBX_BUF_INIT;
+	bool ok;
+
+	f->head_sent = true;
+	if (sbx_buf_appendf(&h, "HTTP/1.1 %ld %s\r\n%sConnection: close\r\n\r\n", f->status,
+			    f->status < 300 ? "OK" : "-", f->head.data ? f->head.data : "") < 0)
+		return false;
+	ok = push(f->st, h.data, h.len);
+	sbx_buf_release(&h);
+	return ok;
+}
+
+static size_t on_body(char *b, size_t size, size_t nmemb, void *userdata)
+{
+	struct fetch *f = userdata;
+	size_t n = size * nmemb;
+
+	if (!f->head_sent && !send_head(f))
+		return 0;
+	if (n && !push(f->st, b, n))
+		return 0;
+	return n;
+}
+
+static void *fetch_main(void *arg)
+{
+	struct estream *st = arg;
+	struct sbx_egress *e = st->e;
+	const struct egress_request *q = &st->req;
+	struct fetch f = {.st = st};
+	struct curl_slist *hl = NULL;
+	char *url = NULL, msg[512];
+	CURL *c = curl_easy_init();
+	CURLcode code = CURLE_OUT_OF_MEMORY;
+	bool index = q->kind == EGRESS_REQ_INDEX, v6 = strchr(q->host, ':') != NULL;
+	int r;
+
+	if (index)
+		r = asprintf(&url, "%s%s", e->pol.index_origin, q->path);
+	else
+		r = asprintf(&url, "http://%s%s%s:%d%s", v6 ? "[" : "", q->host, v6 ? "]" : "",
+			     q->port, q->path);
+	if (r < 0)
+		url = NULL;
+	for (size_t off = 0; off < q->headers_len; off += strlen(q->headers + off) + 1) {
+		struct curl_slist *n = curl_slist_append(hl, q->headers + off);
+		if (!n)
+			goto out;
+		hl = n;
+	}
+	/* curl adds none of its own then (an index may vary on them). */
+	if (!(hl = curl_slist_append(hl, "Accept:")) || !c || !url)
+		goto out;
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(c, CURLOPT_PROXY, ""); /* the server connects itself */
+	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)CONNECT_MS);
+	curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
+	curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, 60L);
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, hl);
+	if (q->head_only)
+		curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
+	if (index && e->pol.user) {
+		curl_easy_setopt(c, CURLOPT_HTTPAUTH, (long)CURLAUTH_BASIC);
+		curl_easy_setopt(c, CURLOPT_USERNAME, e->pol.user);
+		curl_easy_setopt(c, CURLOPT_PASSWORD, e->pol.password ? e->pol.password : "");
+	}
+	curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+	curl_easy_setopt(c, CURLOPT_HEADERDATA, &f);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, &f);
+	curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+	curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, xfer_cancelled);
+	curl_easy_setopt(c, CURLOPT_XFERINFODATA, st);
+	code = curl_easy_perform(c);
+	if (code == CURLE_OK && !f.head_sent)
+		send_head(&f);
+out:
+	if (code != CURLE_OK && !f.head_sent) {
+		pthread_mutex_lock(&e->lock);
+		if (!st->cancel) {
+			snprintf(msg, sizeof(msg), "mcp-sandbox: could not fetch from %s: %s",
+				 index ? e->pol.index_host : q->host, curl_easy_strerror(code));
+			answer(st, code == CURLE_OPERATION_TIMEDOUT ? 504 : 502, msg);
+			wake(e);
+		}
+		pthread_mutex_unlock(&e->lock);
+	}
+	curl_slist_free_all(hl);
+	if (c)
+		curl_easy_cleanup(c);
+	free(url);
+	sbx_buf_release(&f.head);
+	worker_end(st);
+	return NULL;
+}
+
+static void *connect_main(void *arg)
+{
+	static const char ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
+	struct estream *st = arg;
+	struct sbx_egress *e = st->e;
+	const struct egress_request *q = &st->req;
+	bool v6 = strchr(q->host, ':') != NULL;
+	CURL *c = curl_easy_init();
+	CURLcode code = CURLE_OUT_OF_MEMORY;
+	curl_socket_t fd = CURL_SOCKET_BAD;
+	char *url = NULL, msg[512];
+
+	if (c && asprintf(&url, "http://%s%s%s:%d/", v6 ? "[" : "", q->host, v6 ? "]" : "",
+			  q->port) >= 0) {
+		curl_easy_setopt(c, CURLOPT_URL, url);
+		curl_easy_setopt(c, CURLOPT_CONNECT_ONLY, 1L);
+		curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http");
+		curl_easy_setopt(c, CURLOPT_PROXY, "");
+		curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+		curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)CONNECT_MS);
+		curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+		curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, xfer_cancelled);
+		curl_easy_setopt(c, CURLOPT_XFERINFODATA, st);
+		code = curl_easy_perform(c);
+		if (code == CURLE_OK)
+			curl_easy_getinfo(c, CURLINFO_ACTIVESOCKET, &fd);
+	} else {
+		url = NULL;
+	}
+	pthread_mutex_lock(&e->lock);
+	if (st->cancel) {
+		/* ended meanwhile */
+	} else if (code == CURLE_OK && fd != CURL_SOCKET_BAD) {
+		st->up = SBX_TAKE(c);
+		st->up_fd = (int)fd;
+		st->state = S_TUNNEL;
+		st->deadline_ms = sbx_monotonic_ms() + IDLE_MS;
+		out_append(st, ok, sizeof(ok) - 1);
+	} else {
+		snprintf(msg, sizeof(msg), "mcp-sandbox: cannot connect to %s%s%s:%d: %s",
+			 v6 ? "[" : "", q->host, v6 ? "]" : "", q->port, curl_easy_strerror(code));
+		answer(st, code == CURLE_OPERATION_TIMEDOUT ? 504 : 502, msg);
+	}
+	st->worker_done = true;
+	pthread_cond_broadcast(&e->cond);
+	wake(e);
+	pthread_mutex_unlock(&e->lock);
+	if (c)
+		curl_easy_cleanup(c);
+	free(url);
+	worker_give();
+	return NULL;
+}
+
+/* Under lock: the head of ST is complete: starts its worker. */
+static void start_worker(struct sbx_egress *e, struct estream *st)
+{
+	pthread_attr_t attr;
+	int r;
+
+	if (!worker_take()) {
+		answer(st, 503,
+		       "mcp-sandbox: the server is relaying too many connections at "
+		       "once; try again in a moment");
+		return;
+	}
+	bool connect = st->req.kind == EGRESS_REQ_CONNECT;
+
+	st->state = connect ? S_CONNECT : S_FETCH;
+	st->worker = true;
+	pthread_attr_init(&attr);
+	pthread_attr_setstacksize(&attr, 256 * 1024);
+	r = pthread_create(&st->tid, &attr, connect ? connect_main : fetch_main, st);
+	pthread_attr_destroy(&attr);
+	if (r != 0) {
+		worker_give();
+		st->worker = false;
+		st->state = S_HEAD;
+		answer(st, 503,
+		       "mcp-sandbox: the server cannot start a thread for this "
+		       "connection; try again in a moment");
+	}
+}
+
+/* ---- the pump: frames from the relay ---- */
+
+static int protocol(struct sbx_egress *e, const char *fmt, ...) SBX_PRINTF(2, 3);
+static int protocol(struct sbx_egress *e, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(e->why, sizeof(e->why), fmt, ap);
+	va_end(ap);
+	return -EPROTO;
+}
+
+/* Under lock: what a stream in S_HEAD has received so far. */
+static void try_head(struct sbx_egress *e, struct estream *st)
+{
+	char why[512];
+	int r = egress_parse_request(&e->pol, e->port, st->in.data + st->in_off, in_pending(st),
+				     &st->req, why, sizeof(why));
+
+	if (r == 0)
+		return;
+	if (r == 1) {
+		st->in_off += st->req.head_len;
+		credit(e, st, st->req.head_len);
+		start_worker(e, st);
+		return;
+	}
+	if (r < 0)
+		snprintf(why, sizeof(why), "mcp-sandbox: out of memory");
+	sbx_buf_release(&st->in);
+	st->in_off = 0;
+	e->stats.refused++;
+	answer(st, r < 0 ? 503 : r, why);
+}
+
+static int on_frame(void *userdata, uint8_t type, uint16_t id, const unsigned char *p, uint32_t len)
+{
+	struct sbx_egress *e = userdata;
+	struct estream *st = find(e, id);
+
+	switch (type) {
+	case EGRESS_HELLO:
+		return 0; /* once at the start; later ones mean nothing */
+	case EGRESS_OPEN:
+		if (st)
+			return protocol(e, "opened stream %u twice", id);
+		for (size_t i = 0; i < STREAMS_MAX && !st; i++)
+			if (e->st[i].state == S_FREE)
+				st = &e->st[i];
+		if (!st) {
+			/* No state is kept: what the relay sends on it is dropped
+			 * as for any stream the server does not know. */
+			char msg[256], *resp;
+			unsigned char h[EGRESS_HDR];
+			size_t rl;
+
+			snprintf(msg, sizeof(msg),
+				 "mcp-sandbox: this sandbox already has %d connections through the "
+				 "server at once (the limit); close one and try again",
+				 STREAMS_MAX);
+			e->stats.refused++;
+			if (e->ctl.len > CTL_MAX)
+				return protocol(e,
+						"more connections than the server could refuse "
+						"(over %d at once)",
+						STREAMS_MAX);
+			if (egress_plain_response(503, msg, &resp, &rl) == 0) {
+				egress_frame_header(h, EGRESS_DATA, id, (uint32_t)rl);
+				sbx_buf_append(&e->ctl, h, sizeof(h));
+				sbx_buf_append(&e->ctl, resp, rl);
+				free(resp);
+			}
+			egress_frame_header(h, EGRESS_CLOSE, id, 0);
+			sbx_buf_append(&e->ctl, h, sizeof(h));
+			return 0;
+		}
+		memset(st, 0, sizeof(*st));
+		st->e = e;
+		st->id = id;
+		st->state = S_HEAD;
+		st->up_fd = -1;
+		st->in_window = EGRESS_STREAM_WINDOW;
+		st->out_window = EGRESS_STREAM_WINDOW;
+		st->deadline_ms = sbx_monotonic_ms() + HEAD_MS;
+		e->stats.streams++;
+		return 0;
+	case EGRESS_DATA:
+		if (!st || st->peer_closed)
+			return 0;
+		if (len > st->in_window)
+			return protocol(e, "%u bytes on stream %u beyond the %u its window allowed",
+					len, id, st->in_window);
+		st->in_window -= len;
+		e->stats.bytes_out += len;
+		/* Nothing reads it: dropped, and not granted back (an honest relay
+		 * sends nothing more on a stream we answer and close). */
+		if ((st->state != S_HEAD && st->state != S_CONNECT && st->state != S_TUNNEL) ||
+		    st->cancel)
+			return 0;
+		if (st->in_off && st->in_off == st->in.len) {
+			sbx_buf_reset(&st->in);
+			st->in_off = 0;
+		} else if (st->in_off) {
+			memmove(st->in.data, st->in.data + st->in_off, in_pending(st));
+			st->in.len -= st->in_off;
+			st->in_off = 0;
+		}
+		if (sbx_buf_append(&st->in, p, len) < 0)
+			return protocol(e, "out of memory");
+		if (st->state == S_HEAD)
+			try_head(e, st);
+		return 0;
+	case EGRESS_CLOSE:
+		if (!st || st->peer_closed)
+			return 0;
+		st->peer_closed = true;
+		end_stream(e, st);
+		return 0;
+	case EGRESS_WINDOW:
+		if (len != 4)
+			return protocol(e, "a WINDOW frame of %u bytes", len);
+		if (st && !st->close_sent) {
+			uint32_t v = (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 |
+				     (uint32_t)p[2] << 8 | p[3];
+			st->out_window += v;
+			if (st->out_window > (1u << 30))
+				st->out_window = 1u << 30;
+		}
+		return 0;
+	default:
+		return protocol(e, "a frame of type %u", type);
+	}
+}
+
+/* Reads what the relay wrote (without waiting): 1 to go on, 0 at its end,
+ * -EPROTO (e->why says why) or another negative code. */
+static int read_relay(struct sbx_egress *e)
+{
+	unsigned char buf[65536];
+	size_t total = 0;
+
+	while (total < 4 * sizeof(buf)) {
+		char why[192] = "";
+		int fd = 1, r;
+		ssize_t n = sbx_stream_read(e->stream, buf, sizeof(buf), &fd, 0, NULL);
+
+		if (n == -ETIMEDOUT)
+			return 1;
+		if (n <= 0)
+			return (int)n;
+		total += (size_t)n;
+		if (fd == 2) {
+			if (e->diag.len < DIAG_MAX)
+				sbx_buf_append(&e->diag, buf,
+					       (size_t)n < DIAG_MAX - e->diag.len
+						   ? (size_t)n
+						   : DIAG_MAX - e->diag.len);
+			continue;
+		}
+		pthread_mutex_lock(&e->lock);
+		r = egress_reader_feed(&e->rd, buf, (size_t)n, on_frame, e, why, sizeof(why));
+		pthread_mutex_unlock(&e->lock);
+		if (r == -EPROTO && why[0])
+			snprintf(e->why, sizeof(e->why), "%s", why);
+		if (r < 0)
+			return r;
+	}
+	return 1;
+}
+
+/* ---- the pump: tunnels, deadlines, frames to the relay ---- */
+
+/* Under lock: moves bytes between the relay's buffers and the tunnel's
+ * upstream connection, without waiting. */
+static void tunnel_io(struct sbx_egress *e, struct estream *st, int64_t now)
+{
+	char buf[16384];
+	bool moved = false;
+
+	while (st->up && in_pending(st)) {
+		size_t sent = 0;
+		CURLcode c =
+		    curl_easy_send(st->up, st->in.data + st->in_off, in_pending(st), &sent);
+		if (c == CURLE_AGAIN)
+			break;
+		if (c != CURLE_OK) {
+			end_stream(e, st);
+			return;
+		}
+		st->in_off += sent;
+		credit(e, st, sent);
+		moved = true;
+	}
+	while (st->up && !st->up_eof && out_pending(st) < OUT_CAP) {
+		size_t got = 0, want = OUT_CAP - out_pending(st);
+		CURLcode c =
+		    curl_easy_recv(st->up, buf, want < sizeof(buf) ? want : sizeof(buf), &got);
+		if (c == CURLE_AGAIN)
+			break;
+		if (c != CURLE_OK || got == 0) {
+			st->up_eof = true;
+			st->out_eof = true;
+			break;
+		}
+		if (out_append(st, buf, got) < 0) {
+			end_stream(e, st);
+			return;
+		}
+		moved = true;
+	}
+	if (moved)
+		st->deadline_ms = now + IDLE_MS;
+}
+
+/* Under lock: fills B (at most BATCH_MAX) with the frames to write now:
+ * control frames, DATA within each stream's window, CLOSE for streams that
+ * are done. */
+static void batch(struct sbx_egress *e, struct sbx_buf *b)
+{
+	unsigned char h[EGRESS_HDR];
+
+	if (e->ctl.len) {
+		sbx_buf_append(b, e->ctl.data, e->ctl.len);
+		sbx_buf_reset(&e->ctl);
+	}
+	for (size_t i = 0; i < STREAMS_MAX; i++) {
+		struct estream *st = &e->st[i];
+
+		if (st->state == S_FREE || st->close_sent)
+			continue;
+		while (out_pending(st) && st->out_window && b->len < BATCH_MAX) {
+			size_t n = out_pending(st);
+			if (n > EGRESS_FRAME_MAX)
+				n = EGRESS_FRAME_MAX;
+			if (n > st->out_window)
+				n = (size_t)st->out_window;
+			egress_frame_header(h, EGRESS_DATA, st->id, (uint32_t)n);
+			if (sbx_buf_append(b, h, sizeof(h)) < 0 ||
+			    sbx_buf_append(b, st->out.data + st->out_off, n) < 0)
+				break;
+			st->out_off += n;
+			st->out_window -= n;
+			e->stats.bytes_in += n;
+			pthread_cond_broadcast(&e->cond);
+		}
+		if (st->out_eof && !out_pending(st) &&
+		    (!st->worker || st->worker_done || st->peer_closed)) {
+			egress_frame_header(h, EGRESS_CLOSE, st->id, 0);
+			if (sbx_buf_append(b, h, sizeof(h)) == 0) {
+				st->close_sent = true;
+				end_stream(e, st);
+				st->state = S_END;
+			}
+		}
+	}
+}
+
+/* Under lock: frees the streams that are over; their workers are joined
+ * (each has ended or ends at once: it was cancelled) without the lock. */
+static void reap(struct sbx_egress *e)
+{
+	for (size_t i = 0; i < STREAMS_MAX; i++) {
+		struct estream *st = &e->st[i];
+
+		if (st->state != S_END || (st->worker && !st->worker_done))
+			continue;
+		if (st->worker) {
+			pthread_t tid = st->tid;
+			pthread_mutex_unlock(&e->lock);
+			pthread_join(tid, NULL);
+			pthread_mutex_lock(&e->lock);
+		}
+		if (st->up)
+			curl_easy_cleanup(st->up);
+		sbx_buf_release(&st->in);
+		sbx_buf_release(&st->out);
+		egress_request_release(&st->req);
+		memset(st, 0, sizeof(*st));
+		st->up_fd = -1;
+	}
+}
+
+/* Under lock: deadlines (a head too slow, an idle tunnel); the time until
+ * the next one, in ms. */
+static int deadlines(struct sbx_egress *e, int64_t now)
+{
+	int64_t next = now + 1000;
+
+	for (size_t i = 0; i < STREAMS_MAX; i++) {
+		struct estream *st = &e->st[i];
+
+		if (st->state == S_HEAD && now >= st->deadline_ms) {
+			sbx_buf_release(&st->in);
+			st->in_off = 0;
+			e->stats.refused++;
+			answer(st, 408,
+			       "mcp-sandbox: the request head did not arrive within 10 seconds");
+		} else if (st->state == S_TUNNEL && now >= st->deadline_ms) {
+			end_stream(e, st);
+		} else if ((st->state == S_HEAD || st->state == S_TUNNEL) &&
+			   st->deadline_ms < next) {
+			next = st->deadline_ms;
+		}
+	}
+	return next > now ? (int)(next - now) : 0;
+}
+
+/* Stops every stream and joins the workers: the relay is gone. A worker
+ * sees its cancel within a moment (curl calls its progress function at
+ * least once a second; a wait for room wakes at once). */
+static void teardown(struct sbx_egress *e)
+{
+	bool busy = true;
+
+	pthread_mutex_lock(&e->lock);
+	for (size_t i = 0; i < STREAMS_MAX; i++) {
+		struct estream *st = &e->st[i];
+		if (st->state == S_FREE)
+			continue;
+		st->peer_closed = true;
+		end_stream(e, st);
+		st->state = S_END;
+	}
+	while (busy) {
+		busy = false;
+		for (size_t i = 0; i < STREAMS_MAX; i++)
+			busy |= e->st[i].worker && !e->st[i].worker_done;
+		if (busy)
+			sbx_cond_wait_until(&e->cond, &e->lock, sbx_monotonic_ms() + 100);
+	}
+	reap(e);
+	sbx_buf_release(&e->ctl);
+	pthread_mutex_unlock(&e->lock);
+}
+
+/* Kills the relay with a fresh exec as the sandbox's user: the pid it gave
+ * in its hello, when that process is still a relay. */
+static void kill_relay(struct sbx_egress *e)
+{
+	char pid[32];
+	const char *const argv[] = {
+	    "sh",
+	    "-c",
+	    "grep -q sbx-relay /proc/\"$1\"/cmdline 2>/dev/null && kill -KILL \"$1\"; exit 0",
+	    "sh",
+	    pid,
+	    NULL};
+	struct sbx_exec_spec spec = {
+	    .argv = argv,
+	    .user = RELAY_USER,
+	    .timeout_ms = 10000,
+	    .output_cap = 4096,
+	};
+	struct sbx_exec_result res = {0};
+
+	if (e->pid <= 1)
+		return;
+	snprintf(pid, sizeof(pid), "%ld", e->pid);
+	if (sbx_exec(e->engine, e->container, &spec, &res, NULL) >= 0)
+		sbx_exec_result_release(&res);
+}
+
+static void *pump_main(void *arg)
+{
+	struct sbx_egress *e = arg;
+	struct sbx_buf out = SBX_BUF_INIT;
+	bool stopped;
+	int r = 1;
+
+	while (r > 0) {
+		struct pollfd pf[2 + STREAMS_MAX];
+		nfds_t n = 2;
+		int64_t now = sbx_monotonic_ms();
+		int timeout;
+
+		pthread_mutex_lock(&e->lock);
+		if (e->stop) {
+			pthread_mutex_unlock(&e->lock);
+			break;
+		}
+		for (size_t i = 0; i < STREAMS_MAX; i++)
+			if (e->st[i].state == S_TUNNEL && e->st[i].up)
+				tunnel_io(e, &e->st[i], now);
+		timeout = deadlines(e, now);
+		/* Everything that can be written now. */
+		for (;;) {
+			sbx_buf_reset(&out);
+			batch(e, &out);
+			if (!out.len)
+				break;
+			pthread_mutex_unlock(&e->lock);
+			r = sbx_stream_write(e->stream, out.data, out.len, NULL);
+			pthread_mutex_lock(&e->lock);
+			if (r < 0)
+				break;
+			r = 1;
+		}
+		reap(e);
+		pf[0] = (struct pollfd){.fd = sbx_stream_fd(e->stream), .events = POLLIN};
+		pf[1] = (struct pollfd){.fd = e->wake[0], .events = POLLIN};
+		for (size_t i = 0; i < STREAMS_MAX; i++) {
+			struct estream *st = &e->st[i];
+			short ev = 0;
+
+			if (st->state != S_TUNNEL || !st->up || st->up_fd < 0)
+				continue;
+			if (!st->up_eof && out_pending(st) < OUT_CAP)
+				ev |= POLLIN;
+			if (in_pending(st))
+				ev |= POLLOUT;
+			if (!ev)
+				continue;
+			pf[n++] = (struct pollfd){.fd = st->up_fd, .events = ev};
+		}
+		pthread_mutex_unlock(&e->lock);
+		if (r < 0)
+			break;
+		if (sbx_stream_pending(e->stream))
+			timeout = 0;
+		if (poll(pf, n, timeout) < 0 && errno != EINTR)
+			break;
+		if (pf[1].revents) {
+			char drain[256];
+			while (read(e->wake[0], drain, sizeof(drain)) > 0)
+				;
+		}
+		if (pf[0].revents || sbx_stream_pending(e->stream))
+			r = read_relay(e);
+	}
+	sbx_buf_release(&out);
+	if (r == -EPROTO) {
+		pthread_mutex_lock(&e->lock);
+		e->stats.protocol_errors++;
+		pthread_mutex_unlock(&e->lock);
+		sbx_log("sandbox %s: egress relay stopped: it sent %s", e->sid, e->why);
+	}
+	teardown(e);
+	pthread_mutex_lock(&e->lock);
+	e->stream = sbx_stream_free(e->stream);
+	stopped = e->stop;
+	/* sbx_egress_ensure starts another once this thread is joined. */
+	e->running = false;
+	pthread_mutex_unlock(&e->lock);
+	/* Closing the stream is not always the end of the relay (Podman's
+	 * conmon may keep its stdin open while its output is written into): the
+	 * one the server stopped is killed, unless the sandbox goes anyway. */
+	if (r != 0 && !stopped)
+		kill_relay(e);
+	return NULL;
+}
+
+/* ---- starting the relay ---- */
+
+struct hello {
+	struct sbx_egress *e;
+	bool got;
+};
+
+/* The first frame must be the hello; what follows it in the same read goes
+ * to on_frame, as the pump would take it. */
+static int on_hello(void *userdata, uint8_t type, uint16_t id, const unsigned char *p, uint32_t len)
+{
+	struct hello *h = userdata;
+	struct json_object *o, *v;
+	char text[256];
+	int port = 0, r;
+
+	if (h->got) {
+		pthread_mutex_lock(&h->e->lock);
+		r = on_frame(h->e, type, id, p, len);
+		pthread_mutex_unlock(&h->e->lock);
+		return r;
+	}
+	if (type != EGRESS_HELLO || len >= sizeof(text))
+		return -EPROTO;
+	memcpy(text, p, len);
+	text[len] = '\0';
+	o = json_tokener_parse(text);
+	if (o && json_object_object_get_ex(o, "port", &v))
+		port = json_object_get_int(v);
+	if (o && json_object_object_get_ex(o, "pid", &v))
+		h->e->pid = (long)json_object_get_int64(v);
+	json_object_put(o);
+	if (port < 1 || port > 65535)
+		return -EPROTO;
+	h->e->port = port;
+	h->got = true;
+	return 0;
+}
+
+/* Under start_lock, with no pump: starts the relay and waits for its hello. */
+static int start_relay(sbx_manager *m, sbx_sandbox *sb, struct sbx_egress *e, struct sbx_error *err)
+{
+	char frame_max[16], window[16];
+	const char *const argv[] = {"python3",	 "-u",	    "-c",   sbx_relay_py,
+				    "sbx-relay", frame_max, window, NULL};
+	struct sbx_exec_spec spec = {
+	    .argv = argv,
+	    .workdir = "/",
+	    .user = RELAY_USER,
+	};
+	struct hello h = {.e = e};
+	int64_t deadline = sbx_monotonic_ms() + HELLO_MS;
+	sbx_stream *s = NULL;
+	int r;
+
+	snprintf(frame_max, sizeof(frame_max), "%d", EGRESS_FRAME_MAX);
+	snprintf(window, sizeof(window), "%d", EGRESS_STREAM_WINDOW);
+	memset(&e->rd, 0, sizeof(e->rd));
+	sbx_buf_reset(&e->diag);
+	pthread_mutex_lock(&e->lock);
+	for (size_t i = 0; i < STREAMS_MAX; i++)
+		e->st[i] = (struct estream){.e = e, .up_fd = -1};
+	pthread_mutex_unlock(&e->lock);
+	r = sbx_exec_stream(m->engine, sb->container, &spec, &s, err);
+	if (r < 0)
+		return sbx_sandbox_exec_failed(m, sb, r, err);
+	while (!h.got) {
+		unsigned char buf[4096];
+		int64_t left = deadline - sbx_monotonic_ms();
+		int fd = 1;
+		ssize_t n =
+		    sbx_stream_read(s, buf, sizeof(buf), &fd, left > 0 ? (int)left : 0, NULL);
+
+		if (n > 0 && fd == 2) {
+			if (e->diag.len < DIAG_MAX)
+				sbx_buf_append(&e->diag, buf,
+					       (size_t)n < DIAG_MAX - e->diag.len
+						   ? (size_t)n
+						   : DIAG_MAX - e->diag.len);
+			continue;
+		}
+		if (n > 0) {
+			/* The hello is the first frame: the rest is kept for the pump. */
+			r = egress_reader_feed(&e->rd, buf, (size_t)n, on_hello, &h, NULL, 0);
+			if (r >= 0)
+				continue;
+			n = -EPROTO;
+		}
+		sbx_stream_free(s);
+		return sbx_error_set(err, n == -ETIMEDOUT ? -ETIMEDOUT : -EPIPE,
+				     "the package relay did not start in sandbox %s%s%.*s", sb->id,
+				     e->diag.len ? ": " : "", (int)e->diag.len,
+				     e->diag.data ? e->diag.data : "");
+	}
+	e->stream = s;
+	return 0;
+}
+
+static struct sbx_egress *egress_new(sbx_manager *m, sbx_sandbox *sb, struct sbx_error *err)
+{
+	struct sbx_egress *e = calloc(1, sizeof(*e));
+	char why[256];
+
+	if (!e) {
+		sbx_error_set(err, -ENOMEM, "out of memory");
+		return NULL;
+	}
+	if (egress_policy_init(&e->pol, m->s, why, sizeof(why)) < 0) {
+		sbx_error_set(err, -EINVAL, "%s", why);
+		free(e);
+		return NULL;
+	}
+	if (pipe2(e->wake, O_CLOEXEC | O_NONBLOCK) < 0) {
+		sbx_error_set(err, -errno, "cannot make a pipe: %s", strerror(errno));
+		egress_policy_release(&e->pol);
+		free(e);
+		return NULL;
+	}
+	snprintf(e->sid, sizeof(e->sid), "%s", sb->id);
+	e->engine = m->engine;
+	e->container = strdup(sb->container);
+	if (!e->container) {
+		sbx_error_set(err, -ENOMEM, "out of memory");
+		close(e->wake[0]);
+		close(e->wake[1]);
+		egress_policy_release(&e->pol);
+		free(e);
+		return NULL;
+	}
+	pthread_mutex_init(&e->start_lock, NULL);
+	pthread_mutex_init(&e->lock, NULL);
+	sbx_cond_init_monotonic(&e->cond);
+	return e;
+}
+
+static struct sbx_egress *egress_of(sbx_manager *m, sbx_sandbox *sb, struct sbx_error *err)
+{
+	struct sbx_egress *e, *fresh = NULL;
+
+	pthread_mutex_lock(&m->lock);
+	e = sb->egress;
+	pthread_mutex_unlock(&m->lock);
+	if (e)
+		return e;
+	fresh = egress_new(m, sb, err);
+	if (!fresh)
+		return NULL;
+	pthread_mutex_lock(&m->lock);
+	if (!sb->egress)
+		sb->egress = SBX_TAKE(fresh);
+	e = sb->egress;
+	pthread_mutex_unlock(&m->lock);
+	sbx_egress_free(fresh);
+	return e;
+}
+
+int sbx_egress_ensure(sbx_manager *m, sbx_sandbox *sb, int *ret_port, struct sbx_error *err)
+{
+	struct sbx_egress *e = egress_of(m, sb, err);
+	int r = 0;
+
+	if (!e)
+		return err ? err->code : -ENOMEM;
+	pthread_mutex_lock(&e->start_lock);
+	pthread_mutex_lock(&e->lock);
+	bool running = e->running;
+	pthread_mutex_unlock(&e->lock);
+	if (!running) {
+		if (e->joinable) {
+			pthread_join(e->pump, NULL);
+			e->joinable = false;
+		}
+		r = start_relay(m, sb, e, err);
+		if (r >= 0) {
+			e->stop = false;
+			e->running = true;
+			e->stats.relays++;
+			r = -pthread_create(&e->pump, NULL, pump_main, e);
+			if (r < 0) {
+				e->running = false;
+				e->stream = sbx_stream_free(e->stream);
+				sbx_error_set(err, r, "cannot start the package relay's thread");
+			} else {
+				e->joinable = true;
+			}
+		}
+	}
+	if (r >= 0)
+		*ret_port = e->port;
+	pthread_mutex_unlock(&e->start_lock);
+	return r;
+}
+
+void sbx_egress_free(struct sbx_egress *e)
+{
+	if (!e)
+		return;
+	pthread_mutex_lock(&e->lock);
+	e->stop = true;
+	if (e->stream) /* unblocks a write to a relay that does not read */
+		shutdown(sbx_stream_fd(e->stream), SHUT_RDWR);
+	wake(e);
+	pthread_mutex_unlock(&e->lock);
+	if (e->joinable)
+		pthread_join(e->pump, NULL);
+	sbx_stream_free(e->stream);
+	egress_policy_release(&e->pol);
+	sbx_buf_release(&e->diag);
+	sbx_buf_release(&e->ctl);
+	free(e->container);
+	close(e->wake[0]);
+	close(e->wake[1]);
+	pthread_cond_destroy(&e->cond);
+	pthread_mutex_destroy(&e->lock);
+	pthread_mutex_destroy(&e->start_lock);
+	free(e);
+}
+
+void sbx_egress_stats(sbx_manager *m, sbx_sandbox *sb, struct sbx_egress_stats *ret)
+{
+	struct sbx_egress *e;
+
+	memset(ret, 0, sizeof(*ret));
+	pthread_mutex_lock(&m->lock);
+	e = sb->egress;
+	pthread_mutex_unlock(&m->lock);
+	if (!e)
+		return;
+	pthread_mutex_lock(&e->lock);
+	*ret = e->stats;
+	ret->running = e->running;
+	ret->port = e->running ? e->port : 0;
+	ret->pid = e->running ? e->pid : 0;
+	for (size_t i = 0; i < STREAMS_MAX; i++)
+		ret->open += e->st[i].state != S_FREE;
+	pthread_mutex_unlock(&e->lock);
+}
+
+int sbx_egress_pip_env(sbx_manager *m, sbx_sandbox *sb, char ***ret_env, struct sbx_error *err)
+{
+	struct sbx_egress *e;
+	char **env = calloc(9, sizeof(*env));
+	int port, r, k = 0;
+
+	if (!env)
+		return sbx_error_set(err, -ENOMEM, "out of memory");
+	r = sbx_egress_ensure(m, sb, &port, err);
+	if (r < 0) {
+		free(env);
+		return r;
+	}
+	pthread_mutex_lock(&m->lock);
+	e = sb->egress; /* set once, before ensure returned */
+	pthread_mutex_unlock(&m->lock);
+	if (asprintf(&env[k++], "PIP_INDEX_URL=http://127.0.0.1:%d%s", port, e->pol.index_path) <
+		0 ||
+	    asprintf(&env[k++], "HTTP_PROXY=http://127.0.0.1:%d", port) < 0 ||
+	    asprintf(&env[k++], "HTTPS_PROXY=http://127.0.0.1:%d", port) < 0 ||
+	    asprintf(&env[k++], "http_proxy=http://127.0.0.1:%d", port) < 0 ||
+	    asprintf(&env[k++], "https_proxy=http://127.0.0.1:%d", port) < 0 ||
+	    !(env[k++] = strdup("NO_PROXY=127.0.0.1,localhost")) ||
+	    !(env[k++] = strdup("no_proxy=127.0.0.1,localhost")) ||
+	    !(env[k++] = strdup("PIP_NO_INPUT=1"))) {
+		env[k - 1] = NULL;
+		sbx_strv_free(env);
+		return sbx_error_set(err, -ENOMEM, "out of memory");
+	}
+	*ret_env = env;
+	return 0;
+}

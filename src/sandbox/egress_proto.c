@@ -1,0 +1,532 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The egress relay's frames, the requests of what connects to it, and the
+ * policy that decides them: see src/sandbox/egress-internal.h. No I/O, no
+ * threads; every input is the sandbox's.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <curl/curl.h>
+
+#include "egress-internal.h"
+#include "sbx/buf.h"
+#include "sbx/common.h"
+#include "sbx/error.h"
+
+/* Longest request target; more headers than this is a 431 too. */
+#define TARGET_MAX 8192
+#define HEADERS_MAX 100
+
+static int say(char *why, size_t why_size, int code, const char *fmt, ...) SBX_PRINTF(4, 5);
+static int say(char *why, size_t why_size, int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (why && why_size) {
+		va_start(ap, fmt);
+		vsnprintf(why, why_size, fmt, ap);
+		va_end(ap);
+	}
+	return code;
+}
+
+/* ---- frames ---- */
+
+void egress_frame_header(unsigned char out[EGRESS_HDR], uint8_t type, uint16_t id, uint32_t len)
+{
+	out[0] = type;
+	out[1] = 0;
+	out[2] = (unsigned char)(id >> 8);
+	out[3] = (unsigned char)id;
+	out[4] = (unsigned char)(len >> 24);
+	out[5] = (unsigned char)(len >> 16);
+	out[6] = (unsigned char)(len >> 8);
+	out[7] = (unsigned char)len;
+}
+
+int egress_reader_feed(struct egress_reader *r, const void *data, size_t n, egress_frame_fn fn,
+		       void *userdata, char *why, size_t why_size)
+{
+	const unsigned char *p = data;
+
+	for (;;) {
+		if (r->hdr_have < EGRESS_HDR) {
+			size_t take = EGRESS_HDR - r->hdr_have;
+			if (take > n)
+				take = n;
+			memcpy(r->hdr + r->hdr_have, p, take);
+			r->hdr_have += take;
+			p += take;
+			n -= take;
+			if (r->hdr_have < EGRESS_HDR)
+				return 0;
+			r->type = r->hdr[0];
+			r->id = (uint16_t)(r->hdr[2] << 8 | r->hdr[3]);
+			r->len = (uint32_t)r->hdr[4] << 24 | (uint32_t)r->hdr[5] << 16 |
+				 (uint32_t)r->hdr[6] << 8 | r->hdr[7];
+			r->have = 0;
+			if (r->len > EGRESS_FRAME_MAX) {
+				r->hdr_have = 0;
+				return say(why, why_size, -EPROTO,
+					   "a frame of %u bytes (the limit is %d)", r->len,
+					   EGRESS_FRAME_MAX);
+			}
+			if (r->type < EGRESS_HELLO || r->type > EGRESS_WINDOW || r->hdr[1]) {
+				r->hdr_have = 0;
+				return say(why, why_size, -EPROTO,
+					   "a frame of unknown type %u (flags %u)", r->type,
+					   r->hdr[1]);
+			}
+		}
+		size_t take = r->len - r->have;
+		if (take > n)
+			take = n;
+		memcpy(r->buf + r->have, p, take);
+		r->have += take;
+		p += take;
+		n -= take;
+		if (r->have < r->len)
+			return 0;
+		r->hdr_have = 0;
+		int rc = fn(userdata, r->type, r->id, r->buf, r->len);
+		if (rc < 0)
+			return rc;
+		if (n == 0)
+			return 0;
+	}
+}
+
+/* ---- the policy ---- */
+
+void egress_policy_release(struct egress_policy *p)
+{
+	if (!p)
+		return;
+	free(p->index_url);
+	free(p->index_origin);
+	free(p->index_path);
+	if (p->password)
+		explicit_bzero(p->password, strlen(p->password));
+	free(p->user);
+	free(p->password);
+	free(p->allow);
+	memset(p, 0, sizeof(*p));
+}
+
+static int add_allow(struct egress_policy *p, const char *host, int port)
+{
+	struct egress_allow *a = realloc(p->allow, (p->n_allow + 1) * sizeof(*a));
+
+	if (!a)
+		return -ENOMEM;
+	p->allow = a;
+	snprintf(a[p->n_allow].host, sizeof(a[p->n_allow].host), "%s", host);
+	a[p->n_allow].port = port;
+	p->n_allow++;
+	return 0;
+}
+
+/* The file hosts of well-known indexes, allowed with them. */
+static const struct {
+	const char *index, *files;
+} file_hosts[] = {
+    {"pypi.org", "files.pythonhosted.org"},
+    {"test.pypi.org", "test-files.pythonhosted.org"},
+};
+
+static char *url_part(CURLU *u, CURLUPart what, unsigned flags)
+{
+	char *v = NULL, *copy;
+
+	if (curl_url_get(u, what, &v, flags) != CURLUE_OK)
+		return NULL;
+	copy = strdup(v);
+	curl_free(v);
+	return copy;
+}
+
+int egress_policy_init(struct egress_policy *p, const struct sbx_settings *s, char *why,
+		       size_t why_size)
+{
+	CURLU *u = curl_url();
+	_cleanup_free_ char *scheme = NULL, *host = NULL, *port = NULL;
+	const char *list = s->sandbox.egress_allow;
+	int r = -ENOMEM;
+
+	memset(p, 0, sizeof(*p));
+	if (!u)
+		goto fail;
+	if (curl_url_set(u, CURLUPART_URL, s->sandbox.index_url, 0) != CURLUE_OK ||
+	    !(scheme = url_part(u, CURLUPART_SCHEME, 0)) ||
+	    !(host = url_part(u, CURLUPART_HOST, 0)) ||
+	    !(port = url_part(u, CURLUPART_PORT, CURLU_DEFAULT_PORT)) ||
+	    !(p->index_path = url_part(u, CURLUPART_PATH, 0))) {
+		r = say(why, why_size, -EINVAL, "sandbox.index_url is not a URL with a host");
+		goto fail;
+	}
+	p->index_https = strcasecmp(scheme, "https") == 0;
+	if (!p->index_https && strcasecmp(scheme, "http") != 0) {
+		r = say(why, why_size, -EINVAL, "sandbox.index_url is not http:// or https://");
+		goto fail;
+	}
+	{
+		const char *h = host;
+		size_t hl = strlen(host);
+		char what[128];
+		if (hl > 2 && h[0] == '[') { /* sbx_hostport_parse takes the brackets */
+			if (sbx_hostport_parse(h, hl, 0, p->index_host, &p->index_port, what,
+					       sizeof(what)) < 0) {
+				r = say(why, why_size, -EINVAL, "sandbox.index_url: %s", what);
+				goto fail;
+			}
+		} else if (sbx_hostport_parse(h, hl, 0, p->index_host, &p->index_port, what,
+					      sizeof(what)) < 0) {
+			r = say(why, why_size, -EINVAL, "sandbox.index_url: %s", what);
+			goto fail;
+		}
+	}
+	p->index_port = atoi(port);
+	p->user = url_part(u, CURLUPART_USER, CURLU_URLDECODE);
+	p->password = url_part(u, CURLUPART_PASSWORD, CURLU_URLDECODE);
+	if (curl_url_set(u, CURLUPART_USER, NULL, 0) != CURLUE_OK ||
+	    curl_url_set(u, CURLUPART_PASSWORD, NULL, 0) != CURLUE_OK ||
+	    !(p->index_url = url_part(u, CURLUPART_URL, 0)))
+		goto fail;
+	{
+		bool default_port = p->index_port == (p->index_https ? 443 : 80);
+		if (asprintf(&p->index_origin, default_port ? "%s://%s" : "%s://%s:%d",
+			     p->index_https ? "https" : "http", host, p->index_port) < 0) {
+			p->index_origin = NULL;
+			goto fail;
+		}
+	}
+	for (size_t i = 0; i < SBX_ARRAY_SIZE(file_hosts); i++)
+		if (strcmp(p->index_host, file_hosts[i].index) == 0 &&
+		    add_allow(p, file_hosts[i].files, 443) < 0)
+			goto fail;
+	while (*list) {
+		char h[SBX_HOST_BUF], what[128];
+		size_t len;
+		int pt;
+
+		while (*list == ' ')
+			list++;
+		len = strcspn(list, ",");
+		while (len && list[len - 1] == ' ')
+			len--;
+		if (sbx_hostport_parse(list, len, SBX_HOSTPORT_WILDCARD, h, &pt, what,
+				       sizeof(what)) < 0) {
+			r = say(why, why_size, -EINVAL, "sandbox.egress_allow: \"%.*s\": %s",
+				(int)(len < 64 ? len : 64), list, what);
+			goto fail;
+		}
+		if (add_allow(p, h, pt) < 0)
+			goto fail;
+		list += len;
+		while (*list == ' ')
+			list++;
+		if (*list == ',')
+			list++;
+	}
+	curl_url_cleanup(u);
+	return 0;
+fail:
+	if (r == -ENOMEM)
+		say(why, why_size, r, "out of memory");
+	curl_url_cleanup(u);
+	egress_policy_release(p);
+	return r;
+}
+
+bool egress_policy_allows(const struct egress_policy *p, const char *host, int port, bool tls)
+{
+	if (strcmp(host, p->index_host) == 0 && port == p->index_port)
+		return true;
+	for (size_t i = 0; i < p->n_allow; i++) {
+		const struct egress_allow *a = &p->allow[i];
+		if (sbx_host_match(a->host, host) && port == (a->port ? a->port : tls ? 443 : 80))
+			return true;
+	}
+	return false;
+}
+
+/* ---- requests ---- */
+
+void egress_request_release(struct egress_request *q)
+{
+	if (!q)
+		return;
+	free(q->path);
+	free(q->headers);
+	memset(q, 0, sizeof(*q));
+}
+
+/* Request headers passed on to the index or a host: what caching and
+ * content negotiation need, nothing that authenticates or routes. */
+static const char *const passed_headers[] = {
+    "accept",	     "accept-encoding", "accept-language",
+    "cache-control", "if-match",	"if-modified-since",
+    "if-none-match", "if-range",	"if-unmodified-since",
+    "pragma",	     "range",		"user-agent",
+};
+
+static bool token_char(char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+	       (c && strchr("!#$%&'*+-.^_`|~", c));
+}
+
+/* A request target's bytes: printable ASCII, no space, no fragment. */
+static bool target_ok(const char *s, size_t n)
+{
+	if (n == 0 || n > TARGET_MAX)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)s[i] <= 0x20 || (unsigned char)s[i] >= 0x7f || s[i] == '#')
+			return false;
+	return true;
+}
+
+static int refuse_host(const struct egress_policy *p, const char *host, int port, bool tls,
+		       char *why, size_t why_size)
+{
+	bool v6 = strchr(host, ':') != NULL;
+
+	return say(
+	    why, why_size, 403,
+	    "mcp-sandbox: %s%s%s:%d is not allowed (%s): code in a sandbox may reach only the "
+	    "package index (%s) and the hosts in the server's sandbox.egress_allow setting; "
+	    "ask its operator to add this host there",
+	    v6 ? "[" : "", host, v6 ? "]" : "", port, tls ? "CONNECT" : "plain HTTP",
+	    p->index_host);
+}
+
+/* "http://AUTHORITY[/path]": the host, port (80 when absent) and path. */
+static int parse_absolute(const char *t, size_t n, char *host, int *port, const char **ret_path,
+			  char *why, size_t why_size)
+{
+	const char *a = t + 7, *end = t + n, *slash;
+	char what[128];
+	size_t alen;
+
+	for (slash = a; slash < end && *slash != '/' && *slash != '?'; slash++)
+		;
+	alen = (size_t)(slash - a);
+	if (memchr(a, '@', alen))
+		return say(why, why_size, 400, "mcp-sandbox: a URL with user information");
+	if (sbx_hostport_parse(a, alen, 0, host, port, what, sizeof(what)) < 0)
+		return say(why, why_size, 400, "mcp-sandbox: bad host in the request: %s", what);
+	if (*port == 0)
+		*port = 80;
+	*ret_path = slash;
+	return 0;
+}
+
+int egress_parse_request(const struct egress_policy *p, int relay_port, const char *buf, size_t n,
+			 struct egress_request *ret, char *why, size_t why_size)
+{
+	struct egress_request q = {0};
+	struct sbx_buf hdrs = SBX_BUF_INIT;
+	const char *end = NULL, *line, *eol, *sp1, *sp2, *path = NULL;
+	size_t scan = n < EGRESS_HEAD_MAX ? n : EGRESS_HEAD_MAX, nlines = 0;
+	bool get;
+	int r;
+
+	for (size_t i = 0; i + 3 < scan; i++)
+		if (buf[i] == '\r' && buf[i + 1] == '\n' && buf[i + 2] == '\r' &&
+		    buf[i + 3] == '\n') {
+			end = buf + i;
+			break;
+		}
+	if (!end)
+		return n >= EGRESS_HEAD_MAX
+			   ? say(why, why_size, 431,
+				 "mcp-sandbox: the request head is over %d bytes", EGRESS_HEAD_MAX)
+			   : 0;
+	q.head_len = (size_t)(end - buf) + 4;
+
+	/* The request line. */
+	eol = memchr(buf, '\r', (size_t)(end - buf) + 1);
+	sp1 = memchr(buf, ' ', (size_t)(eol - buf));
+	sp2 = sp1 ? memchr(sp1 + 1, ' ', (size_t)(eol - sp1 - 1)) : NULL;
+	if (eol[1] != '\n' || !sp1 || !sp2 || !target_ok(sp1 + 1, (size_t)(sp2 - sp1 - 1)) ||
+	    !((eol - sp2 == 9) &&
+	      (memcmp(sp2 + 1, "HTTP/1.1", 8) == 0 || memcmp(sp2 + 1, "HTTP/1.0", 8) == 0)))
+		return say(why, why_size, 400,
+			   "mcp-sandbox: malformed request line (METHOD TARGET HTTP/1.x)");
+	const char *target = sp1 + 1;
+	size_t tlen = (size_t)(sp2 - target);
+	size_t mlen = (size_t)(sp1 - buf);
+
+	if (mlen == 7 && memcmp(buf, "CONNECT", 7) == 0) {
+		char what[128];
+		q.kind = EGRESS_REQ_CONNECT;
+		if (sbx_hostport_parse(target, tlen, SBX_HOSTPORT_NEED_PORT, q.host, &q.port, what,
+				       sizeof(what)) < 0)
+			return say(why, why_size, 400, "mcp-sandbox: bad CONNECT target: %s", what);
+		get = false;
+	} else if ((mlen == 3 && memcmp(buf, "GET", 3) == 0) ||
+		   (mlen == 4 && memcmp(buf, "HEAD", 4) == 0)) {
+		get = true;
+		q.head_only = mlen == 4;
+		if (target[0] == '/') {
+			q.kind = EGRESS_REQ_INDEX;
+			path = target;
+		} else if (tlen > 7 && strncasecmp(target, "http://", 7) == 0) {
+			r = parse_absolute(target, tlen, q.host, &q.port, &path, why, why_size);
+			if (r)
+				return r;
+			if (((strcmp(q.host, "127.0.0.1") == 0 ||
+			      strcmp(q.host, "localhost") == 0) &&
+			     q.port == relay_port) ||
+			    (!p->index_https && strcmp(q.host, p->index_host) == 0 &&
+			     q.port == p->index_port))
+				q.kind = EGRESS_REQ_INDEX;
+			else
+				q.kind = EGRESS_REQ_FORWARD;
+		} else {
+			return say(why, why_size, 400,
+				   "mcp-sandbox: the target must be a path or an http:// URL "
+				   "(HTTPS goes through CONNECT)");
+		}
+	} else {
+		return say(why, why_size, 405,
+			   "mcp-sandbox: only GET and HEAD (plain HTTP) and CONNECT (HTTPS) go "
+			   "through the sandbox's relay");
+	}
+
+	/* The headers. */
+	for (line = eol + 2; line < end; line = eol + 2) {
+		const char *colon, *v, *ve;
+		size_t nlen;
+
+		eol = memchr(line, '\r', (size_t)(end - line) + 1);
+		if (eol[1] != '\n')
+			goto malformed;
+		if (++nlines > HEADERS_MAX) {
+			sbx_buf_release(&hdrs);
+			return say(why, why_size, 431, "mcp-sandbox: more than %d headers",
+				   HEADERS_MAX);
+		}
+		colon = memchr(line, ':', (size_t)(eol - line));
+		if (!colon || colon == line)
+			goto malformed;
+		nlen = (size_t)(colon - line);
+		for (size_t i = 0; i < nlen; i++)
+			if (!token_char(line[i]))
+				goto malformed;
+		for (v = colon + 1; v < eol && (*v == ' ' || *v == '\t'); v++)
+			;
+		for (ve = eol; ve > v && (ve[-1] == ' ' || ve[-1] == '\t'); ve--)
+			;
+		for (const char *c = v; c < ve; c++)
+			if (((unsigned char)*c < 0x20 && *c != '\t') || *c == 0x7f)
+				goto malformed;
+		if ((nlen == 14 && strncasecmp(line, "content-length", 14) == 0 &&
+		     !(ve - v == 1 && *v == '0')) ||
+		    (nlen == 17 && strncasecmp(line, "transfer-encoding", 17) == 0)) {
+			if (!get)
+				continue; /* a CONNECT's own headers are not forwarded */
+			sbx_buf_release(&hdrs);
+			return say(why, why_size, 501,
+				   "mcp-sandbox: a request body is not relayed over plain HTTP "
+				   "(use HTTPS)");
+		}
+		if (!get)
+			continue;
+		for (size_t i = 0; i < SBX_ARRAY_SIZE(passed_headers); i++)
+			if (strlen(passed_headers[i]) == nlen &&
+			    strncasecmp(line, passed_headers[i], nlen) == 0) {
+				if (sbx_buf_appendf(&hdrs, "%.*s: %.*s", (int)nlen, line,
+						    (int)(ve - v), v) < 0 ||
+				    sbx_buf_append(&hdrs, "\0", 1) < 0)
+					goto nomem;
+				break;
+			}
+	}
+
+	if (q.kind == EGRESS_REQ_CONNECT && !egress_policy_allows(p, q.host, q.port, true)) {
+		sbx_buf_release(&hdrs);
+		return refuse_host(p, q.host, q.port, true, why, why_size);
+	}
+	if (q.kind == EGRESS_REQ_FORWARD && !egress_policy_allows(p, q.host, q.port, false)) {
+		sbx_buf_release(&hdrs);
+		return refuse_host(p, q.host, q.port, false, why, why_size);
+	}
+	if (get) {
+		size_t plen = (size_t)(target + tlen - path);
+		q.path = plen ? strndup(path, plen) : strdup("/");
+		if (!q.path)
+			goto nomem;
+		if (q.path[0] == '?') { /* "http://host?x": the path is "/" */
+			char *fixed = NULL;
+			if (asprintf(&fixed, "/%s", q.path) < 0)
+				goto nomem;
+			free(q.path);
+			q.path = fixed;
+		}
+		/* NUL-separated; the worker splits it. */
+		q.headers_len = hdrs.len;
+		q.headers = hdrs.data ? sbx_buf_steal(&hdrs) : strdup("");
+		if (!q.headers)
+			goto nomem;
+	}
+	sbx_buf_release(&hdrs);
+	*ret = q;
+	return 1;
+malformed:
+	sbx_buf_release(&hdrs);
+	return say(why, why_size, 400, "mcp-sandbox: malformed header line");
+nomem:
+	sbx_buf_release(&hdrs);
+	egress_request_release(&q);
+	return -ENOMEM;
+}
+
+static const char *reason(int status)
+{
+	switch (status) {
+	case 200:
+		return "OK";
+	case 400:
+		return "Bad Request";
+	case 403:
+		return "Forbidden";
+	case 405:
+		return "Method Not Allowed";
+	case 408:
+		return "Request Timeout";
+	case 431:
+		return "Request Header Fields Too Large";
+	case 501:
+		return "Not Implemented";
+	case 502:
+		return "Bad Gateway";
+	case 503:
+		return "Service Unavailable";
+	case 504:
+		return "Gateway Timeout";
+	default:
+		return "Status";
+	}
+}
+
+int egress_plain_response(int status, const char *text, char **ret, size_t *ret_len)
+{
+	char *s = NULL;
+	int n = asprintf(&s,
+			 "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\n"
+			 "Content-Length: %zu\r\nConnection: close\r\n\r\n%s\n",
+			 status, reason(status), strlen(text) + 1, text);
+
+	if (n < 0)
+		return -ENOMEM;
+	*ret = s;
+	*ret_len = (size_t)n;
+	return 0;
+}

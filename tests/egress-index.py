@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+# A package index that needs basic auth, and a plain "API" server, on
+# 127.0.0.1 for tests/test-egress, offline.
+#
+# Usage: egress-index.py ROOT USER PASSWORD
+# Writes pure-Python wheels of sbxdemo 1.0 (VALUE = 42), sbxdemo2 (7),
+# sbxdemo3 (3) and sbxdemo4 (4) under ROOT/packages/, PEP 503 pages under ROOT/simple/ whose
+# links are relative and leave /simple/ (../../packages/...), serves ROOT
+# on one port, every path only with USER:PASSWORD (401 otherwise), and on a
+# second port answers every GET with "egress-api-ok PATH"; a third accepts
+# connections and never reads from them (a host that does not keep up).
+# Prints the three ports on one line ("INDEX API SINK"), logs "STATUS PATH" per index request to
+# ROOT/requests.log, and serves until killed or until the test that started
+# it is gone (a crashed test leaves nothing behind).
+import base64
+import hashlib
+import http.server
+import os
+import socket
+import sys
+import threading
+import time
+import zipfile
+
+ROOT, USER, PASSWORD = sys.argv[1], sys.argv[2], sys.argv[3]
+EXPECTED = "Basic " + base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
+LOG_LOCK = threading.Lock()
+
+
+def record_line(path, data):
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    return f"{path},sha256={digest},{len(data)}"
+
+
+def write_wheel(folder, name, value):
+    dist = f"{name}-1.0.dist-info"
+    files = {
+        f"{name}/__init__.py": f"VALUE = {value}\n".encode(),
+        f"{dist}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n".encode(),
+        f"{dist}/WHEEL": b"Wheel-Version: 1.0\nGenerator: egress-index.py\n"
+                         b"Root-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    record = [record_line(p, d) for p, d in files.items()] + [f"{dist}/RECORD,,"]
+    files[f"{dist}/RECORD"] = ("\n".join(record) + "\n").encode()
+    wheel = f"{name}-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(os.path.join(folder, wheel), "w") as z:
+        for p, d in files.items():
+            z.writestr(p, d)
+    return wheel
+
+
+def build():
+    packages = os.path.join(ROOT, "packages")
+    os.makedirs(packages, exist_ok=True)
+    names = []
+    for name, value in (("sbxdemo", 42), ("sbxdemo2", 7), ("sbxdemo3", 3), ("sbxdemo4", 4)):
+        wheel = write_wheel(packages, name, value)
+        folder = os.path.join(ROOT, "simple", name)
+        os.makedirs(folder, exist_ok=True)
+        with open(os.path.join(folder, "index.html"), "w") as f:
+            f.write(f'<!DOCTYPE html><html><body><a href="../../packages/{wheel}">'
+                    f'{wheel}</a></body></html>\n')
+        names.append(name)
+    with open(os.path.join(ROOT, "simple", "index.html"), "w") as f:
+        f.write("<!DOCTYPE html><html><body>" +
+                "".join(f'<a href="{n}/">{n}</a>' for n in names) + "</body></html>\n")
+
+
+class Index(http.server.SimpleHTTPRequestHandler):
+    def __init__(self, *a, **k):
+        super().__init__(*a, directory=ROOT, **k)
+
+    def log_message(self, *args):
+        pass
+
+    def log(self, status):
+        with LOG_LOCK, open(os.path.join(ROOT, "requests.log"), "a") as f:
+            f.write(f"{status} {self.path}\n")
+
+    def authorised(self):
+        if self.headers.get("Authorization") == EXPECTED:
+            return True
+        self.log(401)
+        self.send_response(401)
+        self.send_header("WWW-Authenticate", 'Basic realm="test index"')
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+        return False
+
+    def do_GET(self):
+        if self.authorised():
+            self.log(200)
+            super().do_GET()
+
+    def do_HEAD(self):
+        if self.authorised():
+            super().do_HEAD()
+
+
+class Api(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):
+        body = f"egress-api-ok {self.path}\n".encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+def sink(lsock):
+    held = []
+    while True:
+        c, _ = lsock.accept()
+        held.append(c)
+
+
+def orphaned(parent):
+    while os.getppid() == parent:
+        time.sleep(0.5)
+    os._exit(0)
+
+
+def main():
+    threading.Thread(target=orphaned, args=(os.getppid(),), daemon=True).start()
+    build()
+    index = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Index)
+    api = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Api)
+    lsock = socket.socket()
+    lsock.bind(("127.0.0.1", 0))
+    lsock.listen(16)
+    threading.Thread(target=api.serve_forever, daemon=True).start()
+    threading.Thread(target=sink, args=(lsock,), daemon=True).start()
+    print(index.server_address[1], api.server_address[1], lsock.getsockname()[1], flush=True)
+    index.serve_forever()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,159 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libFuzzer harness: what a sandbox sends through its egress relay
+ * (src/sandbox/egress_proto.c): the relay's frames, and the request heads of
+ * what connects to it, decided by a fixed policy (index
+ * https://u:PASSWORD@idx.example/r/simple/, egress_allow api.example.com,
+ * *.cdn.example:8443).
+ *
+ * The first byte picks the parser; the rest is the input.
+ * Frames (even first byte): fed in pieces whose sizes come from the second
+ * byte. Checks: every frame handed out has a known type and at most
+ * EGRESS_FRAME_MAX bytes; once the reader refuses (-EPROTO, with a reason)
+ * nothing more is fed.
+ * Requests (odd first byte). Checks: the answer is 0 (more needed), 1, or one
+ * of 400, 403, 405, 431, 501 with a reason that holds the password only
+ * when the input did (a refused host is named as it was asked for);
+ * an accepted head ends within the input and within EGRESS_HEAD_MAX + 4
+ * bytes with a blank line; a CONNECT or forwarded target is one the policy
+ * allows; an index or forwarded path starts with '/' and holds no control
+ * character or space; the headers passed on are "Name: value" entries of
+ * the passed list, without CR or LF; a prefix of an accepted head that lacks
+ * its blank line is never accepted.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "sandbox/egress-internal.h"
+#include "sbx/settings.h"
+
+#define PASSWORD "fuzz-secret-pw"
+
+static struct egress_policy pol;
+static struct egress_reader rd;
+
+static void init(void)
+{
+	static bool done;
+	struct sbx_settings s;
+	char why[256];
+
+	if (done)
+		return;
+	done = true;
+	if (sbx_settings_init(&s) < 0 ||
+	    sbx_settings_set(&s, "sandbox.index_url=https://u:" PASSWORD "@idx.example/r/simple/",
+			     NULL) < 0 ||
+	    sbx_settings_set(&s, "sandbox.egress_allow=api.example.com, *.cdn.example:8443", NULL) <
+		0 ||
+	    egress_policy_init(&pol, &s, why, sizeof(why)) < 0)
+		abort();
+	sbx_settings_release(&s);
+}
+
+static int on_frame(void *userdata, uint8_t type, uint16_t id, const unsigned char *p, uint32_t len)
+{
+	(void)userdata, (void)id, (void)p;
+	if (type < EGRESS_HELLO || type > EGRESS_WINDOW || len > EGRESS_FRAME_MAX)
+		abort();
+	return 0;
+}
+
+static void frames(const uint8_t *data, size_t size)
+{
+	size_t piece = size ? (size_t)data[0] % 64 + 1 : 1, off = 1;
+
+	memset(&rd, 0, sizeof(rd));
+	while (off < size) {
+		size_t n = size - off < piece ? size - off : piece;
+		char why[128] = "";
+		int r = egress_reader_feed(&rd, data + off, n, on_frame, NULL, why, sizeof(why));
+
+		if (r < 0) {
+			if (r != -EPROTO || !why[0])
+				abort();
+			return;
+		}
+		off += n;
+	}
+}
+
+static bool clean(const char *s)
+{
+	for (; *s; s++)
+		if ((unsigned char)*s <= 0x20 || (unsigned char)*s >= 0x7f)
+			return false;
+	return true;
+}
+
+/* The input holds the password, in any case (hosts are named in lower case). */
+static bool has_password(const uint8_t *data, size_t size)
+{
+	size_t n = strlen(PASSWORD);
+
+	for (size_t i = 0; i + n <= size; i++)
+		if (strncasecmp((const char *)data + i, PASSWORD, n) == 0)
+			return true;
+	return false;
+}
+
+static void request(const uint8_t *data, size_t size)
+{
+	struct egress_request q = {0};
+	char why[512] = "";
+	int r = egress_parse_request(&pol, 3128, (const char *)data, size, &q, why, sizeof(why));
+
+	if (r == 0 || r == -ENOMEM)
+		return;
+	if (r != 1) {
+		if ((r != 400 && r != 403 && r != 405 && r != 431 && r != 501) || !why[0] ||
+		    (strstr(why, PASSWORD) && !has_password(data, size)))
+			abort();
+		return;
+	}
+	if (q.head_len > size || q.head_len > EGRESS_HEAD_MAX + 4 || q.head_len < 4 ||
+	    memcmp(data + q.head_len - 4, "\r\n\r\n", 4) != 0)
+		abort();
+	if (q.kind == EGRESS_REQ_CONNECT && !egress_policy_allows(&pol, q.host, q.port, true))
+		abort();
+	if (q.kind == EGRESS_REQ_FORWARD && !egress_policy_allows(&pol, q.host, q.port, false))
+		abort();
+	if (q.kind != EGRESS_REQ_CONNECT) {
+		if (!q.path || q.path[0] != '/' || !clean(q.path) || !q.headers)
+			abort();
+		for (size_t off = 0; off < q.headers_len; off += strlen(q.headers + off) + 1) {
+			const char *h = q.headers + off;
+			if (strpbrk(h, "\r\n") || !strstr(h, ": "))
+				abort();
+			if (strncasecmp(h, "authorization", 13) == 0 ||
+			    strncasecmp(h, "host:", 5) == 0)
+				abort();
+		}
+	}
+	/* Cut before its blank line, the same head is not complete. */
+	{
+		struct egress_request q2 = {0};
+		int r2 = egress_parse_request(&pol, 3128, (const char *)data, q.head_len - 1, &q2,
+					      why, sizeof(why));
+		if (r2 == 1)
+			abort();
+		egress_request_release(&q2);
+	}
+	egress_request_release(&q);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	init();
+	if (!size)
+		return 0;
+	if (data[0] & 1)
+		request(data + 1, size - 1);
+	else
+		frames(data + 1, size - 1);
+	return 0;
+}

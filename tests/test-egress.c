@@ -1,0 +1,862 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Egress (src/sandbox/egress.c): package installs with sandbox.network =
+ * none through the sandbox's relay, the index's credentials kept out of the
+ * sandbox, sandbox.egress_allow, and relays that misbehave.
+ *
+ * First without an engine: the frame reader's bounds, the request parser
+ * and the allow-list. Then against the engine given as TYPE URL [IMAGE]: a
+ * package index needing basic auth and a plain "API" server run by the test
+ * on 127.0.0.1 (tests/egress-index.py): the server reaches them itself, the
+ * sandbox only through its relay. Nothing leaves loopback: the hosts a
+ * sandbox may reach here are 127.0.0.1 ports the test opened, and refused
+ * hosts are refused before any connection is tried.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sandbox-fixture.h"
+#include "sandbox/egress-internal.h"
+#include "sandbox/sandbox-internal.h"
+#include "sbx/clock.h"
+#include "sbx/common.h"
+#include "tap.h"
+
+#define USER "egressuser"
+/* Long and unusual enough that finding it anywhere can only be a leak. */
+#define PASSWORD "pw-Zq81vXk2-s3cr3t-egress"
+
+/* ---- without an engine ---- */
+
+struct frames {
+	int n;
+	uint8_t type[8];
+	uint16_t id[8];
+	uint32_t len[8];
+};
+
+static int count_frame(void *userdata, uint8_t type, uint16_t id, const unsigned char *p,
+		       uint32_t len)
+{
+	struct frames *f = userdata;
+
+	(void)p;
+	if (f->n < 8) {
+		f->type[f->n] = type;
+		f->id[f->n] = id;
+		f->len[f->n] = len;
+	}
+	f->n++;
+	return 0;
+}
+
+static void test_reader(void)
+{
+	struct egress_reader *r = calloc(1, sizeof(*r));
+	struct frames f = {0};
+	unsigned char buf[EGRESS_HDR * 3 + 10], h[EGRESS_HDR];
+	char why[256] = "";
+	int rc;
+
+	/* OPEN 7, DATA 7 "0123456789", CLOSE 7, fed a byte at a time. */
+	egress_frame_header(buf, EGRESS_OPEN, 7, 0);
+	egress_frame_header(buf + 8, EGRESS_DATA, 7, 10);
+	memcpy(buf + 16, "0123456789", 10);
+	egress_frame_header(buf + 26, EGRESS_CLOSE, 7, 0);
+	rc = 0;
+	for (size_t i = 0; i < sizeof(buf) && rc == 0; i++)
+		rc = egress_reader_feed(r, buf + i, 1, count_frame, &f, why, sizeof(why));
+	tap_ok(rc == 0 && f.n == 3 && f.type[0] == EGRESS_OPEN && f.type[1] == EGRESS_DATA &&
+		   f.len[1] == 10 && f.id[2] == 7 && f.type[2] == EGRESS_CLOSE,
+	       "frames fed a byte at a time: OPEN, DATA of 10, CLOSE (%d frames)", f.n);
+
+	memset(&f, 0, sizeof(f));
+	egress_frame_header(h, EGRESS_DATA, 1, EGRESS_FRAME_MAX);
+	rc = egress_reader_feed(r, h, sizeof(h), count_frame, &f, why, sizeof(why));
+	tap_ok(rc == 0 && f.n == 0, "a header of a frame of exactly %d bytes waits for them",
+	       EGRESS_FRAME_MAX);
+	memset(r, 0, sizeof(*r));
+	egress_frame_header(h, EGRESS_DATA, 1, EGRESS_FRAME_MAX + 1);
+	rc = egress_reader_feed(r, h, sizeof(h), count_frame, &f, why, sizeof(why));
+	tap_ok(rc == -EPROTO && strstr(why, "32769") && strstr(why, "limit"),
+	       "a frame of %d bytes is refused at its header: %s", EGRESS_FRAME_MAX + 1, why);
+	memset(r, 0, sizeof(*r));
+	egress_frame_header(h, EGRESS_DATA, 1, 0x7fffffff);
+	tap_is_int(egress_reader_feed(r, h, sizeof(h), count_frame, &f, why, sizeof(why)), -EPROTO,
+		   "and one of 2 GiB");
+	memset(r, 0, sizeof(*r));
+	tap_is_int(egress_reader_feed(r, "\xff\xff\xff\xff\xff\xff\xff\xff", 8, count_frame, &f,
+				      why, sizeof(why)),
+		   -EPROTO, "garbage is refused: %s", why);
+	memset(r, 0, sizeof(*r));
+	egress_frame_header(h, 9, 1, 0);
+	tap_is_int(egress_reader_feed(r, h, sizeof(h), count_frame, &f, why, sizeof(why)), -EPROTO,
+		   "an unknown type is refused: %s", why);
+	free(r);
+}
+
+static struct egress_policy policy(const char *index_url, const char *allow)
+{
+	struct sbx_settings s;
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct egress_policy p;
+	char a[512], b[512], why[256];
+
+	sbx_settings_init(&s);
+	snprintf(a, sizeof(a), "sandbox.index_url=%s", index_url);
+	snprintf(b, sizeof(b), "sandbox.egress_allow=%s", allow);
+	if (sbx_settings_set(&s, a, &err) < 0 || sbx_settings_set(&s, b, &err) < 0)
+		tap_bail(err.msg);
+	if (egress_policy_init(&p, &s, why, sizeof(why)) < 0)
+		tap_bail(why);
+	sbx_settings_release(&s);
+	return p;
+}
+
+/* Parses REQ with P (relay port 3128): the result, and the request or WHY. */
+static int parse(const struct egress_policy *p, const char *req, struct egress_request *q,
+		 char *why, size_t why_size)
+{
+	memset(q, 0, sizeof(*q));
+	why[0] = '\0';
+	return egress_parse_request(p, 3128, req, strlen(req), q, why, why_size);
+}
+
+static void test_requests(void)
+{
+	struct egress_policy p = policy("https://" USER ":" PASSWORD "@idx.example/r/simple/",
+					"api.example.com, *.cdn.example:8443, 127.0.0.1:9000");
+	struct egress_policy pypi = policy("https://pypi.org/simple/", "");
+	struct egress_request q;
+	char why[512], big[EGRESS_HEAD_MAX + 64];
+	int r;
+
+	tap_is_str(p.index_url, "https://idx.example/r/simple/",
+		   "the index URL curl gets has no credentials");
+	tap_ok(p.user && !strcmp(p.user, USER) && p.password && !strcmp(p.password, PASSWORD),
+	       "they are kept apart for curl's basic auth");
+	tap_is_str(p.index_path, "/r/simple/", "pip gets the index's path on the relay");
+
+	r = parse(&p,
+		  "GET /r/simple/sbxdemo/ HTTP/1.1\r\nHost: 127.0.0.1:3128\r\n"
+		  "Accept: text/html\r\nAuthorization: Basic eA==\r\n\r\n",
+		  &q, why, sizeof(why));
+	tap_ok(r == 1 && q.kind == EGRESS_REQ_INDEX && !strcmp(q.path, "/r/simple/sbxdemo/"),
+	       "a path is an index request (%d %s)", r, why);
+	tap_ok(r == 1 && q.headers && strstr(q.headers, "Accept: text/html") &&
+		   !strstr(q.headers, "Authorization") && !strstr(q.headers, "Host"),
+	       "Accept is passed on; Authorization and Host are not");
+	egress_request_release(&q);
+	r = parse(&p, "GET /r/packages/x.whl HTTP/1.1\r\n\r\n", &q, why, sizeof(why));
+	tap_ok(r == 1 && q.kind == EGRESS_REQ_INDEX, "a relative file link outside /simple/ too");
+	egress_request_release(&q);
+	r = parse(&p, "GET http://127.0.0.1:3128/r/simple/ HTTP/1.1\r\n\r\n", &q, why, sizeof(why));
+	tap_ok(r == 1 && q.kind == EGRESS_REQ_INDEX && !strcmp(q.path, "/r/simple/"),
+	       "an absolute URL to the relay itself is for the index");
+	egress_request_release(&q);
+	r = parse(&p, "GET /r/simple/ HTTP/1.1\r\nHost: x\r\n", &q, why, sizeof(why));
+	tap_is_int(r, 0, "an incomplete head waits");
+
+	r = parse(&p, "CONNECT api.example.com:443 HTTP/1.1\r\nHost: api.example.com:443\r\n\r\n",
+		  &q, why, sizeof(why));
+	tap_ok(r == 1 && q.kind == EGRESS_REQ_CONNECT && !strcmp(q.host, "api.example.com") &&
+		   q.port == 443,
+	       "CONNECT to a host in egress_allow (%d %s)", r, why);
+	r = parse(&p, "CONNECT API.Example.COM.:443 HTTP/1.1\r\n\r\n", &q, why, sizeof(why));
+	tap_ok(r == 1, "in any case, with a final dot");
+	r = parse(&p, "CONNECT idx.example:443 HTTP/1.1\r\n\r\n", &q, why, sizeof(why));
+	tap_ok(r == 1, "CONNECT to the index's own host");
+	r = parse(&p, "CONNECT a.cdn.example:8443 HTTP/1.1\r\n\r\n", &q, why, sizeof(why));
+	tap_ok(r == 1, "CONNECT to a host under a wildcard, its port");
+	r = parse(&p, "CONNECT 127.0.0.1:9000 HTTP/1.1\r\n\r\n", &q, why, sizeof(why));
+	tap_ok(r == 1, "CONNECT to an address and port listed");
+
+	r = parse(&p, "CONNECT evil.example:443 HTTP/1.1\r\n\r\n", &q, why, sizeof(why));
+	tap_ok(r == 403 && strstr(why, "evil.example:443") && strstr(why, "sandbox.egress_allow"),
+	       "CONNECT to another host: 403 naming it and the setting: %s", why);
+	r = parse(&p, "CONNECT api.example.com:8443 HTTP/1.1\r\n\r\n", &q, why, sizeof(why));
+	tap_is_int(r, 403, "a listed host on another port: 403");
+	r = parse(&p, "CONNECT cdn.example:8443 HTTP/1.1\r\n\r\n", &q, why, sizeof(why));
+	tap_is_int(r, 403, "the wildcard's own domain: 403");
+	r = parse(&p, "CONNECT 127.0.0.1:9001 HTTP/1.1\r\n\r\n", &q, why, sizeof(why));
+	tap_is_int(r, 403, "an unlisted port of a listed address: 403");
+	r = parse(&p, "CONNECT [::1]:9000 HTTP/1.1\r\n\r\n", &q, why, sizeof(why));
+	tap_ok(r == 403 && strstr(why, "[::1]:9000"), "an IPv6 address, named: %s", why);
+	r = parse(&p, "CONNECT files.pythonhosted.org:443 HTTP/1.1\r\n\r\n", &q, why, sizeof(why));
+	tap_is_int(r, 403, "PyPI's file host is not allowed with a private index");
+	r = parse(&pypi, "CONNECT files.pythonhosted.org:443 HTTP/1.1\r\n\r\n", &q, why,
+		  sizeof(why));
+	tap_is_int(r, 1, "but is with pypi.org, the default index");
+	r = parse(&pypi, "CONNECT evil.pythonhosted.org:443 HTTP/1.1\r\n\r\n", &q, why,
+		  sizeof(why));
+	tap_is_int(r, 403, "and no other host beside it");
+
+	r = parse(&p, "GET http://api.example.com/v1?q=1 HTTP/1.1\r\n\r\n", &q, why, sizeof(why));
+	tap_ok(r == 1 && q.kind == EGRESS_REQ_FORWARD && q.port == 80 && !strcmp(q.path, "/v1?q=1"),
+	       "plain HTTP to an allowed host is forwarded (%d %s)", r, why);
+	egress_request_release(&q);
+	r = parse(&p, "GET http://evil.example/ HTTP/1.1\r\n\r\n", &q, why, sizeof(why));
+	tap_ok(r == 403 && strstr(why, "evil.example:80"), "plain HTTP elsewhere: 403: %s", why);
+	r = parse(&p, "GET http://u:p@api.example.com/ HTTP/1.1\r\n\r\n", &q, why, sizeof(why));
+	tap_is_int(r, 400, "a URL with user information: 400");
+	r = parse(&p, "POST /r/simple/ HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc", &q, why,
+		  sizeof(why));
+	tap_ok(r == 405 && strstr(why, "GET"), "POST: 405 (%s)", why);
+	r = parse(&p, "GET /r/simple/ HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc", &q, why,
+		  sizeof(why));
+	tap_is_int(r, 501, "a GET with a body: 501");
+	r = parse(&p, "GET /x\x01y HTTP/1.1\r\n\r\n", &q, why, sizeof(why));
+	tap_is_int(r, 400, "a control character in the target: 400");
+	r = parse(&p, "GET /x HTTP/1.1\r\nBad Header: x\r\n\r\n", &q, why, sizeof(why));
+	tap_is_int(r, 400, "a space in a header name: 400");
+	r = parse(&p, "GET /x HTTP/1.1\r\nX: a\rb\r\n\r\n", &q, why, sizeof(why));
+	tap_is_int(r, 400, "a bare CR in a header: 400");
+	r = parse(&p, "CONNECT api.example.com:443 HTTP/1.1\rx\r\n\r\n", &q, why, sizeof(why));
+	tap_is_int(r, 400, "a bare CR after the request line: 400");
+	r = parse(&p, "GET /x HTTP/2\r\n\r\n", &q, why, sizeof(why));
+	tap_is_int(r, 400, "another version: 400");
+	r = parse(&p, "\r\n\r\n", &q, why, sizeof(why));
+	tap_is_int(r, 400, "an empty request line: 400");
+	memset(big, 'a', sizeof(big));
+	memcpy(big, "GET /", 5);
+	big[sizeof(big) - 1] = '\0';
+	r = parse(&p, big, &q, why, sizeof(why));
+	tap_ok(r == 431 && strstr(why, "16384"), "a head over %d bytes: 431 (%s)", EGRESS_HEAD_MAX,
+	       why);
+	egress_policy_release(&p);
+	egress_policy_release(&pypi);
+}
+
+/* ---- the index ---- */
+
+static pid_t index_pid;
+static int index_port, api_port, sink_port;
+static char index_root[] = "/tmp/sbx-egress-index-XXXXXX";
+
+static const char *find_script(const char *argv0)
+{
+	static char path[PATH_MAX];
+	const char *src = getenv("SBX_SRCDIR");
+	char *slash;
+
+	if (src) {
+		snprintf(path, sizeof(path), "%s/tests/egress-index.py", src);
+		if (access(path, R_OK) == 0)
+			return path;
+	}
+	snprintf(path, sizeof(path), "%s", argv0);
+	slash = strrchr(path, '/');
+	if (slash) {
+		snprintf(slash, sizeof(path) - (size_t)(slash - path), "/egress-index.py");
+		if (access(path, R_OK) == 0)
+			return path;
+	}
+	return access("tests/egress-index.py", R_OK) == 0 ? "tests/egress-index.py" : NULL;
+}
+
+static bool start_index(const char *script)
+{
+	int fds[2];
+	char line[64];
+	FILE *f;
+
+	if (!script || !mkdtemp(index_root) || pipe(fds) < 0)
+		return false;
+	index_pid = fork();
+	if (index_pid == 0) {
+		dup2(fds[1], 1);
+		close(fds[0]);
+		close(fds[1]);
+		execlp("python3", "python3", script, index_root, USER, PASSWORD, (char *)NULL);
+		_exit(127);
+	}
+	close(fds[1]);
+	f = fdopen(fds[0], "r");
+	if (f && fgets(line, sizeof(line), f))
+		sscanf(line, "%d %d %d", &index_port, &api_port, &sink_port);
+	if (f)
+		fclose(f);
+	return index_pid > 0 && index_port > 0 && api_port > 0 && sink_port > 0;
+}
+
+static void stop_index(void)
+{
+	char rm[128];
+
+	if (index_pid > 0) {
+		kill(index_pid, SIGTERM);
+		waitpid(index_pid, NULL, 0);
+	}
+	snprintf(rm, sizeof(rm), "rm -rf '%s'", index_root);
+	if (system(rm) != 0)
+		tap_diag("could not remove %s", index_root);
+}
+
+/* How many lines of the index's request log contain WHAT. */
+static int index_log_count(const char *what)
+{
+	char path[PATH_MAX], line[1024];
+	FILE *f;
+	int n = 0;
+
+	snprintf(path, sizeof(path), "%s/requests.log", index_root);
+	f = fopen(path, "re");
+	while (f && fgets(line, sizeof(line), f))
+		n += strstr(line, what) != NULL;
+	if (f)
+		fclose(f);
+	return n;
+}
+
+/* ---- in a sandbox ---- */
+
+static bool install(sbx_manager *m, sbx_sandbox *sb, const char *spec, const char *what)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_install_status st = {0};
+	int r = sbx_sandbox_install(m, sb, spec, 120000, &st, &err);
+	bool ok = r == 0 && st.state == SBX_INSTALL_SUCCESS;
+
+	tap_ok(ok, "%s: install %s (%s)", what, spec, r < 0 ? err.msg : "");
+	if (!ok && st.log_tail)
+		tap_diag("%s", st.log_tail);
+	sbx_install_status_release(&st);
+	return ok;
+}
+
+/* Runs CODE in SB's interpreter and returns its stdout (owned; "" when the
+ * call failed, which is a failed check). */
+static char *py(sbx_manager *m, sbx_sandbox *sb, const char *code)
+{
+	struct sbx_run_result res;
+	char *out = NULL;
+
+	if (python(m, sb, code, &res) == 0) {
+		out = strdup(res.out.data ? res.out.data : "");
+		if (res.exit_code != 0)
+			tap_diag("exit %d: %s", res.exit_code, res.err.data ? res.err.data : "");
+	}
+	sbx_run_result_release(&res);
+	return out ? out : strdup("");
+}
+
+static struct sbx_egress_stats stats(sbx_manager *m, sbx_sandbox *sb)
+{
+	struct sbx_egress_stats es;
+
+	sbx_egress_stats(m, sb, &es);
+	return es;
+}
+
+/* Waits up to MS for the relay of SB to be stopped. */
+static bool relay_stops(sbx_manager *m, sbx_sandbox *sb, int ms)
+{
+	int64_t until = sbx_monotonic_ms() + ms;
+
+	while (stats(m, sb).running) {
+		if (sbx_monotonic_ms() > until)
+			return false;
+		usleep(50 * 1000);
+	}
+	return true;
+}
+
+/* Whether the relay process PID is gone from SB within 10 s. */
+static bool relay_gone(sbx_manager *m, sbx_sandbox *sb, long pid)
+{
+	char code[512];
+	_cleanup_free_ char *out = NULL;
+
+	snprintf(code, sizeof(code),
+		 "import time\n"
+		 "def alive():\n"
+		 "    try:\n"
+		 "        return b'sbx-relay' in open('/proc/%ld/cmdline', 'rb').read()\n"
+		 "    except OSError:\n"
+		 "        return False\n"
+		 "end = time.time() + 10\n"
+		 "while alive() and time.time() < end:\n"
+		 "    time.sleep(0.05)\n"
+		 "print('alive' if alive() else 'gone')\n",
+		 pid);
+	out = py(m, sb, code);
+	return strstr(out, "gone") != NULL;
+}
+
+static int relay_port(sbx_manager *m, sbx_sandbox *sb)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	int port = 0, r = sbx_egress_ensure(m, sb, &port, &err);
+
+	tap_call(r, err.msg, "the relay runs (port %d)", port);
+	return port;
+}
+
+/* Python (a format taking the relay's port): raw(REQ) sends REQ to the
+ * relay and returns the socket and the answer (a tunnel's head only). */
+static const char raw_py[] =
+    "import socket\n"
+    "def raw(req, port=%d):\n"
+    "    s = socket.create_connection(('127.0.0.1', port), timeout=30)\n"
+    "    s.sendall(req)\n"
+    "    data = b''\n"
+    "    while True:\n"
+    "        b = s.recv(65536)\n"
+    "        if not b:\n"
+    "            break\n"
+    "        data += b\n"
+    "        if data.startswith(b'HTTP/1.1 200 Connection') and data.endswith(b'\\r\\n\\r\\n'):\n"
+    "            break\n"
+    "    return s, data\n";
+
+static void test_password_nowhere(sbx_manager *m, sbx_sandbox *sb)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_install_status st = {0};
+	struct sbx_exec_result res = {0};
+	_cleanup_free_ char *cid = strdup(sb->container);
+	/* As the sandbox's user (the one code in it runs as, and pip, and the
+	 * relay), while an install runs: the environment and command line of
+	 * every process, then every file it can read where a sandbox or pip
+	 * writes. The patterns come on stdin, so no command line holds them. */
+	static const char scan[] =
+	    "import os, sys, time\n"
+	    "pats = [l.encode() for l in sys.stdin.read().split('\\n') if l]\n"
+	    "hits, pips, relayed = set(), 0, 0\n"
+	    "end = time.time() + 8\n"
+	    "while time.time() < end:\n"
+	    "    for p in os.listdir('/proc'):\n"
+	    "        if not p.isdigit() or int(p) == os.getpid():\n"
+	    "            continue\n"
+	    "        for what in ('environ', 'cmdline'):\n"
+	    "            try:\n"
+	    "                data = open(f'/proc/{p}/{what}', 'rb').read()\n"
+	    "            except OSError:\n"
+	    "                continue\n"
+	    "            if what == 'cmdline' and b'pip' in data and b'install' in data:\n"
+	    "                pips += 1\n"
+	    "            if what == 'environ' and b'PIP_INDEX_URL=http://127.0.0.1:' in data:\n"
+	    "                relayed += 1\n"
+	    "            for pat in pats:\n"
+	    "                if pat in data:\n"
+	    "                    hits.add(f'/proc/{p}/{what}')\n"
+	    "    time.sleep(0.02)\n"
+	    "for top in ('/home', '/tmp', '/app', '/opt', '/etc', '/root', '/var', '/usr/local'):\n"
+	    "    for d, _, files in os.walk(top):\n"
+	    "        for f in files:\n"
+	    "            path = os.path.join(d, f)\n"
+	    "            try:\n"
+	    "                if os.path.islink(path) or os.path.getsize(path) > 64 << 20:\n"
+	    "                    continue\n"
+	    "                data = open(path, 'rb').read()\n"
+	    "            except OSError:\n"
+	    "                continue\n"
+	    "            for pat in pats:\n"
+	    "                if pat in data:\n"
+	    "                    hits.add(path)\n"
+	    "print('pips', pips, 'relayed', relayed, 'hits', sorted(hits))\n";
+	const char *const argv[] = {"python3", "-c", scan, NULL};
+	/* The password, the user:password pair and its basic-auth form. */
+	const char *pats = PASSWORD "\n" USER ":" PASSWORD "\n"
+				    "ZWdyZXNzdXNlcjpwdy1acTgxdlhrMi1zM2NyM3QtZWdyZXNz\n";
+	struct sbx_exec_spec spec = {.argv = argv,
+				     .user = "1000:1000",
+				     .timeout_ms = 120000,
+				     .output_cap = 65536,
+				     .stdin_data = pats,
+				     .stdin_len = strlen(pats)};
+	int r;
+
+	r = sbx_sandbox_install(m, sb, "sbxdemo4", 0, &st, &err);
+	tap_ok(r == 0, "an install starts in the background (%s)", err.msg);
+	sbx_install_status_release(&st);
+	r = sbx_exec(engine, cid, &spec, &res, &err);
+	if (tap_call(r, err.msg, "scan the sandbox while pip runs")) {
+		const char *o = res.out.data ? res.out.data : "";
+		tap_ok(strstr(o, "hits []") != NULL,
+		       "the password is in no process's environment or command line, and in no "
+		       "file: %s",
+		       o);
+		tap_ok(strstr(o, "pips 0 ") == NULL && strstr(o, "relayed 0 ") == NULL,
+		       "the scan saw pip running, with the relay's index URL: %s", o);
+	}
+	sbx_exec_result_release(&res);
+	for (int i = 0; i < 600; i++) {
+		if (sbx_sandbox_install_status(m, sb, "sbxdemo4", &st, &err) < 0 ||
+		    st.state != SBX_INSTALL_RUNNING)
+			break;
+		sbx_install_status_release(&st);
+		usleep(200 * 1000);
+	}
+	tap_is_int(st.state, SBX_INSTALL_SUCCESS, "that install succeeded");
+	sbx_install_status_release(&st);
+}
+
+static void test_egress_allow(sbx_manager *m, sbx_sandbox *sb, int port)
+{
+	char code[8192], pre[1024];
+	_cleanup_free_ char *out = NULL;
+
+	snprintf(pre, sizeof(pre), raw_py, port);
+	snprintf(
+	    code, sizeof(code),
+	    "%s"
+	    "import urllib.request\n"
+	    "_, a = raw(b'CONNECT evil.example:443 HTTP/1.1\\r\\nHost: "
+	    "evil.example:443\\r\\n\\r\\n')\n"
+	    "print('A', a.split(b'\\r\\n')[0].decode(), a.split(b'\\r\\n\\r\\n', 1)[1].decode())\n"
+	    "_, b = raw(b'CONNECT 127.0.0.1:9 HTTP/1.1\\r\\n\\r\\n')\n"
+	    "print('B', b.split(b'\\r\\n')[0].decode(), b'127.0.0.1:9' in b)\n"
+	    "s, c = raw(b'CONNECT 127.0.0.1:%d HTTP/1.1\\r\\n\\r\\n')\n"
+	    "s.sendall(b'GET /tunnelled HTTP/1.0\\r\\n\\r\\n')\n"
+	    "d = b''\n"
+	    "while True:\n"
+	    "    x = s.recv(65536)\n"
+	    "    if not x:\n"
+	    "        break\n"
+	    "    d += x\n"
+	    "print('C', c.split(b'\\r\\n')[0].decode(), b'egress-api-ok /tunnelled' in d)\n"
+	    "o = urllib.request.build_opener(urllib.request.ProxyHandler("
+	    "{'http': 'http://127.0.0.1:%d'}))\n"
+	    "print('D', o.open('http://127.0.0.1:%d/proxied', "
+	    "timeout=30).read().decode().strip())\n"
+	    "try:\n"
+	    "    o.open('http://127.0.0.1:9/x', timeout=30)\n"
+	    "except urllib.error.HTTPError as e:\n"
+	    "    print('E', e.code, '127.0.0.1:9' in e.read().decode())\n"
+	    "_, f = raw(b'POST /simple/ HTTP/1.1\\r\\nContent-Length: 0\\r\\n\\r\\n')\n"
+	    "print('F', f.split(b'\\r\\n')[0].decode())\n"
+	    "_, g = raw(b'GET /simple/sbxdemo/ HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n')\n"
+	    "print('G', g.split(b'\\r\\n')[0].decode(), b'sbxdemo-1.0' in g)\n"
+	    "try:\n"
+	    "    socket.create_connection(('127.0.0.1', %d), timeout=5)\n"
+	    "    print('H reached')\n"
+	    "except OSError as e:\n"
+	    "    print('H', type(e).__name__)\n",
+	    pre, api_port, port, api_port, index_port);
+	out = py(m, sb, code);
+	tap_ok(strstr(out, "A HTTP/1.1 403 Forbidden") && strstr(out, "evil.example:443") &&
+		   strstr(out, "sandbox.egress_allow"),
+	       "CONNECT to a host not allowed: 403 naming the host and sandbox.egress_allow");
+	tap_ok(strstr(out, "B HTTP/1.1 403 Forbidden True") != NULL,
+	       "CONNECT to an unlisted port of 127.0.0.1: 403 naming it");
+	tap_ok(strstr(out, "C HTTP/1.1 200 Connection established True") != NULL,
+	       "CONNECT to a host:port in egress_allow: a tunnel to it");
+	tap_ok(strstr(out, "D egress-api-ok /proxied") != NULL,
+	       "plain HTTP through the relay as a proxy to an allowed host (urllib)");
+	tap_ok(strstr(out, "E 403 True") != NULL, "and to another: 403 naming it");
+	tap_ok(strstr(out, "F HTTP/1.1 405") != NULL, "POST through the relay: 405");
+	tap_ok(strstr(out, "G HTTP/1.1 200 OK True") != NULL,
+	       "sandbox code gets the index's pages through the relay (the server adds the "
+	       "credentials)");
+	tap_ok(strstr(out, "H ConnectionRefusedError") != NULL,
+	       "but cannot reach the index's port itself: the sandbox has no network");
+	if (!strstr(out, "H ConnectionRefusedError"))
+		tap_diag("%s", out);
+}
+
+/* Writes PAYLOAD into the relay's own output, as code in the sandbox can:
+ * the relay's protocol fds are the pipes at 100 (in) and 101 (out),
+ * reachable through /proc as the sandbox's user (its pid is the one the
+ * server has). PAYLOAD is a Python bytes
+ * expression, or statements that set `data` and perhaps `flood` (written
+ * after a second, again and again, for at most 20 s and 64 MiB, until the
+ * relay is gone: the server closed its stream; "relay gone" then). */
+static char *hijack(sbx_manager *m, sbx_sandbox *sb, const char *payload)
+{
+	char code[4096];
+	bool stmts = strstr(payload, "\n") != NULL;
+
+	snprintf(code, sizeof(code),
+		 "import errno, os, struct, time\n"
+		 "pid = %ld\n"
+		 "fd = os.open(f'/proc/{pid}/fd/101', os.O_WRONLY | os.O_NONBLOCK)\n"
+		 "H = struct.Struct('>BBHI')\n"
+		 "flood = b''\n"
+		 "%s%s\n"
+		 "def put(b, until):\n"
+		 "    while b:\n"
+		 "        try:\n"
+		 "            b = b[os.write(fd, b):]\n"
+		 "        except BlockingIOError:\n"
+		 "            if time.time() > until:\n"
+		 "                return False\n"
+		 "            time.sleep(0.01)\n"
+		 "        except BrokenPipeError:\n"
+		 "            return False\n"
+		 "    return True\n"
+		 "put(data, time.time() + 10)\n"
+		 "sent, end = 0, time.time() + 20\n"
+		 "if flood:\n"
+		 "    time.sleep(1)\n"
+		 "    while sent < 64 << 20 and os.path.exists(f'/proc/{pid}') and put(flood, "
+		 "min(end, time.time() + 3)):\n"
+		 "        sent += len(flood)\n"
+		 "print('written', len(data), 'flood', sent, 'relay gone' if flood and not "
+		 "os.path.exists(f'/proc/{pid}') else '')\n",
+		 stats(m, sb).pid, stmts ? "" : "data = ", payload);
+	return py(m, sb, code);
+}
+
+static void test_hostile(sbx_manager *m, sbx_sandbox *sb)
+{
+	struct sbx_egress_stats before, after;
+	char code[8192];
+	char *out = NULL;
+	int port;
+
+	/* A frame header announcing 2 GiB. */
+	relay_port(m, sb);
+	before = stats(m, sb);
+	free(hijack(m, sb, "H.pack(3, 0, 1, 0x7fffffff)"));
+	tap_ok(relay_stops(m, sb, 5000), "a frame of 2 GiB from the relay: the relay is stopped");
+	after = stats(m, sb);
+	tap_is_int((int)(after.protocol_errors - before.protocol_errors), 1, "as a protocol error");
+	tap_ok(relay_gone(m, sb, before.pid), "and its process is gone (pid %ld)", before.pid);
+
+	relay_port(m, sb);
+	before = stats(m, sb);
+	free(hijack(m, sb, "b'\\xff' * 64"));
+	tap_ok(relay_stops(m, sb, 5000), "garbage: the relay is stopped");
+	tap_ok(relay_gone(m, sb, before.pid), "and its process is gone");
+
+	/* Past a stream's window: a tunnel to a host that reads nothing, then
+	 * DATA on it regardless of WINDOW, until the server's socket buffers are
+	 * full and the window is spent (without the check, the server would
+	 * keep all 64 MiB). */
+	relay_port(m, sb);
+	before = stats(m, sb);
+	snprintf(code, sizeof(code),
+		 "c = b'CONNECT 127.0.0.1:%d HTTP/1.1\\r\\n\\r\\n'\n"
+		 "data = H.pack(2, 0, 4000, 0) + H.pack(3, 0, 4000, len(c)) + c\n"
+		 "flood = (H.pack(3, 0, 4000, 32768) + b'A' * 32768) * 32\n",
+		 sink_port);
+	out = hijack(m, sb, code);
+	after = stats(m, sb);
+	tap_ok(strstr(out, "relay gone") && relay_stops(m, sb, 5000) &&
+		   after.protocol_errors == before.protocol_errors + 1,
+	       "DATA past a stream's window: the relay is stopped (%s)", out);
+	free(out);
+	out = NULL;
+
+	/* 300 streams opened at once: 16 are taken, the rest refused without
+	 * state; the relay goes on. */
+	relay_port(m, sb);
+	before = stats(m, sb);
+	out = hijack(m, sb, "b''.join(H.pack(2, 0, 20000 + i, 0) for i in range(300))");
+	usleep(500 * 1000);
+	after = stats(m, sb);
+	tap_ok(after.running, "300 streams opened at once: the relay still runs");
+	tap_ok(after.open <= 16 && after.refused - before.refused >= 284,
+	       "16 are carried (%zu open), the others refused (%llu)", after.open,
+	       (unsigned long long)(after.refused - before.refused));
+	free(out);
+	out = NULL;
+
+	/* From a client's side: 30 connections that send nothing (slow-loris). */
+	port = relay_port(m, sb);
+	snprintf(code, sizeof(code),
+		 "import socket, time\n"
+		 "time.sleep(11)\n" /* the flood's streams time out first */
+		 "socks = [socket.create_connection(('127.0.0.1', %d), timeout=30) for _ in "
+		 "range(30)]\n"
+		 "socks[0].sendall(b'GET /simple/ HT')\n"
+		 "t = time.time()\n"
+		 "answers = []\n"
+		 "for s in socks:\n"
+		 "    d = b''\n"
+		 "    while True:\n"
+		 "        b = s.recv(4096)\n"
+		 "        if not b:\n"
+		 "            break\n"
+		 "        d += b\n"
+		 "    answers.append(d.split(b'\\r\\n')[0].decode())\n"
+		 "print('busy', sum('503' in a for a in answers), 'slow', "
+		 "sum('408' in a for a in answers), 'after', int(time.time() - t))\n"
+		 "print([a for a in answers if '503' not in a and '408' not in a])\n",
+		 port);
+	free(out);
+	out = py(m, sb, code);
+	tap_ok(strstr(out, "busy 14 slow 16") != NULL,
+	       "30 idle connections: 14 refused at once (503), 16 answered 408 after 10 s: %s",
+	       out);
+
+	/* The server keeps serving: the next install starts a relay again. */
+	install(m, sb, "sbxdemo3", "after the hostile relays");
+	after = stats(m, sb);
+	tap_ok(after.running && after.open == 0, "its relay runs, with no stream left open");
+	free(out);
+}
+
+static void test_killed(sbx_manager *m, sbx_sandbox *sb)
+{
+	struct sbx_egress_stats before = stats(m, sb), after;
+	_cleanup_free_ char *out = NULL, *again = NULL;
+
+	out = py(
+	    m, sb,
+	    "import os, signal\n"
+	    "n = 0\n"
+	    "for p in os.listdir('/proc'):\n"
+	    "    try:\n"
+	    "        if p.isdigit() and b'sbx-relay' in open(f'/proc/{p}/cmdline', 'rb').read():\n"
+	    "            os.kill(int(p), signal.SIGKILL)\n"
+	    "            n += 1\n"
+	    "    except OSError:\n"
+	    "        pass\n"
+	    "print('killed', n)\n");
+	tap_ok(strstr(out, "killed 1") != NULL, "sandbox code kills the relay (%s)", out);
+	tap_ok(relay_stops(m, sb, 5000), "the server sees it end");
+	if (install(m, sb, "sbxdemo2", "after the kill")) {
+		again = py(m, sb, "import sbxdemo2\nprint('value', sbxdemo2.VALUE)\n");
+		tap_ok(strstr(again, "value 7") != NULL, "sbxdemo2 imports");
+	}
+	after = stats(m, sb);
+	tap_ok(after.running && after.relays == before.relays + 1,
+	       "the install started a new relay (%llu relays)", (unsigned long long)after.relays);
+}
+
+struct parallel {
+	sbx_manager *m;
+	sbx_sandbox *sb;
+	int r;
+	enum sbx_install_state state;
+	char msg[256];
+};
+
+static void *parallel_install(void *arg)
+{
+	struct parallel *p = arg;
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_install_status st = {0};
+
+	p->r = sbx_sandbox_install(p->m, p->sb, "sbxdemo", 240000, &st, &err);
+	p->state = st.state;
+	snprintf(p->msg, sizeof(p->msg), "%.200s", p->r < 0 ? err.msg : "");
+	sbx_install_status_release(&st);
+	return NULL;
+}
+
+static void test_parallel(sbx_manager *m, int n)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct parallel p[16] = {{0}};
+	pthread_t t[16];
+	int ok = 0, made = 0;
+
+	for (int i = 0; i < n; i++) {
+		char name[32];
+		snprintf(name, sizeof(name), "par%d", i);
+		p[i].m = m;
+		if (sbx_sandbox_create(m, "alice", name, &p[i].sb, &err) < 0) {
+			tap_diag("create %s: %s", name, err.msg);
+			break;
+		}
+		made++;
+	}
+	tap_is_int(made, n, "%d sandboxes", n);
+	for (int i = 0; i < made; i++)
+		pthread_create(&t[i], NULL, parallel_install, &p[i]);
+	for (int i = 0; i < made; i++) {
+		pthread_join(t[i], NULL);
+		ok += p[i].r == 0 && p[i].state == SBX_INSTALL_SUCCESS;
+		if (p[i].r < 0 || p[i].state != SBX_INSTALL_SUCCESS)
+			tap_diag("par%d: %d %d %s", i, p[i].r, p[i].state, p[i].msg);
+	}
+	tap_is_int(ok, made, "%d installs in %d sandboxes at once, each through its own relay",
+		   made, made);
+	for (int i = 0; i < made; i++) {
+		char name[32];
+		snprintf(name, sizeof(name), "par%d", i);
+		sbx_sandbox_unref(p[i].sb);
+		sbx_sandbox_delete(m, "alice", name, NULL);
+	}
+}
+
+static void test_engine(const char *script)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_settings s;
+	struct sbx_sandbox_info info = {0};
+	struct sbx_egress_stats es;
+	sbx_manager *m;
+	sbx_sandbox *sb = NULL;
+	char idx[256], allow[128], inst[96];
+	_cleanup_free_ char *out = NULL;
+	const char *par = getenv("SBX_EGRESS_PARALLEL");
+	int port;
+
+	bool up = start_index(script);
+
+	if (!tap_ok(up, "tests/egress-index.py serves on 127.0.0.1:%d and :%d", index_port,
+		    api_port))
+		return;
+	snprintf(idx, sizeof(idx), "sandbox.index_url=http://%s:%s@127.0.0.1:%d/simple/", USER,
+		 PASSWORD, index_port);
+	snprintf(allow, sizeof(allow), "sandbox.egress_allow=127.0.0.1:%d,127.0.0.1:%d", api_port,
+		 sink_port);
+	snprintf(inst, sizeof(inst), "%s-egress", instance);
+	{
+		const char *const extra[] = {
+		    "sandbox.network=none", idx, allow, "sandbox.install_timeout=120s",
+		    "sandbox.pool_size=0",  NULL};
+		settings_for(&s, inst, extra);
+	}
+	m = manager(&s, engine);
+	if (!tap_call(sbx_sandbox_create(m, "alice", "eg", &sb, &err), err.msg,
+		      "create a sandbox with network none"))
+		goto out;
+
+	es = stats(m, sb);
+	tap_ok(!es.running && es.relays == 0, "no relay before the first install");
+	if (install(m, sb, "sbxdemo", "network none, an index needing basic auth")) {
+		out = py(m, sb, "import sbxdemo\nprint('value', sbxdemo.VALUE)\n");
+		tap_ok(strstr(out, "value 42") != NULL, "the package imports (%s)", out);
+	}
+	tap_ok(index_log_count("200 /simple/sbxdemo/") >= 1 &&
+		   index_log_count("200 /packages/sbxdemo-1.0-py3-none-any.whl") >= 1,
+	       "the index served its page and the wheel behind a relative link, with the "
+	       "credentials");
+	tap_is_int(index_log_count("401 "), 0, "and never had to refuse a request");
+	es = stats(m, sb);
+	tap_ok(es.running && es.relays == 1 && es.streams >= 2,
+	       "one relay carried the install's connections (%llu)",
+	       (unsigned long long)es.streams);
+	tap_ok(es.bytes_in > 1000 && es.bytes_out > 100, "bytes counted: %llu in, %llu out",
+	       (unsigned long long)es.bytes_in, (unsigned long long)es.bytes_out);
+	if (tap_call(sbx_sandbox_describe(m, sb, &info, &err), err.msg, "describe the sandbox"))
+		tap_ok(info.egress_bytes_in == es.bytes_in && info.egress_bytes_out == es.bytes_out,
+		       "list_sandboxes shows them");
+	sbx_sandbox_info_release(&info);
+
+	port = relay_port(m, sb);
+	test_egress_allow(m, sb, port);
+	test_password_nowhere(m, sb);
+	test_killed(m, sb);
+	test_hostile(m, sb);
+	test_parallel(m, par ? atoi(par) : 10);
+out:
+	sbx_sandbox_unref(sb);
+	m = sbx_manager_free(m);
+	tap_is_int(count_instance(inst), 0, "no container of the egress manager is left");
+	sbx_settings_release(&s);
+	stop_index();
+}
+
+int main(int argc, char **argv)
+{
+	test_reader();
+	test_requests();
+	fixture_init(argc, argv, "egress");
+	test_engine(find_script(argv[0]));
+	tap_is_int(count_instance(instance), 0, "no container of this run is left");
+	return fixture_end();
+}
