@@ -134,6 +134,15 @@ struct sbx_egress {
 	char why[256];		 /* why the pump stopped the relay (protocol) */
 };
 
+/* Keeps what the relay wrote to its standard error, up to DIAG_MAX bytes
+ * (said when it stops). */
+static void diag_keep(struct sbx_egress *e, const void *buf, size_t n)
+{
+	if (e->diag.len < DIAG_MAX)
+		sbx_buf_append(&e->diag, buf,
+			       n < DIAG_MAX - e->diag.len ? n : DIAG_MAX - e->diag.len);
+}
+
 static pthread_mutex_t workers_lock = PTHREAD_MUTEX_INITIALIZER;
 static int workers;
 
@@ -697,11 +706,7 @@ static int read_relay(struct sbx_egress *e)
 			return (int)n;
 		total += (size_t)n;
 		if (fd == 2) {
-			if (e->diag.len < DIAG_MAX)
-				sbx_buf_append(&e->diag, buf,
-					       (size_t)n < DIAG_MAX - e->diag.len
-						   ? (size_t)n
-						   : DIAG_MAX - e->diag.len);
+			diag_keep(e, buf, (size_t)n);
 			continue;
 		}
 		pthread_mutex_lock(&e->lock);
@@ -1070,11 +1075,7 @@ static int start_relay(sbx_manager *m, sbx_sandbox *sb, struct sbx_egress *e, st
 		    sbx_stream_read(s, buf, sizeof(buf), &fd, left > 0 ? (int)left : 0, NULL);
 
 		if (n > 0 && fd == 2) {
-			if (e->diag.len < DIAG_MAX)
-				sbx_buf_append(&e->diag, buf,
-					       (size_t)n < DIAG_MAX - e->diag.len
-						   ? (size_t)n
-						   : DIAG_MAX - e->diag.len);
+			diag_keep(e, buf, (size_t)n);
 			continue;
 		}
 		if (n > 0) {
