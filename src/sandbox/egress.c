@@ -16,9 +16,10 @@
  *
  * Threads: one pump thread per running relay owns the exec stream (reads
  * and writes it), the tunnels' upstream connections and the frames; a
- * worker thread per connection that fetches or connects (at most
- * STREAMS_MAX per sandbox, WORKERS_MAX in all) hands bytes to it through
- * bounded buffers under e->lock. The relay is code in the sandbox and
+ * worker thread per connection that fetches or connects
+ * (src/sandbox/egress_upstream.c; at most STREAMS_MAX per sandbox,
+ * WORKERS_MAX in all) hands bytes to it through bounded buffers under
+ * e->lock (the shared state: src/sandbox/egress-pump.h). The relay is code in the sandbox and
  * may be replaced by anything: every frame is checked (its size, its type,
  * each stream's window), so that the server holds about STREAMS_MAX x
  * (EGRESS_STREAM_WINDOW + OUT_CAP) bytes for a sandbox (plus buffer slack)
@@ -39,8 +40,7 @@
 
 #include <curl/curl.h>
 
-#include "egress-internal.h"
-#include "sandbox-internal.h"
+#include "egress-pump.h"
 #include "sbx/buf.h"
 #include "sbx/clock.h"
 #include "sbx/common.h"
@@ -50,22 +50,12 @@
 #include "src/sandbox/interp/sbx_relay.inc"
 
 #define RELAY_USER "1000:1000"
-/* Connections one sandbox's relay carries at once; more are answered 503. */
-#define STREAMS_MAX 16
 /* Worker threads (fetches and connects in progress) of all sandboxes. */
 #define WORKERS_MAX 256
-/* Bytes held for the relay per stream before a worker waits. */
-#define OUT_CAP EGRESS_STREAM_WINDOW
 /* How long a new relay may take to say hello. */
 #define HELLO_MS 15000
 /* A connection's request head must arrive within this (slow clients). */
 #define HEAD_MS 10000
-/* Opening an upstream connection (name lookup included). */
-#define CONNECT_MS 15000
-/* A tunnel with no byte either way this long is closed. */
-#define IDLE_MS (10 * 60 * 1000)
-/* A worker waits this long at most for the relay to take its bytes. */
-#define STALL_MS 120000
 /* Bytes of frames written to the engine stream in one go. */
 #define BATCH_MAX (4 * (EGRESS_HDR + EGRESS_FRAME_MAX))
 /* Bytes of the relay's own stderr kept to explain a failed start. */
@@ -73,66 +63,6 @@
 /* Control frames (refusals, WINDOW) waiting to be written; a relay that
  * makes more in one read of its output is stopped. */
 #define CTL_MAX (256 * 1024)
-
-enum stream_state {
-	S_FREE,
-	S_HEAD,	   /* reading the request head */
-	S_REPLY,   /* answering it ourselves (a refusal); what comes is dropped */
-	S_FETCH,   /* a worker fetches (GET, HEAD); what comes is dropped */
-	S_CONNECT, /* a worker connects (CONNECT); what comes waits for the tunnel */
-	S_TUNNEL,  /* bytes both ways between the relay and up */
-	S_END,	   /* CLOSE sent: waits for its worker to end, then freed */
-};
-
-struct estream {
-	struct sbx_egress *e;
-	enum stream_state state;
-	uint16_t id;
-	int64_t deadline_ms; /* S_HEAD: the head's; S_TUNNEL: idle */
-	/* From the relay. in_window: what it may still send; in_credit:
-	 * consumed, not yet granted back with WINDOW. */
-	struct sbx_buf in;
-	size_t in_off;
-	uint32_t in_window, in_credit;
-	/* To the relay, within out_window (granted by its WINDOW frames). */
-	struct sbx_buf out;
-	size_t out_off;
-	uint64_t out_window;
-	bool out_eof;	  /* nothing more comes: CLOSE once out is sent */
-	bool close_sent;  /* we sent CLOSE */
-	bool peer_closed; /* the relay sent CLOSE */
-	bool cancel;	  /* the worker stops */
-	bool worker, worker_done;
-	pthread_t tid;
-	struct egress_request req;
-	CURL *up; /* S_TUNNEL: the upstream connection (CONNECT_ONLY) */
-	int up_fd;
-	bool up_eof;
-};
-
-struct sbx_egress {
-	char sid[SBX_SANDBOX_ID_MAX + 1];
-	sbx_engine *engine; /* outlives the record, and so this */
-	char *container;
-	struct egress_policy pol;
-	pthread_mutex_t start_lock; /* serialises starts */
-	pthread_mutex_t lock;	    /* everything below */
-	pthread_cond_t cond;	    /* room in an out buffer, or cancel */
-	sbx_stream *stream;	    /* the pump's while it runs */
-	pthread_t pump;
-	bool running;  /* the pump runs (it clears this as it ends) */
-	bool joinable; /* a pump thread was started and not joined */
-	bool stop;
-	int wake[2]; /* a byte wakes the pump */
-	int port;
-	long pid;
-	struct sbx_egress_stats stats;
-	struct estream st[STREAMS_MAX];
-	struct sbx_buf ctl;	 /* control frames waiting to be written */
-	struct egress_reader rd; /* the pump's */
-	struct sbx_buf diag;	 /* the relay's stderr */
-	char why[256];		 /* why the pump stopped the relay (protocol) */
-};
 
 /* Keeps what the relay wrote to its standard error, up to DIAG_MAX bytes
  * (said when it stops). */
@@ -145,17 +75,6 @@ static void diag_keep(struct sbx_egress *e, const void *buf, size_t n)
 
 static pthread_mutex_t workers_lock = PTHREAD_MUTEX_INITIALIZER;
 static int workers;
-
-static void wake(struct sbx_egress *e)
-{
-	ssize_t n = write(e->wake[1], "x", 1);
-	(void)n; /* a full pipe already wakes it */
-}
-
-static size_t out_pending(const struct estream *st)
-{
-	return st->out.len - st->out_off;
-}
 
 static size_t in_pending(const struct estream *st)
 {
@@ -179,37 +98,6 @@ static void credit(struct sbx_egress *e, struct estream *st, size_t n)
 		st->in_window += st->in_credit;
 		st->in_credit = 0;
 	}
-}
-
-/* Under lock: queues BYTES for the relay on ST (no bound: the callers
- * bound it). */
-static int out_append(struct estream *st, const void *p, size_t n)
-{
-	if (st->out_off && st->out_off == st->out.len) {
-		sbx_buf_reset(&st->out);
-		st->out_off = 0;
-	} else if (st->out_off >= EGRESS_FRAME_MAX) {
-		memmove(st->out.data, st->out.data + st->out_off, st->out.len - st->out_off);
-		st->out.len -= st->out_off;
-		st->out_off = 0;
-	}
-	return sbx_buf_append(&st->out, p, n);
-}
-
-/* Under lock: answers ST with a short plain-text response and ends it
- * (what the relay sends on it from now on is dropped). */
-static void answer(struct estream *st, int status, const char *text)
-{
-	char *resp;
-	size_t len;
-
-	if (egress_plain_response(status, text, &resp, &len) == 0) {
-		out_append(st, resp, len);
-		free(resp);
-	}
-	if (st->state == S_HEAD)
-		st->state = S_REPLY;
-	st->out_eof = true;
 }
 
 /* Under lock: the stream is over for whatever reason: drops what the relay
@@ -257,7 +145,7 @@ static bool worker_take(void)
 	return ok;
 }
 
-static void worker_give(void)
+void worker_give(void)
 {
 	pthread_mutex_lock(&workers_lock);
 	workers--;
@@ -265,7 +153,7 @@ static void worker_give(void)
 }
 
 /* The worker's last act: nothing of ST or E is touched after it. */
-static void worker_end(struct estream *st)
+void worker_end(struct estream *st)
 {
 	struct sbx_egress *e = st->e;
 
@@ -276,251 +164,6 @@ static void worker_end(struct estream *st)
 	wake(e);
 	pthread_mutex_unlock(&e->lock);
 	worker_give();
-}
-
-static int xfer_cancelled(void *userdata, curl_off_t dt, curl_off_t dn, curl_off_t ut,
-			  curl_off_t un)
-{
-	struct estream *st = userdata;
-	bool c;
-
-	(void)dt, (void)dn, (void)ut, (void)un;
-	pthread_mutex_lock(&st->e->lock);
-	c = st->cancel;
-	pthread_mutex_unlock(&st->e->lock);
-	return c;
-}
-
-/* Hands N bytes to the pump, waiting (bounded) while the relay has not
- * taken what came before; false when the stream ended or stalled. */
-static bool push(struct estream *st, const void *p, size_t n)
-{
-	struct sbx_egress *e = st->e;
-	int64_t until = sbx_monotonic_ms() + STALL_MS;
-	bool ok = false;
-
-	pthread_mutex_lock(&e->lock);
-	while (!st->cancel && out_pending(st) > 0 && out_pending(st) + n > OUT_CAP)
-		if (sbx_cond_wait_until(&e->cond, &e->lock, until) == ETIMEDOUT)
-			break;
-	if (!st->cancel && (out_pending(st) == 0 || out_pending(st) + n <= OUT_CAP) &&
-	    out_append(st, p, n) == 0)
-		ok = true;
-	wake(e);
-	pthread_mutex_unlock(&e->lock);
-	return ok;
-}
-
-struct fetch {
-	struct estream *st;
-	long status;	     /* of the response being read */
-	struct sbx_buf head; /* its headers passed on */
-	bool head_sent;
-};
-
-/* Response headers passed back to the sandbox. */
-static const char *const kept_headers[] = {
-    "accept-ranges", "age",  "cache-control", "content-encoding", "content-length", "content-range",
-    "content-type",  "date", "etag",	      "expires",	  "last-modified",  "location",
-    "vary",
-};
-
-static size_t on_header(char *b, size_t size, size_t nitems, void *userdata)
-{
-	struct fetch *f = userdata;
-	struct sbx_egress *e = f->st->e;
-	size_t n = size * nitems, len = n, name;
-	const char *colon;
-
-	while (len && (b[len - 1] == '\n' || b[len - 1] == '\r'))
-		len--;
-	if (len >= 5 && memcmp(b, "HTTP/", 5) == 0) { /* a new response (after a 1xx) */
-		const char *sp = memchr(b, ' ', len);
-		f->status = sp ? strtol(sp + 1, NULL, 10) : 0;
-		sbx_buf_reset(&f->head);
-		return n;
-	}
-	colon = memchr(b, ':', len);
-	if (!colon)
-		return n;
-	name = (size_t)(colon - b);
-	for (size_t i = 0; i < SBX_ARRAY_SIZE(kept_headers); i++) {
-		const char *v = b + name + 1;
-		size_t vlen;
-
-		if (strlen(kept_headers[i]) != name || strncasecmp(b, kept_headers[i], name) != 0)
-			continue;
-		while (v < b + len && (*v == ' ' || *v == '\t'))
-			v++;
-		vlen = (size_t)(b + len - v);
-		if (f->head.len + name + vlen + 4 > EGRESS_HEAD_MAX)
-			break;
-		/* A redirect within the index stays on the relay. */
-		const char *o = e->pol.index_origin;
-		size_t ol = strlen(o);
-		if (name == 8 && vlen >= ol && strncasecmp(v, o, ol) == 0 &&
-		    (vlen == ol || v[ol] == '/'))
-			sbx_buf_appendf(&f->head, "Location: http://127.0.0.1:%d%.*s\r\n", e->port,
-					(int)(vlen - ol), v + ol);
-		else
-			sbx_buf_appendf(&f->head, "%.*s: %.*s\r\n", (int)name, b, (int)vlen, v);
-		break;
-	}
-	return n;
-}
-
-static bool send_head(struct fetch *f)
-{
-	struct sbx_buf h = SBX_BUF_INIT;
-	bool ok;
-
-	f->head_sent = true;
-	if (sbx_buf_appendf(&h, "HTTP/1.1 %ld %s\r\n%sConnection: close\r\n\r\n", f->status,
-			    f->status < 300 ? "OK" : "-", f->head.data ? f->head.data : "") < 0)
-		return false;
-	ok = push(f->st, h.data, h.len);
-	sbx_buf_release(&h);
-	return ok;
-}
-
-static size_t on_body(char *b, size_t size, size_t nmemb, void *userdata)
-{
-	struct fetch *f = userdata;
-	size_t n = size * nmemb;
-
-	if (!f->head_sent && !send_head(f))
-		return 0;
-	if (n && !push(f->st, b, n))
-		return 0;
-	return n;
-}
-
-static void *fetch_main(void *arg)
-{
-	struct estream *st = arg;
-	struct sbx_egress *e = st->e;
-	const struct egress_request *q = &st->req;
-	struct fetch f = {.st = st};
-	struct curl_slist *hl = NULL;
-	char *url = NULL, msg[512];
-	CURL *c = curl_easy_init();
-	CURLcode code = CURLE_OUT_OF_MEMORY;
-	bool index = q->kind == EGRESS_REQ_INDEX, v6 = strchr(q->host, ':') != NULL;
-	int r;
-
-	if (index)
-		r = asprintf(&url, "%s%s", e->pol.index_origin, q->path);
-	else
-		r = asprintf(&url, "http://%s%s%s:%d%s", v6 ? "[" : "", q->host, v6 ? "]" : "",
-			     q->port, q->path);
-	if (r < 0)
-		url = NULL;
-	for (size_t off = 0; off < q->headers_len; off += strlen(q->headers + off) + 1) {
-		struct curl_slist *n = curl_slist_append(hl, q->headers + off);
-		if (!n)
-			goto out;
-		hl = n;
-	}
-	/* curl adds none of its own then (an index may vary on them). */
-	if (!(hl = curl_slist_append(hl, "Accept:")) || !c || !url)
-		goto out;
-	curl_easy_setopt(c, CURLOPT_URL, url);
-	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-	curl_easy_setopt(c, CURLOPT_PROXY, ""); /* the server connects itself */
-	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)CONNECT_MS);
-	curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
-	curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, 60L);
-	curl_easy_setopt(c, CURLOPT_HTTPHEADER, hl);
-	if (q->head_only)
-		curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
-	if (index && e->pol.user) {
-		curl_easy_setopt(c, CURLOPT_HTTPAUTH, (long)CURLAUTH_BASIC);
-		curl_easy_setopt(c, CURLOPT_USERNAME, e->pol.user);
-		curl_easy_setopt(c, CURLOPT_PASSWORD, e->pol.password ? e->pol.password : "");
-	}
-	curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
-	curl_easy_setopt(c, CURLOPT_HEADERDATA, &f);
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
-	curl_easy_setopt(c, CURLOPT_WRITEDATA, &f);
-	curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
-	curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, xfer_cancelled);
-	curl_easy_setopt(c, CURLOPT_XFERINFODATA, st);
-	code = curl_easy_perform(c);
-	if (code == CURLE_OK && !f.head_sent)
-		send_head(&f);
-out:
-	if (code != CURLE_OK && !f.head_sent) {
-		pthread_mutex_lock(&e->lock);
-		if (!st->cancel) {
-			snprintf(msg, sizeof(msg), "mcp-sandbox: could not fetch from %s: %s",
-				 index ? e->pol.index_host : q->host, curl_easy_strerror(code));
-			answer(st, code == CURLE_OPERATION_TIMEDOUT ? 504 : 502, msg);
-			wake(e);
-		}
-		pthread_mutex_unlock(&e->lock);
-	}
-	curl_slist_free_all(hl);
-	if (c)
-		curl_easy_cleanup(c);
-	free(url);
-	sbx_buf_release(&f.head);
-	worker_end(st);
-	return NULL;
-}
-
-static void *connect_main(void *arg)
-{
-	static const char ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
-	struct estream *st = arg;
-	struct sbx_egress *e = st->e;
-	const struct egress_request *q = &st->req;
-	bool v6 = strchr(q->host, ':') != NULL;
-	CURL *c = curl_easy_init();
-	CURLcode code = CURLE_OUT_OF_MEMORY;
-	curl_socket_t fd = CURL_SOCKET_BAD;
-	char *url = NULL, msg[512];
-
-	if (c && asprintf(&url, "http://%s%s%s:%d/", v6 ? "[" : "", q->host, v6 ? "]" : "",
-			  q->port) >= 0) {
-		curl_easy_setopt(c, CURLOPT_URL, url);
-		curl_easy_setopt(c, CURLOPT_CONNECT_ONLY, 1L);
-		curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http");
-		curl_easy_setopt(c, CURLOPT_PROXY, "");
-		curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-		curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)CONNECT_MS);
-		curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
-		curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, xfer_cancelled);
-		curl_easy_setopt(c, CURLOPT_XFERINFODATA, st);
-		code = curl_easy_perform(c);
-		if (code == CURLE_OK)
-			curl_easy_getinfo(c, CURLINFO_ACTIVESOCKET, &fd);
-	} else {
-		url = NULL;
-	}
-	pthread_mutex_lock(&e->lock);
-	if (st->cancel) {
-		/* ended meanwhile */
-	} else if (code == CURLE_OK && fd != CURL_SOCKET_BAD) {
-		st->up = SBX_TAKE(c);
-		st->up_fd = (int)fd;
-		st->state = S_TUNNEL;
-		st->deadline_ms = sbx_monotonic_ms() + IDLE_MS;
-		out_append(st, ok, sizeof(ok) - 1);
-	} else {
-		snprintf(msg, sizeof(msg), "mcp-sandbox: cannot connect to %s%s%s:%d: %s",
-			 v6 ? "[" : "", q->host, v6 ? "]" : "", q->port, curl_easy_strerror(code));
-		answer(st, code == CURLE_OPERATION_TIMEDOUT ? 504 : 502, msg);
-	}
-	st->worker_done = true;
-	pthread_cond_broadcast(&e->cond);
-	wake(e);
-	pthread_mutex_unlock(&e->lock);
-	if (c)
-		curl_easy_cleanup(c);
-	free(url);
-	worker_give();
-	return NULL;
 }
 
 /* Under lock: the head of ST is complete: starts its worker. */

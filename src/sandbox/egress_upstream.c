@@ -1,0 +1,267 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The egress relay's upstream workers (src/sandbox/egress-pump.h): a fetch
+ * (a GET or HEAD for the index, with its credentials, or for an allowed
+ * http:// host, without) passed back response head and body, and the
+ * connect of a CONNECT tunnel, which the pump then carries. One thread per
+ * stream; each hands bytes to the pump through the stream's bounded out
+ * buffer and watches its cancel flag.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <curl/curl.h>
+
+#include "egress-pump.h"
+#include "sbx/buf.h"
+#include "sbx/clock.h"
+#include "sbx/common.h"
+
+static int xfer_cancelled(void *userdata, curl_off_t dt, curl_off_t dn, curl_off_t ut,
+			  curl_off_t un)
+{
+	struct estream *st = userdata;
+	bool c;
+
+	(void)dt, (void)dn, (void)ut, (void)un;
+	pthread_mutex_lock(&st->e->lock);
+	c = st->cancel;
+	pthread_mutex_unlock(&st->e->lock);
+	return c;
+}
+
+/* Hands N bytes to the pump, waiting (bounded) while the relay has not
+ * taken what came before; false when the stream ended or stalled. */
+static bool push(struct estream *st, const void *p, size_t n)
+{
+	struct sbx_egress *e = st->e;
+	int64_t until = sbx_monotonic_ms() + STALL_MS;
+	bool ok = false;
+
+	pthread_mutex_lock(&e->lock);
+	while (!st->cancel && out_pending(st) > 0 && out_pending(st) + n > OUT_CAP)
+		if (sbx_cond_wait_until(&e->cond, &e->lock, until) == ETIMEDOUT)
+			break;
+	if (!st->cancel && (out_pending(st) == 0 || out_pending(st) + n <= OUT_CAP) &&
+	    out_append(st, p, n) == 0)
+		ok = true;
+	wake(e);
+	pthread_mutex_unlock(&e->lock);
+	return ok;
+}
+
+struct fetch {
+	struct estream *st;
+	long status;	     /* of the response being read */
+	struct sbx_buf head; /* its headers passed on */
+	bool head_sent;
+};
+
+/* Response headers passed back to the sandbox. */
+static const char *const kept_headers[] = {
+    "accept-ranges", "age",  "cache-control", "content-encoding", "content-length", "content-range",
+    "content-type",  "date", "etag",	      "expires",	  "last-modified",  "location",
+    "vary",
+};
+
+static size_t on_header(char *b, size_t size, size_t nitems, void *userdata)
+{
+	struct fetch *f = userdata;
+	struct sbx_egress *e = f->st->e;
+	size_t n = size * nitems, len = n, name;
+	const char *colon;
+
+	while (len && (b[len - 1] == '\n' || b[len - 1] == '\r'))
+		len--;
+	if (len >= 5 && memcmp(b, "HTTP/", 5) == 0) { /* a new response (after a 1xx) */
+		const char *sp = memchr(b, ' ', len);
+		f->status = sp ? strtol(sp + 1, NULL, 10) : 0;
+		sbx_buf_reset(&f->head);
+		return n;
+	}
+	colon = memchr(b, ':', len);
+	if (!colon)
+		return n;
+	name = (size_t)(colon - b);
+	for (size_t i = 0; i < SBX_ARRAY_SIZE(kept_headers); i++) {
+		const char *v = b + name + 1;
+		size_t vlen;
+
+		if (strlen(kept_headers[i]) != name || strncasecmp(b, kept_headers[i], name) != 0)
+			continue;
+		while (v < b + len && (*v == ' ' || *v == '\t'))
+			v++;
+		vlen = (size_t)(b + len - v);
+		if (f->head.len + name + vlen + 4 > EGRESS_HEAD_MAX)
+			break;
+		/* A redirect within the index stays on the relay. */
+		const char *o = e->pol.index_origin;
+		size_t ol = strlen(o);
+		if (name == 8 && vlen >= ol && strncasecmp(v, o, ol) == 0 &&
+		    (vlen == ol || v[ol] == '/'))
+			sbx_buf_appendf(&f->head, "Location: http://127.0.0.1:%d%.*s\r\n", e->port,
+					(int)(vlen - ol), v + ol);
+		else
+			sbx_buf_appendf(&f->head, "%.*s: %.*s\r\n", (int)name, b, (int)vlen, v);
+		break;
+	}
+	return n;
+}
+
+static bool send_head(struct fetch *f)
+{
+	struct sbx_buf h = SBX_BUF_INIT;
+	bool ok;
+
+	f->head_sent = true;
+	if (sbx_buf_appendf(&h, "HTTP/1.1 %ld %s\r\n%sConnection: close\r\n\r\n", f->status,
+			    f->status < 300 ? "OK" : "-", f->head.data ? f->head.data : "") < 0)
+		return false;
+	ok = push(f->st, h.data, h.len);
+	sbx_buf_release(&h);
+	return ok;
+}
+
+static size_t on_body(char *b, size_t size, size_t nmemb, void *userdata)
+{
+	struct fetch *f = userdata;
+	size_t n = size * nmemb;
+
+	if (!f->head_sent && !send_head(f))
+		return 0;
+	if (n && !push(f->st, b, n))
+		return 0;
+	return n;
+}
+
+void *fetch_main(void *arg)
+{
+	struct estream *st = arg;
+	struct sbx_egress *e = st->e;
+	const struct egress_request *q = &st->req;
+	struct fetch f = {.st = st};
+	struct curl_slist *hl = NULL;
+	char *url = NULL, msg[512];
+	CURL *c = curl_easy_init();
+	CURLcode code = CURLE_OUT_OF_MEMORY;
+	bool index = q->kind == EGRESS_REQ_INDEX, v6 = strchr(q->host, ':') != NULL;
+	int r;
+
+	if (index)
+		r = asprintf(&url, "%s%s", e->pol.index_origin, q->path);
+	else
+		r = asprintf(&url, "http://%s%s%s:%d%s", v6 ? "[" : "", q->host, v6 ? "]" : "",
+			     q->port, q->path);
+	if (r < 0)
+		url = NULL;
+	for (size_t off = 0; off < q->headers_len; off += strlen(q->headers + off) + 1) {
+		struct curl_slist *n = curl_slist_append(hl, q->headers + off);
+		if (!n)
+			goto out;
+		hl = n;
+	}
+	/* curl adds none of its own then (an index may vary on them). */
+	if (!(hl = curl_slist_append(hl, "Accept:")) || !c || !url)
+		goto out;
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(c, CURLOPT_PROXY, ""); /* the server connects itself */
+	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)CONNECT_MS);
+	curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
+	curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, 60L);
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, hl);
+	if (q->head_only)
+		curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
+	if (index && e->pol.user) {
+		curl_easy_setopt(c, CURLOPT_HTTPAUTH, (long)CURLAUTH_BASIC);
+		curl_easy_setopt(c, CURLOPT_USERNAME, e->pol.user);
+		curl_easy_setopt(c, CURLOPT_PASSWORD, e->pol.password ? e->pol.password : "");
+	}
+	curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+	curl_easy_setopt(c, CURLOPT_HEADERDATA, &f);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, &f);
+	curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+	curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, xfer_cancelled);
+	curl_easy_setopt(c, CURLOPT_XFERINFODATA, st);
+	code = curl_easy_perform(c);
+	if (code == CURLE_OK && !f.head_sent)
+		send_head(&f);
+out:
+	if (code != CURLE_OK && !f.head_sent) {
+		pthread_mutex_lock(&e->lock);
+		if (!st->cancel) {
+			snprintf(msg, sizeof(msg), "mcp-sandbox: could not fetch from %s: %s",
+				 index ? e->pol.index_host : q->host, curl_easy_strerror(code));
+			answer(st, code == CURLE_OPERATION_TIMEDOUT ? 504 : 502, msg);
+			wake(e);
+		}
+		pthread_mutex_unlock(&e->lock);
+	}
+	curl_slist_free_all(hl);
+	if (c)
+		curl_easy_cleanup(c);
+	free(url);
+	sbx_buf_release(&f.head);
+	worker_end(st);
+	return NULL;
+}
+
+void *connect_main(void *arg)
+{
+	static const char ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
+	struct estream *st = arg;
+	struct sbx_egress *e = st->e;
+	const struct egress_request *q = &st->req;
+	bool v6 = strchr(q->host, ':') != NULL;
+	CURL *c = curl_easy_init();
+	CURLcode code = CURLE_OUT_OF_MEMORY;
+	curl_socket_t fd = CURL_SOCKET_BAD;
+	char *url = NULL, msg[512];
+
+	if (c && asprintf(&url, "http://%s%s%s:%d/", v6 ? "[" : "", q->host, v6 ? "]" : "",
+			  q->port) >= 0) {
+		curl_easy_setopt(c, CURLOPT_URL, url);
+		curl_easy_setopt(c, CURLOPT_CONNECT_ONLY, 1L);
+		curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http");
+		curl_easy_setopt(c, CURLOPT_PROXY, "");
+		curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+		curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)CONNECT_MS);
+		curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+		curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, xfer_cancelled);
+		curl_easy_setopt(c, CURLOPT_XFERINFODATA, st);
+		code = curl_easy_perform(c);
+		if (code == CURLE_OK)
+			curl_easy_getinfo(c, CURLINFO_ACTIVESOCKET, &fd);
+	} else {
+		url = NULL;
+	}
+	pthread_mutex_lock(&e->lock);
+	if (st->cancel) {
+		/* ended meanwhile */
+	} else if (code == CURLE_OK && fd != CURL_SOCKET_BAD) {
+		st->up = SBX_TAKE(c);
+		st->up_fd = (int)fd;
+		st->state = S_TUNNEL;
+		st->deadline_ms = sbx_monotonic_ms() + IDLE_MS;
+		out_append(st, ok, sizeof(ok) - 1);
+	} else {
+		snprintf(msg, sizeof(msg), "mcp-sandbox: cannot connect to %s%s%s:%d: %s",
+			 v6 ? "[" : "", q->host, v6 ? "]" : "", q->port, curl_easy_strerror(code));
+		answer(st, code == CURLE_OPERATION_TIMEDOUT ? 504 : 502, msg);
+	}
+	st->worker_done = true;
+	pthread_cond_broadcast(&e->cond);
+	wake(e);
+	pthread_mutex_unlock(&e->lock);
+	if (c)
+		curl_easy_cleanup(c);
+	free(url);
+	worker_give();
+	return NULL;
+}
