@@ -50,6 +50,10 @@ def write_wheel(folder, name, value):
 
 
 def build():
+    # What an index holds besides its pages and files: the relay must never
+    # fetch it (/simple/../secret.txt).
+    with open(os.path.join(ROOT, "secret.txt"), "w") as f:
+        f.write("secret-of-the-index\n")
     packages = os.path.join(ROOT, "packages")
     os.makedirs(packages, exist_ok=True)
     names = []

@@ -103,22 +103,30 @@ static void test_reader(void)
 	free(r);
 }
 
-static struct egress_policy policy(const char *index_url, const char *allow)
+static struct egress_policy policy_files(const char *index_url, const char *allow,
+					 const char *files_path)
 {
 	struct sbx_settings s;
 	struct sbx_error err = SBX_ERROR_INIT;
 	struct egress_policy p;
-	char a[512], b[512], why[256];
+	char a[512], b[512], c[512], why[256];
 
 	sbx_settings_init(&s);
 	snprintf(a, sizeof(a), "sandbox.index_url=%s", index_url);
 	snprintf(b, sizeof(b), "sandbox.egress_allow=%s", allow);
-	if (sbx_settings_set(&s, a, &err) < 0 || sbx_settings_set(&s, b, &err) < 0)
+	snprintf(c, sizeof(c), "sandbox.index_files_path=%s", files_path);
+	if (sbx_settings_set(&s, a, &err) < 0 || sbx_settings_set(&s, b, &err) < 0 ||
+	    sbx_settings_set(&s, c, &err) < 0)
 		tap_bail(err.msg);
 	if (egress_policy_init(&p, &s, why, sizeof(why)) < 0)
 		tap_bail(why);
 	sbx_settings_release(&s);
 	return p;
+}
+
+static struct egress_policy policy(const char *index_url, const char *allow)
+{
+	return policy_files(index_url, allow, "");
 }
 
 /* Parses REQ with P (relay port 3128): the result, and the request or WHY. */
@@ -128,6 +136,122 @@ static int parse(const struct egress_policy *p, const char *req, struct egress_r
 	memset(q, 0, sizeof(*q));
 	why[0] = '\0';
 	return egress_parse_request(p, 3128, req, strlen(req), q, why, why_size);
+}
+
+/* Paths on the index: only clean ones under its path (or files path). */
+static void test_index_paths(const struct egress_policy *p)
+{
+	struct egress_policy f =
+	    policy_files("https://" USER ":" PASSWORD "@idx.example/r/simple/", "", "/r/packages/");
+	struct egress_policy root = policy("http://idx.example:8080", "");
+	struct egress_policy bare = policy_files("https://idx.example/simple", "", "/files");
+	static const char *const refused[] = {
+	    "/r/simple/../admin",
+	    "/r/simple/..",
+	    "/r/simple/./x/",
+	    "/r/simple/x/../../../admin",
+	    "/r/simple/%2e%2e/admin",
+	    "/r/simple/%2E%2e/admin",
+	    "/r/simple/.%2e/admin",
+	    "/r/simple/%2e/x",
+	    "/r/simple/..;/admin",
+	    "/r/simple/..%2fadmin",
+	    "/r/simple/..%2Fadmin",
+	    "/r/simple/..%5cadmin",
+	    "/r/simple/..\\admin",
+	    "/r/simple/x\\..\\..\\admin",
+	    "/r/simple//admin",
+	    "/r/simple/%252e%252e/admin",
+	    "/r/simple/x%00.html",
+	    "/r/simple/%zz",
+	    "/r/simple/%2",
+	    "/r/simplex/",
+	    "/r/simple",
+	    "/r/",
+	    "/",
+	    "/api/x",
+	    "/admin?/r/simple/",
+	    "http://127.0.0.1:3128/r/admin",
+	    "http://127.0.0.1:3128/r/simple/../admin",
+	    "http://127.0.0.1:3128",
+	    "http://127.0.0.1:3128?/r/simple/",
+	};
+	struct egress_request q;
+	char req[512], why[512];
+	int r, bad = 0;
+
+	for (size_t i = 0; i < SBX_ARRAY_SIZE(refused); i++) {
+		snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\n\r\n", refused[i]);
+		r = parse(p, req, &q, why, sizeof(why));
+		if (r != 403 || !strstr(why, "/r/simple/") || q.path) {
+			tap_diag("%s: %d %s", refused[i], r, why);
+			bad++;
+		}
+		if (r == 1)
+			egress_request_release(&q);
+	}
+	tap_is_int(bad, 0, "%zu paths outside the index's path or not clean: 403 naming it",
+		   SBX_ARRAY_SIZE(refused));
+	r = parse(p, "GET /r/simple/../admin HTTP/1.1\r\n\r\n", &q, why, sizeof(why));
+	tap_ok(r == 403 && strstr(why, "dot segment") && strstr(why, "/r/simple/../admin"),
+	       "a dot segment is named as such: %s", why);
+	r = parse(p, "GET /r/simple/x%2fy HTTP/1.1\r\n\r\n", &q, why, sizeof(why));
+	tap_ok(r == 403 && strstr(why, "encoded slash"), "an encoded slash too: %s", why);
+
+	static const char *const taken[] = {
+	    "/r/simple/",
+	    "/r/simple/sbxdemo/",
+	    "/r/simple/sbxdemo/?x=../..",
+	    "/r/simple/a.b/..c/c../.../x.whl",
+	    "/r/simple/torch-2.0%2Bcpu.whl",
+	    "/r/simple/x;y=1",
+	};
+	bad = 0;
+	for (size_t i = 0; i < SBX_ARRAY_SIZE(taken); i++) {
+		snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\n\r\n", taken[i]);
+		r = parse(p, req, &q, why, sizeof(why));
+		if (r != 1 || q.kind != EGRESS_REQ_INDEX || strcmp(q.path, taken[i]) != 0) {
+			tap_diag("%s: %d %s", taken[i], r, why);
+			bad++;
+		}
+		if (r == 1)
+			egress_request_release(&q);
+	}
+	tap_is_int(bad, 0, "%zu clean paths under it are index requests, passed as sent",
+		   SBX_ARRAY_SIZE(taken));
+
+	r = parse(&f, "GET /r/packages/x.whl HTTP/1.1\r\n\r\n", &q, why, sizeof(why));
+	tap_ok(r == 1 && q.kind == EGRESS_REQ_INDEX && q.any_address,
+	       "with sandbox.index_files_path=/r/packages/, a file there is (%d %s)", r, why);
+	egress_request_release(&q);
+	r = parse(&f, "GET /r/packages/../x HTTP/1.1\r\n\r\n", &q, why, sizeof(why));
+	tap_ok(r == 403 && strstr(why, "/r/packages/"), "not a dot segment there: %s", why);
+	r = parse(&f, "GET /r/other HTTP/1.1\r\n\r\n", &q, why, sizeof(why));
+	tap_ok(r == 403 && strstr(why, "/r/packages/"), "nor another path: %s", why);
+
+	r = parse(&root, "GET /anything/x HTTP/1.1\r\n\r\n", &q, why, sizeof(why));
+	tap_ok(r == 1 && q.kind == EGRESS_REQ_INDEX, "an index at / holds every clean path");
+	egress_request_release(&q);
+	r = parse(&root, "GET /a/../b HTTP/1.1\r\n\r\n", &q, why, sizeof(why));
+	tap_is_int(r, 403, "but not a dot segment");
+	r = parse(&root, "GET http://idx.example:8080/x/../y HTTP/1.1\r\n\r\n", &q, why,
+		  sizeof(why));
+	tap_is_int(r, 403, "nor through an absolute URL to its own host (plain http)");
+
+	r = parse(&bare, "GET /simple/x HTTP/1.1\r\n\r\n", &q, why, sizeof(why));
+	tap_is_int(r, 1, "an index path without a final slash holds the paths under it");
+	egress_request_release(&q);
+	r = parse(&bare, "GET /simplex HTTP/1.1\r\n\r\n", &q, why, sizeof(why));
+	tap_is_int(r, 403, "not the names that merely start with it");
+	r = parse(&bare, "GET /files/x.whl HTTP/1.1\r\n\r\n", &q, why, sizeof(why));
+	tap_is_int(r, 1, "likewise a files path without one");
+	egress_request_release(&q);
+	r = parse(&bare, "GET /filesx HTTP/1.1\r\n\r\n", &q, why, sizeof(why));
+	tap_is_int(r, 403, "and not /filesx");
+
+	egress_policy_release(&f);
+	egress_policy_release(&root);
+	egress_policy_release(&bare);
 }
 
 static void test_requests(void)
@@ -156,14 +280,16 @@ static void test_requests(void)
 	       "Accept is passed on; Authorization and Host are not");
 	egress_request_release(&q);
 	r = parse(&p, "GET /r/packages/x.whl HTTP/1.1\r\n\r\n", &q, why, sizeof(why));
-	tap_ok(r == 1 && q.kind == EGRESS_REQ_INDEX, "a relative file link outside /simple/ too");
-	egress_request_release(&q);
+	tap_ok(r == 403 && strstr(why, "/r/packages/x.whl") && strstr(why, "/r/simple/") &&
+		   strstr(why, "sandbox.index_files_path"),
+	       "a path outside the index's path: 403 naming both and the setting: %s", why);
 	r = parse(&p, "GET http://127.0.0.1:3128/r/simple/ HTTP/1.1\r\n\r\n", &q, why, sizeof(why));
 	tap_ok(r == 1 && q.kind == EGRESS_REQ_INDEX && !strcmp(q.path, "/r/simple/"),
 	       "an absolute URL to the relay itself is for the index");
 	egress_request_release(&q);
 	r = parse(&p, "GET /r/simple/ HTTP/1.1\r\nHost: x\r\n", &q, why, sizeof(why));
 	tap_is_int(r, 0, "an incomplete head waits");
+	test_index_paths(&p);
 
 	r = parse(&p, "CONNECT api.example.com:443 HTTP/1.1\r\nHost: api.example.com:443\r\n\r\n",
 		  &q, why, sizeof(why));
@@ -540,8 +666,14 @@ static void test_egress_allow(sbx_manager *m, sbx_sandbox *sb, int port)
 	    "    socket.create_connection(('127.0.0.1', %d), timeout=5)\n"
 	    "    print('H reached')\n"
 	    "except OSError as e:\n"
-	    "    print('H', type(e).__name__)\n",
-	    pre, api_port, port, api_port, index_port);
+	    "    print('H', type(e).__name__)\n"
+	    "for i, t in enumerate((b'/simple/../secret.txt', b'/simple/%%2e%%2e/secret.txt', "
+	    "b'/other', b'/simple/..%%2fsecret.txt', b'http://127.0.0.1:%d/simple/../secret.txt', "
+	    "b'/packages/../secret.txt')):\n"
+	    "    _, x = raw(b'GET ' + t + b' HTTP/1.1\\r\\n\\r\\n')\n"
+	    "    print('I%%d' %% i, x.split(b'\\r\\n')[0].decode(), b'/simple/' in x, "
+	    "b'secret-of-the-index' in x)\n",
+	    pre, api_port, port, api_port, index_port, port);
 	out = py(m, sb, code);
 	tap_ok(strstr(out, "A HTTP/1.1 403 Forbidden") && strstr(out, "evil.example:443") &&
 		   strstr(out, "sandbox.egress_allow"),
@@ -561,6 +693,21 @@ static void test_egress_allow(sbx_manager *m, sbx_sandbox *sb, int port)
 	       "but cannot reach the index's port itself: the sandbox has no network");
 	if (!strstr(out, "H ConnectionRefusedError"))
 		tap_diag("%s", out);
+	{
+		int refused = 0;
+		for (int i = 0; i < 6; i++) {
+			char want[64];
+			snprintf(want, sizeof(want), "I%d HTTP/1.1 403 Forbidden True False", i);
+			refused += strstr(out, want) != NULL;
+		}
+		tap_is_int(refused, 6,
+			   "paths outside /simple/ and /packages/ or with dot segments (direct, "
+			   "%%2e, encoded slash, absolute URL): 403 naming the index's path");
+		if (refused != 6)
+			tap_diag("%s", out);
+	}
+	tap_ok(index_log_count("secret") == 0 && index_log_count("/other") == 0,
+	       "and the index never saw them (it logs every request)");
 }
 
 /* Writes PAYLOAD into the relay's own output, as code in the sandbox can:
@@ -803,11 +950,16 @@ static void test_engine(const char *script)
 		 PASSWORD, index_port);
 	snprintf(allow, sizeof(allow), "sandbox.egress_allow=127.0.0.1:%d,127.0.0.1:%d", api_port,
 		 sink_port);
+	/* The test index serves its files under /packages/, as devpi does. */
 	snprintf(inst, sizeof(inst), "%s-egress", instance);
 	{
-		const char *const extra[] = {
-		    "sandbox.network=none", idx, allow, "sandbox.install_timeout=120s",
-		    "sandbox.pool_size=0",  NULL};
+		const char *const extra[] = {"sandbox.network=none",
+					     idx,
+					     allow,
+					     "sandbox.install_timeout=120s",
+					     "sandbox.index_files_path=/packages/",
+					     "sandbox.pool_size=0",
+					     NULL};
 		settings_for(&s, inst, extra);
 	}
 	m = manager(&s, engine);

@@ -348,6 +348,13 @@ static void test_set(void)
 		       "an index URL with user:password and a port (%s)", err.msg);
 		sbx_settings_release(&t);
 	}
+	set_fails("sandbox.index_files_path=packages/",
+		  "--set sandbox.index_files_path: bad value \"packages/\": expected empty or a "
+		  "path such as /packages/ (it does not start with /)");
+	set_fails("sandbox.index_files_path=/simple/../admin/",
+		  "--set sandbox.index_files_path: bad value \"/simple/../admin/\": expected empty "
+		  "or a path such as /packages/ (a dot segment (. or ..))");
+	set_fails("sandbox.index_files_path=/p/?x", "--set sandbox.index_files_path: bad value");
 	set_fails("sandbox.egress_allow=a.example,,b",
 		  "--set sandbox.egress_allow: bad value "
 		  "\"a.example,,b\": entry \"\": an empty host");
@@ -508,14 +515,15 @@ static void non_default(const struct sbx_setting *d, char *out, size_t n)
 	switch (d->type) {
 	case SBX_SETTING_STRING:
 		snprintf(out, n, "%s",
-			 strcmp(d->key, "socket") == 0	       ? "/x.sock"
-			 : strcmp(d->key, "instance") == 0     ? "x"
-			 : strcmp(d->key, "state_dir") == 0    ? "/x"
-			 : strcmp(d->key, "keys_file") == 0    ? "/x"
-			 : strcmp(d->key, "audit_log") == 0    ? "/x"
-			 : strcmp(d->key, "runtime") == 0      ? "runsc"
-			 : strcmp(d->key, "egress_allow") == 0 ? "x.example"
-							       : "http://x");
+			 strcmp(d->key, "socket") == 0		   ? "/x.sock"
+			 : strcmp(d->key, "instance") == 0	   ? "x"
+			 : strcmp(d->key, "state_dir") == 0	   ? "/x"
+			 : strcmp(d->key, "keys_file") == 0	   ? "/x"
+			 : strcmp(d->key, "audit_log") == 0	   ? "/x"
+			 : strcmp(d->key, "runtime") == 0	   ? "runsc"
+			 : strcmp(d->key, "egress_allow") == 0	   ? "x.example"
+			 : strcmp(d->key, "index_files_path") == 0 ? "/x/"
+								   : "http://x");
 		break;
 	case SBX_SETTING_ENUM:
 		snprintf(out, n, "%s", strcmp(d->words[0], d->def) ? d->words[0] : d->words[1]);

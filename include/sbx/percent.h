@@ -25,4 +25,14 @@ char *sbx_percent_escape(const char *s);
  * start a %XX escape: -EINVAL otherwise; -ENOMEM. */
 int sbx_percent_decode(const char *s, size_t len, char **ret_out, size_t *ret_len);
 
+/* Whether the URL path S[0..N) (no query: the caller cuts it at '?') names
+ * exactly what it says to any server that reads it: it starts with '/' and
+ * has no "." or ".." segment (a dot perhaps %2e, a segment perhaps with a
+ * ";parameter"), no empty segment ("//"; a final '/' is fine), no backslash,
+ * no %2f, %5c, %00 or %25 (a slash, backslash, NUL or percent sign a server
+ * might decode into one of the above) and no '%' outside a %XX escape. When
+ * not, *RET_WHAT (may be NULL) says which, as a phrase ("a dot segment (.
+ * or ..)"). Pure, no allocation. */
+bool sbx_path_is_clean(const char *s, size_t n, const char **ret_what);
+
 #endif

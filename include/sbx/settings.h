@@ -72,6 +72,9 @@ struct sbx_settings {
 		/* The package index the server fetches for a sandbox's pip (src/sandbox/
 		 * egress.c); may hold user:password, which never reaches a sandbox. */
 		char *index_url;
+		/* A second path on the index's host fetched with its credentials
+		 * (where it serves its files); "" = only index_url's path. */
+		char *index_files_path;
 		/* Comma-separated HOST[:PORT] (include/sbx/hostport.h) sandbox code
 		 * may reach through the server's relay; "" = only the index. */
 		char *egress_allow;

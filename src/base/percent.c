@@ -9,9 +9,11 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <curl/curl.h>
 
+#include "sbx/common.h"
 #include "sbx/percent.h"
 
 static int append_escaped(struct sbx_buf *b, const char *s, size_t n)
@@ -87,4 +89,57 @@ int sbx_percent_decode(const char *s, size_t len, char **ret_out, size_t *ret_le
 	*ret_out = out;
 	*ret_len = (size_t)n;
 	return 0;
+}
+
+/* Whether the segment S[0..N) (up to a ';' parameter) is "." or "..", its
+ * dots perhaps written %2e. */
+static bool dot_segment(const char *s, size_t n)
+{
+	size_t dots = 0;
+
+	for (size_t i = 0; i < n && s[i] != ';'; dots++) {
+		if (s[i] == '.')
+			i++;
+		else if (i + 2 < n && s[i] == '%' && s[i + 1] == '2' && (s[i + 2] | 0x20) == 'e')
+			i += 3;
+		else
+			return false;
+	}
+	return dots == 1 || dots == 2;
+}
+
+bool sbx_path_is_clean(const char *s, size_t n, const char **ret_what)
+{
+	static const char *const encoded[] = {"%2f", "%5c", "%00", "%25"};
+	const char *what = NULL;
+	size_t seg = 1;
+
+	if (n == 0 || s[0] != '/') {
+		what = "it does not start with /";
+		goto out;
+	}
+	for (size_t i = 1; i <= n && !what; i++) {
+		if (i < n && s[i] == '\\') {
+			what = "a backslash";
+		} else if (i < n && s[i] == '%') {
+			if (i + 2 >= n || !isxdigit((unsigned char)s[i + 1]) ||
+			    !isxdigit((unsigned char)s[i + 2])) {
+				what = "a % that does not start a %XX escape";
+				break;
+			}
+			for (size_t k = 0; k < SBX_ARRAY_SIZE(encoded); k++)
+				if (strncasecmp(s + i, encoded[k], 3) == 0)
+					what = "an encoded slash, backslash, NUL or percent sign";
+		} else if (i == n || s[i] == '/') {
+			if (i == seg && i < n)
+				what = "an empty segment (//)";
+			else if (dot_segment(s + seg, i - seg))
+				what = "a dot segment (. or ..)";
+			seg = i + 1;
+		}
+	}
+out:
+	if (ret_what)
+		*ret_what = what;
+	return what == NULL;
 }

@@ -29,6 +29,7 @@
 #include "sbx/buf.h"
 #include "sbx/common.h"
 #include "sbx/hostport.h"
+#include "sbx/percent.h"
 #include "sbx/settings.h"
 
 #define KIB INT64_C(1024)
@@ -105,6 +106,18 @@ static bool check_index_url(const char *v, char *why, size_t n)
 	curl_free(frag);
 	curl_url_cleanup(u);
 	return ok;
+}
+
+/* Empty, or a clean path (sbx_path_is_clean) on the index's host. */
+static bool check_index_files_path(const char *v, char *why, size_t n)
+{
+	const char *what;
+
+	if (!*v || (!strchr(v, '?') && sbx_path_is_clean(v, strlen(v), &what)))
+		return true;
+	snprintf(why, n, "expected empty or a path such as /packages/ (%s)",
+		 strchr(v, '?') ? "it has a query" : what);
+	return false;
 }
 
 /* Comma-separated HOST[:PORT] entries (spaces around them allowed), a host
@@ -274,6 +287,10 @@ static const struct sbx_setting schema[] = {
     STRING("sandbox", "index_url", sandbox.index_url, "https://pypi.org/simple/", check_index_url,
 	   "package index pip installs from, fetched by the server for the sandbox (user:password@ "
 	   "allowed; never given to sandboxes)"),
+    STRING("sandbox", "index_files_path", sandbox.index_files_path, "", check_index_files_path,
+	   "path on the index's host under which it serves its files, fetched with its "
+	   "credentials like the index's own path (e.g. /packages/); empty = only the index's "
+	   "path"),
     STRING("sandbox", "egress_allow", sandbox.egress_allow, "", check_egress_allow,
 	   "comma-separated HOST[:PORT] that code in a sandbox may reach over HTTP and HTTPS "
 	   "through the server, besides the index; empty = none"),

@@ -61,7 +61,8 @@ void egress_frame_header(unsigned char out[EGRESS_HDR], uint8_t type, uint16_t i
 
 /* What a connection to the relay asks for. */
 enum egress_kind {
-	EGRESS_REQ_INDEX,   /* a GET/HEAD for a path on the index: the server adds credentials */
+	EGRESS_REQ_INDEX,   /* a GET/HEAD for a clean path under the index's path or its
+			     * files path: the server adds credentials */
 	EGRESS_REQ_FORWARD, /* a GET/HEAD for http://HOST:PORT/... in egress_allow, no credentials
 			     */
 	EGRESS_REQ_CONNECT, /* CONNECT HOST:PORT, allowed: a tunnel */
@@ -78,6 +79,11 @@ struct egress_request {
 			* followed by a NUL (owned) */
 	size_t headers_len;
 	size_t head_len; /* bytes of the head, the blank line included */
+	/* The upstream may be at any address: the index, its file host, or an
+	 * allow-list entry that is an IP literal. Otherwise loopback, private,
+	 * link-local and such addresses are refused when connecting
+	 * (egress_upstream.c). */
+	bool any_address;
 };
 void egress_request_release(struct egress_request *q);
 
@@ -86,6 +92,7 @@ struct egress_policy {
 	char *index_url;       /* the index URL without user:password, for curl */
 	char *index_origin;    /* "scheme://host[:port]" as pip would spell it, for Location */
 	char *index_path;      /* its path, "/simple/" */
+	char *files_path;      /* sandbox.index_files_path; NULL when empty */
 	char *user, *password; /* decoded; NULL when none */
 	char index_host[SBX_HOST_BUF];
 	int index_port;
@@ -95,6 +102,7 @@ struct egress_policy {
 	struct egress_allow {
 		char host[SBX_HOST_BUF]; /* perhaps "*.example.com" */
 		int port;		 /* 0: 443 for CONNECT, 80 for plain HTTP */
+		bool any_address;	 /* an IP literal, or the index's file host */
 	} * allow;
 	size_t n_allow;
 };
@@ -106,6 +114,18 @@ void egress_policy_release(struct egress_policy *p);
 /* Whether a tunnel (TLS: CONNECT) or a plain HTTP request to HOST:PORT is
  * allowed: the index's own host and port, or an entry of the allow-list. */
 bool egress_policy_allows(const struct egress_policy *p, const char *host, int port, bool tls);
+/* Likewise, saying how: EGRESS_DENIED, EGRESS_PUBLIC (an allowed name: only
+ * public addresses may be reached under it) or EGRESS_ANY_ADDRESS (the
+ * index's host, its file host, or an entry that is an IP literal: the
+ * operator named the address). */
+enum egress_reach { EGRESS_DENIED, EGRESS_PUBLIC, EGRESS_ANY_ADDRESS };
+enum egress_reach egress_policy_reach(const struct egress_policy *p, const char *host, int port,
+				      bool tls);
+/* Whether PATH ("/path?query") may be fetched from the index with its
+ * credentials: under its path or files_path and clean (sbx_path_is_clean);
+ * 0, or 403 with WHY naming both paths and the setting. */
+int egress_index_path_check(const struct egress_policy *p, const char *path, char *why,
+			    size_t why_size);
 
 /* Parses the request head at the start of BUF[0..N): 1 and *RET when it is
  * complete and allowed, 0 when more bytes are needed; else the HTTP status

@@ -11,12 +11,14 @@
 #include <string.h>
 #include <strings.h>
 
+#include <arpa/inet.h>
 #include <curl/curl.h>
 
 #include "egress-internal.h"
 #include "sbx/buf.h"
 #include "sbx/common.h"
 #include "sbx/error.h"
+#include "sbx/percent.h"
 
 /* Longest request target; more headers than this is a 431 too. */
 #define TARGET_MAX 8192
@@ -110,6 +112,7 @@ void egress_policy_release(struct egress_policy *p)
 	free(p->index_url);
 	free(p->index_origin);
 	free(p->index_path);
+	free(p->files_path);
 	if (p->password)
 		explicit_bzero(p->password, strlen(p->password));
 	free(p->user);
@@ -118,7 +121,7 @@ void egress_policy_release(struct egress_policy *p)
 	memset(p, 0, sizeof(*p));
 }
 
-static int add_allow(struct egress_policy *p, const char *host, int port)
+static int add_allow(struct egress_policy *p, const char *host, int port, bool any_address)
 {
 	struct egress_allow *a = realloc(p->allow, (p->n_allow + 1) * sizeof(*a));
 
@@ -127,6 +130,7 @@ static int add_allow(struct egress_policy *p, const char *host, int port)
 	p->allow = a;
 	snprintf(a[p->n_allow].host, sizeof(a[p->n_allow].host), "%s", host);
 	a[p->n_allow].port = port;
+	a[p->n_allow].any_address = any_address;
 	p->n_allow++;
 	return 0;
 }
@@ -138,6 +142,15 @@ static const struct {
     {"pypi.org", "files.pythonhosted.org"},
     {"test.pypi.org", "test-files.pythonhosted.org"},
 };
+
+/* An IPv4 address in dotted-quad form or an IPv6 address, as
+ * sbx_hostport_parse writes them (no brackets). */
+static bool ip_literal(const char *host)
+{
+	unsigned char a[16];
+
+	return inet_pton(AF_INET, host, a) == 1 || inet_pton(AF_INET6, host, a) == 1;
+}
 
 static char *url_part(CURLU *u, CURLUPart what, unsigned flags)
 {
@@ -207,7 +220,7 @@ int egress_policy_init(struct egress_policy *p, const struct sbx_settings *s, ch
 	}
 	for (size_t i = 0; i < SBX_ARRAY_SIZE(file_hosts); i++)
 		if (strcmp(p->index_host, file_hosts[i].index) == 0 &&
-		    add_allow(p, file_hosts[i].files, 443) < 0)
+		    add_allow(p, file_hosts[i].files, 443, true) < 0)
 			goto fail;
 	while (*list) {
 		char h[SBX_HOST_BUF], what[128];
@@ -225,7 +238,7 @@ int egress_policy_init(struct egress_policy *p, const struct sbx_settings *s, ch
 				(int)(len < 64 ? len : 64), list, what);
 			goto fail;
 		}
-		if (add_allow(p, h, pt) < 0)
+		if (add_allow(p, h, pt, ip_literal(h)) < 0)
 			goto fail;
 		list += len;
 		while (*list == ' ')
@@ -233,6 +246,9 @@ int egress_policy_init(struct egress_policy *p, const struct sbx_settings *s, ch
 		if (*list == ',')
 			list++;
 	}
+	if (s->sandbox.index_files_path && *s->sandbox.index_files_path &&
+	    !(p->files_path = strdup(s->sandbox.index_files_path)))
+		goto fail;
 	curl_url_cleanup(u);
 	return 0;
 fail:
@@ -243,16 +259,63 @@ fail:
 	return r;
 }
 
-bool egress_policy_allows(const struct egress_policy *p, const char *host, int port, bool tls)
+enum egress_reach egress_policy_reach(const struct egress_policy *p, const char *host, int port,
+				      bool tls)
 {
+	enum egress_reach r = EGRESS_DENIED;
+
 	if (strcmp(host, p->index_host) == 0 && port == p->index_port)
-		return true;
+		return EGRESS_ANY_ADDRESS;
 	for (size_t i = 0; i < p->n_allow; i++) {
 		const struct egress_allow *a = &p->allow[i];
-		if (sbx_host_match(a->host, host) && port == (a->port ? a->port : tls ? 443 : 80))
-			return true;
+		if (sbx_host_match(a->host, host) && port == (a->port ? a->port : tls ? 443 : 80)) {
+			if (a->any_address)
+				return EGRESS_ANY_ADDRESS;
+			r = EGRESS_PUBLIC;
+		}
 	}
-	return false;
+	return r;
+}
+
+bool egress_policy_allows(const struct egress_policy *p, const char *host, int port, bool tls)
+{
+	return egress_policy_reach(p, host, port, tls) != EGRESS_DENIED;
+}
+
+/* Whether PATH[0..N) is PREFIX or under it: "/simple/" holds "/simple/x";
+ * "/simple" holds "/simple" and "/simple/x", not "/simplex". */
+static bool path_under(const char *prefix, const char *path, size_t n)
+{
+	size_t pl = strlen(prefix);
+
+	if (n < pl || strncmp(path, prefix, pl) != 0)
+		return false;
+	return pl && (prefix[pl - 1] == '/' || n == pl || path[pl] == '/');
+}
+
+int egress_index_path_check(const struct egress_policy *p, const char *path, char *why,
+			    size_t why_size)
+{
+	size_t n = strcspn(path, "?");
+	const char *what = NULL;
+	int shown = n < 200 ? (int)n : 200;
+
+	if (!sbx_path_is_clean(path, n, &what))
+		return say(why, why_size, 403,
+			   "mcp-sandbox: the index path \"%.*s\" has %s: only clean paths under "
+			   "the package index's %s%s%s are fetched from it",
+			   shown, path, what, p->index_path, p->files_path ? " and " : "",
+			   p->files_path ? p->files_path : "");
+	if (path_under(p->index_path, path, n) ||
+	    (p->files_path && path_under(p->files_path, path, n)))
+		return 0;
+	return say(why, why_size, 403,
+		   "mcp-sandbox: \"%.*s\" is not under the package index's path (%s) or "
+		   "sandbox.index_files_path (%s): only those are fetched from %s with its "
+		   "credentials; if the index serves its files under another path, ask the "
+		   "server's operator to set sandbox.index_files_path to it",
+		   shown, path, p->index_path, p->files_path ? p->files_path : "not set",
+		   p->index_host);
 }
 
 /* ---- requests ---- */
@@ -450,13 +513,17 @@ int egress_parse_request(const struct egress_policy *p, int relay_port, const ch
 			}
 	}
 
-	if (q.kind == EGRESS_REQ_CONNECT && !egress_policy_allows(p, q.host, q.port, true)) {
-		sbx_buf_release(&hdrs);
-		return refuse_host(p, q.host, q.port, true, why, why_size);
-	}
-	if (q.kind == EGRESS_REQ_FORWARD && !egress_policy_allows(p, q.host, q.port, false)) {
-		sbx_buf_release(&hdrs);
-		return refuse_host(p, q.host, q.port, false, why, why_size);
+	if (q.kind == EGRESS_REQ_CONNECT || q.kind == EGRESS_REQ_FORWARD) {
+		bool tls = q.kind == EGRESS_REQ_CONNECT;
+		enum egress_reach reach = egress_policy_reach(p, q.host, q.port, tls);
+
+		if (reach == EGRESS_DENIED) {
+			sbx_buf_release(&hdrs);
+			return refuse_host(p, q.host, q.port, tls, why, why_size);
+		}
+		q.any_address = reach == EGRESS_ANY_ADDRESS;
+	} else {
+		q.any_address = true; /* the index */
 	}
 	if (get) {
 		size_t plen = (size_t)(target + tlen - path);
@@ -469,6 +536,14 @@ int egress_parse_request(const struct egress_policy *p, int relay_port, const ch
 				goto nomem;
 			free(q.path);
 			q.path = fixed;
+		}
+		/* Whatever the sandbox names, the credentials go only to the
+		 * index's own paths. */
+		if (q.kind == EGRESS_REQ_INDEX &&
+		    (r = egress_index_path_check(p, q.path, why, why_size))) {
+			sbx_buf_release(&hdrs);
+			egress_request_release(&q);
+			return r;
 		}
 		/* NUL-separated; the worker splits it. */
 		q.headers_len = hdrs.len;

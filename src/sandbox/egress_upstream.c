@@ -175,6 +175,10 @@ void *fetch_main(void *arg)
 	curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
 	curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, 60L);
 	curl_easy_setopt(c, CURLOPT_HTTPHEADER, hl);
+	/* The path goes out as egress_parse_request checked it (no dot segment
+	 * squashed); redirects are passed back, never followed here
+	 * (CURLOPT_FOLLOWLOCATION stays off). */
+	curl_easy_setopt(c, CURLOPT_PATH_AS_IS, 1L);
 	if (q->head_only)
 		curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
 	if (index && e->pol.user) {

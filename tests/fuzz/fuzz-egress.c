@@ -4,7 +4,7 @@
  * (src/sandbox/egress_proto.c): the relay's frames, and the request heads of
  * what connects to it, decided by a fixed policy (index
  * https://u:PASSWORD@idx.example/r/simple/, egress_allow api.example.com,
- * *.cdn.example:8443).
+ * *.cdn.example:8443, 10.0.0.5).
  *
  * The first byte picks the parser; the rest is the input.
  * Frames (even first byte): fed in pieces whose sizes come from the second
@@ -17,9 +17,13 @@
  * an accepted head ends within the input and within EGRESS_HEAD_MAX + 4
  * bytes with a blank line; a CONNECT or forwarded target is one the policy
  * allows; an index or forwarded path starts with '/' and holds no control
- * character or space; the headers passed on are "Name: value" entries of
- * the passed list, without CR or LF; a prefix of an accepted head that lacks
- * its blank line is never accepted.
+ * character or space; an index path (before any '?') is under /r/simple/
+ * and clean: no "." or ".." segment (dots perhaps %2e, the segment perhaps
+ * with a ";param"), no "//", no backslash, no %2f, %5c, %00 or %25; a
+ * CONNECT or forward may reach any address only when its host is the
+ * index's or the IP literal in egress_allow (10.0.0.5); the headers passed on are "Name: value"
+ * entries of the passed list, without CR or LF; a prefix of an accepted head that lacks its blank
+ * line is never accepted.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -47,8 +51,9 @@ static void init(void)
 	if (sbx_settings_init(&s) < 0 ||
 	    sbx_settings_set(&s, "sandbox.index_url=https://u:" PASSWORD "@idx.example/r/simple/",
 			     NULL) < 0 ||
-	    sbx_settings_set(&s, "sandbox.egress_allow=api.example.com, *.cdn.example:8443", NULL) <
-		0 ||
+	    sbx_settings_set(&s,
+			     "sandbox.egress_allow=api.example.com, *.cdn.example:8443, 10.0.0.5",
+			     NULL) < 0 ||
 	    egress_policy_init(&pol, &s, why, sizeof(why)) < 0)
 		abort();
 	sbx_settings_release(&s);
@@ -89,6 +94,49 @@ static bool clean(const char *s)
 	return true;
 }
 
+/* An index path (up to '?'): under /r/simple/ and clean, checked here
+ * without the parser's code. */
+static bool index_path_ok(const char *path)
+{
+	static const char prefix[] = "/r/simple/";
+	size_t n = strcspn(path, "?");
+	char seg[64];
+	size_t k = 0;
+
+	if (strncmp(path, prefix, sizeof(prefix) - 1) != 0)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		char c = path[i];
+		if (c == '\\')
+			return false;
+		if (c == '%' && i + 2 < n) {
+			char e[3] = {(char)(path[i + 1] | 0x20), (char)(path[i + 2] | 0x20), 0};
+			if (!strcmp(e, "2f") || !strcmp(e, "5c") || !strcmp(e, "00") ||
+			    !strcmp(e, "25"))
+				return false;
+			if (!strcmp(e, "2e")) {
+				c = '.';
+				i += 2;
+			}
+		}
+		if (c == '/') {
+			if (i > 0 && k == 0)
+				return false; /* "//" */
+			k = 0;
+			continue;
+		}
+		if (k < sizeof(seg) - 1)
+			seg[k++] = c;
+		seg[k] = '\0';
+		/* A segment that is (up to a ';') "." or "..", complete at the
+		 * next '/', ';' or the end. */
+		bool ends = i + 1 == n || path[i + 1] == '/' || path[i + 1] == ';';
+		if (ends && (!strcmp(seg, ".") || !strcmp(seg, "..")))
+			return false;
+	}
+	return true;
+}
+
 /* The input holds the password, in any case (hosts are named in lower case). */
 static bool has_password(const uint8_t *data, size_t size)
 {
@@ -120,6 +168,11 @@ static void request(const uint8_t *data, size_t size)
 	if (q.kind == EGRESS_REQ_CONNECT && !egress_policy_allows(&pol, q.host, q.port, true))
 		abort();
 	if (q.kind == EGRESS_REQ_FORWARD && !egress_policy_allows(&pol, q.host, q.port, false))
+		abort();
+	if (q.kind == EGRESS_REQ_INDEX && (!q.path || !index_path_ok(q.path) || !q.any_address))
+		abort();
+	if (q.kind != EGRESS_REQ_INDEX && q.any_address && strcmp(q.host, "idx.example") != 0 &&
+	    strcmp(q.host, "10.0.0.5") != 0)
 		abort();
 	if (q.kind != EGRESS_REQ_CONNECT) {
 		if (!q.path || q.path[0] != '/' || !clean(q.path) || !q.headers)
