@@ -303,7 +303,34 @@ static void test_requests(void)
 	r = parse(&p, "CONNECT a.cdn.example:8443 HTTP/1.1\r\n\r\n", &q, why, sizeof(why));
 	tap_ok(r == 1, "CONNECT to a host under a wildcard, its port");
 	r = parse(&p, "CONNECT 127.0.0.1:9000 HTTP/1.1\r\n\r\n", &q, why, sizeof(why));
-	tap_ok(r == 1, "CONNECT to an address and port listed");
+	tap_ok(r == 1 && q.any_address,
+	       "CONNECT to an address and port listed, which may be any address");
+	r = parse(&p, "CONNECT api.example.com:443 HTTP/1.1\r\n\r\n", &q, why, sizeof(why));
+	tap_ok(r == 1 && !q.any_address, "a listed name only to public addresses");
+	r = parse(&p, "CONNECT x.cdn.example:8443 HTTP/1.1\r\n\r\n", &q, why, sizeof(why));
+	tap_ok(r == 1 && !q.any_address, "a name under a wildcard likewise");
+	r = parse(&p, "CONNECT idx.example:443 HTTP/1.1\r\n\r\n", &q, why, sizeof(why));
+	tap_ok(r == 1 && q.any_address, "the index's host (operator's configuration) any");
+	r = parse(&pypi, "CONNECT files.pythonhosted.org:443 HTTP/1.1\r\n\r\n", &q, why,
+		  sizeof(why));
+	tap_ok(r == 1 && q.any_address, "and its file host");
+	r = parse(&p, "GET http://api.example.com/ HTTP/1.1\r\n\r\n", &q, why, sizeof(why));
+	tap_ok(r == 1 && !q.any_address, "a forward to a listed name only public ones");
+	egress_request_release(&q);
+	r = parse(&p, "GET http://127.0.0.1:9000/ HTTP/1.1\r\n\r\n", &q, why, sizeof(why));
+	tap_ok(r == 1 && q.any_address, "to a listed address any");
+	egress_request_release(&q);
+	{
+		struct egress_policy lit =
+		    policy("https://idx.example/simple/", "127.1:80, [::1]:81, 0x7f.0.0.1:82");
+		tap_is_int(egress_policy_reach(&lit, "127.1", 80, false), EGRESS_PUBLIC,
+			   "\"127.1\" is a name, not an IP literal: public addresses only");
+		tap_is_int(egress_policy_reach(&lit, "::1", 81, false), EGRESS_ANY_ADDRESS,
+			   "[::1] is an IP literal");
+		tap_is_int(egress_policy_reach(&lit, "0x7f.0.0.1", 82, false), EGRESS_PUBLIC,
+			   "0x7f.0.0.1 a name");
+		egress_policy_release(&lit);
+	}
 
 	r = parse(&p, "CONNECT evil.example:443 HTTP/1.1\r\n\r\n", &q, why, sizeof(why));
 	tap_ok(r == 403 && strstr(why, "evil.example:443") && strstr(why, "sandbox.egress_allow"),
@@ -667,13 +694,23 @@ static void test_egress_allow(sbx_manager *m, sbx_sandbox *sb, int port)
 	    "    print('H reached')\n"
 	    "except OSError as e:\n"
 	    "    print('H', type(e).__name__)\n"
+	    "_, j = raw(b'CONNECT localhost:%d HTTP/1.1\\r\\n\\r\\n')\n"
+	    "print('J', j.split(b'\\r\\n')[0].decode(), b'loopback' in j, "
+	    "b'sandbox.egress_allow' in j, b'127.0.0.1:%d' in j or b'[::1]:%d' in j)\n"
+	    "print('JM', j.split(b'\\r\\n\\r\\n', 1)[-1].decode().strip())\n"
+	    "try:\n"
+	    "    o.open('http://localhost:%d/named', timeout=30)\n"
+	    "    print('K reached')\n"
+	    "except urllib.error.HTTPError as e:\n"
+	    "    print('K', e.code, 'loopback' in e.read().decode())\n"
 	    "for i, t in enumerate((b'/simple/../secret.txt', b'/simple/%%2e%%2e/secret.txt', "
 	    "b'/other', b'/simple/..%%2fsecret.txt', b'http://127.0.0.1:%d/simple/../secret.txt', "
 	    "b'/packages/../secret.txt')):\n"
 	    "    _, x = raw(b'GET ' + t + b' HTTP/1.1\\r\\n\\r\\n')\n"
 	    "    print('I%%d' %% i, x.split(b'\\r\\n')[0].decode(), b'/simple/' in x, "
 	    "b'secret-of-the-index' in x)\n",
-	    pre, api_port, port, api_port, index_port, port);
+	    pre, api_port, port, api_port, index_port, api_port, api_port, api_port, api_port,
+	    port);
 	out = py(m, sb, code);
 	tap_ok(strstr(out, "A HTTP/1.1 403 Forbidden") && strstr(out, "evil.example:443") &&
 		   strstr(out, "sandbox.egress_allow"),
@@ -706,6 +743,14 @@ static void test_egress_allow(sbx_manager *m, sbx_sandbox *sb, int port)
 		if (refused != 6)
 			tap_diag("%s", out);
 	}
+	tap_ok(strstr(out, "J HTTP/1.1 403 Forbidden True True True") != NULL,
+	       "CONNECT to localhost:PORT, allowed by name: 403, it resolves to loopback (the "
+	       "message names the class and the IP literal to allow)");
+	{
+		const char *jm = strstr(out, "JM ");
+		tap_diag("%.*s", jm ? (int)strcspn(jm, "\n") : 0, jm ? jm : "");
+	}
+	tap_ok(strstr(out, "K 403 True") != NULL, "plain HTTP to it likewise");
 	tap_ok(index_log_count("secret") == 0 && index_log_count("/other") == 0,
 	       "and the index never saw them (it logs every request)");
 }
@@ -936,7 +981,7 @@ static void test_engine(const char *script)
 	struct sbx_egress_stats es;
 	sbx_manager *m;
 	sbx_sandbox *sb = NULL;
-	char idx[256], allow[128], inst[96];
+	char idx[256], allow[192], inst[96];
 	_cleanup_free_ char *out = NULL;
 	const char *par = getenv("SBX_EGRESS_PARALLEL");
 	int port;
@@ -948,8 +993,10 @@ static void test_engine(const char *script)
 		return;
 	snprintf(idx, sizeof(idx), "sandbox.index_url=http://%s:%s@127.0.0.1:%d/simple/", USER,
 		 PASSWORD, index_port);
-	snprintf(allow, sizeof(allow), "sandbox.egress_allow=127.0.0.1:%d,127.0.0.1:%d", api_port,
-		 sink_port);
+	/* localhost:API is the same server under a name: refused, it is loopback. */
+	snprintf(allow, sizeof(allow),
+		 "sandbox.egress_allow=127.0.0.1:%d,127.0.0.1:%d,localhost:%d", api_port, sink_port,
+		 api_port);
 	/* The test index serves its files under /packages/, as devpi does. */
 	snprintf(inst, sizeof(inst), "%s-egress", instance);
 	{

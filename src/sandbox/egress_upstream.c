@@ -14,12 +14,77 @@
 #include <string.h>
 #include <strings.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include <curl/curl.h>
 
 #include "egress-pump.h"
 #include "sbx/buf.h"
 #include "sbx/clock.h"
 #include "sbx/common.h"
+#include "sbx/netaddr.h"
+
+/* The address check of one connection: curl opens its sockets through
+ * open_checked, which sees each address it is about to connect to, after
+ * the name lookup (so a name that resolves differently the second time
+ * gains nothing). */
+struct guard {
+	bool any_address;	     /* st->req.any_address: no check */
+	enum sbx_addr_class refused; /* the class of addr, or PUBLIC: none refused */
+	char addr[INET6_ADDRSTRLEN];
+};
+
+static curl_socket_t open_checked(void *userdata, curlsocktype purpose, struct curl_sockaddr *a)
+{
+	struct guard *g = userdata;
+	enum sbx_addr_class c = sbx_addr_classify(&a->addr, a->addrlen);
+	const void *raw = NULL;
+
+	(void)purpose;
+	if (g->any_address || c == SBX_ADDR_PUBLIC)
+		return socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
+	/* Refused. The answer names the first such address, an IPv4 one
+	 * rather than an IPv6 one (what operators mostly write). */
+	if (g->refused == SBX_ADDR_PUBLIC || (a->family == AF_INET && strchr(g->addr, ':'))) {
+		if (a->family == AF_INET)
+			raw = &((const struct sockaddr_in *)(const void *)&a->addr)->sin_addr;
+		else if (a->family == AF_INET6)
+			raw = &((const struct sockaddr_in6 *)(const void *)&a->addr)->sin6_addr;
+		if (!raw || !inet_ntop(a->family, raw, g->addr, sizeof(g->addr)))
+			snprintf(g->addr, sizeof(g->addr), "?");
+		g->refused = c;
+	}
+	return CURL_SOCKET_BAD;
+}
+
+/* Sets up C to connect through G for ST's request. */
+static void guard_init(CURL *c, struct guard *g, const struct estream *st)
+{
+	*g = (struct guard){.any_address = st->req.any_address, .refused = SBX_ADDR_PUBLIC};
+	curl_easy_setopt(c, CURLOPT_OPENSOCKETFUNCTION, open_checked);
+	curl_easy_setopt(c, CURLOPT_OPENSOCKETDATA, g);
+}
+
+/* The answer when G refused an address (and no other one connected):
+ * 403 naming HOST, the address, its class and the setting. */
+static bool guard_refused(const struct guard *g, const char *host, int port, char *msg, size_t size)
+{
+	bool v6 = strchr(g->addr, ':') != NULL;
+	const char *what = sbx_addr_class_name(g->refused);
+
+	if (g->refused == SBX_ADDR_PUBLIC)
+		return false;
+	snprintf(msg, size,
+		 "mcp-sandbox: %s resolves to %s, %s %s address: the server connects a sandbox "
+		 "to such addresses only when sandbox.egress_allow names the address itself, "
+		 "not a name; if this host is meant to be reached, ask the server's operator "
+		 "to add %s%s%s:%d there",
+		 host, g->addr, strchr("aeiou", what[0]) ? "an" : "a", what, v6 ? "[" : "", g->addr,
+		 v6 ? "]" : "", port);
+	return true;
+}
 
 static int xfer_cancelled(void *userdata, curl_off_t dt, curl_off_t dn, curl_off_t ut,
 			  curl_off_t un)
@@ -144,6 +209,7 @@ void *fetch_main(void *arg)
 	struct sbx_egress *e = st->e;
 	const struct egress_request *q = &st->req;
 	struct fetch f = {.st = st};
+	struct guard g = {.refused = SBX_ADDR_PUBLIC};
 	struct curl_slist *hl = NULL;
 	char *url = NULL, msg[512];
 	CURL *c = curl_easy_init();
@@ -193,13 +259,19 @@ void *fetch_main(void *arg)
 	curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
 	curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, xfer_cancelled);
 	curl_easy_setopt(c, CURLOPT_XFERINFODATA, st);
+	guard_init(c, &g, st);
 	code = curl_easy_perform(c);
 	if (code == CURLE_OK && !f.head_sent)
 		send_head(&f);
 out:
 	if (code != CURLE_OK && !f.head_sent) {
 		pthread_mutex_lock(&e->lock);
-		if (!st->cancel) {
+		if (st->cancel) {
+			/* ended meanwhile */
+		} else if (guard_refused(&g, q->host, q->port, msg, sizeof(msg))) {
+			answer(st, 403, msg);
+			wake(e);
+		} else {
 			snprintf(msg, sizeof(msg), "mcp-sandbox: could not fetch from %s: %s",
 				 index ? e->pol.index_host : q->host, curl_easy_strerror(code));
 			answer(st, code == CURLE_OPERATION_TIMEDOUT ? 504 : 502, msg);
@@ -226,6 +298,7 @@ void *connect_main(void *arg)
 	CURL *c = curl_easy_init();
 	CURLcode code = CURLE_OUT_OF_MEMORY;
 	curl_socket_t fd = CURL_SOCKET_BAD;
+	struct guard g = {.refused = SBX_ADDR_PUBLIC};
 	char *url = NULL, msg[512];
 
 	if (c && asprintf(&url, "http://%s%s%s:%d/", v6 ? "[" : "", q->host, v6 ? "]" : "",
@@ -239,6 +312,7 @@ void *connect_main(void *arg)
 		curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
 		curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, xfer_cancelled);
 		curl_easy_setopt(c, CURLOPT_XFERINFODATA, st);
+		guard_init(c, &g, st);
 		code = curl_easy_perform(c);
 		if (code == CURLE_OK)
 			curl_easy_getinfo(c, CURLINFO_ACTIVESOCKET, &fd);
@@ -254,6 +328,8 @@ void *connect_main(void *arg)
 		st->state = S_TUNNEL;
 		st->deadline_ms = sbx_monotonic_ms() + IDLE_MS;
 		out_append(st, ok, sizeof(ok) - 1);
+	} else if (guard_refused(&g, q->host, q->port, msg, sizeof(msg))) {
+		answer(st, 403, msg);
 	} else {
 		snprintf(msg, sizeof(msg), "mcp-sandbox: cannot connect to %s%s%s:%d: %s",
 			 v6 ? "[" : "", q->host, v6 ? "]" : "", q->port, curl_easy_strerror(code));
