@@ -9,6 +9,8 @@
 # on one port, every path only with USER:PASSWORD (401 otherwise), and on a
 # second port answers every GET with "egress-api-ok PATH"; a third accepts
 # connections and never reads from them (a host that does not keep up).
+# /packages/trickle.whl comes at 200 bytes a second, /simple/slowpage/ at
+# 4,000 (both 1 MiB: minutes).
 # Prints the three ports on one line ("INDEX API SINK"), logs "STATUS PATH" per index request to
 # ROOT/requests.log, and serves until killed or until the test that started
 # it is gone (a crashed test leaves nothing behind).
@@ -91,10 +93,31 @@ class Index(http.server.SimpleHTTPRequestHandler):
         self.end_headers()
         return False
 
+    def slow(self, ctype, total, rate):
+        """TOTAL bytes of CTYPE at RATE bytes a second (the relay's bounds)."""
+        self.send_response(200)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(total))
+        self.end_headers()
+        sent = 0
+        try:
+            while sent < total:
+                self.wfile.write(b"x" * (rate // 10))
+                self.wfile.flush()
+                sent += rate // 10
+                time.sleep(0.1)
+        except OSError:
+            pass
+
     def do_GET(self):
         if self.authorised():
             self.log(200)
-            super().do_GET()
+            if self.path == "/packages/trickle.whl":
+                self.slow("application/octet-stream", 1 << 20, 200)
+            elif self.path == "/simple/slowpage/":
+                self.slow("text/html", 1 << 20, 4000)
+            else:
+                super().do_GET()
 
     def do_HEAD(self):
         if self.authorised():

@@ -916,6 +916,72 @@ static void test_killed(sbx_manager *m, sbx_sandbox *sb)
 	       "the install started a new relay (%llu relays)", (unsigned long long)after.relays);
 }
 
+/* Fetches the index cut off: a file under 1 KiB/s after 30 s, a page still
+ * coming after 60 s (both 1 MiB that would take minutes); run beside
+ * test_parallel, without TAP output (another thread writes it). */
+struct slow {
+	sbx_manager *m;
+	sbx_sandbox *sb;
+	int port;
+	char *out;
+};
+
+static void *slow_fetches(void *arg)
+{
+	struct slow *w = arg;
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_run_opts o = {.timeout_ms = 180000};
+	struct sbx_run_result res = {0};
+	char code[2048];
+
+	snprintf(code, sizeof(code),
+		 "import socket, threading, time\n"
+		 "res = {}\n"
+		 "def get(name, path):\n"
+		 "    s = socket.create_connection(('127.0.0.1', %d), timeout=170)\n"
+		 "    s.sendall(b'GET ' + path + b' HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n')\n"
+		 "    t, n, first = time.time(), 0, b''\n"
+		 "    while True:\n"
+		 "        b = s.recv(65536)\n"
+		 "        if not b:\n"
+		 "            break\n"
+		 "        first += b[:200] if len(first) < 200 else b''\n"
+		 "        n += len(b)\n"
+		 "    res[name] = (int(time.time() - t), n, first.split(b'\\r\\n')[0].decode())\n"
+		 "ts = [threading.Thread(target=get, args=a) for a in (('trickle', "
+		 "b'/packages/trickle.whl'), ('page', b'/simple/slowpage/'))]\n"
+		 "[t.start() for t in ts]\n"
+		 "[t.join() for t in ts]\n"
+		 "for k in ('trickle', 'page'):\n"
+		 "    print(k, *res.get(k, ('-', '-', '-')))\n",
+		 w->port);
+	if (sbx_sandbox_run_python_ex(w->m, w->sb, code, &o, &res, &err) == 0)
+		w->out = strdup(res.out.data ? res.out.data : "");
+	else
+		w->out = strdup(err.msg);
+	sbx_run_result_release(&res);
+	return NULL;
+}
+
+static void check_slow(const char *out)
+{
+	int tt = -1, tn = -1, pt = -1, pn = -1;
+	const char *t = strstr(out, "trickle "), *p = strstr(out, "page ");
+
+	if (t)
+		sscanf(t, "trickle %d %d", &tt, &tn);
+	if (p)
+		sscanf(p, "page %d %d", &pt, &pn);
+	tap_ok(tt >= 28 && tt <= 50 && tn >= 0 && tn < (1 << 20),
+	       "a file arriving at 200 B/s is cut off after 30 s under 1 KiB/s (%d s, %d bytes)",
+	       tt, tn);
+	tap_ok(pt >= 58 && pt <= 80 && pn > 30 * 4000 && pn < (1 << 20),
+	       "a page arriving at 4 KB/s is cut off 60 s after its request (%d s, %d bytes)", pt,
+	       pn);
+	if (tt < 28 || tt > 50 || pt < 58 || pt > 80)
+		tap_diag("%s", out);
+}
+
 struct parallel {
 	sbx_manager *m;
 	sbx_sandbox *sb;
@@ -1041,7 +1107,17 @@ static void test_engine(const char *script)
 	test_password_nowhere(m, sb);
 	test_killed(m, sb);
 	test_hostile(m, sb);
-	test_parallel(m, par ? atoi(par) : 10);
+	{
+		struct slow w = {.m = m, .sb = sb, .port = relay_port(m, sb)};
+		pthread_t tid;
+		bool started = pthread_create(&tid, NULL, slow_fetches, &w) == 0;
+
+		test_parallel(m, par ? atoi(par) : 10);
+		if (started)
+			pthread_join(tid, NULL);
+		check_slow(w.out ? w.out : "");
+		free(w.out);
+	}
 out:
 	sbx_sandbox_unref(sb);
 	m = sbx_manager_free(m);

@@ -24,6 +24,7 @@
 #include "sbx/buf.h"
 #include "sbx/clock.h"
 #include "sbx/common.h"
+#include "sbx/log.h"
 #include "sbx/netaddr.h"
 
 /* The address check of one connection: curl opens its sockets through
@@ -119,12 +120,38 @@ static bool push(struct estream *st, const void *p, size_t n)
 	return ok;
 }
 
+/* A fetch slower than LOW_SPEED_BPS bytes a second for LOW_SPEED_S seconds
+ * is cut off (the first byte included: an index that proxies another may
+ * take a while). A worker is held no longer by a host that trickles. */
+#define LOW_SPEED_BPS 1024L
+#define LOW_SPEED_S 30L
+/* An index page (HTML or JSON, PEP 503 and 691) must have arrived this long
+ * after its request; files and forwards have only the bound above (a large
+ * wheel may take long, at a fair rate). */
+#define PAGE_MS 60000
+
 struct fetch {
 	struct estream *st;
-	long status;	     /* of the response being read */
-	struct sbx_buf head; /* its headers passed on */
+	int64_t start;	       /* of the request (monotonic ms) */
+	int64_t page_deadline; /* 0 until the response is an index page */
+	bool page_late;	       /* cut off at it */
+	long status;	       /* of the response being read */
+	struct sbx_buf head;   /* its headers passed on */
 	bool head_sent;
 };
+
+/* Fetches: xfer_cancelled, and an index page's deadline. */
+static int fetch_progress(void *userdata, curl_off_t dt, curl_off_t dn, curl_off_t ut,
+			  curl_off_t un)
+{
+	struct fetch *f = userdata;
+
+	if (f->page_deadline && sbx_monotonic_ms() > f->page_deadline) {
+		f->page_late = true;
+		return 1;
+	}
+	return xfer_cancelled(f->st, dt, dn, ut, un);
+}
 
 /* Response headers passed back to the sandbox. */
 static const char *const kept_headers[] = {
@@ -132,6 +159,20 @@ static const char *const kept_headers[] = {
     "content-type",  "date", "etag",	      "expires",	  "last-modified",  "location",
     "vary",
 };
+
+/* Whether the Content-Type value V[0..N) is an index page's. */
+static bool is_page(const char *v, size_t n)
+{
+	static const char *const types[] = {"text/html", "application/vnd.pypi.simple",
+					    "application/json"};
+
+	while (n && (*v == ' ' || *v == '\t'))
+		v++, n--;
+	for (size_t i = 0; i < SBX_ARRAY_SIZE(types); i++)
+		if (n >= strlen(types[i]) && strncasecmp(v, types[i], strlen(types[i])) == 0)
+			return true;
+	return false;
+}
 
 static size_t on_header(char *b, size_t size, size_t nitems, void *userdata)
 {
@@ -152,6 +193,10 @@ static size_t on_header(char *b, size_t size, size_t nitems, void *userdata)
 	if (!colon)
 		return n;
 	name = (size_t)(colon - b);
+	if (name == 12 && strncasecmp(b, "content-type", 12) == 0 &&
+	    f->st->req.kind == EGRESS_REQ_INDEX &&
+	    is_page(colon + 1, (size_t)(b + len - colon - 1)))
+		f->page_deadline = f->start + PAGE_MS;
 	for (size_t i = 0; i < SBX_ARRAY_SIZE(kept_headers); i++) {
 		const char *v = b + name + 1;
 		size_t vlen;
@@ -208,7 +253,7 @@ void *fetch_main(void *arg)
 	struct estream *st = arg;
 	struct sbx_egress *e = st->e;
 	const struct egress_request *q = &st->req;
-	struct fetch f = {.st = st};
+	struct fetch f = {.st = st, .start = sbx_monotonic_ms()};
 	struct guard g = {.refused = SBX_ADDR_PUBLIC};
 	struct curl_slist *hl = NULL;
 	char *url = NULL, msg[512];
@@ -238,8 +283,8 @@ void *fetch_main(void *arg)
 	curl_easy_setopt(c, CURLOPT_PROXY, ""); /* the server connects itself */
 	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)CONNECT_MS);
-	curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
-	curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, 60L);
+	curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, LOW_SPEED_BPS);
+	curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, LOW_SPEED_S);
 	curl_easy_setopt(c, CURLOPT_HTTPHEADER, hl);
 	/* The path goes out as egress_parse_request checked it (no dot segment
 	 * squashed); redirects are passed back, never followed here
@@ -257,10 +302,14 @@ void *fetch_main(void *arg)
 	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
 	curl_easy_setopt(c, CURLOPT_WRITEDATA, &f);
 	curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
-	curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, xfer_cancelled);
-	curl_easy_setopt(c, CURLOPT_XFERINFODATA, st);
+	curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, fetch_progress);
+	curl_easy_setopt(c, CURLOPT_XFERINFODATA, &f);
 	guard_init(c, &g, st);
 	code = curl_easy_perform(c);
+	if (f.page_late || code == CURLE_OPERATION_TIMEDOUT)
+		sbx_log("sandbox %s: egress: a fetch from %s cut off: %s", e->sid,
+			index ? e->pol.index_host : q->host,
+			f.page_late ? "an index page took over 60 s" : "under 1 KiB/s for 30 s");
 	if (code == CURLE_OK && !f.head_sent)
 		send_head(&f);
 out:
@@ -270,6 +319,15 @@ out:
 			/* ended meanwhile */
 		} else if (guard_refused(&g, q->host, q->port, msg, sizeof(msg))) {
 			answer(st, 403, msg);
+			wake(e);
+		} else if (f.page_late || code == CURLE_OPERATION_TIMEDOUT) {
+			snprintf(
+			    msg, sizeof(msg),
+			    "mcp-sandbox: %s was too slow: %s (the server's bounds on a fetch)",
+			    index ? e->pol.index_host : q->host,
+			    f.page_late ? "an index page must arrive within 60 s"
+					: "under 1 KiB/s for 30 s");
+			answer(st, 504, msg);
 			wake(e);
 		} else {
 			snprintf(msg, sizeof(msg), "mcp-sandbox: could not fetch from %s: %s",
