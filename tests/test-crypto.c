@@ -700,6 +700,63 @@ static void test_link_secret(void)
 	unlink(target);
 }
 
+/* sbx_path_is_clean: what the egress relay takes as an index path. */
+static void test_clean_paths(void)
+{
+	static const struct {
+		const char *path;
+		const char *what; /* NULL: clean */
+	} cases[] = {
+	    {"/", NULL},
+	    {"/simple/", NULL},
+	    {"/simple/x/", NULL},
+	    {"/simple/a.b/...", NULL},
+	    {"/simple/.x/x./..x/x..", NULL},
+	    {"/packages/torch-2.0%2Bcpu.whl", NULL},
+	    {"/p/x;v=1", NULL},
+	    {"/p/;", NULL},
+	    {"/p/%2e%2e%2e", NULL},
+	    {"", "start"},
+	    {"simple/", "start"},
+	    {"/.", "dot"},
+	    {"/..", "dot"},
+	    {"/./", "dot"},
+	    {"/a/../b", "dot"},
+	    {"/a/..", "dot"},
+	    {"/a/%2e%2e/b", "dot"},
+	    {"/a/%2E./b", "dot"},
+	    {"/a/.%2E", "dot"},
+	    {"/a/%2e", "dot"},
+	    {"/a/..;x/b", "dot"},
+	    {"/a/.;/b", "dot"},
+	    {"//a", "empty"},
+	    {"/a//b", "empty"},
+	    {"/a\\b", "backslash"},
+	    {"/a/%2f", "encoded"},
+	    {"/a/%2F..", "encoded"},
+	    {"/a/%5c", "encoded"},
+	    {"/a/%5C", "encoded"},
+	    {"/a/%00", "encoded"},
+	    {"/a/%252e%252e/", "encoded"},
+	    {"/a/%", "escape"},
+	    {"/a/%2", "escape"},
+	    {"/a/%g0", "escape"},
+	};
+	int bad = 0;
+
+	for (size_t i = 0; i < SBX_ARRAY_SIZE(cases); i++) {
+		const char *what = "unset";
+		bool clean = sbx_path_is_clean(cases[i].path, strlen(cases[i].path), &what);
+		if (cases[i].what ? clean || !what || !strstr(what, cases[i].what)
+				  : !clean || what) {
+			tap_diag("\"%s\": %s", cases[i].path, clean ? "clean" : what);
+			bad++;
+		}
+	}
+	tap_is_int(bad, 0, "%zu paths judged clean or not, saying why", SBX_ARRAY_SIZE(cases));
+	tap_ok(sbx_path_is_clean("/a/../b", 2, NULL), "only the N bytes given count");
+}
+
 int main(void)
 {
 	test_base64_vectors();
@@ -711,6 +768,7 @@ int main(void)
 	test_equal();
 	test_random();
 	test_percent();
+	test_clean_paths();
 	test_artifact_links();
 	if (!mkdtemp(tmpdir))
 		tap_bail("mkdtemp");

@@ -2,7 +2,9 @@
 /*
  * Percent-encoding (RFC 3986 section 2.1) for paths and query values, done
  * by libcurl (curl_easy_escape, curl_easy_unescape): the engine's REST paths
- * (backends/rest.c) and the artifact links (src/tools/artifact_link.c).
+ * (backends/rest.c) and the artifact links (src/tools/artifact_link.c); and
+ * whether a path is clean enough to fetch from the package index with its
+ * credentials (src/sandbox/egress_proto.c, sandbox.index_files_path).
  */
 #ifndef SBX_PERCENT_H
 #define SBX_PERCENT_H

@@ -121,8 +121,9 @@ static bool push(struct estream *st, const void *p, size_t n)
 }
 
 /* A fetch slower than LOW_SPEED_BPS bytes a second for LOW_SPEED_S seconds
- * is cut off (the first byte included: an index that proxies another may
- * take a while). A worker is held no longer by a host that trickles. */
+ * is cut off, so that a host that trickles holds a worker no longer. The
+ * wait for the first byte counts too; 30 s leaves room for an index that
+ * proxies another and fetches upstream first. */
 #define LOW_SPEED_BPS 1024L
 #define LOW_SPEED_S 30L
 /* An index page (HTML or JSON, PEP 503 and 691) must have arrived this long
