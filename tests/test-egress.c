@@ -130,6 +130,47 @@ static int parse(const struct egress_policy *p, const char *req, struct egress_r
 	return egress_parse_request(p, 3128, req, strlen(req), q, why, why_size);
 }
 
+/* A head of 16 KiB arriving a byte at a time (a DATA frame each): its end is
+ * looked for only in what is new, so the work is O(n), not O(n^2) (about
+ * 134 million offsets tried if every arrival rescanned from the start). */
+static void test_head_bytewise(const struct egress_policy *p)
+{
+	static char head[EGRESS_HEAD_MAX];
+	struct egress_head_scan s = {0};
+	struct egress_request q = {0}, whole = {0};
+	char why[512], why2[512];
+	size_t n, len = 0, waits = 0;
+	int r = 0, r2;
+
+	len += (size_t)snprintf(head, sizeof(head), "GET /r/simple/ HTTP/1.1\r\n");
+	while (len + 256 < sizeof(head))
+		len += (size_t)snprintf(head + len, sizeof(head) - len, "X-Pad: %0200zu\r\n", len);
+	len += (size_t)snprintf(head + len, sizeof(head) - len, "\r\n");
+	for (n = 1; n <= len && r == 0; n++) {
+		r = egress_parse_head(&s, p, 3128, head, n, &q, why, sizeof(why));
+		waits += r == 0;
+	}
+	r2 = egress_parse_request(p, 3128, head, len, &whole, why2, sizeof(why2));
+	tap_ok(r == 1 && r2 == 1 && waits == len - 1 && q.head_len == len,
+	       "a head of %zu bytes fed a byte at a time: complete at its last byte, as parsed "
+	       "whole (%d, %d: %s)",
+	       len, r, r2, r == 1 ? "" : why);
+	tap_ok(s.examined <= len, "its end was looked for at %zu offsets (O(n): at most %zu)",
+	       s.examined, len);
+	egress_request_release(&q);
+	egress_request_release(&whole);
+
+	/* No blank line at all: refused at the bound, again in O(n). */
+	memset(head, 'a', sizeof(head));
+	memcpy(head, "GET /", 5);
+	memset(&s, 0, sizeof(s));
+	for (n = 1, r = 0; n <= sizeof(head) && r == 0; n++)
+		r = egress_parse_head(&s, p, 3128, head, n, &q, why, sizeof(why));
+	tap_ok(r == 431 && n == sizeof(head) + 1 && s.examined <= sizeof(head),
+	       "a head without end fed a byte at a time: 431 at %d bytes after %zu offsets tried",
+	       EGRESS_HEAD_MAX, s.examined);
+}
+
 static void test_requests(void)
 {
 	struct egress_policy p = policy("https://" USER ":" PASSWORD "@idx.example/r/simple/",
@@ -231,6 +272,7 @@ static void test_requests(void)
 	r = parse(&p, big, &q, why, sizeof(why));
 	tap_ok(r == 431 && strstr(why, "16384"), "a head over %d bytes: 431 (%s)", EGRESS_HEAD_MAX,
 	       why);
+	test_head_bytewise(&p);
 	egress_policy_release(&p);
 	egress_policy_release(&pypi);
 }

@@ -116,6 +116,21 @@ bool egress_policy_allows(const struct egress_policy *p, const char *host, int p
 int egress_parse_request(const struct egress_policy *p, int relay_port, const char *buf, size_t n,
 			 struct egress_request *ret, char *why, size_t why_size);
 
+/* Where the search for a request head's end stopped, kept between the
+ * arrivals of its bytes (zeroed for a new head). */
+struct egress_head_scan {
+	size_t next;	 /* the first offset not yet tried as the start of CRLF CRLF */
+	size_t examined; /* offsets tried over all calls (the tests' measure of work) */
+};
+/* egress_parse_request for a head that arrives in pieces: BUF[0..N) is all
+ * that arrived so far (its first bytes the same at every call); the blank
+ * line is looked for only past where the last call on S stopped, so a head
+ * sent a byte at a time costs O(N) in all rather than O(N^2). The head is
+ * parsed (once) when its end is found or N reaches EGRESS_HEAD_MAX. */
+int egress_parse_head(struct egress_head_scan *s, const struct egress_policy *p, int relay_port,
+		      const char *buf, size_t n, struct egress_request *ret, char *why,
+		      size_t why_size);
+
 /* "HTTP/1.1 STATUS REASON" with Content-Type text/plain, Content-Length and
  * Connection: close, then TEXT and a newline, into a malloc'd *RET of *RET_LEN. */
 int egress_plain_response(int status, const char *text, char **ret, size_t *ret_len);

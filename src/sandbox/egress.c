@@ -105,6 +105,7 @@ struct estream {
 	bool worker, worker_done;
 	pthread_t tid;
 	struct egress_request req;
+	struct egress_head_scan scan; /* S_HEAD: how far its end was looked for */
 	CURL *up; /* S_TUNNEL: the upstream connection (CONNECT_ONLY) */
 	int up_fd;
 	bool up_eof;
@@ -570,8 +571,8 @@ static int protocol(struct sbx_egress *e, const char *fmt, ...)
 static void try_head(struct sbx_egress *e, struct estream *st)
 {
 	char why[512];
-	int r = egress_parse_request(&e->pol, e->port, st->in.data + st->in_off, in_pending(st),
-				     &st->req, why, sizeof(why));
+	int r = egress_parse_head(&st->scan, &e->pol, e->port, st->in.data + st->in_off,
+				  in_pending(st), &st->req, why, sizeof(why));
 
 	if (r == 0)
 		return;
