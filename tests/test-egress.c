@@ -823,6 +823,172 @@ static void test_parallel(sbx_manager *m, int n)
 	}
 }
 
+/* Python (a format taking the relay's port): tun(TARGET) sends TARGET's
+ * request (bytes) to the relay and returns the socket and the answer's
+ * status line and body (or 'timeout' when none came in 5 s). */
+static const char tun_py[] =
+    "import os, socket, time\n"
+    "def tun(req, port=%d):\n"
+    "    s = socket.create_connection(('127.0.0.1', port), timeout=5)\n"
+    "    s.sendall(req)\n"
+    "    d = b''\n"
+    "    try:\n"
+    "        while b'\\r\\n\\r\\n' not in d or (b' 503 ' in d and not d.endswith(b'\\n')):\n"
+    "            b = s.recv(4096)\n"
+    "            if not b:\n"
+    "                break\n"
+    "            d += b\n"
+    "    except socket.timeout:\n"
+    "        return s, 'timeout'\n"
+    "    return s, d.decode(errors='replace').replace('\\r\\n', ' ')\n";
+
+struct holder {
+	const char *cid;
+	char *code;
+	char out[4096];
+};
+
+/* Runs the holder's Python in its sandbox (a plain exec, beside the tests'
+ * calls), as the sandbox's user. */
+static void *holder_main(void *arg)
+{
+	struct holder *h = arg;
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_exec_result res = {0};
+	const char *const argv[] = {"python3", "-c", h->code, NULL};
+	struct sbx_exec_spec spec = {
+	    .argv = argv, .user = "1000:1000", .timeout_ms = 90000, .output_cap = 65536};
+
+	if (sbx_exec(engine, h->cid, &spec, &res, &err) >= 0)
+		snprintf(h->out, sizeof(h->out), "%s%s", res.out.data ? res.out.data : "",
+			 res.err.data ? res.err.data : "");
+	else
+		snprintf(h->out, sizeof(h->out), "exec: %s", err.msg);
+	sbx_exec_result_release(&res);
+	return NULL;
+}
+
+/* The connections relayed at once, per tenant and in all, and a tunnel's
+ * lifetime: with 3 per tenant and 4 in all, alice's two sandboxes hold 3
+ * (two fetches from a host that never answers, a tunnel) and her fourth is
+ * refused, bob's first is still served and his second meets the server's
+ * limit. */
+static void test_tenants(void)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_settings s;
+	sbx_manager *m;
+	sbx_sandbox *a1 = NULL, *a2 = NULL, *b1 = NULL;
+	char idx[256], allow[128], inst[96], code[8192], pre[2048];
+	struct holder h = {0};
+	pthread_t t;
+	bool held = false;
+	int64_t until;
+	_cleanup_free_ char *out_a2 = NULL, *out_b1 = NULL;
+
+	snprintf(idx, sizeof(idx), "sandbox.index_url=http://%s:%s@127.0.0.1:%d/simple/", USER,
+		 PASSWORD, index_port);
+	snprintf(allow, sizeof(allow), "sandbox.egress_allow=127.0.0.1:%d,127.0.0.1:%d", api_port,
+		 sink_port);
+	snprintf(inst, sizeof(inst), "%s-egress-t", instance);
+	{
+		const char *const extra[] = {"sandbox.network=none",
+					     idx,
+					     allow,
+					     "sandbox.pool_size=0",
+					     "sandbox.egress_connections=4",
+					     "sandbox.egress_connections_per_tenant=3",
+					     NULL};
+		settings_for(&s, inst, extra);
+	}
+	m = manager(&s, engine);
+	if (!tap_call(sbx_sandbox_create(m, "alice", "t1", &a1, &err), err.msg,
+		      "alice's first sandbox") ||
+	    !tap_call(sbx_sandbox_create(m, "alice", "t2", &a2, &err), err.msg,
+		      "alice's second sandbox") ||
+	    !tap_call(sbx_sandbox_create(m, "bob", "t3", &b1, &err), err.msg, "bob's sandbox"))
+		goto out;
+
+	/* a1: two fetches from the sink (it never answers), held until told. */
+	snprintf(pre, sizeof(pre), tun_py, relay_port(m, a1));
+	snprintf(code, sizeof(code),
+		 "%s"
+		 "get = b'GET http://127.0.0.1:%d/hold HTTP/1.1\\r\\n\\r\\n'\n"
+		 "held = [socket.create_connection(('127.0.0.1', %d)) for _ in range(2)]\n"
+		 "for x in held:\n"
+		 "    x.sendall(get)\n"
+		 "end = time.time() + 60\n"
+		 "while not os.path.exists('/tmp/release') and time.time() < end:\n"
+		 "    time.sleep(0.05)\n"
+		 "for x in held:\n"
+		 "    x.close()\n"
+		 "print('released')\n",
+		 pre, sink_port, relay_port(m, a1));
+	h.cid = a1->container;
+	h.code = code;
+	pthread_create(&t, NULL, holder_main, &h);
+	until = sbx_monotonic_ms() + 20000;
+	while (!(held = egress_slots_held("alice") == 2) && sbx_monotonic_ms() < until)
+		usleep(50 * 1000);
+	tap_ok(held, "alice's first sandbox holds 2 relayed connections (fetches that wait)");
+
+	/* a2: a tunnel is her third; a fourth connection is refused. */
+	snprintf(pre, sizeof(pre), tun_py, relay_port(m, a2));
+	snprintf(code, sizeof(code),
+		 "%s"
+		 "s1, a = tun(b'CONNECT 127.0.0.1:%d HTTP/1.1\\r\\n\\r\\n')\n"
+		 "print('A', a)\n"
+		 "s2, b = tun(b'GET http://127.0.0.1:%d/x HTTP/1.1\\r\\n\\r\\n')\n"
+		 "print('B', b)\n"
+		 "s2.close()\n", /* s1 stays open until bob is done */
+		 pre, api_port, api_port);
+	out_a2 = py(m, a2, code);
+	tap_ok(strstr(out_a2, "A HTTP/1.1 200 Connection established") != NULL,
+	       "her second sandbox: a tunnel, her third connection");
+	tap_ok(strstr(out_a2, "B HTTP/1.1 503") && strstr(out_a2, "egress_connections_per_tenant"),
+	       "and her fourth: 503 naming sandbox.egress_connections_per_tenant: %s", out_a2);
+
+	/* b1: bob is served (the server's fourth); his next meets its limit. */
+	snprintf(pre, sizeof(pre), tun_py, relay_port(m, b1));
+	snprintf(code, sizeof(code),
+		 "%s"
+		 "s1, a = tun(b'CONNECT 127.0.0.1:%d HTTP/1.1\\r\\n\\r\\n')\n"
+		 "print('A', a)\n"
+		 "t = time.time()\n"
+		 "s2, b = tun(b'CONNECT 127.0.0.1:%d HTTP/1.1\\r\\n\\r\\n')\n"
+		 "print('B', b)\n"
+		 "s1.close(), s2.close()\n",
+		 pre, sink_port, sink_port);
+	out_b1 = py(m, b1, code);
+	tap_ok(strstr(out_b1, "A HTTP/1.1 200 Connection established") != NULL,
+	       "another tenant's sandbox is still served: %s", out_b1);
+	tap_ok(strstr(out_b1, "B HTTP/1.1 503") && strstr(out_b1, "sandbox.egress_connections)"),
+	       "its next connection is the server's fifth: 503 naming sandbox.egress_connections");
+
+	free(py(m, a2, "s1.close()\n"));
+	{
+		const char *const argv[] = {"touch", "/tmp/release", NULL};
+		struct sbx_exec_spec spec = {
+		    .argv = argv, .user = "1000:1000", .timeout_ms = 10000};
+		struct sbx_exec_result res = {0};
+		sbx_exec(engine, a1->container, &spec, &res, NULL);
+		sbx_exec_result_release(&res);
+	}
+	pthread_join(t, NULL);
+	tap_ok(strstr(h.out, "released") != NULL, "alice's fetches let go (%s)", h.out);
+	until = sbx_monotonic_ms() + 10000;
+	while (egress_slots_held(NULL) > 0 && sbx_monotonic_ms() < until)
+		usleep(50 * 1000);
+	tap_is_int((int)egress_slots_held(NULL), 0, "no relayed connection is held afterwards");
+out:
+	sbx_sandbox_unref(a1);
+	sbx_sandbox_unref(a2);
+	sbx_sandbox_unref(b1);
+	m = sbx_manager_free(m);
+	tap_is_int(count_instance(inst), 0, "no container of the tenants' manager is left");
+	sbx_settings_release(&s);
+}
+
 static void test_engine(const char *script)
 {
 	struct sbx_error err = SBX_ERROR_INIT;
@@ -890,6 +1056,7 @@ out:
 	m = sbx_manager_free(m);
 	tap_is_int(count_instance(inst), 0, "no container of the egress manager is left");
 	sbx_settings_release(&s);
+	test_tenants();
 	stop_index();
 }
 

@@ -131,6 +131,18 @@ int egress_parse_head(struct egress_head_scan *s, const struct egress_policy *p,
 		      const char *buf, size_t n, struct egress_request *ret, char *why,
 		      size_t why_size);
 
+/* Connections relayed at once (src/sandbox/egress_slots.c), each holding an
+ * upstream socket: takes one for TENANT (0), or refuses it with 503 and
+ * WHY, the answer's text naming the limit, when MAX are held over all
+ * tenants (sandbox.egress_connections) or PER_TENANT by TENANT
+ * (sandbox.egress_connections_per_tenant); -ENOMEM. */
+int egress_slot_take(const char *tenant, int64_t max, int64_t per_tenant, char *why,
+		     size_t why_size);
+/* Gives back one that TENANT took. */
+void egress_slot_give(const char *tenant);
+/* Those held now by TENANT, or by all when NULL (for the tests). */
+int64_t egress_slots_held(const char *tenant);
+
 /* "HTTP/1.1 STATUS REASON" with Content-Type text/plain, Content-Length and
  * Connection: close, then TEXT and a newline, into a malloc'd *RET of *RET_LEN. */
 int egress_plain_response(int status, const char *text, char **ret, size_t *ret_len);

@@ -89,6 +89,7 @@ struct estream {
 	enum stream_state state;
 	uint16_t id;
 	int64_t deadline_ms; /* S_HEAD: the head's; S_TUNNEL: idle */
+	bool slot;	     /* holds a relayed connection (egress_slot_take) */
 	/* From the relay. in_window: what it may still send; in_credit:
 	 * consumed, not yet granted back with WINDOW. */
 	struct sbx_buf in;
@@ -106,13 +107,16 @@ struct estream {
 	pthread_t tid;
 	struct egress_request req;
 	struct egress_head_scan scan; /* S_HEAD: how far its end was looked for */
-	CURL *up; /* S_TUNNEL: the upstream connection (CONNECT_ONLY) */
+	CURL *up;		      /* S_TUNNEL: the upstream connection (CONNECT_ONLY) */
 	int up_fd;
 	bool up_eof;
 };
 
 struct sbx_egress {
 	char sid[SBX_SANDBOX_ID_MAX + 1];
+	char owner[SBX_OWNER_MAX + 1]; /* the sandbox's tenant */
+	/* sandbox.egress_connections, _per_tenant */
+	int64_t conns_max, conns_per_tenant;
 	sbx_engine *engine; /* outlives the record, and so this */
 	char *container;
 	struct egress_policy pol;
@@ -524,12 +528,23 @@ static void *connect_main(void *arg)
 	return NULL;
 }
 
-/* Under lock: the head of ST is complete: starts its worker. */
+/* Under lock: the head of ST is complete: starts its worker, within the
+ * connections the server relays at once (in all and for the sandbox's
+ * tenant: the stream holds one until it is freed, its tunnel's life
+ * included). */
 static void start_worker(struct sbx_egress *e, struct estream *st)
 {
 	pthread_attr_t attr;
+	char why[512];
 	int r;
 
+	r = egress_slot_take(e->owner, e->conns_max, e->conns_per_tenant, why, sizeof(why));
+	if (r != 0) {
+		e->stats.refused++;
+		answer(st, 503, why);
+		return;
+	}
+	st->slot = true;
 	if (!worker_take()) {
 		answer(st, 503,
 		       "mcp-sandbox: the server is relaying too many connections at "
@@ -825,6 +840,8 @@ static void reap(struct sbx_egress *e)
 		}
 		if (st->up)
 			curl_easy_cleanup(st->up);
+		if (st->slot)
+			egress_slot_give(e->owner);
 		sbx_buf_release(&st->in);
 		sbx_buf_release(&st->out);
 		egress_request_release(&st->req);
@@ -1117,6 +1134,9 @@ static struct sbx_egress *egress_new(sbx_manager *m, sbx_sandbox *sb, struct sbx
 		return NULL;
 	}
 	snprintf(e->sid, sizeof(e->sid), "%s", sb->id);
+	snprintf(e->owner, sizeof(e->owner), "%s", sb->owner ? sb->owner : "");
+	e->conns_max = m->s->sandbox.egress_connections;
+	e->conns_per_tenant = m->s->sandbox.egress_connections_per_tenant;
 	e->engine = m->engine;
 	e->container = strdup(sb->container);
 	if (!e->container) {

@@ -539,7 +539,8 @@ int egress_parse_head(struct egress_head_scan *s, const struct egress_policy *p,
 
 	for (i = s->next; i + 3 < scan; i++) {
 		s->examined++;
-		if (buf[i] == '\r' && buf[i + 1] == '\n' && buf[i + 2] == '\r' && buf[i + 3] == '\n')
+		if (buf[i] == '\r' && buf[i + 1] == '\n' && buf[i + 2] == '\r' &&
+		    buf[i + 3] == '\n')
 			return egress_parse_request(p, relay_port, buf, i + 4, ret, why, why_size);
 	}
 	s->next = i;
