@@ -872,7 +872,7 @@ static void *holder_main(void *arg)
  * lifetime: with 3 per tenant and 4 in all, alice's two sandboxes hold 3
  * (two fetches from a host that never answers, a tunnel) and her fourth is
  * refused, bob's first is still served and his second meets the server's
- * limit. */
+ * limit; his tunnel is closed after its 3 s lifetime. */
 static void test_tenants(void)
 {
 	struct sbx_error err = SBX_ERROR_INIT;
@@ -898,6 +898,7 @@ static void test_tenants(void)
 					     "sandbox.pool_size=0",
 					     "sandbox.egress_connections=4",
 					     "sandbox.egress_connections_per_tenant=3",
+					     "sandbox.egress_tunnel_lifetime=3s",
 					     NULL};
 		settings_for(&s, inst, extra);
 	}
@@ -957,6 +958,12 @@ static void test_tenants(void)
 		 "t = time.time()\n"
 		 "s2, b = tun(b'CONNECT 127.0.0.1:%d HTTP/1.1\\r\\n\\r\\n')\n"
 		 "print('B', b)\n"
+		 "s1.settimeout(30)\n"
+		 "try:\n"
+		 "    x = s1.recv(10)\n"
+		 "    print('C closed' if x == b'' else 'C data', round(time.time() - t))\n"
+		 "except socket.timeout:\n"
+		 "    print('C open after 30 s')\n"
 		 "s1.close(), s2.close()\n",
 		 pre, sink_port, sink_port);
 	out_b1 = py(m, b1, code);
@@ -964,6 +971,10 @@ static void test_tenants(void)
 	       "another tenant's sandbox is still served: %s", out_b1);
 	tap_ok(strstr(out_b1, "B HTTP/1.1 503") && strstr(out_b1, "sandbox.egress_connections)"),
 	       "its next connection is the server's fifth: 503 naming sandbox.egress_connections");
+	tap_ok(strstr(out_b1, "C closed 2") || strstr(out_b1, "C closed 3") ||
+		   strstr(out_b1, "C closed 4"),
+	       "his tunnel is closed at the end of its lifetime (3 s, well before the 10 min "
+	       "idle timeout)");
 
 	free(py(m, a2, "s1.close()\n"));
 	{

@@ -101,6 +101,7 @@ static void test_defaults(void)
 	tap_is_int(s.sandbox.egress_connections, 512, "sandbox.egress_connections");
 	tap_is_int(s.sandbox.egress_connections_per_tenant, 64,
 		   "sandbox.egress_connections_per_tenant");
+	tap_is_int(s.sandbox.egress_tunnel_lifetime_ms, 3600000, "sandbox.egress_tunnel_lifetime");
 
 	a = dump(&s);
 	tap_ok(strstr(a, "[engine]\ntype = docker\nsocket =\n") != NULL, "dump is INI");
@@ -354,6 +355,8 @@ static void test_set(void)
 	set_fails("sandbox.egress_connections_per_tenant=0",
 		  "--set sandbox.egress_connections_per_tenant: bad value \"0\": expected an "
 		  "integer in 1..65536");
+	set_fails("sandbox.egress_tunnel_lifetime=0s",
+		  "--set sandbox.egress_tunnel_lifetime: bad value");
 	set_fails("sandbox.egress_allow=a.example,,b",
 		  "--set sandbox.egress_allow: bad value "
 		  "\"a.example,,b\": entry \"\": an empty host");
@@ -434,6 +437,7 @@ static void test_numbers(void)
 	SET_OK("engine.timeout=5m", engine.timeout_ms, 300000);
 	SET_OK("engine.timeout=60m", engine.timeout_ms, 3600000);
 	SET_OK("sandbox.exec_timeout=1500MS", sandbox.exec_timeout_ms, 1500);
+	SET_OK("sandbox.egress_tunnel_lifetime=2s", sandbox.egress_tunnel_lifetime_ms, 2000);
 	SET_OK("sandbox.egress_connections_per_tenant=3", sandbox.egress_connections_per_tenant, 3);
 	SET_OK("sandbox.idle_timeout=0s", sandbox.idle_timeout_ms, 0);
 	SET_OK("sandbox.max_lifetime=0m", sandbox.max_lifetime_ms, 0);

@@ -284,6 +284,10 @@ static const struct sbx_setting schema[] = {
 	   "64", 1, 65536,
 	   "connections the server relays at once for one tenant's sandboxes together; more get "
 	   "503"),
+    NUMBER(DURATION, "sandbox", "egress_tunnel_lifetime", sandbox.egress_tunnel_lifetime_ms, "60m",
+	   SEC, 24 * HOUR,
+	   "a tunnel (HTTPS CONNECT) through the server is closed this long "
+	   "after it was asked for, busy or not"),
     BOOLEAN("sandbox", "allow_direct_urls", sandbox.allow_direct_urls, "false",
 	    "let install_package_in_sandbox take URLs, paths and file names, not only "
 	    "package names from the index"),

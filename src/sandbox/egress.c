@@ -89,6 +89,7 @@ struct estream {
 	enum stream_state state;
 	uint16_t id;
 	int64_t deadline_ms; /* S_HEAD: the head's; S_TUNNEL: idle */
+	int64_t life_ms;     /* S_TUNNEL: closed then, busy or not */
 	bool slot;	     /* holds a relayed connection (egress_slot_take) */
 	/* From the relay. in_window: what it may still send; in_credit:
 	 * consumed, not yet granted back with WINDOW. */
@@ -115,8 +116,8 @@ struct estream {
 struct sbx_egress {
 	char sid[SBX_SANDBOX_ID_MAX + 1];
 	char owner[SBX_OWNER_MAX + 1]; /* the sandbox's tenant */
-	/* sandbox.egress_connections, _per_tenant */
-	int64_t conns_max, conns_per_tenant;
+	/* sandbox.egress_connections, _per_tenant, egress_tunnel_lifetime */
+	int64_t conns_max, conns_per_tenant, tunnel_life_ms;
 	sbx_engine *engine; /* outlives the record, and so this */
 	char *container;
 	struct egress_policy pol;
@@ -545,6 +546,8 @@ static void start_worker(struct sbx_egress *e, struct estream *st)
 		return;
 	}
 	st->slot = true;
+	if (st->req.kind == EGRESS_REQ_CONNECT)
+		st->life_ms = sbx_monotonic_ms() + e->tunnel_life_ms;
 	if (!worker_take()) {
 		answer(st, 503,
 		       "mcp-sandbox: the server is relaying too many connections at "
@@ -867,9 +870,16 @@ static int deadlines(struct sbx_egress *e, int64_t now)
 			       "mcp-sandbox: the request head did not arrive within 10 seconds");
 		} else if (st->state == S_TUNNEL && now >= st->deadline_ms) {
 			end_stream(e, st);
-		} else if ((st->state == S_HEAD || st->state == S_TUNNEL) &&
-			   st->deadline_ms < next) {
-			next = st->deadline_ms;
+		} else if (st->state == S_TUNNEL && now >= st->life_ms) {
+			sbx_log("sandbox %s: a tunnel to %s:%d was closed at the end of its "
+				"lifetime (sandbox.egress_tunnel_lifetime)",
+				e->sid, st->req.host, st->req.port);
+			end_stream(e, st);
+		} else if (st->state == S_HEAD || st->state == S_TUNNEL) {
+			if (st->deadline_ms < next)
+				next = st->deadline_ms;
+			if (st->state == S_TUNNEL && st->life_ms < next)
+				next = st->life_ms;
 		}
 	}
 	return next > now ? (int)(next - now) : 0;
@@ -1137,6 +1147,7 @@ static struct sbx_egress *egress_new(sbx_manager *m, sbx_sandbox *sb, struct sbx
 	snprintf(e->owner, sizeof(e->owner), "%s", sb->owner ? sb->owner : "");
 	e->conns_max = m->s->sandbox.egress_connections;
 	e->conns_per_tenant = m->s->sandbox.egress_connections_per_tenant;
+	e->tunnel_life_ms = m->s->sandbox.egress_tunnel_lifetime_ms;
 	e->engine = m->engine;
 	e->container = strdup(sb->container);
 	if (!e->container) {
