@@ -648,6 +648,56 @@ static char *hijack(sbx_manager *m, sbx_sandbox *sb, const char *payload)
 	return py(m, sb, code);
 }
 
+/* A relay that stops reading its input (code in the sandbox stops it) while
+ * a download is pushed to it, with a window it granted itself: the pump's
+ * writes to the engine stream do not block it, and a batch not read within
+ * 30 s stops the relay (counted and logged), its process killed. */
+static void test_deaf(sbx_manager *m, sbx_sandbox *sb)
+{
+	struct sbx_egress_stats before, after;
+	char path[PATH_MAX], code[2048];
+	_cleanup_free_ char *out = NULL;
+	FILE *f;
+	bool made = false;
+
+	snprintf(path, sizeof(path), "%s/big.bin", index_root);
+	f = fopen(path, "we");
+	if (f) {
+		static char chunk[1 << 20];
+		memset(chunk, 'x', sizeof(chunk));
+		made = true;
+		for (int i = 0; i < 64; i++)
+			made &= fwrite(chunk, 1, sizeof(chunk), f) == sizeof(chunk);
+		made &= fclose(f) == 0;
+	}
+	if (!tap_ok(made, "a file of 64 MiB on the index"))
+		return;
+	relay_port(m, sb);
+	before = stats(m, sb);
+	snprintf(code, sizeof(code),
+		 "import os, signal, struct\n"
+		 "pid = %ld\n"
+		 "fd = os.open(f'/proc/{pid}/fd/101', os.O_WRONLY)\n"
+		 "H = struct.Struct('>BBHI')\n"
+		 "os.kill(pid, signal.SIGSTOP)\n"
+		 "req = b'GET /big.bin HTTP/1.1\\r\\n\\r\\n'\n"
+		 "os.write(fd, H.pack(2, 0, 7000, 0) + H.pack(5, 0, 7000, 4) + "
+		 "struct.pack('>I', 1 << 30) + H.pack(3, 0, 7000, len(req)) + req)\n"
+		 "print('stopped', pid)\n",
+		 before.pid);
+	out = py(m, sb, code);
+	tap_ok(strstr(out, "stopped") != NULL,
+	       "sandbox code stops the relay, then asks for the "
+	       "file with a window of 1 GiB in its place (%s)",
+	       out);
+	tap_ok(relay_stops(m, sb, 60000), "the relay that does not read is stopped (within 60 s)");
+	after = stats(m, sb);
+	tap_is_int((int)(after.protocol_errors - before.protocol_errors), 1,
+		   "as a relay that broke the protocol (logged: it did not read)");
+	tap_ok(relay_gone(m, sb, before.pid), "and its process is gone (pid %ld)", before.pid);
+	unlink(path);
+}
+
 static void test_hostile(sbx_manager *m, sbx_sandbox *sb)
 {
 	struct sbx_egress_stats before, after;
@@ -1060,6 +1110,7 @@ static void test_engine(const char *script)
 	test_egress_allow(m, sb, port);
 	test_password_nowhere(m, sb);
 	test_killed(m, sb);
+	test_deaf(m, sb);
 	test_hostile(m, sb);
 	test_parallel(m, par ? atoi(par) : 10);
 out:

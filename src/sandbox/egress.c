@@ -66,6 +66,10 @@
 #define IDLE_MS (10 * 60 * 1000)
 /* A worker waits this long at most for the relay to take its bytes. */
 #define STALL_MS 120000
+/* The relay must read each batch of frames the pump writes within this
+ * (the pump never waits on the write: it reads, reaps and sees stop
+ * meanwhile); one that does not is stopped. */
+#define WRITE_MS 30000
 /* Bytes of frames written to the engine stream in one go. */
 #define BATCH_MAX (4 * (EGRESS_HDR + EGRESS_FRAME_MAX))
 /* Bytes of the relay's own stderr kept to explain a failed start. */
@@ -944,6 +948,8 @@ static void *pump_main(void *arg)
 {
 	struct sbx_egress *e = arg;
 	struct sbx_buf out = SBX_BUF_INIT;
+	size_t out_done = 0;	 /* bytes of out written */
+	int64_t write_until = 0; /* out must be written by then */
 	bool stopped;
 	int r = 1;
 
@@ -962,21 +968,43 @@ static void *pump_main(void *arg)
 			if (e->st[i].state == S_TUNNEL && e->st[i].up)
 				tunnel_io(e, &e->st[i], now);
 		timeout = deadlines(e, now);
-		/* Everything that can be written now. */
+		/* Everything the stream takes now, without waiting. */
 		for (;;) {
-			sbx_buf_reset(&out);
-			batch(e, &out);
-			if (!out.len)
-				break;
+			ssize_t w;
+
+			if (out_done == out.len) {
+				sbx_buf_reset(&out);
+				out_done = 0;
+				batch(e, &out);
+				if (!out.len)
+					break;
+				write_until = now + WRITE_MS;
+			}
 			pthread_mutex_unlock(&e->lock);
-			r = sbx_stream_write(e->stream, out.data, out.len, NULL);
+			w = sbx_stream_write_some(e->stream, out.data + out_done,
+						  out.len - out_done, NULL);
 			pthread_mutex_lock(&e->lock);
-			if (r < 0)
+			if (w <= 0) {
+				r = w < 0 ? (int)w : 1;
 				break;
-			r = 1;
+			}
+			out_done += (size_t)w;
+		}
+		if (r > 0 && out_done < out.len) {
+			if (now >= write_until) {
+				snprintf(
+				    e->why, sizeof(e->why),
+				    "it did not read the %zu bytes the server wrote to it within "
+				    "%d seconds",
+				    out.len - out_done, WRITE_MS / 1000);
+				r = -ETIMEDOUT;
+			} else if (write_until - now < timeout) {
+				timeout = (int)(write_until - now);
+			}
 		}
 		reap(e);
-		pf[0] = (struct pollfd){.fd = sbx_stream_fd(e->stream), .events = POLLIN};
+		pf[0] = (struct pollfd){.fd = sbx_stream_fd(e->stream),
+					.events = POLLIN | (out_done < out.len ? POLLOUT : 0)};
 		pf[1] = (struct pollfd){.fd = e->wake[0], .events = POLLIN};
 		for (size_t i = 0; i < STREAMS_MAX; i++) {
 			struct estream *st = &e->st[i];
@@ -1008,11 +1036,12 @@ static void *pump_main(void *arg)
 			r = read_relay(e);
 	}
 	sbx_buf_release(&out);
-	if (r == -EPROTO) {
+	if (r == -EPROTO || r == -ETIMEDOUT) {
 		pthread_mutex_lock(&e->lock);
 		e->stats.protocol_errors++;
 		pthread_mutex_unlock(&e->lock);
-		sbx_log("sandbox %s: egress relay stopped: it sent %s", e->sid, e->why);
+		sbx_log("sandbox %s: egress relay stopped: %s%s", e->sid,
+			r == -EPROTO ? "it sent " : "", e->why);
 	}
 	teardown(e);
 	pthread_mutex_lock(&e->lock);
