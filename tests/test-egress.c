@@ -739,6 +739,25 @@ static void test_hostile(sbx_manager *m, sbx_sandbox *sb)
 	free(out);
 	out = NULL;
 
+	/* A head of about 16 KiB in DATA frames of a byte each: each byte is
+	 * looked at about once (not rescanned with every frame: 134 million). */
+	relay_port(m, sb);
+	before = stats(m, sb);
+	out = hijack(m, sb,
+		     "h = b'GET /simple/ HTTP/1.1\\r\\n' + b''.join(b'X-Pad: %0200d\\r\\n' % i for "
+		     "i in range(75)) + b'\\r\\n'\n"
+		     "data = H.pack(2, 0, 4100, 0) + b''.join(H.pack(3, 0, 4100, 1) + h[i:i + 1] "
+		     "for i in range(len(h)))\n");
+	usleep(1000 * 1000);
+	after = stats(m, sb);
+	tap_ok(after.running && after.streams == before.streams + 1 &&
+		   after.refused == before.refused &&
+		   after.head_scanned - before.head_scanned <= 16384,
+	       "a head of 15 KiB a byte per frame: accepted after %llu offsets tried (%s)",
+	       (unsigned long long)(after.head_scanned - before.head_scanned), out);
+	free(out);
+	out = NULL;
+
 	/* 300 streams opened at once: 16 are taken, the rest refused without
 	 * state; the relay goes on. */
 	relay_port(m, sb);

@@ -593,8 +593,11 @@ static int protocol(struct sbx_egress *e, const char *fmt, ...)
 static void try_head(struct sbx_egress *e, struct estream *st)
 {
 	char why[512];
+	size_t tried = st->scan.examined;
 	int r = egress_parse_head(&st->scan, &e->pol, e->port, st->in.data + st->in_off,
 				  in_pending(st), &st->req, why, sizeof(why));
+
+	e->stats.head_scanned += st->scan.examined - tried;
 
 	if (r == 0)
 		return;
