@@ -18,7 +18,11 @@
  * and writes it), the tunnels' upstream connections and the frames; a
  * worker thread per connection that fetches or connects (at most
  * STREAMS_MAX per sandbox, WORKERS_MAX in all) hands bytes to it through
- * bounded buffers under e->lock. The relay is code in the sandbox and
+ * bounded buffers under e->lock. A fetch or tunnel holds one of the
+ * connections relayed at once (egress_slots.c: per tenant and in all) until
+ * its stream is freed; a tunnel lives at most sandbox.egress_tunnel_lifetime.
+ * The pump never waits on the relay: its writes that the relay does not
+ * read within WRITE_MS stop the relay. The relay is code in the sandbox and
  * may be replaced by anything: every frame is checked (its size, its type,
  * each stream's window), so that the server holds about STREAMS_MAX x
  * (EGRESS_STREAM_WINDOW + OUT_CAP) bytes for a sandbox (plus buffer slack)
