@@ -746,6 +746,22 @@ int sbx_stream_write(sbx_stream *s, const void *buf, size_t len, struct sbx_erro
 	return stream_send_all(s, buf, len, err);
 }
 
+ssize_t sbx_stream_write_some(sbx_stream *s, const void *buf, size_t len, struct sbx_error *err)
+{
+	size_t sent = 0;
+	CURLcode code;
+
+	if (len == 0)
+		return 0;
+	code = curl_easy_send(s->curl, buf, len, &sent);
+	if (code == CURLE_AGAIN)
+		return 0;
+	if (code != CURLE_OK)
+		return sbx_error_set(err, -EPIPE, "engine stream: write failed: %s",
+				     curl_easy_strerror(code));
+	return (ssize_t)sent;
+}
+
 int sbx_stream_close_stdin(sbx_stream *s, struct sbx_error *err)
 {
 	if (shutdown(s->fd, SHUT_WR) < 0)

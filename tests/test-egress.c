@@ -254,6 +254,47 @@ static void test_index_paths(const struct egress_policy *p)
 	egress_policy_release(&bare);
 }
 
+/* A head of 16 KiB arriving a byte at a time (a DATA frame each): its end is
+ * looked for only in what is new, so the work is O(n), not O(n^2) (about
+ * 134 million offsets tried if every arrival rescanned from the start). */
+static void test_head_bytewise(const struct egress_policy *p)
+{
+	static char head[EGRESS_HEAD_MAX];
+	struct egress_head_scan s = {0};
+	struct egress_request q = {0}, whole = {0};
+	char why[512], why2[512];
+	size_t n, len = 0, waits = 0;
+	int r = 0, r2;
+
+	len += (size_t)snprintf(head, sizeof(head), "GET /r/simple/ HTTP/1.1\r\n");
+	while (len + 256 < sizeof(head))
+		len += (size_t)snprintf(head + len, sizeof(head) - len, "X-Pad: %0200zu\r\n", len);
+	len += (size_t)snprintf(head + len, sizeof(head) - len, "\r\n");
+	for (n = 1; n <= len && r == 0; n++) {
+		r = egress_parse_head(&s, p, 3128, head, n, &q, why, sizeof(why));
+		waits += r == 0;
+	}
+	r2 = egress_parse_request(p, 3128, head, len, &whole, why2, sizeof(why2));
+	tap_ok(r == 1 && r2 == 1 && waits == len - 1 && q.head_len == len,
+	       "a head of %zu bytes fed a byte at a time: complete at its last byte, as parsed "
+	       "whole (%d, %d: %s)",
+	       len, r, r2, r == 1 ? "" : why);
+	tap_ok(s.examined <= len, "its end was looked for at %zu offsets (O(n): at most %zu)",
+	       s.examined, len);
+	egress_request_release(&q);
+	egress_request_release(&whole);
+
+	/* No blank line at all: refused at the bound, again in O(n). */
+	memset(head, 'a', sizeof(head));
+	memcpy(head, "GET /", 5);
+	memset(&s, 0, sizeof(s));
+	for (n = 1, r = 0; n <= sizeof(head) && r == 0; n++)
+		r = egress_parse_head(&s, p, 3128, head, n, &q, why, sizeof(why));
+	tap_ok(r == 431 && n == sizeof(head) + 1 && s.examined <= sizeof(head),
+	       "a head without end fed a byte at a time: 431 at %d bytes after %zu offsets tried",
+	       EGRESS_HEAD_MAX, s.examined);
+}
+
 static void test_requests(void)
 {
 	struct egress_policy p = policy("https://" USER ":" PASSWORD "@idx.example/r/simple/",
@@ -384,6 +425,7 @@ static void test_requests(void)
 	r = parse(&p, big, &q, why, sizeof(why));
 	tap_ok(r == 431 && strstr(why, "16384"), "a head over %d bytes: 431 (%s)", EGRESS_HEAD_MAX,
 	       why);
+	test_head_bytewise(&p);
 	egress_policy_release(&p);
 	egress_policy_release(&pypi);
 }
@@ -798,6 +840,56 @@ static char *hijack(sbx_manager *m, sbx_sandbox *sb, const char *payload)
 	return py(m, sb, code);
 }
 
+/* A relay that stops reading its input (code in the sandbox stops it) while
+ * a download is pushed to it, with a window it granted itself: the pump's
+ * writes to the engine stream do not block it, and a batch not read within
+ * 30 s stops the relay (counted and logged), its process killed. */
+static void test_deaf(sbx_manager *m, sbx_sandbox *sb)
+{
+	struct sbx_egress_stats before, after;
+	char path[PATH_MAX], code[2048];
+	_cleanup_free_ char *out = NULL;
+	FILE *f;
+	bool made = false;
+
+	snprintf(path, sizeof(path), "%s/big.bin", index_root);
+	f = fopen(path, "we");
+	if (f) {
+		static char chunk[1 << 20];
+		memset(chunk, 'x', sizeof(chunk));
+		made = true;
+		for (int i = 0; i < 64; i++)
+			made &= fwrite(chunk, 1, sizeof(chunk), f) == sizeof(chunk);
+		made &= fclose(f) == 0;
+	}
+	if (!tap_ok(made, "a file of 64 MiB on the index"))
+		return;
+	relay_port(m, sb);
+	before = stats(m, sb);
+	snprintf(code, sizeof(code),
+		 "import os, signal, struct\n"
+		 "pid = %ld\n"
+		 "fd = os.open(f'/proc/{pid}/fd/101', os.O_WRONLY)\n"
+		 "H = struct.Struct('>BBHI')\n"
+		 "os.kill(pid, signal.SIGSTOP)\n"
+		 "req = b'GET /big.bin HTTP/1.1\\r\\n\\r\\n'\n"
+		 "os.write(fd, H.pack(2, 0, 7000, 0) + H.pack(5, 0, 7000, 4) + "
+		 "struct.pack('>I', 1 << 30) + H.pack(3, 0, 7000, len(req)) + req)\n"
+		 "print('stopped', pid)\n",
+		 before.pid);
+	out = py(m, sb, code);
+	tap_ok(strstr(out, "stopped") != NULL,
+	       "sandbox code stops the relay, then asks for the "
+	       "file with a window of 1 GiB in its place (%s)",
+	       out);
+	tap_ok(relay_stops(m, sb, 60000), "the relay that does not read is stopped (within 60 s)");
+	after = stats(m, sb);
+	tap_is_int((int)(after.protocol_errors - before.protocol_errors), 1,
+		   "as a relay that broke the protocol (logged: it did not read)");
+	tap_ok(relay_gone(m, sb, before.pid), "and its process is gone (pid %ld)", before.pid);
+	unlink(path);
+}
+
 static void test_hostile(sbx_manager *m, sbx_sandbox *sb)
 {
 	struct sbx_egress_stats before, after;
@@ -836,6 +928,25 @@ static void test_hostile(sbx_manager *m, sbx_sandbox *sb)
 	tap_ok(strstr(out, "relay gone") && relay_stops(m, sb, 5000) &&
 		   after.protocol_errors == before.protocol_errors + 1,
 	       "DATA past a stream's window: the relay is stopped (%s)", out);
+	free(out);
+	out = NULL;
+
+	/* A head of about 16 KiB in DATA frames of a byte each: each byte is
+	 * looked at about once (not rescanned with every frame: 134 million). */
+	relay_port(m, sb);
+	before = stats(m, sb);
+	out = hijack(m, sb,
+		     "h = b'GET /simple/ HTTP/1.1\\r\\n' + b''.join(b'X-Pad: %0200d\\r\\n' % i for "
+		     "i in range(75)) + b'\\r\\n'\n"
+		     "data = H.pack(2, 0, 4100, 0) + b''.join(H.pack(3, 0, 4100, 1) + h[i:i + 1] "
+		     "for i in range(len(h)))\n");
+	usleep(1000 * 1000);
+	after = stats(m, sb);
+	tap_ok(after.running && after.streams == before.streams + 1 &&
+		   after.refused == before.refused &&
+		   after.head_scanned - before.head_scanned <= 16384,
+	       "a head of 15 KiB a byte per frame: accepted after %llu offsets tried (%s)",
+	       (unsigned long long)(after.head_scanned - before.head_scanned), out);
 	free(out);
 	out = NULL;
 
@@ -1039,6 +1150,183 @@ static void test_parallel(sbx_manager *m, int n)
 	}
 }
 
+/* Python (a format taking the relay's port): tun(TARGET) sends TARGET's
+ * request (bytes) to the relay and returns the socket and the answer's
+ * status line and body (or 'timeout' when none came in 5 s). */
+static const char tun_py[] =
+    "import os, socket, time\n"
+    "def tun(req, port=%d):\n"
+    "    s = socket.create_connection(('127.0.0.1', port), timeout=5)\n"
+    "    s.sendall(req)\n"
+    "    d = b''\n"
+    "    try:\n"
+    "        while b'\\r\\n\\r\\n' not in d or (b' 503 ' in d and not d.endswith(b'\\n')):\n"
+    "            b = s.recv(4096)\n"
+    "            if not b:\n"
+    "                break\n"
+    "            d += b\n"
+    "    except socket.timeout:\n"
+    "        return s, 'timeout'\n"
+    "    return s, d.decode(errors='replace').replace('\\r\\n', ' ')\n";
+
+struct holder {
+	const char *cid;
+	char *code;
+	char out[4096];
+};
+
+/* Runs the holder's Python in its sandbox (a plain exec, beside the tests'
+ * calls), as the sandbox's user. */
+static void *holder_main(void *arg)
+{
+	struct holder *h = arg;
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_exec_result res = {0};
+	const char *const argv[] = {"python3", "-c", h->code, NULL};
+	struct sbx_exec_spec spec = {
+	    .argv = argv, .user = "1000:1000", .timeout_ms = 90000, .output_cap = 65536};
+
+	if (sbx_exec(engine, h->cid, &spec, &res, &err) >= 0)
+		snprintf(h->out, sizeof(h->out), "%s%s", res.out.data ? res.out.data : "",
+			 res.err.data ? res.err.data : "");
+	else
+		snprintf(h->out, sizeof(h->out), "exec: %s", err.msg);
+	sbx_exec_result_release(&res);
+	return NULL;
+}
+
+/* The connections relayed at once, per tenant and in all, and a tunnel's
+ * lifetime: with 3 per tenant and 4 in all, alice's two sandboxes hold 3
+ * (two fetches from a host that never answers, a tunnel) and her fourth is
+ * refused, bob's first is still served and his second meets the server's
+ * limit; his tunnel is closed after its 3 s lifetime. */
+static void test_tenants(void)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_settings s;
+	sbx_manager *m;
+	sbx_sandbox *a1 = NULL, *a2 = NULL, *b1 = NULL;
+	char idx[256], allow[128], inst[96], code[8192], pre[2048];
+	struct holder h = {0};
+	pthread_t t;
+	bool held = false;
+	int64_t until;
+	_cleanup_free_ char *out_a2 = NULL, *out_b1 = NULL;
+
+	snprintf(idx, sizeof(idx), "sandbox.index_url=http://%s:%s@127.0.0.1:%d/simple/", USER,
+		 PASSWORD, index_port);
+	snprintf(allow, sizeof(allow), "sandbox.egress_allow=127.0.0.1:%d,127.0.0.1:%d", api_port,
+		 sink_port);
+	snprintf(inst, sizeof(inst), "%s-egress-t", instance);
+	{
+		const char *const extra[] = {"sandbox.network=none",
+					     idx,
+					     allow,
+					     "sandbox.pool_size=0",
+					     "sandbox.egress_connections=4",
+					     "sandbox.egress_connections_per_tenant=3",
+					     "sandbox.egress_tunnel_lifetime=3s",
+					     NULL};
+		settings_for(&s, inst, extra);
+	}
+	m = manager(&s, engine);
+	if (!tap_call(sbx_sandbox_create(m, "alice", "t1", &a1, &err), err.msg,
+		      "alice's first sandbox") ||
+	    !tap_call(sbx_sandbox_create(m, "alice", "t2", &a2, &err), err.msg,
+		      "alice's second sandbox") ||
+	    !tap_call(sbx_sandbox_create(m, "bob", "t3", &b1, &err), err.msg, "bob's sandbox"))
+		goto out;
+
+	/* a1: two fetches from the sink (it never answers), held until told. */
+	snprintf(pre, sizeof(pre), tun_py, relay_port(m, a1));
+	snprintf(code, sizeof(code),
+		 "%s"
+		 "get = b'GET http://127.0.0.1:%d/hold HTTP/1.1\\r\\n\\r\\n'\n"
+		 "held = [socket.create_connection(('127.0.0.1', %d)) for _ in range(2)]\n"
+		 "for x in held:\n"
+		 "    x.sendall(get)\n"
+		 "end = time.time() + 60\n"
+		 "while not os.path.exists('/tmp/release') and time.time() < end:\n"
+		 "    time.sleep(0.05)\n"
+		 "for x in held:\n"
+		 "    x.close()\n"
+		 "print('released')\n",
+		 pre, sink_port, relay_port(m, a1));
+	h.cid = a1->container;
+	h.code = code;
+	pthread_create(&t, NULL, holder_main, &h);
+	until = sbx_monotonic_ms() + 20000;
+	while (!(held = egress_slots_held("alice") == 2) && sbx_monotonic_ms() < until)
+		usleep(50 * 1000);
+	tap_ok(held, "alice's first sandbox holds 2 relayed connections (fetches that wait)");
+
+	/* a2: a tunnel is her third; a fourth connection is refused. */
+	snprintf(pre, sizeof(pre), tun_py, relay_port(m, a2));
+	snprintf(code, sizeof(code),
+		 "%s"
+		 "s1, a = tun(b'CONNECT 127.0.0.1:%d HTTP/1.1\\r\\n\\r\\n')\n"
+		 "print('A', a)\n"
+		 "s2, b = tun(b'GET http://127.0.0.1:%d/x HTTP/1.1\\r\\n\\r\\n')\n"
+		 "print('B', b)\n"
+		 "s2.close()\n", /* s1 stays open until bob is done */
+		 pre, api_port, api_port);
+	out_a2 = py(m, a2, code);
+	tap_ok(strstr(out_a2, "A HTTP/1.1 200 Connection established") != NULL,
+	       "her second sandbox: a tunnel, her third connection");
+	tap_ok(strstr(out_a2, "B HTTP/1.1 503") && strstr(out_a2, "egress_connections_per_tenant"),
+	       "and her fourth: 503 naming sandbox.egress_connections_per_tenant: %s", out_a2);
+
+	/* b1: bob is served (the server's fourth); his next meets its limit. */
+	snprintf(pre, sizeof(pre), tun_py, relay_port(m, b1));
+	snprintf(code, sizeof(code),
+		 "%s"
+		 "s1, a = tun(b'CONNECT 127.0.0.1:%d HTTP/1.1\\r\\n\\r\\n')\n"
+		 "print('A', a)\n"
+		 "t = time.time()\n"
+		 "s2, b = tun(b'CONNECT 127.0.0.1:%d HTTP/1.1\\r\\n\\r\\n')\n"
+		 "print('B', b)\n"
+		 "s1.settimeout(30)\n"
+		 "try:\n"
+		 "    x = s1.recv(10)\n"
+		 "    print('C closed' if x == b'' else 'C data', round(time.time() - t))\n"
+		 "except socket.timeout:\n"
+		 "    print('C open after 30 s')\n"
+		 "s1.close(), s2.close()\n",
+		 pre, sink_port, sink_port);
+	out_b1 = py(m, b1, code);
+	tap_ok(strstr(out_b1, "A HTTP/1.1 200 Connection established") != NULL,
+	       "another tenant's sandbox is still served: %s", out_b1);
+	tap_ok(strstr(out_b1, "B HTTP/1.1 503") && strstr(out_b1, "sandbox.egress_connections)"),
+	       "its next connection is the server's fifth: 503 naming sandbox.egress_connections");
+	tap_ok(strstr(out_b1, "C closed 2") || strstr(out_b1, "C closed 3") ||
+		   strstr(out_b1, "C closed 4"),
+	       "his tunnel is closed at the end of its lifetime (3 s, well before the 10 min "
+	       "idle timeout)");
+
+	free(py(m, a2, "s1.close()\n"));
+	{
+		const char *const argv[] = {"touch", "/tmp/release", NULL};
+		struct sbx_exec_spec spec = {
+		    .argv = argv, .user = "1000:1000", .timeout_ms = 10000};
+		struct sbx_exec_result res = {0};
+		sbx_exec(engine, a1->container, &spec, &res, NULL);
+		sbx_exec_result_release(&res);
+	}
+	pthread_join(t, NULL);
+	tap_ok(strstr(h.out, "released") != NULL, "alice's fetches let go (%s)", h.out);
+	until = sbx_monotonic_ms() + 10000;
+	while (egress_slots_held(NULL) > 0 && sbx_monotonic_ms() < until)
+		usleep(50 * 1000);
+	tap_is_int((int)egress_slots_held(NULL), 0, "no relayed connection is held afterwards");
+out:
+	sbx_sandbox_unref(a1);
+	sbx_sandbox_unref(a2);
+	sbx_sandbox_unref(b1);
+	m = sbx_manager_free(m);
+	tap_is_int(count_instance(inst), 0, "no container of the tenants' manager is left");
+	sbx_settings_release(&s);
+}
+
 static void test_engine(const char *script)
 {
 	struct sbx_error err = SBX_ERROR_INIT;
@@ -1106,6 +1394,7 @@ static void test_engine(const char *script)
 	test_egress_allow(m, sb, port);
 	test_password_nowhere(m, sb);
 	test_killed(m, sb);
+	test_deaf(m, sb);
 	test_hostile(m, sb);
 	{
 		struct slow w = {.m = m, .sb = sb, .port = relay_port(m, sb)};
@@ -1123,6 +1412,7 @@ out:
 	m = sbx_manager_free(m);
 	tap_is_int(count_instance(inst), 0, "no container of the egress manager is left");
 	sbx_settings_release(&s);
+	test_tenants();
 	stop_index();
 }
 

@@ -98,6 +98,10 @@ static void test_defaults(void)
 	tap_is_str(s.sandbox.upload_dir, "", "sandbox.upload_dir");
 	tap_is_str(s.sandbox.index_url, "https://pypi.org/simple/", "sandbox.index_url");
 	tap_is_str(s.sandbox.egress_allow, "", "sandbox.egress_allow");
+	tap_is_int(s.sandbox.egress_connections, 512, "sandbox.egress_connections");
+	tap_is_int(s.sandbox.egress_connections_per_tenant, 64,
+		   "sandbox.egress_connections_per_tenant");
+	tap_is_int(s.sandbox.egress_tunnel_lifetime_ms, 3600000, "sandbox.egress_tunnel_lifetime");
 
 	a = dump(&s);
 	tap_ok(strstr(a, "[engine]\ntype = docker\nsocket =\n") != NULL, "dump is INI");
@@ -355,6 +359,11 @@ static void test_set(void)
 		  "--set sandbox.index_files_path: bad value \"/simple/../admin/\": expected empty "
 		  "or a path such as /packages/ (a dot segment (. or ..))");
 	set_fails("sandbox.index_files_path=/p/?x", "--set sandbox.index_files_path: bad value");
+	set_fails("sandbox.egress_connections_per_tenant=0",
+		  "--set sandbox.egress_connections_per_tenant: bad value \"0\": expected an "
+		  "integer in 1..65536");
+	set_fails("sandbox.egress_tunnel_lifetime=0s",
+		  "--set sandbox.egress_tunnel_lifetime: bad value");
 	set_fails("sandbox.egress_allow=a.example,,b",
 		  "--set sandbox.egress_allow: bad value "
 		  "\"a.example,,b\": entry \"\": an empty host");
@@ -435,6 +444,8 @@ static void test_numbers(void)
 	SET_OK("engine.timeout=5m", engine.timeout_ms, 300000);
 	SET_OK("engine.timeout=60m", engine.timeout_ms, 3600000);
 	SET_OK("sandbox.exec_timeout=1500MS", sandbox.exec_timeout_ms, 1500);
+	SET_OK("sandbox.egress_tunnel_lifetime=2s", sandbox.egress_tunnel_lifetime_ms, 2000);
+	SET_OK("sandbox.egress_connections_per_tenant=3", sandbox.egress_connections_per_tenant, 3);
 	SET_OK("sandbox.idle_timeout=0s", sandbox.idle_timeout_ms, 0);
 	SET_OK("sandbox.max_lifetime=0m", sandbox.max_lifetime_ms, 0);
 	set_fails("engine.timeout=61m", "--set engine.timeout: bad value \"61m\": "

@@ -236,6 +236,11 @@ int sbx_exec_stream(sbx_engine *e, const char *id, const struct sbx_exec_spec *s
 
 /* Write all of buf to the process's stdin. */
 int sbx_stream_write(sbx_stream *s, const void *buf, size_t len, struct sbx_error *err);
+/* Write what the stream takes now of buf, without waiting: the bytes
+ * written, 0 when it takes none now (poll sbx_stream_fd for POLLOUT), or a
+ * negative code. For a writer that must not block on a process that does
+ * not read its stdin. */
+ssize_t sbx_stream_write_some(sbx_stream *s, const void *buf, size_t len, struct sbx_error *err);
 /* Close the process's stdin (half-close); reading goes on. */
 int sbx_stream_close_stdin(sbx_stream *s, struct sbx_error *err);
 /* Read up to cap payload bytes of the next frame. *ret_fd is 1 (stdout) or

@@ -78,6 +78,11 @@ struct sbx_settings {
 		/* Comma-separated HOST[:PORT] (include/sbx/hostport.h) sandbox code
 		 * may reach through the server's relay; "" = only the index. */
 		char *egress_allow;
+		/* Connections relayed at once (src/sandbox/egress_slots.c): in all,
+		 * and per tenant; a tunnel's lifetime. */
+		int64_t egress_connections;
+		int64_t egress_connections_per_tenant;
+		int64_t egress_tunnel_lifetime_ms;
 		bool allow_direct_urls; /* package specs may be URLs, paths, files */
 		int64_t max_sandboxes;
 		int64_t install_timeout_ms;

@@ -294,6 +294,17 @@ static const struct sbx_setting schema[] = {
     STRING("sandbox", "egress_allow", sandbox.egress_allow, "", check_egress_allow,
 	   "comma-separated HOST[:PORT] that code in a sandbox may reach over HTTP and HTTPS "
 	   "through the server, besides the index; empty = none"),
+    NUMBER(INT, "sandbox", "egress_connections", sandbox.egress_connections, "512", 1, 65536,
+	   "connections the server relays at once for all sandboxes (fetches and tunnels, each "
+	   "an upstream socket); more get 503"),
+    NUMBER(INT, "sandbox", "egress_connections_per_tenant", sandbox.egress_connections_per_tenant,
+	   "64", 1, 65536,
+	   "connections the server relays at once for one tenant's sandboxes together; more get "
+	   "503"),
+    NUMBER(DURATION, "sandbox", "egress_tunnel_lifetime", sandbox.egress_tunnel_lifetime_ms, "60m",
+	   SEC, 24 * HOUR,
+	   "a tunnel (HTTPS CONNECT) through the server is closed this long "
+	   "after it was asked for, busy or not"),
     BOOLEAN("sandbox", "allow_direct_urls", sandbox.allow_direct_urls, "false",
 	    "let install_package_in_sandbox take URLs, paths and file names, not only "
 	    "package names from the index"),

@@ -136,6 +136,33 @@ int egress_index_path_check(const struct egress_policy *p, const char *path, cha
 int egress_parse_request(const struct egress_policy *p, int relay_port, const char *buf, size_t n,
 			 struct egress_request *ret, char *why, size_t why_size);
 
+/* Where the search for a request head's end stopped, kept between the
+ * arrivals of its bytes (zeroed for a new head). */
+struct egress_head_scan {
+	size_t next;	 /* the first offset not yet tried as the start of CRLF CRLF */
+	size_t examined; /* offsets tried over all calls (the tests' measure of work) */
+};
+/* egress_parse_request for a head that arrives in pieces: BUF[0..N) is all
+ * that arrived so far (its first bytes the same at every call); the blank
+ * line is looked for only past where the last call on S stopped, so a head
+ * sent a byte at a time costs O(N) in all rather than O(N^2). The head is
+ * parsed (once) when its end is found or N reaches EGRESS_HEAD_MAX. */
+int egress_parse_head(struct egress_head_scan *s, const struct egress_policy *p, int relay_port,
+		      const char *buf, size_t n, struct egress_request *ret, char *why,
+		      size_t why_size);
+
+/* Connections relayed at once (src/sandbox/egress_slots.c), each holding an
+ * upstream socket: takes one for TENANT (0), or refuses it with 503 and
+ * WHY, the answer's text naming the limit, when MAX are held over all
+ * tenants (sandbox.egress_connections) or PER_TENANT by TENANT
+ * (sandbox.egress_connections_per_tenant); -ENOMEM. */
+int egress_slot_take(const char *tenant, int64_t max, int64_t per_tenant, char *why,
+		     size_t why_size);
+/* Gives back one that TENANT took. */
+void egress_slot_give(const char *tenant);
+/* Those held now by TENANT, or by all when NULL (for the tests). */
+int64_t egress_slots_held(const char *tenant);
+
 /* "HTTP/1.1 STATUS REASON" with Content-Type text/plain, Content-Length and
  * Connection: close, then TEXT and a newline, into a malloc'd *RET of *RET_LEN. */
 int egress_plain_response(int status, const char *text, char **ret, size_t *ret_len);

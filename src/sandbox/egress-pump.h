@@ -50,6 +50,8 @@ struct estream {
 	enum stream_state state;
 	uint16_t id;
 	int64_t deadline_ms; /* S_HEAD: the head's; S_TUNNEL: idle */
+	int64_t life_ms;     /* S_TUNNEL: closed then, busy or not */
+	bool slot;	     /* holds a relayed connection (egress_slot_take) */
 	/* From the relay. in_window: what it may still send; in_credit:
 	 * consumed, not yet granted back with WINDOW. */
 	struct sbx_buf in;
@@ -66,13 +68,17 @@ struct estream {
 	bool worker, worker_done;
 	pthread_t tid;
 	struct egress_request req;
-	CURL *up; /* S_TUNNEL: the upstream connection (CONNECT_ONLY) */
+	struct egress_head_scan scan; /* S_HEAD: how far its end was looked for */
+	CURL *up;		      /* S_TUNNEL: the upstream connection (CONNECT_ONLY) */
 	int up_fd;
 	bool up_eof;
 };
 
 struct sbx_egress {
 	char sid[SBX_SANDBOX_ID_MAX + 1];
+	char owner[SBX_OWNER_MAX + 1]; /* the sandbox's tenant */
+	/* sandbox.egress_connections, _per_tenant, egress_tunnel_lifetime */
+	int64_t conns_max, conns_per_tenant, tunnel_life_ms;
 	sbx_engine *engine; /* outlives the record, and so this */
 	char *container;
 	struct egress_policy pol;

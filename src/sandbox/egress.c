@@ -19,7 +19,12 @@
  * worker thread per connection that fetches or connects
  * (src/sandbox/egress_upstream.c; at most STREAMS_MAX per sandbox,
  * WORKERS_MAX in all) hands bytes to it through bounded buffers under
- * e->lock (the shared state: src/sandbox/egress-pump.h). The relay is code in the sandbox and
+ * e->lock (the shared state: src/sandbox/egress-pump.h). A fetch or tunnel
+ * holds one of the connections relayed at once (egress_slots.c: per tenant
+ * and in all) until its stream is freed; a tunnel lives at most
+ * sandbox.egress_tunnel_lifetime. The pump never waits on the relay: its
+ * writes that the relay does not read within WRITE_MS stop the relay. The
+ * relay is code in the sandbox and
  * may be replaced by anything: every frame is checked (its size, its type,
  * each stream's window), so that the server holds about STREAMS_MAX x
  * (EGRESS_STREAM_WINDOW + OUT_CAP) bytes for a sandbox (plus buffer slack)
@@ -56,6 +61,10 @@
 #define HELLO_MS 15000
 /* A connection's request head must arrive within this (slow clients). */
 #define HEAD_MS 10000
+/* The relay must read each batch of frames the pump writes within this
+ * (the pump never waits on the write: it reads, reaps and sees stop
+ * meanwhile); one that does not is stopped. */
+#define WRITE_MS 30000
 /* Bytes of frames written to the engine stream in one go. */
 #define BATCH_MAX (4 * (EGRESS_HDR + EGRESS_FRAME_MAX))
 /* Bytes of the relay's own stderr kept to explain a failed start. */
@@ -170,8 +179,18 @@ void worker_end(struct estream *st)
 static void start_worker(struct sbx_egress *e, struct estream *st)
 {
 	pthread_attr_t attr;
+	char why[512];
 	int r;
 
+	r = egress_slot_take(e->owner, e->conns_max, e->conns_per_tenant, why, sizeof(why));
+	if (r != 0) {
+		e->stats.refused++;
+		answer(st, 503, why);
+		return;
+	}
+	st->slot = true;
+	if (st->req.kind == EGRESS_REQ_CONNECT)
+		st->life_ms = sbx_monotonic_ms() + e->tunnel_life_ms;
 	if (!worker_take()) {
 		answer(st, 503,
 		       "mcp-sandbox: the server is relaying too many connections at "
@@ -213,8 +232,11 @@ static int protocol(struct sbx_egress *e, const char *fmt, ...)
 static void try_head(struct sbx_egress *e, struct estream *st)
 {
 	char why[512];
-	int r = egress_parse_request(&e->pol, e->port, st->in.data + st->in_off, in_pending(st),
-				     &st->req, why, sizeof(why));
+	size_t tried = st->scan.examined;
+	int r = egress_parse_head(&st->scan, &e->pol, e->port, st->in.data + st->in_off,
+				  in_pending(st), &st->req, why, sizeof(why));
+
+	e->stats.head_scanned += st->scan.examined - tried;
 
 	if (r == 0)
 		return;
@@ -467,6 +489,8 @@ static void reap(struct sbx_egress *e)
 		}
 		if (st->up)
 			curl_easy_cleanup(st->up);
+		if (st->slot)
+			egress_slot_give(e->owner);
 		sbx_buf_release(&st->in);
 		sbx_buf_release(&st->out);
 		egress_request_release(&st->req);
@@ -492,9 +516,16 @@ static int deadlines(struct sbx_egress *e, int64_t now)
 			       "mcp-sandbox: the request head did not arrive within 10 seconds");
 		} else if (st->state == S_TUNNEL && now >= st->deadline_ms) {
 			end_stream(e, st);
-		} else if ((st->state == S_HEAD || st->state == S_TUNNEL) &&
-			   st->deadline_ms < next) {
-			next = st->deadline_ms;
+		} else if (st->state == S_TUNNEL && now >= st->life_ms) {
+			sbx_log("sandbox %s: a tunnel to %s:%d was closed at the end of its "
+				"lifetime (sandbox.egress_tunnel_lifetime)",
+				e->sid, st->req.host, st->req.port);
+			end_stream(e, st);
+		} else if (st->state == S_HEAD || st->state == S_TUNNEL) {
+			if (st->deadline_ms < next)
+				next = st->deadline_ms;
+			if (st->state == S_TUNNEL && st->life_ms < next)
+				next = st->life_ms;
 		}
 	}
 	return next > now ? (int)(next - now) : 0;
@@ -559,6 +590,8 @@ static void *pump_main(void *arg)
 {
 	struct sbx_egress *e = arg;
 	struct sbx_buf out = SBX_BUF_INIT;
+	size_t out_done = 0;	 /* bytes of out written */
+	int64_t write_until = 0; /* out must be written by then */
 	bool stopped;
 	int r = 1;
 
@@ -577,21 +610,43 @@ static void *pump_main(void *arg)
 			if (e->st[i].state == S_TUNNEL && e->st[i].up)
 				tunnel_io(e, &e->st[i], now);
 		timeout = deadlines(e, now);
-		/* Everything that can be written now. */
+		/* Everything the stream takes now, without waiting. */
 		for (;;) {
-			sbx_buf_reset(&out);
-			batch(e, &out);
-			if (!out.len)
-				break;
+			ssize_t w;
+
+			if (out_done == out.len) {
+				sbx_buf_reset(&out);
+				out_done = 0;
+				batch(e, &out);
+				if (!out.len)
+					break;
+				write_until = now + WRITE_MS;
+			}
 			pthread_mutex_unlock(&e->lock);
-			r = sbx_stream_write(e->stream, out.data, out.len, NULL);
+			w = sbx_stream_write_some(e->stream, out.data + out_done,
+						  out.len - out_done, NULL);
 			pthread_mutex_lock(&e->lock);
-			if (r < 0)
+			if (w <= 0) {
+				r = w < 0 ? (int)w : 1;
 				break;
-			r = 1;
+			}
+			out_done += (size_t)w;
+		}
+		if (r > 0 && out_done < out.len) {
+			if (now >= write_until) {
+				snprintf(
+				    e->why, sizeof(e->why),
+				    "it did not read the %zu bytes the server wrote to it within "
+				    "%d seconds",
+				    out.len - out_done, WRITE_MS / 1000);
+				r = -ETIMEDOUT;
+			} else if (write_until - now < timeout) {
+				timeout = (int)(write_until - now);
+			}
 		}
 		reap(e);
-		pf[0] = (struct pollfd){.fd = sbx_stream_fd(e->stream), .events = POLLIN};
+		pf[0] = (struct pollfd){.fd = sbx_stream_fd(e->stream),
+					.events = POLLIN | (out_done < out.len ? POLLOUT : 0)};
 		pf[1] = (struct pollfd){.fd = e->wake[0], .events = POLLIN};
 		for (size_t i = 0; i < STREAMS_MAX; i++) {
 			struct estream *st = &e->st[i];
@@ -623,11 +678,12 @@ static void *pump_main(void *arg)
 			r = read_relay(e);
 	}
 	sbx_buf_release(&out);
-	if (r == -EPROTO) {
+	if (r == -EPROTO || r == -ETIMEDOUT) {
 		pthread_mutex_lock(&e->lock);
 		e->stats.protocol_errors++;
 		pthread_mutex_unlock(&e->lock);
-		sbx_log("sandbox %s: egress relay stopped: it sent %s", e->sid, e->why);
+		sbx_log("sandbox %s: egress relay stopped: %s%s", e->sid,
+			r == -EPROTO ? "it sent " : "", e->why);
 	}
 	teardown(e);
 	pthread_mutex_lock(&e->lock);
@@ -759,6 +815,10 @@ static struct sbx_egress *egress_new(sbx_manager *m, sbx_sandbox *sb, struct sbx
 		return NULL;
 	}
 	snprintf(e->sid, sizeof(e->sid), "%s", sb->id);
+	snprintf(e->owner, sizeof(e->owner), "%s", sb->owner ? sb->owner : "");
+	e->conns_max = m->s->sandbox.egress_connections;
+	e->conns_per_tenant = m->s->sandbox.egress_connections_per_tenant;
+	e->tunnel_life_ms = m->s->sandbox.egress_tunnel_lifetime_ms;
 	e->engine = m->engine;
 	e->container = strdup(sb->container);
 	if (!e->container) {

@@ -605,3 +605,21 @@ int egress_plain_response(int status, const char *text, char **ret, size_t *ret_
 	*ret_len = (size_t)n;
 	return 0;
 }
+
+int egress_parse_head(struct egress_head_scan *s, const struct egress_policy *p, int relay_port,
+		      const char *buf, size_t n, struct egress_request *ret, char *why,
+		      size_t why_size)
+{
+	size_t scan = n < EGRESS_HEAD_MAX ? n : EGRESS_HEAD_MAX, i;
+
+	for (i = s->next; i + 3 < scan; i++) {
+		s->examined++;
+		if (buf[i] == '\r' && buf[i + 1] == '\n' && buf[i + 2] == '\r' &&
+		    buf[i + 3] == '\n')
+			return egress_parse_request(p, relay_port, buf, i + 4, ret, why, why_size);
+	}
+	s->next = i;
+	if (n < EGRESS_HEAD_MAX)
+		return 0;
+	return egress_parse_request(p, relay_port, buf, n, ret, why, why_size);
+}

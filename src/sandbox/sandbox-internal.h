@@ -222,6 +222,9 @@ struct sbx_egress_stats {
 	size_t open;		  /* connections open now */
 	uint64_t bytes_in;	  /* DATA to the sandbox */
 	uint64_t bytes_out;	  /* DATA from the sandbox */
+	/* Offsets of request heads tried as their end: about their bytes,
+	 * however the heads were split into frames. */
+	uint64_t head_scanned;
 };
 /* All zero when SB never had a relay. */
 void sbx_egress_stats(sbx_manager *m, sbx_sandbox *sb, struct sbx_egress_stats *ret);

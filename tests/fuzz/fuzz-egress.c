@@ -154,6 +154,23 @@ static void request(const uint8_t *data, size_t size)
 	char why[512] = "";
 	int r = egress_parse_request(&pol, 3128, (const char *)data, size, &q, why, sizeof(why));
 
+	/* The same bytes arriving one at a time: the same answer as soon as the
+	 * head is complete (or at its bound), after at most one try per offset. */
+	{
+		struct egress_head_scan s = {0};
+		struct egress_request q3 = {0};
+		char why3[512] = "";
+		size_t k;
+		int r3 = 0;
+
+		for (k = 1; k <= size && r3 == 0; k++)
+			r3 = egress_parse_head(&s, &pol, 3128, (const char *)data, k, &q3, why3,
+					       sizeof(why3));
+		if (s.examined > size || (r3 != r && r3 != -ENOMEM && r != -ENOMEM) ||
+		    (r3 == 1 && r == 1 && q3.head_len != q.head_len))
+			abort();
+		egress_request_release(&q3);
+	}
 	if (r == 0 || r == -ENOMEM)
 		return;
 	if (r != 1) {
