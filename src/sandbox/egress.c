@@ -570,8 +570,11 @@ static int protocol(struct sbx_egress *e, const char *fmt, ...)
 static void try_head(struct sbx_egress *e, struct estream *st)
 {
 	char why[512];
-	int r = egress_parse_request(&e->pol, e->port, st->in.data + st->in_off, in_pending(st),
-				     &st->req, why, sizeof(why));
+	int r;
+
+	egress_policy_follow(&e->pol); /* its tenant's list may have changed */
+	r = egress_parse_request(&e->pol, e->port, st->in.data + st->in_off, in_pending(st),
+				 &st->req, why, sizeof(why));
 
 	if (r == 0)
 		return;
@@ -1109,6 +1112,12 @@ static struct sbx_egress *egress_new(sbx_manager *m, sbx_sandbox *sb, struct sbx
 		free(e);
 		return NULL;
 	}
+	if (sbx_egress_policy_for(m, sb, &e->pol) < 0) { /* its tenant's list */
+		sbx_error_set(err, -ENOMEM, "out of memory");
+		egress_policy_release(&e->pol);
+		free(e);
+		return NULL;
+	}
 	if (pipe2(e->wake, O_CLOEXEC | O_NONBLOCK) < 0) {
 		sbx_error_set(err, -errno, "cannot make a pipe: %s", strerror(errno));
 		egress_policy_release(&e->pol);
@@ -1213,6 +1222,14 @@ void sbx_egress_free(struct sbx_egress *e)
 	pthread_mutex_destroy(&e->lock);
 	pthread_mutex_destroy(&e->start_lock);
 	free(e);
+}
+
+void sbx_egress_bytes(struct sbx_egress *e, uint64_t *ret_in, uint64_t *ret_out)
+{
+	pthread_mutex_lock(&e->lock);
+	*ret_in = e->stats.bytes_in;
+	*ret_out = e->stats.bytes_out;
+	pthread_mutex_unlock(&e->lock);
 }
 
 void sbx_egress_stats(sbx_manager *m, sbx_sandbox *sb, struct sbx_egress_stats *ret)
