@@ -606,8 +606,7 @@ static void test_index_password(void)
 	size_t len = 0;
 	FILE *f;
 
-	sbx_settings_init(&s);
-	sbx_settings_init(&t);
+	sbx_settings_init(&s); /* t: load_text makes it */
 	tap_call(sbx_settings_set(
 		     &s, "sandbox.index_url=https://bob:pw-S3cr3t-9@idx.example/simple/", &err),
 		 err.msg, "an index URL with user:password");
