@@ -759,6 +759,8 @@ static void test_egress_keys(void)
 	expect_parse_error(GOOD " egress_allow=a.example:0\n", "entry 1", "port 0");
 	expect_parse_error(GOOD " egress_allow=a_b.example\n", "HOST[:PORT]", "a bad name");
 	expect_parse_error(GOOD " egress_allow=none egress_allow=none\n", "twice", "given twice");
+	expect_parse_error(GOOD " egress_allow=a.example  calls=1\n", "field 6 is empty",
+			   "an empty field after a list (the list freed: the fuzzer's leak)");
 	expect_parse_error(GOOD " egress_allow=a.example, b.example\n", "entry 2: an empty host",
 			   "a space in the list");
 	strcpy(line, GOOD " egress_allow=");

@@ -353,7 +353,8 @@ static int parse_key_line(const char *line, size_t len, struct sbx_key *k, char 
 		if (wlen == 0) {
 			snprintf(why, n, "field %zu is empty (fields are separated by one space)",
 				 field + 1);
-			return -EINVAL;
+			r = -EINVAL;
+			goto fail;
 		}
 		pos += wlen + 1;
 		switch (field) {
@@ -395,17 +396,17 @@ static int parse_key_line(const char *line, size_t len, struct sbx_key *k, char 
 		goto fail;
 	}
 	return 0;
-fail:
-	free(k->egress_allow);
-	k->egress_allow = NULL;
-	return r;
 bad_field:
 	snprintf(why, n, "bad %s: expected %s", names[field],
 		 field == 0   ? "1..64 of A-Z a-z 0-9 _ . -"
 		 : field == 1 ? "12 lowercase hex digits"
 		 : field == 2 ? "64 lowercase hex digits"
 			      : "YYYY-MM-DDTHH:MM:SSZ (UTC)");
-	return -EINVAL;
+	r = -EINVAL;
+fail: /* an egress_allow parsed before the failure is dropped */
+	free(k->egress_allow);
+	k->egress_allow = NULL;
+	return r;
 }
 
 static int cmp_id(const void *a, const void *b, void *set)
