@@ -102,13 +102,16 @@ static void usage(FILE *out)
 	    "  -c, --config FILE   INI configuration (default " SBX_SYSCONFDIR "/mcp-sandbox.ini)\n"
 	    "      --set S.K=V     override one key (repeatable)\n"
 	    "      --check         contact the engine, report its version and exit\n"
-	    "      --dump          print the effective configuration and exit\n"
+	    "      --dump          print the effective configuration (the index's password\n"
+	    "                      as ***) and exit\n"
 	    "  -h, --help          this text\n"
 	    "  -V, --version       the version\n"
 	    "API keys, in auth.keys_file (options come before 'keys'):\n"
 	    "  keys add TENANT     make a key for TENANT ([A-Za-z0-9_.-], 1..64) and print it,\n"
 	    "                      once; limits: sandboxes=N calls=N memory=SIZE cpus=N "
 	    "installs=N\n"
+	    "                      egress_allow=none|HOST[:PORT],... (the tenant's hosts,\n"
+	    "                      instead of sandbox.egress_allow)\n"
 	    "  keys list           tenant, key id, creation time and limits of every key\n"
 	    "  keys revoke TENANT  remove every key of TENANT (--id KEY_ID: that key only)\n"
 	    "A running server picks up changes within a few seconds.\n");
@@ -388,6 +391,13 @@ static bool abandoned(struct starter *st)
 
 /* The start-up's steps, each followed by a look at st->abandon; 0 when it
  * got to the end, else < 0 (failures are logged here). */
+/* A tenant's egress allow-list: its API keys' egress_allow (the manager's
+ * sbx_egress_lookup_fn; the auth outlives the manager). */
+static int tenant_egress(void *auth, const char *owner, char *buf, size_t size)
+{
+	return sbx_auth_tenant_egress(auth, owner, buf, size);
+}
+
 static int start_steps(struct starter *st)
 {
 	const struct sbx_settings *s = st->s;
@@ -418,6 +428,7 @@ static int start_steps(struct starter *st)
 		sbx_log("%s", err->msg);
 		return err->code;
 	}
+	sbx_manager_set_egress_lookup(st->manager, tenant_egress, st->auth);
 	if (abandoned(st))
 		return -ECANCELED;
 	n = sbx_manager_recover(st->manager, err);
@@ -732,7 +743,7 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	if (dump) {
-		sbx_settings_dump(&s, stdout);
+		sbx_settings_dump_redacted(&s, stdout);
 		ret = 0;
 		goto out;
 	}

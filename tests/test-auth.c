@@ -719,6 +719,152 @@ static void test_parser(void)
 	sbx_buf_release(&big);
 }
 
+/* egress_allow: a tenant's own egress list on its keys. */
+static void test_egress_keys(void)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_keyset *set = NULL;
+	struct sbx_buf o = SBX_BUF_INIT, e = SBX_BUF_INIT, big = SBX_BUF_INIT;
+	struct sbx_settings s;
+	char out[KEYS_LINE_MAX + 1], path[300], set_file[320], buf[SBX_AUTH_EGRESS_MAX + 1],
+	    line[1024];
+	sbx_auth *a = NULL;
+	int r, rc;
+	static const char text[] =
+	    GOOD " calls=2 egress_allow=api.example.com,*.cdn.example:8443,10.0.0.1,[::1]:8080\n"
+		 "t 0123456789ac " DIGEST " 2025-06-01T12:00:00Z\n"
+		 "u 0123456789ad " DIGEST " 2025-06-01T12:00:00Z egress_allow=none\n"
+		 "v 0123456789ae " DIGEST " 2025-06-01T12:00:00Z\n";
+
+	r = sbx_keys_parse(text, strlen(text), &set, &err);
+	tap_ok(r == 0 && set->n == 4, "egress_allow on keys parses (%s)", err.msg);
+	if (r == 0) {
+		sbx_key_format(&set->keys[0], true, out, sizeof(out));
+		tap_is_str(out,
+			   GOOD " calls=2 egress_allow=api.example.com,*.cdn.example:8443,10.0.0.1,"
+				"[::1]:8080",
+			   "a key with egress_allow formats back to its line");
+		tap_is_str(sbx_keyset_tenant_egress(set, "t"),
+			   "api.example.com,*.cdn.example:8443,10.0.0.1,[::1]:8080",
+			   "the tenant's list, from the key that gives it");
+		tap_is_str(sbx_keyset_tenant_egress(set, "u"), "none", "none: no host");
+		tap_ok(!sbx_keyset_tenant_egress(set, "v") && !sbx_keyset_tenant_egress(set, "w") &&
+			   !sbx_keyset_tenant_egress(set, "s"),
+		       "no list for a tenant without one, or without keys");
+	}
+	set = sbx_keyset_free(set);
+	expect_parse_error(GOOD " egress_allow=\n", "egress_allow: empty", "an empty list");
+	expect_parse_error(GOOD " egress_allow=a.example,,b.example\n", "entry 2",
+			   "an empty entry");
+	expect_parse_error(GOOD " egress_allow=a.example:0\n", "entry 1", "port 0");
+	expect_parse_error(GOOD " egress_allow=a_b.example\n", "HOST[:PORT]", "a bad name");
+	expect_parse_error(GOOD " egress_allow=none egress_allow=none\n", "twice", "given twice");
+	expect_parse_error(GOOD " egress_allow=a.example  calls=1\n", "field 6 is empty",
+			   "an empty field after a list (the list freed: the fuzzer's leak)");
+	expect_parse_error(GOOD " egress_allow=a.example, b.example\n", "entry 2: an empty host",
+			   "a space in the list");
+	strcpy(line, GOOD " egress_allow=");
+	for (int i = 0; i < 33; i++)
+		snprintf(line + strlen(line), sizeof(line) - strlen(line), "%sh%d.ex", i ? "," : "",
+			 i);
+	strcat(line, "\n");
+	expect_parse_error(line, "more than 32 hosts", "33 hosts");
+	strcpy(line, GOOD " egress_allow=");
+	for (int i = 0; i < 6; i++)
+		snprintf(line + strlen(line), sizeof(line) - strlen(line), "%s%.50s.example",
+			 i ? "," : "",
+			 "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa");
+	strcat(line, "\n");
+	expect_parse_error(line, "longer than 300 bytes", "a list of 371 bytes");
+	expect_parse_error(GOOD " egress_allow=a.example\n"
+				"t 0123456789ac " DIGEST
+				" 2025-06-01T12:00:00Z egress_allow=b.example\n",
+			   "line 2: egress_allow differs from that of tenant t's key on line 1",
+			   "two keys of a tenant with different lists");
+	{
+		static const char same[] =
+		    GOOD " egress_allow=a.example\n"
+			 "t 0123456789ac " DIGEST " 2025-06-01T12:00:00Z egress_allow=a.example\n";
+		r = sbx_keys_parse(same, strlen(same), &set, &err);
+		tap_ok(r == 0, "the same list on two keys of a tenant (%s)", err.msg);
+		set = sbx_keyset_free(set);
+	}
+	/* Many tenants: the lookup by tenant over a sorted index. */
+	for (int i = 0; i < 5000; i++) {
+		snprintf(line, sizeof(line), "t%d %012x " DIGEST " 2025-06-01T12:00:00Z%s\n",
+			 i % 97, i, i == 4321 ? " egress_allow=h4321.example" : "");
+		sbx_buf_append(&big, line, strlen(line));
+	}
+	r = sbx_keys_parse(big.data, big.len, &set, &err);
+	tap_ok(r == 0 && !strcmp(sbx_keyset_tenant_egress(set, "t53") ?: "", "h4321.example") &&
+		   !sbx_keyset_tenant_egress(set, "t52") && !sbx_keyset_tenant_egress(set, "t530"),
+	       "5000 keys of 97 tenants: the one list found by its tenant (%s)", err.msg);
+	set = sbx_keyset_free(set);
+	sbx_buf_release(&big);
+
+	/* keys add, list and the store, on a file of its own. */
+	snprintf(path, sizeof(path), "%s/egress-keys", tmpdir);
+	snprintf(set_file, sizeof(set_file), "auth.keys_file=%s", path);
+	rc = RUN(&o, &e, "--set", set_file, "keys", "add", "dave", "sandboxes=2",
+		 "egress_allow=api.example.com:8443,*.cdn.example");
+	tap_is_int(rc, 0, "keys add dave egress_allow=... (%s)", e.data);
+	rc = RUN(&o, &e, "--set", set_file, "keys", "add", "erin", "egress_allow=none");
+	tap_is_int(rc, 0, "keys add erin egress_allow=none");
+	rc = RUN(&o, &e, "--set", set_file, "keys", "add", "dave");
+	tap_is_int(rc, 0, "keys add dave without a list: it shares the tenant's");
+	rc = RUN(&o, &e, "--set", set_file, "keys", "add", "dave", "egress_allow=other.example");
+	tap_ok(rc == 1 && strstr(e.data, "egress_allow differs") && strstr(e.data, "tenant dave"),
+	       "keys add dave with another list: refused, the file untouched (%s)", e.data);
+	rc = RUN(&o, &e, "--set", set_file, "keys", "add", "x", "egress_allow=bad..name");
+	tap_ok(rc == 2 && strstr(e.data, "egress_allow: entry 1"),
+	       "keys add with a bad list: status 2 (%s)", e.data);
+	rc = RUN(&o, &e, "--set", set_file, "keys", "list");
+	tap_ok(rc == 0 &&
+		   strstr(o.data, " sandboxes=2 egress_allow=api.example.com:8443,"
+				  "*.cdn.example\n") &&
+		   strstr(o.data, " egress_allow=none\n") && !strstr(o.data, "other.example"),
+	       "keys list shows the lists");
+	settings_for(&s, "keys", path);
+	tap_call(sbx_auth_open(&s, &a, &err), err.msg, "open the store");
+	if (a) {
+		tap_ok(sbx_auth_tenant_egress(a, "dave", buf, sizeof(buf)) == 1 &&
+			   !strcmp(buf, "api.example.com:8443,*.cdn.example"),
+		       "the store gives dave's list");
+		tap_ok(sbx_auth_tenant_egress(a, "erin", buf, sizeof(buf)) == 1 &&
+			   !strcmp(buf, "none"),
+		       "and erin's none");
+		tap_is_int(sbx_auth_tenant_egress(a, "frank", buf, sizeof(buf)), 0,
+			   "no list for a tenant without one: the server's applies");
+		tap_is_int(sbx_auth_tenant_egress(a, "dave", buf, 8), -ENOBUFS,
+			   "a buffer too small is said");
+	}
+	a = sbx_auth_free(a);
+	sbx_settings_release(&s);
+	settings_for(&s, "none", "");
+	tap_call(sbx_auth_open(&s, &a, &err), err.msg, "open with auth.mode = none");
+	tap_is_int(sbx_auth_tenant_egress(a, "dave", buf, sizeof(buf)), 0,
+		   "no keys: no tenant has a list of its own");
+	sbx_auth_free(a);
+	sbx_settings_release(&s);
+	sbx_buf_release(&o);
+	sbx_buf_release(&e);
+}
+
+/* mcp-sandboxd --dump: the index's password is not printed. */
+static void test_dump_password(void)
+{
+	struct sbx_buf o = SBX_BUF_INIT, e = SBX_BUF_INIT;
+	int rc = RUN(&o, &e, "--set",
+		     "sandbox.index_url=https://bob:pw-S3cr3t-9@idx.example/simple/", "--dump");
+
+	tap_ok(rc == 0 && o.data &&
+		   strstr(o.data, "index_url = https://bob:***@idx.example/simple/") &&
+		   !strstr(o.data, "pw-S3cr3t-9") && !(e.data && strstr(e.data, "pw-S3cr3t-9")),
+	       "mcp-sandboxd --dump shows the index's password as *** (status %d)", rc);
+	sbx_buf_release(&o);
+	sbx_buf_release(&e);
+}
+
 /* 8 processes add a key each at once: every one lands, and works. */
 static void test_concurrent_adds(void)
 {
@@ -780,6 +926,8 @@ int main(void)
 	test_file_safety();
 	test_modes();
 	test_parser();
+	test_egress_keys();
+	test_dump_password();
 	test_concurrent_adds();
 	{
 		char cmd[512];

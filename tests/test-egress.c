@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -26,6 +27,7 @@
 #include "sandbox-fixture.h"
 #include "sandbox/egress-internal.h"
 #include "sandbox/sandbox-internal.h"
+#include "sbx/auth.h"
 #include "sbx/clock.h"
 #include "sbx/common.h"
 #include "tap.h"
@@ -428,6 +430,90 @@ static void test_requests(void)
 	test_head_bytewise(&p);
 	egress_policy_release(&p);
 	egress_policy_release(&pypi);
+}
+
+/* A stand-in for the keys: alice's list is ALICE_LIST (NULL: none of her
+ * own), bob's none, carol's lookup fails. */
+static const char *alice_list;
+static int stand_in_lookup(void *userdata, const char *owner, char *buf, size_t size)
+{
+	(void)userdata;
+	if (!strcmp(owner, "carol"))
+		return -EIO;
+	if (!strcmp(owner, "bob"))
+		return snprintf(buf, size, "none"), 1;
+	if (!strcmp(owner, "alice") && alice_list)
+		return (size_t)snprintf(buf, size, "%s", alice_list) < size ? 1 : -ENOBUFS;
+	return 0;
+}
+
+static void test_tenant_policy(void)
+{
+	struct egress_policy a = policy("https://pypi.org/simple/", "api.example.com");
+	struct egress_policy b = policy("https://pypi.org/simple/", "api.example.com");
+	struct egress_policy c = policy("https://pypi.org/simple/", "api.example.com");
+	struct egress_request q;
+	char why[512];
+	int r;
+
+	alice_list = "127.0.0.1:9000,*.alice.example";
+	tap_is_int(egress_policy_set_tenant(&a, "alice", stand_in_lookup, NULL), 0,
+		   "alice's policy follows her list");
+	r = parse(&a, "CONNECT 127.0.0.1:9000 HTTP/1.1\r\n\r\n", &q, why, sizeof(why));
+	tap_is_int(r, 1, "alice reaches a host of her list");
+	r = parse(&a, "CONNECT x.alice.example:443 HTTP/1.1\r\n\r\n", &q, why, sizeof(why));
+	tap_is_int(r, 1, "and one under its wildcard");
+	r = parse(&a, "CONNECT api.example.com:443 HTTP/1.1\r\n\r\n", &q, why, sizeof(why));
+	tap_ok(r == 403 && strstr(why, "api.example.com:443") &&
+		   strstr(why, "egress_allow of its tenant's API keys (127.0.0.1:9000,"
+			       "*.alice.example)") &&
+		   !strstr(why, "sandbox.egress_allow"),
+	       "her list replaces sandbox.egress_allow: 403 naming her list: %s", why);
+	r = parse(&a, "CONNECT files.pythonhosted.org:443 HTTP/1.1\r\n\r\n", &q, why, sizeof(why));
+	tap_is_int(r, 1, "the index's file host stays reachable");
+	r = parse(&a, "GET /simple/numpy/ HTTP/1.1\r\n\r\n", &q, why, sizeof(why));
+	tap_is_int(r, 1, "and the index");
+	egress_request_release(&q);
+
+	tap_is_int(egress_policy_set_tenant(&b, "bob", stand_in_lookup, NULL), 0, "bob's: none");
+	r = parse(&b, "CONNECT api.example.com:443 HTTP/1.1\r\n\r\n", &q, why, sizeof(why));
+	tap_ok(r == 403 && strstr(why, "(none)"), "none: no host of sandbox.egress_allow: %s", why);
+	r = parse(&b, "CONNECT pypi.org:443 HTTP/1.1\r\n\r\n", &q, why, sizeof(why));
+	tap_is_int(r, 1, "but the index's host");
+
+	alice_list = "api.example.com";
+	egress_policy_follow(&a);
+	r = parse(&a, "CONNECT api.example.com:443 HTTP/1.1\r\n\r\n", &q, why, sizeof(why));
+	tap_is_int(r, 1, "her list changed: the next request has the new one");
+	r = parse(&a, "CONNECT 127.0.0.1:9000 HTTP/1.1\r\n\r\n", &q, why, sizeof(why));
+	tap_is_int(r, 403, "and not the old");
+	alice_list = NULL;
+	egress_policy_follow(&a);
+	r = parse(&a, "CONNECT api.example.com:443 HTTP/1.1\r\n\r\n", &q, why, sizeof(why));
+	tap_ok(r == 1 && !a.list, "no list of her own: sandbox.egress_allow again");
+	r = parse(&a, "CONNECT evil.example:443 HTTP/1.1\r\n\r\n", &q, why, sizeof(why));
+	tap_ok(r == 403 && strstr(why, "sandbox.egress_allow"), "named as the setting: %s", why);
+	alice_list = "bad..name";
+	egress_policy_follow(&a);
+	r = parse(&a, "CONNECT api.example.com:443 HTTP/1.1\r\n\r\n", &q, why, sizeof(why));
+	tap_ok(r == 403 && a.list && !strcmp(a.list, "none"),
+	       "a list that does not parse allows no host (fail closed)");
+	{
+		static char longlist[SBX_EGRESS_LIST_MAX + 8];
+		memset(longlist, 'a', sizeof(longlist) - 1);
+		alice_list = longlist;
+		egress_policy_follow(&a);
+		tap_ok(a.list && !strcmp(a.list, "none"), "nor one too long for the lookup");
+	}
+
+	tap_is_int(egress_policy_set_tenant(&c, "carol", stand_in_lookup, NULL), 0,
+		   "carol's lookup fails");
+	r = parse(&c, "CONNECT api.example.com:443 HTTP/1.1\r\n\r\n", &q, why, sizeof(why));
+	tap_ok(r == 1 && !c.list, "a failed lookup keeps the list last used (here the server's)");
+	alice_list = NULL;
+	egress_policy_release(&a);
+	egress_policy_release(&b);
+	egress_policy_release(&c);
 }
 
 /* ---- the index ---- */
@@ -1327,6 +1413,152 @@ out:
 	sbx_settings_release(&s);
 }
 
+/* ---- tenants: lists from a keys file ---- */
+
+static char keys_path[PATH_MAX];
+
+static void write_keys(const char *text)
+{
+	char tmp[PATH_MAX + 8];
+	FILE *f;
+
+	snprintf(tmp, sizeof(tmp), "%s.new", keys_path);
+	f = fopen(tmp, "w");
+	if (!f || fputs(text, f) < 0 || fclose(f) != 0 || chmod(tmp, 0600) < 0 ||
+	    rename(tmp, keys_path) < 0)
+		tap_bail("cannot write the keys file");
+}
+
+static int keys_lookup(void *auth, const char *owner, char *buf, size_t size)
+{
+	return sbx_auth_tenant_egress(auth, owner, buf, size);
+}
+
+#define TDIGEST "9b71d224bd62f3785d96d46ad3ea3d73319bfbc2890caadae2dff72519673ca7"
+
+/* The keys file's text: tenA's list is A_LIST, tenB's B_LIST. */
+static void keys_text(char *out, size_t n, const char *a_list, const char *b_list)
+{
+	snprintf(out, n,
+		 "tenA 0123456789ab " TDIGEST " 2025-06-01T12:00:00Z egress_allow=%s\n"
+		 "tenB 0123456789ac " TDIGEST " 2025-06-01T12:00:00Z egress_allow=%s\n",
+		 a_list, b_list);
+}
+
+static sbx_auth *open_keys(void)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_settings s;
+	char set[PATH_MAX + 32], text[512], api[64];
+	sbx_auth *a = NULL;
+
+	snprintf(keys_path, sizeof(keys_path), "/tmp/test-egress-keys.%d", (int)getpid());
+	snprintf(api, sizeof(api), "127.0.0.1:%d", api_port);
+	keys_text(text, sizeof(text), api, "none");
+	write_keys(text);
+	sbx_settings_init(&s);
+	snprintf(set, sizeof(set), "auth.keys_file=%s", keys_path);
+	if (sbx_settings_set(&s, "auth.mode=keys", &err) < 0 || sbx_settings_set(&s, set, &err) < 0)
+		tap_bail(err.msg);
+	tap_call(sbx_auth_open(&s, &a, &err), err.msg, "a keys file: tenA may reach %s, tenB none",
+		 api);
+	sbx_settings_release(&s);
+	return a;
+}
+
+/* CONNECT to the API server through SB's relay and a GET through the
+ * tunnel: what came back ("ok" or the refusal's first lines). */
+static char *tunnel_api(sbx_manager *m, sbx_sandbox *sb, int port)
+{
+	char code[4096], pre[1024];
+
+	snprintf(pre, sizeof(pre), raw_py, port);
+	snprintf(code, sizeof(code),
+		 "%s"
+		 "s, c = raw(b'CONNECT 127.0.0.1:%d HTTP/1.1\\r\\n\\r\\n')\n"
+		 "if c.startswith(b'HTTP/1.1 200'):\n"
+		 "    s.sendall(b'GET /tenant HTTP/1.0\\r\\n\\r\\n')\n"
+		 "    d = b''\n"
+		 "    while True:\n"
+		 "        x = s.recv(65536)\n"
+		 "        if not x:\n"
+		 "            break\n"
+		 "        d += x\n"
+		 "    print('TUNNEL', b'egress-api-ok /tenant' in d)\n"
+		 "else:\n"
+		 "    print('REFUSED', c.decode(errors='replace'))\n",
+		 pre, api_port);
+	return py(m, sb, code);
+}
+
+static void test_tenants(sbx_manager *m, sbx_auth *auth)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	sbx_sandbox *a = NULL, *b = NULL;
+	struct sbx_egress_stats es;
+	uint64_t in, out;
+	char text[512], api[64], want[160];
+	int pa, pb;
+
+	if (!auth)
+		return;
+	if (!tap_call(sbx_sandbox_create(m, "tenA", "ta", &a, &err), err.msg,
+		      "a sandbox of tenA") ||
+	    !tap_call(sbx_sandbox_create(m, "tenB", "tb", &b, &err), err.msg, "a sandbox of tenB"))
+		goto out;
+	pa = relay_port(m, a);
+	pb = relay_port(m, b);
+	{
+		_cleanup_free_ char *oa = tunnel_api(m, a, pa), *ob = tunnel_api(m, b, pb);
+		snprintf(want, sizeof(want), "127.0.0.1:%d is not allowed (CONNECT)", api_port);
+		tap_ok(strstr(oa, "TUNNEL True") != NULL,
+		       "tenA's sandbox reaches a host of tenA's egress_allow (%s)", oa);
+		tap_ok(strstr(ob, "REFUSED HTTP/1.1 403") && strstr(ob, want) &&
+			   strstr(ob, "egress_allow of its tenant's API keys (none)"),
+		       "tenB's is refused it, though sandbox.egress_allow has it: 403 naming "
+		       "tenB's list (%s)",
+		       ob);
+	}
+	/* tenB's list changed in the keys file: its relay's next connection. */
+	snprintf(api, sizeof(api), "127.0.0.1:%d", api_port);
+	keys_text(text, sizeof(text), "none", api);
+	write_keys(text);
+	{
+		uint64_t gen = sbx_auth_refresh(auth), now = gen;
+		int64_t until = sbx_monotonic_ms() + 5000;
+		while (now == gen && sbx_monotonic_ms() < until) {
+			usleep(100 * 1000);
+			now = sbx_auth_refresh(auth);
+		}
+		tap_ok(now != gen, "the store read the new keys file");
+	}
+	{
+		_cleanup_free_ char *oa = tunnel_api(m, a, pa), *ob = tunnel_api(m, b, pb);
+		tap_ok(strstr(ob, "TUNNEL True") != NULL,
+		       "tenB's running relay takes its new list at the next connection (%s)", ob);
+		tap_ok(strstr(oa, "REFUSED HTTP/1.1 403") && strstr(oa, "(none)"),
+		       "and tenA's its none (%s)", oa);
+	}
+	/* Metering: a tenant's bytes outlive its sandboxes. */
+	es = stats(m, a);
+	tap_ok(es.bytes_in > 0 && es.bytes_out > 0,
+	       "tenA's relay counted bytes (%llu in, %llu out)", (unsigned long long)es.bytes_in,
+	       (unsigned long long)es.bytes_out);
+	sbx_sandbox_unref(SBX_TAKE(a));
+	tap_call(sbx_sandbox_delete(m, "tenA", "ta", &err), err.msg, "delete tenA's sandbox");
+	sbx_manager_egress_gone(m, "tenA", &in, &out);
+	tap_ok(in == es.bytes_in && out == es.bytes_out,
+	       "tenA's total keeps the bytes of its deleted sandbox (%llu in, %llu out)",
+	       (unsigned long long)in, (unsigned long long)out);
+	sbx_manager_egress_gone(m, "tenB", &in, &out);
+	tap_ok(in == 0 && out == 0, "tenB's has none of them");
+out:
+	sbx_sandbox_unref(a);
+	sbx_sandbox_unref(b);
+	sbx_sandbox_delete(m, "tenB", "tb", NULL);
+	sbx_sandbox_delete(m, "tenA", "ta", NULL);
+}
+
 static void test_engine(const char *script)
 {
 	struct sbx_error err = SBX_ERROR_INIT;
@@ -1338,6 +1570,7 @@ static void test_engine(const char *script)
 	char idx[256], allow[192], inst[96];
 	_cleanup_free_ char *out = NULL;
 	const char *par = getenv("SBX_EGRESS_PARALLEL");
+	sbx_auth *auth = NULL;
 	int port;
 
 	bool up = start_index(script);
@@ -1364,6 +1597,8 @@ static void test_engine(const char *script)
 		settings_for(&s, inst, extra);
 	}
 	m = manager(&s, engine);
+	auth = open_keys();
+	sbx_manager_set_egress_lookup(m, keys_lookup, auth); /* alice has no key: the server's */
 	if (!tap_call(sbx_sandbox_create(m, "alice", "eg", &sb, &err), err.msg,
 		      "create a sandbox with network none"))
 		goto out;
@@ -1392,6 +1627,7 @@ static void test_engine(const char *script)
 
 	port = relay_port(m, sb);
 	test_egress_allow(m, sb, port);
+	test_tenants(m, auth);
 	test_password_nowhere(m, sb);
 	test_killed(m, sb);
 	test_deaf(m, sb);
@@ -1410,6 +1646,9 @@ static void test_engine(const char *script)
 out:
 	sbx_sandbox_unref(sb);
 	m = sbx_manager_free(m);
+	sbx_auth_free(auth);
+	if (*keys_path)
+		unlink(keys_path);
 	tap_is_int(count_instance(inst), 0, "no container of the egress manager is left");
 	sbx_settings_release(&s);
 	test_tenants();
@@ -1420,6 +1659,7 @@ int main(int argc, char **argv)
 {
 	test_reader();
 	test_requests();
+	test_tenant_policy();
 	fixture_init(argc, argv, "egress");
 	test_engine(find_script(argv[0]));
 	tap_is_int(count_instance(instance), 0, "no container of this run is left");

@@ -615,6 +615,56 @@ static void test_shipped_file(const char *srcdir)
 	sbx_settings_release(&s);
 }
 
+/* The index's password: shown as *** by the dump for people (--dump) and
+ * in a refusal's message; the plain dump keeps it (it must load back). */
+static void test_index_password(void)
+{
+	struct sbx_settings s, t;
+	struct sbx_error err = SBX_ERROR_INIT;
+	char *text = NULL, *plain;
+	size_t len = 0;
+	FILE *f;
+
+	sbx_settings_init(&s); /* t: load_text makes it */
+	tap_call(sbx_settings_set(
+		     &s, "sandbox.index_url=https://bob:pw-S3cr3t-9@idx.example/simple/", &err),
+		 err.msg, "an index URL with user:password");
+	f = open_memstream(&text, &len);
+	if (!f || sbx_settings_dump_redacted(&s, f) < 0)
+		tap_bail("dump");
+	fclose(f);
+	tap_ok(!strstr(text, "pw-S3cr3t-9") &&
+		   strstr(text, "\n# index_url's password is shown as ***: the configuration has "
+				"it\nindex_url = https://bob:***@idx.example/simple/\n"),
+	       "the dump for people shows the password as *** after a note");
+	tap_ok(load_text(&t, text, &err) == 0 &&
+		   !strcmp(t.sandbox.index_url, "https://bob:***@idx.example/simple/"),
+	       "and still loads (%s)", err.msg);
+	plain = dump(&s);
+	tap_ok(strstr(plain, "index_url = https://bob:pw-S3cr3t-9@idx.example/simple/\n") != NULL,
+	       "the plain dump (a round trip) keeps it");
+	free(plain);
+	free(text);
+	sbx_settings_release(&s);
+	sbx_settings_release(&t);
+
+	sbx_settings_init(&s);
+	text = NULL;
+	f = open_memstream(&text, &len);
+	if (!f || sbx_settings_dump_redacted(&s, f) < 0)
+		tap_bail("dump");
+	fclose(f);
+	plain = dump(&s);
+	tap_is_str(text, plain, "without a password both dumps are the same");
+	free(plain);
+	free(text);
+	tap_ok(sbx_settings_set(&s, "sandbox.index_url=https://bob:pw-S3cr3t-9@idx.example/s/?q=1",
+				&err) == -EINVAL &&
+		   !strstr(err.msg, "pw-S3cr3t-9") && strstr(err.msg, "bob:***@idx.example"),
+	       "a refused index URL's message has no password: %s", err.msg);
+	sbx_settings_release(&s);
+}
+
 int main(int argc, char **argv)
 {
 	const char *srcdir = argc > 1 ? argv[1] : getenv("SBX_SRCDIR");
@@ -627,6 +677,7 @@ int main(int argc, char **argv)
 	test_file_errors();
 	test_set();
 	test_numbers();
+	test_index_password();
 	test_shipped_file(srcdir && *srcdir ? srcdir : ".");
 	unlink(path);
 	rmdir(tmpdir);

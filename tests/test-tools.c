@@ -491,6 +491,10 @@ static void test_create_and_list(void)
 				    sandbox_id))
 				mine = json_object_array_get_idx(arr, i);
 		tap_is_int(int_at(c.obj, "count"), 1, "count is 1");
+		tap_ok(json_object_object_get_ex(c.obj, "tenant_egress_bytes_in", NULL) &&
+			   int_at(c.obj, "tenant_egress_bytes_in") == 0 &&
+			   int_at(c.obj, "tenant_egress_bytes_out") == 0,
+		       "the tenant's egress bytes, none yet");
 		tap_ok(mine != NULL, "the list holds the new sandbox");
 		tap_is_str(str_at(mine, "name"), "tools-a", "with its name");
 		tap_ok(str_at(mine, "created") && strlen(str_at(mine, "created")) == 20 &&

@@ -148,6 +148,17 @@ int sbx_auth_principal_limits(sbx_auth *a, const struct sbx_principal *p,
 /* The same for the key KEY_ID, whoever's it is (an artifact link's). */
 int sbx_auth_key_id_live(sbx_auth *a, const char *key_id);
 
+/* The egress allow-list of TENANT's keys as of the last read (no re-read):
+ * 1 with it in BUF ("none", or comma-separated HOST[:PORT] as
+ * sandbox.egress_allow takes them), 0 when its keys give none (or no keys
+ * are checked): the server's sandbox.egress_allow applies; -EIO when the
+ * keys file cannot be used now; -ENOBUFS when SIZE is too small
+ * (SBX_AUTH_EGRESS_MAX + 1 is enough). A tenant has one list: every key of
+ * it that gives egress_allow gives the same (the file does not parse
+ * otherwise). */
+#define SBX_AUTH_EGRESS_MAX 300
+int sbx_auth_tenant_egress(sbx_auth *a, const char *tenant, char *buf, size_t size);
+
 /* 0, or -EIO with why the keys file cannot be used now (GET /ready). */
 int sbx_auth_status(sbx_auth *a, struct sbx_error *err);
 
@@ -158,13 +169,15 @@ bool sbx_tenant_valid(const char *name);
 
 /*
  * Makes a key for TENANT with LIMITS (n words "name=value": sandboxes=N,
- * calls=N, memory=SIZE, cpus=N, installs=N) and appends its line to PATH:
+ * calls=N, memory=SIZE, cpus=N, installs=N, egress_allow=none|HOST[:PORT],...)
+ * and appends its line to PATH:
  * under an flock of PATH.lock, the file is read (it must parse and be safe),
  * written again with the new line to a temporary file in its folder,
  * fsync'd and renamed over it (made 0600 when absent). The key is written to
  * RET_KEY (SBX_API_KEY_LEN + 1 bytes) and exists nowhere else. -EINVAL: a
  * bad tenant or limit (the file untouched); -EBADMSG: the file does not
- * parse; -EPERM: it is not safe; other negative errnos from the system.
+ * parse, or would not with the new line (an egress_allow other than the
+ * tenant's other keys give); -EPERM: it is not safe; other negative errnos from the system.
  */
 int sbx_keys_add(const char *path, const char *tenant, char *const *limits, size_t n,
 		 char ret_key[SBX_API_KEY_LEN + 1], struct sbx_error *err);

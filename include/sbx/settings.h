@@ -164,5 +164,9 @@ int sbx_parse_cpus(const char *s, int64_t *ret);
 
 /* Write the effective settings as INI that sbx_settings_load_file accepts. */
 int sbx_settings_dump(const struct sbx_settings *s, FILE *out);
+/* The same for people (mcp-sandboxd --dump): the password of
+ * sandbox.index_url shown as "***", after a comment line saying so. The text
+ * still loads, but with "***" for the password. */
+int sbx_settings_dump_redacted(const struct sbx_settings *s, FILE *out);
 
 #endif

@@ -13,7 +13,11 @@
  * the file; SHA256 the 64 lowercase hex digits of SHA-256 over the whole key
  * text ("msk_ID_SECRET"); CREATED RFC 3339 UTC to the second with "Z";
  * limits: sandboxes, calls, installs (0..1000000), memory (a size, k/m/g,
- * 6m at least), cpus (0.01..1024), each at most once. Lines starting with #
+ * 6m at least), cpus (0.01..1024), egress_allow (the tenant's egress
+ * allow-list: "none", or up to KEYS_EGRESS_ENTRIES comma-separated
+ * HOST[:PORT] as sandbox.egress_allow takes them, no spaces, at most
+ * KEYS_EGRESS_LEN bytes; every key of a tenant that gives it gives the same
+ * list), each at most once. Lines starting with #
  * are comments; empty lines are allowed. Nothing else: no other whitespace,
  * no \r, only printable ASCII, at most KEYS_LINE_MAX bytes a line,
  * KEYS_MAX keys and KEYS_FILE_MAX bytes.
@@ -31,7 +35,9 @@
 #define KEYS_LINE_MAX 512
 #define KEYS_MAX 100000
 #define KEYS_FILE_MAX (32 * 1024 * 1024)
-#define KEYS_CREATED_LEN 20 /* 2025-06-01T12:00:00Z */
+#define KEYS_CREATED_LEN 20		    /* 2025-06-01T12:00:00Z */
+#define KEYS_EGRESS_LEN SBX_AUTH_EGRESS_MAX /* bytes of an egress_allow value */
+#define KEYS_EGRESS_ENTRIES 32		    /* hosts in an egress_allow value */
 
 struct sbx_key {
 	char tenant[SBX_TENANT_MAX + 1];
@@ -39,13 +45,18 @@ struct sbx_key {
 	uint8_t digest[SBX_SHA256_LEN];
 	int64_t created; /* seconds since the epoch */
 	struct sbx_auth_limits limits;
+	/* Its egress_allow as written ("none" or HOST[:PORT],...; owned), NULL
+	 * when the line has none. */
+	char *egress_allow;
 	unsigned line;
 };
 
-/* Keys in file order, and an index sorted by id for lookups. */
+/* Keys in file order, an index sorted by id for lookups, and one sorted by
+ * tenant (a tenant's keys with an egress_allow first). */
 struct sbx_keyset {
 	struct sbx_key *keys;
 	uint32_t *by_id;
+	uint32_t *by_tenant;
 	size_t n;
 };
 
@@ -56,6 +67,10 @@ int sbx_keys_parse(const char *text, size_t len, struct sbx_keyset **ret_set,
 struct sbx_keyset *sbx_keyset_free(struct sbx_keyset *set);
 /* The key with ID (NUL-terminated), or NULL. */
 const struct sbx_key *sbx_keyset_find(const struct sbx_keyset *set, const char *id);
+
+/* The egress_allow TENANT's keys give ("none" or a list), NULL when none
+ * of them gives one (or TENANT has no key). */
+const char *sbx_keyset_tenant_egress(const struct sbx_keyset *set, const char *tenant);
 
 /* K's line as the file has it, without the newline, into BUF (KEYS_LINE_MAX
  * + 1 bytes); WITH_DIGEST false leaves the digest out (keys list). */
@@ -82,6 +97,11 @@ uint64_t sbx_keystore_refresh(struct sbx_keystore *store);
  * *RET_LIMITS (may be NULL). */
 int sbx_keystore_key_state(struct sbx_keystore *store, const char *tenant, const char *id,
 			   struct sbx_auth_limits *ret_limits);
+/* TENANT's egress_allow as last read (no re-read) into BUF (SIZE bytes): 1
+ * when its keys give one, 0 when not, -EIO when the file cannot be used
+ * now, -ENOBUFS when SIZE is too small. */
+int sbx_keystore_tenant_egress(struct sbx_keystore *store, const char *tenant, char *buf,
+			       size_t size);
 /* 0, or -EIO with why the file cannot be used now in ERR. */
 int sbx_keystore_status(struct sbx_keystore *store, struct sbx_error *err);
 

@@ -193,6 +193,11 @@ int sbx_auth_key_id_live(sbx_auth *a, const char *key_id)
 	return sbx_keystore_key_state(a->keys, NULL, key_id, NULL);
 }
 
+int sbx_auth_tenant_egress(sbx_auth *a, const char *tenant, char *buf, size_t size)
+{
+	return a && a->keys ? sbx_keystore_tenant_egress(a->keys, tenant, buf, size) : 0;
+}
+
 int sbx_auth_status(sbx_auth *a, struct sbx_error *err)
 {
 	return a && a->keys ? sbx_keystore_status(a->keys, err) : 0;

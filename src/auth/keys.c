@@ -37,6 +37,7 @@
 #include "sbx/buf.h"
 #include "sbx/clock.h"
 #include "sbx/common.h"
+#include "sbx/hostport.h"
 #include "sbx/log.h"
 #include "sbx/settings.h"
 
@@ -165,7 +166,7 @@ static int parse_limit(const char *word, struct sbx_auth_limits *l, char *why, s
 	else {
 		snprintf(why, n,
 			 "expected a limit NAME=VALUE, NAME one of sandboxes, calls, memory, cpus, "
-			 "installs");
+			 "installs, egress_allow");
 		return -EINVAL;
 	}
 #undef IS
@@ -195,6 +196,74 @@ static int parse_limit(const char *word, struct sbx_auth_limits *l, char *why, s
 	if (r < 0)
 		return -EINVAL;
 	*slot = x;
+	return 0;
+}
+
+/* An egress_allow value V: "none", or 1..KEYS_EGRESS_ENTRIES comma-separated
+ * HOST[:PORT] (sbx_hostport_parse with wildcards, as sandbox.egress_allow)
+ * within KEYS_EGRESS_LEN bytes. 0, or -EINVAL with WHY. */
+static int check_egress(const char *v, char *why, size_t n)
+{
+	static const char expected[] =
+	    "expected none or HOST[:PORT],... as in sandbox.egress_allow, no spaces";
+	size_t len = strlen(v), entries = 0;
+
+	if (len == 0) {
+		snprintf(why, n, "egress_allow: empty; %s", expected);
+		return -EINVAL;
+	}
+	if (len > KEYS_EGRESS_LEN) {
+		snprintf(why, n,
+			 "egress_allow: longer than %d bytes; list fewer hosts (*.name "
+			 "covers a domain's)",
+			 KEYS_EGRESS_LEN);
+		return -EINVAL;
+	}
+	if (strcmp(v, "none") == 0)
+		return 0;
+	for (const char *p = v;; p++) {
+		size_t elen = strcspn(p, ",");
+		char host[SBX_HOST_BUF], what[128];
+		int port;
+
+		if (++entries > KEYS_EGRESS_ENTRIES) {
+			snprintf(why, n,
+				 "egress_allow: more than %d hosts; list fewer (*.name "
+				 "covers a domain's)",
+				 KEYS_EGRESS_ENTRIES);
+			return -EINVAL;
+		}
+		if (sbx_hostport_parse(p, elen, SBX_HOSTPORT_WILDCARD, host, &port, what,
+				       sizeof(what)) < 0) {
+			snprintf(why, n, "egress_allow: entry %zu: %.80s; %s", entries, what,
+				 expected);
+			return -EINVAL;
+		}
+		p += elen;
+		if (!*p)
+			return 0;
+	}
+}
+
+/* One "name=value" word of a key's line (NUL-terminated) into K: a limit,
+ * or egress_allow. 0, or -EINVAL with WHY; -ENOMEM. */
+static int parse_word(const char *word, struct sbx_key *k, char *why, size_t n)
+{
+	static const char egress[] = "egress_allow=";
+
+	if (strncmp(word, egress, sizeof(egress) - 1) != 0)
+		return parse_limit(word, &k->limits, why, n);
+	if (k->egress_allow) {
+		snprintf(why, n, "egress_allow given twice");
+		return -EINVAL;
+	}
+	if (check_egress(word + sizeof(egress) - 1, why, n) < 0)
+		return -EINVAL;
+	k->egress_allow = strdup(word + sizeof(egress) - 1);
+	if (!k->egress_allow) {
+		snprintf(why, n, "out of memory");
+		return -ENOMEM;
+	}
 	return 0;
 }
 
@@ -254,6 +323,11 @@ void sbx_key_format(const struct sbx_key *k, bool with_digest, char *buf, size_t
 	format_created(k->created, created);
 	snprintf(buf, size, "%s %s %s%s", k->tenant, k->id, digest, created);
 	format_limits(&k->limits, buf, size);
+	if (k->egress_allow) {
+		size_t len = strlen(buf);
+		if (len < size)
+			snprintf(buf + len, size - len, " egress_allow=%s", k->egress_allow);
+	}
 }
 
 static int hex_nibble(char c)
@@ -267,8 +341,10 @@ static int parse_key_line(const char *line, size_t len, struct sbx_key *k, char 
 	static const char *const names[] = {"tenant", "key id", "SHA-256 digest", "creation time"};
 	char word[KEYS_LINE_MAX + 1];
 	size_t field = 0;
+	int r;
 
 	limits_unset(&k->limits);
+	k->egress_allow = NULL;
 	for (size_t pos = 0; pos <= len; field++) {
 		const char *sp = memchr(line + pos, ' ', len - pos);
 		size_t wlen = sp ? (size_t)(sp - line) - pos : len - pos;
@@ -277,7 +353,8 @@ static int parse_key_line(const char *line, size_t len, struct sbx_key *k, char 
 		if (wlen == 0) {
 			snprintf(why, n, "field %zu is empty (fields are separated by one space)",
 				 field + 1);
-			return -EINVAL;
+			r = -EINVAL;
+			goto fail;
 		}
 		pos += wlen + 1;
 		switch (field) {
@@ -307,14 +384,16 @@ static int parse_key_line(const char *line, size_t len, struct sbx_key *k, char 
 		default:
 			memcpy(word, w, wlen);
 			word[wlen] = '\0';
-			if (parse_limit(word, &k->limits, why, n) < 0)
-				return -EINVAL;
+			r = parse_word(word, k, why, n);
+			if (r < 0)
+				goto fail;
 			break;
 		}
 	}
 	if (field < 4) {
 		snprintf(why, n, "expected TENANT KEY_ID SHA256 CREATED [LIMIT=VALUE ...]");
-		return -EINVAL;
+		r = -EINVAL;
+		goto fail;
 	}
 	return 0;
 bad_field:
@@ -323,7 +402,11 @@ bad_field:
 		 : field == 1 ? "12 lowercase hex digits"
 		 : field == 2 ? "64 lowercase hex digits"
 			      : "YYYY-MM-DDTHH:MM:SSZ (UTC)");
-	return -EINVAL;
+	r = -EINVAL;
+fail: /* an egress_allow parsed before the failure is dropped */
+	free(k->egress_allow);
+	k->egress_allow = NULL;
+	return r;
 }
 
 static int cmp_id(const void *a, const void *b, void *set)
@@ -333,12 +416,29 @@ static int cmp_id(const void *a, const void *b, void *set)
 	return strcmp(keys[*(const uint32_t *)a].id, keys[*(const uint32_t *)b].id);
 }
 
+/* By tenant, then the keys with an egress_allow first, then by line. */
+static int cmp_tenant(const void *a, const void *b, void *set)
+{
+	const struct sbx_key *keys = ((const struct sbx_keyset *)set)->keys,
+			     *x = &keys[*(const uint32_t *)a], *y = &keys[*(const uint32_t *)b];
+	int c = strcmp(x->tenant, y->tenant);
+
+	if (c)
+		return c;
+	if (!x->egress_allow != !y->egress_allow)
+		return x->egress_allow ? -1 : 1;
+	return x->line < y->line ? -1 : x->line > y->line;
+}
+
 struct sbx_keyset *sbx_keyset_free(struct sbx_keyset *set)
 {
 	if (!set)
 		return NULL;
+	for (size_t i = 0; i < set->n; i++)
+		free(set->keys[i].egress_allow);
 	free(set->keys);
 	free(set->by_id);
+	free(set->by_tenant);
 	free(set);
 	return NULL;
 }
@@ -393,20 +493,23 @@ int sbx_keys_parse(const char *text, size_t len, struct sbx_keyset **ret_set, st
 			set->keys = k;
 			cap = ncap;
 		}
-		if (parse_key_line(line, n, &set->keys[set->n], why, sizeof(why)) < 0) {
-			r = sbx_error_set(err, -EINVAL, "line %u: %s", lineno, why);
+		r = parse_key_line(line, n, &set->keys[set->n], why, sizeof(why));
+		if (r < 0) {
+			r = sbx_error_set(err, r, "line %u: %s", lineno, why);
 			goto fail;
 		}
 		set->keys[set->n++].line = lineno;
 	}
 	set->by_id = malloc((set->n ? set->n : 1) * sizeof(*set->by_id));
-	if (!set->by_id) {
+	set->by_tenant = malloc((set->n ? set->n : 1) * sizeof(*set->by_tenant));
+	if (!set->by_id || !set->by_tenant) {
 		r = sbx_error_set(err, -ENOMEM, "out of memory");
 		goto fail;
 	}
 	for (size_t i = 0; i < set->n; i++)
-		set->by_id[i] = (uint32_t)i;
+		set->by_id[i] = set->by_tenant[i] = (uint32_t)i;
 	qsort_r(set->by_id, set->n, sizeof(*set->by_id), cmp_id, set);
+	qsort_r(set->by_tenant, set->n, sizeof(*set->by_tenant), cmp_tenant, set);
 	for (size_t i = 1; i < set->n; i++) {
 		const struct sbx_key *a = &set->keys[set->by_id[i - 1]],
 				     *b = &set->keys[set->by_id[i]];
@@ -417,11 +520,42 @@ int sbx_keys_parse(const char *text, size_t len, struct sbx_keyset **ret_set, st
 			goto fail;
 		}
 	}
+	/* A tenant has one egress list: its keys that give one agree (those
+	 * are first among its keys, so neighbours tell). */
+	for (size_t i = 1; i < set->n; i++) {
+		const struct sbx_key *a = &set->keys[set->by_tenant[i - 1]],
+				     *b = &set->keys[set->by_tenant[i]];
+		if (a->egress_allow && b->egress_allow && strcmp(a->tenant, b->tenant) == 0 &&
+		    strcmp(a->egress_allow, b->egress_allow) != 0) {
+			r = sbx_error_set(err, -EINVAL,
+					  "line %u: egress_allow differs from that of tenant %s's "
+					  "key on line %u: a tenant has one egress list (give it "
+					  "on one of its keys, or the same on each)",
+					  b->line, b->tenant, a->line);
+			goto fail;
+		}
+	}
 	*ret_set = set;
 	return 0;
 fail:
 	sbx_keyset_free(set);
 	return r;
+}
+
+const char *sbx_keyset_tenant_egress(const struct sbx_keyset *set, const char *tenant)
+{
+	size_t lo = 0, hi = set->n;
+
+	while (lo < hi) { /* the first key of TENANT, if any */
+		size_t mid = lo + (hi - lo) / 2;
+		if (strcmp(set->keys[set->by_tenant[mid]].tenant, tenant) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo < set->n && strcmp(set->keys[set->by_tenant[lo]].tenant, tenant) == 0)
+		return set->keys[set->by_tenant[lo]].egress_allow;
+	return NULL;
 }
 
 const struct sbx_key *sbx_keyset_find(const struct sbx_keyset *set, const char *id)
@@ -756,6 +890,24 @@ int sbx_keystore_key_state(struct sbx_keystore *store, const char *tenant, const
 	return r;
 }
 
+int sbx_keystore_tenant_egress(struct sbx_keystore *store, const char *tenant, char *buf,
+			       size_t size)
+{
+	const char *v;
+	int r = 0;
+
+	pthread_rwlock_rdlock(&store->lock);
+	if (store->broken[0]) {
+		r = -EIO;
+	} else {
+		v = sbx_keyset_tenant_egress(store->set, tenant);
+		if (v)
+			r = (size_t)snprintf(buf, size, "%s", v) < size ? 1 : -ENOBUFS;
+	}
+	pthread_rwlock_unlock(&store->lock);
+	return r;
+}
+
 int sbx_keystore_status(struct sbx_keystore *store, struct sbx_error *err)
 {
 	int r = 0;
@@ -895,9 +1047,13 @@ int sbx_keys_add(const char *path, const char *tenant, char *const *limits, size
 				     "bad tenant name: expected 1..64 of A-Z a-z 0-9 _ . -");
 	snprintf(k.tenant, sizeof(k.tenant), "%s", tenant);
 	limits_unset(&k.limits);
-	for (size_t i = 0; i < n; i++)
-		if (parse_limit(limits[i], &k.limits, why, sizeof(why)) < 0)
-			return sbx_error_set(err, -EINVAL, "%s", why);
+	for (size_t i = 0; i < n; i++) {
+		r = parse_word(limits[i], &k, why, sizeof(why));
+		if (r < 0) {
+			r = sbx_error_set(err, r, "%s", why);
+			goto out;
+		}
+	}
 	r = edit_begin(path, &lock, &text, &set, &mode, err);
 	if (r < 0)
 		goto out;
@@ -950,6 +1106,7 @@ int sbx_keys_add(const char *path, const char *tenant, char *const *limits, size
 		memcpy(ret_key, key, sizeof(key));
 out:
 	explicit_bzero(key, sizeof(key));
+	free(k.egress_allow);
 	sbx_keyset_free(set);
 	sbx_buf_release(&text);
 	return r;

@@ -120,6 +120,28 @@ static bool check_index_files_path(const char *v, char *why, size_t n)
 	return false;
 }
 
+/* URL's "user:password@" with the password as "***", into a malloc'd
+ * string; NULL when URL holds no password (or out of memory). */
+static char *url_redacted(const char *url)
+{
+	const char *auth = strstr(url, "://"), *end, *at = NULL, *colon;
+	char *ret;
+
+	if (!auth)
+		return NULL;
+	auth += 3;
+	end = auth + strcspn(auth, "/?#");
+	for (const char *p = auth; p < end; p++)
+		if (*p == '@')
+			at = p;
+	colon = at ? memchr(auth, ':', (size_t)(at - auth)) : NULL;
+	if (!colon)
+		return NULL;
+	if (asprintf(&ret, "%.*s***%s", (int)(colon + 1 - url), url, at) < 0)
+		return NULL;
+	return ret;
+}
+
 /* Comma-separated HOST[:PORT] entries (spaces around them allowed), a host
  * perhaps "*.example.com"; empty = none. */
 static bool check_egress_allow(const char *v, char *why, size_t n)
@@ -652,9 +674,15 @@ static int apply(struct sbx_settings *s, const struct sbx_setting *d, const char
 
 	if (r == -ENOMEM)
 		return sbx_error_set(err, r, "%s%s.%s: out of memory", where, d->section, d->key);
-	if (r < 0)
+	if (r < 0) {
+		/* An index URL's password stays out of the message (and the log). */
+		_cleanup_free_ char *shown =
+		    d->offset == offsetof(struct sbx_settings, sandbox.index_url)
+			? url_redacted(value)
+			: NULL;
 		return sbx_error_set(err, r, "%s%s.%s: bad value \"%.100s\": %s", where, d->section,
-				     d->key, value, why);
+				     d->key, shown ? shown : value, why);
+	}
 	store(s, d, &v);
 	return 0;
 }
@@ -952,7 +980,7 @@ int sbx_settings_set(struct sbx_settings *s, const char *assignment, struct sbx_
 	return apply(s, &schema[i], v, "--set ", err);
 }
 
-int sbx_settings_dump(const struct sbx_settings *s, FILE *out)
+static int dump(const struct sbx_settings *s, FILE *out, bool redact)
 {
 	const char *section = NULL;
 
@@ -972,7 +1000,27 @@ int sbx_settings_dump(const struct sbx_settings *s, FILE *out)
 			v = *(const bool *)f ? "true" : "false";
 		else
 			format_number(d, *(const int64_t *)f, num, sizeof(num));
+		if (redact && d->offset == offsetof(struct sbx_settings, sandbox.index_url)) {
+			_cleanup_free_ char *shown = url_redacted(v);
+			if (shown) {
+				fprintf(out,
+					"# index_url's password is shown as ***: the "
+					"configuration has it\n%s = %s\n",
+					d->key, shown);
+				continue;
+			}
+		}
 		fprintf(out, "%s =%s%s\n", d->key, *v ? " " : "", v);
 	}
 	return fflush(out) == 0 && !ferror(out) ? 0 : -EIO;
+}
+
+int sbx_settings_dump(const struct sbx_settings *s, FILE *out)
+{
+	return dump(s, out, false);
+}
+
+int sbx_settings_dump_redacted(const struct sbx_settings *s, FILE *out)
+{
+	return dump(s, out, true);
 }

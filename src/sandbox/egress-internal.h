@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "sbx/hostport.h"
+#include "sbx/sandbox.h"
 #include "sbx/settings.h"
 
 enum egress_frame_type {
@@ -105,12 +106,37 @@ struct egress_policy {
 		bool any_address;	 /* an IP literal, or the index's file host */
 	} * allow;
 	size_t n_allow;
+	/* The list allow was built from: the tenant's own (owned; "none" or
+	 * HOST[:PORT],...), or NULL for server_allow (sandbox.egress_allow,
+	 * owned). */
+	char *list;
+	char *server_allow;
+	/* The tenant whose list applies (owned; NULL: the server's always) and
+	 * where its list is looked up (sbx_manager_set_egress_lookup). */
+	char *tenant;
+	sbx_egress_lookup_fn lookup;
+	void *lookup_ud;
 };
 /* Parses S's sandbox.index_url and sandbox.egress_allow; -EINVAL saying why
  * (never with the password), -ENOMEM. */
 int egress_policy_init(struct egress_policy *p, const struct sbx_settings *s, char *why,
 		       size_t why_size);
 void egress_policy_release(struct egress_policy *p);
+/* The allow-list becomes LIST's (a tenant's: "none" for no host besides the
+ * index's, or HOST[:PORT],...), or the server's sandbox.egress_allow when
+ * LIST is NULL; the index's file host stays. On failure (-EINVAL saying
+ * why, -ENOMEM) P is as it was. */
+int egress_policy_set_list(struct egress_policy *p, const char *list, char *why, size_t why_size);
+/* P follows TENANT's own list, looked up with FN (may be NULL: never) now
+ * and at each egress_policy_follow. -ENOMEM. */
+int egress_policy_set_tenant(struct egress_policy *p, const char *tenant, sbx_egress_lookup_fn fn,
+			     void *userdata);
+/* Asks P's lookup for its tenant's list and rebuilds the allow-list when it
+ * changed (called before each request is decided, so that a list changed in
+ * the keys file applies to the next connections). A lookup that fails keeps
+ * the list as it was; a list that does not parse (or does not fit) allows
+ * no host besides the index's. Not thread-safe: under the relay's lock. */
+void egress_policy_follow(struct egress_policy *p);
 /* Whether a tunnel (TLS: CONNECT) or a plain HTTP request to HOST:PORT is
  * allowed: the index's own host and port, or an entry of the allow-list. */
 bool egress_policy_allows(const struct egress_policy *p, const char *host, int port, bool tls);

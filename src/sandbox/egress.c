@@ -233,9 +233,11 @@ static void try_head(struct sbx_egress *e, struct estream *st)
 {
 	char why[512];
 	size_t tried = st->scan.examined;
-	int r = egress_parse_head(&st->scan, &e->pol, e->port, st->in.data + st->in_off,
-				  in_pending(st), &st->req, why, sizeof(why));
+	int r;
 
+	egress_policy_follow(&e->pol); /* its tenant's list may have changed */
+	r = egress_parse_head(&st->scan, &e->pol, e->port, st->in.data + st->in_off,
+			      in_pending(st), &st->req, why, sizeof(why));
 	e->stats.head_scanned += st->scan.examined - tried;
 
 	if (r == 0)
@@ -808,6 +810,12 @@ static struct sbx_egress *egress_new(sbx_manager *m, sbx_sandbox *sb, struct sbx
 		free(e);
 		return NULL;
 	}
+	if (sbx_egress_policy_for(m, sb, &e->pol) < 0) { /* its tenant's list */
+		sbx_error_set(err, -ENOMEM, "out of memory");
+		egress_policy_release(&e->pol);
+		free(e);
+		return NULL;
+	}
 	if (pipe2(e->wake, O_CLOEXEC | O_NONBLOCK) < 0) {
 		sbx_error_set(err, -errno, "cannot make a pipe: %s", strerror(errno));
 		egress_policy_release(&e->pol);
@@ -916,6 +924,14 @@ void sbx_egress_free(struct sbx_egress *e)
 	pthread_mutex_destroy(&e->lock);
 	pthread_mutex_destroy(&e->start_lock);
 	free(e);
+}
+
+void sbx_egress_bytes(struct sbx_egress *e, uint64_t *ret_in, uint64_t *ret_out)
+{
+	pthread_mutex_lock(&e->lock);
+	*ret_in = e->stats.bytes_in;
+	*ret_out = e->stats.bytes_out;
+	pthread_mutex_unlock(&e->lock);
 }
 
 void sbx_egress_stats(sbx_manager *m, sbx_sandbox *sb, struct sbx_egress_stats *ret)

@@ -118,6 +118,9 @@ void egress_policy_release(struct egress_policy *p)
 	free(p->user);
 	free(p->password);
 	free(p->allow);
+	free(p->list);
+	free(p->server_allow);
+	free(p->tenant);
 	memset(p, 0, sizeof(*p));
 }
 
@@ -168,7 +171,6 @@ int egress_policy_init(struct egress_policy *p, const struct sbx_settings *s, ch
 {
 	CURLU *u = curl_url();
 	_cleanup_free_ char *scheme = NULL, *host = NULL, *port = NULL;
-	const char *list = s->sandbox.egress_allow;
 	int r = -ENOMEM;
 
 	memset(p, 0, sizeof(*p));
@@ -218,34 +220,13 @@ int egress_policy_init(struct egress_policy *p, const struct sbx_settings *s, ch
 			goto fail;
 		}
 	}
-	for (size_t i = 0; i < SBX_ARRAY_SIZE(file_hosts); i++)
-		if (strcmp(p->index_host, file_hosts[i].index) == 0 &&
-		    add_allow(p, file_hosts[i].files, 443, true) < 0)
-			goto fail;
-	while (*list) {
-		char h[SBX_HOST_BUF], what[128];
-		size_t len;
-		int pt;
-
-		while (*list == ' ')
-			list++;
-		len = strcspn(list, ",");
-		while (len && list[len - 1] == ' ')
-			len--;
-		if (sbx_hostport_parse(list, len, SBX_HOSTPORT_WILDCARD, h, &pt, what,
-				       sizeof(what)) < 0) {
-			r = say(why, why_size, -EINVAL, "sandbox.egress_allow: \"%.*s\": %s",
-				(int)(len < 64 ? len : 64), list, what);
-			goto fail;
-		}
-		if (add_allow(p, h, pt, ip_literal(h)) < 0)
-			goto fail;
-		list += len;
-		while (*list == ' ')
-			list++;
-		if (*list == ',')
-			list++;
-	}
+	p->server_allow = strdup(s->sandbox.egress_allow);
+	if (!p->server_allow)
+		goto fail;
+	r = egress_policy_set_list(p, NULL, why, why_size);
+	if (r < 0)
+		goto fail;
+	r = -ENOMEM;
 	if (s->sandbox.index_files_path && *s->sandbox.index_files_path &&
 	    !(p->files_path = strdup(s->sandbox.index_files_path)))
 		goto fail;
@@ -257,6 +238,95 @@ fail:
 	curl_url_cleanup(u);
 	egress_policy_release(p);
 	return r;
+}
+
+int egress_policy_set_list(struct egress_policy *p, const char *list, char *why, size_t why_size)
+{
+	struct egress_policy n = {0}; /* only allow, n_allow */
+	const char *v = list ? list : p->server_allow;
+	char *copy = NULL;
+	int r = -ENOMEM;
+
+	if (list && !(copy = strdup(list)))
+		goto fail;
+	for (size_t i = 0; i < SBX_ARRAY_SIZE(file_hosts); i++)
+		if (strcmp(p->index_host, file_hosts[i].index) == 0 &&
+		    add_allow(&n, file_hosts[i].files, 443, true) < 0)
+			goto fail;
+	if (list && strcmp(list, "none") == 0)
+		v = "";
+	while (*v) {
+		char h[SBX_HOST_BUF], what[128];
+		size_t len;
+		int pt;
+
+		while (*v == ' ')
+			v++;
+		len = strcspn(v, ",");
+		while (len && v[len - 1] == ' ')
+			len--;
+		if (sbx_hostport_parse(v, len, SBX_HOSTPORT_WILDCARD, h, &pt, what, sizeof(what)) <
+		    0) {
+			r = say(why, why_size, -EINVAL, "%s: \"%.*s\": %s",
+				list ? "the tenant's egress_allow" : "sandbox.egress_allow",
+				(int)(len < 64 ? len : 64), v, what);
+			goto fail;
+		}
+		if (add_allow(&n, h, pt, ip_literal(h)) < 0)
+			goto fail;
+		v += len;
+		while (*v == ' ')
+			v++;
+		if (*v == ',')
+			v++;
+	}
+	free(p->allow);
+	p->allow = n.allow;
+	p->n_allow = n.n_allow;
+	free(p->list);
+	p->list = copy;
+	return 0;
+fail:
+	if (r == -ENOMEM)
+		say(why, why_size, r, "out of memory");
+	free(n.allow);
+	free(copy);
+	return r;
+}
+
+int egress_policy_set_tenant(struct egress_policy *p, const char *tenant, sbx_egress_lookup_fn fn,
+			     void *userdata)
+{
+	char *t = tenant ? strdup(tenant) : NULL;
+
+	if (tenant && !t)
+		return -ENOMEM;
+	free(p->tenant);
+	p->tenant = t;
+	p->lookup = fn;
+	p->lookup_ud = userdata;
+	egress_policy_follow(p);
+	return 0;
+}
+
+void egress_policy_follow(struct egress_policy *p)
+{
+	char buf[SBX_EGRESS_LIST_MAX], why[256];
+	const char *want;
+	int r;
+
+	if (!p->lookup || !p->tenant)
+		return;
+	r = p->lookup(p->lookup_ud, p->tenant, buf, sizeof(buf));
+	if (r == -ENOBUFS)
+		snprintf(buf, sizeof(buf), "none"); /* cannot be what was meant: fail closed */
+	else if (r < 0)
+		return;
+	want = r == 0 ? NULL : buf;
+	if (want ? p->list && strcmp(p->list, want) == 0 : !p->list)
+		return;
+	if (egress_policy_set_list(p, want, why, sizeof(why)) == -EINVAL)
+		egress_policy_set_list(p, "none", why, sizeof(why));
 }
 
 enum egress_reach egress_policy_reach(const struct egress_policy *p, const char *host, int port,
@@ -360,6 +430,14 @@ static int refuse_host(const struct egress_policy *p, const char *host, int port
 {
 	bool v6 = strchr(host, ':') != NULL;
 
+	if (p->list) /* the tenant's own list: named, cut to a bound */
+		return say(why, why_size, 403,
+			   "mcp-sandbox: %s%s%s:%d is not allowed (%s): code in this sandbox may "
+			   "reach only the package index (%s) and the hosts in the egress_allow "
+			   "of its tenant's API keys (%.160s%s); ask the server's operator to "
+			   "add this host there (mcp-sandboxd keys)",
+			   v6 ? "[" : "", host, v6 ? "]" : "", port, tls ? "CONNECT" : "plain HTTP",
+			   p->index_host, p->list, strlen(p->list) > 160 ? "..." : "");
 	return say(
 	    why, why_size, 403,
 	    "mcp-sandbox: %s%s%s:%d is not allowed (%s): code in a sandbox may reach only the "

@@ -69,6 +69,7 @@ int sbx_manager_new(const struct sbx_settings *s, sbx_engine *engine, sbx_manage
 	pthread_mutex_init(&m->lock, NULL);
 	pthread_mutex_init(&m->check_lock, NULL);
 	pthread_mutex_init(&m->disk_lock, NULL);
+	pthread_mutex_init(&m->egress_lock, NULL);
 	pthread_cond_init(&m->changed, NULL);
 	r = sbx_pool_new(m, err);
 	if (r >= 0) {
@@ -84,6 +85,7 @@ int sbx_manager_new(const struct sbx_settings *s, sbx_engine *engine, sbx_manage
 	if (r < 0) {
 		pthread_mutex_destroy(&m->check_lock);
 		pthread_mutex_destroy(&m->disk_lock);
+		pthread_mutex_destroy(&m->egress_lock);
 		pthread_cond_destroy(&m->changed);
 		pthread_mutex_destroy(&m->lock);
 		free(m->instance);
@@ -470,6 +472,11 @@ static sbx_sandbox *table_remove_locked(sbx_manager *m, sbx_sandbox *sb)
 		memmove(m->table + i, m->table + i + 1, (m->n - i - 1) * sizeof(*m->table));
 		m->n--;
 		sb->removed = true;
+		if (sb->egress) { /* its bytes stay in its tenant's total */
+			uint64_t in, out;
+			sbx_egress_bytes(sb->egress, &in, &out);
+			sbx_egress_tenant_add(m, sb->owner, in, out);
+		}
 		return sb;
 	}
 	return NULL;
@@ -1367,10 +1374,12 @@ sbx_manager *sbx_manager_free(sbx_manager *m)
 	free(m->table);
 	gone_free(m);
 	sbx_pool_free(m);
+	sbx_egress_tenant_release(m);
 	free(m->instance);
 	pthread_cond_destroy(&m->changed);
 	pthread_mutex_destroy(&m->check_lock);
 	pthread_mutex_destroy(&m->disk_lock);
+	pthread_mutex_destroy(&m->egress_lock);
 	pthread_mutex_destroy(&m->lock);
 	free(m);
 	return NULL;

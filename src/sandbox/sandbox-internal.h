@@ -142,6 +142,15 @@ struct sbx_manager {
 	struct timespec check_at;
 	bool check_done;
 	struct sbx_error check_err;
+	/* egress_tenant.c: where tenants' egress lists come from (set once,
+	 * before any sandbox), and the bytes of their sandboxes gone (under
+	 * egress_lock, taken under no other lock of the manager's). */
+	sbx_egress_lookup_fn egress_lookup;
+	void *egress_lookup_ud;
+	pthread_mutex_t egress_lock;
+	struct sbx_egress_gone *egress_gone;
+	size_t n_egress_gone;
+	bool egress_gone_full;
 };
 
 /* Every manager call that works in a sandbox's container runs between
@@ -228,6 +237,18 @@ struct sbx_egress_stats {
 };
 /* All zero when SB never had a relay. */
 void sbx_egress_stats(sbx_manager *m, sbx_sandbox *sb, struct sbx_egress_stats *ret);
+/* E's bytes in and out so far (E's lock only: callable under m->lock). */
+void sbx_egress_bytes(struct sbx_egress *e, uint64_t *ret_in, uint64_t *ret_out);
+
+/* egress_tenant.c: per tenant. */
+struct egress_policy;
+/* P (just made for SB's relay) follows the list of SB's owner. -ENOMEM. */
+int sbx_egress_policy_for(sbx_manager *m, sbx_sandbox *sb, struct egress_policy *p);
+/* Adds the relay bytes of a sandbox leaving the table to OWNER's (under
+ * m->lock or not). */
+void sbx_egress_tenant_add(sbx_manager *m, const char *owner, uint64_t in, uint64_t out);
+/* Frees the bytes kept (sbx_manager_free). */
+void sbx_egress_tenant_release(sbx_manager *m);
 
 /* files.c: refuses an artifact RELPATH (relative to SBX_RESULTS_DIR, from a
  * link) that is empty, absolute, too long or too deep, or has an empty, "."

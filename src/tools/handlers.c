@@ -215,6 +215,7 @@ int sbx_tool_list_sandboxes(const struct sbx_tool_ctx *ctx, struct json_object *
 	struct sbx_error err = SBX_ERROR_INIT;
 	struct sbx_sandbox_info *list = NULL;
 	struct json_object *res, *arr;
+	uint64_t egress_in, egress_out;
 	size_t n = 0;
 	int r;
 
@@ -224,15 +225,24 @@ int sbx_tool_list_sandboxes(const struct sbx_tool_ctx *ctx, struct json_object *
 		sbx_error_prefix(&err, "cannot list sandboxes");
 		return sbx_tool_fail_err(out, &err, hint_general(r));
 	}
+	/* The tenant's egress: its sandboxes gone, and those listed. */
+	sbx_manager_egress_gone(ctx->manager, owner_of(ctx), &egress_in, &egress_out);
 	res = json_object_new_object();
 	arr = json_object_new_array();
 	r = res && arr ? 0 : -ENOMEM;
-	for (size_t i = 0; r == 0 && i < n; i++)
+	for (size_t i = 0; r == 0 && i < n; i++) {
+		egress_in += list[i].egress_bytes_in;
+		egress_out += list[i].egress_bytes_out;
 		r = sbx_tools_append(arr, sandbox_json(&list[i]));
+	}
 	sbx_sandbox_info_list_free(list, n);
 	if (r == 0 && res) {
 		r = sbx_tools_put(res, "sandboxes", SBX_TAKE(arr));
 		r |= sbx_tools_put(res, "count", json_object_new_int64((int64_t)n));
+		r |= sbx_tools_put(res, "tenant_egress_bytes_in",
+				   json_object_new_int64((int64_t)egress_in));
+		r |= sbx_tools_put(res, "tenant_egress_bytes_out",
+				   json_object_new_int64((int64_t)egress_out));
 	}
 	json_object_put(arr);
 	return set_result(out, res, r);

@@ -295,7 +295,12 @@ static const struct sbx_tool_def tools[] = {
 	    "server carried out of the sandbox for it\"}},"
 	    "\"required\":[\"sandbox_id\",\"name\",\"status\",\"image\",\"created\","
 	    "\"last_used\",\"packages\"],\"additionalProperties\":false}},"
-	    "\"count\":{\"type\":\"integer\"}},\"required\":[\"sandboxes\",\"count\"],"
+	    "\"count\":{\"type\":\"integer\"},"
+	    "\"tenant_egress_bytes_in\":{\"type\":\"integer\",\"description\":\"bytes "
+	    "the server carried into all your sandboxes, deleted ones included, since it "
+	    "started\"},"
+	    "\"tenant_egress_bytes_out\":{\"type\":\"integer\",\"description\":\"bytes "
+	    "carried out of them\"}},\"required\":[\"sandboxes\",\"count\"],"
 	    "\"additionalProperties\":false}",
 	.read_only = true,
 	.idempotent = true,

@@ -9,7 +9,8 @@
 // revoked with `mcp-sandboxd keys revoke` while the server runs, the key in
 // the wrong place (?api_key= on /mcp), answered before a body is read; the
 // SDK client without a key and supergateway with a wrong ?api_key= do not
-// connect.
+// connect. A key's egress_allow reaches the relays of its tenant's sandboxes
+// through the program (issue 14).
 //
 // The server slows an address down after 10 failed keys a minute (429): the
 // raw refusals come from other loopback addresses (127.0.0.N, one per
@@ -33,6 +34,7 @@ import {
 	connect,
 	createSandbox,
 	disconnect,
+	installAndWait,
 	initializeBody,
 	keysCommand,
 	messagesOf,
@@ -392,6 +394,68 @@ async function refusals() {
 	}, 45000);
 }
 
+// Python for a sandbox after an install: finds its relay (by its command
+// line, its listening socket by inode) and sends CONNECT 127.0.0.1:TARGET;
+// prints the answer's head.
+function connectThroughRelay(target) {
+	return [
+		'import os, socket',
+		'def relay_port():',
+		"    for pid in filter(str.isdigit, os.listdir('/proc')):",
+		'        try:',
+		"            if b'sbx-relay' not in open(f'/proc/{pid}/cmdline', 'rb').read():",
+		'                continue',
+		"            links = [os.readlink(f'/proc/{pid}/fd/{fd}') for fd in os.listdir(f'/proc/{pid}/fd')]",
+		"            lines = open(f'/proc/{pid}/net/tcp').read().splitlines()[1:]",
+		'        except OSError:',
+		'            continue',
+		"        inodes = {l[8:-1] for l in links if l.startswith('socket:[')}",
+		'        for line in lines:',
+		'            f = line.split()',
+		"            if f[3] == '0A' and f[9] in inodes:",
+		"                return int(f[1].split(':')[1], 16)",
+		"s = socket.create_connection(('127.0.0.1', relay_port()), timeout=30)",
+		`s.sendall(b'CONNECT 127.0.0.1:${target} HTTP/1.1\\r\\n\\r\\n')`,
+		"d = b''",
+		"while b'\\r\\n\\r\\n' not in d:",
+		'    x = s.recv(4096)',
+		'    if not x:',
+		'        break',
+		'    d += x',
+		"print(d.decode(errors='replace'))",
+	].join('\n');
+}
+
+// A key's egress_allow (issue 14): dana's key lets her sandboxes reach the
+// server's own port, which sandbox.egress_allow (empty here) does not;
+// alice, whose keys carry no list, keeps the setting.
+async function egressPerTenant(alice) {
+	let dana, client;
+	const sids = [];
+	await check(t("a key's egress_allow replaces sandbox.egress_allow for its tenant's sandboxes (the program asks the keys)"), async () => {
+		dana = keysCommand('add', 'dana', `egress_allow=127.0.0.1:${port}`);
+		assert.match(dana, /^msk_[0-9a-f]{12}_[0-9a-f]{64}$/, 'keys add printed no key');
+		assert.match(keysCommand('list'), new RegExp(`^dana [0-9a-f]{12} \\S+ egress_allow=127\\.0\\.0\\.1:${port}$`, 'm'));
+		const got = await until(async () => (await initialize({ key: dana, from: '127.0.0.8' })).status, 200, 8, 750);
+		assert.equal(got.status, 200, `dana's key: HTTP ${got.status}`);
+		client = await connect(streamableTransport(dana), 'e2e-tenants-dana');
+		for (const [who, c] of [['dana', client], ['alice', alice]]) {
+			const sid = await createSandbox(c, `e2e-egress-${who}`);
+			sids.push([c, sid]);
+			await installAndWait(c, sid, 'sbxdemo');
+			const r = await callOk(c, 'execute_python_code', { sandbox_id: sid, code: connectThroughRelay(port) });
+			const out = String(r.stdout ?? r.output ?? JSON.stringify(r));
+			if (who === 'dana') assert.match(out, /^HTTP\/1\.1 200 Connection established/, `dana: ${out}`);
+			else assert.match(out, /^HTTP\/1\.1 403[\s\S]*is not allowed[\s\S]*sandbox\.egress_allow/, `alice: ${out}`);
+		}
+		const list = await callOk(client, 'list_sandboxes', {});
+		assert.ok(list.tenant_egress_bytes_in > 0 && list.tenant_egress_bytes_out > 0, `dana's totals: ${JSON.stringify(list)}`);
+	}, 400000);
+	for (const [c, sid] of sids) await call(c, 'delete_sandbox', { sandbox_id: sid }).catch(() => {});
+	if (client) await disconnect(client);
+	if (dana) keysCommand('revoke', 'dana');
+}
+
 export async function tenantsCase() {
 	if (!cfg.key || !cfg.keyBob) {
 		await check(t('the keys of alice and bob are set (SBX_E2E_KEY, SBX_E2E_KEY_BOB)'), async () => assert.fail('run through tests/e2e-*.test'));
@@ -412,6 +476,7 @@ export async function tenantsCase() {
 			];
 			await isolation(alice, aliceSse, bobs);
 			await sameName(alice, aliceSse, bobHttp, bobSse);
+			await egressPerTenant(alice);
 		}
 		await sessions();
 		await refusals();

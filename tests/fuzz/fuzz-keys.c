@@ -3,8 +3,9 @@
  * libFuzzer harness: the keys file (src/auth/keys.c). The input is a keys
  * file for sbx_keys_parse. Checks: a refusal has a message naming a line
  * (or the size); a file that parses gives keys that each format back to a
- * line, and those lines parse again into the same keys, each found by its
- * id. Then the input's first line is presented as a credential, in each of
+ * line, and those lines parse again into the same keys (egress_allow
+ * included), each found by its id, and a key's egress_allow is its
+ * tenant's. Then the input's first line is presented as a credential, in each of
  * the three places, to a store holding one known key: only that key is
  * accepted, and a refusal's message is one of the fixed ones (none holds
  * any of the input).
@@ -38,7 +39,9 @@ static bool same_key(const struct sbx_key *a, const struct sbx_key *b)
 {
 	return strcmp(a->tenant, b->tenant) == 0 && strcmp(a->id, b->id) == 0 &&
 	       memcmp(a->digest, b->digest, sizeof(a->digest)) == 0 && a->created == b->created &&
-	       memcmp(&a->limits, &b->limits, sizeof(a->limits)) == 0;
+	       memcmp(&a->limits, &b->limits, sizeof(a->limits)) == 0 &&
+	       !a->egress_allow == !b->egress_allow &&
+	       (!a->egress_allow || strcmp(a->egress_allow, b->egress_allow) == 0);
 }
 
 static void round_trip(const struct sbx_keyset *set)
@@ -49,7 +52,12 @@ static void round_trip(const struct sbx_keyset *set)
 	char line[KEYS_LINE_MAX + 2];
 
 	for (size_t i = 0; i < set->n; i++) {
+		const char *list = sbx_keyset_tenant_egress(set, set->keys[i].tenant);
 		if (sbx_keyset_find(set, set->keys[i].id) != &set->keys[i])
+			abort();
+		/* A tenant has one list: its keys' that give one. */
+		if (set->keys[i].egress_allow &&
+		    (!list || strcmp(list, set->keys[i].egress_allow) != 0))
 			abort();
 		sbx_key_format(&set->keys[i], true, line, sizeof(line));
 		strcat(line, "\n");
