@@ -938,7 +938,7 @@ static void test_deaf(sbx_manager *m, sbx_sandbox *sb)
 	FILE *f;
 	bool made = false;
 
-	snprintf(path, sizeof(path), "%s/big.bin", index_root);
+	snprintf(path, sizeof(path), "%s/packages/big.bin", index_root);
 	f = fopen(path, "we");
 	if (f) {
 		static char chunk[1 << 20];
@@ -958,7 +958,7 @@ static void test_deaf(sbx_manager *m, sbx_sandbox *sb)
 		 "fd = os.open(f'/proc/{pid}/fd/101', os.O_WRONLY)\n"
 		 "H = struct.Struct('>BBHI')\n"
 		 "os.kill(pid, signal.SIGSTOP)\n"
-		 "req = b'GET /big.bin HTTP/1.1\\r\\n\\r\\n'\n"
+		 "req = b'GET /packages/big.bin HTTP/1.1\\r\\n\\r\\n'\n"
 		 "os.write(fd, H.pack(2, 0, 7000, 0) + H.pack(5, 0, 7000, 4) + "
 		 "struct.pack('>I', 1 << 30) + H.pack(3, 0, 7000, len(req)) + req)\n"
 		 "print('stopped', pid)\n",
@@ -1286,7 +1286,7 @@ static void *holder_main(void *arg)
  * (two fetches from a host that never answers, a tunnel) and her fourth is
  * refused, bob's first is still served and his second meets the server's
  * limit; his tunnel is closed after its 3 s lifetime. */
-static void test_tenants(void)
+static void test_tenant_slots(void)
 {
 	struct sbx_error err = SBX_ERROR_INIT;
 	struct sbx_settings s;
@@ -1651,7 +1651,7 @@ out:
 		unlink(keys_path);
 	tap_is_int(count_instance(inst), 0, "no container of the egress manager is left");
 	sbx_settings_release(&s);
-	test_tenants();
+	test_tenant_slots();
 	stop_index();
 }
 
