@@ -14,6 +14,17 @@
  * itself; anything else gets a 403 naming the host and the setting. Only
  * the engine's exec API is used: the engine may be remote.
  *
+ * With sandbox.network = none, the relay listens on a fixed port of the
+ * sandbox's loopback (RELAY_PORT), so that the proxy variables can be in
+ * the container's own environment from its creation (sbx_egress_container_env)
+ * and every process of the sandbox has them: the persistent interpreter, a
+ * shell command, pip typed in one. It is (re)started before each call that
+ * runs code (sbx_egress_for_code) and each install. With any other network
+ * the sandbox's loopback may be the host's (host), where a fixed port would
+ * clash: the relay takes a free port and only the server's own pip is told.
+ * A relay whose record goes while its container stays (the server stops
+ * and keeps its containers) is killed.
+ *
  * Threads: one pump thread per running relay owns the exec stream (reads
  * and writes it), the tunnels' upstream connections and the frames; a
  * worker thread per connection that fetches or connects
@@ -55,6 +66,10 @@
 #include "src/sandbox/interp/sbx_relay.inc"
 
 #define RELAY_USER "1000:1000"
+/* The relay's port on the sandbox's loopback with sandbox.network = none
+ * (the proxies' customary port; sandbox code cannot listen there while the
+ * relay runs). */
+#define RELAY_PORT 3128
 /* Worker threads (fetches and connects in progress) of all sandboxes. */
 #define WORKERS_MAX 256
 /* How long a new relay may take to say hello. */
@@ -741,12 +756,21 @@ static int on_hello(void *userdata, uint8_t type, uint16_t id, const unsigned ch
 	return 0;
 }
 
+/* Whether the relay of M's sandboxes listens on RELAY_PORT, the port in
+ * their environment: the sandbox has a loopback of its own (network none). */
+static bool fixed_port(const sbx_manager *m)
+{
+	const char *net = m->s->sandbox.network;
+
+	return !net[0] || strcmp(net, "none") == 0;
+}
+
 /* Under start_lock, with no pump: starts the relay and waits for its hello. */
 static int start_relay(sbx_manager *m, sbx_sandbox *sb, struct sbx_egress *e, struct sbx_error *err)
 {
-	char frame_max[16], window[16];
-	const char *const argv[] = {"python3",	 "-u",	    "-c",   sbx_relay_py,
-				    "sbx-relay", frame_max, window, NULL};
+	char frame_max[16], window[16], port[16];
+	const char *const argv[] = {"python3", "-u",   "-c", sbx_relay_py, "sbx-relay",
+				    frame_max, window, port, NULL};
 	struct sbx_exec_spec spec = {
 	    .argv = argv,
 	    .workdir = "/",
@@ -759,6 +783,8 @@ static int start_relay(sbx_manager *m, sbx_sandbox *sb, struct sbx_egress *e, st
 
 	snprintf(frame_max, sizeof(frame_max), "%d", EGRESS_FRAME_MAX);
 	snprintf(window, sizeof(window), "%d", EGRESS_STREAM_WINDOW);
+	snprintf(port, sizeof(port), "%d", fixed_port(m) ? RELAY_PORT : 0);
+	e->port = 0;
 	memset(&e->rd, 0, sizeof(e->rd));
 	sbx_buf_reset(&e->diag);
 	pthread_mutex_lock(&e->lock);
@@ -787,10 +813,24 @@ static int start_relay(sbx_manager *m, sbx_sandbox *sb, struct sbx_egress *e, st
 			n = -EPROTO;
 		}
 		sbx_stream_free(s);
+		if (n != -ETIMEDOUT && e->diag.data && strstr(e->diag.data, "port-in-use"))
+			return sbx_error_set(
+			    err, -EADDRINUSE,
+			    "the egress relay cannot start in sandbox %s: port %d of its loopback "
+			    "is taken by a process in the sandbox (with sandbox.network = none the "
+			    "relay listens there, and HTTP_PROXY and PIP_INDEX_URL point to it); "
+			    "stop that process, or create a new sandbox",
+			    sb->id, RELAY_PORT);
 		return sbx_error_set(err, n == -ETIMEDOUT ? -ETIMEDOUT : -EPIPE,
 				     "the package relay did not start in sandbox %s%s%.*s", sb->id,
 				     e->diag.len ? ": " : "", (int)e->diag.len,
 				     e->diag.data ? e->diag.data : "");
+	}
+	if (fixed_port(m) && e->port != RELAY_PORT) {
+		sbx_stream_free(s);
+		return sbx_error_set(err, -EPROTO,
+				     "the egress relay in sandbox %s listens on port %d, not %d",
+				     sb->id, e->port, RELAY_PORT);
 	}
 	e->stream = s;
 	return 0;
@@ -860,8 +900,37 @@ static struct sbx_egress *egress_of(sbx_manager *m, sbx_sandbox *sb, struct sbx_
 		sb->egress = SBX_TAKE(fresh);
 	e = sb->egress;
 	pthread_mutex_unlock(&m->lock);
-	sbx_egress_free(fresh);
+	sbx_egress_free(fresh, false);
 	return e;
+}
+
+/* Under e->lock: the relay's end of the stream is closed (killed from
+ * inside, say) though the pump has not seen it yet: a call that follows at
+ * once must not find it "running". One poll(2), no read. */
+static bool hung_up_locked(struct sbx_egress *e)
+{
+	struct pollfd p;
+
+	if (!e->running || !e->stream)
+		return false;
+	p = (struct pollfd){.fd = sbx_stream_fd(e->stream), .events = POLLRDHUP};
+	return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+}
+
+/* Stops the pump and joins it (without e->lock): what the relay sent
+ * before it went is dropped with it. */
+static void stop_pump(struct sbx_egress *e)
+{
+	pthread_mutex_lock(&e->lock);
+	e->stop = true;
+	if (e->stream) /* unblocks a write to a relay that does not read */
+		shutdown(sbx_stream_fd(e->stream), SHUT_RDWR);
+	wake(e);
+	pthread_mutex_unlock(&e->lock);
+	if (e->joinable) {
+		pthread_join(e->pump, NULL);
+		e->joinable = false;
+	}
 }
 
 int sbx_egress_ensure(sbx_manager *m, sbx_sandbox *sb, int *ret_port, struct sbx_error *err)
@@ -873,8 +942,12 @@ int sbx_egress_ensure(sbx_manager *m, sbx_sandbox *sb, int *ret_port, struct sbx
 		return err ? err->code : -ENOMEM;
 	pthread_mutex_lock(&e->start_lock);
 	pthread_mutex_lock(&e->lock);
-	bool running = e->running;
+	bool running = e->running, hung_up = hung_up_locked(e);
 	pthread_mutex_unlock(&e->lock);
+	if (hung_up) {
+		stop_pump(e);
+		running = false;
+	}
 	if (!running) {
 		if (e->joinable) {
 			pthread_join(e->pump, NULL);
@@ -901,18 +974,20 @@ int sbx_egress_ensure(sbx_manager *m, sbx_sandbox *sb, int *ret_port, struct sbx
 	return r;
 }
 
-void sbx_egress_free(struct sbx_egress *e)
+void sbx_egress_free(struct sbx_egress *e, bool container_stays)
 {
+	bool running;
+
 	if (!e)
 		return;
 	pthread_mutex_lock(&e->lock);
-	e->stop = true;
-	if (e->stream) /* unblocks a write to a relay that does not read */
-		shutdown(sbx_stream_fd(e->stream), SHUT_RDWR);
-	wake(e);
+	running = e->running;
 	pthread_mutex_unlock(&e->lock);
-	if (e->joinable)
-		pthread_join(e->pump, NULL);
+	stop_pump(e);
+	/* Closing its stream does not always end the relay (Podman's conmon),
+	 * and one left running would hold RELAY_PORT. */
+	if (running && container_stays)
+		kill_relay(e);
 	sbx_stream_free(e->stream);
 	egress_policy_release(&e->pol);
 	sbx_buf_release(&e->diag);
@@ -954,24 +1029,16 @@ void sbx_egress_stats(sbx_manager *m, sbx_sandbox *sb, struct sbx_egress_stats *
 	pthread_mutex_unlock(&e->lock);
 }
 
-int sbx_egress_pip_env(sbx_manager *m, sbx_sandbox *sb, char ***ret_env, struct sbx_error *err)
+/* The proxy environment at PORT, NULL-terminated and owned. */
+static int proxy_env(const struct egress_policy *pol, int port, char ***ret_env,
+		     struct sbx_error *err)
 {
-	struct sbx_egress *e;
 	char **env = calloc(9, sizeof(*env));
-	int port, r, k = 0;
+	int k = 0;
 
 	if (!env)
 		return sbx_error_set(err, -ENOMEM, "out of memory");
-	r = sbx_egress_ensure(m, sb, &port, err);
-	if (r < 0) {
-		free(env);
-		return r;
-	}
-	pthread_mutex_lock(&m->lock);
-	e = sb->egress; /* set once, before ensure returned */
-	pthread_mutex_unlock(&m->lock);
-	if (asprintf(&env[k++], "PIP_INDEX_URL=http://127.0.0.1:%d%s", port, e->pol.index_path) <
-		0 ||
+	if (asprintf(&env[k++], "PIP_INDEX_URL=http://127.0.0.1:%d%s", port, pol->index_path) < 0 ||
 	    asprintf(&env[k++], "HTTP_PROXY=http://127.0.0.1:%d", port) < 0 ||
 	    asprintf(&env[k++], "HTTPS_PROXY=http://127.0.0.1:%d", port) < 0 ||
 	    asprintf(&env[k++], "http_proxy=http://127.0.0.1:%d", port) < 0 ||
@@ -985,4 +1052,68 @@ int sbx_egress_pip_env(sbx_manager *m, sbx_sandbox *sb, char ***ret_env, struct 
 	}
 	*ret_env = env;
 	return 0;
+}
+
+int sbx_egress_pip_env(sbx_manager *m, sbx_sandbox *sb, char ***ret_env, struct sbx_error *err)
+{
+	struct sbx_egress *e;
+	int port, r;
+
+	r = sbx_egress_ensure(m, sb, &port, err);
+	if (r < 0)
+		return r;
+	pthread_mutex_lock(&m->lock);
+	e = sb->egress; /* set once, before ensure returned */
+	pthread_mutex_unlock(&m->lock);
+	return proxy_env(&e->pol, port, ret_env, err);
+}
+
+int sbx_egress_container_env(sbx_manager *m, char ***ret_env, struct sbx_error *err)
+{
+	struct egress_policy pol;
+	char why[256];
+	int r;
+
+	*ret_env = NULL;
+	if (!fixed_port(m))
+		return 0;
+	if (egress_policy_init(&pol, m->s, why, sizeof(why)) < 0)
+		return sbx_error_set(err, -EINVAL, "%s", why);
+	r = proxy_env(&pol, RELAY_PORT, ret_env, err);
+	egress_policy_release(&pol);
+	return r;
+}
+
+char *sbx_egress_for_code(sbx_manager *m, sbx_sandbox *sb)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_egress *e;
+	char *notice = NULL;
+	int port;
+
+	if (!fixed_port(m))
+		return NULL;
+	/* Cheap when the relay runs: its lock, a flag and a poll(2). */
+	pthread_mutex_lock(&m->lock);
+	e = sb->egress;
+	pthread_mutex_unlock(&m->lock);
+	if (e) {
+		pthread_mutex_lock(&e->lock);
+		bool ok = e->running && !hung_up_locked(e);
+		pthread_mutex_unlock(&e->lock);
+		if (ok)
+			return NULL;
+	}
+	/* Counted as a call: the reaper leaves the sandbox alone meanwhile; a
+	 * sandbox that is going is the call's own error to tell. */
+	if (sbx_sandbox_begin(sb, NULL) < 0)
+		return NULL;
+	if (sbx_egress_ensure(m, sb, &port, &err) < 0 &&
+	    asprintf(&notice,
+		     "The package index and sandbox.egress_allow are out of reach for this call: "
+		     "%s.",
+		     err.msg) < 0)
+		notice = NULL;
+	sbx_sandbox_end(sb, NULL);
+	return notice;
 }

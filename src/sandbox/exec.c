@@ -166,6 +166,16 @@ static int disk_notice(const sbx_manager *m, struct sbx_run_result *out, const c
 	    (long long)(m->s->sandbox.disk >> 20));
 }
 
+/* Adds the egress relay's NOTICE (sbx_egress_for_code; may be NULL) after
+ * what OUT's notice says. */
+static int relay_notice(struct sbx_run_result *out, const char *notice)
+{
+	if (!notice)
+		return 0;
+	return sbx_str_replacef(&out->notice, "%s%s%s", out->notice ? out->notice : "",
+				out->notice ? " " : "", notice);
+}
+
 static long time_limit(sbx_manager *m, long timeout_ms)
 {
 	return timeout_ms > 0 ? timeout_ms : (long)m->s->sandbox.exec_timeout_ms;
@@ -185,10 +195,12 @@ int sbx_sandbox_run_shell_ex(sbx_manager *m, sbx_sandbox *sb, const char *comman
 	};
 	struct sbx_exec_result res = {0};
 	struct sbx_run_result out;
+	_cleanup_free_ char *relay = NULL;
 	int r;
 
 	if (!command)
 		return sbx_error_set(err, -EINVAL, "no command given");
+	relay = sbx_egress_for_code(m, sb);
 	r = run_exec(m, sb, &spec, &res, err);
 	if (r < 0)
 		return r;
@@ -196,7 +208,8 @@ int sbx_sandbox_run_shell_ex(sbx_manager *m, sbx_sandbox *sb, const char *comman
 	sbx_exec_result_release(&res);
 	if (r < 0)
 		return r;
-	if (shell_oom(m, sb, &out) < 0 || disk_notice(m, &out, "The command") < 0) {
+	if (shell_oom(m, sb, &out) < 0 || disk_notice(m, &out, "The command") < 0 ||
+	    relay_notice(&out, relay) < 0) {
 		sbx_run_result_release(&out);
 		return sbx_error_set(err, -ENOMEM, "out of memory");
 	}
@@ -216,11 +229,12 @@ int sbx_sandbox_run_python_ex(sbx_manager *m, sbx_sandbox *sb, const char *code,
 			      struct sbx_error *err)
 {
 	struct sbx_run_result out;
+	_cleanup_free_ char *relay = sbx_egress_for_code(m, sb);
 	int r = sbx_interp_run(m, sb, code, opts, &out, err);
 
 	if (r < 0)
 		return r;
-	if (disk_notice(m, &out, "The Python code") < 0) {
+	if (disk_notice(m, &out, "The Python code") < 0 || relay_notice(&out, relay) < 0) {
 		sbx_run_result_release(&out);
 		return sbx_error_set(err, -ENOMEM, "out of memory");
 	}

@@ -121,7 +121,8 @@ static sbx_sandbox *record_free(sbx_sandbox *sb)
 	free(sb->image);
 	sbx_install_list_free(sb->installs);
 	sbx_interp_free(sb->interp);
-	sbx_egress_free(sb->egress);
+	/* Read without the lock: nothing else holds the record now. */
+	sbx_egress_free(sb->egress, sb->end == SBX_END_NONE && sb->death == SBX_DEATH_NONE);
 	free(sb);
 	return NULL;
 }
@@ -651,10 +652,14 @@ int sbx_container_provision(sbx_manager *m, const char *id, time_t when, const c
 	int64_t nproc = sbx_sandbox_nproc(s);
 	struct sbx_ulimit ulimits[] = {{"nofile", 1024, 1024}, {"nproc", nproc, nproc}};
 	_cleanup_free_ char *cname = NULL;
-	char *cid = NULL;
+	char *cid = NULL, **env = NULL;
 	int r;
 
 	r = manager_disk_check(m, err);
+	if (r < 0)
+		return r;
+	/* The egress relay's proxy variables, for every process in it. */
+	r = sbx_egress_container_env(m, &env, err);
 	if (r < 0)
 		return r;
 	snprintf(created, sizeof(created), "%lld", (long long)when);
@@ -666,12 +671,14 @@ int sbx_container_provision(sbx_manager *m, const char *id, time_t when, const c
 	}
 	if (asprintf(&cname, "mcp-sbx-%s-%s", m->instance, id) < 0) {
 		cname = NULL;
+		sbx_strv_free(env);
 		return sbx_error_set(err, -ENOMEM, "out of memory");
 	}
 	struct sbx_container_spec spec = {
 	    .image = s->sandbox.image,
 	    .name = cname,
 	    .cmd = sleep_cmd,
+	    .env = (const char *const *)env,
 	    .labels = labels,
 	    .n_labels = n_labels,
 	    .workdir = SBX_RESULTS_DIR,
@@ -689,6 +696,7 @@ int sbx_container_provision(sbx_manager *m, const char *id, time_t when, const c
 	    .disk_bytes = s->sandbox.disk,
 	};
 	r = sbx_container_create(m->engine, &spec, &cid, err);
+	sbx_strv_free(env);
 	if (r < 0) {
 		remove_by_label(m, id);
 		if (r == -ENOENT && sbx_image_exists(m->engine, s->sandbox.image, NULL) == 0)
@@ -1360,8 +1368,13 @@ sbx_manager *sbx_manager_free(sbx_manager *m)
 		int r = m->table[i]->container
 			    ? sbx_container_remove(m->engine, m->table[i]->container, NULL)
 			    : -ENOENT;
-		if (r >= 0 || r == -ENOENT)
+		if (r >= 0 || r == -ENOENT) {
 			sbx_pool_forget(m, m->table[i]);
+			/* nothing left to stop in it (its egress relay) */
+			pthread_mutex_lock(&m->lock);
+			m->table[i]->death = SBX_DEATH_REMOVED;
+			pthread_mutex_unlock(&m->lock);
+		}
 	}
 	pthread_mutex_lock(&m->lock);
 	while (m->installs_running > 0)

@@ -216,8 +216,22 @@ int sbx_egress_ensure(sbx_manager *m, sbx_sandbox *sb, int *ret_port, struct sbx
  * owned): PIP_INDEX_URL on the relay (the index's path, no credentials),
  * HTTP(S)_PROXY to it, NO_PROXY for the relay itself. */
 int sbx_egress_pip_env(sbx_manager *m, sbx_sandbox *sb, char ***ret_env, struct sbx_error *err);
-/* Stops the relay's pump (closing its stream ends the relay) and frees E. */
-void sbx_egress_free(struct sbx_egress *e);
+/* Stops the relay's pump (closing its stream ends the relay, mostly) and
+ * frees E; CONTAINER_STAYS (the record goes, the container does not: the
+ * server stops and keeps it): a running relay is also killed, with an exec,
+ * so that none is left holding its port. */
+void sbx_egress_free(struct sbx_egress *e, bool container_stays);
+/* The environment of every sandbox container (NULL-terminated, owned):
+ * with sandbox.network = none, the variables of sbx_egress_pip_env on the
+ * relay's fixed port; *RET_ENV NULL with any other network (the relay has
+ * no fixed port there, and only the server's pip is told it). -EINVAL for
+ * an index URL that does not parse. */
+int sbx_egress_container_env(sbx_manager *m, char ***ret_env, struct sbx_error *err);
+/* Before a call runs code in SB (sandbox.network = none): starts its relay
+ * unless it runs (as the call's proxy variables expect); cheap when it does.
+ * NULL, or a notice (owned) for the call's result when the relay cannot
+ * start (its port taken, say): the call runs anyway, without egress. */
+char *sbx_egress_for_code(sbx_manager *m, sbx_sandbox *sb);
 
 /* What a sandbox's relay did, since the sandbox was made. */
 struct sbx_egress_stats {

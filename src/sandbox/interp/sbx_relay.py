@@ -1,11 +1,14 @@
 # SPDX-License-Identifier: MIT
 # mcp-sandbox's egress relay: runs inside a sandbox container as
-# `python3 -u -c PROGRAM sbx-relay FRAME_MAX WINDOW` (nothing is written into
-# the container), started by the server over the engine's exec stream
+# `python3 -u -c PROGRAM sbx-relay FRAME_MAX WINDOW PORT` (nothing is written
+# into the container), started by the server over the engine's exec stream
 # (src/sandbox/egress.c). Standard library only.
 #
-# It listens on 127.0.0.1 (a free port, told in its hello) on the sandbox's
-# own loopback, and carries every connection accepted there over its stdin
+# It listens on 127.0.0.1:PORT (0: a free port), told in its hello, on the
+# sandbox's own loopback. A fixed PORT that is taken by another relay (one
+# an earlier stream or server left running) is freed by killing that relay;
+# taken by anything else, the relay says "port-in-use PORT" on stderr and
+# exits with 3. It carries every connection accepted there over its stdin
 # and stdout to the server, which decides what each one may reach: the
 # sandbox itself has no route anywhere. Frames, both ways:
 #
@@ -23,19 +26,23 @@
 # ever has to stop reading its input: the server bounds what it holds for a
 # sandbox however this program behaves (code in the sandbox can replace it).
 # End of stdin (the server went away) ends the relay.
+import errno
 import fcntl
 import json
 import os
 import select
+import signal
 import socket
 import struct
 import sys
+import time
 
 T_HELLO, T_OPEN, T_DATA, T_CLOSE, T_WINDOW = 1, 2, 3, 4, 5
 HDR = struct.Struct('>BBHI')
 WIN = struct.Struct('>I')
 FRAME_MAX = int(sys.argv[2]) if len(sys.argv) > 2 else 32768
 WINDOW = int(sys.argv[3]) if len(sys.argv) > 3 else 65536
+PORT = int(sys.argv[4]) if len(sys.argv) > 4 else 0
 OUT_HIGH = 4 * FRAME_MAX  # unsent bytes to the server past which clients wait
 CONNS_MAX = 256
 
@@ -191,9 +198,49 @@ def write_client(c):
         drop(c)
 
 
-def main():
+def other_relays():
+    """Pids of the other relays in this sandbox (argv holds 'sbx-relay')."""
+    pids = []
+    for p in os.listdir('/proc'):
+        if not p.isdigit() or int(p) == os.getpid():
+            continue
+        try:
+            with open(f'/proc/{p}/cmdline', 'rb') as f:
+                if b'sbx-relay' in f.read().split(b'\0'):
+                    pids.append(int(p))
+        except OSError:
+            pass
+    return pids
+
+
+def listen():
     lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    lsock.bind(('127.0.0.1', 0))
+    # A connection of an earlier relay in TIME_WAIT does not hold the port.
+    lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    end = time.monotonic() + 2
+    killed = False
+    while True:
+        try:
+            lsock.bind(('127.0.0.1', PORT))
+            return lsock
+        except OSError as e:
+            if e.errno != errno.EADDRINUSE or not PORT:
+                raise
+            stale = other_relays()
+            if not stale or (killed and time.monotonic() > end):
+                sys.stderr.write(f'sbx-relay: port-in-use {PORT}\n')
+                sys.exit(3)
+            for pid in stale:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            killed = True
+            time.sleep(0.02)
+
+
+def main():
+    lsock = listen()
     lsock.listen(128)
     lsock.setblocking(False)
     frame(T_HELLO, 0, json.dumps({'v': 1, 'port': lsock.getsockname()[1],
