@@ -251,8 +251,8 @@ static void try_head(struct sbx_egress *e, struct estream *st)
 	int r;
 
 	egress_policy_follow(&e->pol); /* its tenant's list may have changed */
-	r = egress_parse_head(&st->scan, &e->pol, e->port, st->in.data + st->in_off,
-			      in_pending(st), &st->req, why, sizeof(why));
+	r = egress_parse_head(&st->scan, &e->pol, e->port, st->in.data + st->in_off, in_pending(st),
+			      &st->req, why, sizeof(why));
 	e->stats.head_scanned += st->scan.examined - tried;
 
 	if (r == 0)
