@@ -815,6 +815,8 @@ static void test_egress_keys(void)
 	rc = RUN(&o, &e, "--set", set_file, "keys", "add", "dave", "egress_allow=other.example");
 	tap_ok(rc == 1 && strstr(e.data, "egress_allow differs") && strstr(e.data, "tenant dave"),
 	       "keys add dave with another list: refused, the file untouched (%s)", e.data);
+	rc = RUN(&o, &e, "--set", set_file, "keys", "add", "gina");
+	tap_is_int(rc, 0, "keys add gina, no list");
 	rc = RUN(&o, &e, "--set", set_file, "keys", "add", "x", "egress_allow=bad..name");
 	tap_ok(rc == 2 && strstr(e.data, "egress_allow: entry 1"),
 	       "keys add with a bad list: status 2 (%s)", e.data);
@@ -833,8 +835,11 @@ static void test_egress_keys(void)
 		tap_ok(sbx_auth_tenant_egress(a, "erin", buf, sizeof(buf)) == 1 &&
 			   !strcmp(buf, "none"),
 		       "and erin's none");
-		tap_is_int(sbx_auth_tenant_egress(a, "frank", buf, sizeof(buf)), 0,
+		tap_is_int(sbx_auth_tenant_egress(a, "gina", buf, sizeof(buf)), 0,
 			   "no list for a tenant without one: the server's applies");
+		tap_ok(sbx_auth_tenant_egress(a, "frank", buf, sizeof(buf)) == 1 &&
+			   !strcmp(buf, "none"),
+		       "a tenant with no key in the file (all revoked): none, not the server's");
 		tap_is_int(sbx_auth_tenant_egress(a, "dave", buf, 8), -ENOBUFS,
 			   "a buffer too small is said");
 	}

@@ -353,10 +353,22 @@ static void test_requests(void)
 	r = parse(&p, "CONNECT x.cdn.example:8443 HTTP/1.1\r\n\r\n", &q, why, sizeof(why));
 	tap_ok(r == 1 && !q.any_address, "a name under a wildcard likewise");
 	r = parse(&p, "CONNECT idx.example:443 HTTP/1.1\r\n\r\n", &q, why, sizeof(why));
-	tap_ok(r == 1 && q.any_address, "the index's host (operator's configuration) any");
+	tap_ok(r == 1 && !q.any_address,
+	       "a tunnel to the index's host, a name: public addresses only (a raw pipe from the "
+	       "server's network)");
 	r = parse(&pypi, "CONNECT files.pythonhosted.org:443 HTTP/1.1\r\n\r\n", &q, why,
 		  sizeof(why));
-	tap_ok(r == 1 && q.any_address, "and its file host");
+	tap_ok(r == 1 && !q.any_address, "and to its file host");
+	{
+		struct egress_policy lit = policy("http://10.1.2.3:8080/simple/", "");
+		r = parse(&lit, "CONNECT 10.1.2.3:8080 HTTP/1.1\r\n\r\n", &q, why, sizeof(why));
+		tap_ok(r == 1 && q.any_address, "an index given as an address: any, that address");
+		egress_policy_release(&lit);
+	}
+	r = parse(&p, "GET /r/simple/x/ HTTP/1.1\r\n\r\n", &q, why, sizeof(why));
+	tap_ok(r == 1 && q.kind == EGRESS_REQ_INDEX && q.any_address,
+	       "the index's pages, fetched by the server: any address");
+	egress_request_release(&q);
 	r = parse(&p, "GET http://api.example.com/ HTTP/1.1\r\n\r\n", &q, why, sizeof(why));
 	tap_ok(r == 1 && !q.any_address, "a forward to a listed name only public ones");
 	egress_request_release(&q);
@@ -1095,6 +1107,67 @@ static void test_hostile(sbx_manager *m, sbx_sandbox *sb)
 	after = stats(m, sb);
 	tap_ok(after.running && after.open == 0, "its relay runs, with no stream left open");
 	free(out);
+}
+
+/* A relay whose start fails after its hello (here: it says a port other than
+ * 3128) may have sent more frames with it, in the same write: OPEN and a
+ * request. None of them is acted on before the pump runs, so the failed
+ * start leaves no stream and no worker (one fetching while its record was
+ * freed was a use after free), and the index never sees the request.
+ * Sandbox code makes such a relay: python3 is first found in the venv,
+ * whose bin it owns. */
+static void test_early_frames(sbx_manager *m, sbx_sandbox *sb)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	_cleanup_free_ char *out = NULL, *back = NULL;
+	int port = 0, r;
+
+	out = py(
+	    m, sb,
+	    "import os, signal\n"
+	    "src = [\n"
+	    "    'import json, os, struct, time',\n"
+	    "    \"H = struct.Struct('>BBHI')\",\n"
+	    "    \"hello = json.dumps({'v': 1, 'port': 1, 'pid': os.getpid()}).encode()\",\n"
+	    "    \"req = b'GET /simple/early-marker/ HTTP/1.1' + bytes([13, 10, 13, 10])\",\n"
+	    "    'os.write(1, H.pack(1, 0, 0, len(hello)) + hello + H.pack(2, 0, 1, 0) + '\n"
+	    "    'H.pack(3, 0, 1, len(req)) + req)',\n"
+	    "    'time.sleep(5)',\n"
+	    "]\n"
+	    "open('/tmp/fake_relay.py', 'w').write(chr(10).join(src) + chr(10))\n"
+	    "sh = ['#!/bin/sh', 'for a in \"$@\"; do [ \"$a\" = sbx-relay ] && exec "
+	    "/usr/bin/python3 /tmp/fake_relay.py; done', "
+	    "'exec /opt/venv/bin/python3.real \"$@\"']\n"
+	    "os.rename('/opt/venv/bin/python3', '/opt/venv/bin/python3.real')\n"
+	    "open('/opt/venv/bin/python3', 'w').write(chr(10).join(sh) + chr(10))\n"
+	    "os.chmod('/opt/venv/bin/python3', 0o755)\n"
+	    "n = 0\n"
+	    "for p in os.listdir('/proc'):\n"
+	    "    try:\n"
+	    "        if p.isdigit() and b'sbx-relay' in open(f'/proc/{p}/cmdline', 'rb').read():\n"
+	    "            os.kill(int(p), signal.SIGKILL)\n"
+	    "            n += 1\n"
+	    "    except OSError:\n"
+	    "        pass\n"
+	    "print('faked, killed', n)\n");
+	tap_ok(strstr(out, "faked, killed 1") != NULL,
+	       "sandbox code puts its own python3 first and kills the relay (%s)", out);
+	tap_ok(relay_stops(m, sb, 5000), "the server sees the relay end");
+	r = sbx_egress_ensure(m, sb, &port, &err);
+	tap_ok(r < 0 && strstr(err.msg, "port 1, not 3128"),
+	       "a relay saying port 1 with OPEN and a request in its hello's write: the start "
+	       "fails (%d %s)",
+	       r, err.msg);
+	usleep(2000 * 1000);
+	tap_is_int((int)stats(m, sb).open, 0, "no stream is open after the failed start");
+	tap_is_int(index_log_count("early-marker"), 0,
+		   "and the request that came with the hello never reached the index");
+	back = py(m, sb,
+		  "import os\n"
+		  "os.replace('/opt/venv/bin/python3.real', '/opt/venv/bin/python3')\n"
+		  "print('restored')\n");
+	tap_ok(strstr(back, "restored") != NULL, "sandbox code puts python3 back (%s)", back);
+	tap_ok(relay_port(m, sb) == 3128, "and the next start is the real relay's");
 }
 
 static void test_killed(sbx_manager *m, sbx_sandbox *sb)
@@ -1855,12 +1928,14 @@ static int keys_lookup(void *auth, const char *owner, char *buf, size_t size)
 
 #define TDIGEST "9b71d224bd62f3785d96d46ad3ea3d73319bfbc2890caadae2dff72519673ca7"
 
-/* The keys file's text: tenA's list is A_LIST, tenB's B_LIST. */
+/* The keys file's text: tenA's list is A_LIST, tenB's B_LIST; alice (the
+ * other tests' tenant) has a key without a list: sandbox.egress_allow. */
 static void keys_text(char *out, size_t n, const char *a_list, const char *b_list)
 {
 	snprintf(out, n,
 		 "tenA 0123456789ab " TDIGEST " 2025-06-01T12:00:00Z egress_allow=%s\n"
-		 "tenB 0123456789ac " TDIGEST " 2025-06-01T12:00:00Z egress_allow=%s\n",
+		 "tenB 0123456789ac " TDIGEST " 2025-06-01T12:00:00Z egress_allow=%s\n"
+		 "alice 0123456789ad " TDIGEST " 2025-06-01T12:00:00Z\n",
 		 a_list, b_list);
 }
 
@@ -2017,7 +2092,7 @@ static void test_engine(const char *script)
 	}
 	m = manager(&s, engine);
 	auth = open_keys();
-	sbx_manager_set_egress_lookup(m, keys_lookup, auth); /* alice has no key: the server's */
+	sbx_manager_set_egress_lookup(m, keys_lookup, auth); /* alice: a key without a list */
 	if (!tap_call(sbx_sandbox_create(m, "alice", "eg", &sb, &err), err.msg,
 		      "create a sandbox with network none"))
 		goto out;
@@ -2050,6 +2125,7 @@ static void test_engine(const char *script)
 	test_code_egress(m, sb);
 	test_password_nowhere(m, sb);
 	test_killed(m, sb);
+	test_early_frames(m, sb);
 	test_deaf(m, sb);
 	test_hostile(m, sb);
 	{

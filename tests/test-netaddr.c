@@ -50,6 +50,9 @@ static const struct {
     {"169.254.0.0", SBX_ADDR_LINK_LOCAL},
     {"169.254.169.254", SBX_ADDR_LINK_LOCAL},
     {"169.254.255.255", SBX_ADDR_LINK_LOCAL},
+    {"168.63.129.16", SBX_ADDR_LINK_LOCAL}, /* Azure's WireServer */
+    {"168.63.129.15", SBX_ADDR_PUBLIC},
+    {"168.63.129.17", SBX_ADDR_PUBLIC},
     {"169.255.0.0", SBX_ADDR_PUBLIC},
     {"172.15.255.255", SBX_ADDR_PUBLIC},
     {"172.16.0.0", SBX_ADDR_PRIVATE},
@@ -111,7 +114,9 @@ static const struct {
     {"64:ff9b::127.0.0.1", SBX_ADDR_LOOPBACK},
     {"64:ff9b::a9fe:a9fe", SBX_ADDR_LINK_LOCAL},
     {"64:ff9b::8.8.8.8", SBX_ADDR_PUBLIC},
-    {"64:ff9b:1::7f00:1", SBX_ADDR_PUBLIC}, /* not the well-known prefix */
+    {"64:ff9b:1::7f00:1", SBX_ADDR_PRIVATE}, /* the local-use NAT64 prefix (RFC 8215) */
+    {"64:ff9b:1:ffff::1", SBX_ADDR_PRIVATE},
+    {"64:ff9b:2::7f00:1", SBX_ADDR_PUBLIC}, /* neither NAT64 prefix */
     {"2002:7f00:1::", SBX_ADDR_LOOPBACK},
     {"2002:a9fe:a9fe::1", SBX_ADDR_LINK_LOCAL},
     {"2002:c0a8:101::", SBX_ADDR_PRIVATE},

@@ -151,7 +151,8 @@ int sbx_auth_key_id_live(sbx_auth *a, const char *key_id);
 /* The egress allow-list of TENANT's keys as of the last read (no re-read):
  * 1 with it in BUF ("none", or comma-separated HOST[:PORT] as
  * sandbox.egress_allow takes them), 0 when its keys give none (or no keys
- * are checked): the server's sandbox.egress_allow applies; -EIO when the
+ * are checked): the server's sandbox.egress_allow applies; "none" for a
+ * tenant with no key in the file (all revoked: fail closed); -EIO when the
  * keys file cannot be used now; -ENOBUFS when SIZE is too small
  * (SBX_AUTH_EGRESS_MAX + 1 is enough). A tenant has one list: every key of
  * it that gives egress_allow gives the same (the file does not parse

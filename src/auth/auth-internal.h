@@ -71,6 +71,8 @@ const struct sbx_key *sbx_keyset_find(const struct sbx_keyset *set, const char *
 /* The egress_allow TENANT's keys give ("none" or a list), NULL when none
  * of them gives one (or TENANT has no key). */
 const char *sbx_keyset_tenant_egress(const struct sbx_keyset *set, const char *tenant);
+/* Whether TENANT has a key in SET. */
+bool sbx_keyset_has_tenant(const struct sbx_keyset *set, const char *tenant);
 
 /* K's line as the file has it, without the newline, into BUF (KEYS_LINE_MAX
  * + 1 bytes); WITH_DIGEST false leaves the digest out (keys list). */

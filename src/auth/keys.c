@@ -542,11 +542,12 @@ fail:
 	return r;
 }
 
-const char *sbx_keyset_tenant_egress(const struct sbx_keyset *set, const char *tenant)
+/* The index in set->by_tenant of TENANT's first key, or set->n. */
+static size_t first_of_tenant(const struct sbx_keyset *set, const char *tenant)
 {
 	size_t lo = 0, hi = set->n;
 
-	while (lo < hi) { /* the first key of TENANT, if any */
+	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
 		if (strcmp(set->keys[set->by_tenant[mid]].tenant, tenant) < 0)
 			lo = mid + 1;
@@ -554,8 +555,20 @@ const char *sbx_keyset_tenant_egress(const struct sbx_keyset *set, const char *t
 			hi = mid;
 	}
 	if (lo < set->n && strcmp(set->keys[set->by_tenant[lo]].tenant, tenant) == 0)
-		return set->keys[set->by_tenant[lo]].egress_allow;
-	return NULL;
+		return lo;
+	return set->n;
+}
+
+const char *sbx_keyset_tenant_egress(const struct sbx_keyset *set, const char *tenant)
+{
+	size_t i = first_of_tenant(set, tenant);
+
+	return i < set->n ? set->keys[set->by_tenant[i]].egress_allow : NULL;
+}
+
+bool sbx_keyset_has_tenant(const struct sbx_keyset *set, const char *tenant)
+{
+	return first_of_tenant(set, tenant) < set->n;
 }
 
 const struct sbx_key *sbx_keyset_find(const struct sbx_keyset *set, const char *id)
@@ -900,7 +913,12 @@ int sbx_keystore_tenant_egress(struct sbx_keystore *store, const char *tenant, c
 	if (store->broken[0]) {
 		r = -EIO;
 	} else {
-		v = sbx_keyset_tenant_egress(store->set, tenant);
+		/* A tenant with no key left (all revoked) reaches no host: its
+		 * sandboxes' code may still run, and must not gain the server's
+		 * list in place of its own. */
+		v = sbx_keyset_has_tenant(store->set, tenant)
+			? sbx_keyset_tenant_egress(store->set, tenant)
+			: "none";
 		if (v)
 			r = (size_t)snprintf(buf, size, "%s", v) < size ? 1 : -ENOBUFS;
 	}

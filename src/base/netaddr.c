@@ -31,12 +31,20 @@ enum sbx_addr_class sbx_addr_classify4(const unsigned char a[4])
 		unsigned bits;
 		enum sbx_addr_class c;
 	} nets[] = {
-	    {{0, 0, 0, 0}, 8, SBX_ADDR_UNSPECIFIED},	 {{127, 0, 0, 0}, 8, SBX_ADDR_LOOPBACK},
-	    {{10, 0, 0, 0}, 8, SBX_ADDR_PRIVATE},	 {{172, 16, 0, 0}, 12, SBX_ADDR_PRIVATE},
-	    {{192, 168, 0, 0}, 16, SBX_ADDR_PRIVATE},	 {{100, 64, 0, 0}, 10, SBX_ADDR_SHARED},
-	    {{169, 254, 0, 0}, 16, SBX_ADDR_LINK_LOCAL}, {{224, 0, 0, 0}, 4, SBX_ADDR_MULTICAST},
-	    {{240, 0, 0, 0}, 4, SBX_ADDR_RESERVED},	 {{192, 0, 0, 0}, 24, SBX_ADDR_RESERVED},
+	    {{0, 0, 0, 0}, 8, SBX_ADDR_UNSPECIFIED},
+	    {{127, 0, 0, 0}, 8, SBX_ADDR_LOOPBACK},
+	    {{10, 0, 0, 0}, 8, SBX_ADDR_PRIVATE},
+	    {{172, 16, 0, 0}, 12, SBX_ADDR_PRIVATE},
+	    {{192, 168, 0, 0}, 16, SBX_ADDR_PRIVATE},
+	    {{100, 64, 0, 0}, 10, SBX_ADDR_SHARED},
+	    {{169, 254, 0, 0}, 16, SBX_ADDR_LINK_LOCAL},
+	    {{224, 0, 0, 0}, 4, SBX_ADDR_MULTICAST},
+	    {{240, 0, 0, 0}, 4, SBX_ADDR_RESERVED},
+	    {{192, 0, 0, 0}, 24, SBX_ADDR_RESERVED},
 	    {{198, 18, 0, 0}, 15, SBX_ADDR_RESERVED},
+	    /* Not special to IANA, but Azure's platform endpoint (WireServer) on
+	     * every host: cloud metadata as much as 169.254.169.254. */
+	    {{168, 63, 129, 16}, 32, SBX_ADDR_LINK_LOCAL},
 	};
 
 	for (size_t i = 0; i < SBX_ARRAY_SIZE(nets); i++)
@@ -50,8 +58,9 @@ enum sbx_addr_class sbx_addr_classify6(const unsigned char a[16])
 	static const unsigned char zero[16],
 	    loop[16] = {[15] = 1}, mapped[12] = {[10] = 0xff, [11] = 0xff},
 	    translated[12] = {[8] = 0xff, [9] = 0xff}, nat64[12] = {0, 0x64, 0xff, 0x9b},
-	    sixto4[2] = {0x20, 0x02}, discard[8] = {0x01, 0x00}, ll[2] = {0xfe, 0x80},
-	    site[2] = {0xfe, 0xc0}, ula[1] = {0xfc}, mc[1] = {0xff};
+	    nat64_local[6] = {0, 0x64, 0xff, 0x9b, 0, 0x01}, sixto4[2] = {0x20, 0x02},
+	    discard[8] = {0x01, 0x00}, ll[2] = {0xfe, 0x80}, site[2] = {0xfe, 0xc0},
+	    ula[1] = {0xfc}, mc[1] = {0xff};
 
 	if (memcmp(a, zero, 16) == 0)
 		return SBX_ADDR_UNSPECIFIED;
@@ -60,6 +69,10 @@ enum sbx_addr_class sbx_addr_classify6(const unsigned char a[16])
 	if (in_prefix(a, mapped, 96) || in_prefix(a, translated, 96) || in_prefix(a, nat64, 96) ||
 	    in_prefix(a, zero, 96))
 		return sbx_addr_classify4(a + 12);
+	/* The local-use NAT64 prefix (RFC 8215): a translator of the site's own,
+	 * to whatever IPv4 addresses it is given. */
+	if (in_prefix(a, nat64_local, 48))
+		return SBX_ADDR_PRIVATE;
 	if (in_prefix(a, sixto4, 16))
 		return sbx_addr_classify4(a + 2);
 	if (in_prefix(a, discard, 64))

@@ -95,7 +95,10 @@ struct sbx_egress {
 	long pid;
 	struct sbx_egress_stats stats;
 	struct estream st[STREAMS_MAX];
-	struct sbx_buf ctl;	 /* control frames waiting to be written */
+	struct sbx_buf ctl; /* control frames waiting to be written */
+	/* Whole frames that came after the hello in the same read, for the pump
+	 * to take first (none is acted on before the pump runs). */
+	struct sbx_buf early;
 	struct egress_reader rd; /* the pump's */
 	struct sbx_buf diag;	 /* the relay's stderr */
 	char why[256];		 /* why the pump stopped the relay (protocol) */

@@ -531,14 +531,19 @@ static int deadlines(struct sbx_egress *e, int64_t now)
 			e->stats.refused++;
 			answer(st, 408,
 			       "mcp-sandbox: the request head did not arrive within 10 seconds");
-		} else if (st->state == S_TUNNEL && now >= st->deadline_ms) {
+		} else if (st->state == S_TUNNEL && st->up &&
+			   (now >= st->deadline_ms || now >= st->life_ms)) {
+			if (now < st->deadline_ms)
+				sbx_log(
+				    "sandbox %s: a tunnel to %s:%d was closed at the end of its "
+				    "lifetime (sandbox.egress_tunnel_lifetime)",
+				    e->sid, st->req.host, st->req.port);
+			/* What the relay has not taken is dropped, so that CLOSE
+			 * goes now: a relay that grants no window cannot keep it. */
+			sbx_buf_release(&st->out);
+			st->out_off = 0;
 			end_stream(e, st);
-		} else if (st->state == S_TUNNEL && now >= st->life_ms) {
-			sbx_log("sandbox %s: a tunnel to %s:%d was closed at the end of its "
-				"lifetime (sandbox.egress_tunnel_lifetime)",
-				e->sid, st->req.host, st->req.port);
-			end_stream(e, st);
-		} else if (st->state == S_HEAD || st->state == S_TUNNEL) {
+		} else if (st->state == S_HEAD || (st->state == S_TUNNEL && st->up)) {
 			if (st->deadline_ms < next)
 				next = st->deadline_ms;
 			if (st->state == S_TUNNEL && st->life_ms < next)
@@ -603,6 +608,27 @@ static void kill_relay(struct sbx_egress *e)
 		sbx_exec_result_release(&res);
 }
 
+/* Takes the frames that came with the hello (e->early), as read_relay would
+ * have: 0, or negative to stop the relay. */
+static int take_early(struct sbx_egress *e)
+{
+	size_t off = 0;
+	int r = 0;
+
+	pthread_mutex_lock(&e->lock);
+	while (r >= 0 && off + EGRESS_HDR <= e->early.len) {
+		const unsigned char *h = (const unsigned char *)e->early.data + off;
+		uint32_t len =
+		    (uint32_t)h[4] << 24 | (uint32_t)h[5] << 16 | (uint32_t)h[6] << 8 | h[7];
+
+		r = on_frame(e, h[0], (uint16_t)(h[2] << 8 | h[3]), h + EGRESS_HDR, len);
+		off += EGRESS_HDR + len;
+	}
+	sbx_buf_release(&e->early);
+	pthread_mutex_unlock(&e->lock);
+	return r;
+}
+
 static void *pump_main(void *arg)
 {
 	struct sbx_egress *e = arg;
@@ -610,7 +636,7 @@ static void *pump_main(void *arg)
 	size_t out_done = 0;	 /* bytes of out written */
 	int64_t write_until = 0; /* out must be written by then */
 	bool stopped;
-	int r = 1;
+	int r = take_early(e) < 0 ? -EPROTO : 1;
 
 	while (r > 0) {
 		struct pollfd pf[2 + STREAMS_MAX];
@@ -724,20 +750,25 @@ struct hello {
 	bool got;
 };
 
-/* The first frame must be the hello; what follows it in the same read goes
- * to on_frame, as the pump would take it. */
+/* The first frame must be the hello; whole frames that follow it in the
+ * same read are kept in e->early for the pump, which takes them first: no
+ * stream opens (and no worker starts) before the pump runs, so that a start
+ * that fails after the hello leaves nothing behind. */
 static int on_hello(void *userdata, uint8_t type, uint16_t id, const unsigned char *p, uint32_t len)
 {
 	struct hello *h = userdata;
 	struct json_object *o, *v;
 	char text[256];
-	int port = 0, r;
+	int port = 0;
 
 	if (h->got) {
-		pthread_mutex_lock(&h->e->lock);
-		r = on_frame(h->e, type, id, p, len);
-		pthread_mutex_unlock(&h->e->lock);
-		return r;
+		unsigned char hdr[EGRESS_HDR];
+
+		egress_frame_header(hdr, type, id, len);
+		return sbx_buf_append(&h->e->early, hdr, sizeof(hdr)) < 0 ||
+			       sbx_buf_append(&h->e->early, p, len) < 0
+			   ? -ENOMEM
+			   : 0;
 	}
 	if (type != EGRESS_HELLO || len >= sizeof(text))
 		return -EPROTO;
@@ -785,6 +816,7 @@ static int start_relay(sbx_manager *m, sbx_sandbox *sb, struct sbx_egress *e, st
 	snprintf(window, sizeof(window), "%d", EGRESS_STREAM_WINDOW);
 	snprintf(port, sizeof(port), "%d", fixed_port(m) ? RELAY_PORT : 0);
 	e->port = 0;
+	sbx_buf_release(&e->early);
 	memset(&e->rd, 0, sizeof(e->rd));
 	sbx_buf_reset(&e->diag);
 	pthread_mutex_lock(&e->lock);
@@ -992,6 +1024,7 @@ void sbx_egress_free(struct sbx_egress *e, bool container_stays)
 	egress_policy_release(&e->pol);
 	sbx_buf_release(&e->diag);
 	sbx_buf_release(&e->ctl);
+	sbx_buf_release(&e->early);
 	free(e->container);
 	close(e->wake[0]);
 	close(e->wake[1]);

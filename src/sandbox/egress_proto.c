@@ -251,7 +251,7 @@ int egress_policy_set_list(struct egress_policy *p, const char *list, char *why,
 		goto fail;
 	for (size_t i = 0; i < SBX_ARRAY_SIZE(file_hosts); i++)
 		if (strcmp(p->index_host, file_hosts[i].index) == 0 &&
-		    add_allow(&n, file_hosts[i].files, 443, true) < 0)
+		    add_allow(&n, file_hosts[i].files, 443, false) < 0)
 			goto fail;
 	if (list && strcmp(list, "none") == 0)
 		v = "";
@@ -334,8 +334,13 @@ enum egress_reach egress_policy_reach(const struct egress_policy *p, const char 
 {
 	enum egress_reach r = EGRESS_DENIED;
 
+	/* A tunnel to the index's own host is a raw pipe from the server's
+	 * network position (any virtual host behind its address): like any
+	 * name, only at public addresses, unless the index is an address. (Its
+	 * pages and files are fetched by the server, any address: the index
+	 * requests, not this.) */
 	if (strcmp(host, p->index_host) == 0 && port == p->index_port)
-		return EGRESS_ANY_ADDRESS;
+		r = ip_literal(p->index_host) ? EGRESS_ANY_ADDRESS : EGRESS_PUBLIC;
 	for (size_t i = 0; i < p->n_allow; i++) {
 		const struct egress_allow *a = &p->allow[i];
 		if (sbx_host_match(a->host, host) && port == (a->port ? a->port : tls ? 443 : 80)) {
