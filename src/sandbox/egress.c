@@ -830,8 +830,10 @@ static int start_relay(sbx_manager *m, sbx_sandbox *sb, struct sbx_egress *e, st
 		unsigned char buf[4096];
 		int64_t left = deadline - sbx_monotonic_ms();
 		int fd = 1;
-		ssize_t n =
-		    sbx_stream_read(s, buf, sizeof(buf), &fd, left > 0 ? (int)left : 0, NULL);
+		/* The deadline holds whatever the relay writes meanwhile (a read
+		 * with data at hand does not look at the clock). */
+		ssize_t n = left > 0 ? sbx_stream_read(s, buf, sizeof(buf), &fd, (int)left, NULL)
+				     : -ETIMEDOUT;
 
 		if (n > 0 && fd == 2) {
 			diag_keep(e, buf, (size_t)n);
