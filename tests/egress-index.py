@@ -130,6 +130,8 @@ class Api(http.server.BaseHTTPRequestHandler):
 
     def do_GET(self):
         body = f"egress-api-ok {self.path}\n".encode()
+        if self.path.startswith("/big/"):  # /big/N: N bytes (at most 16 MiB)
+            body = b"b" * min(int(self.path[5:]), 16 << 20)
         self.send_response(200)
         self.send_header("Content-Type", "text/plain")
         self.send_header("Content-Length", str(len(body)))

@@ -133,9 +133,10 @@ int egress_policy_set_tenant(struct egress_policy *p, const char *tenant, sbx_eg
 			     void *userdata);
 /* Asks P's lookup for its tenant's list and rebuilds the allow-list when it
  * changed (called before each request is decided, so that a list changed in
- * the keys file applies to the next connections). A lookup that fails keeps
- * the list as it was; a list that does not parse (or does not fit) allows
- * no host besides the index's. Not thread-safe: under the relay's lock. */
+ * the keys file applies to the next connections). A lookup that fails (the
+ * keys file cannot be used now), or a list that does not parse or fit,
+ * allows no host besides the index's. Not thread-safe: under the relay's
+ * lock. */
 void egress_policy_follow(struct egress_policy *p);
 /* Whether a tunnel (TLS: CONNECT) or a plain HTTP request to HOST:PORT is
  * allowed: the index's own host and port, or an entry of the allow-list. */

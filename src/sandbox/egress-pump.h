@@ -50,7 +50,8 @@ struct estream {
 	enum stream_state state;
 	uint16_t id;
 	int64_t deadline_ms; /* S_HEAD: the head's; S_TUNNEL: idle */
-	int64_t life_ms;     /* S_TUNNEL: closed then, busy or not */
+	int64_t life_ms;     /* closed then, busy or not (a tunnel; a stalled stream) */
+	int64_t stall_ms;    /* output pending, no window: dropped then (0: not stalled) */
 	bool slot;	     /* holds a relayed connection (egress_slot_take) */
 	/* From the relay. in_window: what it may still send; in_credit:
 	 * consumed, not yet granted back with WINDOW. */

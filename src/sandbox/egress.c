@@ -320,6 +320,7 @@ static int on_frame(void *userdata, uint8_t type, uint16_t id, const unsigned ch
 		st->in_window = EGRESS_STREAM_WINDOW;
 		st->out_window = EGRESS_STREAM_WINDOW;
 		st->deadline_ms = sbx_monotonic_ms() + HEAD_MS;
+		st->life_ms = sbx_monotonic_ms() + e->tunnel_life_ms;
 		e->stats.streams++;
 		return 0;
 	case EGRESS_DATA:
@@ -516,8 +517,18 @@ static void reap(struct sbx_egress *e)
 	}
 }
 
-/* Under lock: deadlines (a head too slow, an idle tunnel); the time until
- * the next one, in ms. */
+/* Under lock: whether ST waits, with its output pending, for a window the
+ * relay does not grant, where no other deadline ends it (a live tunnel has
+ * its idle and lifetime deadlines). Its CLOSE waits for that output, and the
+ * stream, its connection slot with it, for its CLOSE. */
+static bool stalled(const struct estream *st)
+{
+	return st->state != S_FREE && st->state != S_HEAD && !st->close_sent &&
+	       !(st->state == S_TUNNEL && st->up) && out_pending(st) && !st->out_window;
+}
+
+/* Under lock: deadlines (a head too slow, an idle tunnel, output the relay
+ * does not take); the time until the next one, in ms. */
 static int deadlines(struct sbx_egress *e, int64_t now)
 {
 	int64_t next = now + 1000;
@@ -525,7 +536,26 @@ static int deadlines(struct sbx_egress *e, int64_t now)
 	for (size_t i = 0; i < STREAMS_MAX; i++) {
 		struct estream *st = &e->st[i];
 
-		if (st->state == S_HEAD && now >= st->deadline_ms) {
+		if (!stalled(st))
+			st->stall_ms = 0;
+		else if (!st->stall_ms)
+			st->stall_ms = now + STALL_MS;
+		if (st->stall_ms && (now >= st->stall_ms || now >= st->life_ms)) {
+			sbx_log("sandbox %s: a relayed connection (to %s) was closed: the relay "
+				"took none of its bytes for %lld s",
+				e->sid, st->req.host[0] ? st->req.host : "the package index",
+				(long long)(now - (st->stall_ms - STALL_MS)) / 1000);
+			/* Dropped, so that CLOSE goes and the slot comes back. */
+			sbx_buf_release(&st->out);
+			st->out_off = 0;
+			st->stall_ms = 0;
+			end_stream(e, st);
+		} else if (st->stall_ms) {
+			if (st->stall_ms < next)
+				next = st->stall_ms;
+			if (st->life_ms < next)
+				next = st->life_ms;
+		} else if (st->state == S_HEAD && now >= st->deadline_ms) {
 			sbx_buf_release(&st->in);
 			st->in_off = 0;
 			e->stats.refused++;
@@ -830,8 +860,10 @@ static int start_relay(sbx_manager *m, sbx_sandbox *sb, struct sbx_egress *e, st
 		unsigned char buf[4096];
 		int64_t left = deadline - sbx_monotonic_ms();
 		int fd = 1;
-		ssize_t n =
-		    sbx_stream_read(s, buf, sizeof(buf), &fd, left > 0 ? (int)left : 0, NULL);
+		/* The deadline holds whatever the relay writes meanwhile (a read
+		 * with data at hand does not look at the clock). */
+		ssize_t n = left > 0 ? sbx_stream_read(s, buf, sizeof(buf), &fd, (int)left, NULL)
+				     : -ETIMEDOUT;
 
 		if (n > 0 && fd == 2) {
 			diag_keep(e, buf, (size_t)n);

@@ -318,10 +318,10 @@ void egress_policy_follow(struct egress_policy *p)
 	if (!p->lookup || !p->tenant)
 		return;
 	r = p->lookup(p->lookup_ud, p->tenant, buf, sizeof(buf));
-	if (r == -ENOBUFS)
-		snprintf(buf, sizeof(buf), "none"); /* cannot be what was meant: fail closed */
-	else if (r < 0)
-		return;
+	/* Fail closed: a list too long cannot be what was meant, and a keys file
+	 * that cannot be read now may be a revocation half made. */
+	if (r < 0)
+		snprintf(buf, sizeof(buf), "none");
 	want = r == 0 ? NULL : buf;
 	if (want ? p->list && strcmp(p->list, want) == 0 : !p->list)
 		return;

@@ -7,119 +7,63 @@
  * (sandbox.egress_connections_per_tenant: one tenant's sandboxes cannot
  * take them all and stall every other tenant's installs).
  *
- * The table is an array of (tenant, connections) under one mutex, searched
- * linearly, as src/tools/quota.c keeps calls: it holds an entry only while
- * its tenant has a connection, so it is never longer than the connections
- * relayed at once.
+ * One sbx_tenant_count for the server (all sandboxes' relays): it holds an
+ * entry only while its tenant has a connection.
  */
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "egress-internal.h"
+#include "sbx/tenant_count.h"
 
-struct slot_entry {
-	char *tenant;
-	int64_t n;
-};
+static pthread_once_t slots_once = PTHREAD_ONCE_INIT;
+static sbx_tenant_count *slots; /* NULL: out of memory at the first use */
 
-static pthread_mutex_t slots_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct slot_entry *slots;
-static size_t n_slots, cap_slots;
-static int64_t held; /* over all tenants */
-
-/* Under slots_lock: TENANT's entry, or NULL. */
-static struct slot_entry *find_locked(const char *tenant)
+static void slots_init(void)
 {
-	for (size_t i = 0; i < n_slots; i++)
-		if (strcmp(slots[i].tenant, tenant) == 0)
-			return &slots[i];
-	return NULL;
+	if (sbx_tenant_count_new(0, &slots) < 0)
+		slots = NULL;
 }
 
 int egress_slot_take(const char *tenant, int64_t max, int64_t per_tenant, char *why,
 		     size_t why_size)
 {
-	struct slot_entry *t;
-	int r = 0;
+	int r;
 
-	pthread_mutex_lock(&slots_lock);
-	t = find_locked(tenant);
-	if (held >= max) {
+	pthread_once(&slots_once, slots_init);
+	r = slots ? sbx_tenant_count_take(slots, tenant, per_tenant, max, NULL) : -ENOMEM;
+	if (r == -EUSERS) {
 		snprintf(why, why_size,
 			 "mcp-sandbox: the server relays %lld connections at once for all "
 			 "sandboxes (its limit, sandbox.egress_connections); try again in a "
 			 "moment",
 			 (long long)max);
-		r = 503;
-	} else if (t && t->n >= per_tenant) {
+		return 503;
+	}
+	if (r == -EDQUOT) {
 		snprintf(why, why_size,
 			 "mcp-sandbox: this sandbox's tenant already has %lld connections "
 			 "relayed at once over all its sandboxes (the limit, "
 			 "sandbox.egress_connections_per_tenant); close some or wait for them "
 			 "to end, and try again",
 			 (long long)per_tenant);
-		r = 503;
-	} else if (!t) {
-		if (n_slots == cap_slots) {
-			size_t cap = cap_slots ? cap_slots * 2 : 8;
-			struct slot_entry *v = realloc(slots, cap * sizeof(*v));
-			if (!v)
-				r = -ENOMEM;
-			else
-				slots = v, cap_slots = cap;
-		}
-		if (r == 0) {
-			t = &slots[n_slots];
-			t->tenant = strdup(tenant);
-			t->n = 0;
-			if (t->tenant)
-				n_slots++;
-			else
-				r = -ENOMEM;
-		}
-		if (r < 0)
-			snprintf(why, why_size, "mcp-sandbox: out of memory");
+		return 503;
 	}
-	if (r == 0) {
-		t->n++;
-		held++;
-	}
-	pthread_mutex_unlock(&slots_lock);
+	if (r < 0)
+		snprintf(why, why_size, "mcp-sandbox: out of memory");
 	return r;
 }
 
 void egress_slot_give(const char *tenant)
 {
-	struct slot_entry *t;
-
-	pthread_mutex_lock(&slots_lock);
-	t = find_locked(tenant);
-	if (t) {
-		held--;
-		if (--t->n == 0) {
-			free(t->tenant);
-			*t = slots[--n_slots];
-			if (n_slots == 0) {
-				free(slots);
-				slots = NULL;
-				cap_slots = 0;
-			}
-		}
-	}
-	pthread_mutex_unlock(&slots_lock);
+	pthread_once(&slots_once, slots_init);
+	if (slots)
+		sbx_tenant_count_give(slots, tenant);
 }
 
 int64_t egress_slots_held(const char *tenant)
 {
-	struct slot_entry *t;
-	int64_t n;
-
-	pthread_mutex_lock(&slots_lock);
-	t = tenant ? find_locked(tenant) : NULL;
-	n = tenant ? (t ? t->n : 0) : held;
-	pthread_mutex_unlock(&slots_lock);
-	return n;
+	pthread_once(&slots_once, slots_init);
+	return slots ? sbx_tenant_count_held(slots, tenant) : 0;
 }
