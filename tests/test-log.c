@@ -321,6 +321,11 @@ static const char *get_str(struct json_object *o, const char *key)
 	return json_object_object_get_ex(o, key, &v) ? json_object_get_string(v) : "";
 }
 
+static void log_empty(void)
+{
+	sbx_log("%s", "");
+}
+
 static void test_json(void)
 {
 	static const char *const want[][2] = {{"error", "an error 3"},
@@ -356,6 +361,15 @@ static void test_json(void)
 	free(out);
 
 	setup("info", "json");
+	out = capture_stderr(log_empty);
+	{
+		struct json_object *o = json_log_line(out, strcspn(out, "\n"));
+		tap_ok(count_lines(out) == 1 && o && !strcmp(get_str(o, "msg"), ""),
+		       "json: an empty message is a line with msg \"\"");
+		json_object_put(o);
+	}
+	free(out);
+
 	out = capture_stderr(log_forged);
 	{
 		struct json_object *o = json_log_line(out, strcspn(out, "\n"));

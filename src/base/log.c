@@ -205,6 +205,16 @@ static int text_head(struct sbx_buf *line, enum sbx_log_prio level, const char *
 	return sbx_buf_appendf(line, "%s " LOG_PREFIX "%s: ", now, level_word(level));
 }
 
+/* Adds KEY: V (taken; NULL: out of memory) to O. */
+static int add(struct json_object *o, const char *key, struct json_object *v)
+{
+	if (!v || json_object_object_add(o, key, v) < 0) {
+		json_object_put(v);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
 /* MSG[0..LEN) (escaped: valid UTF-8 with no control) as the JSON object
  * {"time","level","msg"} on one line, appended to LINE. */
 static int json_line(struct sbx_buf *line, enum sbx_log_prio level, const char *now,
@@ -215,14 +225,13 @@ static int json_line(struct sbx_buf *line, enum sbx_log_prio level, const char *
 	size_t n = 0;
 	int r = o ? 0 : -ENOMEM;
 
-	if (r >= 0 && json_object_object_add(o, "time", json_object_new_string(now)) < 0)
-		r = -ENOMEM;
-	if (r >= 0 &&
-	    json_object_object_add(o, "level", json_object_new_string(level_word(level))) < 0)
-		r = -ENOMEM;
-	if (r >= 0 &&
-	    json_object_object_add(o, "msg", json_object_new_string_len(msg, (int)len)) < 0)
-		r = -ENOMEM;
+	if (r >= 0)
+		r = add(o, "time", json_object_new_string(now));
+	if (r >= 0)
+		r = add(o, "level", json_object_new_string(level_word(level)));
+	if (r >= 0)
+		r = add(o, "msg", json_object_new_string_len(msg, (int)len));
+	/* PLAIN: no newline or indentation; the message has no control left. */
 	if (r >= 0)
 		text = json_object_to_json_string_length(
 		    o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &n);
