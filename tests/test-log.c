@@ -10,8 +10,10 @@
  * controls, 100 KB) is one bounded line of valid UTF-8 without a control
  * byte in both formats; with JOURNAL_STREAM naming stderr, text lines
  * start with the syslog priority and carry no time, and not otherwise.
+ * Threads that log at once never split or mix each other's lines.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -581,6 +583,61 @@ static void test_journal(void)
 	setup("info", "text");
 }
 
+/* ---- threads ---- */
+
+#define THREADS 4
+#define THREAD_LINES 200
+
+static void *log_many(void *arg)
+{
+	char text[6000];
+
+	memset(text, 'a' + (int)(intptr_t)arg, sizeof(text) - 1);
+	text[sizeof(text) - 1] = '\0';
+	for (int i = 0; i < THREAD_LINES; i++)
+		sbx_log("%d %s", i, text);
+	return NULL;
+}
+
+static void log_threads(void)
+{
+	pthread_t t[THREADS];
+
+	for (intptr_t i = 0; i < THREADS; i++)
+		if (pthread_create(&t[i], NULL, log_many, (void *)i) != 0)
+			tap_bail("pthread_create");
+	for (int i = 0; i < THREADS; i++)
+		pthread_join(t[i], NULL);
+}
+
+/* Lines of 6 KB from 4 threads at once: each a whole JSON line, of one
+ * thread's letter only. */
+static void test_threads(void)
+{
+	char *out, *p, *nl;
+	size_t n = 0;
+	bool ok = true;
+
+	setup("info", "json");
+	out = capture_stderr(log_threads);
+	for (p = out; *p && ok; p = nl + 1, n++) {
+		struct json_object *o;
+		const char *msg, *sp;
+		nl = strchrnul(p, '\n');
+		o = json_log_line(p, (size_t)(nl - p));
+		msg = o ? get_str(o, "msg") : "";
+		sp = strchr(msg, ' ');
+		ok = *nl && sp && strlen(sp + 1) == 5999 &&
+		     strspn(sp + 1, (char[]){sp[1], '\0'}) == 5999;
+		json_object_put(o);
+	}
+	tap_ok(ok && n == THREADS * THREAD_LINES,
+	       "threads: %d lines of 6 KB logged at once are %d whole JSON lines, none mixed",
+	       THREADS * THREAD_LINES, THREADS * THREAD_LINES);
+	free(out);
+	setup("info", "text");
+}
+
 int main(void)
 {
 	unsetenv("JOURNAL_STREAM"); /* a test run under systemd */
@@ -590,5 +647,6 @@ int main(void)
 	test_json();
 	test_hostile();
 	test_journal();
+	test_threads();
 	return tap_done();
 }
