@@ -15,6 +15,7 @@
 
 #include <json-c/json.h>
 
+#include "sbx/common.h"
 #include "sbx/log.h"
 #include "sbx/utf8.h"
 
@@ -41,7 +42,7 @@ static const struct {
 
 static const char *level_word(enum sbx_log_prio level)
 {
-	for (size_t i = 0; i < sizeof(levels) / sizeof(levels[0]); i++)
+	for (size_t i = 0; i < SBX_ARRAY_SIZE(levels); i++)
 		if (levels[i].level == level)
 			return levels[i].word;
 	return "info";
@@ -83,7 +84,7 @@ int sbx_log_setup(const char *level, const char *format, struct sbx_error *err)
 {
 	int lv = -1, fm = -1;
 
-	for (size_t i = 0; i < sizeof(levels) / sizeof(levels[0]); i++)
+	for (size_t i = 0; i < SBX_ARRAY_SIZE(levels); i++)
 		if (strcmp(level, levels[i].word) == 0)
 			lv = levels[i].level;
 	if (lv < 0)
