@@ -38,8 +38,10 @@
  * (restart the server to apply a new configuration), and a closed terminal
  * must not end the server (SIGHUP's default action).
  *
- * Every line of the log goes through sbx_log (include/sbx/log.h), which
- * escapes the text that engines and sandboxes put in it.
+ * Every line of the log goes through sbx_log and its levels
+ * (include/sbx/log.h), which escape the text that engines and sandboxes put
+ * in it; server.log_level and server.log_format are applied once the
+ * settings are read (the lines before, a mistake in them, are text).
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -128,23 +130,24 @@ static int keys_command(const struct sbx_settings *s, int argc, char **argv)
 	int r;
 
 	if (strcmp(cmd, "add") != 0 && strcmp(cmd, "list") != 0 && strcmp(cmd, "revoke") != 0) {
-		sbx_log("keys: expected add, list or revoke (see --help)");
+		sbx_log_error("keys: expected add, list or revoke (see --help)");
 		return 2;
 	}
 	if (!*path) {
-		sbx_log("keys: auth.keys_file is not set: set it in the configuration file or "
-			"with --set auth.keys_file=/PATH");
+		sbx_log_error(
+		    "keys: auth.keys_file is not set: set it in the configuration file or "
+		    "with --set auth.keys_file=/PATH");
 		return 2;
 	}
 	if (strcmp(cmd, "list") == 0) {
 		if (argc != 1) {
-			sbx_log("keys list: takes no arguments");
+			sbx_log_error("keys list: takes no arguments");
 			return 2;
 		}
 		r = sbx_keys_list(path, stdout, &err);
 	} else if (strcmp(cmd, "add") == 0) {
 		if (argc < 2) {
-			sbx_log("keys add: expected TENANT [LIMIT=VALUE ...]");
+			sbx_log_error("keys add: expected TENANT [LIMIT=VALUE ...]");
 			return 2;
 		}
 		r = sbx_keys_add(path, argv[1], argv + 2, (size_t)argc - 2, key, &err);
@@ -159,18 +162,18 @@ static int keys_command(const struct sbx_settings *s, int argc, char **argv)
 	} else {
 		bool by_id = argc == 3 && strcmp(argv[1], "--id") == 0;
 		if (argc != 2 && !by_id) {
-			sbx_log("keys revoke: expected TENANT or --id KEY_ID");
+			sbx_log_error("keys revoke: expected TENANT or --id KEY_ID");
 			return 2;
 		}
 		r = sbx_keys_revoke(path, by_id ? NULL : argv[1], by_id ? argv[2] : NULL, stdout,
 				    &count, &err);
 	}
 	if (fflush(stdout) != 0 && r == 0) {
-		sbx_log("keys %s: cannot write the output", cmd);
+		sbx_log_error("keys %s: cannot write the output", cmd);
 		return 1;
 	}
 	if (r < 0) {
-		sbx_log("keys %s: %s", cmd, err.msg);
+		sbx_log_error("keys %s: %s", cmd, err.msg);
 		return r == -EINVAL ? 2 : 1; /* -EINVAL: a bad argument, nothing touched */
 	}
 	return 0;
@@ -293,7 +296,7 @@ static void log_hangup(void)
 		sbx_log("SIGHUP ignored: there is no reload (restart the server to apply a new "
 			"configuration)");
 	else if (sbx_audit_reopen(audit_log, &err) < 0)
-		sbx_log("SIGHUP: %s; the audit log stays in the file open before", err.msg);
+		sbx_log_error("SIGHUP: %s; the audit log stays in the file open before", err.msg);
 	else
 		sbx_log("SIGHUP: reopened the audit log %s (nothing else is reloaded: restart "
 			"the server to apply a new configuration)",
@@ -316,9 +319,9 @@ static void stop_wait(sbx_engine *engine, const struct sbx_settings *s, const si
 		if (atomic_load(done))
 			return;
 		if (left <= 0) {
-			sbx_log("the stop did not finish within %d s (a call ignores its "
-				"cancellation, or the engine hangs); exiting without it",
-				SBX_STOP_TIMEOUT_MS / 1000);
+			sbx_log_error("the stop did not finish within %d s (a call ignores its "
+				      "cancellation, or the engine hangs); exiting without it",
+				      SBX_STOP_TIMEOUT_MS / 1000);
 			sweep(engine, s);
 			fflush(NULL);
 			_exit(1);
@@ -329,8 +332,9 @@ static void stop_wait(sbx_engine *engine, const struct sbx_settings *s, const si
 		if (got == SIGHUP)
 			log_hangup();
 		if (got == SIGINT || got == SIGTERM) {
-			sbx_log("second signal (%s): exiting now, without waiting for the calls",
-				signame(got));
+			sbx_log_warn(
+			    "second signal (%s): exiting now, without waiting for the calls",
+			    signame(got));
 			sweep(engine, s);
 			fflush(NULL);
 			_exit(128 + got);
@@ -407,25 +411,25 @@ static int start_steps(struct starter *st)
 	sbx_log("contacting the %s engine at %s", sbx_engine_name(st->engine),
 		sbx_engine_url(st->engine));
 	if (sbx_engine_ping(st->engine, err) < 0) {
-		sbx_log("the container engine is not reachable: %s", err->msg);
-		sbx_log("  (is Docker/Podman running? set engine.socket or DOCKER_HOST)");
+		sbx_log_error("the container engine is not reachable: %s", err->msg);
+		sbx_log_error("  (is Docker/Podman running? set engine.socket or DOCKER_HOST)");
 		return err->code;
 	}
 	if (sbx_disk_check(s, st->engine, err) < 0) {
-		sbx_log("%s", err->msg);
+		sbx_log_error("%s", err->msg);
 		return err->code;
 	}
 	if (s->sandbox.disk > 0)
 		sbx_log("sandbox.disk: each sandbox may write %lld MiB",
 			(long long)(s->sandbox.disk >> 20));
 	else
-		sbx_log("sandbox.disk = 0: sandboxes may fill the engine's disk (no bound)");
+		sbx_log_warn("sandbox.disk = 0: sandboxes may fill the engine's disk (no bound)");
 	if (!atomic_compare_exchange_strong(&st->phase, &expect, START_MAKING))
 		return -ECANCELED; /* START_QUIT: main exits */
 	if (abandoned(st))
 		return -ECANCELED;
 	if (sbx_manager_new(s, st->engine, &st->manager, err) < 0) {
-		sbx_log("%s", err->msg);
+		sbx_log_error("%s", err->msg);
 		return err->code;
 	}
 	sbx_manager_set_egress_lookup(st->manager, tenant_egress, st->auth);
@@ -433,7 +437,7 @@ static int start_steps(struct starter *st)
 		return -ECANCELED;
 	n = sbx_manager_recover(st->manager, err);
 	if (n < 0) {
-		sbx_log("recover sandboxes: %s", err->msg);
+		sbx_log_error("recover sandboxes: %s", err->msg);
 		return n;
 	}
 	if (n > 0)
@@ -443,7 +447,7 @@ static int start_steps(struct starter *st)
 		sbx_log("instance %s, state folder %s", sbx_manager_instance(st->manager),
 			sbx_manager_state_dir(st->manager));
 	else
-		sbx_log(
+		sbx_log_warn(
 		    "instance %s without a state folder: nothing keeps another server with "
 		    "this instance off its sandboxes (set server.state_dir, or give each server "
 		    "its own server.instance)",
@@ -454,15 +458,16 @@ static int start_steps(struct starter *st)
 		const struct sbx_mcp_config mc = {
 		    .settings = s, .manager = st->manager, .audit = st->audit};
 		if (sbx_mcp_new(&mc, &st->mcp, err) < 0) {
-			sbx_log("%s", err->msg);
+			sbx_log_error("%s", err->msg);
 			return err->code;
 		}
 	}
 	if (!sbx_link_key_persistent(sbx_mcp_link_key(st->mcp)))
-		sbx_log("artifact links are signed with a secret of this process alone: they end "
-			"with it (set server.state_dir to keep them across restarts)");
+		sbx_log_warn(
+		    "artifact links are signed with a secret of this process alone: they end "
+		    "with it (set server.state_dir to keep them across restarts)");
 	if (s->server.unsigned_links)
-		sbx_log(
+		sbx_log_warn(
 		    st->auth && sbx_auth_checks_keys(st->auth)
 			? "server.unsigned_links ignored: API keys are checked, every artifact "
 			  "link is to be signed"
@@ -477,7 +482,7 @@ static int start_steps(struct starter *st)
 						   .auth = st->auth,
 						   .audit = st->audit};
 		if (sbx_http_start(&hc, &st->http, err) < 0) {
-			sbx_log("%s", err->msg);
+			sbx_log_error("%s", err->msg);
 			return err->code;
 		}
 	}
@@ -580,24 +585,25 @@ static int open_auth(const struct sbx_settings *s, sbx_auth **ret)
 	sbx_auth *a = NULL;
 
 	if (sbx_auth_open(s, &a, &err) < 0) {
-		sbx_log("%s", err.msg);
+		sbx_log_error("%s", err.msg);
 		return -1;
 	}
 	if (sbx_auth_checks_keys(a)) {
 		sbx_log("API keys from %s (auth.keys_file): /mcp and /sse need one",
 			s->auth.keys_file);
 	} else if (strcmp(s->auth.mode, "none") == 0) {
-		sbx_log("auth.mode = none: no credentials are checked; anyone who reaches the "
-			"port acts for tenant \"%s\"",
-			SBX_TENANT_DEFAULT);
+		sbx_log_warn("auth.mode = none: no credentials are checked; anyone who reaches the "
+			     "port acts for tenant \"%s\"",
+			     SBX_TENANT_DEFAULT);
 	} else if (listen_is_loopback(s->server.listen)) {
 		sbx_log("no API keys (auth.keys_file): serving loopback only");
 	} else {
-		sbx_log("server.listen = %s is not a loopback address and there are no API keys: "
-			"set auth.keys_file (and add keys with mcp-sandboxd keys add TENANT), or "
-			"set auth.mode = none to let anyone who reaches the port act for tenant "
-			"\"%s\"",
-			s->server.listen, SBX_TENANT_DEFAULT);
+		sbx_log_error(
+		    "server.listen = %s is not a loopback address and there are no API keys: "
+		    "set auth.keys_file (and add keys with mcp-sandboxd keys add TENANT), or "
+		    "set auth.mode = none to let anyone who reaches the port act for tenant "
+		    "\"%s\"",
+		    s->server.listen, SBX_TENANT_DEFAULT);
 		sbx_auth_free(a);
 		return -1;
 	}
@@ -629,7 +635,7 @@ static int serve(const struct sbx_settings *s, struct sbx_error *err)
 	if (open_auth(s, &st.auth) < 0)
 		return 1;
 	if (sbx_audit_open(s->server.audit_log, &st.audit, err) < 0) {
-		sbx_log("%s", err->msg);
+		sbx_log_error("%s", err->msg);
 		sbx_auth_free(st.auth);
 		return 1;
 	}
@@ -637,7 +643,7 @@ static int serve(const struct sbx_settings *s, struct sbx_error *err)
 	sbx_log("audit log (JSON lines): %s",
 		*s->server.audit_log ? s->server.audit_log : "standard error");
 	if (sbx_engine_open(&ec, &st.engine, err) < 0) {
-		sbx_log("the container engine is not reachable: %s", err->msg);
+		sbx_log_error("the container engine is not reachable: %s", err->msg);
 		audit_log = st.audit = sbx_audit_free(st.audit);
 		sbx_auth_free(st.auth);
 		return 1;
@@ -719,13 +725,13 @@ int main(int argc, char **argv)
 	if (sbx_settings_load_file(&s, config ? config : SBX_SYSCONFDIR "/mcp-sandbox.ini", &err) <
 		0 &&
 	    (config || err.code != -ENOENT)) {
-		sbx_log("%s", err.msg);
+		sbx_log_error("%s", err.msg);
 		goto out;
 	}
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "+c:hV", opts, NULL)) != -1) {
 		if (c == 's' && sbx_settings_set(&s, optarg, &err) < 0) {
-			sbx_log("%s", err.msg);
+			sbx_log_error("%s", err.msg);
 			goto out;
 		}
 		if (c == 'd')
@@ -733,12 +739,19 @@ int main(int argc, char **argv)
 		if (c == 'k')
 			check = true;
 	}
+	if (sbx_log_setup(s.server.log_level, s.server.log_format, &err) < 0) {
+		sbx_log_error("%s", err.msg);
+		goto out;
+	}
+	sbx_log_debug("log: level %s, format %s%s", s.server.log_level, s.server.log_format,
+		      sbx_log_to_journal() ? ", to the journal (JOURNAL_STREAM is standard error)"
+					   : "");
 	if (optind < argc && strcmp(argv[optind], "keys") == 0) {
 		ret = keys_command(&s, argc - optind - 1, argv + optind + 1);
 		goto out;
 	}
 	if (optind < argc) {
-		sbx_log("unknown command %s (see --help)", argv[optind]);
+		sbx_log_error("unknown command %s (see --help)", argv[optind]);
 		ret = 2;
 		goto out;
 	}
@@ -758,7 +771,7 @@ int main(int argc, char **argv)
 					       .timeout_ms = (long)s.engine.timeout_ms};
 		if (sbx_engine_open(&ec, &engine, &err) < 0 || sbx_engine_ping(engine, &err) < 0 ||
 		    sbx_engine_version(engine, &v, &err) < 0) {
-			sbx_log("engine: %s", err.msg);
+			sbx_log_error("engine: %s", err.msg);
 			goto out;
 		}
 	}

@@ -24,6 +24,9 @@
  * only; after a rename, SIGHUP reopens it (the log says so) and the next
  * line is in a new file; a symbolic link as server.audit_log stops the
  * start; without it the lines are pure JSON on standard error.
+ * server.log_format = json: every line the server writes on standard error,
+ * from its start to its stop (SIGHUP and SIGTERM) and on a refused start,
+ * is a JSON object of time, level and msg; the refusal's level is error.
  *
  * The waits only bound hangs (SBX_WAIT_S): nothing here is timed.
  */
@@ -937,6 +940,75 @@ static void test_audit_log(void)
 	unlink(log);
 }
 
+/* Every line of the text at PATH is a JSON object holding time, level and
+ * msg, all strings, and nothing else; *RET_N the lines. With LEVEL, one of
+ * them has that level and a msg holding NEEDLE. */
+static bool all_json(const char *path, size_t *ret_n, const char *level, const char *needle)
+{
+	char *all = slurp(path);
+	bool ok = *all != '\0', found = !level;
+
+	*ret_n = 0;
+	for (char *p = all, *nl; ok && *p; p = nl + 1) {
+		struct json_object *o;
+		nl = strchrnul(p, '\n');
+		ok = *nl == '\n';
+		*nl = '\0';
+		o = json_tokener_parse(p);
+		ok = ok && o && json_object_is_type(o, json_type_object) &&
+		     json_object_object_length(o) == 3 && *jstr(o, "time") && *jstr(o, "level") &&
+		     *jstr(o, "msg");
+		if (ok && level && !strcmp(jstr(o, "level"), level) &&
+		    strstr(jstr(o, "msg"), needle))
+			found = true;
+		if (!ok)
+			tap_diag("  not a JSON log line: %s", p);
+		json_object_put(o);
+		(*ret_n)++;
+	}
+	free(all);
+	return ok && found;
+}
+
+/* server.log_format = json: what the server writes on standard error as it
+ * starts, ignores a SIGHUP and stops is JSON lines, every one; so is a
+ * refused start, whose line is an error. */
+static void test_json_log(void)
+{
+	struct daemon d;
+	char url[128], *line;
+	size_t n = 0;
+	bool ok;
+
+	engine_set(ENGINE_ANSWER);
+	if (!tap_ok(start_with(&d, "json-log",
+			       (const char *const[]){"server.log_format=json",
+						     "server.log_level=debug", NULL},
+			       url, sizeof(url)),
+		    "json log: a server with server.log_format = json starts"))
+		return;
+	kill(d.pid, SIGHUP);
+	line = wait_text(d.err, "SIGHUP ignored");
+	free(line);
+	kill(d.pid, SIGTERM);
+	check_exit(&d, 0, "json log, SIGTERM");
+	ok = all_json(d.err, &n, "info", "stopping") && all_json(d.err, &n, "debug", "log: ");
+	if (!tap_ok(ok && n >= 5,
+		    "json log: each of the %zu lines on standard error from the start to the stop "
+		    "is a JSON object of time, level and msg",
+		    n))
+		diag_file(d.err);
+
+	daemon_start_with(
+	    &d, "json-refused",
+	    (const char *const[]){"server.log_format=json", "server.listen=0.0.0.0", NULL});
+	check_exit(&d, 1, "json log: listen 0.0.0.0 without keys");
+	if (!tap_ok(all_json(d.err, &n, "error", "auth.keys_file"),
+		    "json log: a refused start's lines are JSON too, the refusal an error naming "
+		    "auth.keys_file"))
+		diag_file(d.err);
+}
+
 int main(void)
 {
 	const char *builddir = getenv("SBX_BUILDDIR");
@@ -977,6 +1049,7 @@ int main(void)
 	test_auth_default();
 	test_link_secret();
 	test_audit_log();
+	test_json_log();
 
 	pthread_mutex_lock(&eng.lock);
 	eng.stop = true;

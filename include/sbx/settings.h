@@ -57,6 +57,8 @@ struct sbx_settings {
 		int64_t link_ttl_ms; /* a signed artifact link works this long */
 		bool unsigned_links; /* links without exp and sig work while auth is off */
 		char *audit_log;     /* "" = standard error (include/sbx/audit.h) */
+		char *log_level;     /* error, warning, info, debug (include/sbx/log.h) */
+		char *log_format;    /* text or json */
 	} server;
 	struct {
 		char *image;

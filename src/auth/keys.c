@@ -745,15 +745,15 @@ static void store_refresh(struct sbx_keystore *store)
 			char why[SBX_ERROR_MSG_MAX];
 			snprintf(why, sizeof(why), "%s: %s", store->path, strerror(errno));
 			if (strcmp(why, store->broken) != 0) {
-				sbx_log("%s; no API key is accepted until it is mended", why);
+				sbx_log_error("%s; no API key is accepted until it is mended", why);
 				store_swap(store, NULL, why);
 			}
 			store->loaded = gone;
 			goto out;
 		}
 		if (!stamp_equal(&store->loaded, &gone)) {
-			sbx_log("%s: removed: no API key is accepted until it is back",
-				store->path);
+			sbx_log_error("%s: removed: no API key is accepted until it is back",
+				      store->path);
 			store->loaded = gone;
 			r = sbx_keys_parse("", 0, &set, &err);
 			if (r == 0)
@@ -781,7 +781,7 @@ static void store_refresh(struct sbx_keystore *store)
 	}
 	r = load_keys(store->path, &text, &st, &set, &err);
 	if (r < 0) {
-		sbx_log("%s; no API key is accepted until it is mended", err.msg);
+		sbx_log_error("%s; no API key is accepted until it is mended", err.msg);
 		store->loaded = now;
 		store_swap(store, NULL, err.msg);
 		goto out;

@@ -229,6 +229,8 @@ static bool check_quota_cpus(const char *v, char *why, size_t n)
 
 static const char *const engine_types[] = {"docker", "podman", NULL};
 static const char *const auth_modes[] = {"keys", "none", NULL};
+static const char *const log_levels[] = {"error", "warning", "info", "debug", NULL};
+static const char *const log_formats[] = {"text", "json", NULL};
 
 static const struct sbx_setting schema[] = {
     ENUM("engine", "type", engine.type, "docker", engine_types,
@@ -284,6 +286,10 @@ static const struct sbx_setting schema[] = {
     STRING("server", "audit_log", server.audit_log, "", check_abs_path,
 	   "file the audit log (a JSON line per tool call and refused authentication) is "
 	   "appended to; empty = standard error"),
+    ENUM("server", "log_level", server.log_level, "info", log_levels,
+	 "lines of the server's log written: error, warning, info (and those before) or debug"),
+    ENUM("server", "log_format", server.log_format, "text", log_formats,
+	 "the server's log on standard error: text or json (an object per line)"),
 
     STRING("sandbox", "image", sandbox.image, "localhost/mcp-sandbox:latest", NULL,
 	   "image sandboxes are created from"),

@@ -244,7 +244,7 @@ enum MHD_Result sbx_artifact_handle(struct sbx_http_request *rq)
 		artifact_free(st);
 		/* No host detail of the engine for the client; the log keeps it. */
 		if (sbx_error_public(&err, shown, sizeof(shown)))
-			sbx_log("artifact: %s", err.msg);
+			sbx_log_error("artifact: %s", err.msg);
 		return sbx_http_respond_error(rq, status_of(&err, r), shown);
 	}
 	st->relpath = SBX_TAKE(relpath);

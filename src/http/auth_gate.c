@@ -234,7 +234,7 @@ bool sbx_http_auth_gate(struct sbx_http_request *rq, enum MHD_Result *ret)
 		free(query);
 		/* The keys file's trouble (-EIO) was logged once by the store. */
 		if (r != -EIO)
-			sbx_log("auth: %s", err.msg);
+			sbx_log_error("auth: %s", err.msg);
 		*ret =
 		    sbx_http_respond_error_with(rq, MHD_HTTP_SERVICE_UNAVAILABLE,
 						"the credentials could not be checked now; retry",
@@ -259,9 +259,10 @@ bool sbx_http_auth_gate(struct sbx_http_request *rq, enum MHD_Result *ret)
 	if (fail_count(h->auth_failures, &rq->peer, now) == SBX_AUTH_FAIL_MAX) {
 		char who[INET6_ADDRSTRLEN + 8];
 		peer_text(&rq->peer, who, sizeof(who));
-		sbx_log("auth: %d failed authentications from %s within %d s: its requests get 429 "
-			"until then",
-			SBX_AUTH_FAIL_MAX, who, SBX_AUTH_FAIL_WINDOW_MS / 1000);
+		sbx_log_warn(
+		    "auth: %d failed authentications from %s within %d s: its requests get 429 "
+		    "until then",
+		    SBX_AUTH_FAIL_MAX, who, SBX_AUTH_FAIL_WINDOW_MS / 1000);
 	}
 	sbx_http_audit_auth_failure(rq, &why);
 	*ret = sbx_http_respond_error_with(

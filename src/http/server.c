@@ -127,9 +127,9 @@ void sbx_http_audit_auth_failure(struct sbx_http_request *rq, const struct sbx_a
 		h->audit_dropped++;
 	pthread_mutex_unlock(&h->audit_lock);
 	if (dropped)
-		sbx_log("audit: %llu failed authentications were not written to the audit log "
-			"(more than %d a second)",
-			(unsigned long long)dropped, SBX_AUTH_AUDIT_PER_S);
+		sbx_log_warn("audit: %llu failed authentications were not written to the audit log "
+			     "(more than %d a second)",
+			     (unsigned long long)dropped, SBX_AUTH_AUDIT_PER_S);
 	if (write)
 		sbx_audit_auth_failure(h->audit, &f);
 }
@@ -866,7 +866,7 @@ static void ready_log(struct sbx_http *h, const struct sbx_error *err)
 	}
 	pthread_mutex_unlock(&h->ready_log_lock);
 	if (say)
-		sbx_log("not ready: %s", err->msg);
+		sbx_log_warn("not ready: %s", err->msg);
 }
 
 /* GET /ready: 200 when the engine answers, else 503 saying why, in words

@@ -1058,7 +1058,7 @@ static void do_tools_call(sbx_mcp_session *s, const char *version, struct json_o
 		char shown[SBX_ERROR_MSG_MAX];
 		ca->error = "internal";
 		if (sbx_error_public(&err, shown, sizeof(shown)))
-			sbx_log("tools/call: %s", err.msg);
+			sbx_log_error("tools/call: %s", err.msg);
 		fail(o, SBX_JSONRPC_INTERNAL_ERROR, "tools/call: %s", shown);
 	} else {
 		succeed(o, result);

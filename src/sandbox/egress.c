@@ -755,8 +755,8 @@ static void *pump_main(void *arg)
 		pthread_mutex_lock(&e->lock);
 		e->stats.protocol_errors++;
 		pthread_mutex_unlock(&e->lock);
-		sbx_log("sandbox %s: egress relay stopped: %s%s", e->sid,
-			r == -EPROTO ? "it sent " : "", e->why);
+		sbx_log_warn("sandbox %s: egress relay stopped: %s%s", e->sid,
+			     r == -EPROTO ? "it sent " : "", e->why);
 	}
 	teardown(e);
 	pthread_mutex_lock(&e->lock);

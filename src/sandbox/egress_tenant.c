@@ -60,9 +60,10 @@ void sbx_egress_tenant_add(sbx_manager *m, const char *owner, uint64_t in, uint6
 		}
 	} else if (!g && !m->egress_gone_full) {
 		m->egress_gone_full = true;
-		sbx_log("egress: the bytes of %d tenants' deleted sandboxes are kept; those of "
-			"others are no longer counted in list_sandboxes",
-			EGRESS_TENANTS_MAX);
+		sbx_log_warn(
+		    "egress: the bytes of %d tenants' deleted sandboxes are kept; those of "
+		    "others are no longer counted in list_sandboxes",
+		    EGRESS_TENANTS_MAX);
 	}
 	if (g) {
 		g->in += in;

@@ -308,9 +308,10 @@ void *fetch_main(void *arg)
 	guard_init(c, &g, st);
 	code = curl_easy_perform(c);
 	if (f.page_late || code == CURLE_OPERATION_TIMEDOUT)
-		sbx_log("sandbox %s: egress: a fetch from %s cut off: %s", e->sid,
-			index ? e->pol.index_host : q->host,
-			f.page_late ? "an index page took over 60 s" : "under 1 KiB/s for 30 s");
+		sbx_log_warn("sandbox %s: egress: a fetch from %s cut off: %s", e->sid,
+			     index ? e->pol.index_host : q->host,
+			     f.page_late ? "an index page took over 60 s"
+					 : "under 1 KiB/s for 30 s");
 	if (code == CURLE_OK && !f.head_sent)
 		send_head(&f);
 out:

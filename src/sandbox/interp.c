@@ -259,9 +259,9 @@ static int take_files(struct call *c, struct json_object *files)
 		}
 	}
 	if (bad) /* one line per call, however many: the names are the sandbox's */
-		sbx_log("sandbox %s: the interpreter listed %zu file(s) with a bad name, "
-			"dropped (the first: %.100s)",
-			c->sid, bad, first_bad);
+		sbx_log_warn("sandbox %s: the interpreter listed %zu file(s) with a bad name, "
+			     "dropped (the first: %.100s)",
+			     c->sid, bad, first_bad);
 	return 0;
 }
 

@@ -264,7 +264,7 @@ void sbx_sandbox_log_death(sbx_manager *m, sbx_sandbox *sb)
 	pthread_mutex_lock(&m->lock);
 	death_text(m, sb, why, sizeof(why));
 	pthread_mutex_unlock(&m->lock);
-	sbx_log("sandbox %s (owner %s) no longer runs: %s", sb->id, sb->owner, why);
+	sbx_log_warn("sandbox %s (owner %s) no longer runs: %s", sb->id, sb->owner, why);
 }
 
 /* What happened to a dead sandbox, for people: "its container was ...". */

@@ -207,9 +207,10 @@ static void *watch_main(void *arg)
 		int r = sbx_engine_events(m->engine, &spec, &err);
 
 		if (r != -ENOTSUP && !w->lost && !stopped(m)) {
-			sbx_log("lost the engine's events stream (%s): no pooled sandbox is handed "
-				"out until it is back; reconnecting",
-				err.msg[0] ? err.msg : strerror(-r));
+			sbx_log_warn(
+			    "lost the engine's events stream (%s): no pooled sandbox is handed "
+			    "out until it is back; reconnecting",
+			    err.msg[0] ? err.msg : strerror(-r));
 			w->lost = true;
 		}
 		pthread_mutex_lock(&m->lock);

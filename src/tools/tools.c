@@ -882,7 +882,7 @@ int sbx_tool_fail_err(struct sbx_tool_out *out, const struct sbx_error *err, con
 	out->error_kind = error_kind(err);
 	/* The client sees no host detail of the engine; the log keeps it. */
 	if (sbx_error_public(err, shown, sizeof(shown)))
-		sbx_log("tool error: %s", err->msg);
+		sbx_log_error("tool error: %s", err->msg);
 	if (!shown[0])
 		msg = "the operation failed";
 	n = strlen(msg);

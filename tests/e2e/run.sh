@@ -332,7 +332,7 @@ e2e_adopt() {
 	fi
 	echo "ok $n - adopt: server B starts on the same server.instance and state folder: $e2e_url (pid $e2e_spid)"
 	n=$((n + 1))
-	if grep -qx "mcp-sandboxd: adopted 1 sandbox(es) of instance $instance" "$e2e_slog"; then
+	if grep -q "mcp-sandboxd: info: adopted 1 sandbox(es) of instance $instance\$" "$e2e_slog"; then
 		echo "ok $n - adopt: server B says it adopted 1 sandbox"
 	else
 		echo "not ok $n - adopt: server B says it adopted 1 sandbox"
