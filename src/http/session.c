@@ -149,9 +149,19 @@ static bool idle(const struct sbx_http_session *s)
 	return s->transport == SBX_MCP_TRANSPORT_STREAMABLE && atomic_load(&s->refs) == 1;
 }
 
-/* Expired: idle, and unused past the timeout. Lock held. */
+/* Expired: idle, and unused past the timeout; an SSE session with no call
+ * running, unused past it (its stream ends then: sbx_session_idle_expired;
+ * a request that comes before the stream's end has removed it finds it
+ * gone all the same). Lock held. */
 static bool expired(struct sbx_session_table *t, struct sbx_http_session *s, int64_t now)
 {
+	if (s->transport == SBX_MCP_TRANSPORT_SSE) {
+		bool gone;
+		pthread_mutex_lock(&s->lock); /* a leaf lock: none is taken under it */
+		gone = s->calls == 0 && now - atomic_load(&s->last_used_ms) > t->timeout_ms;
+		pthread_mutex_unlock(&s->lock);
+		return gone;
+	}
 	return idle(s) && now - atomic_load(&s->last_used_ms) > t->timeout_ms;
 }
 
