@@ -57,6 +57,7 @@ struct sbx_settings {
 		int64_t link_ttl_ms; /* a signed artifact link works this long */
 		bool unsigned_links; /* links without exp and sig work while auth is off */
 		char *audit_log;     /* "" = standard error (include/sbx/audit.h) */
+		char *metrics_token; /* GET /metrics' bearer token; "" = loopback only */
 	} server;
 	struct {
 		char *image;
@@ -165,8 +166,10 @@ int sbx_parse_cpus(const char *s, int64_t *ret);
 /* Write the effective settings as INI that sbx_settings_load_file accepts. */
 int sbx_settings_dump(const struct sbx_settings *s, FILE *out);
 /* The same for people (mcp-sandboxd --dump): the password of
- * sandbox.index_url shown as "***", after a comment line saying so. The text
- * still loads, but with "***" for the password. */
+ * sandbox.index_url and a server.metrics_token shown as "***", each after a
+ * comment line saying so. The text still loads, but with "***" for the
+ * password; a token of "***" is refused (too short) until it is given
+ * again. */
 int sbx_settings_dump_redacted(const struct sbx_settings *s, FILE *out);
 
 #endif
