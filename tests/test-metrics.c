@@ -13,7 +13,9 @@
  * layer and HTTP front in this process): tool calls through Streamable
  * HTTP move the counters by exactly what they did (by tool, outcome and
  * tenant; durations; sandboxes by state; sessions; the pool's misses; the
- * engine's create requests), the output parses, and who may read it:
+ * engine's create requests; an artifact's bytes; installs from
+ * tests/pkgindex.py by outcome, and their traffic through the egress
+ * relay), the output parses, and who may read it:
  * loopback without a token, 403 elsewhere; with server.metrics_token 401
  * without a bearer token and 403 with a wrong one (an API key's shape
  * included), from anywhere. "Elsewhere" is this host's own non-loopback
@@ -42,6 +44,7 @@
 #include "sbx/metrics.h"
 #include "sbx/sandbox.h"
 #include "sbx/settings.h"
+#include "pkg-index.h"
 #include "tap.h"
 
 /* ---- reading the text ---- */
@@ -367,6 +370,7 @@ static sbx_engine *engine;
 static sbx_manager *mgr;
 static sbx_link_key *link_key;
 static struct sbx_settings settings; /* the manager's */
+static char index_url[128];	     /* tests/pkgindex.py's, "" when it did not start */
 
 /* A front on LISTEN (port 0) over the shared manager, with SETS (--set
  * lines, NULL-ended, may be NULL) on top of the manager's settings. */
@@ -429,8 +433,10 @@ static double v0(const char *text, const char *series)
 static const char *const mcp_headers[] = {"Content-Type: application/json",
 					  "Accept: application/json, text/event-stream", NULL};
 
-/* A tools/call of NAME with ARGS on SESSION: the HTTP status. */
-static long call_tool(struct front *f, const char *session, const char *name, const char *args)
+/* A tools/call of NAME with ARGS on SESSION: the HTTP status; the body in
+ * *RET_BODY (malloc'd) when it is not NULL. */
+static long call_tool_body(struct front *f, const char *session, const char *name, const char *args,
+			   char **ret_body)
 {
 	char body[1024], sid[128];
 	const char *hdrs[] = {mcp_headers[0], mcp_headers[1], sid,
@@ -445,7 +451,40 @@ static long call_tool(struct front *f, const char *session, const char *name, co
 		 name, args);
 	g = fetch("POST", f->base, "/mcp", NULL, hdrs, body);
 	st = g.status;
+	if (ret_body)
+		*ret_body = sbx_buf_steal(&g.body);
 	got_release(&g);
+	return st;
+}
+
+static long call_tool(struct front *f, const char *session, const char *name, const char *args)
+{
+	return call_tool_body(f, session, name, args, NULL);
+}
+
+/* The status of package SPEC in sandbox metrics-box once its install
+ * ended (at most 120 s): "success", "failed", or what it was then. */
+static char *install_end(struct front *f, const char *session, const char *spec)
+{
+	char args[200], *body = NULL, *st = NULL;
+
+	snprintf(args, sizeof(args), "{\"sandbox_id\":\"metrics-box\",\"package_name\":\"%s\"}",
+		 spec);
+	call_tool(f, session, "install_package_in_sandbox", args);
+	for (int i = 0; i < 240; i++) {
+		const char *p;
+		free(body);
+		body = NULL;
+		call_tool_body(f, session, "check_package_installation_status", args, &body);
+		/* structuredContent's (the text's copy has its quotes escaped) */
+		p = body ? strstr(body, "\"status\":\"") : NULL;
+		free(st);
+		st = p ? strndup(p + 10, strcspn(p + 10, "\"")) : strdup("?");
+		if (strcmp(st, "installing") != 0)
+			break;
+		usleep(500 * 1000);
+	}
+	free(body);
 	return st;
 }
 
@@ -498,7 +537,7 @@ static bool no_ids(const char *text)
 static void test_counts(void)
 {
 	struct front f;
-	char *before, *after, *session;
+	char *before, *after, *session, *result = NULL, *link = NULL;
 	const char *creates = "mcp_sandbox_engine_requests_total{op=\"POST /containers/create\","
 			      "outcome=\"ok\"}";
 	long st[5];
@@ -507,8 +546,10 @@ static void test_counts(void)
 	before = scrape(&f);
 	session = session_open(&f);
 	st[0] = call_tool(&f, session, "create_sandbox", "{\"name\":\"metrics-box\"}");
-	st[1] = call_tool(&f, session, "execute_python_code",
-			  "{\"sandbox_id\":\"metrics-box\",\"code\":\"print(6*7)\"}");
+	st[1] = call_tool_body(&f, session, "execute_python_code",
+			       "{\"sandbox_id\":\"metrics-box\",\"code\":\"open('m.txt','w')."
+			       "write('x' * 5000)\"}",
+			       &result);
 	st[2] = call_tool(&f, session, "execute_python_code",
 			  "{\"sandbox_id\":\"no-such-box\",\"code\":\"print(1)\"}");
 	st[3] = call_tool(&f, session, "no_such_tool", "{}");
@@ -543,6 +584,61 @@ static void test_counts(void)
 	check_parses(after, "a real server's /metrics");
 	free(before);
 	free(after);
+
+	/* An artifact's bytes. */
+	{
+		const char *u = result ? strstr(result, "\"url\":\"http") : NULL;
+		struct got g;
+		if (u)
+			link = strndup(u + 7, strcspn(u + 7, "\""));
+		before = scrape(&f);
+		g = fetch("GET", link ? link : f.base, link ? "" : "/none", NULL, NULL, NULL);
+		after = scrape(&f);
+		tap_ok(link && g.status == 200 && g.body.len == 5000 &&
+			   v0(after, "mcp_sandbox_artifact_bytes_total") -
+				   v0(before, "mcp_sandbox_artifact_bytes_total") ==
+			       5000,
+		       "an artifact of 5000 bytes fetched: artifact bytes +5000 (%ld, %s)",
+		       g.status, link ? link : "no link");
+		got_release(&g);
+		free(before);
+		free(after);
+	}
+
+	/* Installs through the egress relay, from tests/pkgindex.py. */
+	if (index_url[0]) {
+		char *ok, *failed;
+		before = scrape(&f);
+		ok = install_end(&f, session, "sbxdemo");
+		failed = install_end(&f, session, "sbxdemo-absent==9");
+		after = scrape(&f);
+		tap_ok(!strcmp(ok, "success") && !strcmp(failed, "failed"),
+		       "an install succeeds, one fails (%s, %s)", ok, failed);
+		tap_is_int((int)(v0(after, "mcp_sandbox_installs_total{outcome=\"ok\"}") -
+				 v0(before, "mcp_sandbox_installs_total{outcome=\"ok\"}")),
+			   1, "installs ok: +1");
+		tap_is_int((int)(v0(after, "mcp_sandbox_installs_total{outcome=\"failed\"}") -
+				 v0(before, "mcp_sandbox_installs_total{outcome=\"failed\"}")),
+			   1, "installs failed: +1");
+		tap_ok(
+		    v0(after,
+		       "mcp_sandbox_egress_bytes_total{tenant=\"default\",direction=\"in\"}") >
+			    v0(before, "mcp_sandbox_egress_bytes_total{tenant=\"default\","
+				       "direction=\"in\"}") &&
+			v0(after, "mcp_sandbox_egress_bytes_total{tenant=\"default\","
+				  "direction=\"out\"}") >
+			    v0(before, "mcp_sandbox_egress_bytes_total{tenant=\"default\","
+				       "direction=\"out\"}"),
+		    "pip's traffic through the relay: egress bytes of tenant default, in and out");
+		free(ok);
+		free(failed);
+		free(before);
+		free(after);
+	} else {
+		tap_skip(4, "tests/pkgindex.py did not start");
+	}
+	free(result);
+	free(link);
 
 	st[4] = call_tool(&f, session, "delete_sandbox", "{\"sandbox_id\":\"metrics-box\"}");
 	after = scrape(&f);
@@ -677,7 +773,14 @@ static void test_server(const char *type, const char *url, const char *image)
 		printf("Bail out! %s engine at %s: %s\n", type, url, err.msg);
 		exit(1);
 	}
+	if (pkg_index_start("metrics", index_url, sizeof(index_url)) < 0)
+		index_url[0] = '\0';
 	sbx_settings_init(&settings);
+	if (index_url[0]) {
+		snprintf(set, sizeof(set), "sandbox.index_url=%s", index_url);
+		if (sbx_settings_set(&settings, set, &err) < 0)
+			tap_bail(err.msg);
+	}
 	{
 		const char *keys[] = {"server.instance=", "engine.type=",  "engine.socket=",
 				      "sandbox.image=",	  "sandbox.disk=", "sandbox.pool_size="};
@@ -700,6 +803,7 @@ static void test_server(const char *type, const char *url, const char *image)
 	sbx_settings_release(&settings);
 	engine = sbx_engine_free(engine);
 	sbx_link_key_free(link_key);
+	pkg_index_stop();
 }
 
 int main(int argc, char **argv)
