@@ -738,6 +738,12 @@ static void test_access(void)
 	got_release(&g);
 	front_stop(&f);
 
+	front_start(&f, "::1", NULL);
+	g = fetch("GET", f.base, "/metrics", NULL, NULL, NULL);
+	tap_is_int(g.status, 200, "no token, a client on ::1: 200");
+	got_release(&g);
+	front_stop(&f);
+
 	if (!local_address(addr, sizeof(addr))) {
 		tap_skip(3, "this host has no non-loopback IPv4 address to call from");
 		return;
