@@ -20,6 +20,7 @@
 #include "rest.h"
 #include "sbx/percent.h"
 #include "sbx/common.h"
+#include "sbx/metrics.h"
 
 #define REST_POOL_MAX 8
 #define REST_BODY_MAX (64u << 20) /* a non-streamed reply larger than this is refused */
@@ -324,9 +325,92 @@ static void rest_common_opts(struct sbx_rest *r, CURL *c)
 	}
 }
 
+/* ---- metrics ---- */
+
+/* Words a path's second segment may be that are not an id. */
+static bool action_word(const char *s, size_t n)
+{
+	static const char *const words[] = {"create", "json",  "import", "load",
+					    "prune",  "build", "search", "exists"};
+
+	for (size_t i = 0; i < SBX_ARRAY_SIZE(words); i++)
+		if (strlen(words[i]) == n && strncmp(words[i], s, n) == 0)
+			return true;
+	return false;
+}
+
+/* Lower-case letters and '_' only: an operation's name, not an id. */
+static bool plain_word(const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') || s[i] == '_'))
+			return false;
+	return n > 0 && n <= 16;
+}
+
+/* The operation of METHOD PATH for the metrics, ids left out: "POST
+ * /containers/{id}/start" for /v1.41/containers/3f.../start?x=1 (the API
+ * version and Podman's /libpod dropped). At most OP_MAX bytes. */
+#define OP_MAX 96
+static void op_of(const char *method, const char *path, char *out)
+{
+	const char *seg[8];
+	size_t len[8], n = 0, k;
+	const char *p = path;
+
+	while (*p && *p != '?' && n < SBX_ARRAY_SIZE(seg)) {
+		while (*p == '/')
+			p++;
+		if (!*p || *p == '?')
+			break;
+		seg[n] = p;
+		while (*p && *p != '/' && *p != '?')
+			p++;
+		len[n] = (size_t)(p - seg[n]);
+		/* The version ("v1.41", "v4.0.0") and "libpod" say nothing of the operation. */
+		if (!(n == 0 && len[0] > 1 && seg[0][0] == 'v' && seg[0][1] >= '0' &&
+		      seg[0][1] <= '9') &&
+		    !(n == 0 && len[0] == 6 && strncmp(seg[0], "libpod", 6) == 0))
+			n++;
+	}
+	k = (size_t)snprintf(out, OP_MAX, "%s", method);
+	for (size_t i = 0; i < n && k < OP_MAX; i++) {
+		/* The first segment (the resource) and the last (the action) are
+		 * kept when they are words; those between are ids. */
+		bool keep = plain_word(seg[i], len[i]) &&
+			    (i == 0 || (i == n - 1 && (n > 2 || action_word(seg[i], len[i]))));
+		if (keep)
+			k += (size_t)snprintf(out + k, OP_MAX - k, "%s/%.*s", i ? "" : " ",
+					      (int)len[i], seg[i]);
+		else
+			k += (size_t)snprintf(out + k, OP_MAX - k, "%s/{id}", i ? "" : " ");
+	}
+	if (n == 0 && k < OP_MAX)
+		snprintf(out + k, OP_MAX - k, " /");
+}
+
+/* Counts one request: RET its result, STATUS the HTTP status (0: none). */
+static void count_request(const char *method, const char *path, int ret, long status, int64_t t0_us)
+{
+	char op[OP_MAX];
+	const char *outcome = "ok";
+
+	op_of(method, path, op);
+	if (ret == -ECANCELED)
+		outcome = "cancelled";
+	else if (status >= 500)
+		outcome = "server_error";
+	else if (status >= 400)
+		outcome = "client_error";
+	else if (ret < 0)
+		outcome = "transport_error";
+	sbx_metrics_engine_request(op, outcome, sbx_metrics_now_us() - t0_us);
+}
+
 int sbx_rest_call(struct sbx_rest *r, const struct sbx_rest_request *req,
 		  struct sbx_rest_response *resp, struct sbx_error *err)
 {
+	int64_t t0_us = sbx_metrics_now_us();
 	char errbuf[CURL_ERROR_SIZE] = "";
 	struct curl_slist *headers = NULL;
 	struct call_ctx ctx = {.req = req, .resp = resp};
@@ -400,6 +484,7 @@ int sbx_rest_call(struct sbx_rest *r, const struct sbx_rest_request *req,
 		ret = sbx_error_set(err, -EMSGSIZE, "engine reply over %u bytes", REST_BODY_MAX);
 	else if (code != CURLE_OK)
 		ret = rest_curl_error(r, code, errbuf, err);
+	count_request(req->method, req->path, ret, resp->status, t0_us);
 out:
 	if (body_file)
 		fclose(body_file);
@@ -687,6 +772,7 @@ static int stream_read_head(sbx_stream *s, struct sbx_error *err)
 int sbx_rest_hijack(struct sbx_rest *r, const char *path, struct json_object *body_json,
 		    sbx_stream **ret_stream, struct sbx_error *err)
 {
+	int64_t t0_us = sbx_metrics_now_us();
 	char errbuf[CURL_ERROR_SIZE] = "";
 	struct sbx_buf head = SBX_BUF_INIT;
 	const char *body = json_object_to_json_string_ext(body_json, JSON_C_TO_STRING_PLAIN);
@@ -733,9 +819,11 @@ int sbx_rest_hijack(struct sbx_rest *r, const char *path, struct json_object *bo
 	if (ret < 0)
 		goto fail;
 	sbx_buf_release(&head);
+	count_request("POST", path, 0, 0, t0_us);
 	*ret_stream = s;
 	return 0;
 fail:
+	count_request("POST", path, ret, ret < 0 ? err->http_status : 0, t0_us);
 	sbx_buf_release(&head);
 	sbx_stream_free(s);
 	return ret;

@@ -331,7 +331,7 @@ static void test_set(void)
 		  "max_sessions_per_tenant, "
 		  "max_connections, max_connections_per_ip, max_calls_per_session, "
 		  "stream_stall_timeout, max_queued, state_dir, link_ttl, unsigned_links, "
-		  "audit_log, log_level, log_format)");
+		  "audit_log, log_level, log_format, metrics_token)");
 	set_fails("server.port=x", "--set server.port: bad value \"x\": expected an integer in "
 				   "0..65535");
 	set_fails("sandbox.image=a\tb", "--set sandbox.image: bad value \"a\tb\": "
@@ -534,6 +534,7 @@ static void non_default(const struct sbx_setting *d, char *out, size_t n)
 			 : strcmp(d->key, "runtime") == 0	   ? "runsc"
 			 : strcmp(d->key, "egress_allow") == 0	   ? "x.example"
 			 : strcmp(d->key, "index_files_path") == 0 ? "/x/"
+			 : strcmp(d->key, "metrics_token") == 0	   ? "x-metrics-token-0123"
 								   : "http://x");
 		break;
 	case SBX_SETTING_ENUM:
@@ -665,6 +666,44 @@ static void test_index_password(void)
 	sbx_settings_release(&s);
 }
 
+/* The metrics token: a secret like the index's password (*** in --dump,
+ * never in a refusal's message); too short or with spaces: refused. */
+static void test_metrics_token(void)
+{
+	struct sbx_settings s;
+	struct sbx_error err = SBX_ERROR_INIT;
+	char *text = NULL, *plain;
+	size_t len = 0;
+	FILE *f;
+
+	sbx_settings_init(&s);
+	tap_call(sbx_settings_set(&s, "server.metrics_token=tok-S3cr3t-0123456789", &err), err.msg,
+		 "a metrics token");
+	f = open_memstream(&text, &len);
+	if (!f || sbx_settings_dump_redacted(&s, f) < 0)
+		tap_bail("dump");
+	fclose(f);
+	tap_ok(!strstr(text, "tok-S3cr3t") &&
+		   strstr(text, "\n# metrics_token is shown as ***: the configuration has it\n"
+				"metrics_token = ***\n"),
+	       "the dump for people shows the metrics token as *** after a note");
+	plain = dump(&s);
+	tap_ok(strstr(plain, "metrics_token = tok-S3cr3t-0123456789\n") != NULL,
+	       "the plain dump keeps it");
+	free(plain);
+	free(text);
+	tap_ok(sbx_settings_set(&s, "server.metrics_token=short-S3cr3t", &err) == -EINVAL &&
+		   !strstr(err.msg, "S3cr3t") && strstr(err.msg, "server.metrics_token") &&
+		   strstr(err.msg, "16..256"),
+	       "a token too short is refused, its value not shown: %s", err.msg);
+	tap_ok(sbx_settings_set(&s, "server.metrics_token=has a space in-S3cr3t-0123", &err) ==
+		       -EINVAL &&
+		   !strstr(err.msg, "S3cr3t"),
+	       "a token with spaces is refused: %s", err.msg);
+	tap_is_str(s.server.metrics_token, "tok-S3cr3t-0123456789", "and the token stays");
+	sbx_settings_release(&s);
+}
+
 int main(int argc, char **argv)
 {
 	const char *srcdir = argc > 1 ? argv[1] : getenv("SBX_SRCDIR");
@@ -678,6 +717,7 @@ int main(int argc, char **argv)
 	test_set();
 	test_numbers();
 	test_index_password();
+	test_metrics_token();
 	test_shipped_file(srcdir && *srcdir ? srcdir : ".");
 	unlink(path);
 	rmdir(tmpdir);

@@ -225,6 +225,16 @@ struct sbx_pool_stats {
 	bool followed;	   /* the engine's events are followed now (see the watch) */
 };
 void sbx_manager_pool_stats(sbx_manager *m, struct sbx_pool_stats *ret_stats);
+/* The sandboxes in each state now (under the manager's lock, no engine
+ * call), for GET /metrics. */
+struct sbx_sandbox_counts {
+	size_t creating; /* its container is being made */
+	size_t idle;	 /* ready, no call running in it */
+	size_t busy;	 /* ready, a call running in it */
+	size_t dead;	 /* its container stopped or went without the server's doing */
+	size_t ending;	 /* being removed */
+};
+void sbx_manager_sandbox_counts(sbx_manager *m, struct sbx_sandbox_counts *ret_counts);
 /* Whether the engine answers (its _ping), for a readiness check: 0, or a
  * negative errno with a message saying what is wrong. The answer is reused
  * for one second, so a probe cannot hammer the engine; callers wait for a

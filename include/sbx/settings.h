@@ -59,6 +59,7 @@ struct sbx_settings {
 		char *audit_log;     /* "" = standard error (include/sbx/audit.h) */
 		char *log_level;     /* error, warning, info, debug (include/sbx/log.h) */
 		char *log_format;    /* text or json */
+		char *metrics_token; /* GET /metrics' bearer token; "" = loopback only */
 	} server;
 	struct {
 		char *image;
@@ -167,8 +168,10 @@ int sbx_parse_cpus(const char *s, int64_t *ret);
 /* Write the effective settings as INI that sbx_settings_load_file accepts. */
 int sbx_settings_dump(const struct sbx_settings *s, FILE *out);
 /* The same for people (mcp-sandboxd --dump): the password of
- * sandbox.index_url shown as "***", after a comment line saying so. The text
- * still loads, but with "***" for the password. */
+ * sandbox.index_url and a server.metrics_token shown as "***", each after a
+ * comment line saying so. The text still loads, but with "***" for the
+ * password; a token of "***" is refused (too short) until it is given
+ * again. */
 int sbx_settings_dump_redacted(const struct sbx_settings *s, FILE *out);
 
 #endif

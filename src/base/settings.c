@@ -194,6 +194,20 @@ static bool check_abs_path(const char *v, char *why, size_t n)
 	return false;
 }
 
+/* Empty, or 16..256 visible ASCII characters (it goes in a header). */
+static bool check_token(const char *v, char *why, size_t n)
+{
+	size_t len = strlen(v);
+	bool visible = true;
+
+	for (size_t i = 0; i < len; i++)
+		visible = visible && v[i] > ' ' && v[i] < 0x7f;
+	if (len == 0 || (len >= 16 && len <= 256 && visible))
+		return true;
+	snprintf(why, n, "expected empty or 16..256 visible ASCII characters (no spaces)");
+	return false;
+}
+
 /* An OCI runtime's name as the engine knows it (no path: the engine's own table). */
 static bool check_runtime(const char *v, char *why, size_t n)
 {
@@ -290,6 +304,9 @@ static const struct sbx_setting schema[] = {
 	 "lines of the server's log written: error, warning, info (and those before) or debug"),
     ENUM("server", "log_format", server.log_format, "text", log_formats,
 	 "the server's log on standard error: text or json (an object per line)"),
+    STRING("server", "metrics_token", server.metrics_token, "", check_token,
+	   "bearer token GET /metrics requires (Authorization: Bearer TOKEN); empty = /metrics "
+	   "answers clients on loopback only"),
 
     STRING("sandbox", "image", sandbox.image, "localhost/mcp-sandbox:latest", NULL,
 	   "image sandboxes are created from"),
@@ -681,11 +698,15 @@ static int apply(struct sbx_settings *s, const struct sbx_setting *d, const char
 	if (r == -ENOMEM)
 		return sbx_error_set(err, r, "%s%s.%s: out of memory", where, d->section, d->key);
 	if (r < 0) {
-		/* An index URL's password stays out of the message (and the log). */
+		/* An index URL's password and a token stay out of the message
+		 * (and the log). */
 		_cleanup_free_ char *shown =
 		    d->offset == offsetof(struct sbx_settings, sandbox.index_url)
 			? url_redacted(value)
 			: NULL;
+		if (d->offset == offsetof(struct sbx_settings, server.metrics_token))
+			return sbx_error_set(err, r, "%s%s.%s: bad value (not shown): %s", where,
+					     d->section, d->key, why);
 		return sbx_error_set(err, r, "%s%s.%s: bad value \"%.100s\": %s", where, d->section,
 				     d->key, shown ? shown : value, why);
 	}
@@ -1006,6 +1027,14 @@ static int dump(const struct sbx_settings *s, FILE *out, bool redact)
 			v = *(const bool *)f ? "true" : "false";
 		else
 			format_number(d, *(const int64_t *)f, num, sizeof(num));
+		if (redact && *v &&
+		    d->offset == offsetof(struct sbx_settings, server.metrics_token)) {
+			fprintf(out,
+				"# metrics_token is shown as ***: the configuration has it\n%s = "
+				"***\n",
+				d->key);
+			continue;
+		}
 		if (redact && d->offset == offsetof(struct sbx_settings, sandbox.index_url)) {
 			_cleanup_free_ char *shown = url_redacted(v);
 			if (shown) {

@@ -29,6 +29,7 @@
 #include "sbx/log.h"
 #include "sbx/artifact.h"
 #include "sbx/common.h"
+#include "sbx/metrics.h"
 
 struct artifact_stream {
 	sbx_manager *manager;
@@ -82,8 +83,10 @@ static ssize_t artifact_read(void *cls, uint64_t pos, char *buf, size_t max)
 	do
 		n = recv(st->fds[0], buf, max, 0);
 	while (n < 0 && errno == EINTR);
-	if (n > 0)
+	if (n > 0) {
+		sbx_metrics_artifact_bytes((uint64_t)n);
 		return n;
+	}
 	/* EOF or error before the announced length: cut the response. */
 	return (int64_t)pos >= st->size ? MHD_CONTENT_READER_END_OF_STREAM
 					: MHD_CONTENT_READER_END_WITH_ERROR;

@@ -249,6 +249,9 @@ struct sbx_http_session *sbx_session_table_find(struct sbx_session_table *t, con
  * session that leaves the table (removed, deleted, expired, the table
  * freed) is closed: sbx_mcp_session_close cancels its calls. */
 void sbx_session_table_remove(struct sbx_session_table *t, struct sbx_http_session *s);
+/* Sessions of TRANSPORT in the table now (expired ones not swept yet left
+ * out). */
+size_t sbx_session_table_count(struct sbx_session_table *t, enum sbx_mcp_transport transport);
 /* Closes every session's stream and wakes its readers, and cancels every
  * session's calls (server stop). */
 void sbx_session_table_close_all(struct sbx_session_table *t);
@@ -357,6 +360,7 @@ enum sbx_route {
 	SBX_ROUTE_MESSAGES,
 	SBX_ROUTE_MCP,
 	SBX_ROUTE_ARTIFACT,
+	SBX_ROUTE_METRICS,
 };
 
 /* The checks of a request's line and headers, pure (the fuzzers call them).
@@ -467,6 +471,10 @@ enum MHD_Result sbx_sse_open(struct sbx_http_request *rq);
 enum MHD_Result sbx_sse_post(struct sbx_http_request *rq);
 enum MHD_Result sbx_streamable_handle(struct sbx_http_request *rq);
 enum MHD_Result sbx_artifact_handle(struct sbx_http_request *rq);
+/* GET /metrics (src/http/metrics_route.c): its own token or loopback. */
+enum MHD_Result sbx_metrics_handle(struct sbx_http_request *rq);
+/* CLIENT (sbx_client_text) is in 127.0.0.0/8 or ::1. */
+bool sbx_metrics_client_on_loopback(const char *client);
 /* A job for the worker pool, embedded in the caller's struct. */
 struct sbx_http_job {
 	struct sbx_queue_node node;

@@ -410,6 +410,18 @@ void sbx_session_table_close_all(struct sbx_session_table *t)
 	pthread_mutex_unlock(&t->lock);
 }
 
+size_t sbx_session_table_count(struct sbx_session_table *t, enum sbx_mcp_transport transport)
+{
+	int64_t now = sbx_monotonic_ms();
+	size_t n = 0;
+
+	pthread_mutex_lock(&t->lock);
+	for (size_t i = 0; i < t->n; i++)
+		n += t->slots[i]->transport == transport && !expired(t, t->slots[i], now);
+	pthread_mutex_unlock(&t->lock);
+	return n;
+}
+
 size_t sbx_session_table_end_revoked(struct sbx_session_table *t, sbx_auth *auth)
 {
 	struct sbx_http_session *dead[64];

@@ -34,6 +34,7 @@
 #include "sbx/common.h"
 #include "sbx/log.h"
 #include "sbx/mcp.h"
+#include "sbx/metrics.h"
 #include "sbx/utf8.h"
 #include "tools/tools.h"
 
@@ -392,11 +393,13 @@ struct call_audit {
 };
 
 /* One tool_call line for S's request with PARAMS (its tool's name), from
- * CLIENT. */
+ * CLIENT, when there is an audit log; and the call counted in the metrics
+ * (the tool named "unknown" when there is no such tool). */
 static void audit_write(sbx_mcp_session *s, const char *client, struct json_object *params,
-			const struct sbx_tool_audit *t, int64_t duration_ms, const char *outcome,
+			const struct sbx_tool_audit *t, int64_t duration_us, const char *outcome,
 			const char *error, size_t bytes_out)
 {
+	int64_t duration_ms = duration_us / 1000;
 	struct json_object *name = NULL;
 	struct sbx_audit_tool_call c = {
 	    .tenant = s->owner,
@@ -415,7 +418,10 @@ static void audit_write(sbx_mcp_session *s, const char *client, struct json_obje
 	if (json_object_object_get_ex(params, "name", &name) &&
 	    json_object_is_type(name, json_type_string))
 		c.tool = json_object_get_string(name);
-	sbx_audit_tool_call(s->mcp->audit, &c);
+	sbx_metrics_tool_call(sbx_tools_known(c.tool) ? c.tool : "unknown", outcome, s->owner,
+			      duration_us);
+	if (s->mcp->audit)
+		sbx_audit_tool_call(s->mcp->audit, &c);
 }
 
 /* The error reply for a body that cannot be parsed or is no message. */
@@ -666,9 +672,9 @@ static int input_refuse(const sbx_mcp_input *in, int code, const char *message, 
 			json_object_put(reply);
 			return -ENOMEM;
 		}
-		if (s && s->mcp->audit && strcmp(method_of(input_at(in, i)), "tools/call") == 0)
+		if (s && strcmp(method_of(input_at(in, i)), "tools/call") == 0)
 			audit_write(s, client, params_of(input_at(in, i)), NULL, 0, "refused", kind,
-				    text_len(e));
+				    s->mcp->audit ? text_len(e) : 0);
 		if (!batch)
 			reply = e;
 	}
@@ -1065,18 +1071,16 @@ static void do_tools_call(sbx_mcp_session *s, const char *version, struct json_o
 	}
 }
 
-/* The tool_call line of a request of S with PARAMS that ran from T0_MS on
+/* The tool_call line of a request of S with PARAMS that ran from T0_US on
  * (notifier N) and ended with O: cancelled (no response), or RESP (NULL:
  * out of memory), whose size is what it sends. */
 static void audit_call(sbx_mcp_session *s, const struct sbx_mcp_notifier *n,
-		       struct json_object *params, const struct call_audit *ca, int64_t t0_ms,
+		       struct json_object *params, const struct call_audit *ca, int64_t t0_us,
 		       const struct outcome *o, bool cancelled, struct json_object *resp)
 {
 	const char *outcome = "ok", *error = "";
 	struct json_object *v;
 
-	if (!s->mcp->audit)
-		return;
 	if (cancelled) {
 		outcome = "cancelled";
 		resp = NULL;
@@ -1092,8 +1096,9 @@ static void audit_call(sbx_mcp_session *s, const struct sbx_mcp_notifier *n,
 		/* A limit said no: the tool did not run. */
 		outcome = !strcmp(error, "quota") || !strcmp(error, "busy") ? "refused" : "error";
 	}
-	audit_write(s, n ? n->client : NULL, params, &ca->tool, sbx_monotonic_ms() - t0_ms, outcome,
-		    error, resp ? text_len(resp) : 0);
+	/* The response's size only for the audit log (it costs a serialization). */
+	audit_write(s, n ? n->client : NULL, params, &ca->tool, sbx_metrics_now_us() - t0_us,
+		    outcome, error, resp && s->mcp->audit ? text_len(resp) : 0);
 }
 
 /* Runs one request; *ret_response is its response, or NULL when the client
@@ -1109,7 +1114,7 @@ static int run_request(sbx_mcp_session *s, struct json_object *msg, bool in_batc
 	struct inflight f;
 	bool cancellable = strcmp(method, "initialize") != 0, cancelled = false;
 	bool call = strcmp(method, "tools/call") == 0;
-	int64_t t0_ms = sbx_monotonic_ms();
+	int64_t t0_us = sbx_metrics_now_us();
 
 	classify(msg, &id);
 	if (cancellable)
@@ -1146,14 +1151,14 @@ static int run_request(sbx_mcp_session *s, struct json_object *msg, bool in_batc
 	call = call && version[0];
 	if (cancelled || o.nomem) {
 		if (call)
-			audit_call(s, n, params, &ca, t0_ms, &o, cancelled, NULL);
+			audit_call(s, n, params, &ca, t0_us, &o, cancelled, NULL);
 		json_object_put(o.result);
 		*ret_response = NULL;
 		return o.nomem ? -ENOMEM : 0;
 	}
 	resp = o.result ? result_response(id, o.result) : error_response(id, o.code, "%s", o.msg);
 	if (call)
-		audit_call(s, n, params, &ca, t0_ms, &o, false, resp);
+		audit_call(s, n, params, &ca, t0_us, &o, false, resp);
 	if (!resp)
 		return -ENOMEM;
 	*ret_response = resp;

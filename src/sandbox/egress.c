@@ -61,6 +61,7 @@
 #include "sbx/clock.h"
 #include "sbx/common.h"
 #include "sbx/log.h"
+#include "sbx/metrics.h"
 
 /* The relay's program, generated from src/sandbox/interp/sbx_relay.py. */
 #include "src/sandbox/interp/sbx_relay.inc"
@@ -331,6 +332,7 @@ static int on_frame(void *userdata, uint8_t type, uint16_t id, const unsigned ch
 					len, id, st->in_window);
 		st->in_window -= len;
 		e->stats.bytes_out += len;
+		sbx_metrics_egress_bytes(e->owner, 0, len);
 		/* Nothing reads it: dropped, and not granted back (an honest relay
 		 * sends nothing more on a stream we answer and close). */
 		if ((st->state != S_HEAD && st->state != S_CONNECT && st->state != S_TUNNEL) ||
@@ -476,6 +478,7 @@ static void batch(struct sbx_egress *e, struct sbx_buf *b)
 			st->out_off += n;
 			st->out_window -= n;
 			e->stats.bytes_in += n;
+			sbx_metrics_egress_bytes(e->owner, n, 0);
 			pthread_cond_broadcast(&e->cond);
 		}
 		if (st->out_eof && !out_pending(st) &&

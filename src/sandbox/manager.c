@@ -1177,6 +1177,28 @@ int sbx_sandbox_describe(sbx_manager *m, sbx_sandbox *sb, struct sbx_sandbox_inf
 	return 0;
 }
 
+void sbx_manager_sandbox_counts(sbx_manager *m, struct sbx_sandbox_counts *ret_counts)
+{
+	struct sbx_sandbox_counts c = {0};
+
+	pthread_mutex_lock(&m->lock);
+	for (size_t i = 0; i < m->n; i++) {
+		const sbx_sandbox *sb = m->table[i];
+		if (sb->end != SBX_END_NONE)
+			c.ending++;
+		else if (!sb->ready)
+			c.creating++;
+		else if (sb->death != SBX_DEATH_NONE)
+			c.dead++;
+		else if (sb->calls > 0)
+			c.busy++;
+		else
+			c.idle++;
+	}
+	pthread_mutex_unlock(&m->lock);
+	*ret_counts = c;
+}
+
 int sbx_manager_list(sbx_manager *m, const char *owner, struct sbx_sandbox_info **ret_list,
 		     size_t *ret_n, struct sbx_error *err)
 {

@@ -22,6 +22,7 @@
 
 #include "sandbox-internal.h"
 #include "sbx/common.h"
+#include "sbx/metrics.h"
 #include "sbx/utf8.h"
 
 #define SPEC_MAX 200
@@ -327,6 +328,7 @@ static void *install_thread(void *arg)
 	struct sbx_error err = SBX_ERROR_INIT;
 	char *version = NULL, *tail = NULL, note[SBX_ERROR_MSG_MAX + 64] = "";
 	enum sbx_install_state state = SBX_INSTALL_FAILED;
+	const char *outcome = "failed"; /* for the metrics */
 	int r;
 
 	char **env = NULL;
@@ -354,13 +356,16 @@ static void *install_thread(void *arg)
 	}
 	sbx_strv_free(env);
 	if (r < 0) {
+		outcome = "error";
 		snprintf(note, sizeof(note), "\n[pip could not run: %s]\n", err.msg);
 	} else if (res.timed_out) {
+		outcome = "timeout";
 		snprintf(note, sizeof(note),
 			 "\n[pip was stopped after %lld s, the install time limit]\n",
 			 (long long)(s->sandbox.install_timeout_ms / 1000));
 	} else if (res.exit_code == 137 && sbx_sandbox_oom_since(m, job->sb) > 0) {
 		char limit[96];
+		outcome = "out_of_memory";
 		sbx_memory_limit_text(m, job->sb, limit, sizeof(limit));
 		snprintf(note, sizeof(note),
 			 "\n[pip ran out of memory: the kernel killed it at the sandbox's memory "
@@ -368,6 +373,7 @@ static void *install_thread(void *arg)
 			 limit);
 	} else if (res.exit_code != 0 && s->sandbox.disk > 0 &&
 		   (sbx_says_out_of_disk(&res.out) || sbx_says_out_of_disk(&res.err))) {
+		outcome = "out_of_disk";
 		snprintf(note, sizeof(note),
 			 "\n[pip ran out of disk space: a sandbox may write %lld MiB in all "
 			 "(sandbox.disk); delete files or create a new sandbox]\n",
@@ -377,11 +383,13 @@ static void *install_thread(void *arg)
 	} else {
 		_cleanup_free_ char *name = spec_name(job->spec);
 		state = SBX_INSTALL_SUCCESS;
+		outcome = "ok";
 		if (name)
 			query_version(m, job->sb, name, &version, NULL);
 	}
 	tail = log_tail(&res, note[0] ? note : NULL);
 	sbx_exec_result_release(&res);
+	sbx_metrics_install(outcome);
 
 	sbx_sandbox_touch(job->sb);
 	pthread_mutex_lock(&m->lock);

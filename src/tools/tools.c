@@ -1001,6 +1001,14 @@ static void audit_out(const struct sbx_tool_ctx *ctx, const struct sbx_tool_out 
 		snprintf(a->sandbox_name, sizeof(a->sandbox_name), "%s", json_object_get_string(v));
 }
 
+bool sbx_tools_known(const char *name)
+{
+	for (size_t i = 0; name && i < SBX_ARRAY_SIZE(tools); i++)
+		if (strcmp(tools[i].name, name) == 0)
+			return true;
+	return false;
+}
+
 int sbx_tools_call(const struct sbx_tool_ctx *ctx, const char *name, struct json_object *arguments,
 		   struct json_object **ret_result, struct sbx_error *err)
 {

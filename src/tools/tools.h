@@ -124,6 +124,9 @@ struct json_object *sbx_tools_refusal(const char *message);
  * -ENOMEM. */
 struct json_object *sbx_tools_list(const char *version);
 
+/* NAME (may be NULL) is one of the tools (a metric's label takes no other). */
+bool sbx_tools_known(const char *name);
+
 /* Runs tool NAME with ARGUMENTS (an object, or NULL when absent) and fills
  * *ret_result with the CallToolResult object {content, isError?,
  * structuredContent?}. A tool that ran and failed (bad arguments, unknown
