@@ -1171,15 +1171,16 @@ static void test_early_frames(sbx_manager *m, sbx_sandbox *sb)
 	struct sbx_error err = SBX_ERROR_INIT;
 	int port = 0, r;
 
-	fake_relay(m, sb,
-		   "    'import json, os, struct, time',\n"
-		   "    \"H = struct.Struct('>BBHI')\",\n"
-		   "    \"hello = json.dumps({'v': 1, 'port': 1, 'pid': os.getpid()}).encode()\",\n"
-		   "    \"req = b'GET /simple/early-marker/ HTTP/1.1' + bytes([13, 10, 13, 10])\",\n"
-		   "    'os.write(1, H.pack(1, 0, 0, len(hello)) + hello + H.pack(2, 0, 1, 0) + '\n"
-		   "    'H.pack(3, 0, 1, len(req)) + req)',\n"
-		   "    'time.sleep(5)',\n",
-		   "early frames");
+	fake_relay(
+	    m, sb,
+	    "    'import json, os, struct, time',\n"
+	    "    \"H = struct.Struct('>BBHI')\",\n"
+	    "    \"hello = json.dumps({'v': 1, 'port': 1, 'pid': os.getpid()}).encode()\",\n"
+	    "    \"req = b'GET /simple/early-marker/ HTTP/1.1' + bytes([13, 10, 13, 10])\",\n"
+	    "    'os.write(1, H.pack(1, 0, 0, len(hello)) + hello + H.pack(2, 0, 1, 0) + '\n"
+	    "    'H.pack(3, 0, 1, len(req)) + req)',\n"
+	    "    'time.sleep(5)',\n",
+	    "early frames");
 	r = sbx_egress_ensure(m, sb, &port, &err);
 	tap_ok(r < 0 && strstr(err.msg, "port 1, not 3128"),
 	       "a relay saying port 1 with OPEN and a request in its hello's write: the start "
@@ -1564,8 +1565,7 @@ static void test_code_egress(sbx_manager *m, sbx_sandbox *sb)
 	relay_stops(m, sb, 5000);
 	refused = sh(m, sb, "echo still-runs", &note);
 	tap_ok(strstr(out, "squatting 3128") && strstr(refused, "still-runs") && note &&
-		   strstr(note, "port 3128") &&
-		   strstr(note, "sandbox.egress_allow"),
+		   strstr(note, "port 3128") && strstr(note, "sandbox.egress_allow"),
 	       "code on port 3128: the call runs, its notice names the port (%s)",
 	       note ? note : "no notice");
 	{
@@ -1860,18 +1860,19 @@ static void test_stalled_stream(sbx_manager *m, sbx_sandbox *sb, int api)
 	int64_t until;
 	bool held = false, freed = false;
 
-	snprintf(src, sizeof(src),
-		 "    'import json, os, struct, time',\n"
-		 "    \"H = struct.Struct('>BBHI')\",\n"
-		 "    \"hello = json.dumps({'v': 1, 'port': 3128, 'pid': os.getpid()}).encode()\",\n"
-		 "    \"req = b'GET http://127.0.0.1:%d/big/1000000 HTTP/1.1' + bytes([13, 10, 13, "
-		 "10])\",\n"
-		 "    'os.write(1, H.pack(1, 0, 0, len(hello)) + hello + H.pack(2, 0, 1, 0) + '\n"
-		 "    'H.pack(3, 0, 1, len(req)) + req)',\n"
-		 "    'end = time.time() + 40',\n"
-		 "    'while time.time() < end and os.read(0, 65536):',\n"
-		 "    '    pass',\n",
-		 api);
+	snprintf(
+	    src, sizeof(src),
+	    "    'import json, os, struct, time',\n"
+	    "    \"H = struct.Struct('>BBHI')\",\n"
+	    "    \"hello = json.dumps({'v': 1, 'port': 3128, 'pid': os.getpid()}).encode()\",\n"
+	    "    \"req = b'GET http://127.0.0.1:%d/big/1000000 HTTP/1.1' + bytes([13, 10, 13, "
+	    "10])\",\n"
+	    "    'os.write(1, H.pack(1, 0, 0, len(hello)) + hello + H.pack(2, 0, 1, 0) + '\n"
+	    "    'H.pack(3, 0, 1, len(req)) + req)',\n"
+	    "    'end = time.time() + 40',\n"
+	    "    'while time.time() < end and os.read(0, 65536):',\n"
+	    "    '    pass',\n",
+	    api);
 	fake_relay(m, sb, src, "stalled stream");
 	r = sbx_egress_ensure(m, sb, &port, &err);
 	tap_ok(r == 0 && port == 3128, "a relay that grants no window starts (%d %s)", r, err.msg);

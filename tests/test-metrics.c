@@ -262,7 +262,7 @@ static void test_registry(void)
 	       "500 series made by 4 threads at once: one each, 400 apiece");
 	free(text);
 
-	/* The cap: 2048 tenants x 2 directions fill it; the rest is _other. */
+	/* The cap: 2048 tenants x 2 directions fill it; the rest is ~other. */
 	for (int i = 0; i < 2100; i++) {
 		snprintf(line, sizeof(line), "tenant-%d", i);
 		sbx_metrics_egress_bytes(line, 10, 1);
@@ -272,9 +272,9 @@ static void test_registry(void)
 		   SBX_METRICS_SERIES_MAX + 1, "label sets past %d are counted in one more series",
 		   SBX_METRICS_SERIES_MAX);
 	tap_ok(value_of(text,
-			"mcp_sandbox_egress_bytes_total{tenant=\"_other\",direction=\"_other\"}") ==
+			"mcp_sandbox_egress_bytes_total{tenant=\"~other\",direction=\"~other\"}") ==
 		   52 * 11,
-	       "the 52 tenants past the cap: counted under _other (572 bytes)");
+	       "the 52 tenants past the cap: counted under ~other (572 bytes)");
 	free(text);
 
 	/* What an increment costs (the execute path makes a handful). */
@@ -363,6 +363,7 @@ struct front {
 	struct sbx_settings s;
 	sbx_mcp *mcp;
 	sbx_http *http;
+	sbx_auth *auth; /* auth.keys_file's, when set */
 	char base[96];
 };
 
@@ -394,9 +395,11 @@ static void front_start(struct front *f, const char *listen, const char *const *
 		if (sbx_mcp_new(&mc, &f->mcp, &err) < 0)
 			tap_bail(err.msg);
 	}
+	if (sbx_auth_open(&f->s, &f->auth, &err) < 0)
+		tap_bail(err.msg);
 	{
 		const struct sbx_http_config hc = {
-		    .settings = &f->s, .mcp = f->mcp, .manager = mgr};
+		    .settings = &f->s, .mcp = f->mcp, .manager = mgr, .auth = f->auth};
 		if (sbx_http_start(&hc, &f->http, &err) < 0)
 			tap_bail(err.msg);
 	}
@@ -408,6 +411,7 @@ static void front_stop(struct front *f)
 {
 	sbx_http_stop(f->http);
 	sbx_mcp_free(f->mcp);
+	sbx_auth_free(f->auth);
 	sbx_settings_release(&f->s);
 }
 
@@ -674,6 +678,17 @@ static void test_counts(void)
 			  (const char *const[]){"Origin: http://evil.example", NULL}, NULL);
 		tap_is_int(g.status, 403, "a foreign Origin: 403");
 		got_release(&g);
+		{
+			char origin[160];
+			snprintf(origin, sizeof(origin), "Origin: %s", f.base);
+			g = fetch("GET", f.base, "/metrics", NULL,
+				  (const char *const[]){origin, NULL}, NULL);
+			tap_ok(
+			    g.status == 403 && strstr(g.body.data, "scrapers"),
+			    "its own Origin (a page served on loopback, in a browser): 403 (%ld)",
+			    g.status);
+			got_release(&g);
+		}
 	}
 	free(session);
 	front_stop(&f);
@@ -743,6 +758,35 @@ static void test_access(void)
 	tap_is_int(g.status, 200, "no token, a client on ::1: 200");
 	got_release(&g);
 	front_stop(&f);
+
+	/* API keys checked: loopback alone does not open it (a reverse proxy's
+	 * clients come from there too). */
+	{
+		char dir[] = "/tmp/test-metrics-keys-XXXXXX", keys[128], set[160];
+		char key[SBX_API_KEY_LEN + 1];
+		struct sbx_error err = SBX_ERROR_INIT;
+		const char *sets[] = {set, NULL};
+
+		if (!mkdtemp(dir))
+			tap_bail("mkdtemp");
+		snprintf(keys, sizeof(keys), "%s/keys", dir);
+		snprintf(set, sizeof(set), "auth.keys_file=%s", keys);
+		if (sbx_keys_add(keys, "alice", NULL, 0, key, &err) < 0)
+			tap_bail(err.msg);
+		front_start(&f, "127.0.0.1", sets);
+		g = fetch("GET", f.base, "/metrics", NULL, NULL, NULL);
+		tap_ok(g.status == 403 && strstr(g.body.data, "server.metrics_token") &&
+			   strstr(g.body.data, "API keys"),
+		       "API keys checked, no token: a client on loopback gets 403 naming "
+		       "server.metrics_token (%ld)",
+		       g.status);
+		got_release(&g);
+		front_stop(&f);
+		unlink(keys);
+		snprintf(keys, sizeof(keys), "%s/keys.lock", dir);
+		unlink(keys);
+		rmdir(dir);
+	}
 
 	if (!local_address(addr, sizeof(addr))) {
 		tap_skip(3, "this host has no non-loopback IPv4 address to call from");

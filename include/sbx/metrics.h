@@ -27,7 +27,7 @@
 
 #define SBX_METRICS_SERIES_MAX 4096
 #define SBX_METRICS_VALUE_MAX 128
-#define SBX_METRICS_OTHER "_other"
+#define SBX_METRICS_OTHER "~other" /* no tenant, tool or outcome is named so */
 /* The Content-Type of the text format. */
 #define SBX_METRICS_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
 

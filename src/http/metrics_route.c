@@ -9,8 +9,12 @@
  * `Authorization: Bearer TOKEN` (compared in constant time, as digests),
  * from wherever it comes; 401 with WWW-Authenticate without a bearer
  * token, 403 with a wrong one. Without it, clients on loopback
- * (127.0.0.0/8, ::1) only: others get 403 naming the setting. Tenants' API
- * keys open nothing here (the metrics name every tenant). The Host and
+ * (127.0.0.0/8, ::1) only, and only while no API keys are checked: with
+ * keys, a reverse proxy's clients (and every local user) come from loopback
+ * too, so the token is needed; others get 403 naming the setting. Tenants'
+ * API keys open nothing here (the metrics name every tenant). A request
+ * with an Origin (a page in a browser: scrapers send none) is refused, so
+ * that no page, not even one on a loopback origin, reads it. The Host and
  * Origin checks of every route come first (server.c); no CORS preflight.
  */
 #include <stdio.h>
@@ -56,7 +60,22 @@ static bool allowed(struct sbx_http_request *rq, enum MHD_Result *ret)
 	const char *token = rq->http->settings->server.metrics_token;
 	int m;
 
+	if (sbx_http_header(rq, "Origin")) {
+		*ret = sbx_http_respond_error(
+		    rq, MHD_HTTP_FORBIDDEN,
+		    "GET /metrics is for scrapers: a request from a page (with an Origin "
+		    "header) is refused");
+		return false;
+	}
 	if (!token || !*token) {
+		if (sbx_auth_checks_keys(rq->http->auth)) {
+			*ret = sbx_http_respond_error(
+			    rq, MHD_HTTP_FORBIDDEN,
+			    "GET /metrics needs server.metrics_token while API keys are checked "
+			    "(clients behind a reverse proxy come from loopback too); set it and "
+			    "send Authorization: Bearer TOKEN");
+			return false;
+		}
 		if (sbx_metrics_client_on_loopback(rq->client))
 			return true;
 		*ret = sbx_http_respond_error(
