@@ -209,7 +209,8 @@ static int docker_container_stop(sbx_engine *e, const char *id, int timeout_s,
 static int docker_stats(sbx_engine *e, const char *id, struct sbx_stats *ret, struct sbx_error *err)
 {
 	_cleanup_json_ struct json_object *j = NULL;
-	int r = sbx_engine_json(e, "GET", NULL, NULL, &j, err, "/containers/%s/stats?stream=0", id);
+	int r = sbx_engine_json(e, "GET", NULL, NULL, &j, err,
+				"/containers/%s/stats?stream=0&one-shot=1", id);
 
 	if (r < 0)
 		return r;

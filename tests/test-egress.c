@@ -2185,11 +2185,21 @@ static void test_tenants(sbx_manager *m, sbx_auth *auth)
 	       (unsigned long long)es.bytes_out);
 	sbx_sandbox_unref(SBX_TAKE(a));
 	tap_call(sbx_sandbox_delete(m, "tenA", "ta", &err), err.msg, "delete tenA's sandbox");
-	sbx_manager_egress_gone(m, "tenA", &in, &out);
+	{
+		struct sbx_tenant_usage t;
+		sbx_manager_tenant_gone(m, "tenA", &t);
+		in = t.egress_bytes_in;
+		out = t.egress_bytes_out;
+	}
 	tap_ok(in == es.bytes_in && out == es.bytes_out,
 	       "tenA's total keeps the bytes of its deleted sandbox (%llu in, %llu out)",
 	       (unsigned long long)in, (unsigned long long)out);
-	sbx_manager_egress_gone(m, "tenB", &in, &out);
+	{
+		struct sbx_tenant_usage t;
+		sbx_manager_tenant_gone(m, "tenB", &t);
+		in = t.egress_bytes_in;
+		out = t.egress_bytes_out;
+	}
 	tap_ok(in == 0 && out == 0, "tenB's has none of them");
 out:
 	sbx_sandbox_unref(a);

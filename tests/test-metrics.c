@@ -23,6 +23,7 @@
  */
 #include <arpa/inet.h>
 #include <curl/curl.h>
+#include <json-c/json.h>
 #include <errno.h>
 #include <ifaddrs.h>
 #include <netinet/in.h>
@@ -37,6 +38,7 @@
 #include "http/http-internal.h"
 #include "sbx/artifact.h"
 #include "sbx/buf.h"
+#include "sbx/clock.h"
 #include "sbx/common.h"
 #include "sbx/engine.h"
 #include "sbx/http.h"
@@ -538,12 +540,95 @@ static bool no_ids(const char *text)
 #define DEFAULT_ERR(tool) CALLS "{tool=\"" tool "\",outcome=\"error\",tenant=\"default\"}"
 #define DURATION_COUNT(tool) "mcp_sandbox_tool_call_duration_seconds_count{tool=\"" tool "\"}"
 
+/* list_sandboxes through F's session: metrics-box's usage and the tenant's
+ * totals; false when the call or its answer fails. */
+struct usage {
+	double cpu, tenant_cpu;
+	int64_t mem, mem_bs, tenant_mem_bs;
+};
+
+static bool usage_of(struct front *f, const char *session, struct usage *u)
+{
+	char *body = NULL;
+	struct json_object *j, *sc = NULL, *arr = NULL, *v;
+	bool ok = false;
+
+	*u = (struct usage){0};
+	if (call_tool_body(f, session, "list_sandboxes", "{}", &body) != 200 || !body) {
+		free(body);
+		return false;
+	}
+	j = json_tokener_parse(body);
+	if (j && json_object_object_get_ex(j, "result", &v) &&
+	    json_object_object_get_ex(v, "structuredContent", &sc) &&
+	    json_object_object_get_ex(sc, "sandboxes", &arr)) {
+		for (size_t i = 0; i < json_object_array_length(arr); i++) {
+			struct json_object *o = json_object_array_get_idx(arr, i), *x;
+			if (!json_object_object_get_ex(o, "name", &x) ||
+			    strcmp(json_object_get_string(x), "metrics-box") != 0)
+				continue;
+			if (json_object_object_get_ex(o, "cpu_seconds", &x))
+				u->cpu = json_object_get_double(x);
+			if (json_object_object_get_ex(o, "memory_bytes", &x))
+				u->mem = json_object_get_int64(x);
+			if (json_object_object_get_ex(o, "memory_byte_seconds", &x))
+				u->mem_bs = json_object_get_int64(x);
+		}
+		if (json_object_object_get_ex(sc, "tenant_cpu_seconds", &v))
+			u->tenant_cpu = json_object_get_double(v);
+		if (json_object_object_get_ex(sc, "tenant_memory_byte_seconds", &v))
+			u->tenant_mem_bs = json_object_get_int64(v);
+		ok = true;
+	}
+	json_object_put(j);
+	free(body);
+	return ok;
+}
+
+/* The usage sampler (sandbox.usage_interval=1s here): code that burns a
+ * second and a half of CPU and holds 64 MiB shows in list_sandboxes (the
+ * sandbox's and the tenant's) and in /metrics per tenant. */
+static void test_usage(struct front *f, const char *session, struct usage *ret)
+{
+	struct usage u = {0};
+	char *text;
+	long st = call_tool(f, session, "execute_python_code",
+			    "{\"sandbox_id\":\"metrics-box\",\"code\":\"import time\\n"
+			    "held = bytearray(64 << 20)\\nt = time.process_time()\\n"
+			    "while time.process_time() - t < 1.5:\\n    pass\\nprint('burnt')\"}");
+	int64_t until = sbx_monotonic_ms() + 20000;
+
+	tap_is_int((int)st, 200, "usage: code burns 1.5 s of CPU and holds 64 MiB");
+	while (sbx_monotonic_ms() < until) {
+		if (usage_of(f, session, &u) && u.cpu >= 1.5 && u.mem_bs > 0)
+			break;
+		usleep(250 * 1000);
+	}
+	tap_ok(u.cpu >= 1.5 && u.cpu < 30, "usage: list_sandboxes shows its cpu_seconds (%.3f)",
+	       u.cpu);
+	tap_ok(u.mem >= 64LL << 20 && u.mem_bs > 0,
+	       "usage: its memory_bytes (%lld) and memory_byte_seconds (%lld)", (long long)u.mem,
+	       (long long)u.mem_bs);
+	tap_ok(u.tenant_cpu >= u.cpu && u.tenant_mem_bs >= u.mem_bs,
+	       "usage: the tenant's totals hold them (%.3f, %lld)", u.tenant_cpu,
+	       (long long)u.tenant_mem_bs);
+	text = scrape(f);
+	tap_ok(v0(text, "mcp_sandbox_tenant_cpu_seconds_total{tenant=\"default\"}") >= 1.5 &&
+		   v0(text, "mcp_sandbox_tenant_memory_byte_seconds_total{tenant=\"default\"}") > 0,
+	       "usage: /metrics has the tenant's CPU seconds (%.3f) and memory byte-seconds",
+	       v0(text, "mcp_sandbox_tenant_cpu_seconds_total{tenant=\"default\"}"));
+	check_parses(text, "/metrics with the usage counters");
+	free(text);
+	*ret = u;
+}
+
 static void test_counts(void)
 {
 	struct front f;
 	char *before, *after, *session, *result = NULL, *link = NULL;
 	const char *creates = "mcp_sandbox_engine_requests_total{op=\"POST /containers/create\","
 			      "outcome=\"ok\"}";
+	struct usage used = {0};
 	long st[5];
 
 	front_start(&f, "127.0.0.1", NULL);
@@ -644,11 +729,19 @@ static void test_counts(void)
 	free(result);
 	free(link);
 
+	test_usage(&f, session, &used);
 	st[4] = call_tool(&f, session, "delete_sandbox", "{\"sandbox_id\":\"metrics-box\"}");
 	after = scrape(&f);
 	tap_ok(st[4] == 200 && v0(after, "mcp_sandbox_sandboxes{state=\"idle\"}") == 0,
 	       "deleted: no sandbox left");
 	free(after);
+	{
+		struct usage gone = {0};
+		bool listed = usage_of(&f, session, &gone);
+		tap_ok(listed && gone.tenant_cpu >= used.cpu && gone.tenant_mem_bs >= used.mem_bs,
+		       "usage: the tenant's totals keep the deleted sandbox's (%.3f >= %.3f)",
+		       gone.tenant_cpu, used.cpu);
+	}
 	{
 		char sid[128];
 		struct got g;
@@ -832,9 +925,11 @@ static void test_server(const char *type, const char *url, const char *image)
 			tap_bail(err.msg);
 	}
 	{
-		const char *keys[] = {"server.instance=", "engine.type=",  "engine.socket=",
-				      "sandbox.image=",	  "sandbox.disk=", "sandbox.pool_size="};
-		const char *vals[] = {instance, type, url, image, "0", "0"};
+		const char *keys[] = {
+		    "server.instance=",	      "engine.type=",  "engine.socket=",
+		    "sandbox.image=",	      "sandbox.disk=", "sandbox.pool_size=",
+		    "sandbox.usage_interval="};
+		const char *vals[] = {instance, type, url, image, "0", "0", "1s"};
 		for (size_t i = 0; i < SBX_ARRAY_SIZE(keys); i++) {
 			snprintf(set, sizeof(set), "%s%s", keys[i], vals[i]);
 			if (sbx_settings_set(&settings, set, &err) < 0)

@@ -53,6 +53,11 @@ void sbx_metrics_artifact_bytes(uint64_t n);
  * upstream to the sandbox, OUT from the sandbox upstream. */
 void sbx_metrics_egress_bytes(const char *tenant, uint64_t in, uint64_t out);
 
+/* What a tenant's sandboxes used since the last sample
+ * (src/sandbox/usage.c): CPU_US microseconds of CPU time and
+ * MEMORY_BYTE_SECONDS of memory held over time. */
+void sbx_metrics_tenant_usage(const char *tenant, uint64_t cpu_us, uint64_t memory_byte_seconds);
+
 /* Appends every metric of the registry to OUT, each with its # HELP and
  * # TYPE lines (a metric with no series yet: those lines only). 0 or
  * -ENOMEM. */

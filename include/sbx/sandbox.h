@@ -122,6 +122,17 @@ struct sbx_sandbox_info {
 	/* Bytes its egress relay carried (src/sandbox/egress.c): to the sandbox
 	 * (downloads: index pages, packages, answers) and from it (requests). */
 	uint64_t egress_bytes_in, egress_bytes_out;
+	/* What its container used, as the engine's samples tell
+	 * (src/sandbox/usage.c, every sandbox.usage_interval): CPU time, memory
+	 * in use integrated over time, and the memory in use at the last
+	 * sample. All 0 while sampling is off or before the first sample. */
+	uint64_t cpu_ns, memory_byte_seconds, memory_bytes;
+};
+
+/* What a tenant's sandboxes used, in all: see sbx_sandbox_info. */
+struct sbx_tenant_usage {
+	uint64_t egress_bytes_in, egress_bytes_out;
+	uint64_t cpu_ns, memory_byte_seconds;
 };
 
 /* One file created or modified under SBX_RESULTS_DIR during a run. */
@@ -260,10 +271,10 @@ typedef int (*sbx_egress_lookup_fn)(void *userdata, const char *owner, char *buf
 /* Sets M's lookup (NULL: every sandbox has sandbox.egress_allow); before
  * any sandbox is made. */
 void sbx_manager_set_egress_lookup(sbx_manager *m, sbx_egress_lookup_fn fn, void *userdata);
-/* The egress bytes of OWNER's sandboxes that are gone (deleted, expired),
- * since the manager started; list_sandboxes adds its live ones'. */
-void sbx_manager_egress_gone(sbx_manager *m, const char *owner, uint64_t *ret_in,
-			     uint64_t *ret_out);
+/* What OWNER's sandboxes that are gone (deleted, expired) used, since the
+ * manager started (src/sandbox/tenant_usage.c); list_sandboxes adds its
+ * live ones'. */
+void sbx_manager_tenant_gone(sbx_manager *m, const char *owner, struct sbx_tenant_usage *ret);
 
 /* This instance's state folder, or NULL when there is none. */
 const char *sbx_manager_state_dir(const sbx_manager *m);

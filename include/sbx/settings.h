@@ -100,6 +100,8 @@ struct sbx_settings {
 		int64_t idle_timeout_ms;
 		/* A sandbox older than this is removed; 0 = no limit. */
 		int64_t max_lifetime_ms;
+		/* Each sandbox's CPU and memory sampled this often; 0 = never. */
+		int64_t usage_interval_ms;
 	} sandbox;
 	struct {
 		char *mode;	 /* "keys" or "none" */

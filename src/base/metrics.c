@@ -49,6 +49,7 @@ struct metric {
 	enum kind kind;
 	const char *labels[LABELS_MAX + 1]; /* NULL-ended */
 	const struct bound *bounds;	    /* HISTOGRAM: ascending; +Inf after them */
+	bool micro;			    /* COUNTER: kept in millionths, written as a decimal */
 	size_t n_bounds;
 	_Atomic(struct series *) slots[SLOTS];
 	atomic_size_t n;
@@ -119,9 +120,25 @@ static struct metric egress_bytes = {
     .labels = {"tenant", "direction", NULL},
 };
 
+static struct metric tenant_cpu = {
+    .name = "mcp_sandbox_tenant_cpu_seconds_total",
+    .help = "CPU time the containers of a tenant's sandboxes used, as the engine's samples "
+	    "tell (every sandbox.usage_interval).",
+    .kind = COUNTER,
+    .labels = {"tenant", NULL},
+    .micro = true,
+};
+static struct metric tenant_memory = {
+    .name = "mcp_sandbox_tenant_memory_byte_seconds_total",
+    .help = "Memory the containers of a tenant's sandboxes held, integrated over time "
+	    "(bytes x seconds, from the engine's samples).",
+    .kind = COUNTER,
+    .labels = {"tenant", NULL},
+};
+
 static struct metric *const metrics[] = {
-    &tool_calls, &tool_duration,  &engine_requests, &engine_duration,
-    &installs,	 &artifact_bytes, &egress_bytes,
+    &tool_calls,     &tool_duration, &engine_requests, &engine_duration, &installs,
+    &artifact_bytes, &egress_bytes,  &tenant_cpu,      &tenant_memory,
 };
 
 int64_t sbx_metrics_now_us(void)
@@ -310,6 +327,16 @@ void sbx_metrics_egress_bytes(const char *tenant, uint64_t in, uint64_t out)
 		count(&egress_bytes, vout, out);
 }
 
+void sbx_metrics_tenant_usage(const char *tenant, uint64_t cpu_us, uint64_t memory_byte_seconds)
+{
+	const char *v[] = {tenant};
+
+	if (cpu_us)
+		count(&tenant_cpu, v, cpu_us);
+	if (memory_byte_seconds)
+		count(&tenant_memory, v, memory_byte_seconds);
+}
+
 /* ---- writing ---- */
 
 int sbx_metrics_write_family(struct sbx_buf *out, const char *name, const char *type,
@@ -355,10 +382,13 @@ static int write_series(struct sbx_buf *out, const struct metric *m, struct seri
 	int r = 0;
 
 	if (m->kind == COUNTER) {
+		uint64_t v = atomic_load(&s->value);
 		r = write_name(out, m->name, "", s->key, NULL);
-		return r ? r
-			 : sbx_buf_appendf(out, " %llu\n",
-					   (unsigned long long)atomic_load(&s->value));
+		if (r == 0 && m->micro)
+			return sbx_buf_appendf(out, " %llu.%06llu\n",
+					       (unsigned long long)(v / 1000000),
+					       (unsigned long long)(v % 1000000));
+		return r ? r : sbx_buf_appendf(out, " %llu\n", (unsigned long long)v);
 	}
 	for (size_t b = 0; r == 0 && b <= m->n_bounds; b++) {
 		total += atomic_load_explicit(&s->buckets[b], memory_order_relaxed);

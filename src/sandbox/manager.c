@@ -79,6 +79,13 @@ int sbx_manager_new(const struct sbx_settings *s, sbx_engine *engine, sbx_manage
 			if (r < 0)
 				sbx_reaper_stop(m);
 		}
+		if (r >= 0) {
+			r = sbx_usage_start(m, err);
+			if (r < 0) {
+				sbx_watch_stop(m);
+				sbx_reaper_stop(m);
+			}
+		}
 		if (r < 0)
 			sbx_pool_free(m);
 	}
@@ -473,10 +480,13 @@ static sbx_sandbox *table_remove_locked(sbx_manager *m, sbx_sandbox *sb)
 		memmove(m->table + i, m->table + i + 1, (m->n - i - 1) * sizeof(*m->table));
 		m->n--;
 		sb->removed = true;
-		if (sb->egress) { /* its bytes stay in its tenant's total */
-			uint64_t in, out;
-			sbx_egress_bytes(sb->egress, &in, &out);
-			sbx_egress_tenant_add(m, sb->owner, in, out);
+		{ /* what it used stays in its tenant's total */
+			struct sbx_tenant_usage u = {
+			    .cpu_ns = sb->cpu_ns, .memory_byte_seconds = sb->memory_byte_seconds};
+			if (sb->egress)
+				sbx_egress_bytes(sb->egress, &u.egress_bytes_in,
+						 &u.egress_bytes_out);
+			sbx_tenant_gone_add(m, sb->owner, &u);
 		}
 		return sb;
 	}
@@ -1038,7 +1048,10 @@ int sbx_sandbox_get_by_id(sbx_manager *m, const char *id, sbx_sandbox **ret_sb,
 
 int sbx_sandbox_remove_marked(sbx_manager *m, sbx_sandbox *sb, struct sbx_error *err)
 {
-	int r = sbx_container_remove(m->engine, sb->container, err);
+	int r;
+
+	sbx_usage_sample(m, sb); /* its last figures go to its tenant's total */
+	r = sbx_container_remove(m->engine, sb->container, err);
 
 	pthread_mutex_lock(&m->lock);
 	if (r < 0 && r != -ENOENT) {
@@ -1129,6 +1142,9 @@ static int info_fill(sbx_manager *m, sbx_sandbox *sb, const char *status,
 	info->created = sb->created;
 	pthread_mutex_lock(&m->lock);
 	info->last_used = sb->last_used;
+	info->cpu_ns = sb->cpu_ns;
+	info->memory_bytes = sb->memory_bytes;
+	info->memory_byte_seconds = sb->memory_byte_seconds;
 	if (sbx_sandbox_deadline_locked(m, sb, sbx_monotonic_ms(), NULL, &info->expires) ==
 	    INT64_MAX)
 		info->expires = 0;
@@ -1382,6 +1398,7 @@ sbx_manager *sbx_manager_free(sbx_manager *m)
 {
 	if (!m)
 		return NULL;
+	sbx_usage_stop(m);
 	sbx_watch_stop(m);
 	sbx_reaper_stop(m);
 	sbx_pool_stop(m);
@@ -1409,7 +1426,7 @@ sbx_manager *sbx_manager_free(sbx_manager *m)
 	free(m->table);
 	gone_free(m);
 	sbx_pool_free(m);
-	sbx_egress_tenant_release(m);
+	sbx_tenant_gone_release(m);
 	free(m->instance);
 	pthread_cond_destroy(&m->changed);
 	pthread_mutex_destroy(&m->check_lock);

@@ -92,6 +92,11 @@ struct sbx_sandbox {
 	struct sbx_interp *interp;
 	/* Its egress relay (egress.c): set once, under m->lock, at first use. */
 	struct sbx_egress *egress;
+	/* usage.c, under m->lock: CPU time at the last sample, memory in use
+	 * then and integrated over the samples, and when (monotonic ms; 0:
+	 * never sampled). */
+	uint64_t cpu_ns, memory_bytes, memory_byte_seconds;
+	int64_t sampled_ms;
 	/* The OOM kills its memory cgroup had counted when last looked at
 	 * (0 for a new container; under m->lock). */
 	int64_t oom_kills;
@@ -148,9 +153,10 @@ struct sbx_manager {
 	sbx_egress_lookup_fn egress_lookup;
 	void *egress_lookup_ud;
 	pthread_mutex_t egress_lock;
-	struct sbx_egress_gone *egress_gone;
-	size_t n_egress_gone;
-	bool egress_gone_full;
+	struct sbx_tenant_gone *tenant_gone; /* tenant_usage.c, under egress_lock */
+	size_t n_tenant_gone;
+	bool tenant_gone_full;
+	struct sbx_usage_sampler *usage; /* usage.c; NULL when sampling is off */
 };
 
 /* Every manager call that works in a sandbox's container runs between
@@ -258,11 +264,18 @@ void sbx_egress_bytes(struct sbx_egress *e, uint64_t *ret_in, uint64_t *ret_out)
 struct egress_policy;
 /* P (just made for SB's relay) follows the list of SB's owner. -ENOMEM. */
 int sbx_egress_policy_for(sbx_manager *m, sbx_sandbox *sb, struct egress_policy *p);
-/* Adds the relay bytes of a sandbox leaving the table to OWNER's (under
- * m->lock or not). */
-void sbx_egress_tenant_add(sbx_manager *m, const char *owner, uint64_t in, uint64_t out);
-/* Frees the bytes kept (sbx_manager_free). */
-void sbx_egress_tenant_release(sbx_manager *m);
+/* tenant_usage.c: adds U to what OWNER's sandboxes gone used (a sandbox
+ * that leaves the table; under m->lock or not). */
+void sbx_tenant_gone_add(sbx_manager *m, const char *owner, const struct sbx_tenant_usage *u);
+/* Frees what is kept (sbx_manager_free). */
+void sbx_tenant_gone_release(sbx_manager *m);
+
+/* usage.c: the sampler of the containers' CPU and memory (a thread, every
+ * sandbox.usage_interval; none when it is 0). */
+int sbx_usage_start(sbx_manager *m, struct sbx_error *err);
+void sbx_usage_stop(sbx_manager *m);
+/* Samples SB now (before its container is removed), when sampling is on. */
+void sbx_usage_sample(sbx_manager *m, sbx_sandbox *sb);
 
 /* files.c: refuses an artifact RELPATH (relative to SBX_RESULTS_DIR, from a
  * link) that is empty, absolute, too long or too deep, or has an empty, "."

@@ -194,6 +194,10 @@ static struct json_object *sandbox_json(const struct sbx_sandbox_info *in)
 			   json_object_new_int64((int64_t)in->egress_bytes_in));
 	r |= sbx_tools_put(o, "egress_bytes_out",
 			   json_object_new_int64((int64_t)in->egress_bytes_out));
+	r |= sbx_tools_put(o, "cpu_seconds", json_object_new_double((double)in->cpu_ns / 1e9));
+	r |= sbx_tools_put(o, "memory_bytes", json_object_new_int64((int64_t)in->memory_bytes));
+	r |= sbx_tools_put(o, "memory_byte_seconds",
+			   json_object_new_int64((int64_t)in->memory_byte_seconds));
 	if (r < 0)
 		return json_object_put(o), NULL;
 	return o;
@@ -215,7 +219,7 @@ int sbx_tool_list_sandboxes(const struct sbx_tool_ctx *ctx, struct json_object *
 	struct sbx_error err = SBX_ERROR_INIT;
 	struct sbx_sandbox_info *list = NULL;
 	struct json_object *res, *arr;
-	uint64_t egress_in, egress_out;
+	struct sbx_tenant_usage t;
 	size_t n = 0;
 	int r;
 
@@ -225,14 +229,16 @@ int sbx_tool_list_sandboxes(const struct sbx_tool_ctx *ctx, struct json_object *
 		sbx_error_prefix(&err, "cannot list sandboxes");
 		return sbx_tool_fail_err(out, &err, hint_general(r));
 	}
-	/* The tenant's egress: its sandboxes gone, and those listed. */
-	sbx_manager_egress_gone(ctx->manager, owner_of(ctx), &egress_in, &egress_out);
+	/* The tenant's usage: its sandboxes gone, and those listed. */
+	sbx_manager_tenant_gone(ctx->manager, owner_of(ctx), &t);
 	res = json_object_new_object();
 	arr = json_object_new_array();
 	r = res && arr ? 0 : -ENOMEM;
 	for (size_t i = 0; r == 0 && i < n; i++) {
-		egress_in += list[i].egress_bytes_in;
-		egress_out += list[i].egress_bytes_out;
+		t.egress_bytes_in += list[i].egress_bytes_in;
+		t.egress_bytes_out += list[i].egress_bytes_out;
+		t.cpu_ns += list[i].cpu_ns;
+		t.memory_byte_seconds += list[i].memory_byte_seconds;
 		r = sbx_tools_append(arr, sandbox_json(&list[i]));
 	}
 	sbx_sandbox_info_list_free(list, n);
@@ -240,9 +246,13 @@ int sbx_tool_list_sandboxes(const struct sbx_tool_ctx *ctx, struct json_object *
 		r = sbx_tools_put(res, "sandboxes", SBX_TAKE(arr));
 		r |= sbx_tools_put(res, "count", json_object_new_int64((int64_t)n));
 		r |= sbx_tools_put(res, "tenant_egress_bytes_in",
-				   json_object_new_int64((int64_t)egress_in));
+				   json_object_new_int64((int64_t)t.egress_bytes_in));
 		r |= sbx_tools_put(res, "tenant_egress_bytes_out",
-				   json_object_new_int64((int64_t)egress_out));
+				   json_object_new_int64((int64_t)t.egress_bytes_out));
+		r |= sbx_tools_put(res, "tenant_cpu_seconds",
+				   json_object_new_double((double)t.cpu_ns / 1e9));
+		r |= sbx_tools_put(res, "tenant_memory_byte_seconds",
+				   json_object_new_int64((int64_t)t.memory_byte_seconds));
 	}
 	json_object_put(arr);
 	return set_result(out, res, r);

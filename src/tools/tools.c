@@ -292,7 +292,13 @@ static const struct sbx_tool_def tools[] = {
 	    "\"egress_bytes_in\":{\"type\":\"integer\",\"description\":\"bytes the server "
 	    "carried into the sandbox for it (package index, egress_allow hosts)\"},"
 	    "\"egress_bytes_out\":{\"type\":\"integer\",\"description\":\"bytes the "
-	    "server carried out of the sandbox for it\"}},"
+	    "server carried out of the sandbox for it\"},"
+	    "\"cpu_seconds\":{\"type\":\"number\",\"description\":\"CPU time its "
+	    "container used (sampled every minute or so)\"},"
+	    "\"memory_bytes\":{\"type\":\"integer\",\"description\":\"memory in use "
+	    "at the last sample\"},"
+	    "\"memory_byte_seconds\":{\"type\":\"integer\",\"description\":\"memory "
+	    "held over time, bytes x seconds\"}},"
 	    "\"required\":[\"sandbox_id\",\"name\",\"status\",\"image\",\"created\","
 	    "\"last_used\",\"packages\"],\"additionalProperties\":false}},"
 	    "\"count\":{\"type\":\"integer\"},"
@@ -300,7 +306,12 @@ static const struct sbx_tool_def tools[] = {
 	    "the server carried into all your sandboxes, deleted ones included, since it "
 	    "started\"},"
 	    "\"tenant_egress_bytes_out\":{\"type\":\"integer\",\"description\":\"bytes "
-	    "carried out of them\"}},\"required\":[\"sandboxes\",\"count\"],"
+	    "carried out of them\"},"
+	    "\"tenant_cpu_seconds\":{\"type\":\"number\",\"description\":\"CPU time "
+	    "all your sandboxes used, deleted ones included\"},"
+	    "\"tenant_memory_byte_seconds\":{\"type\":\"integer\",\"description\":"
+	    "\"memory all your sandboxes held over time, bytes x "
+	    "seconds\"}},\"required\":[\"sandboxes\",\"count\"],"
 	    "\"additionalProperties\":false}",
 	.read_only = true,
 	.idempotent = true,

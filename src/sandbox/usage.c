@@ -1,0 +1,159 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The usage sampler: what each sandbox's container uses, for metering (the
+ * measured service of a cloud). Every sandbox.usage_interval one thread asks
+ * the engine for the stats of each ready sandbox, one after another (at most
+ * one engine request at a time, however many sandboxes), and keeps in the
+ * record, under m->lock:
+ *   cpu_ns               the container's CPU time (the engine's cgroup count);
+ *   memory_bytes         the memory in use at the sample;
+ *   memory_byte_seconds  memory in use integrated over time: each sample
+ *                        counts for the time since the one before, at most
+ *                        two intervals (a sandbox not sampled for longer,
+ *                        the engine slow, is not charged for the gap).
+ * The growth of each is added to the tenant's counters in /metrics
+ * (mcp_sandbox_tenant_cpu_seconds_total, _memory_byte_seconds_total), and
+ * what a sandbox used stays in its tenant's total when it goes
+ * (tenant_usage.c): a deletion samples it once more first.
+ *
+ * The engine's figures are hostile input too (a container's cgroup is its
+ * own): a CPU count that goes down is not counted again, and a memory
+ * figure above the container's limit counts as the limit.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sandbox-internal.h"
+#include "sbx/clock.h"
+#include "sbx/log.h"
+#include "sbx/metrics.h"
+
+struct sbx_usage_sampler {
+	pthread_t thread;
+	pthread_cond_t wake; /* CLOCK_MONOTONIC, with m->lock */
+	bool stopping;
+};
+
+/* Applies ST, sampled at NOW, to SB; the growth in *RET_CPU_NS and
+ * *RET_BYTE_S. Under m->lock. */
+static void apply_locked(sbx_manager *m, sbx_sandbox *sb, const struct sbx_stats *st, int64_t now,
+			 uint64_t *ret_cpu_ns, uint64_t *ret_byte_s)
+{
+	int64_t interval = m->s->sandbox.usage_interval_ms, dt;
+	uint64_t mem = st->memory_usage_bytes;
+
+	*ret_cpu_ns = *ret_byte_s = 0;
+	if (st->memory_limit_bytes && mem > st->memory_limit_bytes)
+		mem = st->memory_limit_bytes;
+	if (st->cpu_total_ns > sb->cpu_ns) {
+		*ret_cpu_ns = st->cpu_total_ns - sb->cpu_ns;
+		sb->cpu_ns = st->cpu_total_ns;
+	}
+	if (sb->sampled_ms) {
+		dt = now - sb->sampled_ms;
+		if (dt > 2 * interval)
+			dt = 2 * interval;
+		if (dt > 0) {
+			/* bytes x ms / 1000, without overflow for any sane figure:
+			 * 2^64 / 2^40 (1 TiB) leaves 2^24 ms (4.6 h) > 2 intervals. */
+			*ret_byte_s = (uint64_t)(((unsigned __int128)mem * (uint64_t)dt) / 1000);
+			sb->memory_byte_seconds += *ret_byte_s;
+		}
+	}
+	sb->memory_bytes = mem;
+	sb->sampled_ms = now;
+}
+
+static void sample_one(sbx_manager *m, sbx_sandbox *sb)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_stats st = {0};
+	uint64_t cpu_ns, byte_s;
+
+	if (!sb->container || sbx_container_stats(m->engine, sb->container, &st, &err) < 0)
+		return; /* gone, or the engine did not answer: the next turn */
+	pthread_mutex_lock(&m->lock);
+	apply_locked(m, sb, &st, sbx_monotonic_ms(), &cpu_ns, &byte_s);
+	pthread_mutex_unlock(&m->lock);
+	sbx_metrics_tenant_usage(sb->owner, cpu_ns / 1000, byte_s);
+}
+
+void sbx_usage_sample(sbx_manager *m, sbx_sandbox *sb)
+{
+	if (m->usage)
+		sample_one(m, sb);
+}
+
+static void *sampler_main(void *arg)
+{
+	sbx_manager *m = arg;
+	struct sbx_usage_sampler *u = m->usage;
+
+	pthread_mutex_lock(&m->lock);
+	while (!u->stopping) {
+		int64_t next = sbx_monotonic_ms() + m->s->sandbox.usage_interval_ms;
+		sbx_sandbox **batch = m->n ? calloc(m->n, sizeof(*batch)) : NULL;
+		size_t n = 0;
+
+		for (size_t i = 0; batch && i < m->n; i++)
+			if (m->table[i]->ready && m->table[i]->end == SBX_END_NONE &&
+			    m->table[i]->death == SBX_DEATH_NONE)
+				batch[n++] = sbx_sandbox_ref(m->table[i]);
+		pthread_mutex_unlock(&m->lock);
+		for (size_t i = 0; i < n; i++) {
+			bool stop;
+			pthread_mutex_lock(&m->lock);
+			stop = u->stopping;
+			pthread_mutex_unlock(&m->lock);
+			if (!stop)
+				sample_one(m, batch[i]);
+			sbx_sandbox_unref(batch[i]);
+		}
+		free(batch);
+		pthread_mutex_lock(&m->lock);
+		while (!u->stopping && sbx_monotonic_ms() < next)
+			sbx_cond_wait_until(&u->wake, &m->lock, next);
+	}
+	pthread_mutex_unlock(&m->lock);
+	return NULL;
+}
+
+int sbx_usage_start(sbx_manager *m, struct sbx_error *err)
+{
+	struct sbx_usage_sampler *u;
+	int r;
+
+	if (m->s->sandbox.usage_interval_ms <= 0)
+		return 0;
+	u = calloc(1, sizeof(*u));
+	if (!u)
+		return sbx_error_set(err, -ENOMEM, "out of memory");
+	sbx_cond_init_monotonic(&u->wake);
+	m->usage = u;
+	r = -pthread_create(&u->thread, NULL, sampler_main, m);
+	if (r < 0) {
+		pthread_cond_destroy(&u->wake);
+		free(u);
+		m->usage = NULL;
+		return sbx_error_set(err, r, "start the usage sampler's thread: %s", strerror(-r));
+	}
+	return 0;
+}
+
+void sbx_usage_stop(sbx_manager *m)
+{
+	struct sbx_usage_sampler *u = m->usage;
+
+	if (!u)
+		return;
+	pthread_mutex_lock(&m->lock);
+	u->stopping = true;
+	pthread_cond_signal(&u->wake);
+	pthread_mutex_unlock(&m->lock);
+	pthread_join(u->thread, NULL);
+	pthread_cond_destroy(&u->wake);
+	free(u);
+	m->usage = NULL;
+}
