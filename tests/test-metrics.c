@@ -190,13 +190,16 @@ static void test_registry(void)
 				       "histogram",
 				       "mcp_sandbox_installs_total counter",
 				       "mcp_sandbox_artifact_bytes_total counter",
-				       "mcp_sandbox_egress_bytes_total counter", NULL};
+				       "mcp_sandbox_egress_bytes_total counter",
+				       "mcp_sandbox_tenant_cpu_seconds_total counter",
+				       "mcp_sandbox_tenant_memory_byte_seconds_total counter",
+				       NULL};
 	     *n; n++) {
 		snprintf(line, sizeof(line), "# TYPE %s\n", *n);
 		all = all && strstr(text, line);
 	}
-	tap_ok(all && lines_with(text, "# HELP ") == 7 && lines_with(text, "# TYPE ") == 7,
-	       "an empty registry: a HELP and a TYPE line for each of its 7 metrics");
+	tap_ok(all && lines_with(text, "# HELP ") == 9 && lines_with(text, "# TYPE ") == 9,
+	       "an empty registry: a HELP and a TYPE line for each of its 9 metrics");
 	free(text);
 
 	sbx_metrics_tool_call("execute_python_code", "ok", "alice", 1000);	 /* 1 ms */
