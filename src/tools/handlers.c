@@ -908,3 +908,21 @@ out:
 	sbx_sandbox_unref(sb);
 	return r;
 }
+
+/* ---- for the resources (src/tools/resources.c) ---- */
+
+const char *sbx_tool_owner(const struct sbx_tool_ctx *ctx)
+{
+	return owner_of(ctx);
+}
+
+const char *sbx_tool_public_url(const struct sbx_tool_ctx *ctx, char *buf, size_t size)
+{
+	return public_url(ctx, buf, size);
+}
+
+char *sbx_tool_artifact_link(const struct sbx_tool_ctx *ctx, const char *base, const char *id,
+			     const char *relpath)
+{
+	return artifact_link(ctx, base, id, relpath);
+}
