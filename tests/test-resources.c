@@ -24,6 +24,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "tools/tools.h"
 #include "sbx/common.h"
@@ -38,8 +40,31 @@
 #define PUBLIC_URL "http://127.0.0.1:8765"
 #define MANY 150 /* files in many/: two pages with the rest */
 
+static void sleep_ms(long ms)
+{
+	nanosleep(&(struct timespec){.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L}, NULL);
+}
+
 static struct test_manager x;
 static sbx_link_key *link_key;
+static char upload_dir[] = "/tmp/sbx-res-up-XXXXXX";
+
+/* The notifications the tools send (call_as passes this notifier when
+ * notify is set): how many were notifications/resources/list_changed. */
+static bool notify, notify_off;
+static int changed;
+static int others;
+
+static void record(void *ud, const char *json)
+{
+	(void)ud;
+	if (strstr(json, "\"notifications/resources/list_changed\""))
+		changed++;
+	else
+		others++;
+}
+
+static const struct sbx_mcp_notifier recorder = {.send = record};
 
 static struct sbx_tool_ctx ctx_of(const char *owner)
 {
@@ -48,7 +73,8 @@ static struct sbx_tool_ctx ctx_of(const char *owner)
 				     .owner = owner,
 				     .public_url = PUBLIC_URL,
 				     .link_key = link_key,
-				     .protocol_version = SBX_MCP_VERSION_LATEST};
+				     .protocol_version = SBX_MCP_VERSION_LATEST,
+				     .notifier = notify ? &recorder : NULL};
 }
 
 /* Calls tool NAME as OWNER; 0 with C filled (C->obj parsed on success). */
@@ -487,14 +513,92 @@ static void test_mcp(void)
 	sbx_mcp_free(m);
 }
 
+/* Calls NAME in sandbox B with the arguments {"sandbox_id": B, REST as alice
+ * with the recorder; the list_changed notifications it sent (-1: the call
+ * failed). */
+static int changes_of(const char *name, const char *rest)
+{
+	struct call c;
+	char args[512];
+	int r;
+
+	snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",%s", id_b, rest);
+	notify = !notify_off;
+	changed = 0;
+	r = call_as("res-alice", name, args, &c);
+	notify = false;
+	if (r < 0 || c.is_error) {
+		tap_diag("%s: %s", name, c.text ? c.text : "(no call)");
+		call_release(&c);
+		return -1;
+	}
+	call_release(&c);
+	return changed;
+}
+
+/* notifications/resources/list_changed after a call that created or
+ * changed files under /app/results, and only then. */
+static void test_list_changed(void)
+{
+	char path[128];
+	FILE *f;
+
+	tap_is_int(changes_of("execute_python_code", "\"code\":\"import os; os.makedirs('d/e'); "
+						     "open('d/e/f','w').write('1')\"}"),
+		   1, "list_changed once after Python writes a file");
+	tap_is_int(changes_of("execute_python_code", "\"code\":\"x = 1\"}"), 0,
+		   "none after Python that writes nothing");
+	tap_is_int(changes_of("execute_terminal_command", "\"command\":\"echo c > c.txt\"}"), 1,
+		   "once after a command that writes a file");
+	sleep_ms(300); /* past the margin before a command's start */
+	{
+		struct timespec a, b, c;
+		clock_gettime(CLOCK_MONOTONIC, &a);
+		tap_is_int(changes_of("execute_terminal_command", "\"command\":\"cat c.txt\"}"), 0,
+			   "none after a command that only reads");
+		clock_gettime(CLOCK_MONOTONIC, &b);
+		notify_off = true;
+		changes_of("execute_terminal_command", "\"command\":\"cat c.txt\"}");
+		notify_off = false;
+		clock_gettime(CLOCK_MONOTONIC, &c);
+		tap_diag(
+		    "a command with the check for changes: %.0f ms; without (no notifier): "
+		    "%.0f ms",
+		    (double)(b.tv_sec - a.tv_sec) * 1e3 + (double)(b.tv_nsec - a.tv_nsec) / 1e6,
+		    (double)(c.tv_sec - b.tv_sec) * 1e3 + (double)(c.tv_nsec - b.tv_nsec) / 1e6);
+	}
+	tap_is_int(changes_of("execute_terminal_command", "\"command\":\"rm c.txt\"}"), 1,
+		   "once after a command that removes a file");
+	tap_is_int(changes_of("execute_terminal_command",
+			      "\"command\":\"sleep 0.3; echo more >> d/e/f\"}"),
+		   1, "once after a command that appends to a file two folders down");
+	snprintf(path, sizeof(path), "%s/up.txt", upload_dir);
+	f = fopen(path, "w");
+	if (f) {
+		fputs("up", f);
+		fclose(f);
+	}
+	tap_is_int(changes_of("upload_file_to_sandbox", "\"local_file_path\":\"up.txt\"}"), 1,
+		   "once after an upload into /app/results");
+	tap_is_int(changes_of("upload_file_to_sandbox", "\"local_file_path\":\"up.txt\","
+							"\"dest_path\":\"/tmp\"}"),
+		   0, "none after an upload into /tmp");
+	unlink(path);
+}
+
 int main(int argc, char **argv)
 {
-	const char *const extra[] = {"sandbox.pool_size=0", "server.resource_max_bytes=4k", NULL};
+	char up_set[64];
+	const char *const extra[] = {"sandbox.pool_size=0", "server.resource_max_bytes=4k", up_set,
+				     NULL};
 	struct sbx_error err = SBX_ERROR_INIT;
 	struct call c;
 	char code[512];
 
 	fixture_init(argc, argv, "resources");
+	if (!mkdtemp(upload_dir))
+		tap_bail("mkdtemp");
+	snprintf(up_set, sizeof(up_set), "sandbox.upload_dir=%s", upload_dir);
 	if (sbx_link_key_open(NULL, &link_key, &err) < 0)
 		tap_bail(err.msg);
 	test_manager_open(&x, "r", extra, NULL);
@@ -524,8 +628,10 @@ int main(int argc, char **argv)
 	test_list();
 	test_read();
 	test_mcp();
+	test_list_changed();
 
 	test_manager_close(&x, "no container of this run is left");
 	sbx_link_key_free(link_key);
+	rmdir(upload_dir);
 	return fixture_end();
 }

@@ -478,6 +478,13 @@ int sbx_artifact_list(sbx_manager *m, sbx_sandbox *sb, size_t max,
 		      struct sbx_artifact_entry **ret_list, size_t *ret_n, bool *ret_truncated,
 		      struct sbx_error *err);
 void sbx_artifact_list_free(struct sbx_artifact_entry *list, size_t n);
+/* Whether anything under SBX_RESULTS_DIR (a file, or a folder whose names
+ * changed) was modified at or after SINCE (CLOCK_REALTIME: the sandbox
+ * shares the engine host's clock), as the sandbox's user sees it: 1 yes, 0
+ * no, or a negative error. One exec of find; links are not followed. Not a
+ * use of the sandbox. */
+int sbx_artifact_changed_since(sbx_manager *m, sbx_sandbox *sb, const struct timespec *since,
+			       struct sbx_error *err);
 /* 0 when RELPATH names a file below SBX_RESULTS_DIR without "", "." or ".."
  * segments or a leading '/'; else -EPERM (-EINVAL: too long or too deep),
  * ERR saying why. */

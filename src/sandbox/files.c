@@ -137,7 +137,8 @@ struct file_exec {
 	struct sbx_buf out; /* stdout when no sink (at most FILE_ERR_MAX) */
 	struct sbx_buf err; /* stderr (at most FILE_ERR_MAX) */
 	int sink_error;
-	bool over; /* stdout went past out_max */
+	bool over;    /* stdout went past out_max */
+	bool no_exit; /* at the end of the stream, do not wait for the exit code: 0 */
 };
 
 static void keep_bounded(struct sbx_buf *b, const char *p, size_t n)
@@ -225,6 +226,8 @@ static int file_exec(sbx_manager *m, sbx_sandbox *sb, const char *const *argv, i
 	}
 	if (fx->sink_error || fx->over) {
 		code = FILE_STOPPED; /* by us: the rest of the stream is dropped */
+	} else if (fx->no_exit) {
+		code = 0;
 	} else {
 		code = stream_exit(s);
 	}
@@ -759,6 +762,32 @@ int sbx_artifact_list(sbx_manager *m, sbx_sandbox *sb, size_t max,
 	if (r >= 0)
 		r = list_parse(out.data, max, ret_list, ret_n, ret_truncated, err);
 	sbx_buf_release(&out);
+	file_exec_release(&fx);
+	return r;
+}
+
+int sbx_artifact_changed_since(sbx_manager *m, sbx_sandbox *sb, const struct timespec *since,
+			       struct sbx_error *err)
+{
+	/* The first byte of a name found says it; no wait for the exit code
+	 * (an engine may take a while to tell it): find's errors are on stderr. */
+	struct file_exec fx = {.out_max = 0, .no_exit = true};
+	char when[48];
+	int r;
+
+	/* Files and folders alike: a name added or removed changes its
+	 * folder's mtime. GNU find reads "@SECONDS.NANOSECONDS". */
+	snprintf(when, sizeof(when), "@%lld.%09ld", (long long)since->tv_sec, since->tv_nsec);
+	{
+		const char *const argv[] = {"find", SBX_RESULTS_DIR, "-maxdepth", "64", "-newermt",
+					    when,   "-print",	     "-quit",	  NULL};
+		r = file_exec(m, sb, argv, -1, 0, &fx, err);
+	}
+	if (r >= 0 && !fx.over && fx.err.len)
+		r = sbx_error_set(err, -EIO, "looking for changes in %s failed: %.300s",
+				  SBX_RESULTS_DIR, fx.err.data);
+	else if (r >= 0)
+		r = fx.over;
 	file_exec_release(&fx);
 	return r;
 }

@@ -351,6 +351,24 @@ struct json_object *sbx_resources_templates(void)
 	return res;
 }
 
+/* ---- notifications/resources/list_changed ---- */
+
+void sbx_resources_changed(const struct sbx_tool_ctx *ctx)
+{
+	if (ctx->notifier && ctx->notifier->send)
+		ctx->notifier->send(ctx->notifier->ctx,
+				    "{\"jsonrpc\":\"2.0\",\"method\":"
+				    "\"notifications/resources/list_changed\"}");
+}
+
+void sbx_resources_changed_since(const struct sbx_tool_ctx *ctx, sbx_sandbox *sb,
+				 const struct timespec *since)
+{
+	if (ctx->notifier && ctx->notifier->send && !sbx_tools_cancelled(ctx) &&
+	    sbx_artifact_changed_since(ctx->manager, sb, since, NULL) > 0)
+		sbx_resources_changed(ctx);
+}
+
 /* ---- resources/read ---- */
 
 /* The content is sent as text: a text type whose bytes are UTF-8. */

@@ -172,6 +172,16 @@ int sbx_resource_uri_parse(const char *uri, char **ret_sandbox_id, char **ret_re
  * -EINVAL for a cursor not ours, -ENOMEM, or the manager's error. */
 int sbx_resources_list(const struct sbx_tool_ctx *ctx, const char *cursor,
 		       struct json_object **ret_result, struct sbx_error *err);
+/* Sends notifications/resources/list_changed through ctx->notifier (none
+ * without one): a tool call created or changed files under SBX_RESULTS_DIR
+ * (execute_python_code's changed files, an upload there). */
+void sbx_resources_changed(const struct sbx_tool_ctx *ctx);
+/* The same when anything under SBX_RESULTS_DIR of SB changed since SINCE
+ * (sbx_artifact_changed_since: one exec), for execute_terminal_command,
+ * whose files are not tracked; nothing is asked without a notifier or once
+ * the call is cancelled. */
+void sbx_resources_changed_since(const struct sbx_tool_ctx *ctx, sbx_sandbox *sb,
+				 const struct timespec *since);
 /* resources/templates/list's result; NULL on -ENOMEM. */
 struct json_object *sbx_resources_templates(void);
 /* resources/read URI: {contents: [{uri, mimeType, text | blob}]}: text for a
