@@ -136,8 +136,9 @@ sbx_mcp_input *sbx_mcp_input_free(sbx_mcp_input *in);
 bool sbx_mcp_input_has_requests(const sbx_mcp_input *in);
 /* Holds an initialize request. */
 bool sbx_mcp_input_is_initialize(const sbx_mcp_input *in);
-/* Holds a request that may block for long (tools/call); everything else is
- * answered without waiting, so a transport may run it in any thread. */
+/* Holds a request that may block for long (tools/call, resources/list,
+ * resources/read: they go into containers); everything else is answered
+ * without waiting, so a transport may run it in any thread. */
 bool sbx_mcp_input_may_block(const sbx_mcp_input *in);
 /* The reply that refuses every request of IN (a body not run) with the
  * JSON-RPC error CODE and MESSAGE, each under its request's id; an array for

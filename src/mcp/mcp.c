@@ -641,7 +641,10 @@ bool sbx_mcp_input_is_initialize(const sbx_mcp_input *in)
 
 bool sbx_mcp_input_may_block(const sbx_mcp_input *in)
 {
-	return input_has_request(in, "tools/call");
+	/* The resources go into containers too (an exec each: a listing per
+	 * sandbox, a read up to server.resource_max_bytes). */
+	return input_has_request(in, "tools/call") || input_has_request(in, "resources/list") ||
+	       input_has_request(in, "resources/read");
 }
 
 /* sbx_mcp_input_refuse; with S, each tools/call refused is logged as
