@@ -586,6 +586,75 @@ static void test_list_changed(void)
 	unlink(path);
 }
 
+/* Python that makes C's python3 (the venv's, first in its PATH, the sandbox
+ * user's to replace) the shell script BODY. */
+static char *replace_python(const char *body)
+{
+	char *code = NULL;
+
+	if (asprintf(&code,
+		     "import os\n"
+		     "open('/opt/venv/bin/p.new', 'w').write('#!/bin/sh\\n%s\\n')\n"
+		     "os.chmod('/opt/venv/bin/p.new', 0o755)\n"
+		     "os.replace('/opt/venv/bin/p.new', '/opt/venv/bin/python3')\n",
+		     body) < 0)
+		tap_bail("asprintf");
+	return code;
+}
+
+/* A sandbox whose python3 answers the listing with lies, then trickles:
+ * the names it makes up are checked, and the listing ends within its time. */
+static void test_hostile_listing(void)
+{
+	struct json_object *all = NULL;
+	struct call c;
+	char args[128], prefix[64], id_c[SBX_SANDBOX_ID_MAX + 1] = "";
+	_cleanup_free_ char *liar = NULL, *trickle = NULL;
+	struct timespec a, b;
+	const char *c_name = NULL;
+	size_t from_c = 0;
+	bool t_listed = false;
+
+	if (call_as("res-alice", "create_sandbox", "{\"name\":\"res-c\"}", &c) == 0 && !c.is_error)
+		snprintf(id_c, sizeof(id_c), "%s", str_at(c.obj, "sandbox_id"));
+	call_release(&c);
+	if (!tap_ok(id_c[0], "alice creates sandbox C"))
+		return;
+	liar = replace_python("echo \\'{\"files\": [[\"../../etc/passwd\", 1, 1], "
+			      "[\"a\\\\u0001b\", 1, 1], [\"ok.txt\", 2, 1]], \"more\": false}\\'");
+	tap_ok(run_py("res-alice", id_c, liar), "C's python3 becomes a script that lies");
+	snprintf(prefix, sizeof(prefix), "sandbox://%s/", id_c);
+	list_all("res-alice", &all, NULL);
+	for (size_t i = 0; i < json_object_array_length(all); i++) {
+		struct json_object *e = json_object_array_get_idx(all, i);
+		if (!strncmp(str_at(e, "uri"), prefix, strlen(prefix))) {
+			from_c++;
+			c_name = str_at(e, "name");
+		}
+	}
+	tap_ok(json_object_array_length(all) > MANY + 5 && from_c == 1 && c_name &&
+		   !strcmp(c_name, "ok.txt"),
+	       "of its lies only the clean name is listed, a path out and a control character "
+	       "are not (%zu from C: %s)",
+	       from_c, c_name ? c_name : "-");
+	json_object_put(all);
+
+	trickle = replace_python("while :; do printf x; sleep 1; done");
+	tap_ok(run_py("res-alice", id_c, trickle), "then one that trickles a byte a second");
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	list_all("res-alice", &all, NULL);
+	clock_gettime(CLOCK_MONOTONIC, &b);
+	for (size_t i = 0; i < json_object_array_length(all); i++)
+		t_listed |= !strcmp(str_at(json_object_array_get_idx(all, i), "name"), "t.txt");
+	tap_ok(t_listed && b.tv_sec - a.tv_sec < 30,
+	       "the listing ends within its time all the same (%ld s), with A's files",
+	       (long)(b.tv_sec - a.tv_sec));
+	json_object_put(all);
+	snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\"}", id_c);
+	call_as("res-alice", "delete_sandbox", args, &c);
+	call_release(&c);
+}
+
 int main(int argc, char **argv)
 {
 	char up_set[64];
@@ -629,6 +698,7 @@ int main(int argc, char **argv)
 	test_read();
 	test_mcp();
 	test_list_changed();
+	test_hostile_listing();
 
 	test_manager_close(&x, "no container of this run is left");
 	sbx_link_key_free(link_key);

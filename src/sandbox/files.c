@@ -16,6 +16,7 @@
 #include <json-c/json.h>
 
 #include "sandbox-internal.h"
+#include "sbx/clock.h"
 #include "sbx/common.h"
 #include "sbx/tar.h"
 
@@ -137,8 +138,9 @@ struct file_exec {
 	struct sbx_buf out; /* stdout when no sink (at most FILE_ERR_MAX) */
 	struct sbx_buf err; /* stderr (at most FILE_ERR_MAX) */
 	int sink_error;
-	bool over;    /* stdout went past out_max */
-	bool no_exit; /* at the end of the stream, do not wait for the exit code: 0 */
+	bool over;	     /* stdout went past out_max */
+	bool no_exit;	     /* at the end of the stream, do not wait for the exit code: 0 */
+	int64_t deadline_ms; /* sbx_monotonic_ms time the stream must have ended by; 0: none */
 };
 
 static void keep_bounded(struct sbx_buf *b, const char *p, size_t n)
@@ -198,9 +200,20 @@ static int file_exec(sbx_manager *m, sbx_sandbox *sb, const char *const *argv, i
 		goto out;
 	for (;;) {
 		int fd = 1;
-		ssize_t n = sbx_stream_read(s, buf, sizeof(buf), &fd, FILE_IDLE_MS, err);
+		int64_t wait = FILE_IDLE_MS, left = fx->deadline_ms - sbx_monotonic_ms();
+		ssize_t n;
+
+		if (fx->deadline_ms && left <= 0) {
+			r = sbx_error_set(err, -ETIMEDOUT, "the sandbox took too long to answer");
+			goto out;
+		}
+		if (fx->deadline_ms && left < wait)
+			wait = left;
+		n = sbx_stream_read(s, buf, sizeof(buf), &fd, (int)wait, err);
 		if (n == 0)
 			break;
+		if (n < 0 && n == -ETIMEDOUT && wait < FILE_IDLE_MS)
+			continue; /* the deadline: said above */
 		if (n < 0) {
 			r = n == -ETIMEDOUT ? sbx_error_set(err, -ETIMEDOUT,
 							    "the sandbox sent nothing for %d s",
@@ -644,6 +657,10 @@ int sbx_artifact_read(sbx_manager *m, sbx_sandbox *sb, const char *relpath, sbx_
 /* What one entry may take in the listing's line: the path with every byte
  * escaped, its numbers and punctuation. */
 #define LIST_ENTRY_BYTES (2 * SBX_PATH_MAX + 64)
+/* How long a listing, or a look for changes, may take in all: the program
+ * that answers is the sandbox's to replace (python3 and find are looked up
+ * in its PATH), and a trickle must not hold a worker. */
+#define LIST_TIME_MS 15000
 
 static int list_sink(void *userdata, const void *data, size_t len)
 {
@@ -738,7 +755,8 @@ int sbx_artifact_list(sbx_manager *m, sbx_sandbox *sb, size_t max,
 		      struct sbx_error *err)
 {
 	struct sbx_buf out = SBX_BUF_INIT;
-	struct file_exec fx = {.sink = list_sink, .userdata = &out};
+	struct file_exec fx = {
+	    .sink = list_sink, .userdata = &out, .deadline_ms = sbx_monotonic_ms() + LIST_TIME_MS};
 	char most[24];
 	int r;
 
@@ -771,7 +789,8 @@ int sbx_artifact_changed_since(sbx_manager *m, sbx_sandbox *sb, const struct tim
 {
 	/* The first byte of a name found says it; no wait for the exit code
 	 * (an engine may take a while to tell it): find's errors are on stderr. */
-	struct file_exec fx = {.out_max = 0, .no_exit = true};
+	struct file_exec fx = {
+	    .out_max = 0, .no_exit = true, .deadline_ms = sbx_monotonic_ms() + LIST_TIME_MS};
 	char when[48];
 	int r;
 
