@@ -17,6 +17,12 @@
  *   a symbolic link out of /app/results refused; %252e%252e decoded once.
  * - The same through the MCP layer: initialize advertises resources with
  *   listChanged; the JSON-RPC codes (-32602, -32002, -32000 with data).
+ * - notifications/resources/list_changed: after a Python run, a command or
+ *   an upload that created, changed or removed files under /app/results,
+ *   and only then.
+ * - A sandbox whose python3 (the sandbox user's, first in its PATH) lies in
+ *   its listing, then trickles: only clean names are listed, and the
+ *   listing ends within its time.
  *
  * The suite ends by checking that no container of this run is left.
  */
