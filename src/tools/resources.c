@@ -52,8 +52,11 @@ static int relpath_ok(const char *relpath, struct sbx_error *err)
 	size_t n = strlen(relpath);
 	int r = sbx_artifact_check_relpath(relpath, err);
 
-	if (r < 0)
+	if (r < 0) {
+		if (err)
+			err->code = -EINVAL; /* a malformed URI, whatever the check calls it */
 		return -EINVAL;
+	}
 	if (!sbx_utf8_valid(relpath, n))
 		return sbx_error_set(err, -EINVAL, "the path is not valid UTF-8");
 	for (size_t i = 0; i < n; i++)
