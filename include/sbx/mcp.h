@@ -47,8 +47,9 @@
 #define SBX_JSONRPC_METHOD_NOT_FOUND -32601
 #define SBX_JSONRPC_INVALID_PARAMS -32602
 #define SBX_JSONRPC_INTERNAL_ERROR -32603
-#define SBX_JSONRPC_SERVER_ERROR -32000	 /* the implementation-defined range's first */
-#define SBX_MCP_SESSION_NOT_FOUND -32001 /* what the TypeScript SDK uses */
+#define SBX_JSONRPC_SERVER_ERROR -32000	  /* the implementation-defined range's first */
+#define SBX_MCP_SESSION_NOT_FOUND -32001  /* what the TypeScript SDK uses */
+#define SBX_MCP_RESOURCE_NOT_FOUND -32002 /* the specification's */
 
 typedef struct sbx_mcp sbx_mcp;
 typedef struct sbx_mcp_session sbx_mcp_session;
@@ -135,8 +136,9 @@ sbx_mcp_input *sbx_mcp_input_free(sbx_mcp_input *in);
 bool sbx_mcp_input_has_requests(const sbx_mcp_input *in);
 /* Holds an initialize request. */
 bool sbx_mcp_input_is_initialize(const sbx_mcp_input *in);
-/* Holds a request that may block for long (tools/call); everything else is
- * answered without waiting, so a transport may run it in any thread. */
+/* Holds a request that may block for long (tools/call, resources/list,
+ * resources/read: they go into containers); everything else is answered
+ * without waiting, so a transport may run it in any thread. */
 bool sbx_mcp_input_may_block(const sbx_mcp_input *in);
 /* The reply that refuses every request of IN (a body not run) with the
  * JSON-RPC error CODE and MESSAGE, each under its request's id; an array for

@@ -56,6 +56,7 @@ struct sbx_settings {
 		char *state_dir; /* "" = $STATE_DIRECTORY, else /var/lib/mcp-sandbox if it exists */
 		int64_t link_ttl_ms; /* a signed artifact link works this long */
 		bool unsigned_links; /* links without exp and sig work while auth is off */
+		int64_t resource_max_bytes; /* resources/read returns no larger file */
 		char *audit_log;     /* "" = standard error (include/sbx/audit.h) */
 		char *log_level;     /* error, warning, info, debug (include/sbx/log.h) */
 		char *log_format;    /* text or json */

@@ -7,6 +7,10 @@
  * relative and has no ".." part; an accepted artifact path has no empty or
  * "." part either, and survives the link round trip (sbx_artifact_url, then
  * sbx_artifact_parse of what follows /artifacts/ gives the same path).
+ * The input as an MCP resource URI (sbx_resource_uri_parse,
+ * src/tools/resources.c): an accepted one gives an id of an id's shape and
+ * a path the artifact check accepts, without control characters, and
+ * survives the round trip through sbx_resource_uri.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -16,6 +20,39 @@
 #include "sandbox/sandbox-internal.h"
 #include "sbx/artifact.h"
 #include "sbx/tar.h"
+#include "tools/tools.h"
+
+/* The resource URI check's invariants on S (see above). */
+static void resource_uri(const char *s)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	char *id = NULL, *rel = NULL, *again = NULL, *id2 = NULL, *rel2 = NULL;
+	size_t n;
+
+	if (sbx_resource_uri_parse(s, &id, &rel, &err) != 0) {
+		if (err.code != -EINVAL || !err.msg[0])
+			abort();
+		return;
+	}
+	n = strlen(id);
+	if (n < 1 || n > SBX_SANDBOX_ID_MAX ||
+	    strspn(id, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklm"
+		       "nopqrstuvwxyz0123456789_.-") != n ||
+	    !strcmp(id, ".") || !strcmp(id, "..") || sbx_artifact_check_relpath(rel, NULL) != 0)
+		abort();
+	for (const char *p = rel; *p; p++)
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+			abort();
+	again = sbx_resource_uri(id, rel);
+	if (!again || sbx_resource_uri_parse(again, &id2, &rel2, NULL) != 0 || strcmp(id, id2) ||
+	    strcmp(rel, rel2))
+		abort();
+	free(id);
+	free(rel);
+	free(again);
+	free(id2);
+	free(rel2);
+}
 
 /* The parts of P ('/'-separated): whether one is "..", one is "" or ".". */
 static void parts(const char *p, bool *ret_dotdot, bool *ret_empty_or_dot)
@@ -65,6 +102,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	} else if (err.code >= 0 || !err.msg[0]) {
 		abort();
 	}
+
+	resource_uri(s);
 
 	sbx_error_clear(&err);
 	if (sbx_tar_check_name(s, &err) == 0) {
