@@ -72,6 +72,10 @@ static void record(void *ud, const char *json)
 
 static const struct sbx_mcp_notifier recorder = {.send = record};
 
+/* The session has not asked for resources: commands do not look for
+ * changes. */
+static bool unwatched;
+
 static struct sbx_tool_ctx ctx_of(const char *owner)
 {
 	return (struct sbx_tool_ctx){.manager = x.m,
@@ -80,7 +84,8 @@ static struct sbx_tool_ctx ctx_of(const char *owner)
 				     .public_url = PUBLIC_URL,
 				     .link_key = link_key,
 				     .protocol_version = SBX_MCP_VERSION_LATEST,
-				     .notifier = notify ? &recorder : NULL};
+				     .notifier = notify ? &recorder : NULL,
+				     .resources_watched = !unwatched};
 }
 
 /* Calls tool NAME as OWNER; 0 with C filled (C->obj parsed on success). */
@@ -575,6 +580,13 @@ static void test_list_changed(void)
 	}
 	tap_is_int(changes_of("execute_terminal_command", "\"command\":\"rm c.txt\"}"), 1,
 		   "once after a command that removes a file");
+	unwatched = true;
+	tap_is_int(changes_of("execute_terminal_command", "\"command\":\"echo u > u.txt\"}"), 0,
+		   "none after a command that writes a file, in a session that never asked for "
+		   "resources (no exec looks for changes)");
+	tap_is_int(changes_of("execute_python_code", "\"code\":\"open('u.txt','w').write('2')\"}"),
+		   1, "but after Python that writes one, still (its changes come for free)");
+	unwatched = false;
 	tap_is_int(changes_of("execute_terminal_command",
 			      "\"command\":\"sleep 0.3; echo more >> d/e/f\"}"),
 		   1, "once after a command that appends to a file two folders down");

@@ -102,6 +102,10 @@ struct sbx_mcp_session {
 	char version[MCP_VERSION_MAX]; /* "" until initialize succeeded */
 	bool initialized_notified;
 	enum sbx_log_level log_level;
+	/* The client asked for resources (list, templates or read) in this
+	 * session: only then do its commands look for changed files to send
+	 * notifications/resources/list_changed (an exec each). */
+	bool resources_watched;
 	struct inflight *inflight; /* requests running now */
 	bool closed;		   /* sbx_mcp_session_close: its client has gone */
 };
@@ -1060,6 +1064,7 @@ static void do_tools_call(sbx_mcp_session *s, const char *version, struct json_o
 		};
 		pthread_mutex_lock(&s->lock);
 		ctx.log_level = s->log_level;
+		ctx.resources_watched = s->resources_watched;
 		pthread_mutex_unlock(&s->lock);
 		r = s->mcp->tools_call(&ctx, json_object_get_string(name), args, &result, &err);
 	}
@@ -1134,6 +1139,9 @@ static void do_resources(sbx_mcp_session *s, const char *version, const char *me
 	bool read = strcmp(method, "resources/read") == 0;
 	int r;
 
+	pthread_mutex_lock(&s->lock);
+	s->resources_watched = true;
+	pthread_mutex_unlock(&s->lock);
 	if (params && !json_object_is_type(params, json_type_object)) {
 		fail(o, SBX_JSONRPC_INVALID_PARAMS, "%s: params must be an object", method);
 		return;

@@ -367,7 +367,8 @@ void sbx_resources_changed(const struct sbx_tool_ctx *ctx)
 void sbx_resources_changed_since(const struct sbx_tool_ctx *ctx, sbx_sandbox *sb,
 				 const struct timespec *since)
 {
-	if (ctx->notifier && ctx->notifier->send && !sbx_tools_cancelled(ctx) &&
+	if (ctx->notifier && ctx->notifier->send && ctx->resources_watched &&
+	    !sbx_tools_cancelled(ctx) &&
 	    sbx_artifact_changed_since(ctx->manager, sb, since, NULL) > 0)
 		sbx_resources_changed(ctx);
 }

@@ -69,6 +69,9 @@ struct sbx_tool_ctx {
 	void *cancel_ud;
 	/* notifications/message below this level are not sent (logging/setLevel). */
 	enum sbx_log_level log_level;
+	/* The session's client has asked for resources: a command's changes to
+	 * /app/results are looked for (an exec) to send list_changed. */
+	bool resources_watched;
 	struct sbx_tool_audit *audit; /* may be NULL: nobody asks */
 };
 
