@@ -47,3 +47,12 @@ run_restart_test() {
 	exec "${SBX_BUILDDIR:-.}/tests/test-engine-restart" "$type" \
 		"${MCP_SANDBOX_IMAGE:-localhost/mcp-sandbox:latest}" "unix://$sock"
 }
+
+# The rootless Podman's socket (tools/provision-engines runs it as the user
+# sbx-rootless): MCP_SANDBOX_PODMAN_ROOTLESS_SOCKET, else engines.env's.
+rootless_socket() {
+	if [ -z "${MCP_SANDBOX_PODMAN_ROOTLESS_SOCKET:-}" ] && [ -r "$env_file" ]; then
+		MCP_SANDBOX_PODMAN_ROOTLESS_SOCKET=$(sed -n 's/^MCP_SANDBOX_PODMAN_ROOTLESS_SOCKET=//p' "$env_file")
+	fi
+	printf '%s\n' "${MCP_SANDBOX_PODMAN_ROOTLESS_SOCKET:-}"
+}
