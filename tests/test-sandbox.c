@@ -204,6 +204,39 @@ static void test_limits(sbx_manager *m, sbx_sandbox *sb, const struct sbx_settin
 	sbx_run_result_release(&res);
 }
 
+/* An engine that drops the limits (rootless Podman on cgroup v1) gets the
+ * create refused unless sandbox.allow_unlimited says to run such sandboxes
+ * (the suite runs with it on rootless): the refusal names what it dropped and
+ * the setting, and no container is left. */
+static void test_unlimited_refused(bool dropped)
+{
+	const char *const strict[] = {"sandbox.allow_unlimited=false", NULL};
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_settings s2;
+	sbx_manager *m2;
+	sbx_sandbox *sb = NULL;
+	char inst[96];
+	int r;
+
+	snprintf(inst, sizeof(inst), "%s-strict", instance);
+	settings_for(&s2, inst, strict);
+	m2 = manager(&s2, engine);
+	r = sbx_sandbox_create(m2, "alice", "strict", &sb, &err);
+	if (dropped)
+		tap_ok(r == -ENOTSUP && strstr(err.msg, "without its limits on memory") &&
+			   strstr(err.msg, "sandbox.allow_unlimited"),
+		       "limits dropped by the engine: the create is refused, naming them and "
+		       "sandbox.allow_unlimited (%d %s)",
+		       r, err.msg);
+	else
+		tap_ok(r == 0, "limits applied by the engine: the create goes on (%d %s)", r,
+		       err.msg);
+	sbx_sandbox_unref(sb);
+	sbx_manager_free(m2);
+	tap_is_int((int)count_instance(inst), 0, "no container of the strict manager is left");
+	sbx_settings_release(&s2);
+}
+
 static void test_shell(sbx_manager *m, sbx_sandbox *sb)
 {
 	struct sbx_error err = SBX_ERROR_INIT;
@@ -1934,6 +1967,12 @@ int main(int argc, char **argv)
 		argc--;
 		argv++;
 	}
+	if (rootless) {
+		/* Rootless Podman on cgroup v1 drops the limits: run anyway (the
+		 * refusal has its own test). */
+		static const char *const unlimited[] = {"sandbox.allow_unlimited=true", NULL};
+		fixture_settings = unlimited;
+	}
 	fixture_init(argc, argv, "test");
 	if (!mkdtemp(up) || !mkdtemp(outside))
 		tap_bail("mkdtemp");
@@ -1945,6 +1984,7 @@ int main(int argc, char **argv)
 	m = manager(&s, engine);
 	test_create_get_list(m, &a, &named);
 	test_limits(m, a, &s, rootless);
+	test_unlimited_refused(rootless && access("/sys/fs/cgroup/cgroup.controllers", F_OK) != 0);
 	test_shell(m, a);
 	test_python(m, named);
 	test_interpreter(m, a);

@@ -54,13 +54,13 @@ struct sbx_settings {
 		int64_t stream_stall_timeout_ms;
 		int64_t max_queued; /* bytes queued for all event streams together */
 		char *state_dir; /* "" = $STATE_DIRECTORY, else /var/lib/mcp-sandbox if it exists */
-		int64_t link_ttl_ms; /* a signed artifact link works this long */
-		bool unsigned_links; /* links without exp and sig work while auth is off */
+		int64_t link_ttl_ms;	    /* a signed artifact link works this long */
+		bool unsigned_links;	    /* links without exp and sig work while auth is off */
 		int64_t resource_max_bytes; /* resources/read returns no larger file */
-		char *audit_log;     /* "" = standard error (include/sbx/audit.h) */
-		char *log_level;     /* error, warning, info, debug (include/sbx/log.h) */
-		char *log_format;    /* text or json */
-		char *metrics_token; /* GET /metrics' bearer token; "" = loopback only */
+		char *audit_log;	    /* "" = standard error (include/sbx/audit.h) */
+		char *log_level;	    /* error, warning, info, debug (include/sbx/log.h) */
+		char *log_format;	    /* text or json */
+		char *metrics_token;	    /* GET /metrics' bearer token; "" = loopback only */
 	} server;
 	struct {
 		char *image;
@@ -92,6 +92,8 @@ struct sbx_settings {
 		int64_t install_timeout_ms;
 		int64_t max_upload; /* bytes */
 		bool remove_on_exit;
+		/* Sandboxes whose engine dropped their limits are run, not refused. */
+		bool allow_unlimited;
 		int64_t pool_size;	    /* started containers kept ready; 0 = no pool */
 		int64_t image_inline_max;   /* bytes; 0 = no images inline */
 		int64_t interrupt_grace_ms; /* after the KeyboardInterrupt, before the kill */

@@ -363,6 +363,9 @@ static const struct sbx_setting schema[] = {
 	   "largest file upload_file_to_sandbox copies"),
     BOOLEAN("sandbox", "remove_on_exit", sandbox.remove_on_exit, "true",
 	    "remove this server's sandboxes when it stops (no = adopt them at the next start)"),
+    BOOLEAN("sandbox", "allow_unlimited", sandbox.allow_unlimited, "false",
+	    "run sandboxes whose engine drops their memory, CPU and process limits (rootless "
+	    "Podman on cgroup v1) instead of refusing to create them"),
     NUMBER(INT, "sandbox", "pool_size", sandbox.pool_size, "2", 0, 64,
 	   "started sandboxes kept ready for create_sandbox; 0 = none"),
     NUMBER(SIZE, "sandbox", "image_inline_max", sandbox.image_inline_max, "1m", 0, 16 * MIB,

@@ -621,20 +621,41 @@ static int manager_disk_check(sbx_manager *m, struct sbx_error *err)
 	return r;
 }
 
-/* sandbox.runtime took: an engine may accept a runtime it then ignores
- * (Podman 4.3's REST API takes a container's runtime and runs the service's
- * default), which would run sandboxes under a weaker runtime than the one
- * configured without a word. 0, or -ENOTSUP saying so. */
-static int runtime_check(sbx_manager *m, const char *cid, struct sbx_error *err)
+/* What was asked for the container took (SPEC): its limits (an engine may
+ * accept them and apply none: sandbox.allow_unlimited says whether to run
+ * such a sandbox), and sandbox.runtime (an engine may accept a runtime it
+ * then ignores: Podman 4.3's REST API takes a container's runtime and runs
+ * the service's default, which would run sandboxes under a weaker runtime
+ * than the one configured without a word). 0, or -ENOTSUP saying so. */
+static int took_check(sbx_manager *m, const char *cid, const struct sbx_container_spec *spec,
+		      struct sbx_error *err)
 {
 	const char *want = m->s->sandbox.runtime;
 	struct sbx_container_info ci = {0};
+	char dropped[96] = "";
 	int r;
 
-	if (!want[0])
-		return 0;
 	r = sbx_container_inspect(m->engine, cid, &ci, err);
-	if (r >= 0 && (!ci.runtime || strcmp(ci.runtime, want) != 0))
+	if (r < 0)
+		return r;
+	/* Limits the engine took and did not apply (rootless Podman on cgroup
+	 * v1 only warns): one sandbox could take the host. */
+	if (spec->memory_bytes > 0 && ci.memory_bytes <= 0)
+		strcat(dropped, " memory (sandbox.memory)");
+	if (spec->nano_cpus > 0 && ci.nano_cpus <= 0)
+		strcat(dropped, " CPU (sandbox.cpus)");
+	if (spec->pids_limit > 0 && ci.pids_limit <= 0)
+		strcat(dropped, " processes (sandbox.pids_limit)");
+	if (dropped[0] && !m->s->sandbox.allow_unlimited)
+		r = sbx_error_set(
+		    err, -ENOTSUP,
+		    "the %s engine created the sandbox without its limits on%s: it cannot "
+		    "apply them (rootless Podman on a cgroup v1 host cannot), so one sandbox "
+		    "could take the host's memory, CPU or processes. Use a rootful engine or a "
+		    "cgroup v2 host, or set sandbox.allow_unlimited = true to run sandboxes "
+		    "without limits (trusted use only)",
+		    sbx_engine_name(m->engine), dropped);
+	else if (want[0] && (!ci.runtime || strcmp(ci.runtime, want) != 0))
 		r = sbx_error_set(
 		    err, -ENOTSUP,
 		    "the %s engine runs the sandbox with the runtime %s, not %s "
@@ -714,7 +735,7 @@ int sbx_container_provision(sbx_manager *m, const char *id, time_t when, const c
 					 s->sandbox.image, sbx_engine_name(m->engine));
 		return r;
 	}
-	r = runtime_check(m, cid, err);
+	r = took_check(m, cid, &spec, err);
 	if (r < 0) {
 		sbx_container_remove(m->engine, cid, NULL);
 		free(cid);

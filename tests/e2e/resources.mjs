@@ -63,6 +63,12 @@ async function resourcesOver(label, makeTransport) {
 			const r = await callOk(client, 'execute_python_code', { sandbox_id: sid, code: PLOT_CODE }, 180000);
 			assert.equal(r.exit_code, 0, JSON.stringify(r));
 			assert.ok(await waitFor(() => changed > 0, 5000), 'no list_changed within 5 s of the response');
+			// A command's changes are looked for only once the client has asked
+			// for resources (it costs an exec): this one has not yet.
+			changed = 0;
+			await callOk(client, 'execute_terminal_command', { sandbox_id: sid, command: 'echo e2e > res-cmd0.txt' });
+			assert.ok(!(await waitFor(() => changed > 0, 1000)), 'list_changed after a command, before any resources request');
+			await client.listResources({});
 			changed = 0;
 			await callOk(client, 'execute_terminal_command', { sandbox_id: sid, command: 'echo e2e > res-cmd.txt' });
 			assert.ok(await waitFor(() => changed > 0, 5000), 'no list_changed after a command that wrote a file');

@@ -117,7 +117,8 @@ e2e_want() {
 }
 
 # e2e_server_start NAME [ARG...]: starts mcp-sandboxd with the suite's
-# settings, then ARGs (more --set; the last one wins), its output in
+# settings, then $E2E_SETS (words: more --set, the suite's own), then ARGs
+# (more --set; the last one wins), its output in
 # $e2e_tmp/NAME.out and NAME.err; sets e2e_spid, e2e_url and e2e_slog.
 # Status 1, with its output as diagnostics and the server stopped, when it
 # printed no 'listening on' line within 60 s.
@@ -131,6 +132,7 @@ e2e_server_start() {
 	e2e_sout=$e2e_tmp/$1.out
 	e2e_slog=$e2e_tmp/$1.err
 	shift
+	# shellcheck disable=SC2086 # E2E_SETS is words
 	"$server" -c "$srcdir/etc/mcp-sandbox.ini" \
 		--set engine.type="$e2e_type" \
 		--set engine.socket="unix://$e2e_sock" \
@@ -148,7 +150,7 @@ e2e_server_start() {
 		--set sandbox.upload_dir="$e2e_tmp/upload" \
 		--set sandbox.exec_timeout=120s \
 		--set auth.keys_file="$e2e_keys" \
-		"$@" >"$e2e_sout" 2>"$e2e_slog" </dev/null &
+		${E2E_SETS:-} "$@" >"$e2e_sout" 2>"$e2e_slog" </dev/null &
 	e2e_spid=$!
 	e2e_started=1
 	i=0
