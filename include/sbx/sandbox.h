@@ -264,7 +264,7 @@ int sbx_disk_check(const struct sbx_settings *s, sbx_engine *e, struct sbx_error
  * lock: it must not call into the manager. 1 with the list in BUF
  * ("none", or HOST[:PORT],... as sandbox.egress_allow takes them), 0 when
  * OWNER has none of its own (sandbox.egress_allow applies), negative when
- * it cannot be known now (the list last used stays). */
+ * it cannot be known now (no host is allowed then: fail closed). */
 typedef int (*sbx_egress_lookup_fn)(void *userdata, const char *owner, char *buf, size_t size);
 /* Bytes BUF has for a list. */
 #define SBX_EGRESS_LIST_MAX 1024
