@@ -772,6 +772,7 @@ static int stream_read_head(sbx_stream *s, struct sbx_error *err)
 int sbx_rest_hijack(struct sbx_rest *r, const char *path, struct json_object *body_json,
 		    sbx_stream **ret_stream, struct sbx_error *err)
 {
+	struct sbx_error own = SBX_ERROR_INIT; /* the status of a failure, for the metrics */
 	int64_t t0_us = sbx_metrics_now_us();
 	char errbuf[CURL_ERROR_SIZE] = "";
 	struct sbx_buf head = SBX_BUF_INIT;
@@ -781,6 +782,9 @@ int sbx_rest_hijack(struct sbx_rest *r, const char *path, struct json_object *bo
 	sbx_stream *s;
 	CURLcode code;
 	int ret;
+
+	if (!err)
+		err = &own;
 
 	s = calloc(1, sizeof(*s));
 	if (!s)

@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../backends/engine-internal.h"
 #include "sbx/common.h"
 #include "sbx/engine.h"
 #include "sbx/tar.h"
@@ -870,6 +871,17 @@ int main(int argc, char **argv)
 		tap_ok(strcmp(sbx_engine_url(engine), tcp_url) == 0, "the engine is reached at %s",
 		       sbx_engine_url(engine));
 	test_ping_version();
+	/* A failed exec start with no error asked for (callers that only want
+	 * to know, as the check for an out-of-memory kill): a negative code, no
+	 * crash (its metrics read the failure's status from the error). */
+	{
+		sbx_stream *st = NULL;
+		int r = sbx_moby_exec_start(
+		    engine, "00000000000000000000000000000000000000000000000000000000deadbeef", &st,
+		    NULL);
+		tap_ok(r < 0 && !st, "an exec start that fails, with no error asked for: %d", r);
+		sbx_stream_free(st);
+	}
 	test_images();
 	test_image_import_remove();
 
