@@ -241,8 +241,9 @@ static void test_lifecycle(void)
 		json_object_object_get_ex(v, "capabilities", &caps);
 	tap_ok(caps && json_object_object_get_ex(caps, "tools", NULL) &&
 		   json_object_object_get_ex(caps, "logging", NULL) &&
-		   !json_object_object_get_ex(caps, "resources", NULL),
-	       "capabilities: tools and logging only");
+		   json_object_object_get_ex(caps, "resources", NULL) &&
+		   !json_object_object_get_ex(caps, "prompts", NULL),
+	       "capabilities: tools, logging and resources only");
 	{
 		const char *ins = o ? path_str(o, "result", "instructions") : NULL;
 		tap_ok(ins && strstr(ins, "list_sandboxes") && strstr(ins, "create_sandbox") &&
@@ -280,7 +281,7 @@ static void test_lifecycle(void)
 		    "{\"level\":\"loud\"}}",
 		    SBX_JSONRPC_INVALID_PARAMS, "logging/setLevel loud -> -32602");
 
-	expect_code(s, "{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"resources/list\"}",
+	expect_code(s, "{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"prompts/list\"}",
 		    SBX_JSONRPC_METHOD_NOT_FOUND, "an unknown method -> -32601");
 
 	o = run_json(s, "{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"tools/list\"}");

@@ -47,8 +47,9 @@
 #define SBX_JSONRPC_METHOD_NOT_FOUND -32601
 #define SBX_JSONRPC_INVALID_PARAMS -32602
 #define SBX_JSONRPC_INTERNAL_ERROR -32603
-#define SBX_JSONRPC_SERVER_ERROR -32000	 /* the implementation-defined range's first */
-#define SBX_MCP_SESSION_NOT_FOUND -32001 /* what the TypeScript SDK uses */
+#define SBX_JSONRPC_SERVER_ERROR -32000	  /* the implementation-defined range's first */
+#define SBX_MCP_SESSION_NOT_FOUND -32001  /* what the TypeScript SDK uses */
+#define SBX_MCP_RESOURCE_NOT_FOUND -32002 /* the specification's */
 
 typedef struct sbx_mcp sbx_mcp;
 typedef struct sbx_mcp_session sbx_mcp_session;

@@ -459,6 +459,37 @@ int sbx_artifact_stat(sbx_manager *m, sbx_sandbox *sb, const char *relpath, int6
 int sbx_artifact_read(sbx_manager *m, sbx_sandbox *sb, const char *relpath, sbx_sink_fn sink,
 		      void *userdata, struct sbx_error *err);
 
+/* One regular file under SBX_RESULTS_DIR (sbx_artifact_list). */
+struct sbx_artifact_entry {
+	char *path; /* relative to SBX_RESULTS_DIR: valid UTF-8, no control character */
+	int64_t size;
+	int64_t mtime_ns;
+};
+#define SBX_ARTIFACT_LIST_MAX 1000
+/* The regular files under SBX_RESULTS_DIR of SB, sorted by path (bytewise),
+ * at most MAX (1..SBX_ARTIFACT_LIST_MAX): found as the sandbox's own user
+ * by the interpreter program's scan (the one that finds a run's new files:
+ * it never follows a symbolic link and looks at 20,000 entries at most).
+ * Names that are not UTF-8, hold a control character or that
+ * sbx_artifact_check_relpath refuses (too deep, too long) are left out;
+ * *ret_truncated says that there were more. Not a use of the sandbox (the
+ * reaper's clock is left alone). -ENOENT when its container is gone. */
+int sbx_artifact_list(sbx_manager *m, sbx_sandbox *sb, size_t max,
+		      struct sbx_artifact_entry **ret_list, size_t *ret_n, bool *ret_truncated,
+		      struct sbx_error *err);
+void sbx_artifact_list_free(struct sbx_artifact_entry *list, size_t n);
+/* Whether anything under SBX_RESULTS_DIR (a file, or a folder whose names
+ * changed) was modified at or after SINCE (CLOCK_REALTIME: the sandbox
+ * shares the engine host's clock), as the sandbox's user sees it: 1 yes, 0
+ * no, or a negative error. One exec of find; links are not followed. Not a
+ * use of the sandbox. */
+int sbx_artifact_changed_since(sbx_manager *m, sbx_sandbox *sb, const struct timespec *since,
+			       struct sbx_error *err);
+/* 0 when RELPATH names a file below SBX_RESULTS_DIR without "", "." or ".."
+ * segments or a leading '/'; else -EPERM (-EINVAL: too long or too deep),
+ * ERR saying why. */
+int sbx_artifact_check_relpath(const char *relpath, struct sbx_error *err);
+
 /* The Content-Type for a file name, by extension; "application/octet-stream"
  * when unknown. */
 const char *sbx_mime_type(const char *path);

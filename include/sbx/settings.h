@@ -54,9 +54,10 @@ struct sbx_settings {
 		int64_t stream_stall_timeout_ms;
 		int64_t max_queued; /* bytes queued for all event streams together */
 		char *state_dir; /* "" = $STATE_DIRECTORY, else /var/lib/mcp-sandbox if it exists */
-		int64_t link_ttl_ms; /* a signed artifact link works this long */
-		bool unsigned_links; /* links without exp and sig work while auth is off */
-		char *audit_log;     /* "" = standard error (include/sbx/audit.h) */
+		int64_t link_ttl_ms;	    /* a signed artifact link works this long */
+		bool unsigned_links;	    /* links without exp and sig work while auth is off */
+		int64_t resource_max_bytes; /* resources/read returns no larger file */
+		char *audit_log;	    /* "" = standard error (include/sbx/audit.h) */
 	} server;
 	struct {
 		char *image;

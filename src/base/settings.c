@@ -281,6 +281,8 @@ static const struct sbx_setting schema[] = {
     BOOLEAN("server", "unsigned_links", server.unsigned_links, "false",
 	    "also serve artifact links without a signature (/artifacts/ID/PATH) while no API "
 	    "keys are checked"),
+    NUMBER(SIZE, "server", "resource_max_bytes", server.resource_max_bytes, "4m", KIB, 64 * MIB,
+	   "largest file resources/read returns (larger ones: their download link)"),
     STRING("server", "audit_log", server.audit_log, "", check_abs_path,
 	   "file the audit log (a JSON line per tool call and refused authentication) is "
 	   "appended to; empty = standard error"),

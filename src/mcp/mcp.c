@@ -803,6 +803,7 @@ struct outcome {
 	struct json_object *result;
 	int code; /* JSON-RPC error code when result is NULL */
 	char msg[384];
+	struct json_object *data; /* the error's data (taken), or NULL */
 	bool nomem;
 };
 
@@ -826,7 +827,7 @@ static void succeed(struct outcome *o, struct json_object *result)
 
 static void do_initialize(sbx_mcp_session *s, struct json_object *params, struct outcome *o)
 {
-	struct json_object *v = NULL, *r, *caps, *tools, *info;
+	struct json_object *v = NULL, *r, *caps, *tools, *resources, *info;
 	const char *want = NULL, *chosen;
 
 	if (!json_object_is_type(params, json_type_object)) {
@@ -856,17 +857,23 @@ static void do_initialize(sbx_mcp_session *s, struct json_object *params, struct
 	r = json_object_new_object();
 	caps = json_object_new_object();
 	tools = json_object_new_object();
+	resources = json_object_new_object();
 	info = json_object_new_object();
-	if (!r || !caps || !tools || !info) {
+	if (!r || !caps || !tools || !resources || !info) {
 		json_object_put(r);
 		json_object_put(caps);
 		json_object_put(tools);
+		json_object_put(resources);
 		json_object_put(info);
 		o->nomem = true;
 		return;
 	}
 	json_object_object_add(tools, "listChanged", json_object_new_boolean(0));
 	json_object_object_add(caps, "tools", tools);
+	/* The files of the session's sandboxes (src/tools/resources.c); a tool
+	 * call that changes them says so. No subscriptions. */
+	json_object_object_add(resources, "listChanged", json_object_new_boolean(1));
+	json_object_object_add(caps, "resources", resources);
 	json_object_object_add(caps, "logging", json_object_new_object());
 	json_object_object_add(info, "name", json_object_new_string("mcp-sandbox"));
 	json_object_object_add(info, "version", json_object_new_string(PACKAGE_VERSION));
@@ -1065,6 +1072,106 @@ static void do_tools_call(sbx_mcp_session *s, const char *version, struct json_o
 	}
 }
 
+/* ---- resources ---- */
+
+/* The context the resource functions run with for S (URL: the public URL). */
+static void resource_ctx(sbx_mcp_session *s, const char *version, const char *url,
+			 struct sbx_tool_ctx *ctx)
+{
+	*ctx = (struct sbx_tool_ctx){
+	    .manager = s->mcp->manager,
+	    .settings = s->mcp->settings,
+	    .owner = s->owner,
+	    .key_id = s->key_id,
+	    .public_url = url,
+	    .link_key = s->mcp->link_key,
+	    .protocol_version = version,
+	};
+}
+
+/* A failure of the resource functions as a JSON-RPC error of METHOD. */
+static void resource_fail(struct outcome *o, const char *method, int r, struct sbx_error *err)
+{
+	char shown[SBX_ERROR_MSG_MAX];
+
+	switch (r) {
+	case -ENOMEM:
+		o->nomem = true;
+		return;
+	case -EINVAL:
+	case -EPERM:
+		fail(o, SBX_JSONRPC_INVALID_PARAMS, "%s: %s", method, err->msg);
+		return;
+	case -ENOENT:
+		fail(o, SBX_MCP_RESOURCE_NOT_FOUND, "Resource not found: %s", err->msg);
+		return;
+	case -EFBIG:
+		fail(o, SBX_JSONRPC_SERVER_ERROR, "%s: %s", method, err->msg);
+		return;
+	default:
+		if (sbx_error_public(err, shown, sizeof(shown)))
+			sbx_log("%s: %s", method, err->msg);
+		fail(o, SBX_JSONRPC_INTERNAL_ERROR, "%s: %s", method, shown);
+	}
+}
+
+static void do_resources(sbx_mcp_session *s, const char *version, const char *method,
+			 struct json_object *params, struct outcome *o)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct json_object *v = NULL, *result = NULL, *data = NULL;
+	_cleanup_free_ char *url = NULL;
+	struct sbx_tool_ctx ctx;
+	bool read = strcmp(method, "resources/read") == 0;
+	int r;
+
+	if (params && !json_object_is_type(params, json_type_object)) {
+		fail(o, SBX_JSONRPC_INVALID_PARAMS, "%s: params must be an object", method);
+		return;
+	}
+	if (strcmp(method, "resources/templates/list") == 0) {
+		if (params && json_object_object_get_ex(params, "cursor", &v) && v) {
+			fail(o, SBX_JSONRPC_INVALID_PARAMS, "%s: unknown cursor", method);
+			return;
+		}
+		succeed(o, sbx_resources_templates());
+		return;
+	}
+	if (params && json_object_object_get_ex(params, read ? "uri" : "cursor", &v) && v &&
+	    !json_object_is_type(v, json_type_string)) {
+		fail(o, SBX_JSONRPC_INVALID_PARAMS, "%s: params.%s must be a string", method,
+		     read ? "uri" : "cursor");
+		return;
+	}
+	if (read && !v) {
+		fail(o, SBX_JSONRPC_INVALID_PARAMS,
+		     "resources/read: params.uri (a string, " SBX_RESOURCE_TEMPLATE
+		     ") is required");
+		return;
+	}
+	if (!s->mcp->manager) {
+		fail(o, SBX_JSONRPC_INTERNAL_ERROR, "%s: this server has no sandbox manager",
+		     method);
+		return;
+	}
+	url = public_url_dup(s->mcp);
+	if (!url) {
+		o->nomem = true;
+		return;
+	}
+	resource_ctx(s, version, url, &ctx);
+	if (read)
+		r = sbx_resources_read(&ctx, json_object_get_string(v), &result, &data, &err);
+	else
+		r = sbx_resources_list(&ctx, v ? json_object_get_string(v) : NULL, &result, &err);
+	if (r < 0) {
+		resource_fail(o, method, r, &err);
+		o->data = data;
+		return;
+	}
+	succeed(o, result);
+}
+
 /* The tool_call line of a request of S with PARAMS that ran from T0_MS on
  * (notifier N) and ended with O: cancelled (no response), or RESP (NULL:
  * out of memory), whose size is what it sends. */
@@ -1137,6 +1244,10 @@ static int run_request(sbx_mcp_session *s, struct json_object *msg, bool in_batc
 		do_tools_list(s->mcp, version, params, &o);
 	} else if (strcmp(method, "tools/call") == 0) {
 		do_tools_call(s, version, params, &f, &o, &ca);
+	} else if (strcmp(method, "resources/list") == 0 ||
+		   strcmp(method, "resources/templates/list") == 0 ||
+		   strcmp(method, "resources/read") == 0) {
+		do_resources(s, version, method, params, &o);
 	} else {
 		fail(&o, SBX_JSONRPC_METHOD_NOT_FOUND, "Method not found: %.64s", method);
 	}
@@ -1148,10 +1259,15 @@ static int run_request(sbx_mcp_session *s, struct json_object *msg, bool in_batc
 		if (call)
 			audit_call(s, n, params, &ca, t0_ms, &o, cancelled, NULL);
 		json_object_put(o.result);
+		json_object_put(o.data);
 		*ret_response = NULL;
 		return o.nomem ? -ENOMEM : 0;
 	}
 	resp = o.result ? result_response(id, o.result) : error_response(id, o.code, "%s", o.msg);
+	if (resp && o.data)
+		json_object_object_add(json_object_object_get(resp, "error"), "data",
+				       SBX_TAKE(o.data));
+	json_object_put(o.data);
 	if (call)
 		audit_call(s, n, params, &ca, t0_ms, &o, false, resp);
 	if (!resp)

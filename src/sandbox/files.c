@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Files in and out of a sandbox: uploads from the host's upload folder, and
- * artifacts (regular files under SBX_RESULTS_DIR) read back as bytes.
+ * artifacts (regular files under SBX_RESULTS_DIR) listed and read back as bytes.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -12,6 +12,8 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <json-c/json.h>
 
 #include "sandbox-internal.h"
 #include "sbx/common.h"
@@ -135,7 +137,8 @@ struct file_exec {
 	struct sbx_buf out; /* stdout when no sink (at most FILE_ERR_MAX) */
 	struct sbx_buf err; /* stderr (at most FILE_ERR_MAX) */
 	int sink_error;
-	bool over; /* stdout went past out_max */
+	bool over;    /* stdout went past out_max */
+	bool no_exit; /* at the end of the stream, do not wait for the exit code: 0 */
 };
 
 static void keep_bounded(struct sbx_buf *b, const char *p, size_t n)
@@ -223,6 +226,8 @@ static int file_exec(sbx_manager *m, sbx_sandbox *sb, const char *const *argv, i
 	}
 	if (fx->sink_error || fx->over) {
 		code = FILE_STOPPED; /* by us: the rest of the stream is dropped */
+	} else if (fx->no_exit) {
+		code = 0;
 	} else {
 		code = stream_exit(s);
 	}
@@ -631,5 +636,158 @@ int sbx_artifact_read(sbx_manager *m, sbx_sandbox *sb, const char *relpath, sbx_
 	if (r >= 0)
 		r = sbx_artifact_stream(a, sink, userdata, err);
 	sbx_artifact_close(a);
+	return r;
+}
+
+/* ---- the listing of SBX_RESULTS_DIR ---- */
+
+/* What one entry may take in the listing's line: the path with every byte
+ * escaped, its numbers and punctuation. */
+#define LIST_ENTRY_BYTES (2 * SBX_PATH_MAX + 64)
+
+static int list_sink(void *userdata, const void *data, size_t len)
+{
+	return sbx_buf_append(userdata, data, len);
+}
+
+void sbx_artifact_list_free(struct sbx_artifact_entry *list, size_t n)
+{
+	for (size_t i = 0; list && i < n; i++)
+		free(list[i].path);
+	free(list);
+}
+
+static int entry_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct sbx_artifact_entry *)a)->path,
+		      ((const struct sbx_artifact_entry *)b)->path);
+}
+
+/* Takes the entries of the listing's line TEXT (nothing in it is trusted:
+ * code in the sandbox may have replaced the program's output). */
+static int list_parse(const char *text, size_t max, struct sbx_artifact_entry **ret_list,
+		      size_t *ret_n, bool *ret_truncated, struct sbx_error *err)
+{
+	struct json_object *root = json_tokener_parse(text), *files = NULL, *more = NULL;
+	struct sbx_artifact_entry *list = NULL;
+	size_t n = 0, count;
+	bool truncated;
+
+	if (!json_object_is_type(root, json_type_object) ||
+	    !json_object_object_get_ex(root, "files", &files) ||
+	    !json_object_is_type(files, json_type_array)) {
+		json_object_put(root);
+		return sbx_error_set(err, -EPROTO, "listing %s: no list from the sandbox",
+				     SBX_RESULTS_DIR);
+	}
+	json_object_object_get_ex(root, "more", &more);
+	truncated = json_object_get_boolean(more);
+	count = json_object_array_length(files);
+	if (count > max) {
+		count = max;
+		truncated = true;
+	}
+	list = calloc(count + 1, sizeof(*list));
+	if (!list) {
+		json_object_put(root);
+		return sbx_error_set(err, -ENOMEM, "out of memory");
+	}
+	for (size_t i = 0; i < count; i++) {
+		struct json_object *e = json_object_array_get_idx(files, i);
+		struct json_object *p = json_object_array_get_idx(e, 0);
+		struct json_object *size = json_object_array_get_idx(e, 1);
+		struct json_object *mtime = json_object_array_get_idx(e, 2);
+
+		if (!json_object_is_type(e, json_type_array) ||
+		    !json_object_is_type(p, json_type_string) ||
+		    !json_object_is_type(size, json_type_int) ||
+		    !json_object_is_type(mtime, json_type_int) || json_object_get_int64(size) < 0 ||
+		    !sbx_interp_path_ok(json_object_get_string(p),
+					(size_t)json_object_get_string_len(p))) {
+			truncated = true; /* a name we do not serve */
+			continue;
+		}
+		list[n].path = strdup(json_object_get_string(p));
+		if (!list[n].path) {
+			sbx_artifact_list_free(list, n);
+			json_object_put(root);
+			return sbx_error_set(err, -ENOMEM, "out of memory");
+		}
+		list[n].size = json_object_get_int64(size);
+		list[n].mtime_ns = json_object_get_int64(mtime);
+		n++;
+	}
+	json_object_put(root);
+	qsort(list, n, sizeof(*list), entry_cmp);
+	/* The same path twice is no listing of a folder. */
+	for (size_t i = 1; i < n; i++) {
+		if (strcmp(list[i - 1].path, list[i].path) == 0) {
+			sbx_artifact_list_free(list, n);
+			return sbx_error_set(err, -EPROTO, "listing %s: a path listed twice",
+					     SBX_RESULTS_DIR);
+		}
+	}
+	*ret_list = list;
+	*ret_n = n;
+	*ret_truncated = truncated;
+	return 0;
+}
+
+int sbx_artifact_list(sbx_manager *m, sbx_sandbox *sb, size_t max,
+		      struct sbx_artifact_entry **ret_list, size_t *ret_n, bool *ret_truncated,
+		      struct sbx_error *err)
+{
+	struct sbx_buf out = SBX_BUF_INIT;
+	struct file_exec fx = {.sink = list_sink, .userdata = &out};
+	char most[24];
+	int r;
+
+	if (max < 1 || max > SBX_ARTIFACT_LIST_MAX)
+		return sbx_error_set(err, -EINVAL, "list at most 1 to %d files",
+				     SBX_ARTIFACT_LIST_MAX);
+	snprintf(most, sizeof(most), "%zu", max);
+	fx.out_max = (int64_t)(max * LIST_ENTRY_BYTES + 64);
+	{
+		const char *const argv[] = {"python3",	"-c", sbx_interp_program(),
+					    "sbx-list", most, NULL};
+		r = file_exec(m, sb, argv, -1, 0, &fx, err);
+	}
+	if (r >= 0 && (r != 0 || fx.over || fx.sink_error))
+		r = sbx_error_set(err, fx.sink_error ? -ENOMEM : -EIO,
+				  "listing %s in the sandbox failed (exit %d)%s%.300s",
+				  SBX_RESULTS_DIR, r, fx.err.len ? ": " : "",
+				  fx.err.len ? fx.err.data : "");
+	if (r >= 0 && sbx_buf_append(&out, "", 0) < 0)
+		r = sbx_error_set(err, -ENOMEM, "out of memory");
+	if (r >= 0)
+		r = list_parse(out.data, max, ret_list, ret_n, ret_truncated, err);
+	sbx_buf_release(&out);
+	file_exec_release(&fx);
+	return r;
+}
+
+int sbx_artifact_changed_since(sbx_manager *m, sbx_sandbox *sb, const struct timespec *since,
+			       struct sbx_error *err)
+{
+	/* The first byte of a name found says it; no wait for the exit code
+	 * (an engine may take a while to tell it): find's errors are on stderr. */
+	struct file_exec fx = {.out_max = 0, .no_exit = true};
+	char when[48];
+	int r;
+
+	/* Files and folders alike: a name added or removed changes its
+	 * folder's mtime. GNU find reads "@SECONDS.NANOSECONDS". */
+	snprintf(when, sizeof(when), "@%lld.%09ld", (long long)since->tv_sec, since->tv_nsec);
+	{
+		const char *const argv[] = {"find", SBX_RESULTS_DIR, "-maxdepth", "64", "-newermt",
+					    when,   "-print",	     "-quit",	  NULL};
+		r = file_exec(m, sb, argv, -1, 0, &fx, err);
+	}
+	if (r >= 0 && !fx.over && fx.err.len)
+		r = sbx_error_set(err, -EIO, "looking for changes in %s failed: %.300s",
+				  SBX_RESULTS_DIR, fx.err.data);
+	else if (r >= 0)
+		r = fx.over;
+	file_exec_release(&fx);
 	return r;
 }

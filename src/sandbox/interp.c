@@ -47,6 +47,11 @@
 #include "src/sandbox/interp/sbx_interp.inc"
 
 #define INTERP_USER "1000:1000"
+
+const char *sbx_interp_program(void)
+{
+	return sbx_interp_py;
+}
 /* How long a new interpreter may take to say hello. */
 #define START_MS 30000
 /* How often opts->cancelled is polled. */
@@ -155,7 +160,7 @@ static void call_release(struct call *c)
  * itself, so it must be a clean relative path under SBX_RESULTS_DIR (no "..",
  * no empty or "." part, not absolute, bounded), valid UTF-8 and free of
  * control characters (it becomes a link, a log line and a file name). */
-static bool protocol_path_ok(const char *path, size_t len)
+bool sbx_interp_path_ok(const char *path, size_t len)
 {
 	if (!path || len != strlen(path) || !sbx_utf8_valid(path, len) ||
 	    sbx_artifact_check_relpath(path, NULL) < 0)
@@ -236,7 +241,7 @@ static int take_files(struct call *c, struct json_object *files)
 		    !json_object_is_type(p, json_type_string))
 			continue;
 		path = json_object_get_string(p);
-		if (!protocol_path_ok(path, (size_t)json_object_get_string_len(p))) {
+		if (!sbx_interp_path_ok(path, (size_t)json_object_get_string_len(p))) {
 			if (!bad++)
 				first_bad = path;
 			continue;
@@ -282,7 +287,7 @@ static int take_image(struct call *c, struct json_object *o)
 	    !json_object_is_type(b, json_type_string))
 		return 0;
 	b64_len = (size_t)json_object_get_string_len(b);
-	if (!protocol_path_ok(json_object_get_string(p), (size_t)json_object_get_string_len(p)) ||
+	if (!sbx_interp_path_ok(json_object_get_string(p), (size_t)json_object_get_string_len(p)) ||
 	    b64_len > (max + 2) / 3 * 4)
 		return 0;
 	if (sbx_base64_decode(json_object_get_string(b), b64_len, &data, &len) < 0)

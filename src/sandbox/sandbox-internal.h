@@ -174,6 +174,11 @@ int sbx_sandbox_remove_marked(sbx_manager *m, sbx_sandbox *sb, struct sbx_error 
  * so and tells the user to create a new sandbox; returns the code to use. */
 int sbx_sandbox_exec_failed(sbx_manager *m, sbx_sandbox *sb, int r, struct sbx_error *err);
 
+/* The in-sandbox interpreter program's text (src/sandbox/interp/sbx_interp.py),
+ * for `python3 -c`: with argv[1] "sbx-interp" the interpreter, with
+ * "sbx-list" the listing of SBX_RESULTS_DIR (sbx_artifact_list). */
+const char *sbx_interp_program(void);
+
 /* NULL-terminated copy of the specs installed successfully (owned), or NULL
  * when out of memory. Takes m->lock. */
 char **sbx_sandbox_packages(sbx_manager *m, sbx_sandbox *sb);
@@ -264,10 +269,13 @@ void sbx_egress_tenant_add(sbx_manager *m, const char *owner, uint64_t in, uint6
 /* Frees the bytes kept (sbx_manager_free). */
 void sbx_egress_tenant_release(sbx_manager *m);
 
-/* files.c: refuses an artifact RELPATH (relative to SBX_RESULTS_DIR, from a
- * link) that is empty, absolute, too long or too deep, or has an empty, "."
- * or ".." segment: -EPERM or -EINVAL. Pure (the fuzzers call it). */
-int sbx_artifact_check_relpath(const char *relpath, struct sbx_error *err);
+/* files.c: sbx_artifact_check_relpath (include/sbx/sandbox.h) is pure (the
+ * fuzzers call it). */
+
+/* interp.c: whether PATH[0..LEN), named by code in the sandbox, is a clean
+ * relative path under SBX_RESULTS_DIR (sbx_artifact_check_relpath), valid
+ * UTF-8 and free of control characters. */
+bool sbx_interp_path_ok(const char *path, size_t len);
 
 /* exec.c: 1 when the kernel's OOM killer struck in the sandbox since the
  * last look (its memory cgroup's oom_kill count went up), 0 when not,

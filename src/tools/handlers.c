@@ -17,6 +17,10 @@
 #include "sbx/crypto.h"
 #include "tools-internal.h"
 
+/* How much before a command's start a change under /app/results counts as
+ * its own (a file's time comes from the kernel's coarse clock). */
+#define CHANGE_MARGIN_NS 100000000L
+
 /* How long install_package_in_sandbox waits before answering "installing". */
 #define INSTALL_WAIT_MS 5000
 
@@ -505,6 +509,7 @@ int sbx_tool_execute_terminal_command(const struct sbx_tool_ctx *ctx, struct jso
 	struct sbx_error err = SBX_ERROR_INIT;
 	struct sbx_run_result rr = {0};
 	struct json_object *res = NULL;
+	struct timespec t0;
 	sbx_sandbox *sb = NULL;
 	char *capped = NULL;
 	int r;
@@ -513,11 +518,18 @@ int sbx_tool_execute_terminal_command(const struct sbx_tool_ctx *ctx, struct jso
 	if (r != 0)
 		return r < 0 ? r : 0;
 	notify_started(ctx, "running the command");
+	/* What the command changes under /app/results is not tracked: what
+	 * changed since a little before it started (a file's time comes from
+	 * the kernel's coarse clock) is looked for after it. */
+	clock_gettime(CLOCK_REALTIME, &t0);
+	t0.tv_sec -= t0.tv_nsec < CHANGE_MARGIN_NS ? 1 : 0;
+	t0.tv_nsec = (t0.tv_nsec + 1000000000L - CHANGE_MARGIN_NS) % 1000000000L;
 	r = sbx_sandbox_run_shell_ex(ctx->manager, sb, arg_str(args, "command"), &opts, &rr, &err);
 	if (r < 0) {
 		r = sbx_tool_fail_err(out, &err, r == -ENOENT ? HINT_GONE : hint_general(r));
 		goto out;
 	}
+	sbx_resources_changed_since(ctx, sb, &t0);
 	res = json_object_new_object();
 	r = res ? output_json(&rr, res) : -ENOMEM;
 	if (r == 0 && rr.notice)
@@ -614,6 +626,8 @@ int sbx_tool_execute_python_code(const struct sbx_tool_ctx *ctx, struct json_obj
 		goto out;
 	}
 	python_log(ctx, sb, &rr);
+	if (rr.n_files > 0 || rr.files_truncated)
+		sbx_resources_changed(ctx);
 	res = json_object_new_object();
 	r = res ? output_json(&rr, res) : -ENOMEM;
 	if (r == 0)
@@ -898,6 +912,7 @@ int sbx_tool_upload_file(const struct sbx_tool_ctx *ctx, struct json_object *arg
 			r |= sbx_tools_put(res, "url", new_str(url));
 	}
 	if (r == 0 && url) {
+		sbx_resources_changed(ctx);
 		out->links = json_object_new_array();
 		r = out->links ? sbx_tools_append(out->links, link_item(url, path + rl + 1,
 									sbx_mime_type(path), size))
@@ -907,4 +922,22 @@ int sbx_tool_upload_file(const struct sbx_tool_ctx *ctx, struct json_object *arg
 out:
 	sbx_sandbox_unref(sb);
 	return r;
+}
+
+/* ---- for the resources (src/tools/resources.c) ---- */
+
+const char *sbx_tool_owner(const struct sbx_tool_ctx *ctx)
+{
+	return owner_of(ctx);
+}
+
+const char *sbx_tool_public_url(const struct sbx_tool_ctx *ctx, char *buf, size_t size)
+{
+	return public_url(ctx, buf, size);
+}
+
+char *sbx_tool_artifact_link(const struct sbx_tool_ctx *ctx, const char *base, const char *id,
+			     const char *relpath)
+{
+	return artifact_link(ctx, base, id, relpath);
 }

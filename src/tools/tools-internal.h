@@ -68,6 +68,17 @@ int sbx_tool_fail_err(struct sbx_tool_out *out, const struct sbx_error *err, con
 /* Tells the audit log that the call resolved SB (nothing when ctx->audit is NULL). */
 void sbx_tool_audit_sandbox(const struct sbx_tool_ctx *ctx, const sbx_sandbox *sb);
 
+/* The tenant the call acts for: ctx->owner, SBX_OWNER_DEFAULT when unset. */
+const char *sbx_tool_owner(const struct sbx_tool_ctx *ctx);
+/* The base of links: ctx->public_url, else server.public_url, else
+ * http://LISTEN:PORT written into BUF. */
+const char *sbx_tool_public_url(const struct sbx_tool_ctx *ctx, char *buf, size_t size);
+/* The signed link (base BASE) to RELPATH of sandbox ID, valid for
+ * server.link_ttl from now (unsigned without ctx->link_key); NULL on
+ * -ENOMEM. The caller frees it. */
+char *sbx_tool_artifact_link(const struct sbx_tool_ctx *ctx, const char *base, const char *id,
+			     const char *relpath);
+
 /* json-c helpers: V is consumed; -ENOMEM when V is NULL or the add fails. */
 int sbx_tools_put(struct json_object *o, const char *k, struct json_object *v);
 int sbx_tools_append(struct json_object *a, struct json_object *v);

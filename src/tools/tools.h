@@ -142,6 +142,58 @@ void sbx_mcp_set_tools_call(sbx_mcp *m, sbx_tools_call_fn fn);
 /* For tests: the table M counts its tool calls in (see sbx_call_table). */
 sbx_call_table *sbx_mcp_call_table(sbx_mcp *m);
 
+/*
+ * MCP resources (src/tools/resources.c): every regular file under
+ * SBX_RESULTS_DIR of the caller's own sandboxes (ctx->owner), as
+ * sandbox://SANDBOX_ID/PATH. The MCP layer turns the errors into JSON-RPC
+ * ones: -EINVAL -32602, -ENOENT SBX_MCP_RESOURCE_NOT_FOUND, -EFBIG
+ * SBX_JSONRPC_SERVER_ERROR with its data; ERR says what and what to do.
+ */
+#define SBX_RESOURCE_SCHEME "sandbox://"
+#define SBX_RESOURCE_TEMPLATE "sandbox://{sandbox_id}/{path}"
+#define SBX_RESOURCE_URI_MAX 8192
+#define SBX_RESOURCES_PAGE 100 /* entries per resources/list page */
+/* The key of an entry's _meta that holds its signed download link. */
+#define SBX_RESOURCE_LINK_META "mcp-sandbox/link"
+/* The URI of RELPATH in sandbox SANDBOX_ID (each segment percent-encoded);
+ * NULL on -ENOMEM. */
+char *sbx_resource_uri(const char *sandbox_id, const char *relpath);
+/* Splits URI into a sandbox id and a path below SBX_RESULTS_DIR, each
+ * percent-decoded once. -EINVAL, ERR saying why, unless URI is
+ * sandbox://ID/PATH with printable ASCII only (no '?', '#' or '\\'), ID of
+ * a sandbox id's shape, PATH without "", "." or ".." segments (after
+ * decoding), escaped '/' or NUL, valid UTF-8 without control characters. */
+int sbx_resource_uri_parse(const char *uri, char **ret_sandbox_id, char **ret_relpath,
+			   struct sbx_error *err);
+/* resources/list: one page of at most SBX_RESOURCES_PAGE entries {uri,
+ * name, description, mimeType, size, _meta: {SBX_RESOURCE_LINK_META: the
+ * signed link}} after CURSOR (NULL: the first page), and nextCursor when
+ * there may be more. A sandbox that cannot be listed now is left out.
+ * -EINVAL for a cursor not ours, -ENOMEM, or the manager's error. */
+int sbx_resources_list(const struct sbx_tool_ctx *ctx, const char *cursor,
+		       struct json_object **ret_result, struct sbx_error *err);
+/* Sends notifications/resources/list_changed through ctx->notifier (none
+ * without one): a tool call created or changed files under SBX_RESULTS_DIR
+ * (execute_python_code's changed files, an upload there). */
+void sbx_resources_changed(const struct sbx_tool_ctx *ctx);
+/* The same when anything under SBX_RESULTS_DIR of SB changed since SINCE
+ * (sbx_artifact_changed_since: one exec), for execute_terminal_command,
+ * whose files are not tracked; nothing is asked without a notifier or once
+ * the call is cancelled. */
+void sbx_resources_changed_since(const struct sbx_tool_ctx *ctx, sbx_sandbox *sb,
+				 const struct timespec *since);
+/* resources/templates/list's result; NULL on -ENOMEM. */
+struct json_object *sbx_resources_templates(void);
+/* resources/read URI: {contents: [{uri, mimeType, text | blob}]}: text for a
+ * text type whose bytes are UTF-8, else base64. -EINVAL a malformed URI;
+ * -ENOENT no such sandbox of the caller's (another tenant's reads the same)
+ * or no such file; -EPERM a path through a symbolic link; -EFBIG a file over
+ * server.resource_max_bytes, *ret_data {size, limit, link}; -ENOMEM; else
+ * the engine's error. */
+int sbx_resources_read(const struct sbx_tool_ctx *ctx, const char *uri,
+		       struct json_object **ret_result, struct json_object **ret_data,
+		       struct sbx_error *err);
+
 /* ctx->cancelled, false when there is none. */
 bool sbx_tools_cancelled(const struct sbx_tool_ctx *ctx);
 

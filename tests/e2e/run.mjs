@@ -4,7 +4,7 @@
 // tests/e2e/run.sh, which owns the server, the package index and the plan;
 // this prints flat TAP points (no plan) on stdout.
 //
-// SBX_E2E_ONLY=seed,gateway,http,outside,upload,bad,timeout,many,slow,tenants runs a subset
+// SBX_E2E_ONLY=seed,gateway,http,outside,resources,upload,bad,timeout,many,slow,tenants runs a subset
 // (adopt, the adoption phase, is run.sh's and tests/e2e/adopt.mjs').
 import { check, diag, runMain } from './tap.mjs';
 import { cfg, connect, createSandbox, disconnect, sseTransport, streamableTransport } from './util.mjs';
@@ -16,6 +16,7 @@ import { httpCase } from './http.mjs';
 import { manySessionsCase, slowCallCase, timeoutCase } from './concurrency.mjs';
 import { outsideCase } from './outside.mjs';
 import { tenantsCase } from './tenants.mjs';
+import { resourcesCase } from './resources.mjs';
 
 const only = process.env.SBX_E2E_ONLY ? new Set(process.env.SBX_E2E_ONLY.split(',')) : null;
 const want = (name) => !only || only.has(name);
@@ -29,6 +30,7 @@ async function main() {
 	if (want('gateway')) await gatewayCase();
 	if (want('http')) await httpCase();
 	if (want('outside')) await outsideCase();
+	if (want('resources')) await resourcesCase();
 
 	// One session and one sandbox shared by the remaining cases.
 	if (['upload', 'bad', 'timeout', 'many', 'slow'].some(want)) {

@@ -372,4 +372,18 @@ def main():
             pass
 
 
-main()
+def list_files(most):
+    # `python3 -c PROGRAM sbx-list MOST` (src/sandbox/files.c): the regular
+    # files under RESULTS as snapshot() finds them, one JSON line on stdout:
+    # {"files": [[PATH, SIZE, MTIME_NS]...] (sorted, at most MOST), "more": B}.
+    s = snapshot()
+    ok = sorted(k for k in s if valid_name(k))
+    files = [[k, s[k][1], s[k][0]] for k in ok[:most]]
+    out = {'files': files, 'more': len(ok) > most or len(s) >= SCAN_MAX}
+    write_all((json.dumps(out, ensure_ascii=False) + '\n').encode('utf-8'))
+
+
+if sys.argv[1:2] == ['sbx-list']:
+    list_files(int(sys.argv[2]))
+else:
+    main()
