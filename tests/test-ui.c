@@ -44,8 +44,10 @@ static void expect_page_headers(const struct reply *r, const char *what)
 		    "%s: Content-Security-Policy is the page's", what))
 		tap_diag("  got %s", csp ? csp : "(none)");
 	tap_ok(csp && strstr(csp, "default-src 'self'") && strstr(csp, "frame-ancestors 'none'") &&
-		   strstr(csp, "script-src 'self'") && !strstr(csp, "unsafe-"),
-	       "%s: the policy holds default-src 'self', frame-ancestors 'none', no unsafe-*",
+		   strstr(csp, "script-src 'self'") && strstr(csp, "frame-src 'none'") &&
+		   !strstr(csp, "unsafe-"),
+	       "%s: the policy holds default-src 'self', frame-ancestors 'none', frame-src "
+	       "'none', no unsafe-*",
 	       what);
 	tap_is_str(header_of(r, "X-Content-Type-Options"), "nosniff",
 		   "%s: X-Content-Type-Options: nosniff", what);

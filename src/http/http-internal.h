@@ -473,7 +473,7 @@ enum MHD_Result sbx_artifact_handle(struct sbx_http_request *rq);
  * each answer with the Content-Security-Policy SBX_UI_CSP. */
 #define SBX_UI_CSP                                                                                 \
 	"default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; "                \
-	"connect-src 'self'; frame-src 'self'; object-src 'none'; base-uri 'none'; "               \
+	"connect-src 'self'; frame-src 'none'; object-src 'none'; base-uri 'none'; "               \
 	"form-action 'none'; frame-ancestors 'none'"
 bool sbx_ui_path(const char *url);
 enum MHD_Result sbx_ui_handle(struct sbx_http_request *rq);

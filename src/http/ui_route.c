@@ -12,8 +12,9 @@
  * only (no inline script or style, no eval), no plugins, no <base>, no form
  * posts, and no framing of the page by anyone (frame-ancestors, plus
  * X-Frame-Options for older browsers). HTML files are previewed in an
- * <iframe sandbox> through srcdoc, which inherits this policy; frame-src
- * 'self' is for that preview alone (srcdoc frames count as 'self').
+ * <iframe sandbox> through srcdoc, which needs no frame source and inherits
+ * this policy (its scripts are blocked twice): frame-src 'none' lets the
+ * page frame nothing else, not even this origin's URLs.
  * X-Content-Type-Options: nosniff keeps each file its declared type, and
  * Referrer-Policy: no-referrer keeps the signed links the page loads out
  * of Referer headers.

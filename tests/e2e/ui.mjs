@@ -8,7 +8,7 @@
 // refusal; alice's key shows her sandbox (not bob's), kept over a reload in
 // sessionStorage (nothing in localStorage); her files: the PNG drawn from its
 // signed link, the CSV as a table whose markup-looking cell is text, the HTML
-// in a sandboxed frame where its script does not run, the text, a download;
+// in a sandboxed srcdoc frame (frame-src 'none' lets it be) where its script does not run, the text, a download;
 // a delete dismissed keeps the sandbox, one confirmed removes it (the page and
 // list_sandboxes agree); log out. All along: the key only ever in an
 // Authorization header of POST/DELETE /mcp (never in a URL), no error or CSP
@@ -107,6 +107,7 @@ async function main() {
 			const h = resp.headers();
 			assert.match(h['content-security-policy'] || '', /default-src 'self'/);
 			assert.match(h['content-security-policy'] || '', /frame-ancestors 'none'/);
+			assert.match(h['content-security-policy'] || '', /frame-src 'none'/);
 			assert.equal(h['x-content-type-options'], 'nosniff');
 			await page.locator('#key').waitFor({ timeout: WAIT });
 		});
