@@ -361,6 +361,7 @@ enum sbx_route {
 	SBX_ROUTE_MCP,
 	SBX_ROUTE_ARTIFACT,
 	SBX_ROUTE_METRICS,
+	SBX_ROUTE_UI,
 };
 
 /* The checks of a request's line and headers, pure (the fuzzers call them).
@@ -475,6 +476,15 @@ enum MHD_Result sbx_artifact_handle(struct sbx_http_request *rq);
 enum MHD_Result sbx_metrics_handle(struct sbx_http_request *rq);
 /* CLIENT (sbx_client_text) is in 127.0.0.0/8 or ::1. */
 bool sbx_metrics_client_on_loopback(const char *client);
+/* The page for people (src/http/ui_route.c): sbx_ui_path says whether URL
+ * is one of its routes ("/", "/ui", "/ui/..."); sbx_ui_handle answers them,
+ * each answer with the Content-Security-Policy SBX_UI_CSP. */
+#define SBX_UI_CSP                                                                                 \
+	"default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; "                \
+	"connect-src 'self'; frame-src 'none'; object-src 'none'; base-uri 'none'; "               \
+	"form-action 'none'; frame-ancestors 'none'"
+bool sbx_ui_path(const char *url);
+enum MHD_Result sbx_ui_handle(struct sbx_http_request *rq);
 /* A job for the worker pool, embedded in the caller's struct. */
 struct sbx_http_job {
 	struct sbx_queue_node node;

@@ -754,6 +754,8 @@ enum sbx_route sbx_http_route_of(const char *url)
 		return SBX_ROUTE_ARTIFACT;
 	if (strcmp(url, "/metrics") == 0)
 		return SBX_ROUTE_METRICS;
+	if (sbx_ui_path(url))
+		return SBX_ROUTE_UI;
 	return SBX_ROUTE_NONE;
 }
 
@@ -799,7 +801,7 @@ static bool header_phase(struct sbx_http_request *rq, enum MHD_Result *ret)
 	rq->origin = origin;
 	if (strcmp(rq->method, "OPTIONS") == 0 && rq->route != SBX_ROUTE_NONE &&
 	    rq->route != SBX_ROUTE_HEALTH && rq->route != SBX_ROUTE_READY &&
-	    rq->route != SBX_ROUTE_METRICS && origin) {
+	    rq->route != SBX_ROUTE_METRICS && rq->route != SBX_ROUTE_UI && origin) {
 		*ret = preflight(rq);
 		return true;
 	}
@@ -941,6 +943,8 @@ static enum MHD_Result dispatch(struct sbx_http_request *rq)
 		return sbx_artifact_handle(rq);
 	case SBX_ROUTE_METRICS:
 		return sbx_metrics_handle(rq);
+	case SBX_ROUTE_UI:
+		return sbx_ui_handle(rq);
 	case SBX_ROUTE_NONE:
 		break;
 	}
