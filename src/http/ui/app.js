@@ -349,6 +349,12 @@ async function logout() {
   if (client) await client.close();
 }
 
+// CPU seconds and memory in use, as the server's last sample says.
+function usage(cpu, mem) {
+  if (typeof cpu !== "number") return "";
+  return cpu.toFixed(1) + " s CPU, " + bytes(mem) + " memory";
+}
+
 function sandboxRow(sb) {
   const tr = el("tr");
   tr.dataset.sandboxId = sb.sandbox_id;
@@ -365,6 +371,7 @@ function sandboxRow(sb) {
   tr.appendChild(exp);
   tr.appendChild(el("td", (sb.packages || []).join(", ")));
   tr.appendChild(el("td", bytes(sb.egress_bytes_in) + " / " + bytes(sb.egress_bytes_out)));
+  tr.appendChild(el("td", usage(sb.cpu_seconds, sb.memory_bytes)));
   const actions = el("td", null, "actions");
   const files = el("button", "Files");
   files.type = "button";
@@ -399,6 +406,8 @@ async function refresh() {
   let who = sandboxes.length + " sandbox" + (sandboxes.length === 1 ? "" : "es");
   if (typeof res.tenant_egress_bytes_in === "number")
     who += ", egress " + bytes(res.tenant_egress_bytes_in) + " in / " + bytes(res.tenant_egress_bytes_out) + " out";
+  if (typeof res.tenant_cpu_seconds === "number")
+    who += ", " + res.tenant_cpu_seconds.toFixed(1) + " s CPU";
   $("who").textContent = who;
   if (filesOf && !sandboxes.some((s) => s.sandbox_id === filesOf.sandbox_id)) {
     $("files").hidden = true;
