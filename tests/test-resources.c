@@ -638,8 +638,8 @@ static void test_hostile_listing(void)
 	call_release(&c);
 	if (!tap_ok(id_c[0], "alice creates sandbox C"))
 		return;
-	liar = replace_python("echo \\'{\"files\": [[\"../../etc/passwd\", 1, 1], "
-			      "[\"a\\\\u0001b\", 1, 1], [\"ok.txt\", 2, 1]], \"more\": false}\\'");
+	liar = replace_python("printf \\'more 0\\\\n1 1 ../../etc/passwd\\\\n1 1 a\\\\001b\\\\n"
+			      "x y z\\\\n-1 1 neg.txt\\\\n2 1 ok.txt\\\\n\\'");
 	tap_ok(run_py("res-alice", id_c, liar), "C's python3 becomes a script that lies");
 	snprintf(prefix, sizeof(prefix), "sandbox://%s/", id_c);
 	list_all("res-alice", &all, NULL);
@@ -652,8 +652,8 @@ static void test_hostile_listing(void)
 	}
 	tap_ok(json_object_array_length(all) > MANY + 5 && from_c == 1 && c_name &&
 		   !strcmp(c_name, "ok.txt"),
-	       "of its lies only the clean name is listed, a path out and a control character "
-	       "are not (%zu from C: %s)",
+	       "of its lies only the clean name is listed, a path out, a control character, a "
+	       "line that does not parse and a negative size are not (%zu from C: %s)",
 	       from_c, c_name ? c_name : "-");
 	json_object_put(all);
 

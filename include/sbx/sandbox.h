@@ -472,6 +472,10 @@ int sbx_artifact_open(sbx_manager *m, sbx_sandbox *sb, const char *relpath,
  * stored on the host): a file that grew is cut there, one that shrank is
  * -EIO. Once per open. */
 int sbx_artifact_stream(sbx_artifact *a, sbx_sink_fn sink, void *userdata, struct sbx_error *err);
+/* The stream must have ended by AT_MS (sbx_monotonic_ms time), or it ends
+ * with -ETIMEDOUT; without it only a pause of the file's bytes ends it (the
+ * sandbox writing on stderr meanwhile does not count). */
+void sbx_artifact_deadline(sbx_artifact *a, int64_t at_ms);
 sbx_artifact *sbx_artifact_close(sbx_artifact *a);
 /* Open and close: the size. */
 int sbx_artifact_stat(sbx_manager *m, sbx_sandbox *sb, const char *relpath, int64_t *ret_size,

@@ -457,7 +457,13 @@ struct sbx_artifact {
 	int64_t size;
 	struct sbx_buf head; /* bytes read past the size line */
 	bool streamed;
+	int64_t deadline_ms; /* sbx_artifact_deadline; 0: none */
 };
+
+void sbx_artifact_deadline(sbx_artifact *a, int64_t at_ms)
+{
+	a->deadline_ms = at_ms;
+}
 
 sbx_artifact *sbx_artifact_close(sbx_artifact *a)
 {
@@ -530,10 +536,16 @@ int sbx_artifact_open(sbx_manager *m, sbx_sandbox *sb, const char *relpath, sbx_
 		goto fail;
 	}
 	r = sbx_stream_close_stdin(a->s, err);
-	/* The size line, then what came with it. */
+	/* The size line, then what came with it, within FILE_IDLE_MS in all
+	 * (what the sandbox writes on stderr meanwhile does not extend it). */
+	int64_t until = sbx_monotonic_ms() + FILE_IDLE_MS;
 	while (r >= 0) {
 		int fd = 1;
-		ssize_t n = sbx_stream_read(a->s, buf, sizeof(buf), &fd, FILE_IDLE_MS, err);
+		int64_t left = until - sbx_monotonic_ms();
+		ssize_t n =
+		    left > 0 ? sbx_stream_read(a->s, buf, sizeof(buf), &fd, (int)left, err)
+			     : sbx_error_set(err, -ETIMEDOUT, "the sandbox sent no size for %d s",
+					     FILE_IDLE_MS / 1000);
 		const char *nl;
 
 		if (n == 0) {
@@ -601,10 +613,20 @@ int sbx_artifact_stream(sbx_artifact *a, sbx_sink_fn sink, void *userdata, struc
 		sent = (int64_t)a->head.len;
 	}
 	sbx_buf_release(&a->head);
+	int64_t idle_until = sbx_monotonic_ms() + FILE_IDLE_MS;
 	while (sent < a->size) {
 		int fd = 1;
-		ssize_t n = sbx_stream_read(a->s, buf, sizeof(buf), &fd, FILE_IDLE_MS, err);
+		/* Only the file's bytes count as progress: stderr does not. */
+		int64_t now = sbx_monotonic_ms(), wait = idle_until - now;
+		ssize_t n;
 
+		if (a->deadline_ms && a->deadline_ms - now < wait)
+			wait = a->deadline_ms - now;
+		n = wait > 0 ? sbx_stream_read(a->s, buf, sizeof(buf), &fd, (int)wait, err)
+			     : -ETIMEDOUT;
+		if (n == -ETIMEDOUT && a->deadline_ms && sbx_monotonic_ms() >= a->deadline_ms)
+			return sbx_error_set(err, -ETIMEDOUT, "reading %s took too long",
+					     a->relpath);
 		if (n == 0)
 			return sbx_error_set(err, -EIO, "%s shrank while it was read", a->relpath);
 		if (n < 0)
@@ -614,6 +636,7 @@ int sbx_artifact_stream(sbx_artifact *a, sbx_sink_fn sink, void *userdata, struc
 					       : (int)n;
 		if (fd == 2)
 			continue;
+		idle_until = sbx_monotonic_ms() + FILE_IDLE_MS;
 		if (n > a->size - sent)
 			n = (ssize_t)(a->size - sent); /* it grew: what was told is sent */
 		r = sink(userdata, buf, (size_t)n);
@@ -656,7 +679,9 @@ int sbx_artifact_read(sbx_manager *m, sbx_sandbox *sb, const char *relpath, sbx_
 
 /* What one entry may take in the listing's line: the path with every byte
  * escaped, its numbers and punctuation. */
-#define LIST_ENTRY_BYTES (2 * SBX_PATH_MAX + 64)
+/* A listing's output is read up to this (a thousand names of about 1 KiB):
+ * what comes after is left out, and the listing says it is not whole. */
+#define LIST_OUT_MAX (1 << 20)
 /* How long a listing, or a look for changes, may take in all: the program
  * that answers is the sandbox's to replace (python3 and find are looked up
  * in its PATH), and a trickle must not hold a worker. */
@@ -680,61 +705,86 @@ static int entry_cmp(const void *a, const void *b)
 		      ((const struct sbx_artifact_entry *)b)->path);
 }
 
-/* Takes the entries of the listing's line TEXT (nothing in it is trusted:
- * code in the sandbox may have replaced the program's output). */
-static int list_parse(const char *text, size_t max, struct sbx_artifact_entry **ret_list,
-		      size_t *ret_n, bool *ret_truncated, struct sbx_error *err)
+/* A decimal number of at most 19 digits (a '-' first when NEG_OK) at *P,
+ * ended by a space, which is passed. */
+static bool list_number(const char **p, const char *end, bool neg_ok, int64_t *ret)
 {
-	struct json_object *root = json_tokener_parse(text), *files = NULL, *more = NULL;
-	struct sbx_artifact_entry *list = NULL;
-	size_t n = 0, count;
-	bool truncated;
+	const char *q = *p;
+	bool neg = false;
+	int64_t v = 0;
+	int digits = 0;
 
-	if (!json_object_is_type(root, json_type_object) ||
-	    !json_object_object_get_ex(root, "files", &files) ||
-	    !json_object_is_type(files, json_type_array)) {
-		json_object_put(root);
+	if (neg_ok && q < end && *q == '-') {
+		neg = true;
+		q++;
+	}
+	for (; q < end && *q >= '0' && *q <= '9' && digits < 19; q++, digits++)
+		v = v * 10 + (*q - '0');
+	if (!digits || q >= end || *q != ' ')
+		return false;
+	*p = q + 1;
+	*ret = neg ? -v : v;
+	return true;
+}
+
+/* Takes the entries of the listing TEXT (LEN bytes: "more B" then "SIZE
+ * MTIME_NS PATH" lines, see sbx_interp.py's list_files). Nothing in it is
+ * trusted: code in the sandbox may have replaced the program. It is read
+ * line by line, with no tree built (memory: the entries kept, at most MAX);
+ * a line that does not parse, or a name not served, is left out (the
+ * listing says it is not whole); a last line without its newline (the
+ * output was cut) too. */
+static int list_parse(const char *text, size_t len, size_t max,
+		      struct sbx_artifact_entry **ret_list, size_t *ret_n, bool *ret_truncated,
+		      struct sbx_error *err)
+{
+	const char *p = text, *end = text + len, *nl;
+	struct sbx_artifact_entry *list;
+	bool truncated = false;
+	size_t n = 0;
+
+	nl = memchr(p, '\n', len);
+	if (!nl || nl - p != 6 || memcmp(p, "more ", 5) != 0 || (p[5] != '0' && p[5] != '1'))
 		return sbx_error_set(err, -EPROTO, "listing %s: no list from the sandbox",
 				     SBX_RESULTS_DIR);
-	}
-	json_object_object_get_ex(root, "more", &more);
-	truncated = json_object_get_boolean(more);
-	count = json_object_array_length(files);
-	if (count > max) {
-		count = max;
-		truncated = true;
-	}
-	list = calloc(count + 1, sizeof(*list));
-	if (!list) {
-		json_object_put(root);
+	truncated = p[5] == '1';
+	p = nl + 1;
+	list = calloc(max + 1, sizeof(*list));
+	if (!list)
 		return sbx_error_set(err, -ENOMEM, "out of memory");
-	}
-	for (size_t i = 0; i < count; i++) {
-		struct json_object *e = json_object_array_get_idx(files, i);
-		struct json_object *p = json_object_array_get_idx(e, 0);
-		struct json_object *size = json_object_array_get_idx(e, 1);
-		struct json_object *mtime = json_object_array_get_idx(e, 2);
+	for (; p < end; p = nl + 1) {
+		const char *q = p;
+		int64_t size, mtime;
 
-		if (!json_object_is_type(e, json_type_array) ||
-		    !json_object_is_type(p, json_type_string) ||
-		    !json_object_is_type(size, json_type_int) ||
-		    !json_object_is_type(mtime, json_type_int) || json_object_get_int64(size) < 0 ||
-		    !sbx_interp_path_ok(json_object_get_string(p),
-					(size_t)json_object_get_string_len(p))) {
+		nl = memchr(p, '\n', (size_t)(end - p));
+		if (!nl) {
+			truncated = true; /* cut */
+			break;
+		}
+		if (n == max) {
+			truncated = true;
+			break;
+		}
+		if (!list_number(&q, nl, false, &size) || !list_number(&q, nl, true, &mtime)) {
+			truncated = true; /* a line that does not parse */
+			continue;
+		}
+		list[n].path = strndup(q, (size_t)(nl - q));
+		if (!list[n].path) {
+			sbx_artifact_list_free(list, n);
+			return sbx_error_set(err, -ENOMEM, "out of memory");
+		}
+		/* (a NUL in the line makes the copy shorter: refused too) */
+		if (!sbx_interp_path_ok(list[n].path, (size_t)(nl - q))) {
+			free(list[n].path);
+			list[n].path = NULL;
 			truncated = true; /* a name we do not serve */
 			continue;
 		}
-		list[n].path = strdup(json_object_get_string(p));
-		if (!list[n].path) {
-			sbx_artifact_list_free(list, n);
-			json_object_put(root);
-			return sbx_error_set(err, -ENOMEM, "out of memory");
-		}
-		list[n].size = json_object_get_int64(size);
-		list[n].mtime_ns = json_object_get_int64(mtime);
+		list[n].size = size;
+		list[n].mtime_ns = mtime;
 		n++;
 	}
-	json_object_put(root);
 	qsort(list, n, sizeof(*list), entry_cmp);
 	/* The same path twice is no listing of a folder. */
 	for (size_t i = 1; i < n; i++) {
@@ -764,21 +814,20 @@ int sbx_artifact_list(sbx_manager *m, sbx_sandbox *sb, size_t max,
 		return sbx_error_set(err, -EINVAL, "list at most 1 to %d files",
 				     SBX_ARTIFACT_LIST_MAX);
 	snprintf(most, sizeof(most), "%zu", max);
-	fx.out_max = (int64_t)(max * LIST_ENTRY_BYTES + 64);
+	fx.out_max = LIST_OUT_MAX; /* more: cut, and said so (list_parse) */
 	{
 		const char *const argv[] = {"python3",	"-c", sbx_interp_program(),
 					    "sbx-list", most, NULL};
 		r = file_exec(m, sb, argv, -1, 0, &fx, err);
 	}
-	if (r >= 0 && (r != 0 || fx.over || fx.sink_error))
+	if (r >= 0 && ((r != 0 && !fx.over) || fx.sink_error))
 		r = sbx_error_set(err, fx.sink_error ? -ENOMEM : -EIO,
 				  "listing %s in the sandbox failed (exit %d)%s%.300s",
 				  SBX_RESULTS_DIR, r, fx.err.len ? ": " : "",
 				  fx.err.len ? fx.err.data : "");
-	if (r >= 0 && sbx_buf_append(&out, "", 0) < 0)
-		r = sbx_error_set(err, -ENOMEM, "out of memory");
 	if (r >= 0)
-		r = list_parse(out.data, max, ret_list, ret_n, ret_truncated, err);
+		r = list_parse(out.data ? out.data : "", out.len, max, ret_list, ret_n,
+			       ret_truncated, err);
 	sbx_buf_release(&out);
 	file_exec_release(&fx);
 	return r;

@@ -640,17 +640,18 @@ static int took_check(sbx_manager *m, const char *cid, const struct sbx_containe
 		return r;
 	/* Limits the engine took and did not apply (rootless Podman on cgroup
 	 * v1 only warns): one sandbox could take the host. */
-	if (spec->memory_bytes > 0 && ci.memory_bytes <= 0)
+	if (spec->memory_bytes > 0 && ci.memory_bytes != spec->memory_bytes)
 		strcat(dropped, " memory (sandbox.memory)");
-	if (spec->nano_cpus > 0 && ci.nano_cpus <= 0)
+	if (spec->nano_cpus > 0 && ci.nano_cpus != spec->nano_cpus)
 		strcat(dropped, " CPU (sandbox.cpus)");
-	if (spec->pids_limit > 0 && ci.pids_limit <= 0)
+	if (spec->pids_limit > 0 && ci.pids_limit != spec->pids_limit)
 		strcat(dropped, " processes (sandbox.pids_limit)");
 	if (dropped[0] && !m->s->sandbox.allow_unlimited)
 		r = sbx_error_set(
 		    err, -ENOTSUP,
-		    "the %s engine created the sandbox without its limits on%s: it cannot "
-		    "apply them (rootless Podman on a cgroup v1 host cannot), so one sandbox "
+		    "the %s engine created the sandbox without its limits (or with others) on%s: "
+		    "it cannot apply them (rootless Podman on a cgroup v1 host cannot), so one "
+		    "sandbox "
 		    "could take the host's memory, CPU or processes. Use a rootful engine or a "
 		    "cgroup v2 host, or set sandbox.allow_unlimited = true to run sandboxes "
 		    "without limits (trusted use only)",

@@ -92,10 +92,10 @@ struct sbx_sandbox {
 	struct sbx_interp *interp;
 	/* Its egress relay (egress.c): set once, under m->lock, at first use. */
 	struct sbx_egress *egress;
-	/* usage.c, under m->lock: CPU time at the last sample, memory in use
-	 * then and integrated over the samples, and when (monotonic ms; 0:
-	 * never sampled). */
-	uint64_t cpu_ns, memory_bytes, memory_byte_seconds;
+	/* usage.c, under m->lock: CPU time counted (and the engine's count at
+	 * the last sample), memory in use then and integrated over the
+	 * samples, and when (monotonic ms; 0: never sampled). */
+	uint64_t cpu_ns, cpu_seen_ns, memory_bytes, memory_byte_seconds;
 	int64_t sampled_ms;
 	/* The OOM kills its memory cgroup had counted when last looked at
 	 * (0 for a new container; under m->lock). */

@@ -9,6 +9,7 @@
  * (past it a new tenant's usage is not kept, said once in the log).
  */
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,6 +22,12 @@ struct sbx_tenant_gone {
 	char *owner;
 	struct sbx_tenant_usage u;
 };
+
+/* *TO += N, stopping at the top (figures come from sandboxes). */
+static void add(uint64_t *to, uint64_t n)
+{
+	*to = *to > UINT64_MAX - n ? UINT64_MAX : *to + n;
+}
 
 static bool nothing(const struct sbx_tenant_usage *u)
 {
@@ -57,10 +64,10 @@ void sbx_tenant_gone_add(sbx_manager *m, const char *owner, const struct sbx_ten
 		    TENANTS_MAX);
 	}
 	if (g) {
-		g->u.egress_bytes_in += u->egress_bytes_in;
-		g->u.egress_bytes_out += u->egress_bytes_out;
-		g->u.cpu_ns += u->cpu_ns;
-		g->u.memory_byte_seconds += u->memory_byte_seconds;
+		add(&g->u.egress_bytes_in, u->egress_bytes_in);
+		add(&g->u.egress_bytes_out, u->egress_bytes_out);
+		add(&g->u.cpu_ns, u->cpu_ns);
+		add(&g->u.memory_byte_seconds, u->memory_byte_seconds);
 	}
 	pthread_mutex_unlock(&m->egress_lock);
 }

@@ -5,7 +5,8 @@
  * the engine for the stats of each ready sandbox, one after another (at most
  * one engine request at a time, however many sandboxes), and keeps in the
  * record, under m->lock:
- *   cpu_ns               the container's CPU time (the engine's cgroup count);
+ *   cpu_ns               the container's CPU time (the growth of the engine's
+ *                        cgroup count, cpu_seen_ns, from sample to sample);
  *   memory_bytes         the memory in use at the sample;
  *   memory_byte_seconds  memory in use integrated over time: each sample
  *                        counts for the time since the one before, at most
@@ -17,18 +18,24 @@
  * (tenant_usage.c): a deletion samples it once more first.
  *
  * The engine's figures are hostile input too (a container's cgroup is its
- * own): a CPU count that goes down is not counted again, and a memory
- * figure above the container's limit counts as the limit.
+ * own): a CPU count that goes down is not counted again, nor a growth past
+ * CPUS_MAX processors busy all the time; memory above the container's limit
+ * counts as the limit, and no sample as more than MEMORY_MAX.
  */
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "sandbox-internal.h"
 #include "sbx/clock.h"
 #include "sbx/log.h"
 #include "sbx/metrics.h"
+
+/* The most a sample is believed: memory in use, processors busy. */
+#define MEMORY_MAX (1ULL << 42)
+#define CPUS_MAX 1024u
 
 struct sbx_usage_sampler {
 	pthread_t thread;
@@ -47,17 +54,27 @@ static void apply_locked(sbx_manager *m, sbx_sandbox *sb, const struct sbx_stats
 	*ret_cpu_ns = *ret_byte_s = 0;
 	if (st->memory_limit_bytes && mem > st->memory_limit_bytes)
 		mem = st->memory_limit_bytes;
-	if (st->cpu_total_ns > sb->cpu_ns) {
-		*ret_cpu_ns = st->cpu_total_ns - sb->cpu_ns;
-		sb->cpu_ns = st->cpu_total_ns;
+	if (mem > MEMORY_MAX)
+		mem = MEMORY_MAX;
+	if (st->cpu_total_ns > sb->cpu_seen_ns) {
+		/* No more than CPUS_MAX processors busy all the time since the
+		 * last sample (or the sandbox's creation): a figure past that is
+		 * not counted, only remembered. */
+		int64_t since = sb->sampled_ms
+				    ? now - sb->sampled_ms
+				    : ((int64_t)time(NULL) - (int64_t)sb->created + 1) * 1000;
+		uint64_t most = since > 0 ? (uint64_t)since * 1000000u * CPUS_MAX : 0;
+		uint64_t grew = st->cpu_total_ns - sb->cpu_seen_ns;
+		*ret_cpu_ns = grew <= most ? grew : 0;
+		sb->cpu_ns += *ret_cpu_ns;
+		sb->cpu_seen_ns = st->cpu_total_ns;
 	}
 	if (sb->sampled_ms) {
 		dt = now - sb->sampled_ms;
 		if (dt > 2 * interval)
 			dt = 2 * interval;
 		if (dt > 0) {
-			/* bytes x ms / 1000, without overflow for any sane figure:
-			 * 2^64 / 2^40 (1 TiB) leaves 2^24 ms (4.6 h) > 2 intervals. */
+			/* bytes x ms / 1000: at most 2^42 x 2 h (2^23 ms) < 2^64. */
 			*ret_byte_s = (uint64_t)(((unsigned __int128)mem * (uint64_t)dt) / 1000);
 			sb->memory_byte_seconds += *ret_byte_s;
 		}

@@ -20,6 +20,7 @@
 
 #include "sbx/artifact.h"
 #include "sbx/buf.h"
+#include "sbx/clock.h"
 #include "sbx/common.h"
 #include "sbx/crypto.h"
 #include "sbx/percent.h"
@@ -28,6 +29,10 @@
 
 #define CURSOR_TAG "r1\n"
 
+/* A resources/read's file must have arrived within this. */
+#define READ_MS 60000
+/* A resources/list page lists no further sandbox after this. */
+#define PAGE_MS 20000
 /* The words of an unknown sandbox: the manager's, so that another tenant's
  * sandbox reads exactly like one that does not exist. */
 #define NO_SANDBOX_FMT                                                                             \
@@ -275,6 +280,7 @@ int sbx_resources_list(const struct sbx_tool_ctx *ctx, const char *cursor_text,
 	char base_buf[300];
 	const char *base = sbx_tool_public_url(ctx, base_buf, sizeof(base_buf));
 	size_t n = 0, room = SBX_RESOURCES_PAGE;
+	int64_t until = sbx_monotonic_ms() + PAGE_MS;
 	bool more = false;
 	int r;
 
@@ -303,9 +309,21 @@ int sbx_resources_list(const struct sbx_tool_ctx *ctx, const char *cursor_text,
 			more = true;
 			break;
 		}
+		/* Each sandbox's listing may take LIST_TIME_MS (its code answers
+		 * it): past PAGE_MS the page ends where it is, after its last
+		 * entry (the next page goes on from there). */
+		if (next && sbx_monotonic_ms() >= until) {
+			more = true;
+			break;
+		}
+		if (sbx_tools_cancelled(ctx))
+			break;
 		r = list_one(ctx, base, &infos[i], &c, arr, &room, &last, &list, &count, &more);
-		if (r == 0 && room == 0 && last && !(next = cursor_make(infos[i].id, last->path)))
-			r = -ENOMEM;
+		if (r == 0 && last) {
+			free(next);
+			if (!(next = cursor_make(infos[i].id, last->path)))
+				r = -ENOMEM;
+		}
 		sbx_artifact_list_free(list, count);
 	}
 	if (!more) {
@@ -473,6 +491,9 @@ int sbx_resources_read(const struct sbx_tool_ctx *ctx, const char *uri,
 	}
 	{
 		struct bounded s = {&content, size};
+		/* At most resource_max_bytes (64 MiB): a minute is plenty, and a
+		 * sandbox that trickles holds a worker no longer. */
+		sbx_artifact_deadline(a, sbx_monotonic_ms() + READ_MS);
 		r = sbx_artifact_stream(a, bounded_sink, &s, err);
 	}
 	if (r < 0)

@@ -374,13 +374,15 @@ def main():
 
 def list_files(most):
     # `python3 -c PROGRAM sbx-list MOST` (src/sandbox/files.c): the regular
-    # files under RESULTS as snapshot() finds them, one JSON line on stdout:
-    # {"files": [[PATH, SIZE, MTIME_NS]...] (sorted, at most MOST), "more": B}.
+    # files under RESULTS as snapshot() finds them, as lines on stdout:
+    # "more B" (B: 1 when some were left out), then "SIZE MTIME_NS PATH" for
+    # each file (sorted, at most MOST). A valid name holds no control
+    # character, so each line is one file.
     s = snapshot()
     ok = sorted(k for k in s if valid_name(k))
-    files = [[k, s[k][1], s[k][0]] for k in ok[:most]]
-    out = {'files': files, 'more': len(ok) > most or len(s) >= SCAN_MAX}
-    write_all((json.dumps(out, ensure_ascii=False) + '\n').encode('utf-8'))
+    lines = ['more %d' % (len(ok) > most or len(s) >= SCAN_MAX)]
+    lines += ['%d %d %s' % (s[k][1], s[k][0], k) for k in ok[:most]]
+    write_all(('\n'.join(lines) + '\n').encode('utf-8'))
 
 
 if sys.argv[1:2] == ['sbx-list']:
