@@ -749,11 +749,12 @@ static void ev_oom(struct ev_follow *f)
 	if (tap_ok(die >= 0, "DIE arrives"))
 		tap_is_int(f->ev[die].exit_code, 137, "with exit code 137");
 	if (docker) {
-		pthread_mutex_lock(&f->lock);
-		int oom = ev_find(f, 0, id, SBX_EVENT_OOM);
-		pthread_mutex_unlock(&f->lock);
-		tap_ok(oom >= 0 && oom < die, "docker: OOM arrives, before DIE (%s)",
-		       ev_kinds(f, id, buf, sizeof(buf)));
+		/* Usually before DIE, but containerd's OOM notice and the task's
+		 * exit race under load (seen once in CI: START DIE, then OOM);
+		 * the server needs neither order (src/sandbox/watch.c: inspect
+		 * tells OOMKilled). */
+		int oom = ev_wait(f, id, SBX_EVENT_OOM, 10);
+		tap_ok(oom >= 0, "docker: OOM arrives (%s)", ev_kinds(f, id, buf, sizeof(buf)));
 	}
 	sbx_container_remove(engine, id, NULL);
 	tap_ok(ev_wait(f, id, SBX_EVENT_DESTROY, 60) >= 0, "DESTROY arrives");
