@@ -143,29 +143,29 @@ static int write_now(struct sbx_http *h, struct sbx_buf *b)
 		r = sbx_metrics_write_sample(b, "mcp_sandbox_sessions",
 					     (const char *const[]){"transport", "streamable", NULL},
 					     streamable);
-	if (r == 0)
-		r = sbx_metrics_write_family(b, "mcp_sandbox_pool_hits_total", "counter",
-					     "create_sandbox calls served from the warm pool.");
-	if (r == 0)
-		r = sbx_metrics_write_sample(b, "mcp_sandbox_pool_hits_total", NULL, p.taken);
-	if (r == 0)
-		r = sbx_metrics_write_family(b, "mcp_sandbox_pool_misses_total", "counter",
-					     "create_sandbox calls that created their own "
-					     "container (the pool empty or off).");
-	if (r == 0)
-		r = sbx_metrics_write_sample(b, "mcp_sandbox_pool_misses_total", NULL, p.cold);
-	if (r == 0)
-		r = sbx_metrics_write_family(b, "mcp_sandbox_pool_ready", "gauge",
-					     "Started containers waiting in the warm pool.");
-	if (r == 0)
-		r = sbx_metrics_write_sample(b, "mcp_sandbox_pool_ready", NULL, p.ready);
-	if (r == 0)
-		r = sbx_metrics_write_family(b, "mcp_sandbox_http_connections", "gauge",
-					     "HTTP connections open (event streams included).");
-	if (r == 0) {
-		int n = atomic_load(&h->connections);
-		r = sbx_metrics_write_sample(b, "mcp_sandbox_http_connections", NULL,
-					     n > 0 ? (uint64_t)n : 0);
+	{
+		int conns = atomic_load(&h->connections);
+		const struct {
+			const char *name, *type, *help;
+			uint64_t value;
+		} one[] = {
+		    {"mcp_sandbox_pool_hits_total", "counter",
+		     "create_sandbox calls served from the warm pool.", p.taken},
+		    {"mcp_sandbox_pool_misses_total", "counter",
+		     "create_sandbox calls that created their own container (the pool empty or "
+		     "off).",
+		     p.cold},
+		    {"mcp_sandbox_pool_ready", "gauge",
+		     "Started containers waiting in the warm pool.", p.ready},
+		    {"mcp_sandbox_http_connections", "gauge",
+		     "HTTP connections open (event streams included).",
+		     conns > 0 ? (uint64_t)conns : 0},
+		};
+		for (size_t i = 0; r == 0 && i < sizeof(one) / sizeof(one[0]); i++) {
+			r = sbx_metrics_write_family(b, one[i].name, one[i].type, one[i].help);
+			if (r == 0)
+				r = sbx_metrics_write_sample(b, one[i].name, NULL, one[i].value);
+		}
 	}
 	return r;
 }
