@@ -639,7 +639,8 @@ static void test_hostile_listing(void)
 	if (!tap_ok(id_c[0], "alice creates sandbox C"))
 		return;
 	liar = replace_python("printf \\'more 0\\\\n1 1 ../../etc/passwd\\\\n1 1 a\\\\001b\\\\n"
-			      "x y z\\\\n-1 1 neg.txt\\\\n2 1 ok.txt\\\\n\\'");
+			      "x y z\\\\n-1 1 neg.txt\\\\n9999999999999999999 1 big.txt\\\\n"
+			      "2 1 ok.txt\\\\n\\'");
 	tap_ok(run_py("res-alice", id_c, liar), "C's python3 becomes a script that lies");
 	snprintf(prefix, sizeof(prefix), "sandbox://%s/", id_c);
 	list_all("res-alice", &all, NULL);
@@ -650,11 +651,12 @@ static void test_hostile_listing(void)
 			c_name = str_at(e, "name");
 		}
 	}
-	tap_ok(json_object_array_length(all) > MANY + 5 && from_c == 1 && c_name &&
-		   !strcmp(c_name, "ok.txt"),
-	       "of its lies only the clean name is listed, a path out, a control character, a "
-	       "line that does not parse and a negative size are not (%zu from C: %s)",
-	       from_c, c_name ? c_name : "-");
+	tap_ok(
+	    json_object_array_length(all) > MANY + 5 && from_c == 1 && c_name &&
+		!strcmp(c_name, "ok.txt"),
+	    "of its lies only the clean name is listed, a path out, a control character, a "
+	    "line that does not parse, a negative size and one past int64 are not (%zu from C: %s)",
+	    from_c, c_name ? c_name : "-");
 	json_object_put(all);
 
 	trickle = replace_python("while :; do printf x; sleep 1; done");

@@ -1139,9 +1139,11 @@ static void do_resources(sbx_mcp_session *s, const char *version, const char *me
 	bool read = strcmp(method, "resources/read") == 0;
 	int r;
 
-	pthread_mutex_lock(&s->lock);
-	s->resources_watched = true;
-	pthread_mutex_unlock(&s->lock);
+	if (strcmp(method, "resources/templates/list") != 0) { /* list and read only */
+		pthread_mutex_lock(&s->lock);
+		s->resources_watched = true;
+		pthread_mutex_unlock(&s->lock);
+	}
 	if (params && !json_object_is_type(params, json_type_object)) {
 		fail(o, SBX_JSONRPC_INVALID_PARAMS, "%s: params must be an object", method);
 		return;

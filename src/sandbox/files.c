@@ -718,8 +718,11 @@ static bool list_number(const char **p, const char *end, bool neg_ok, int64_t *r
 		neg = true;
 		q++;
 	}
-	for (; q < end && *q >= '0' && *q <= '9' && digits < 19; q++, digits++)
+	for (; q < end && *q >= '0' && *q <= '9' && digits < 19; q++, digits++) {
+		if (v > (INT64_MAX - (*q - '0')) / 10)
+			return false; /* past int64: no number of ours */
 		v = v * 10 + (*q - '0');
+	}
 	if (!digits || q >= end || *q != ' ')
 		return false;
 	*p = q + 1;
