@@ -1224,11 +1224,11 @@ static void test_calls_quota(void)
 	struct bg_run b[4];
 	char texts[4][256], *reply;
 	static const char *const at_limit[] = {
-	    "tenant \"alice\" may run at most 2 tool calls at once", "(the server's quota.calls)",
+	    "tenant \"alice\" may run at most 2 tool calls at once", "; the server's quota.calls)",
 	    "runs 2", "wait for one of them to end", NULL};
 	static const char *const key_limit[] = {
 	    "tenant \"carol\" may run at most 1 tool call at once",
-	    "(the calls limit of its API key)", "runs 1", NULL};
+	    "; the calls limit of its API key)", "runs 1", NULL};
 	static const char *const none[] = {"tenant \"eve\" may not call tools",
 					   "the calls limit of its API key is 0",
 					   "ask the server's administrator", NULL};

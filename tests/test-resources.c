@@ -27,6 +27,7 @@
  * The suite ends by checking that no container of this run is left.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -524,6 +525,108 @@ static void test_mcp(void)
 	sbx_mcp_free(m);
 }
 
+/* A session of OWNER on M under LIMITS (NULL: none), initialized at VERSION. */
+static sbx_mcp_session *session_of(sbx_mcp *m, const char *owner,
+				   const struct sbx_auth_limits *limits, const char *version)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct json_object *reply;
+	sbx_mcp_session *s;
+	char body[512];
+
+	if (sbx_mcp_session_new(m, SBX_MCP_TRANSPORT_STREAMABLE, owner, limits, &s, &err) < 0)
+		tap_bail(err.msg);
+	snprintf(body, sizeof(body),
+		 "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{"
+		 "\"protocolVersion\":\"%s\",\"capabilities\":{},\"clientInfo\":{"
+		 "\"name\":\"t\",\"version\":\"1\"}}}",
+		 version);
+	reply = rpc(s, body);
+	if (!json_object_object_get_ex(reply, "result", NULL))
+		tap_bail("initialize failed");
+	json_object_put(reply);
+	return s;
+}
+
+static void session_end(sbx_mcp_session *s)
+{
+	sbx_mcp_session_close(s);
+	sbx_mcp_session_unref(s);
+}
+
+/* What one tenant's resources requests may hold: a slot of its calls quota
+ * each (over all its sessions, as tool calls), and one file per batch. */
+static void test_request_limits(void)
+{
+	struct sbx_mcp_config cfg = {.settings = &x.s, .manager = x.m, .link_key = link_key};
+	struct sbx_auth_limits one = SBX_AUTH_LIMITS_NONE;
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct json_object *reply, *r0, *r1;
+	const char *msg;
+	sbx_mcp_session *s;
+	sbx_mcp *m;
+	char body[1024];
+
+	one.calls = 1;
+	if (sbx_mcp_new(&cfg, &m, &err) < 0)
+		tap_bail(err.msg);
+	s = session_of(m, "res-alice", &one, SBX_MCP_VERSION_LATEST);
+	/* Her one call slot taken, as by a tool call of another session. */
+	if (sbx_call_table_begin(sbx_mcp_call_table(m), "res-alice", -1, false, &err) < 0)
+		tap_bail(err.msg);
+	reply = rpc(s, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"resources/list\"}");
+	msg = str_at(json_object_object_get(reply, "error"), "message");
+	if (!tap_ok(error_code(reply) == SBX_JSONRPC_SERVER_ERROR && msg &&
+			strstr(msg, "may run at most 1 tool call at once") &&
+			strstr(msg, "resources/list and resources/read count as calls"),
+		    "resources/list past the tenant's calls limit (1, a call running) is -32000 "
+		    "naming the limit"))
+		tap_diag("  %s", json_object_to_json_string(reply));
+	else
+		tap_diag("  %s", msg);
+	json_object_put(reply);
+	snprintf(body, sizeof(body),
+		 "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"resources/read\",\"params\":{"
+		 "\"uri\":\"sandbox://%s/t.txt\"}}",
+		 id_a);
+	reply = rpc(s, body);
+	tap_is_int(error_code(reply), SBX_JSONRPC_SERVER_ERROR, "and so is resources/read");
+	json_object_put(reply);
+	sbx_call_table_end(sbx_mcp_call_table(m), "res-alice");
+	reply = rpc(s, body);
+	tap_ok(json_object_object_get_ex(reply, "result", NULL) &&
+		   sbx_call_table_count(sbx_mcp_call_table(m), "res-alice") == 0,
+	       "once that call ended, the read runs, and gives its slot back");
+	json_object_put(reply);
+	session_end(s);
+
+	/* 2025-03-26 batches: every response is held until the batch ends. */
+	s = session_of(m, "res-alice", NULL, "2025-03-26");
+	snprintf(body, sizeof(body),
+		 "[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"resources/read\",\"params\":{"
+		 "\"uri\":\"sandbox://%s/t.txt\"}},"
+		 "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"resources/read\",\"params\":{"
+		 "\"uri\":\"sandbox://%s/t.txt\"}},"
+		 "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"resources/list\"}]",
+		 id_a, id_a);
+	reply = rpc(s, body);
+	r0 = json_object_array_get_idx(reply, 0);
+	r1 = json_object_array_get_idx(reply, 1);
+	msg = str_at(json_object_object_get(r1, "error"), "message");
+	if (!tap_ok(
+		json_object_array_length(reply) == 3 &&
+		    json_object_object_get_ex(r0, "result", NULL) &&
+		    error_code(r1) == SBX_JSONRPC_INVALID_REQUEST && msg &&
+		    strstr(msg, "at most one per batch") &&
+		    json_object_object_get_ex(json_object_array_get_idx(reply, 2), "result", NULL),
+		"a batch reads one file: its second resources/read is -32600 'at most one "
+		"per batch', the rest runs"))
+		tap_diag("  %.600s", json_object_to_json_string(reply));
+	json_object_put(reply);
+	session_end(s);
+	sbx_mcp_free(m);
+}
+
 /* Calls NAME in sandbox B with the arguments {"sandbox_id": B, REST as alice
  * with the recorder; the list_changed notifications it sent (-1: the call
  * failed). */
@@ -620,6 +723,136 @@ static char *replace_python(const char *body)
 	return code;
 }
 
+static double ms_since(const struct timespec *a)
+{
+	struct timespec b;
+
+	clock_gettime(CLOCK_MONOTONIC, &b);
+	return (double)(b.tv_sec - a->tv_sec) * 1e3 + (double)(b.tv_nsec - a->tv_nsec) / 1e6;
+}
+
+struct bg_rpc {
+	sbx_mcp_session *s;
+	const char *body;
+	struct json_object *reply;
+};
+
+static void *bg_rpc_run(void *ud)
+{
+	struct bg_rpc *b = ud;
+
+	b->reply = rpc(b->s, b->body);
+	return NULL;
+}
+
+/* Sends BODY on a new session of OWNER and closes the session (its client
+ * gone) after a second: true when the request then ended at once, within
+ * 10 s where the sandbox would hold it 15 s or more, without a response. */
+static bool cancelled_soon(const char *owner, const char *body, const char *what)
+{
+	struct sbx_mcp_config cfg = {.settings = &x.s, .manager = x.m, .link_key = link_key};
+	struct sbx_error err = SBX_ERROR_INIT;
+	sbx_mcp *m = NULL;
+	struct bg_rpc b;
+	struct timespec t0;
+	pthread_t th;
+	double ms;
+	bool ok;
+
+	if (sbx_mcp_new(&cfg, &m, &err) < 0)
+		tap_bail(err.msg);
+	b = (struct bg_rpc){.s = session_of(m, owner, NULL, SBX_MCP_VERSION_LATEST), .body = body};
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	if (pthread_create(&th, NULL, bg_rpc_run, &b) != 0)
+		tap_bail("pthread_create");
+	sleep_ms(1000);
+	sbx_mcp_session_close(b.s);
+	pthread_join(th, NULL);
+	ms = ms_since(&t0);
+	ok = tap_ok(!b.reply && ms < 10000,
+		    "%s: its client gone after 1 s, it ends without a response in %.0f ms", what,
+		    ms);
+	if (!ok && b.reply)
+		tap_diag("  %.300s", json_object_to_json_string(b.reply));
+	json_object_put(b.reply);
+	sbx_mcp_session_unref(b.s);
+	sbx_mcp_free(m);
+	return ok;
+}
+
+/* resources/read stops when its client goes, even while the sandbox it
+ * waits on says nothing: a read of C's file (its cat stalls). */
+static void test_cancel_read(const char *id_c)
+{
+	char body[512];
+
+	tap_ok(run_py("res-alice", id_c,
+		      "import os\n"
+		      "open('slow.txt','w').write('s')\n"
+		      "open('/opt/venv/bin/cat','w').write('#!/bin/sh\\nsleep 60\\n')\n"
+		      "os.chmod('/opt/venv/bin/cat', 0o755)\n"),
+	       "C's cat (first in its PATH) becomes one that says nothing for a minute");
+	snprintf(body, sizeof(body),
+		 "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"resources/read\",\"params\":{"
+		 "\"uri\":\"sandbox://%s/slow.txt\"}}",
+		 id_c);
+	cancelled_soon("res-alice", body, "resources/read of C's slow.txt");
+}
+
+/* A page of resources/list ends at server.resource_list_time (1 s here)
+ * even before it found any entry: carol's two sandboxes take 1.5 s each
+ * to fail their listing. Then one stalls, and a listing cancelled ends at
+ * once. */
+static void test_page_time(void)
+{
+	struct sbx_settings quick = x.s; /* shares x.s's strings: not released */
+	struct sbx_tool_ctx ctx = ctx_of("res-carol");
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct json_object *res = NULL, *res2 = NULL;
+	char ids[2][SBX_SANDBOX_ID_MAX + 1] = {"", ""}, args[128];
+	_cleanup_free_ char *slow = replace_python("sleep 1.5; exit 1");
+	struct call c;
+	int r;
+
+	quick.server.resource_list_time_ms = 1000;
+	ctx.settings = &quick;
+	for (int i = 0; i < 2; i++) {
+		if (call_as("res-carol", "create_sandbox", "{}", &c) == 0 && !c.is_error)
+			snprintf(ids[i], sizeof(ids[i]), "%s", str_at(c.obj, "sandbox_id"));
+		call_release(&c);
+		if (!ids[i][0] || !run_py("res-carol", ids[i], slow))
+			tap_bail("carol's sandboxes with a slow python3");
+	}
+	r = sbx_resources_list(&ctx, NULL, &res, &err);
+	if (!tap_ok(r == 0 &&
+			json_object_array_length(json_object_object_get(res, "resources")) == 0 &&
+			str_at(res, "nextCursor"),
+		    "a page that spent its second on one sandbox, no entry found, ends with a "
+		    "nextCursor before the other"))
+		tap_diag("  r=%d %s %s", r, err.msg, json_object_to_json_string(res));
+	if (r == 0 && str_at(res, "nextCursor")) {
+		r = sbx_resources_list(&ctx, str_at(res, "nextCursor"), &res2, &err);
+		tap_ok(r == 0 && !str_at(res2, "nextCursor"),
+		       "the next page lists the other and ends the listing");
+	} else {
+		tap_ok(0, "the next page lists the other and ends the listing");
+	}
+	json_object_put(res);
+	json_object_put(res2);
+	/* resources/list stops when its client goes, even while the sandbox
+	 * it waits on says nothing. */
+	_cleanup_free_ char *stall = replace_python("sleep 60");
+	tap_ok(run_py("res-carol", ids[0], stall) && run_py("res-carol", ids[1], stall),
+	       "carol's python3s now stall a minute");
+	cancelled_soon("res-carol", "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"resources/list\"}",
+		       "resources/list while a listing stalls");
+	for (int i = 0; i < 2; i++) {
+		snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\"}", ids[i]);
+		call_as("res-carol", "delete_sandbox", args, &c);
+		call_release(&c);
+	}
+}
+
 /* A sandbox whose python3 answers the listing with lies, then trickles:
  * the names it makes up are checked, and the listing ends within its time. */
 static void test_hostile_listing(void)
@@ -670,6 +903,7 @@ static void test_hostile_listing(void)
 	       "the listing ends within its time all the same (%ld s), with A's files",
 	       (long)(b.tv_sec - a.tv_sec));
 	json_object_put(all);
+	test_cancel_read(id_c);
 	snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\"}", id_c);
 	call_as("res-alice", "delete_sandbox", args, &c);
 	call_release(&c);
@@ -717,7 +951,9 @@ int main(int argc, char **argv)
 	test_list();
 	test_read();
 	test_mcp();
+	test_request_limits();
 	test_list_changed();
+	test_page_time();
 	test_hostile_listing();
 
 	test_manager_close(&x, "no container of this run is left");

@@ -331,7 +331,8 @@ static void test_set(void)
 		  "max_sessions_per_tenant, "
 		  "max_connections, max_connections_per_ip, max_calls_per_session, "
 		  "stream_stall_timeout, max_queued, state_dir, link_ttl, unsigned_links, "
-		  "resource_max_bytes, audit_log, log_level, log_format, metrics_token)");
+		  "resource_max_bytes, resource_list_time, audit_log, log_level, log_format, "
+		  "metrics_token)");
 	set_fails("server.port=x", "--set server.port: bad value \"x\": expected an integer in "
 				   "0..65535");
 	set_fails("sandbox.image=a\tb", "--set sandbox.image: bad value \"a\tb\": "

@@ -464,10 +464,21 @@ int sbx_sandbox_upload(sbx_manager *m, sbx_sandbox *sb, const char *local_path,
  * refused (-EPERM); a missing file or a directory is -ENOENT; a file uid 1000
  * cannot read is -EACCES. */
 typedef struct sbx_artifact sbx_artifact;
+/* A caller's word that it no longer wants what a file operation brings
+ * (its client cancelled or left): asked at least every SBX_CANCEL_POLL_MS
+ * while the operation waits on its sandbox; true ends it with -ECANCELED.
+ * A NULL pointer or function: never. */
+struct sbx_cancel {
+	bool (*cancelled)(void *userdata);
+	void *userdata;
+};
+#define SBX_CANCEL_POLL_MS 200
 /* Opens it and tells its size (from the open file); the sandbox counts as in
- * use until the close. */
+ * use until the close. CANCEL (or NULL) holds for the open and the stream,
+ * and must outlive the artifact. */
 int sbx_artifact_open(sbx_manager *m, sbx_sandbox *sb, const char *relpath,
-		      sbx_artifact **ret_artifact, int64_t *ret_size, struct sbx_error *err);
+		      const struct sbx_cancel *cancel, sbx_artifact **ret_artifact,
+		      int64_t *ret_size, struct sbx_error *err);
 /* Streams exactly the size told to SINK, as the bytes come (nothing is
  * stored on the host): a file that grew is cut there, one that shrank is
  * -EIO. Once per open. */
@@ -498,8 +509,9 @@ struct sbx_artifact_entry {
  * Names that are not UTF-8, hold a control character or that
  * sbx_artifact_check_relpath refuses (too deep, too long) are left out;
  * *ret_truncated says that there were more. Not a use of the sandbox (the
- * reaper's clock is left alone). -ENOENT when its container is gone. */
-int sbx_artifact_list(sbx_manager *m, sbx_sandbox *sb, size_t max,
+ * reaper's clock is left alone). -ENOENT when its container is gone;
+ * -ECANCELED when CANCEL (or NULL) said so. */
+int sbx_artifact_list(sbx_manager *m, sbx_sandbox *sb, size_t max, const struct sbx_cancel *cancel,
 		      struct sbx_artifact_entry **ret_list, size_t *ret_n, bool *ret_truncated,
 		      struct sbx_error *err);
 void sbx_artifact_list_free(struct sbx_artifact_entry *list, size_t n);

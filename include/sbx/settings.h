@@ -57,10 +57,12 @@ struct sbx_settings {
 		int64_t link_ttl_ms;	    /* a signed artifact link works this long */
 		bool unsigned_links;	    /* links without exp and sig work while auth is off */
 		int64_t resource_max_bytes; /* resources/read returns no larger file */
-		char *audit_log;	    /* "" = standard error (include/sbx/audit.h) */
-		char *log_level;	    /* error, warning, info, debug (include/sbx/log.h) */
-		char *log_format;	    /* text or json */
-		char *metrics_token;	    /* GET /metrics' bearer token; "" = loopback only */
+		/* A resources/list page lists no further sandbox after this. */
+		int64_t resource_list_time_ms;
+		char *audit_log;     /* "" = standard error (include/sbx/audit.h) */
+		char *log_level;     /* error, warning, info, debug (include/sbx/log.h) */
+		char *log_format;    /* text or json */
+		char *metrics_token; /* GET /metrics' bearer token; "" = loopback only */
 	} server;
 	struct {
 		char *image;

@@ -240,8 +240,8 @@ enum MHD_Result sbx_artifact_handle(struct sbx_http_request *rq)
 	 * says the server handed it out. */
 	r = sbx_sandbox_get_by_id(h->manager, id, &st->sandbox, &err);
 	if (r >= 0)
-		r = sbx_artifact_open(h->manager, st->sandbox, relpath, &st->artifact, &st->size,
-				      &err);
+		r = sbx_artifact_open(h->manager, st->sandbox, relpath, NULL, &st->artifact,
+				      &st->size, &err);
 	if (r < 0) {
 		char shown[SBX_ERROR_MSG_MAX];
 		artifact_free(st);

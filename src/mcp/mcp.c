@@ -993,6 +993,24 @@ static void do_tools_list(sbx_mcp *m, const char *version, struct json_object *p
 	succeed(o, r);
 }
 
+/* A slot of S's tenant's calls quota, over all its sessions, with the
+ * key's limits as they are now (the HTTP front updates them when the keys
+ * file changes: sbx_mcp_session_set_limits), copied to *RET_LIMITS. 0, or
+ * -EDQUOT, -EBUSY, -ENOMEM with ERR. Given back with sbx_call_table_end
+ * however the request ends (an error, a cancellation, its client gone). */
+static int call_slot_take(sbx_mcp_session *s, struct sbx_auth_limits *ret_limits,
+			  struct sbx_error *err)
+{
+	struct sbx_quota quota;
+
+	pthread_mutex_lock(&s->lock);
+	*ret_limits = s->limits;
+	pthread_mutex_unlock(&s->lock);
+	sbx_quota_of(s->mcp->settings, ret_limits, &quota);
+	return sbx_call_table_begin(s->mcp->calls, s->owner, quota.calls, quota.calls_from_key,
+				    err);
+}
+
 static void do_tools_call(sbx_mcp_session *s, const char *version, struct json_object *params,
 			  struct inflight *f, struct outcome *o, struct call_audit *ca)
 {
@@ -1000,7 +1018,6 @@ static void do_tools_call(sbx_mcp_session *s, const char *version, struct json_o
 	struct sbx_error err = SBX_ERROR_INIT;
 	struct json_object *name, *args = NULL, *meta, *token = NULL, *result = NULL;
 	_cleanup_free_ char *url = NULL;
-	struct sbx_quota quota;
 	int r;
 
 	if (!json_object_is_type(params, json_type_object) ||
@@ -1027,16 +1044,8 @@ static void do_tools_call(sbx_mcp_session *s, const char *version, struct json_o
 		o->nomem = true;
 		return;
 	}
-	/* The tenant's calls quota, over all its sessions: a slot from here
-	 * until the tool returns, however it ends (an error, a cancellation,
-	 * its client gone: the tool returns in each case). */
-	/* The key's limits as they are now (the HTTP front updates them when
-	 * the keys file changes: sbx_mcp_session_set_limits), copied. */
-	pthread_mutex_lock(&s->lock);
-	limits = s->limits;
-	pthread_mutex_unlock(&s->lock);
-	sbx_quota_of(s->mcp->settings, &limits, &quota);
-	r = sbx_call_table_begin(s->mcp->calls, s->owner, quota.calls, quota.calls_from_key, &err);
+	/* A slot from here until the tool returns (it does in every case). */
+	r = call_slot_take(s, &limits, &err);
 	if (r == -ENOMEM) {
 		o->nomem = true;
 		return;
@@ -1088,18 +1097,23 @@ static void do_tools_call(sbx_mcp_session *s, const char *version, struct json_o
 
 /* ---- resources ---- */
 
-/* The context the resource functions run with for S (URL: the public URL). */
+/* The context the resource functions run with for S (URL: the public URL;
+ * LIMITS: the key's), cancelled with the request F. */
 static void resource_ctx(sbx_mcp_session *s, const char *version, const char *url,
+			 const struct sbx_auth_limits *limits, struct inflight *f,
 			 struct sbx_tool_ctx *ctx)
 {
 	*ctx = (struct sbx_tool_ctx){
 	    .manager = s->mcp->manager,
 	    .settings = s->mcp->settings,
 	    .owner = s->owner,
+	    .limits = limits,
 	    .key_id = s->key_id,
 	    .public_url = url,
 	    .link_key = s->mcp->link_key,
 	    .protocol_version = version,
+	    .cancelled = inflight_cancelled,
+	    .cancel_ud = f,
 	};
 }
 
@@ -1130,11 +1144,12 @@ static void resource_fail(struct outcome *o, const char *method, int r, struct s
 }
 
 static void do_resources(sbx_mcp_session *s, const char *version, const char *method,
-			 struct json_object *params, struct outcome *o)
+			 struct json_object *params, struct inflight *f, struct outcome *o)
 {
 	struct sbx_error err = SBX_ERROR_INIT;
 	struct json_object *v = NULL, *result = NULL, *data = NULL;
 	_cleanup_free_ char *url = NULL;
+	struct sbx_auth_limits limits;
 	struct sbx_tool_ctx ctx;
 	bool read = strcmp(method, "resources/read") == 0;
 	int r;
@@ -1178,11 +1193,23 @@ static void do_resources(sbx_mcp_session *s, const char *version, const char *me
 		o->nomem = true;
 		return;
 	}
-	resource_ctx(s, version, url, &ctx);
+	/* Each runs code in the tenant's sandboxes for up to a minute: it
+	 * counts against the tenant's calls as a tool call does. */
+	r = call_slot_take(s, &limits, &err);
+	if (r == -EDQUOT || r == -EBUSY) {
+		fail(o, SBX_JSONRPC_SERVER_ERROR, "%s: %s", method, err.msg);
+		return;
+	}
+	if (r < 0) {
+		o->nomem = true;
+		return;
+	}
+	resource_ctx(s, version, url, &limits, f, &ctx);
 	if (read)
 		r = sbx_resources_read(&ctx, json_object_get_string(v), &result, &data, &err);
 	else
 		r = sbx_resources_list(&ctx, v ? json_object_get_string(v) : NULL, &result, &err);
+	sbx_call_table_end(s->mcp->calls, s->owner);
 	if (r < 0) {
 		resource_fail(o, method, r, &err);
 		o->data = data;
@@ -1221,9 +1248,14 @@ static void audit_call(sbx_mcp_session *s, const struct sbx_mcp_notifier *n,
 		    outcome, error, resp && s->mcp->audit ? text_len(resp) : 0);
 }
 
-/* Runs one request; *ret_response is its response, or NULL when the client
- * cancelled it. 0 or -ENOMEM. */
-static int run_request(sbx_mcp_session *s, struct json_object *msg, bool in_batch,
+/* What a batch's requests so far hold (NULL outside a batch). */
+struct batch {
+	unsigned reads; /* resources/read requests */
+};
+
+/* Runs one request (of batch B, or NULL); *ret_response is its response, or
+ * NULL when the client cancelled it. 0 or -ENOMEM. */
+static int run_request(sbx_mcp_session *s, struct json_object *msg, struct batch *b,
 		       const struct sbx_mcp_notifier *n, struct json_object **ret_response)
 {
 	struct json_object *id, *resp, *params = params_of(msg);
@@ -1248,7 +1280,7 @@ static int run_request(sbx_mcp_session *s, struct json_object *msg, bool in_batc
 	} else if (strcmp(method, "ping") == 0) {
 		succeed(&o, json_object_new_object());
 	} else if (strcmp(method, "initialize") == 0) {
-		if (in_batch)
+		if (b)
 			fail(&o, SBX_JSONRPC_INVALID_REQUEST,
 			     "initialize is not allowed inside a batch");
 		else
@@ -1262,10 +1294,16 @@ static int run_request(sbx_mcp_session *s, struct json_object *msg, bool in_batc
 		do_tools_list(s->mcp, version, params, &o);
 	} else if (strcmp(method, "tools/call") == 0) {
 		do_tools_call(s, version, params, &f, &o, &ca);
+	} else if (strcmp(method, "resources/read") == 0 && b && b->reads++ > 0) {
+		/* A batch's responses are held until its last request ends: one
+		 * file (up to server.resource_max_bytes) per batch, not 64. */
+		fail(&o, SBX_JSONRPC_INVALID_REQUEST,
+		     "resources/read: at most one per batch (a batch's responses are held "
+		     "until it ends): send this one alone or in another batch");
 	} else if (strcmp(method, "resources/list") == 0 ||
 		   strcmp(method, "resources/templates/list") == 0 ||
 		   strcmp(method, "resources/read") == 0) {
-		do_resources(s, version, method, params, &o);
+		do_resources(s, version, method, params, &f, &o);
 	} else {
 		fail(&o, SBX_JSONRPC_METHOD_NOT_FOUND, "Method not found: %.64s", method);
 	}
@@ -1308,15 +1346,16 @@ static void run_notification(sbx_mcp_session *s, struct json_object *msg)
 	/* The rest (roots/list_changed, progress from the client...): nothing to do. */
 }
 
-/* Runs one message of IN; *ret_response is NULL when it needs no answer. */
-static int run_message(sbx_mcp_session *s, struct json_object *msg, bool in_batch,
+/* Runs one message of IN (of batch B, or NULL); *ret_response is NULL when
+ * it needs no answer. */
+static int run_message(sbx_mcp_session *s, struct json_object *msg, struct batch *b,
 		       const struct sbx_mcp_notifier *n, struct json_object **ret_response)
 {
 	struct json_object *id, *resp = NULL;
 
 	switch (classify(msg, &id)) {
 	case MSG_REQUEST:
-		if (run_request(s, msg, in_batch, n, &resp) < 0)
+		if (run_request(s, msg, b, n, &resp) < 0)
 			return -ENOMEM;
 		break;
 	case MSG_NOTIFICATION:
@@ -1345,6 +1384,7 @@ int sbx_mcp_session_run(sbx_mcp_session *s, sbx_mcp_input *in, const struct sbx_
 	if (json_object_is_type(in->root, json_type_array)) {
 		char version[MCP_VERSION_MAX];
 		size_t count = json_object_array_length(in->root);
+		struct batch b = {0};
 
 		pthread_mutex_lock(&s->lock);
 		snprintf(version, sizeof(version), "%s", s->version);
@@ -1361,7 +1401,7 @@ int sbx_mcp_session_run(sbx_mcp_session *s, sbx_mcp_input *in, const struct sbx_
 		for (size_t i = 0;
 		     r == 0 && json_object_is_type(reply, json_type_array) && i < count; i++) {
 			struct json_object *resp = NULL;
-			r = run_message(s, json_object_array_get_idx(in->root, i), true, n, &resp);
+			r = run_message(s, json_object_array_get_idx(in->root, i), &b, n, &resp);
 			if (r == 0 && resp)
 				json_object_array_add(reply, resp);
 		}
@@ -1371,7 +1411,7 @@ int sbx_mcp_session_run(sbx_mcp_session *s, sbx_mcp_input *in, const struct sbx_
 			reply = NULL;
 		}
 	} else {
-		r = run_message(s, in->root, false, n, &reply);
+		r = run_message(s, in->root, NULL, n, &reply);
 	}
 	sbx_mcp_input_free(in);
 	if (r == 0 && reply && !(text = to_text(reply)))

@@ -141,7 +141,32 @@ struct file_exec {
 	bool over;	     /* stdout went past out_max */
 	bool no_exit;	     /* at the end of the stream, do not wait for the exit code: 0 */
 	int64_t deadline_ms; /* sbx_monotonic_ms time the stream must have ended by; 0: none */
+	const struct sbx_cancel *cancel; /* or NULL */
 };
+
+static bool cancel_asked(const struct sbx_cancel *c)
+{
+	return c && c->cancelled && c->cancelled(c->userdata);
+}
+
+/* sbx_stream_read within WAIT ms, asking C every SBX_CANCEL_POLL_MS:
+ * -ECANCELED once it says so. */
+static ssize_t read_within(sbx_stream *s, void *buf, size_t cap, int *ret_fd, int64_t wait,
+			   const struct sbx_cancel *c, struct sbx_error *err)
+{
+	for (;;) {
+		int64_t slice =
+		    c && c->cancelled && wait > SBX_CANCEL_POLL_MS ? SBX_CANCEL_POLL_MS : wait;
+		ssize_t n;
+
+		if (cancel_asked(c))
+			return sbx_error_set(err, -ECANCELED, "cancelled by its caller");
+		n = sbx_stream_read(s, buf, cap, ret_fd, (int)slice, err);
+		if (n != -ETIMEDOUT || slice == wait)
+			return n;
+		wait -= slice;
+	}
+}
 
 static void keep_bounded(struct sbx_buf *b, const char *p, size_t n)
 {
@@ -209,7 +234,7 @@ static int file_exec(sbx_manager *m, sbx_sandbox *sb, const char *const *argv, i
 		}
 		if (fx->deadline_ms && left < wait)
 			wait = left;
-		n = sbx_stream_read(s, buf, sizeof(buf), &fd, (int)wait, err);
+		n = read_within(s, buf, sizeof(buf), &fd, wait, fx->cancel, err);
 		if (n == 0)
 			break;
 		if (n < 0 && n == -ETIMEDOUT && wait < FILE_IDLE_MS)
@@ -457,7 +482,8 @@ struct sbx_artifact {
 	int64_t size;
 	struct sbx_buf head; /* bytes read past the size line */
 	bool streamed;
-	int64_t deadline_ms; /* sbx_artifact_deadline; 0: none */
+	int64_t deadline_ms;		 /* sbx_artifact_deadline; 0: none */
+	const struct sbx_cancel *cancel; /* the caller's, or NULL */
 };
 
 void sbx_artifact_deadline(sbx_artifact *a, int64_t at_ms)
@@ -503,8 +529,9 @@ static int open_failed(sbx_artifact *a, int code, const struct sbx_buf *diag, st
 	}
 }
 
-int sbx_artifact_open(sbx_manager *m, sbx_sandbox *sb, const char *relpath, sbx_artifact **ret,
-		      int64_t *ret_size, struct sbx_error *err)
+int sbx_artifact_open(sbx_manager *m, sbx_sandbox *sb, const char *relpath,
+		      const struct sbx_cancel *cancel, sbx_artifact **ret, int64_t *ret_size,
+		      struct sbx_error *err)
 {
 	const char *const argv[] = {"sh", "-c", open_sh, "sbx-open", relpath, NULL};
 	struct sbx_exec_spec spec = {.argv = argv, .workdir = SBX_RESULTS_DIR, .user = FILE_USER};
@@ -522,6 +549,7 @@ int sbx_artifact_open(sbx_manager *m, sbx_sandbox *sb, const char *relpath, sbx_
 		return sbx_error_set(err, -ENOMEM, "out of memory");
 	}
 	a->m = m;
+	a->cancel = cancel;
 	a->sb = sbx_sandbox_ref(sb);
 	r = sbx_sandbox_begin(sb, err);
 	if (r < 0) {
@@ -543,7 +571,7 @@ int sbx_artifact_open(sbx_manager *m, sbx_sandbox *sb, const char *relpath, sbx_
 		int fd = 1;
 		int64_t left = until - sbx_monotonic_ms();
 		ssize_t n =
-		    left > 0 ? sbx_stream_read(a->s, buf, sizeof(buf), &fd, (int)left, err)
+		    left > 0 ? read_within(a->s, buf, sizeof(buf), &fd, left, cancel, err)
 			     : sbx_error_set(err, -ETIMEDOUT, "the sandbox sent no size for %d s",
 					     FILE_IDLE_MS / 1000);
 		const char *nl;
@@ -622,7 +650,7 @@ int sbx_artifact_stream(sbx_artifact *a, sbx_sink_fn sink, void *userdata, struc
 
 		if (a->deadline_ms && a->deadline_ms - now < wait)
 			wait = a->deadline_ms - now;
-		n = wait > 0 ? sbx_stream_read(a->s, buf, sizeof(buf), &fd, (int)wait, err)
+		n = wait > 0 ? read_within(a->s, buf, sizeof(buf), &fd, wait, a->cancel, err)
 			     : -ETIMEDOUT;
 		if (n == -ETIMEDOUT && a->deadline_ms && sbx_monotonic_ms() >= a->deadline_ms)
 			return sbx_error_set(err, -ETIMEDOUT, "reading %s took too long",
@@ -653,7 +681,7 @@ int sbx_artifact_stat(sbx_manager *m, sbx_sandbox *sb, const char *relpath, int6
 		      struct sbx_error *err)
 {
 	sbx_artifact *a = NULL;
-	int r = sbx_artifact_open(m, sb, relpath, &a, ret_size, err);
+	int r = sbx_artifact_open(m, sb, relpath, NULL, &a, ret_size, err);
 
 	sbx_artifact_close(a);
 	return r;
@@ -668,7 +696,7 @@ int sbx_artifact_read(sbx_manager *m, sbx_sandbox *sb, const char *relpath, sbx_
 
 	if (!sink)
 		return sbx_error_set(err, -EINVAL, "no sink");
-	r = sbx_artifact_open(m, sb, relpath, &a, &size, err);
+	r = sbx_artifact_open(m, sb, relpath, NULL, &a, &size, err);
 	if (r >= 0)
 		r = sbx_artifact_stream(a, sink, userdata, err);
 	sbx_artifact_close(a);
@@ -803,13 +831,15 @@ static int list_parse(const char *text, size_t len, size_t max,
 	return 0;
 }
 
-int sbx_artifact_list(sbx_manager *m, sbx_sandbox *sb, size_t max,
+int sbx_artifact_list(sbx_manager *m, sbx_sandbox *sb, size_t max, const struct sbx_cancel *cancel,
 		      struct sbx_artifact_entry **ret_list, size_t *ret_n, bool *ret_truncated,
 		      struct sbx_error *err)
 {
 	struct sbx_buf out = SBX_BUF_INIT;
-	struct file_exec fx = {
-	    .sink = list_sink, .userdata = &out, .deadline_ms = sbx_monotonic_ms() + LIST_TIME_MS};
+	struct file_exec fx = {.sink = list_sink,
+			       .userdata = &out,
+			       .deadline_ms = sbx_monotonic_ms() + LIST_TIME_MS,
+			       .cancel = cancel};
 	char most[24];
 	int r;
 

@@ -79,14 +79,15 @@ int sbx_call_table_begin(sbx_call_table *t, const char *tenant, int64_t max, boo
 	if (max == 0)
 		return sbx_error_set(
 		    err, -EDQUOT,
-		    "tenant \"%s\" may not call tools (%s is 0): ask the server's "
-		    "administrator to allow calls",
+		    "tenant \"%s\" may not call tools or read resources (%s is 0): ask the "
+		    "server's administrator to allow calls",
 		    tenant, from_key ? "the calls limit of its API key" : "its calls quota");
 	r = sbx_tenant_count_take(t->c, tenant, max, -1, &running);
 	if (r == -EDQUOT)
 		return sbx_error_set(err, r,
 				     "tenant \"%s\" may run at most %" PRId64
-				     " tool call%s at once (%s) and runs %" PRId64
+				     " tool call%s at once (resources/list and resources/read "
+				     "count as calls; %s) and runs %" PRId64
 				     ": wait for one of them to end (or cancel one) and try again",
 				     tenant, max, max == 1 ? "" : "s", source, running);
 	if (r == -EBUSY)

@@ -31,8 +31,6 @@
 
 /* A resources/read's file must have arrived within this. */
 #define READ_MS 60000
-/* A resources/list page lists no further sandbox after this. */
-#define PAGE_MS 20000
 /* The words of an unknown sandbox: the manager's, so that another tenant's
  * sandbox reads exactly like one that does not exist. */
 #define NO_SANDBOX_FMT                                                                             \
@@ -141,6 +139,9 @@ static void cursor_release(struct cursor *c)
 	free(c->path);
 }
 
+/* TEXT as a cursor: a sandbox id and a path after which the page starts,
+ * or an empty path for the start of that sandbox's files (a page that
+ * ended at its deadline before listing it). */
 static int cursor_parse(const char *text, struct cursor *ret, struct sbx_error *err)
 {
 	_cleanup_free_ unsigned char *raw = NULL;
@@ -157,7 +158,7 @@ static int cursor_parse(const char *text, struct cursor *ret, struct sbx_error *
 		goto bad;
 	*nl = '\0';
 	path = nl + 1;
-	if (!id_shape_ok(id) || relpath_ok(path, NULL) < 0)
+	if (!id_shape_ok(id) || (*path && relpath_ok(path, NULL) < 0))
 		goto bad;
 	ret->id = strdup(id);
 	ret->path = strdup(path);
@@ -219,6 +220,11 @@ static struct json_object *resource_json(const struct sbx_tool_ctx *ctx, const c
 	return o;
 }
 
+static bool ctx_cancelled(void *ctx)
+{
+	return sbx_tools_cancelled(ctx);
+}
+
 static int info_cmp(const void *a, const void *b)
 {
 	return strcmp(((const struct sbx_sandbox_info *)a)->id,
@@ -236,6 +242,7 @@ static int list_one(const struct sbx_tool_ctx *ctx, const char *base,
 {
 	struct sbx_error err = SBX_ERROR_INIT;
 	struct sbx_artifact_entry *list = NULL;
+	struct sbx_cancel cancel = {ctx_cancelled, (void *)ctx};
 	sbx_sandbox *sb = NULL;
 	size_t n = 0;
 	bool truncated = false;
@@ -243,7 +250,7 @@ static int list_one(const struct sbx_tool_ctx *ctx, const char *base,
 
 	r = sbx_sandbox_get(ctx->manager, sbx_tool_owner(ctx), info->id, &sb, &err);
 	if (r >= 0 && strcmp(sbx_sandbox_id(sb), info->id) == 0)
-		r = sbx_artifact_list(ctx->manager, sb, SBX_ARTIFACT_LIST_MAX, &list, &n,
+		r = sbx_artifact_list(ctx->manager, sb, SBX_ARTIFACT_LIST_MAX, &cancel, &list, &n,
 				      &truncated, &err);
 	sbx_sandbox_unref(sb);
 	if (r == -ENOMEM)
@@ -279,8 +286,8 @@ int sbx_resources_list(const struct sbx_tool_ctx *ctx, const char *cursor_text,
 	_cleanup_free_ char *next = NULL;
 	char base_buf[300];
 	const char *base = sbx_tool_public_url(ctx, base_buf, sizeof(base_buf));
-	size_t n = 0, room = SBX_RESOURCES_PAGE;
-	int64_t until = sbx_monotonic_ms() + PAGE_MS;
+	size_t n = 0, room = SBX_RESOURCES_PAGE, listed = 0;
+	int64_t until = sbx_monotonic_ms() + ctx->settings->server.resource_list_time_ms;
 	bool more = false;
 	int r;
 
@@ -310,14 +317,20 @@ int sbx_resources_list(const struct sbx_tool_ctx *ctx, const char *cursor_text,
 			break;
 		}
 		/* Each sandbox's listing may take LIST_TIME_MS (its code answers
-		 * it): past PAGE_MS the page ends where it is, after its last
-		 * entry (the next page goes on from there). */
-		if (next && sbx_monotonic_ms() >= until) {
+		 * it, or stalls): past server.resource_list_time the page ends
+		 * before this sandbox, with or without entries, once it listed
+		 * one sandbox at least (each page gets on); the next page starts
+		 * at this sandbox. */
+		if (listed && sbx_monotonic_ms() >= until) {
+			free(next);
+			if (!(next = cursor_make(infos[i].id, "")))
+				r = -ENOMEM;
 			more = true;
 			break;
 		}
 		if (sbx_tools_cancelled(ctx))
 			break;
+		listed++;
 		r = list_one(ctx, base, &infos[i], &c, arr, &room, &last, &list, &count, &more);
 		if (r == 0 && last) {
 			free(next);
@@ -461,6 +474,7 @@ int sbx_resources_read(const struct sbx_tool_ctx *ctx, const char *uri,
 	_cleanup_free_ char *id = NULL, *relpath = NULL, *b64 = NULL;
 	struct sbx_buf content = SBX_BUF_INIT;
 	struct json_object *res = NULL, *arr = NULL, *item = NULL;
+	struct sbx_cancel cancel = {ctx_cancelled, (void *)ctx};
 	sbx_artifact *a = NULL;
 	sbx_sandbox *sb = NULL;
 	const char *mime;
@@ -482,7 +496,7 @@ int sbx_resources_read(const struct sbx_tool_ctx *ctx, const char *uri,
 	}
 	if (r < 0)
 		goto out;
-	r = sbx_artifact_open(ctx->manager, sb, relpath, &a, &size, err);
+	r = sbx_artifact_open(ctx->manager, sb, relpath, &cancel, &a, &size, err);
 	if (r < 0)
 		goto out;
 	if (size > ctx->settings->server.resource_max_bytes) {
