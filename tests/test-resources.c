@@ -432,6 +432,15 @@ static struct json_object *rpc(sbx_mcp_session *s, const char *text)
 	return o;
 }
 
+/* A resources/read request of ID for PATH (percent-encoded) in SANDBOX. */
+static void read_req(char *buf, size_t size, int id, const char *sandbox, const char *path)
+{
+	snprintf(buf, size,
+		 "{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"resources/read\",\"params\":{"
+		 "\"uri\":\"sandbox://%s/%s\"}}",
+		 id, sandbox, path);
+}
+
 static int64_t error_code(struct json_object *reply)
 {
 	return json_object_get_int64(
@@ -478,10 +487,7 @@ static void test_mcp(void)
 	tap_is_int(error_code(reply), SBX_JSONRPC_INVALID_PARAMS, "a bad cursor is -32602");
 	json_object_put(reply);
 
-	snprintf(body, sizeof(body),
-		 "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"resources/read\",\"params\":{"
-		 "\"uri\":\"sandbox://%s/t.txt\"}}",
-		 id_a);
+	read_req(body, sizeof(body), 5, id_a, "t.txt");
 	reply = rpc(s, body);
 	tap_is_str(
 	    str_at(
@@ -490,24 +496,15 @@ static void test_mcp(void)
 		"text"),
 	    "hello", "resources/read through the session: the text");
 	json_object_put(reply);
-	snprintf(body, sizeof(body),
-		 "{\"jsonrpc\":\"2.0\",\"id\":6,\"method\":\"resources/read\",\"params\":{"
-		 "\"uri\":\"sandbox://%s/%%2e%%2e/etc/passwd\"}}",
-		 id_a);
+	read_req(body, sizeof(body), 6, id_a, "%2e%2e/etc/passwd");
 	reply = rpc(s, body);
 	tap_is_int(error_code(reply), SBX_JSONRPC_INVALID_PARAMS, "a traversal is -32602");
 	json_object_put(reply);
-	snprintf(body, sizeof(body),
-		 "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"resources/read\",\"params\":{"
-		 "\"uri\":\"sandbox://%s/missing.txt\"}}",
-		 id_a);
+	read_req(body, sizeof(body), 7, id_a, "missing.txt");
 	reply = rpc(s, body);
 	tap_is_int(error_code(reply), SBX_MCP_RESOURCE_NOT_FOUND, "a missing file is -32002");
 	json_object_put(reply);
-	snprintf(body, sizeof(body),
-		 "{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"resources/read\",\"params\":{"
-		 "\"uri\":\"sandbox://%s/big.bin\"}}",
-		 id_a);
+	read_req(body, sizeof(body), 8, id_a, "big.bin");
 	reply = rpc(s, body);
 	tap_ok(error_code(reply) == SBX_JSONRPC_SERVER_ERROR &&
 		   str_at(json_object_object_get(json_object_object_get(reply, "error"), "data"),
@@ -585,10 +582,7 @@ static void test_request_limits(void)
 	else
 		tap_diag("  %s", msg);
 	json_object_put(reply);
-	snprintf(body, sizeof(body),
-		 "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"resources/read\",\"params\":{"
-		 "\"uri\":\"sandbox://%s/t.txt\"}}",
-		 id_a);
+	read_req(body, sizeof(body), 3, id_a, "t.txt");
 	reply = rpc(s, body);
 	tap_is_int(error_code(reply), SBX_JSONRPC_SERVER_ERROR, "and so is resources/read");
 	json_object_put(reply);
@@ -792,10 +786,7 @@ static void test_cancel_read(const char *id_c)
 		      "open('/opt/venv/bin/cat','w').write('#!/bin/sh\\nsleep 60\\n')\n"
 		      "os.chmod('/opt/venv/bin/cat', 0o755)\n"),
 	       "C's cat (first in its PATH) becomes one that says nothing for a minute");
-	snprintf(body, sizeof(body),
-		 "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"resources/read\",\"params\":{"
-		 "\"uri\":\"sandbox://%s/slow.txt\"}}",
-		 id_c);
+	read_req(body, sizeof(body), 3, id_c, "slow.txt");
 	cancelled_soon("res-alice", body, "resources/read of C's slow.txt");
 }
 
