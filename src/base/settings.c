@@ -300,7 +300,7 @@ static const struct sbx_setting schema[] = {
     NUMBER(SIZE, "server", "resource_max_bytes", server.resource_max_bytes, "4m", KIB, 64 * MIB,
 	   "largest file resources/read returns (larger ones: their download link)"),
     NUMBER(DURATION, "server", "resource_list_time", server.resource_list_time_ms, "20s", SEC,
-	   10 * MIN,
+	   2 * MIN,
 	   "a resources/list page lists no further sandbox after this long, and ends with a "
 	   "cursor to the next"),
     STRING("server", "audit_log", server.audit_log, "", check_abs_path,

@@ -42,6 +42,10 @@
 #define MCP_JSON_DEPTH 64
 /* Messages in one batch. */
 #define MCP_BATCH_MAX 64
+/* A batch's responses are held until its last request ends: once they hold
+ * this many bytes, its further requests that go into containers are
+ * refused (each one response more at most: a tool's output cap, a file). */
+#define MCP_BATCH_REPLY_MAX (16u << 20)
 #define MCP_VERSION_MAX 16
 /* How replies are serialised (and measured for the audit log). */
 #define MCP_JSON_TEXT (JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE)
@@ -649,12 +653,24 @@ bool sbx_mcp_input_is_initialize(const sbx_mcp_input *in)
 	return input_has_request(in, "initialize");
 }
 
+/* The methods that go into containers: tools/call, and the resources (an
+ * exec each: a listing per sandbox, a read up to server.resource_max_bytes). */
+static const char *const blocking_methods[] = {"tools/call", "resources/list", "resources/read"};
+
+static bool method_may_block(const char *method)
+{
+	for (size_t i = 0; i < SBX_ARRAY_SIZE(blocking_methods); i++)
+		if (strcmp(method, blocking_methods[i]) == 0)
+			return true;
+	return false;
+}
+
 bool sbx_mcp_input_may_block(const sbx_mcp_input *in)
 {
-	/* The resources go into containers too (an exec each: a listing per
-	 * sandbox, a read up to server.resource_max_bytes). */
-	return input_has_request(in, "tools/call") || input_has_request(in, "resources/list") ||
-	       input_has_request(in, "resources/read");
+	for (size_t i = 0; i < SBX_ARRAY_SIZE(blocking_methods); i++)
+		if (input_has_request(in, blocking_methods[i]))
+			return true;
+	return false;
 }
 
 /* sbx_mcp_input_refuse; with S, each tools/call refused is logged as
@@ -1251,6 +1267,7 @@ static void audit_call(sbx_mcp_session *s, const struct sbx_mcp_notifier *n,
 /* What a batch's requests so far hold (NULL outside a batch). */
 struct batch {
 	unsigned reads; /* resources/read requests */
+	size_t bytes;	/* of their responses */
 };
 
 /* Runs one request (of batch B, or NULL); *ret_response is its response, or
@@ -1292,6 +1309,11 @@ static int run_request(sbx_mcp_session *s, struct json_object *msg, struct batch
 		do_set_level(s, params, &o);
 	} else if (strcmp(method, "tools/list") == 0) {
 		do_tools_list(s->mcp, version, params, &o);
+	} else if (b && b->bytes >= MCP_BATCH_REPLY_MAX && method_may_block(method)) {
+		fail(&o, SBX_JSONRPC_INVALID_REQUEST,
+		     "%.64s: this batch's responses hold %zu bytes, its most (%u MiB): send "
+		     "this request alone or in another batch",
+		     method, b->bytes, MCP_BATCH_REPLY_MAX >> 20);
 	} else if (strcmp(method, "tools/call") == 0) {
 		do_tools_call(s, version, params, &f, &o, &ca);
 	} else if (strcmp(method, "resources/read") == 0 && b && b->reads++ > 0) {
@@ -1402,8 +1424,10 @@ int sbx_mcp_session_run(sbx_mcp_session *s, sbx_mcp_input *in, const struct sbx_
 		     r == 0 && json_object_is_type(reply, json_type_array) && i < count; i++) {
 			struct json_object *resp = NULL;
 			r = run_message(s, json_object_array_get_idx(in->root, i), &b, n, &resp);
-			if (r == 0 && resp)
+			if (r == 0 && resp) {
+				b.bytes += text_len(resp);
 				json_object_array_add(reply, resp);
+			}
 		}
 		if (r == 0 && json_object_is_type(reply, json_type_array) &&
 		    json_object_array_length(reply) == 0) {

@@ -312,7 +312,10 @@ int sbx_resources_list(const struct sbx_tool_ctx *ctx, const char *cursor_text,
 
 		if (c.id && strcmp(infos[i].id, c.id) < 0)
 			continue;
-		if (room == 0) {
+		if (room == 0) { /* the page ended with the sandbox before: from this one on */
+			free(next);
+			if (!(next = cursor_make(infos[i].id, "")))
+				r = -ENOMEM;
 			more = true;
 			break;
 		}
@@ -406,7 +409,6 @@ void sbx_resources_changed_since(const struct sbx_tool_ctx *ctx, sbx_sandbox *sb
 
 /* ---- resources/read ---- */
 
-/* The content is sent as text: a text type whose bytes are UTF-8. */
 static bool text_type(const char *mime)
 {
 	static const char *const types[] = {"text/",
@@ -420,6 +422,21 @@ static bool text_type(const char *mime)
 		if (strncmp(mime, types[i], strlen(types[i])) == 0)
 			return true;
 	return false;
+}
+
+/* The content is sent as text: a text type whose bytes are UTF-8 without
+ * control characters but tab, line feed and carriage return (JSON writes
+ * each other one as six bytes: a file of them would grow sixfold). */
+static bool as_text(const char *mime, const char *data, size_t len)
+{
+	if (!text_type(mime) || !sbx_utf8_valid(data, len))
+		return false;
+	for (size_t i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)data[i];
+		if ((c < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0x7f)
+			return false;
+	}
+	return true;
 }
 
 struct bounded {
@@ -478,7 +495,7 @@ int sbx_resources_read(const struct sbx_tool_ctx *ctx, const char *uri,
 	sbx_artifact *a = NULL;
 	sbx_sandbox *sb = NULL;
 	const char *mime;
-	int64_t size = 0;
+	int64_t size = 0, until;
 	int r;
 
 	*ret_data = NULL;
@@ -496,6 +513,7 @@ int sbx_resources_read(const struct sbx_tool_ctx *ctx, const char *uri,
 	}
 	if (r < 0)
 		goto out;
+	until = sbx_monotonic_ms() + READ_MS;
 	r = sbx_artifact_open(ctx->manager, sb, relpath, &cancel, &a, &size, err);
 	if (r < 0)
 		goto out;
@@ -505,9 +523,10 @@ int sbx_resources_read(const struct sbx_tool_ctx *ctx, const char *uri,
 	}
 	{
 		struct bounded s = {&content, size};
-		/* At most resource_max_bytes (64 MiB): a minute is plenty, and a
-		 * sandbox that trickles holds a worker no longer. */
-		sbx_artifact_deadline(a, sbx_monotonic_ms() + READ_MS);
+		/* At most resource_max_bytes (64 MiB): a minute from the open's
+		 * start is plenty, and a sandbox that trickles holds a worker no
+		 * longer. */
+		sbx_artifact_deadline(a, until);
 		r = sbx_artifact_stream(a, bounded_sink, &s, err);
 	}
 	if (r < 0)
@@ -521,8 +540,7 @@ int sbx_resources_read(const struct sbx_tool_ctx *ctx, const char *uri,
 		r |= sbx_tools_put(item, "uri", new_str(uri));
 		r |= sbx_tools_put(item, "mimeType", new_str(mime));
 	}
-	if (r == 0 && text_type(mime) &&
-	    sbx_utf8_valid(content.data ? content.data : "", content.len)) {
+	if (r == 0 && as_text(mime, content.data ? content.data : "", content.len)) {
 		r = sbx_tools_put(
 		    item, "text",
 		    json_object_new_string_len(content.data ? content.data : "", (int)content.len));
