@@ -228,7 +228,7 @@ static int podman_stats(sbx_engine *e, const char *id, struct sbx_stats *ret, st
 }
 
 static int podman_disk_usage(sbx_engine *e, const char *id, int64_t *ret_bytes,
-			   struct sbx_error *err)
+			     struct sbx_error *err)
 {
 	return sbx_moby_container_disk_usage(e, id, "true", ret_bytes, err);
 }

@@ -265,13 +265,15 @@ static void test_meter(void)
 	ok = wait_disk(x.m, 20 << 20, 64 << 20, &bytes, &byte_s);
 	tap_ok(ok, "meter: 20 MiB written, disk_bytes says so (%lld)", (long long)bytes);
 	if (shell(x.m, sb, "truncate -s 1T /app/results/sparse && echo done", &res) == 0)
-		tap_ok(res.out.data && strstr(res.out.data, "done"), "meter: a sparse file of 1 TiB");
+		tap_ok(res.out.data && strstr(res.out.data, "done"),
+		       "meter: a sparse file of 1 TiB");
 	sbx_run_result_release(&res);
 	ok = wait_disk(x.m, bound, bound, &bytes, &byte_s);
 	tap_ok(ok, "meter: the engine's figure past sandbox.disk counts as sandbox.disk (%lld)",
 	       (long long)bytes);
 	if (shell(x.m, sb, "truncate -s 5T /app/results/sparse && echo done", &res) == 0)
-		tap_ok(res.out.data && strstr(res.out.data, "done"), "meter: a sparse file of 5 TiB");
+		tap_ok(res.out.data && strstr(res.out.data, "done"),
+		       "meter: a sparse file of 5 TiB");
 	sbx_run_result_release(&res);
 	sleep(2); /* the sampler sees it */
 	disk_of(x.m, "alice", "m", &bytes, &before);

@@ -194,8 +194,7 @@ static void test_registry(void)
 				       "mcp_sandbox_tenant_cpu_seconds_total counter",
 				       "mcp_sandbox_tenant_memory_byte_seconds_total counter",
 				       "mcp_sandbox_tenant_disk_byte_seconds_total counter",
-				       "mcp_sandbox_tenant_disk_bytes gauge",
-				       NULL};
+				       "mcp_sandbox_tenant_disk_bytes gauge", NULL};
 	     *n; n++) {
 		snprintf(line, sizeof(line), "# TYPE %s\n", *n);
 		all = all && strstr(text, line);
@@ -211,8 +210,8 @@ static void test_registry(void)
 	sbx_metrics_tenant_usage("gauged", 0, 0, 777);
 	text = render();
 	tap_ok(value_of(text, "mcp_sandbox_tenant_disk_bytes{tenant=\"gauged\"}") == 500 &&
-		   value_of(text, "mcp_sandbox_tenant_disk_byte_seconds_total{tenant=\"gauged\"}") ==
-		       777,
+		   value_of(text,
+			    "mcp_sandbox_tenant_disk_byte_seconds_total{tenant=\"gauged\"}") == 777,
 	       "the disk gauge goes up and down (500), its counter counts (777)");
 	sbx_metrics_tenant_disk("gauged", -500);
 	free(text);

@@ -155,9 +155,9 @@ static struct metric tenant_disk = {
 };
 
 static struct metric *const metrics[] = {
-    &tool_calls,     &tool_duration, &engine_requests, &engine_duration,
-    &installs,	     &artifact_bytes, &egress_bytes,	&tenant_cpu,
-    &tenant_memory,  &tenant_disk_seconds, &tenant_disk,
+    &tool_calls,    &tool_duration,	  &engine_requests, &engine_duration,
+    &installs,	    &artifact_bytes,	  &egress_bytes,    &tenant_cpu,
+    &tenant_memory, &tenant_disk_seconds, &tenant_disk,
 };
 
 int64_t sbx_metrics_now_us(void)

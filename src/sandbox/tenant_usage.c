@@ -31,8 +31,8 @@ static void add(uint64_t *to, uint64_t n)
 
 static bool nothing(const struct sbx_tenant_usage *u)
 {
-	return !u->egress_bytes_in && !u->egress_bytes_out && !u->cpu_ns && !u->memory_byte_seconds &&
-	       !u->disk_byte_seconds;
+	return !u->egress_bytes_in && !u->egress_bytes_out && !u->cpu_ns &&
+	       !u->memory_byte_seconds && !u->disk_byte_seconds;
 }
 
 void sbx_tenant_gone_add(sbx_manager *m, const char *owner, const struct sbx_tenant_usage *u)
