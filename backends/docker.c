@@ -224,6 +224,12 @@ static int docker_stats(sbx_engine *e, const char *id, struct sbx_stats *ret, st
 	return 0;
 }
 
+static int docker_disk_usage(sbx_engine *e, const char *id, int64_t *ret_bytes,
+			     struct sbx_error *err)
+{
+	return sbx_moby_container_disk_usage(e, id, "1", ret_bytes, err);
+}
+
 static int docker_events(sbx_engine *e, const struct sbx_events_spec *spec, struct sbx_error *err)
 {
 	return sbx_events_follow(e, &sbx_events_docker, spec, err);
@@ -268,4 +274,5 @@ const struct sbx_engine_ops sbx_docker_ops = {
     .network_connect = docker_network_connect,
     .network_disconnect = docker_network_disconnect,
     .container_stats = docker_stats,
+    .container_disk_usage = docker_disk_usage,
 };

@@ -98,6 +98,10 @@ struct sbx_engine_ops {
 				  struct sbx_error *err);
 	int (*container_stats)(sbx_engine *e, const char *id, struct sbx_stats *ret,
 			       struct sbx_error *err);
+	/* The writable layer's bytes as sbx_container_disk_usage says: an
+	 * absent container is -ENOENT, an unbelievable figure -EPROTO. */
+	int (*container_disk_usage)(sbx_engine *e, const char *id, int64_t *ret_bytes,
+				    struct sbx_error *err);
 };
 
 struct sbx_engine {
@@ -169,6 +173,14 @@ int sbx_moby_archive_get(sbx_engine *e, const char *id, const char *path, sbx_si
 int sbx_moby_path_stat(sbx_engine *e, const char *id, const char *path, struct sbx_path_stat *ret,
 		       struct sbx_error *err);
 
+/* The disk_usage slot of both: GET /containers/{id}/json?size=SIZE_VALUE
+ * ("1" Docker, "true" libpod), its SizeRw read by sbx_moby_size_rw. */
+int sbx_moby_container_disk_usage(sbx_engine *e, const char *id, const char *size_value,
+				  int64_t *ret_bytes, struct sbx_error *err);
+/* *ret_bytes = the "SizeRw" of an inspect reply: an integer from 0 to
+ * SBX_DISK_USAGE_MAX, else -EPROTO (absent, null, a string, a fraction,
+ * negative, larger). */
+int sbx_moby_size_rw(struct json_object *reply, int64_t *ret_bytes, struct sbx_error *err);
 /* *ret_id = the "Id" of a create reply. */
 int sbx_moby_reply_id(struct json_object *reply, char **ret_id, struct sbx_error *err);
 /* Connect or disconnect (forced); container_key is how the body names the

@@ -774,6 +774,15 @@ int sbx_container_stats(sbx_engine *e, const char *id, struct sbx_stats *ret_sta
 	return e->ops->container_stats(e, id, ret_stats, err);
 }
 
+int sbx_container_disk_usage(sbx_engine *e, const char *id, int64_t *ret_bytes,
+			     struct sbx_error *err)
+{
+	OPTIONAL(e, container_disk_usage, err);
+	REQUIRE(id && *id && ret_bytes, err, "container id and a place for the bytes");
+	NEGOTIATE(e, err);
+	return e->ops->container_disk_usage(e, id, ret_bytes, err);
+}
+
 int sbx_engine_events(sbx_engine *e, const struct sbx_events_spec *spec, struct sbx_error *err)
 {
 	OPTIONAL(e, events, err);

@@ -302,6 +302,37 @@ int sbx_moby_container_inspect(sbx_engine *e, const char *id, struct sbx_contain
 	return 0;
 }
 
+int sbx_moby_size_rw(struct json_object *reply, int64_t *ret_bytes, struct sbx_error *err)
+{
+	struct json_object *v = sbx_json_path(reply, "SizeRw", NULL);
+	int64_t n;
+
+	/* A fraction or a string is no byte count; json-c reads a number past
+	 * INT64_MAX as INT64_MAX, which the bound refuses too. */
+	if (!json_object_is_type(v, json_type_int))
+		return sbx_error_set(err, -EPROTO,
+				     "engine inspect reply has no integer SizeRw (the writable "
+				     "layer's size)");
+	n = json_object_get_int64(v);
+	if (n < 0 || n > SBX_DISK_USAGE_MAX)
+		return sbx_error_set(err, -EPROTO,
+				     "engine inspect reply says the writable layer holds %lld "
+				     "bytes: not from 0 to %lld, not believed",
+				     (long long)n, (long long)SBX_DISK_USAGE_MAX);
+	*ret_bytes = n;
+	return 0;
+}
+
+int sbx_moby_container_disk_usage(sbx_engine *e, const char *id, const char *size_value,
+				  int64_t *ret_bytes, struct sbx_error *err)
+{
+	_cleanup_json_ struct json_object *j = NULL;
+	int r = sbx_engine_json(e, "GET", NULL, NULL, &j, err, "/containers/%s/json?size=%s", id,
+				size_value);
+
+	return r < 0 ? r : sbx_moby_size_rw(j, ret_bytes, err);
+}
+
 int sbx_moby_container_list(sbx_engine *e, const struct sbx_kv *labels, size_t n_labels,
 			    struct sbx_container_summary **ret_list, size_t *ret_n,
 			    struct sbx_error *err)

@@ -227,6 +227,12 @@ static int podman_stats(sbx_engine *e, const char *id, struct sbx_stats *ret, st
 	return 0;
 }
 
+static int podman_disk_usage(sbx_engine *e, const char *id, int64_t *ret_bytes,
+			     struct sbx_error *err)
+{
+	return sbx_moby_container_disk_usage(e, id, "true", ret_bytes, err);
+}
+
 static int podman_events(sbx_engine *e, const struct sbx_events_spec *spec, struct sbx_error *err)
 {
 	return sbx_events_follow(e, &sbx_events_libpod, spec, err);
@@ -271,4 +277,5 @@ const struct sbx_engine_ops sbx_podman_ops = {
     .network_connect = podman_network_connect,
     .network_disconnect = podman_network_disconnect,
     .container_stats = podman_stats,
+    .container_disk_usage = podman_disk_usage,
 };

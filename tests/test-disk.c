@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "sandbox-fixture.h"
 #include "sbx/common.h"
@@ -204,6 +205,88 @@ static void test_refused(const char *plain_url)
 	sbx_engine_free(plain);
 }
 
+/* SANDBOX's disk_bytes and disk_byte_seconds in OWNER's list; false when
+ * it is not listed. */
+static bool disk_of(sbx_manager *m, const char *owner, const char *name, int64_t *ret_bytes,
+		    int64_t *ret_byte_s)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_sandbox_info *list = NULL;
+	size_t n = 0;
+	bool found = false;
+
+	if (sbx_manager_list(m, owner, &list, &n, &err) < 0)
+		return false;
+	for (size_t i = 0; i < n && !found; i++)
+		if (!strcmp(list[i].name, name)) {
+			*ret_bytes = (int64_t)list[i].disk_bytes;
+			*ret_byte_s = (int64_t)list[i].disk_byte_seconds;
+			found = true;
+		}
+	sbx_sandbox_info_list_free(list, n);
+	return found;
+}
+
+/* Polls (every 250 ms, 20 s at most) until M's sampler says the disk of
+ * alice's "m" is from LOW to HIGH bytes; its figures in *RET_*. */
+static bool wait_disk(sbx_manager *m, int64_t low, int64_t high, int64_t *ret_bytes,
+		      int64_t *ret_byte_s)
+{
+	for (int i = 0; i < 80; i++) {
+		if (disk_of(m, "alice", "m", ret_bytes, ret_byte_s) && *ret_bytes >= low &&
+		    *ret_bytes <= high)
+			return true;
+		usleep(250 * 1000);
+	}
+	return false;
+}
+
+/* The usage meter on a bounded disk: what the sandbox wrote, at most
+ * sandbox.disk. The engine sizes files as they seem (a sparse one whole,
+ * though the quota charges none of it), so a sparse file of 1 TiB is
+ * metered as the bound, and one of 5 TiB, a figure the engine layer does
+ * not believe, as the bound too, counting on over time. */
+static void test_meter(void)
+{
+	const char *const extra[] = {"sandbox.pool_size=0", "sandbox.disk=192m",
+				     "sandbox.usage_interval=1s", NULL};
+	const int64_t bound = (int64_t)DISK_MIB << 20;
+	struct test_manager x;
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_run_result res = {0};
+	sbx_sandbox *sb = NULL;
+	int64_t bytes = -1, byte_s = -1, before;
+	bool ok;
+
+	test_manager_open(&x, "meter", extra, NULL);
+	if (!tap_call(sbx_sandbox_create(x.m, "alice", "m", &sb, &err), err.msg, "create m"))
+		tap_bail("no sandbox on the disk engine");
+	check_writes(x.m, sb, "/app/results/real.bin", 20, "meter");
+	ok = wait_disk(x.m, 20 << 20, 64 << 20, &bytes, &byte_s);
+	tap_ok(ok, "meter: 20 MiB written, disk_bytes says so (%lld)", (long long)bytes);
+	if (shell(x.m, sb, "truncate -s 1T /app/results/sparse && echo done", &res) == 0)
+		tap_ok(res.out.data && strstr(res.out.data, "done"),
+		       "meter: a sparse file of 1 TiB");
+	sbx_run_result_release(&res);
+	ok = wait_disk(x.m, bound, bound, &bytes, &byte_s);
+	tap_ok(ok, "meter: the engine's figure past sandbox.disk counts as sandbox.disk (%lld)",
+	       (long long)bytes);
+	if (shell(x.m, sb, "truncate -s 5T /app/results/sparse && echo done", &res) == 0)
+		tap_ok(res.out.data && strstr(res.out.data, "done"),
+		       "meter: a sparse file of 5 TiB");
+	sbx_run_result_release(&res);
+	sleep(2); /* the sampler sees it */
+	disk_of(x.m, "alice", "m", &bytes, &before);
+	sleep(3);
+	disk_of(x.m, "alice", "m", &bytes, &byte_s);
+	tap_ok(bytes == bound && byte_s - before >= bound,
+	       "meter: a figure not believed (past 4 TiB) counts as sandbox.disk, on and on "
+	       "(%lld bytes, %lld byte-seconds in 3 s)",
+	       (long long)bytes, (long long)(byte_s - before));
+	sbx_sandbox_unref(sb);
+	test_manager_close(&x, "no container of the meter's run is left");
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 5) {
@@ -213,5 +296,6 @@ int main(int argc, char **argv)
 	fixture_init(argc, argv, "disk");
 	test_refused(argv[4]);
 	test_bound();
+	test_meter();
 	return fixture_end();
 }

@@ -193,13 +193,31 @@ static void test_registry(void)
 				       "mcp_sandbox_egress_bytes_total counter",
 				       "mcp_sandbox_tenant_cpu_seconds_total counter",
 				       "mcp_sandbox_tenant_memory_byte_seconds_total counter",
-				       NULL};
+				       "mcp_sandbox_tenant_disk_byte_seconds_total counter",
+				       "mcp_sandbox_tenant_disk_bytes gauge", NULL};
 	     *n; n++) {
 		snprintf(line, sizeof(line), "# TYPE %s\n", *n);
 		all = all && strstr(text, line);
 	}
-	tap_ok(all && lines_with(text, "# HELP ") == 9 && lines_with(text, "# TYPE ") == 9,
-	       "an empty registry: a HELP and a TYPE line for each of its 9 metrics");
+	tap_ok(all && lines_with(text, "# HELP ") == 11 && lines_with(text, "# TYPE ") == 11,
+	       "an empty registry: a HELP and a TYPE line for each of its 11 metrics");
+	free(text);
+
+	/* The disk gauge moves both ways. */
+	sbx_metrics_tenant_disk("gauged", 3000);
+	sbx_metrics_tenant_disk("gauged", 500);
+	sbx_metrics_tenant_disk("gauged", -3000);
+	sbx_metrics_tenant_usage("gauged", 0, 0, 777);
+	text = render();
+	tap_ok(value_of(text, "mcp_sandbox_tenant_disk_bytes{tenant=\"gauged\"}") == 500 &&
+		   value_of(text,
+			    "mcp_sandbox_tenant_disk_byte_seconds_total{tenant=\"gauged\"}") == 777,
+	       "the disk gauge goes up and down (500), its counter counts (777)");
+	sbx_metrics_tenant_disk("gauged", -500);
+	free(text);
+	text = render();
+	tap_ok(value_of(text, "mcp_sandbox_tenant_disk_bytes{tenant=\"gauged\"}") == 0,
+	       "the disk gauge back to 0");
 	free(text);
 
 	sbx_metrics_tool_call("execute_python_code", "ok", "alice", 1000);	 /* 1 ms */
@@ -548,6 +566,7 @@ static bool no_ids(const char *text)
 struct usage {
 	double cpu, tenant_cpu;
 	int64_t mem, mem_bs, tenant_mem_bs;
+	int64_t disk, disk_bs, tenant_disk_bs;
 };
 
 static bool usage_of(struct front *f, const char *session, struct usage *u)
@@ -576,11 +595,17 @@ static bool usage_of(struct front *f, const char *session, struct usage *u)
 				u->mem = json_object_get_int64(x);
 			if (json_object_object_get_ex(o, "memory_byte_seconds", &x))
 				u->mem_bs = json_object_get_int64(x);
+			if (json_object_object_get_ex(o, "disk_bytes", &x))
+				u->disk = json_object_get_int64(x);
+			if (json_object_object_get_ex(o, "disk_byte_seconds", &x))
+				u->disk_bs = json_object_get_int64(x);
 		}
 		if (json_object_object_get_ex(sc, "tenant_cpu_seconds", &v))
 			u->tenant_cpu = json_object_get_double(v);
 		if (json_object_object_get_ex(sc, "tenant_memory_byte_seconds", &v))
 			u->tenant_mem_bs = json_object_get_int64(v);
+		if (json_object_object_get_ex(sc, "tenant_disk_byte_seconds", &v))
+			u->tenant_disk_bs = json_object_get_int64(v);
 		ok = true;
 	}
 	json_object_put(j);
@@ -589,21 +614,25 @@ static bool usage_of(struct front *f, const char *session, struct usage *u)
 }
 
 /* The usage sampler (sandbox.usage_interval=1s here): code that burns a
- * second and a half of CPU and holds 64 MiB shows in list_sandboxes (the
- * sandbox's and the tenant's) and in /metrics per tenant. */
+ * second and a half of CPU, holds 64 MiB and writes 20 MiB to
+ * /app/results shows in list_sandboxes (the sandbox's and the tenant's) and
+ * in /metrics per tenant. */
 static void test_usage(struct front *f, const char *session, struct usage *ret)
 {
 	struct usage u = {0};
 	char *text;
 	long st = call_tool(f, session, "execute_python_code",
 			    "{\"sandbox_id\":\"metrics-box\",\"code\":\"import time\\n"
+			    "open('/app/results/disk.bin', 'wb').write(bytes(20 << 20))\\n"
 			    "held = bytearray(64 << 20)\\nt = time.process_time()\\n"
 			    "while time.process_time() - t < 1.5:\\n    pass\\nprint('burnt')\"}");
 	int64_t until = sbx_monotonic_ms() + 20000;
 
-	tap_is_int((int)st, 200, "usage: code burns 1.5 s of CPU and holds 64 MiB");
+	tap_is_int((int)st, 200,
+		   "usage: code burns 1.5 s of CPU, holds 64 MiB and writes 20 MiB to disk");
 	while (sbx_monotonic_ms() < until) {
-		if (usage_of(f, session, &u) && u.cpu >= 1.5 && u.mem_bs > 0)
+		if (usage_of(f, session, &u) && u.cpu >= 1.5 && u.mem_bs > 0 &&
+		    u.disk >= 20 << 20 && u.disk_bs > 0)
 			break;
 		usleep(250 * 1000);
 	}
@@ -612,10 +641,19 @@ static void test_usage(struct front *f, const char *session, struct usage *ret)
 	tap_ok(u.mem >= 64LL << 20 && u.mem_bs > 0,
 	       "usage: its memory_bytes (%lld) and memory_byte_seconds (%lld)", (long long)u.mem,
 	       (long long)u.mem_bs);
-	tap_ok(u.tenant_cpu >= u.cpu && u.tenant_mem_bs >= u.mem_bs,
-	       "usage: the tenant's totals hold them (%.3f, %lld)", u.tenant_cpu,
-	       (long long)u.tenant_mem_bs);
+	tap_ok(u.disk >= 20 << 20 && u.disk < 200 << 20 && u.disk_bs > 0,
+	       "usage: its disk_bytes (%lld: 20 MiB and a little) and disk_byte_seconds (%lld)",
+	       (long long)u.disk, (long long)u.disk_bs);
+	tap_ok(u.tenant_cpu >= u.cpu && u.tenant_mem_bs >= u.mem_bs &&
+		   u.tenant_disk_bs >= u.disk_bs,
+	       "usage: the tenant's totals hold them (%.3f, %lld, %lld)", u.tenant_cpu,
+	       (long long)u.tenant_mem_bs, (long long)u.tenant_disk_bs);
 	text = scrape(f);
+	tap_ok(v0(text, "mcp_sandbox_tenant_disk_byte_seconds_total{tenant=\"default\"}") > 0 &&
+		   v0(text, "mcp_sandbox_tenant_disk_bytes{tenant=\"default\"}") >= 20 << 20 &&
+		   v0(text, "mcp_sandbox_tenant_disk_bytes{tenant=\"default\"}") < 200 << 20,
+	       "usage: /metrics has the tenant's disk byte-seconds and disk bytes (%.0f)",
+	       v0(text, "mcp_sandbox_tenant_disk_bytes{tenant=\"default\"}"));
 	tap_ok(v0(text, "mcp_sandbox_tenant_cpu_seconds_total{tenant=\"default\"}") >= 1.5 &&
 		   v0(text, "mcp_sandbox_tenant_memory_byte_seconds_total{tenant=\"default\"}") > 0,
 	       "usage: /metrics has the tenant's CPU seconds (%.3f) and memory byte-seconds",
@@ -737,13 +775,20 @@ static void test_counts(void)
 	after = scrape(&f);
 	tap_ok(st[4] == 200 && v0(after, "mcp_sandbox_sandboxes{state=\"idle\"}") == 0,
 	       "deleted: no sandbox left");
+	tap_ok(v0(after, "mcp_sandbox_tenant_disk_bytes{tenant=\"default\"}") == 0 &&
+		   v0(after, "mcp_sandbox_tenant_disk_byte_seconds_total{tenant=\"default\"}") > 0,
+	       "deleted: the tenant's disk gauge is 0 again (%.0f), its byte-seconds stay",
+	       v0(after, "mcp_sandbox_tenant_disk_bytes{tenant=\"default\"}"));
 	free(after);
 	{
 		struct usage gone = {0};
 		bool listed = usage_of(&f, session, &gone);
-		tap_ok(listed && gone.tenant_cpu >= used.cpu && gone.tenant_mem_bs >= used.mem_bs,
-		       "usage: the tenant's totals keep the deleted sandbox's (%.3f >= %.3f)",
-		       gone.tenant_cpu, used.cpu);
+		tap_ok(listed && gone.tenant_cpu >= used.cpu && gone.tenant_mem_bs >= used.mem_bs &&
+			   gone.tenant_disk_bs >= used.disk_bs && used.disk_bs > 0,
+		       "usage: the tenant's totals keep the deleted sandbox's (%.3f >= %.3f, "
+		       "disk %lld >= %lld)",
+		       gone.tenant_cpu, used.cpu, (long long)gone.tenant_disk_bs,
+		       (long long)used.disk_bs);
 	}
 	{
 		char sid[128];

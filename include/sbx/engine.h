@@ -314,4 +314,15 @@ int sbx_network_disconnect(sbx_engine *e, const char *id, const char *network,
 int sbx_container_stats(sbx_engine *e, const char *id, struct sbx_stats *ret_stats,
 			struct sbx_error *err);
 
+/* The most sbx_container_disk_usage believes: 4 TiB. */
+#define SBX_DISK_USAGE_MAX (INT64_C(1) << 42)
+/* The bytes the container wrote to its own writable layer (files it made or
+ * changed; not its image, volumes or tmpfs), as the engine measures them now
+ * (inspect with its size: Docker walks the layer, Podman the whole image
+ * too). The figure is the files' apparent sizes and the container's own
+ * doing (a sparse file counts whole): a value that is not an integer from 0
+ * to SBX_DISK_USAGE_MAX, or none, is -EPROTO. */
+int sbx_container_disk_usage(sbx_engine *e, const char *id, int64_t *ret_bytes,
+			     struct sbx_error *err);
+
 #endif

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The server's metrics, for GET /metrics (src/http/metrics_route.c) in the
- * Prometheus text exposition format, version 0.0.4: counters and
+ * Prometheus text exposition format, version 0.0.4: counters, gauges and
  * histograms that the layers bump as things happen, one call at each site,
  * kept in one registry for the process (src/base/metrics.c).
  *
@@ -54,9 +54,16 @@ void sbx_metrics_artifact_bytes(uint64_t n);
 void sbx_metrics_egress_bytes(const char *tenant, uint64_t in, uint64_t out);
 
 /* What a tenant's sandboxes used since the last sample
- * (src/sandbox/usage.c): CPU_US microseconds of CPU time and
- * MEMORY_BYTE_SECONDS of memory held over time. */
-void sbx_metrics_tenant_usage(const char *tenant, uint64_t cpu_us, uint64_t memory_byte_seconds);
+ * (src/sandbox/usage.c): CPU_US microseconds of CPU time,
+ * MEMORY_BYTE_SECONDS of memory and DISK_BYTE_SECONDS of disk (their
+ * writable layers) held over time. */
+void sbx_metrics_tenant_usage(const char *tenant, uint64_t cpu_us, uint64_t memory_byte_seconds,
+			      uint64_t disk_byte_seconds);
+/* The gauge mcp_sandbox_tenant_disk_bytes{tenant} moves by DELTA bytes: a
+ * sandbox's disk sample (new - old), a sandbox gone (- its last). A move
+ * down must come after the moves up it undoes (src/sandbox: under the
+ * manager's lock). */
+void sbx_metrics_tenant_disk(const char *tenant, int64_t delta);
 
 /* Appends every metric of the registry to OUT, each with its # HELP and
  * # TYPE lines (a metric with no series yet: those lines only). 0 or

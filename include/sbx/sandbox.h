@@ -125,14 +125,17 @@ struct sbx_sandbox_info {
 	/* What its container used, as the engine's samples tell
 	 * (src/sandbox/usage.c, every sandbox.usage_interval): CPU time, memory
 	 * in use integrated over time, and the memory in use at the last
-	 * sample. All 0 while sampling is off or before the first sample. */
+	 * sample; the same of the bytes in its writable layer (at most
+	 * sandbox.disk when set). All 0 while sampling is off or before the
+	 * first sample. */
 	uint64_t cpu_ns, memory_byte_seconds, memory_bytes;
+	uint64_t disk_byte_seconds, disk_bytes;
 };
 
 /* What a tenant's sandboxes used, in all: see sbx_sandbox_info. */
 struct sbx_tenant_usage {
 	uint64_t egress_bytes_in, egress_bytes_out;
-	uint64_t cpu_ns, memory_byte_seconds;
+	uint64_t cpu_ns, memory_byte_seconds, disk_byte_seconds;
 };
 
 /* One file created or modified under SBX_RESULTS_DIR during a run. */

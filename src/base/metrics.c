@@ -30,7 +30,7 @@
 /* The longest label text: every value escaped (2 bytes a byte at worst). */
 #define KEY_MAX (LABELS_MAX * (32 + 2 * SBX_METRICS_VALUE_MAX))
 
-enum kind { COUNTER, HISTOGRAM };
+enum kind { COUNTER, GAUGE, HISTOGRAM };
 
 struct bound {
 	int64_t us;
@@ -38,7 +38,10 @@ struct bound {
 };
 
 struct series {
-	_Atomic uint64_t value; /* a counter's value; a histogram's sum (us) */
+	/* a counter's value; a gauge's (its moves added, wrapping: never
+	 * below 0 when each move is counted before the one that undoes it);
+	 * a histogram's sum (us) */
+	_Atomic uint64_t value;
 	_Atomic uint64_t buckets[BUCKETS_MAX];
 	char key[]; /* the label text */
 };
@@ -136,9 +139,25 @@ static struct metric tenant_memory = {
     .labels = {"tenant", NULL},
 };
 
+static struct metric tenant_disk_seconds = {
+    .name = "mcp_sandbox_tenant_disk_byte_seconds_total",
+    .help = "Bytes the containers of a tenant's sandboxes held in their writable layers, "
+	    "integrated over time (bytes x seconds, from the engine's samples).",
+    .kind = COUNTER,
+    .labels = {"tenant", NULL},
+};
+static struct metric tenant_disk = {
+    .name = "mcp_sandbox_tenant_disk_bytes",
+    .help = "Bytes the writable layers of a tenant's sandboxes held at their last samples "
+	    "(the sandboxes that exist now).",
+    .kind = GAUGE,
+    .labels = {"tenant", NULL},
+};
+
 static struct metric *const metrics[] = {
-    &tool_calls,     &tool_duration, &engine_requests, &engine_duration, &installs,
-    &artifact_bytes, &egress_bytes,  &tenant_cpu,      &tenant_memory,
+    &tool_calls,    &tool_duration,	  &engine_requests, &engine_duration,
+    &installs,	    &artifact_bytes,	  &egress_bytes,    &tenant_cpu,
+    &tenant_memory, &tenant_disk_seconds, &tenant_disk,
 };
 
 int64_t sbx_metrics_now_us(void)
@@ -327,7 +346,8 @@ void sbx_metrics_egress_bytes(const char *tenant, uint64_t in, uint64_t out)
 		count(&egress_bytes, vout, out);
 }
 
-void sbx_metrics_tenant_usage(const char *tenant, uint64_t cpu_us, uint64_t memory_byte_seconds)
+void sbx_metrics_tenant_usage(const char *tenant, uint64_t cpu_us, uint64_t memory_byte_seconds,
+			      uint64_t disk_byte_seconds)
 {
 	const char *v[] = {tenant};
 
@@ -335,6 +355,16 @@ void sbx_metrics_tenant_usage(const char *tenant, uint64_t cpu_us, uint64_t memo
 		count(&tenant_cpu, v, cpu_us);
 	if (memory_byte_seconds)
 		count(&tenant_memory, v, memory_byte_seconds);
+	if (disk_byte_seconds)
+		count(&tenant_disk_seconds, v, disk_byte_seconds);
+}
+
+void sbx_metrics_tenant_disk(const char *tenant, int64_t delta)
+{
+	const char *v[] = {tenant};
+
+	if (delta)
+		count(&tenant_disk, v, (uint64_t)delta); /* two's complement: a move down */
 }
 
 /* ---- writing ---- */
@@ -381,7 +411,7 @@ static int write_series(struct sbx_buf *out, const struct metric *m, struct seri
 	char le[48];
 	int r = 0;
 
-	if (m->kind == COUNTER) {
+	if (m->kind != HISTOGRAM) {
 		uint64_t v = atomic_load(&s->value);
 		r = write_name(out, m->name, "", s->key, NULL);
 		if (r == 0 && m->micro)
@@ -419,7 +449,10 @@ int sbx_metrics_render(struct sbx_buf *out)
 		struct metric *m = metrics[i];
 		struct series *o;
 		r = sbx_metrics_write_family(out, m->name,
-					     m->kind == COUNTER ? "counter" : "histogram", m->help);
+					     m->kind == COUNTER ? "counter"
+					     : m->kind == GAUGE ? "gauge"
+								: "histogram",
+					     m->help);
 		for (size_t k = 0; r == 0 && k < SLOTS; k++) {
 			struct series *s = atomic_load_explicit(&m->slots[k], memory_order_acquire);
 			if (s)

@@ -385,8 +385,8 @@ static const struct sbx_setting schema[] = {
 	   "a sandbox older than this is removed with its files once no call runs in it; "
 	   "0s = no limit"),
     NUMBER(DURATION, "sandbox", "usage_interval", sandbox.usage_interval_ms, "60s", 0, HOUR,
-	   "how often each sandbox's CPU and memory use is sampled from the engine, for "
-	   "list_sandboxes and /metrics; 0s = never"),
+	   "how often each sandbox's CPU, memory and disk use is sampled from the engine, "
+	   "for list_sandboxes and /metrics; 0s = never"),
 
     ENUM("auth", "mode", auth.mode, "keys", auth_modes,
 	 "who may call the server: keys (an API key from keys_file) or none (anyone)"),

@@ -17,6 +17,7 @@
 #include "sbx/log.h"
 #include "sbx/common.h"
 #include "sbx/crypto.h"
+#include "sbx/metrics.h"
 
 /* The table of sandboxes gone lately: at most GONE_PER_OWNER per owner and
  * GONE_MAX in all, each for GONE_KEEP_MS. */
@@ -481,8 +482,10 @@ static sbx_sandbox *table_remove_locked(sbx_manager *m, sbx_sandbox *sb)
 		m->n--;
 		sb->removed = true;
 		{ /* what it used stays in its tenant's total */
-			struct sbx_tenant_usage u = {
-			    .cpu_ns = sb->cpu_ns, .memory_byte_seconds = sb->memory_byte_seconds};
+			struct sbx_tenant_usage u = {.cpu_ns = sb->cpu_ns,
+						     .memory_byte_seconds = sb->memory_byte_seconds,
+						     .disk_byte_seconds = sb->disk_byte_seconds};
+			sbx_metrics_tenant_disk(sb->owner, -(int64_t)sb->disk_bytes);
 			if (sb->egress)
 				sbx_egress_bytes(sb->egress, &u.egress_bytes_in,
 						 &u.egress_bytes_out);
@@ -1167,6 +1170,8 @@ static int info_fill(sbx_manager *m, sbx_sandbox *sb, const char *status,
 	info->cpu_ns = sb->cpu_ns;
 	info->memory_bytes = sb->memory_bytes;
 	info->memory_byte_seconds = sb->memory_byte_seconds;
+	info->disk_bytes = sb->disk_bytes;
+	info->disk_byte_seconds = sb->disk_byte_seconds;
 	if (sbx_sandbox_deadline_locked(m, sb, sbx_monotonic_ms(), NULL, &info->expires) ==
 	    INT64_MAX)
 		info->expires = 0;

@@ -94,9 +94,12 @@ struct sbx_sandbox {
 	struct sbx_egress *egress;
 	/* usage.c, under m->lock: CPU time counted (and the engine's count at
 	 * the last sample), memory in use then and integrated over the
-	 * samples, and when (monotonic ms; 0: never sampled). */
+	 * samples, and when (monotonic ms; 0: never sampled); the same of its
+	 * writable layer's bytes, from the disk samples. */
 	uint64_t cpu_ns, cpu_seen_ns, memory_bytes, memory_byte_seconds;
 	int64_t sampled_ms;
+	uint64_t disk_bytes, disk_byte_seconds;
+	int64_t disk_sampled_ms;
 	/* The OOM kills its memory cgroup had counted when last looked at
 	 * (0 for a new container; under m->lock). */
 	int64_t oom_kills;

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * What each tenant's sandboxes used once they are gone (deleted, expired):
- * egress bytes, CPU time, memory over time. list_sandboxes adds the live
+ * egress bytes, CPU time, memory and disk over time. list_sandboxes adds the live
  * sandboxes' to show the tenant's total.
  *
  * An array of (owner, usage) under m->egress_lock (a leaf lock), searched
@@ -31,7 +31,8 @@ static void add(uint64_t *to, uint64_t n)
 
 static bool nothing(const struct sbx_tenant_usage *u)
 {
-	return !u->egress_bytes_in && !u->egress_bytes_out && !u->cpu_ns && !u->memory_byte_seconds;
+	return !u->egress_bytes_in && !u->egress_bytes_out && !u->cpu_ns &&
+	       !u->memory_byte_seconds && !u->disk_byte_seconds;
 }
 
 void sbx_tenant_gone_add(sbx_manager *m, const char *owner, const struct sbx_tenant_usage *u)
@@ -68,6 +69,7 @@ void sbx_tenant_gone_add(sbx_manager *m, const char *owner, const struct sbx_ten
 		add(&g->u.egress_bytes_out, u->egress_bytes_out);
 		add(&g->u.cpu_ns, u->cpu_ns);
 		add(&g->u.memory_byte_seconds, u->memory_byte_seconds);
+		add(&g->u.disk_byte_seconds, u->disk_byte_seconds);
 	}
 	pthread_mutex_unlock(&m->egress_lock);
 }

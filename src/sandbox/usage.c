@@ -11,16 +11,26 @@
  *   memory_byte_seconds  memory in use integrated over time: each sample
  *                        counts for the time since the one before, at most
  *                        two intervals (a sandbox not sampled for longer,
- *                        the engine slow, is not charged for the gap).
+ *                        the engine slow, is not charged for the gap);
+ *   disk_bytes           the bytes its writable layer held at the disk
+ *                        sample (one more request: inspect with its size),
+ *   disk_byte_seconds    and those integrated as memory is, from the disk
+ *                        samples alone (a failed one leaves disk unknown:
+ *                        the stats go on, and the other way round, as on
+ *                        rootless Podman on cgroup v1, which has no stats).
  * The growth of each is added to the tenant's counters in /metrics
- * (mcp_sandbox_tenant_cpu_seconds_total, _memory_byte_seconds_total), and
- * what a sandbox used stays in its tenant's total when it goes
- * (tenant_usage.c): a deletion samples it once more first.
+ * (mcp_sandbox_tenant_cpu_seconds_total, _memory_byte_seconds_total,
+ * _disk_byte_seconds_total; mcp_sandbox_tenant_disk_bytes moves with each
+ * disk_bytes), and what a sandbox used stays in its tenant's total when it
+ * goes (tenant_usage.c): a deletion samples it once more first.
  *
- * The engine's figures are hostile input too (a container's cgroup is its
- * own): a CPU count that goes down is not counted again, nor a growth past
- * CPUS_MAX processors busy all the time; memory above the container's limit
- * counts as the limit, and no sample as more than MEMORY_MAX.
+ * The engine's figures are hostile input too (a container's cgroup and
+ * files are its own): a CPU count that goes down is not counted again, nor
+ * a growth past CPUS_MAX processors busy all the time; memory above the
+ * container's limit counts as the limit, and no sample as more than
+ * MEMORY_MAX; disk above sandbox.disk (when set) counts as sandbox.disk,
+ * and so does a figure the engine layer does not believe (a sparse file
+ * counts whole: 5 TB of one is no reason to stop counting).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -43,15 +53,27 @@ struct sbx_usage_sampler {
 	bool stopping;
 };
 
+/* BYTES held from *SINCE_MS (0: never) to NOW in byte-seconds, for at most
+ * two intervals; *SINCE_MS becomes NOW. */
+static uint64_t held(uint64_t bytes, int64_t *since_ms, int64_t now, int64_t interval)
+{
+	int64_t dt = *since_ms ? now - *since_ms : 0;
+
+	*since_ms = now;
+	if (dt > 2 * interval)
+		dt = 2 * interval;
+	/* bytes x ms / 1000: at most 2^42 x 2 h (2^23 ms) < 2^64. */
+	return dt > 0 ? (uint64_t)(((unsigned __int128)bytes * (uint64_t)dt) / 1000) : 0;
+}
+
 /* Applies ST, sampled at NOW, to SB; the growth in *RET_CPU_NS and
  * *RET_BYTE_S. Under m->lock. */
 static void apply_locked(sbx_manager *m, sbx_sandbox *sb, const struct sbx_stats *st, int64_t now,
 			 uint64_t *ret_cpu_ns, uint64_t *ret_byte_s)
 {
-	int64_t interval = m->s->sandbox.usage_interval_ms, dt;
 	uint64_t mem = st->memory_usage_bytes;
 
-	*ret_cpu_ns = *ret_byte_s = 0;
+	*ret_cpu_ns = 0;
 	if (st->memory_limit_bytes && mem > st->memory_limit_bytes)
 		mem = st->memory_limit_bytes;
 	if (mem > MEMORY_MAX)
@@ -69,32 +91,54 @@ static void apply_locked(sbx_manager *m, sbx_sandbox *sb, const struct sbx_stats
 		sb->cpu_ns += *ret_cpu_ns;
 		sb->cpu_seen_ns = st->cpu_total_ns;
 	}
-	if (sb->sampled_ms) {
-		dt = now - sb->sampled_ms;
-		if (dt > 2 * interval)
-			dt = 2 * interval;
-		if (dt > 0) {
-			/* bytes x ms / 1000: at most 2^42 x 2 h (2^23 ms) < 2^64. */
-			*ret_byte_s = (uint64_t)(((unsigned __int128)mem * (uint64_t)dt) / 1000);
-			sb->memory_byte_seconds += *ret_byte_s;
-		}
-	}
+	*ret_byte_s = held(mem, &sb->sampled_ms, now, m->s->sandbox.usage_interval_ms);
+	sb->memory_byte_seconds += *ret_byte_s;
 	sb->memory_bytes = mem;
-	sb->sampled_ms = now;
+}
+
+/* Applies BYTES, the writable layer's at NOW, to SB (and to its tenant's
+ * gauge while it is in the table); the growth in *RET_BYTE_S. Under m->lock. */
+static void apply_disk_locked(sbx_manager *m, sbx_sandbox *sb, uint64_t bytes, int64_t now,
+			      uint64_t *ret_byte_s)
+{
+	int64_t bound = m->s->sandbox.disk;
+
+	if (bound > 0 && bytes > (uint64_t)bound)
+		bytes = (uint64_t)bound;
+	*ret_byte_s = held(bytes, &sb->disk_sampled_ms, now, m->s->sandbox.usage_interval_ms);
+	sb->disk_byte_seconds += *ret_byte_s;
+	if (!sb->removed)
+		sbx_metrics_tenant_disk(sb->owner, (int64_t)bytes - (int64_t)sb->disk_bytes);
+	sb->disk_bytes = bytes;
 }
 
 static void sample_one(sbx_manager *m, sbx_sandbox *sb)
 {
 	struct sbx_error err = SBX_ERROR_INIT;
 	struct sbx_stats st = {0};
-	uint64_t cpu_ns, byte_s;
+	uint64_t cpu_ns = 0, byte_s = 0, disk_s = 0;
+	int64_t disk = -1;
+	int64_t now;
+	bool stats;
+	int r;
 
-	if (!sb->container || sbx_container_stats(m->engine, sb->container, &st, &err) < 0)
-		return; /* gone, or the engine did not answer: the next turn */
+	if (!sb->container)
+		return; /* gone */
+	/* Either may fail (the engine did not answer, has none): the next turn. */
+	stats = sbx_container_stats(m->engine, sb->container, &st, &err) >= 0;
+	r = sbx_container_disk_usage(m->engine, sb->container, &disk, NULL);
+	if (r == -EPROTO && m->s->sandbox.disk > 0)
+		disk = m->s->sandbox.disk; /* not believed: the most it may be */
+	else if (r < 0)
+		disk = -1;
 	pthread_mutex_lock(&m->lock);
-	apply_locked(m, sb, &st, sbx_monotonic_ms(), &cpu_ns, &byte_s);
+	now = sbx_monotonic_ms();
+	if (stats)
+		apply_locked(m, sb, &st, now, &cpu_ns, &byte_s);
+	if (disk >= 0)
+		apply_disk_locked(m, sb, (uint64_t)disk, now, &disk_s);
 	pthread_mutex_unlock(&m->lock);
-	sbx_metrics_tenant_usage(sb->owner, cpu_ns / 1000, byte_s);
+	sbx_metrics_tenant_usage(sb->owner, cpu_ns / 1000, byte_s, disk_s);
 }
 
 void sbx_usage_sample(sbx_manager *m, sbx_sandbox *sb)

@@ -203,6 +203,9 @@ static struct json_object *sandbox_json(const struct sbx_sandbox_info *in)
 	r |= sbx_tools_put(o, "memory_bytes", json_object_new_int64((int64_t)in->memory_bytes));
 	r |= sbx_tools_put(o, "memory_byte_seconds",
 			   json_object_new_int64((int64_t)in->memory_byte_seconds));
+	r |= sbx_tools_put(o, "disk_bytes", json_object_new_int64((int64_t)in->disk_bytes));
+	r |= sbx_tools_put(o, "disk_byte_seconds",
+			   json_object_new_int64((int64_t)in->disk_byte_seconds));
 	if (r < 0)
 		return json_object_put(o), NULL;
 	return o;
@@ -244,6 +247,7 @@ int sbx_tool_list_sandboxes(const struct sbx_tool_ctx *ctx, struct json_object *
 		t.egress_bytes_out += list[i].egress_bytes_out;
 		t.cpu_ns += list[i].cpu_ns;
 		t.memory_byte_seconds += list[i].memory_byte_seconds;
+		t.disk_byte_seconds += list[i].disk_byte_seconds;
 		r = sbx_tools_append(arr, sandbox_json(&list[i]));
 	}
 	sbx_sandbox_info_list_free(list, n);
@@ -258,6 +262,8 @@ int sbx_tool_list_sandboxes(const struct sbx_tool_ctx *ctx, struct json_object *
 				   json_object_new_double((double)t.cpu_ns / 1e9));
 		r |= sbx_tools_put(res, "tenant_memory_byte_seconds",
 				   json_object_new_int64((int64_t)t.memory_byte_seconds));
+		r |= sbx_tools_put(res, "tenant_disk_byte_seconds",
+				   json_object_new_int64((int64_t)t.disk_byte_seconds));
 	}
 	json_object_put(arr);
 	return set_result(out, res, r);

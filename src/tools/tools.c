@@ -298,7 +298,11 @@ static const struct sbx_tool_def tools[] = {
 	    "\"memory_bytes\":{\"type\":\"integer\",\"description\":\"memory in use "
 	    "at the last sample\"},"
 	    "\"memory_byte_seconds\":{\"type\":\"integer\",\"description\":\"memory "
-	    "held over time, bytes x seconds\"}},"
+	    "held over time, bytes x seconds\"},"
+	    "\"disk_bytes\":{\"type\":\"integer\",\"description\":\"bytes its "
+	    "container had written to its own disk at the last sample\"},"
+	    "\"disk_byte_seconds\":{\"type\":\"integer\",\"description\":\"those "
+	    "bytes held over time, bytes x seconds\"}},"
 	    "\"required\":[\"sandbox_id\",\"name\",\"status\",\"image\",\"created\","
 	    "\"last_used\",\"packages\"],\"additionalProperties\":false}},"
 	    "\"count\":{\"type\":\"integer\"},"
@@ -311,6 +315,9 @@ static const struct sbx_tool_def tools[] = {
 	    "all your sandboxes used, deleted ones included\"},"
 	    "\"tenant_memory_byte_seconds\":{\"type\":\"integer\",\"description\":"
 	    "\"memory all your sandboxes held over time, bytes x "
+	    "seconds\"},"
+	    "\"tenant_disk_byte_seconds\":{\"type\":\"integer\",\"description\":"
+	    "\"disk all your sandboxes held over time, deleted ones included, bytes x "
 	    "seconds\"}},\"required\":[\"sandboxes\",\"count\"],"
 	    "\"additionalProperties\":false}",
 	.read_only = true,

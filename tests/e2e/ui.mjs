@@ -137,7 +137,7 @@ async function main() {
 			assert.equal(cells[1], sid);
 			assert.equal(cells[2], 'running');
 			assert.match(cells[4], /^in \d/, `expires: ${cells[4]}`);
-			assert.match(cells[7], /^\d+\.\d s CPU, \d/, `usage: ${cells[7]}`);
+			assert.match(cells[7], /^\d+\.\d s CPU, \d.* memory, \d.* disk$/, `usage: ${cells[7]}`);
 			assert.ok(!(await page.locator('#error').isVisible()));
 			if (bobSid) assert.equal(await rowOf(page, bobSid).count(), 0, 'bob\'s sandbox is on alice\'s page');
 			assert.equal(await page.locator('#key').inputValue(), '', 'the key stays in the input');

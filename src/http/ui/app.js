@@ -349,10 +349,11 @@ async function logout() {
   if (client) await client.close();
 }
 
-// CPU seconds and memory in use, as the server's last sample says.
-function usage(cpu, mem) {
+// CPU seconds, memory in use and disk written, as the server's last samples say.
+function usage(cpu, mem, disk) {
   if (typeof cpu !== "number") return "";
-  return cpu.toFixed(1) + " s CPU, " + bytes(mem) + " memory";
+  const text = cpu.toFixed(1) + " s CPU, " + bytes(mem) + " memory";
+  return typeof disk === "number" ? text + ", " + bytes(disk) + " disk" : text;
 }
 
 function sandboxRow(sb) {
@@ -371,7 +372,7 @@ function sandboxRow(sb) {
   tr.appendChild(exp);
   tr.appendChild(el("td", (sb.packages || []).join(", ")));
   tr.appendChild(el("td", bytes(sb.egress_bytes_in) + " / " + bytes(sb.egress_bytes_out)));
-  tr.appendChild(el("td", usage(sb.cpu_seconds, sb.memory_bytes)));
+  tr.appendChild(el("td", usage(sb.cpu_seconds, sb.memory_bytes, sb.disk_bytes)));
   const actions = el("td", null, "actions");
   const files = el("button", "Files");
   files.type = "button";
