@@ -282,7 +282,8 @@ void sbx_tenant_gone_release(sbx_manager *m);
  * sandbox.usage_interval; none when it is 0). */
 int sbx_usage_start(sbx_manager *m, struct sbx_error *err);
 void sbx_usage_stop(sbx_manager *m);
-/* Samples SB now (before its container is removed), when sampling is on. */
+/* Samples SB now (before its container is removed), when sampling is on:
+ * its stats; its disk counts on at its last figure (no sized inspect). */
 void sbx_usage_sample(sbx_manager *m, sbx_sandbox *sb);
 
 /* files.c: sbx_artifact_check_relpath (include/sbx/sandbox.h) is pure (the
