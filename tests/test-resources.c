@@ -714,6 +714,10 @@ static void test_list_changed(void)
 		   1, "list_changed once after Python writes a file");
 	tap_is_int(changes_of("execute_python_code", "\"code\":\"x = 1\"}"), 0,
 		   "none after Python that writes nothing");
+	tap_is_int(changes_of("execute_python_code", "\"code\":\"import os; os.remove('d/e/f')\"}"),
+		   1, "once after Python that only removes a file");
+	tap_is_int(changes_of("execute_python_code", "\"code\":\"open('d/e/f','w').write('1')\"}"),
+		   1, "(and writes it back)");
 	tap_is_int(changes_of("execute_terminal_command", "\"command\":\"echo c > c.txt\"}"), 1,
 		   "once after a command that writes a file");
 	sleep_ms(300); /* past the margin before a command's start */

@@ -161,6 +161,7 @@ struct sbx_run_result {
 	struct sbx_file_change *files; /* execute_python_code only */
 	size_t n_files;
 	bool files_truncated; /* more changed files than reported */
+	bool files_removed;   /* files under SBX_RESULTS_DIR were removed */
 	bool cancelled;	      /* stopped because sbx_run_opts.cancelled said so */
 	/* The kernel's OOM killer struck in the sandbox during the call (at
 	 * sandbox.memory): a process of the command, or the interpreter. */

@@ -351,6 +351,7 @@ static int handle_line(struct call *c, const char *line, size_t len)
 		c->res.exit_code = (int)int_of(o, "rc", 1);
 		c->res.truncated |= bool_of(o, "trunc");
 		c->res.files_truncated = bool_of(o, "more");
+		c->res.files_removed = bool_of(o, "rm");
 		if (json_object_object_get_ex(o, "files", &files) &&
 		    json_object_is_type(files, json_type_array))
 			r = take_files(c, files);

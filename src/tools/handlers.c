@@ -643,7 +643,7 @@ int sbx_tool_execute_python_code(const struct sbx_tool_ctx *ctx, struct json_obj
 		goto out;
 	}
 	python_log(ctx, sb, &rr);
-	if (rr.n_files > 0 || rr.files_truncated)
+	if (rr.n_files > 0 || rr.files_truncated || rr.files_removed)
 		sbx_resources_changed(ctx);
 	res = json_object_new_object();
 	r = res ? output_json(&rr, res) : -ENOMEM;

@@ -17,13 +17,14 @@
 #   <- {"t": "o", "id": N, "fd": 1|2, "s": TEXT}    output of call N, as produced
 #   <- {"t": "i", "id": N, "p": PATH, "b": BASE64}  an image among call N's files
 #   <- {"t": "r", "id": N, "rc": RC, "trunc": B, "intr": B, "more": B,
-#       "files": [{"p": PATH, "s": SIZE}]}
+#       "files": [{"p": PATH, "s": SIZE}], "rm": B}
 #
 # Output beyond "cap" bytes per call is read and dropped ("trunc"). Files
 # created or modified under /app/results during the call (recursively, by
 # ns mtime and size) are listed in the result, at most 100; PNG/JPEG files
 # up to "img" bytes (and "img_total" per call) come with their bytes, each in
-# a line of its own just before the result. The server trusts none of it
+# a line of its own just before the result; "rm" says files there were
+# removed. The server trusts none of it
 # (the user's code runs in this process and can write these lines itself):
 # it checks every path, every image's bytes and sizes, and each line's length.
 # End of stdin (the server went away) ends the process group too. "int" and
@@ -261,7 +262,7 @@ def changed_files(c, before):
                                    'b': base64.b64encode(data).decode('ascii')})
                     budget -= len(data)
                     break
-    return files, images, len(ch) > len(files)
+    return files, images, len(ch) > len(files), any(k not in after for k in before)
 
 
 def exit_code(e):
@@ -306,7 +307,7 @@ def run(req, g, pipes):
     c = Call(req)
     code = req.get('code', '')
     name = '<code>'
-    rc, files, images, more = 1, [], [], False
+    rc, files, images, more, removed = 1, [], [], False, False
     try:
         linecache.cache[name] = (len(code), None, code.splitlines(True), name)
         before = snapshot()
@@ -321,7 +322,7 @@ def run(req, g, pipes):
             rc = 1
         c.running = False
         flush_std()
-        files, images, more = changed_files(c, before)
+        files, images, more, removed = changed_files(c, before)
     finally:
         c.running = False
         with SEND_LOCK:
@@ -335,7 +336,7 @@ def run(req, g, pipes):
             for img in images:
                 send(img, out)
             send({'t': 'r', 'id': c.id, 'rc': rc, 'trunc': c.trunc, 'intr': c.interrupted,
-                  'files': files, 'more': more}, out)
+                  'files': files, 'more': more, 'rm': removed}, out)
             write_all(b''.join(out))
 
 
