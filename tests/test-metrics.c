@@ -37,6 +37,7 @@
 
 #include "http/http-internal.h"
 #include "sbx/artifact.h"
+#include "sbx/audit.h"
 #include "sbx/buf.h"
 #include "sbx/clock.h"
 #include "sbx/common.h"
@@ -386,7 +387,8 @@ struct front {
 	struct sbx_settings s;
 	sbx_mcp *mcp;
 	sbx_http *http;
-	sbx_auth *auth; /* auth.keys_file's, when set */
+	sbx_audit *audit; /* server.audit_log's, when set */
+	sbx_auth *auth;	  /* auth.keys_file's, when set */
 	char base[96];
 };
 
@@ -420,9 +422,14 @@ static void front_start(struct front *f, const char *listen, const char *const *
 	}
 	if (sbx_auth_open(&f->s, &f->auth, &err) < 0)
 		tap_bail(err.msg);
+	if (f->s.server.audit_log[0] && sbx_audit_open(f->s.server.audit_log, &f->audit, &err) < 0)
+		tap_bail(err.msg);
 	{
-		const struct sbx_http_config hc = {
-		    .settings = &f->s, .mcp = f->mcp, .manager = mgr, .auth = f->auth};
+		const struct sbx_http_config hc = {.settings = &f->s,
+						   .mcp = f->mcp,
+						   .manager = mgr,
+						   .auth = f->auth,
+						   .audit = f->audit};
 		if (sbx_http_start(&hc, &f->http, &err) < 0)
 			tap_bail(err.msg);
 	}
@@ -435,6 +442,7 @@ static void front_stop(struct front *f)
 	sbx_http_stop(f->http);
 	sbx_mcp_free(f->mcp);
 	sbx_auth_free(f->auth);
+	sbx_audit_free(f->audit);
 	sbx_settings_release(&f->s);
 }
 
@@ -855,13 +863,34 @@ static bool local_address(char *buf, size_t size)
 
 #define TOKEN "metrics-T0ken-for-the-test-4f1c"
 
+/* The audit log's lines holding both NEEDLE and NEEDLE2. */
+static int audit_lines(const char *path, const char *needle, const char *needle2)
+{
+	char line[1024];
+	int n = 0;
+	FILE *fp = fopen(path, "r");
+
+	while (fp && fgets(line, sizeof(line), fp))
+		n += strstr(line, needle) && strstr(line, needle2);
+	if (fp)
+		fclose(fp);
+	return n;
+}
+
 static void test_access(void)
 {
-	static const char *const with_token[] = {"server.metrics_token=" TOKEN, NULL};
+	char audit[] = "/tmp/sbx-metrics-audit-XXXXXX", audit_set[64];
+	const char *const with_token[] = {"server.metrics_token=" TOKEN, audit_set, NULL};
 	struct front f;
 	struct got g;
 	char addr[INET_ADDRSTRLEN];
+	long last = 0;
+	int fd = mkstemp(audit);
 
+	if (fd < 0)
+		tap_bail("mkstemp");
+	close(fd);
+	snprintf(audit_set, sizeof(audit_set), "server.audit_log=%s", audit);
 	front_start(&f, "127.0.0.1", with_token);
 	g = fetch("GET", f.base, "/metrics", NULL, NULL, NULL);
 	tap_ok(g.status == 401 && strcasestr(g.headers.data, "\nWWW-Authenticate: Bearer") &&
@@ -892,7 +921,32 @@ static void test_access(void)
 		   strstr(g.body.data, "# TYPE mcp_sandbox_tool_calls_total counter"),
 	       "the token: 200 (%ld)", g.status);
 	got_release(&g);
+	/* Two wrong tokens so far; eight more reach SBX_AUTH_FAIL_MAX. */
+	for (int i = 0; i < SBX_AUTH_FAIL_MAX - 1; i++) {
+		g = fetch("GET", f.base, "/metrics", NULL,
+			  (const char *const[]){"Authorization: Bearer " TOKEN "y", NULL}, NULL);
+		last = g.status;
+		if (i == SBX_AUTH_FAIL_MAX - 2)
+			tap_ok(g.status == 429 && strcasestr(g.headers.data, "\nRetry-After: "),
+			       "wrong tokens from one address: after %d, 429 with Retry-After "
+			       "(%ld)",
+			       SBX_AUTH_FAIL_MAX, g.status);
+		else if (i == SBX_AUTH_FAIL_MAX - 3 && last != 403)
+			tap_diag("the %dth wrong token: %ld", SBX_AUTH_FAIL_MAX, last);
+		got_release(&g);
+	}
+	g = fetch("GET", f.base, "/metrics", NULL,
+		  (const char *const[]){"Authorization: Bearer " TOKEN, NULL}, NULL);
+	tap_is_int(g.status, 200, "the token still opens it from that address");
+	got_release(&g);
 	front_stop(&f);
+	tap_ok(audit_lines(audit, "\"route\":\"/metrics\"", "\"reason\":\"rejected\"") ==
+		       SBX_AUTH_FAIL_MAX &&
+		   audit_lines(audit, "\"route\":\"/metrics\"", "\"reason\":\"throttled\"") == 1,
+	       "the audit log has each wrong token (%d) and the first 429 (%d)",
+	       audit_lines(audit, "\"route\":\"/metrics\"", "\"reason\":\"rejected\""),
+	       audit_lines(audit, "\"route\":\"/metrics\"", "\"reason\":\"throttled\""));
+	unlink(audit);
 
 	front_start(&f, "::1", NULL);
 	g = fetch("GET", f.base, "/metrics", NULL, NULL, NULL);

@@ -185,6 +185,35 @@ static enum MHD_Result respond_throttled(struct sbx_http_request *rq, int64_t wa
 	return sbx_http_respond_error_with(rq, MHD_HTTP_TOO_MANY_REQUESTS, msg, headers);
 }
 
+bool sbx_http_auth_failed(struct sbx_http_request *rq, const struct sbx_auth_refusal *why,
+			  enum MHD_Result *ret)
+{
+	struct sbx_http *h = rq->http;
+	int64_t now = sbx_monotonic_ms(), wait = fail_wait(h->auth_failures, &rq->peer, now);
+
+	/* A failure of a throttled peer is 429 (a valid key is let through
+	 * before: others failing from the same address, behind the same NAT or
+	 * proxy, lock no one out). */
+	if (wait > 0) {
+		/* One audit line for the first 429 of a window, not one per
+		 * request: a refused flood must not flood the log. */
+		if (fail_count(h->auth_failures, &rq->peer, now) == SBX_AUTH_FAIL_MAX + 1)
+			sbx_http_audit_auth_failure(rq, NULL);
+		*ret = respond_throttled(rq, wait);
+		return true;
+	}
+	if (fail_count(h->auth_failures, &rq->peer, now) == SBX_AUTH_FAIL_MAX) {
+		char who[INET6_ADDRSTRLEN + 8];
+		peer_text(&rq->peer, who, sizeof(who));
+		sbx_log_warn(
+		    "auth: %d failed authentications from %s within %d s: its requests get 429 "
+		    "until then",
+		    SBX_AUTH_FAIL_MAX, who, SBX_AUTH_FAIL_WINDOW_MS / 1000);
+	}
+	sbx_http_audit_auth_failure(rq, why);
+	return false;
+}
+
 bool sbx_http_auth_gate(struct sbx_http_request *rq, enum MHD_Result *ret)
 {
 	static const char *const challenge[] = {"WWW-Authenticate", "Bearer realm=\"mcp-sandbox\"",
@@ -196,7 +225,6 @@ bool sbx_http_auth_gate(struct sbx_http_request *rq, enum MHD_Result *ret)
 	struct sbx_auth_refusal why;
 	struct sbx_auth_request ar = {.refusal = &why};
 	char *query = NULL;
-	int64_t now, wait;
 	int r;
 
 	sbx_http_principal_default(&rq->principal);
@@ -241,30 +269,10 @@ bool sbx_http_auth_gate(struct sbx_http_request *rq, enum MHD_Result *ret)
 						(const char *const[]){"Retry-After", "1", NULL});
 		return true;
 	}
-	/* A failure of a throttled peer is 429 (a valid key is let through
-	 * above: others failing from the same address, behind the same NAT or
-	 * proxy, lock no one out). */
-	now = sbx_monotonic_ms();
-	wait = fail_wait(h->auth_failures, &rq->peer, now);
-	if (wait > 0) {
-		/* One audit line for the first 429 of a window, not one per
-		 * request: a refused flood must not flood the log. */
-		bool first = fail_count(h->auth_failures, &rq->peer, now) == SBX_AUTH_FAIL_MAX + 1;
+	if (sbx_http_auth_failed(rq, &why, ret)) {
 		free(query);
-		if (first)
-			sbx_http_audit_auth_failure(rq, NULL);
-		*ret = respond_throttled(rq, wait);
 		return true;
 	}
-	if (fail_count(h->auth_failures, &rq->peer, now) == SBX_AUTH_FAIL_MAX) {
-		char who[INET6_ADDRSTRLEN + 8];
-		peer_text(&rq->peer, who, sizeof(who));
-		sbx_log_warn(
-		    "auth: %d failed authentications from %s within %d s: its requests get 429 "
-		    "until then",
-		    SBX_AUTH_FAIL_MAX, who, SBX_AUTH_FAIL_WINDOW_MS / 1000);
-	}
-	sbx_http_audit_auth_failure(rq, &why);
 	*ret = sbx_http_respond_error_with(
 	    rq, MHD_HTTP_UNAUTHORIZED, err.msg,
 	    ar.authorization || ar.x_api_key || ar.api_key_query ? invalid : challenge);

@@ -99,9 +99,9 @@ void sbx_client_text(const struct sockaddr *addr, char *buf, size_t size);
 
 /* Failed checks of credentials from one peer (SBX_AUTH_FAIL_MAX within
  * SBX_AUTH_FAIL_WINDOW_MS from its first) make its further failures on
- * /mcp and /sse 429 with Retry-After until the window has passed (a valid
- * key is still accepted); the table keeps SBX_AUTH_FAIL_PEERS peers, the
- * least recently failed one evicted. */
+ * /mcp, /sse and /metrics 429 with Retry-After until the window has passed
+ * (a valid key or token is still accepted); the table keeps
+ * SBX_AUTH_FAIL_PEERS peers, the least recently failed one evicted. */
 #define SBX_AUTH_FAIL_MAX 10
 #define SBX_AUTH_FAIL_WINDOW_MS 60000
 #define SBX_AUTH_FAIL_PEERS 1024
@@ -119,6 +119,12 @@ struct sbx_http_request;
 /* An auth_failure line in the audit log for RQ, refused as WHY says, or
  * throttled when WHY is NULL (src/http/server.c). */
 void sbx_http_audit_auth_failure(struct sbx_http_request *rq, const struct sbx_auth_refusal *why);
+/* RQ's credentials were refused (WHY): true when its peer is throttled
+ * now, with the 429 in *RET (the first of a window in the audit log);
+ * else its failure is counted and written to the audit log, and the
+ * caller answers it. */
+bool sbx_http_auth_failed(struct sbx_http_request *rq, const struct sbx_auth_refusal *why,
+			  enum MHD_Result *ret);
 
 /* ---- outbound event queues (src/http/event_stream.c) ---- */
 

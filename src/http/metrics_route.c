@@ -8,7 +8,9 @@
  * Who may read it: with server.metrics_token set, a request with
  * `Authorization: Bearer TOKEN` (compared in constant time, as digests),
  * from wherever it comes; 401 with WWW-Authenticate without a bearer
- * token, 403 with a wrong one. Without it, clients on loopback
+ * token, 403 with a wrong one, which counts against its address as a wrong
+ * API key does (429 past SBX_AUTH_FAIL_MAX) and goes to the audit log
+ * (route /metrics, reason rejected). Without it, clients on loopback
  * (127.0.0.0/8, ::1) only, and only while no API keys are checked: with
  * keys, a reverse proxy's clients (and every local user) come from loopback
  * too, so the token is needed; others get 403 naming the setting. Tenants'
@@ -87,6 +89,11 @@ static bool allowed(struct sbx_http_request *rq, enum MHD_Result *ret)
 	m = bearer_matches(sbx_http_header(rq, MHD_HTTP_HEADER_AUTHORIZATION), token);
 	if (m == 1)
 		return true;
+	/* A wrong token counts against its address as a wrong API key does
+	 * (then 429), and is in the audit log; none at all is no guess. */
+	if (m == 0 &&
+	    sbx_http_auth_failed(rq, &(struct sbx_auth_refusal){.reason = SBX_AUTH_REJECTED}, ret))
+		return false;
 	if (m < 0)
 		*ret = sbx_http_respond_error_with(
 		    rq, MHD_HTTP_UNAUTHORIZED,

@@ -108,7 +108,9 @@ void sbx_http_audit_auth_failure(struct sbx_http_request *rq, const struct sbx_a
 	const struct sbx_audit_auth_failure f = {
 	    .client = rq->client,
 	    .method = rq->method,
-	    .route = rq->route == SBX_ROUTE_SSE ? "/sse" : "/mcp",
+	    .route = rq->route == SBX_ROUTE_SSE	      ? "/sse"
+		     : rq->route == SBX_ROUTE_METRICS ? "/metrics"
+						      : "/mcp",
 	    .reason = why ? sbx_auth_reason_name(why->reason) : "throttled",
 	    .key_id = why ? why->key_id : NULL,
 	};
