@@ -99,7 +99,8 @@ struct sbx_engine_ops {
 	int (*container_stats)(sbx_engine *e, const char *id, struct sbx_stats *ret,
 			       struct sbx_error *err);
 	/* The writable layer's bytes as sbx_container_disk_usage says: an
-	 * absent container is -ENOENT, an unbelievable figure -EPROTO. */
+	 * absent container is -ENOENT, a figure past the most -ERANGE, none
+	 * or a malformed one -EPROTO. */
 	int (*container_disk_usage)(sbx_engine *e, const char *id, int64_t *ret_bytes,
 				    struct sbx_error *err);
 };
@@ -178,8 +179,8 @@ int sbx_moby_path_stat(sbx_engine *e, const char *id, const char *path, struct s
 int sbx_moby_container_disk_usage(sbx_engine *e, const char *id, const char *size_value,
 				  int64_t *ret_bytes, struct sbx_error *err);
 /* *ret_bytes = the "SizeRw" of an inspect reply: an integer from 0 to
- * SBX_DISK_USAGE_MAX, else -EPROTO (absent, null, a string, a fraction,
- * negative, larger). */
+ * SBX_DISK_USAGE_MAX; larger -ERANGE, else -EPROTO (absent, null, a
+ * string, a fraction, negative). */
 int sbx_moby_size_rw(struct json_object *reply, int64_t *ret_bytes, struct sbx_error *err);
 /* *ret_id = the "Id" of a create reply. */
 int sbx_moby_reply_id(struct json_object *reply, char **ret_id, struct sbx_error *err);

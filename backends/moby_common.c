@@ -314,10 +314,15 @@ int sbx_moby_size_rw(struct json_object *reply, int64_t *ret_bytes, struct sbx_e
 				     "engine inspect reply has no integer SizeRw (the writable "
 				     "layer's size)");
 	n = json_object_get_int64(v);
-	if (n < 0 || n > SBX_DISK_USAGE_MAX)
+	if (n < 0)
 		return sbx_error_set(err, -EPROTO,
 				     "engine inspect reply says the writable layer holds %lld "
-				     "bytes: not from 0 to %lld, not believed",
+				     "bytes",
+				     (long long)n);
+	if (n > SBX_DISK_USAGE_MAX)
+		return sbx_error_set(err, -ERANGE,
+				     "engine inspect reply says the writable layer holds %lld "
+				     "bytes: more than %lld, not believed",
 				     (long long)n, (long long)SBX_DISK_USAGE_MAX);
 	*ret_bytes = n;
 	return 0;

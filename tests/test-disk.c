@@ -287,6 +287,33 @@ static void test_meter(void)
 	test_manager_close(&x, "no container of the meter's run is left");
 }
 
+/* A sandbox deleted before the sampler's first turn reached it (every
+ * 10 minutes here) is metered all the same: its deletion asks its disk,
+ * and counts it from the moment it was ready. */
+static void test_meter_short_lived(void)
+{
+	const char *const extra[] = {"sandbox.pool_size=0", "sandbox.disk=192m",
+				     "sandbox.usage_interval=10m", NULL};
+	struct test_manager x;
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_tenant_usage t = {0};
+	sbx_sandbox *sb = NULL;
+
+	test_manager_open(&x, "brief", extra, NULL);
+	if (!tap_call(sbx_sandbox_create(x.m, "bob", "q", &sb, &err), err.msg, "create q"))
+		tap_bail("no sandbox on the disk engine");
+	check_writes(x.m, sb, "/app/results/real.bin", 20, "brief");
+	sleep(2);
+	tap_call(sbx_sandbox_delete(x.m, "bob", "q", &err), err.msg, "brief: q deleted");
+	sbx_manager_tenant_gone(x.m, "bob", &t);
+	tap_ok(t.disk_byte_seconds >= (20u << 20) * 2u,
+	       "brief: a sandbox deleted before its first sample leaves its disk in its "
+	       "tenant's total (%llu byte-seconds for 20 MiB over 2 s or more)",
+	       (unsigned long long)t.disk_byte_seconds);
+	sbx_sandbox_unref(sb);
+	test_manager_close(&x, "no container of the brief run is left");
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 5) {
@@ -297,5 +324,6 @@ int main(int argc, char **argv)
 	test_refused(argv[4]);
 	test_bound();
 	test_meter();
+	test_meter_short_lived();
 	return fixture_end();
 }

@@ -11,6 +11,7 @@
 #ifndef SBX_COMMON_H
 #define SBX_COMMON_H
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -46,5 +47,11 @@ static inline char **sbx_strv_free(char **v)
 }
 
 #define SBX_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+/* A + B, stopping at the top (totals of figures from sandboxes). */
+static inline uint64_t sbx_add_sat(uint64_t a, uint64_t b)
+{
+	return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
 
 #endif

@@ -320,8 +320,8 @@ int sbx_container_stats(sbx_engine *e, const char *id, struct sbx_stats *ret_sta
  * changed; not its image, volumes or tmpfs), as the engine measures them now
  * (inspect with its size: Docker walks the layer, Podman the whole image
  * too). The figure is the files' apparent sizes and the container's own
- * doing (a sparse file counts whole): a value that is not an integer from 0
- * to SBX_DISK_USAGE_MAX, or none, is -EPROTO. */
+ * doing (a sparse file counts whole): a figure past SBX_DISK_USAGE_MAX is
+ * -ERANGE; none, or one that is not an integer from 0, -EPROTO. */
 int sbx_container_disk_usage(sbx_engine *e, const char *id, int64_t *ret_bytes,
 			     struct sbx_error *err);
 

@@ -413,6 +413,10 @@ static int write_series(struct sbx_buf *out, const struct metric *m, struct seri
 
 	if (m->kind != HISTOGRAM) {
 		uint64_t v = atomic_load(&s->value);
+		/* A gauge's moves wrap: one below 0 (a move up lost, out of
+		 * memory) shows as 0, not as 1.8e19. */
+		if (m->kind == GAUGE && v > INT64_MAX)
+			v = 0;
 		r = write_name(out, m->name, "", s->key, NULL);
 		if (r == 0 && m->micro)
 			return sbx_buf_appendf(out, " %llu.%06llu\n",

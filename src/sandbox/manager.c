@@ -1008,6 +1008,8 @@ again:
 		if (e)
 			sb->interp = SBX_TAKE(e->interp); /* its pooled interpreter */
 		sb->ready = true;
+		/* Its usage counts from now (the first sample integrates back to it). */
+		sb->sampled_ms = sb->disk_sampled_ms = sbx_monotonic_ms();
 		touch_locked(sb); /* its idle time starts now, however long the create took */
 		sbx_reaper_wake_locked(m); /* a new deadline */
 		sbx_pool_created_locked(m, sb->pooled);
@@ -1374,6 +1376,7 @@ static int adopt(sbx_manager *m, const char *cid, struct sbx_error *err)
 		return sbx_error_set(err, -ENOMEM, "out of memory");
 	}
 	sb->ready = true;
+	sb->sampled_ms = sb->disk_sampled_ms = sbx_monotonic_ms(); /* adopted: from now */
 	pthread_mutex_lock(&m->lock);
 	if (!running) /* it stopped while no server followed the engine */
 		sbx_sandbox_died_locked(m, sb, death, code, true);

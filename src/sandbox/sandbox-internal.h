@@ -100,6 +100,7 @@ struct sbx_sandbox {
 	int64_t sampled_ms;
 	uint64_t disk_bytes, disk_byte_seconds;
 	int64_t disk_sampled_ms;
+	bool disk_known; /* disk_bytes is a figure (a sample told one) */
 	/* The OOM kills its memory cgroup had counted when last looked at
 	 * (0 for a new container; under m->lock). */
 	int64_t oom_kills;

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "sandbox-internal.h"
+#include "sbx/common.h"
 #include "sbx/log.h"
 
 #define TENANTS_MAX 100000
@@ -26,7 +27,7 @@ struct sbx_tenant_gone {
 /* *TO += N, stopping at the top (figures come from sandboxes). */
 static void add(uint64_t *to, uint64_t n)
 {
-	*to = *to > UINT64_MAX - n ? UINT64_MAX : *to + n;
+	*to = sbx_add_sat(*to, n);
 }
 
 static bool nothing(const struct sbx_tenant_usage *u)

@@ -39,6 +39,7 @@
 #include <time.h>
 
 #include "sandbox-internal.h"
+#include "sbx/common.h"
 #include "sbx/clock.h"
 #include "sbx/log.h"
 #include "sbx/metrics.h"
@@ -51,19 +52,35 @@ struct sbx_usage_sampler {
 	pthread_t thread;
 	pthread_cond_t wake; /* CLOCK_MONOTONIC, with m->lock */
 	bool stopping;
+	int64_t turn_ms; /* how long the last turn over all sandboxes took; m->lock */
 };
 
-/* BYTES held from *SINCE_MS (0: never) to NOW in byte-seconds, for at most
- * two intervals; *SINCE_MS becomes NOW. */
-static uint64_t held(uint64_t bytes, int64_t *since_ms, int64_t now, int64_t interval)
+/* The longest gap a sample counts for: two intervals, or two of the last
+ * turns over all sandboxes when they took longer (a slow engine). Under
+ * m->lock. */
+static int64_t gap_max_locked(sbx_manager *m)
+{
+	int64_t turn = m->usage ? m->usage->turn_ms : 0, interval = m->s->sandbox.usage_interval_ms;
+
+	return 2 * (turn > interval ? turn : interval);
+}
+
+/* BYTES (at most MEMORY_MAX) held from *SINCE_MS (0: never) to NOW in
+ * byte-seconds, for at most GAP_MAX ms; *SINCE_MS becomes NOW. */
+static uint64_t held(uint64_t bytes, int64_t *since_ms, int64_t now, int64_t gap_max)
 {
 	int64_t dt = *since_ms ? now - *since_ms : 0;
 
 	*since_ms = now;
-	if (dt > 2 * interval)
-		dt = 2 * interval;
-	/* bytes x ms / 1000: at most 2^42 x 2 h (2^23 ms) < 2^64. */
-	return dt > 0 ? (uint64_t)(((unsigned __int128)bytes * (uint64_t)dt) / 1000) : 0;
+	if (dt > gap_max)
+		dt = gap_max;
+	if (bytes > MEMORY_MAX)
+		bytes = MEMORY_MAX;
+	/* bytes x ms / 1000 < 2^42 x 2^63 / 1000, saturated to 2^64. */
+	if (dt <= 0)
+		return 0;
+	unsigned __int128 v = ((unsigned __int128)bytes * (uint64_t)dt) / 1000;
+	return v > UINT64_MAX ? UINT64_MAX : (uint64_t)v;
 }
 
 /* Applies ST, sampled at NOW, to SB; the growth in *RET_CPU_NS and
@@ -91,8 +108,8 @@ static void apply_locked(sbx_manager *m, sbx_sandbox *sb, const struct sbx_stats
 		sb->cpu_ns += *ret_cpu_ns;
 		sb->cpu_seen_ns = st->cpu_total_ns;
 	}
-	*ret_byte_s = held(mem, &sb->sampled_ms, now, m->s->sandbox.usage_interval_ms);
-	sb->memory_byte_seconds += *ret_byte_s;
+	*ret_byte_s = held(mem, &sb->sampled_ms, now, gap_max_locked(m));
+	sb->memory_byte_seconds = sbx_add_sat(sb->memory_byte_seconds, *ret_byte_s);
 	sb->memory_bytes = mem;
 }
 
@@ -105,15 +122,22 @@ static void apply_disk_locked(sbx_manager *m, sbx_sandbox *sb, uint64_t bytes, i
 
 	if (bound > 0 && bytes > (uint64_t)bound)
 		bytes = (uint64_t)bound;
-	*ret_byte_s = held(bytes, &sb->disk_sampled_ms, now, m->s->sandbox.usage_interval_ms);
-	sb->disk_byte_seconds += *ret_byte_s;
+	if (bytes > (uint64_t)SBX_DISK_USAGE_MAX)
+		bytes = (uint64_t)SBX_DISK_USAGE_MAX;
+	*ret_byte_s = held(bytes, &sb->disk_sampled_ms, now, gap_max_locked(m));
+	sb->disk_byte_seconds = sbx_add_sat(sb->disk_byte_seconds, *ret_byte_s);
 	if (!sb->removed)
 		sbx_metrics_tenant_disk(sb->owner, (int64_t)bytes - (int64_t)sb->disk_bytes);
 	sb->disk_bytes = bytes;
+	sb->disk_known = true;
 }
 
-/* Samples SB; its disk too when ASK_DISK, else its last disk figure counts
- * on to now (a deletion: the sized inspect costs 120 ms on Podman). */
+/* Samples SB; its disk too when ASK_DISK or it has no disk figure yet,
+ * else its last figure counts on to now (a deletion: the sized inspect
+ * costs 120 ms on Podman). A disk figure the engine layer does not believe
+ * (a sparse file of 5 TB counts whole) counts as the most it may be; when
+ * the engine does not tell it (it timed out walking a million files, it
+ * failed), the last figure counts on. */
 static void sample_one(sbx_manager *m, sbx_sandbox *sb, bool ask_disk)
 {
 	struct sbx_error err = SBX_ERROR_INIT;
@@ -121,21 +145,25 @@ static void sample_one(sbx_manager *m, sbx_sandbox *sb, bool ask_disk)
 	uint64_t cpu_ns = 0, byte_s = 0, disk_s = 0;
 	int64_t disk = -1;
 	int64_t now;
-	bool stats;
+	bool stats, known;
 	int r;
 
 	if (!sb->container)
 		return; /* gone */
+	pthread_mutex_lock(&m->lock);
+	known = sb->disk_known;
+	pthread_mutex_unlock(&m->lock);
 	/* Either may fail (the engine did not answer, has none): the next turn. */
 	stats = sbx_container_stats(m->engine, sb->container, &st, &err) >= 0;
-	r = ask_disk ? sbx_container_disk_usage(m->engine, sb->container, &disk, NULL) : -EAGAIN;
-	if (r == -EPROTO && m->s->sandbox.disk > 0)
-		disk = m->s->sandbox.disk; /* not believed: the most it may be */
+	r = ask_disk || !known ? sbx_container_disk_usage(m->engine, sb->container, &disk, NULL)
+			       : -EAGAIN;
+	if (r == -ERANGE)
+		disk = m->s->sandbox.disk > 0 ? m->s->sandbox.disk : SBX_DISK_USAGE_MAX;
 	else if (r < 0)
 		disk = -1;
 	pthread_mutex_lock(&m->lock);
 	now = sbx_monotonic_ms();
-	if (!ask_disk && sb->disk_sampled_ms)
+	if (disk < 0 && sb->disk_known)
 		disk = (int64_t)sb->disk_bytes;
 	if (stats)
 		apply_locked(m, sb, &st, now, &cpu_ns, &byte_s);
@@ -158,7 +186,7 @@ static void *sampler_main(void *arg)
 
 	pthread_mutex_lock(&m->lock);
 	while (!u->stopping) {
-		int64_t next = sbx_monotonic_ms() + m->s->sandbox.usage_interval_ms;
+		int64_t start = sbx_monotonic_ms(), next = start + m->s->sandbox.usage_interval_ms;
 		sbx_sandbox **batch = m->n ? calloc(m->n, sizeof(*batch)) : NULL;
 		size_t n = 0;
 
@@ -178,6 +206,7 @@ static void *sampler_main(void *arg)
 		}
 		free(batch);
 		pthread_mutex_lock(&m->lock);
+		u->turn_ms = sbx_monotonic_ms() - start;
 		while (!u->stopping && sbx_monotonic_ms() < next)
 			sbx_cond_wait_until(&u->wake, &m->lock, next);
 	}

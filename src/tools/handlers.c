@@ -164,6 +164,13 @@ static struct json_object *new_str(const char *s)
 	return json_object_new_string(s ? s : "");
 }
 
+/* A count as a JSON integer: past INT64_MAX (saturated totals) it stays
+ * there rather than turn negative. */
+static struct json_object *count_json(uint64_t n)
+{
+	return json_object_new_int64(n > INT64_MAX ? INT64_MAX : (int64_t)n);
+}
+
 /* ---- list_sandboxes ---- */
 
 static struct json_object *sandbox_json(const struct sbx_sandbox_info *in)
@@ -195,17 +202,13 @@ static struct json_object *sandbox_json(const struct sbx_sandbox_info *in)
 	if (in->reason)
 		r |= sbx_tools_put(o, "reason", new_str(in->reason));
 	r |= sbx_tools_put(o, "packages", pk);
-	r |= sbx_tools_put(o, "egress_bytes_in",
-			   json_object_new_int64((int64_t)in->egress_bytes_in));
-	r |= sbx_tools_put(o, "egress_bytes_out",
-			   json_object_new_int64((int64_t)in->egress_bytes_out));
+	r |= sbx_tools_put(o, "egress_bytes_in", count_json(in->egress_bytes_in));
+	r |= sbx_tools_put(o, "egress_bytes_out", count_json(in->egress_bytes_out));
 	r |= sbx_tools_put(o, "cpu_seconds", json_object_new_double((double)in->cpu_ns / 1e9));
-	r |= sbx_tools_put(o, "memory_bytes", json_object_new_int64((int64_t)in->memory_bytes));
-	r |= sbx_tools_put(o, "memory_byte_seconds",
-			   json_object_new_int64((int64_t)in->memory_byte_seconds));
-	r |= sbx_tools_put(o, "disk_bytes", json_object_new_int64((int64_t)in->disk_bytes));
-	r |= sbx_tools_put(o, "disk_byte_seconds",
-			   json_object_new_int64((int64_t)in->disk_byte_seconds));
+	r |= sbx_tools_put(o, "memory_bytes", count_json(in->memory_bytes));
+	r |= sbx_tools_put(o, "memory_byte_seconds", count_json(in->memory_byte_seconds));
+	r |= sbx_tools_put(o, "disk_bytes", count_json(in->disk_bytes));
+	r |= sbx_tools_put(o, "disk_byte_seconds", count_json(in->disk_byte_seconds));
 	if (r < 0)
 		return json_object_put(o), NULL;
 	return o;
@@ -243,27 +246,26 @@ int sbx_tool_list_sandboxes(const struct sbx_tool_ctx *ctx, struct json_object *
 	arr = json_object_new_array();
 	r = res && arr ? 0 : -ENOMEM;
 	for (size_t i = 0; r == 0 && i < n; i++) {
-		t.egress_bytes_in += list[i].egress_bytes_in;
-		t.egress_bytes_out += list[i].egress_bytes_out;
-		t.cpu_ns += list[i].cpu_ns;
-		t.memory_byte_seconds += list[i].memory_byte_seconds;
-		t.disk_byte_seconds += list[i].disk_byte_seconds;
+		t.egress_bytes_in = sbx_add_sat(t.egress_bytes_in, list[i].egress_bytes_in);
+		t.egress_bytes_out = sbx_add_sat(t.egress_bytes_out, list[i].egress_bytes_out);
+		t.cpu_ns = sbx_add_sat(t.cpu_ns, list[i].cpu_ns);
+		t.memory_byte_seconds =
+		    sbx_add_sat(t.memory_byte_seconds, list[i].memory_byte_seconds);
+		t.disk_byte_seconds = sbx_add_sat(t.disk_byte_seconds, list[i].disk_byte_seconds);
 		r = sbx_tools_append(arr, sandbox_json(&list[i]));
 	}
 	sbx_sandbox_info_list_free(list, n);
 	if (r == 0 && res) {
 		r = sbx_tools_put(res, "sandboxes", SBX_TAKE(arr));
 		r |= sbx_tools_put(res, "count", json_object_new_int64((int64_t)n));
-		r |= sbx_tools_put(res, "tenant_egress_bytes_in",
-				   json_object_new_int64((int64_t)t.egress_bytes_in));
-		r |= sbx_tools_put(res, "tenant_egress_bytes_out",
-				   json_object_new_int64((int64_t)t.egress_bytes_out));
+		r |= sbx_tools_put(res, "tenant_egress_bytes_in", count_json(t.egress_bytes_in));
+		r |= sbx_tools_put(res, "tenant_egress_bytes_out", count_json(t.egress_bytes_out));
 		r |= sbx_tools_put(res, "tenant_cpu_seconds",
 				   json_object_new_double((double)t.cpu_ns / 1e9));
 		r |= sbx_tools_put(res, "tenant_memory_byte_seconds",
-				   json_object_new_int64((int64_t)t.memory_byte_seconds));
-		r |= sbx_tools_put(res, "tenant_disk_byte_seconds",
-				   json_object_new_int64((int64_t)t.disk_byte_seconds));
+				   count_json(t.memory_byte_seconds));
+		r |=
+		    sbx_tools_put(res, "tenant_disk_byte_seconds", count_json(t.disk_byte_seconds));
 	}
 	json_object_put(arr);
 	return set_result(out, res, r);
