@@ -251,8 +251,8 @@ static size_t lost_line(char *buf, size_t size, enum sbx_log_format format, cons
 	int n;
 
 	if (format == SBX_LOG_JSON)
-		n = snprintf(buf, size, "{\"time\":\"%s\",\"level\":\"error\",\"msg\":\"%s\"}\n",
-			     now, what);
+		n = snprintf(buf, size, "%s{\"time\":\"%s\",\"level\":\"error\",\"msg\":\"%s\"}\n",
+			     journal() ? "<3>" : "", now, what);
 	else if (journal())
 		n = snprintf(buf, size, "<3>" LOG_PREFIX "error: %s\n", what);
 	else
@@ -302,6 +302,11 @@ void sbx_loglv(enum sbx_log_prio level, const char *fmt, va_list ap)
 	if (r >= 0 && len > SBX_LOG_LINE_MAX)
 		r = sbx_buf_appendf(&msg, " [%zu bytes cut]", len - SBX_LOG_LINE_MAX);
 	free(text);
+	/* On the journal a JSON line carries its priority too: journald takes
+	 * the prefix off (SyslogLevelPrefix=), so the message stays pure JSON
+	 * at its own priority. */
+	if (r >= 0 && format == SBX_LOG_JSON && journal())
+		r = sbx_buf_appendf(&line, "<%d>", (int)level);
 	if (r >= 0 && format == SBX_LOG_JSON)
 		r = json_line(&line, level, now, msg.data ? msg.data : "", msg.len);
 	else if (r >= 0)

@@ -1267,7 +1267,7 @@ static void audit_call(sbx_mcp_session *s, const struct sbx_mcp_notifier *n,
 /* What a batch's requests so far hold (NULL outside a batch). */
 struct batch {
 	unsigned reads; /* resources/read requests */
-	size_t bytes;	/* of their responses */
+	size_t bytes;	/* of their responses' text */
 };
 
 /* Runs one request (of batch B, or NULL); *ret_response is its response, or
@@ -1396,6 +1396,44 @@ static int run_message(sbx_mcp_session *s, struct json_object *msg, struct batch
 	return 0;
 }
 
+/* Runs the batch IN (2025-03-26) on S; *ret_text is its reply, or NULL
+ * when no response is due. Each response is written into the reply as it
+ * ends and its tree freed: what the batch holds is its text (bounded by
+ * MCP_BATCH_REPLY_MAX plus one response), not trees and texts. 0 or
+ * -ENOMEM. */
+static int run_batch(sbx_mcp_session *s, sbx_mcp_input *in, const struct sbx_mcp_notifier *n,
+		     char **ret_text)
+{
+	struct sbx_buf out = SBX_BUF_INIT;
+	size_t count = json_object_array_length(in->root);
+	struct batch b = {0};
+	int r = 0;
+
+	for (size_t i = 0; r == 0 && i < count; i++) {
+		struct json_object *resp = NULL;
+		const char *t;
+
+		r = run_message(s, json_object_array_get_idx(in->root, i), &b, n, &resp);
+		if (r < 0 || !resp)
+			continue;
+		t = json_object_to_json_string_ext(resp, MCP_JSON_TEXT);
+		if (!t || sbx_buf_append(&out, out.len ? "," : "[", 1) < 0 ||
+		    sbx_buf_append(&out, t, strlen(t)) < 0)
+			r = -ENOMEM;
+		json_object_put(resp);
+		b.bytes = out.len;
+	}
+	if (r == 0 && out.len && sbx_buf_append(&out, "]", 1) < 0)
+		r = -ENOMEM;
+	if (r < 0 || !out.len) {
+		sbx_buf_release(&out);
+		*ret_text = NULL;
+		return r;
+	}
+	*ret_text = sbx_buf_steal(&out);
+	return 0;
+}
+
 int sbx_mcp_session_run(sbx_mcp_session *s, sbx_mcp_input *in, const struct sbx_mcp_notifier *n,
 			char **ret_reply, struct sbx_error *err)
 {
@@ -1405,35 +1443,16 @@ int sbx_mcp_session_run(sbx_mcp_session *s, sbx_mcp_input *in, const struct sbx_
 
 	if (json_object_is_type(in->root, json_type_array)) {
 		char version[MCP_VERSION_MAX];
-		size_t count = json_object_array_length(in->root);
-		struct batch b = {0};
 
 		pthread_mutex_lock(&s->lock);
 		snprintf(version, sizeof(version), "%s", s->version);
 		pthread_mutex_unlock(&s->lock);
-		if (strcmp(version, "2025-03-26") != 0) {
-			reply = error_response(NULL, SBX_JSONRPC_INVALID_REQUEST,
-					       "Invalid Request: batches are only accepted in "
-					       "protocol version 2025-03-26");
-			if (!reply)
-				r = -ENOMEM;
-		} else if (!(reply = json_object_new_array())) {
+		if (strcmp(version, "2025-03-26") == 0)
+			r = run_batch(s, in, n, &text);
+		else if (!(reply = error_response(NULL, SBX_JSONRPC_INVALID_REQUEST,
+						  "Invalid Request: batches are only accepted in "
+						  "protocol version 2025-03-26")))
 			r = -ENOMEM;
-		}
-		for (size_t i = 0;
-		     r == 0 && json_object_is_type(reply, json_type_array) && i < count; i++) {
-			struct json_object *resp = NULL;
-			r = run_message(s, json_object_array_get_idx(in->root, i), &b, n, &resp);
-			if (r == 0 && resp) {
-				b.bytes += text_len(resp);
-				json_object_array_add(reply, resp);
-			}
-		}
-		if (r == 0 && json_object_is_type(reply, json_type_array) &&
-		    json_object_array_length(reply) == 0) {
-			json_object_put(reply);
-			reply = NULL;
-		}
 	} else {
 		r = run_message(s, in->root, NULL, n, &reply);
 	}
@@ -1441,8 +1460,10 @@ int sbx_mcp_session_run(sbx_mcp_session *s, sbx_mcp_input *in, const struct sbx_
 	if (r == 0 && reply && !(text = to_text(reply)))
 		r = -ENOMEM;
 	json_object_put(reply);
-	if (r < 0)
+	if (r < 0) {
+		free(text);
 		return sbx_error_set(err, r, "mcp: out of memory");
+	}
 	*ret_reply = text;
 	return 0;
 }
