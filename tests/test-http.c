@@ -1046,6 +1046,60 @@ static void test_early_refusals(void)
 	free(id);
 }
 
+/* Sends up to N bytes of zeros on FD in 64 KiB pieces, waiting WAIT_MS
+ * after the first: false when the peer reset the connection. */
+static bool keeps_taking(int fd, size_t n, int wait_ms)
+{
+	static char zeros[64 * 1024];
+	int err = 0;
+	socklen_t len = sizeof(err);
+
+	for (size_t sent = 0; sent < n; sent += sizeof(zeros)) {
+		if (!send_quiet(fd, zeros, sizeof(zeros)))
+			return false;
+		if (sent == 0)
+			sleep_ms(wait_ms);
+	}
+	sleep_ms(wait_ms);
+	return getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0 &&
+	       send_quiet(fd, zeros, 1);
+}
+
+/* An answer from the headers (here 404 for an unknown session, 413 for a
+ * body past server.max_body) goes to a client that sends its body without
+ * waiting for 100-continue (Node's fetch): it says Connection: close, and
+ * the socket lingers after it (what the client still sends is read and
+ * dropped, then it ends), so the client reads the answer, not a reset. */
+static void test_refusal_lingers(void)
+{
+	struct sbx_buf acc = SBX_BUF_INIT;
+	static const struct {
+		size_t length;
+		long status;
+		const char *what;
+	} cases[] = {
+	    {1 << 20, 413, "a 1 MiB body past server.max_body"},
+	    {12000, 404, "an unknown Mcp-Session-Id with a 12000-byte body"},
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		int fd = raw_mcp_post(NO_SESSION, cases[i].length, "{");
+		long st = raw_status(fd, &acc, 10000);
+		bool close_said = acc.data && strcasestr(acc.data, "\r\nConnection: close\r\n");
+		/* The server's end of the answer (its FIN), then the body goes on. */
+		bool ended = closed_within(fd, 5000);
+		bool taken = keeps_taking(fd, (size_t)1 << 20, 200);
+
+		tap_ok(st == cases[i].status && close_said && ended && taken,
+		       "%s -> %ld with Connection: close, and the 1 MiB the client sends after "
+		       "it is taken, not reset (status %ld, close %d, end %d, taken %d)",
+		       cases[i].what, cases[i].status, st, close_said, ended, taken);
+		close(fd);
+		sbx_buf_reset(&acc);
+	}
+	sbx_buf_release(&acc);
+}
+
 static const char *const slow_bodies[] = {
     "{\"jsonrpc\":\"2.0\",\"id\":700,\"method\":\"tools/call\",\"params\":{\"name\":\"slow\"}}",
     "{\"jsonrpc\":\"2.0\",\"id\":701,\"method\":\"tools/call\",\"params\":{\"name\":\"slow\"}}",
@@ -1206,6 +1260,61 @@ static void server_end(struct server *sv)
 
 #define MANY_SSE 600
 
+/* Waits (up to 3 s) until SV's server counts N connections admitted (closed
+ * ones are counted off a moment after their clients go). */
+static bool connections_settle(struct server *sv, int n)
+{
+	struct timespec t0;
+	struct sbx_conn_counts c;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		sbx_conn_counts(sv->h, &c);
+		if (c.admitted == n)
+			return true;
+		if (elapsed_ms(&t0) > 3000) {
+			tap_diag("  %d connections admitted, not %d", c.admitted, n);
+			return false;
+		}
+		sleep_ms(20);
+	}
+}
+
+/* A keep-alive connection that made one request (GET /health) and is idle
+ * now: its fd, or -1. */
+static int idle_connection(void)
+{
+	struct sbx_buf acc = SBX_BUF_INIT;
+	char req[256];
+	int fd = connect_raw();
+	bool ok;
+
+	snprintf(req, sizeof(req), "GET /health HTTP/1.1\r\nHost: 127.0.0.1:%u\r\n\r\n",
+		 http_target.port);
+	send_all(fd, req);
+	ok = read_until(fd, &acc, "{\"status\":\"ok\"}", 5000);
+	sbx_buf_release(&acc);
+	if (!ok) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* FD (an idle keep-alive connection) is still open and serves a request. */
+static bool still_serves(int fd)
+{
+	struct sbx_buf acc = SBX_BUF_INIT;
+	char req[256];
+	bool ok;
+
+	snprintf(req, sizeof(req), "GET /health HTTP/1.1\r\nHost: 127.0.0.1:%u\r\n\r\n",
+		 http_target.port);
+	ok = send_quiet(fd, req, strlen(req)) && read_until(fd, &acc, "{\"status\":\"ok\"}", 5000);
+	sbx_buf_release(&acc);
+	return ok;
+}
+
 /* MANY_SSE idle SSE streams at once, all served, with max_connections=1000. */
 static void test_many_sse(sbx_mcp *mcp, sbx_manager *manager)
 {
@@ -1266,12 +1375,15 @@ static void test_over_limit(sbx_mcp *mcp, sbx_manager *manager)
 	for (int i = 0; i < 8; i++)
 		got += sse_open(&ss[i], SSE_ENDPOINT);
 	tap_is_int(got, 8, "server.max_connections=8: 8 SSE streams open");
+	connections_settle(&sv, 8);
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	r = request("GET", "/health", NULL, NULL);
 	tap_ok(r.status == 503 && header_of(&r, "Retry-After") &&
-		   strcmp(header_of(&r, "Retry-After"), "1") == 0 && elapsed_ms(&t0) < 1000,
-	       "... a 9th connection -> 503 with Retry-After: 1 at once (%ld, %ld ms)", r.status,
-	       elapsed_ms(&t0));
+		   strcmp(header_of(&r, "Retry-After"), "1") == 0 && elapsed_ms(&t0) < 1000 &&
+		   r.body.data && strstr(r.body.data, "server.max_connections = 8"),
+	       "... a 9th connection, none idle -> 503 with Retry-After: 1 at once, naming "
+	       "server.max_connections (%ld, %ld ms: %s)",
+	       r.status, elapsed_ms(&t0), r.body.data ? r.body.data : "");
 	reply_release(&r);
 
 	/* The client of stream 0 goes away: its session ends, its slot frees. */
@@ -1300,6 +1412,35 @@ static void test_over_limit(sbx_mcp *mcp, sbx_manager *manager)
 	tap_is_int(status, 202, "... the others live on, and a new connection is served again");
 	for (int i = 1; i < 8; i++)
 		sse_close(&ss[i]);
+
+	/* Eight idle keep-alive connections, from two addresses: a 9th
+	 * connection closes the least recently used of all of them. */
+	{
+		int idle[8], alive = 0;
+		got = 0;
+		connections_settle(&sv, 0);
+		for (int i = 0; i < 8; i++) {
+			http_from(i % 2 ? "127.0.0.51" : "127.0.0.50");
+			idle[i] = idle_connection();
+			got += idle[i] >= 0;
+			sleep_ms(20);
+		}
+		tap_is_int(got, 8, "8 idle keep-alive connections from two addresses");
+		connections_settle(&sv, 8);
+		http_from("127.0.0.52");
+		r = request("GET", "/health", NULL, NULL);
+		tap_is_int(r.status, 200, "... a 9th connection from a third address is served");
+		reply_release(&r);
+		tap_ok(idle[0] >= 0 && closed_within(idle[0], 3000),
+		       "... in place of the least recently used idle connection, closed");
+		for (int i = 1; i < 8; i++)
+			alive += idle[i] >= 0 && still_serves(idle[i]);
+		tap_is_int(alive, 7, "... the other idle connections live and serve");
+		for (int i = 0; i < 8; i++)
+			if (idle[i] >= 0)
+				close(idle[i]);
+		http_from(NULL);
+	}
 	server_end(&sv);
 }
 
@@ -2196,40 +2337,77 @@ static void test_slow_body(sbx_mcp *mcp, sbx_manager *manager)
 	server_end(&sv);
 }
 
-/* server.max_connections_per_ip=4: a 5th connection from one address is
- * closed at once; other addresses are served. */
+/* server.max_connections_per_ip=4: with its 4 connections busy (SSE
+ * streams) a 5th from the address gets 503 + Retry-After naming the limit,
+ * never a bare close; with idle keep-alive connections among them the
+ * least recently used idle one is closed and the newcomer served. Other
+ * addresses are served throughout. */
 static void test_connections_per_ip(sbx_mcp *mcp, sbx_manager *manager)
 {
 	struct sse_session ss[4] = {0};
 	struct server sv;
 	struct timespec t0;
-	int got = 0, fd;
+	int got = 0, idle[4];
 	bool served = false;
+	struct reply r;
 
 	server_begin(&sv, mcp, manager, false, HS("server.max_connections_per_ip=4"));
 	http_from("127.0.0.40");
 	for (int i = 0; i < 4; i++)
 		got += sse_open(&ss[i], SSE_ENDPOINT);
 	tap_is_int(got, 4, "max_connections_per_ip=4: 4 SSE streams from 127.0.0.40");
-	tap_ok(!connect_quiet(&fd, 2000), "... a 5th connection from it is closed at once");
-	if (fd >= 0)
-		close(fd);
+	connections_settle(&sv, 4);
+	r = request("GET", "/health", NULL, NULL);
+	tap_ok(r.status == 503 && header_of(&r, "Retry-After") &&
+		   strcmp(header_of(&r, "Retry-After"), "1") == 0 && r.body.data &&
+		   strstr(r.body.data, "server.max_connections_per_ip = 4") &&
+		   strstr(r.body.data, "none of them idle"),
+	       "... a 5th connection from it, none idle -> 503 + Retry-After naming "
+	       "server.max_connections_per_ip (%ld: %s)",
+	       r.status, r.body.data ? r.body.data : "");
+	reply_release(&r);
 	http_from("127.0.0.41");
 	expect_status(request("GET", "/health", NULL, NULL), 200, "... another address is served");
 	http_from("127.0.0.40");
 	sse_close(&ss[0]);
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	while (!served && elapsed_ms(&t0) < 3000) {
-		struct reply r = request("GET", "/health", NULL, NULL);
+		r = request("GET", "/health", NULL, NULL);
 		served = r.status == 200;
 		reply_release(&r);
 		if (!served)
 			sleep_ms(50);
 	}
 	tap_ok(served, "... once one of its streams closes, the address is served again");
-	http_from(NULL);
 	for (int i = 1; i < 4; i++)
 		sse_close(&ss[i]);
+
+	/* Four idle keep-alive connections (the pool a client keeps after its
+	 * calls): a 5th connection closes the least recently used of them. */
+	http_from("127.0.0.42");
+	got = 0;
+	connections_settle(&sv, 0);
+	for (int i = 0; i < 4; i++) {
+		idle[i] = idle_connection();
+		got += idle[i] >= 0;
+		sleep_ms(20);
+	}
+	tap_is_int(got, 4, "4 idle keep-alive connections from 127.0.0.42");
+	connections_settle(&sv, 4);
+	/* The first is used again: the second is now the least recently used. */
+	tap_ok(idle[0] >= 0 && still_serves(idle[0]), "... the first one used again");
+	r = request("GET", "/health", NULL, NULL);
+	tap_is_int(r.status, 200, "... a 5th connection from it is served, not refused");
+	reply_release(&r);
+	tap_ok(idle[1] >= 0 && closed_within(idle[1], 3000),
+	       "... in place of its least recently used idle connection, closed");
+	tap_ok(idle[0] >= 0 && still_serves(idle[0]) && idle[2] >= 0 && still_serves(idle[2]) &&
+		   idle[3] >= 0 && still_serves(idle[3]),
+	       "... its other idle connections live and serve");
+	for (int i = 0; i < 4; i++)
+		if (idle[i] >= 0)
+			close(idle[i]);
+	http_from(NULL);
 	server_end(&sv);
 }
 
@@ -2849,6 +3027,7 @@ int main(void)
 	test_concurrent_sessions();
 	test_cheap_while_busy();
 	test_early_refusals();
+	test_refusal_lingers();
 	test_calls_per_session();
 	test_over_limit(mcp, manager);
 	test_many_sse(mcp, manager);

@@ -79,6 +79,9 @@ static void test_defaults(void)
 	tap_is_int(s.server.max_body, 4 << 20, "server.max_body");
 	tap_is_str(s.server.allowed_origins, "", "server.allowed_origins");
 	tap_is_int(s.server.max_connections, 4096, "server.max_connections");
+	tap_is_int(s.server.max_connections_per_ip, 512,
+		   "server.max_connections_per_ip: 50 agents behind one address each hold a "
+		   "stream and 8 calls");
 	tap_is_int(s.server.max_calls_per_session, 8, "server.max_calls_per_session");
 	tap_is_str(s.sandbox.image, "localhost/mcp-sandbox:latest", "sandbox.image");
 	tap_is_int(s.sandbox.memory, 512 << 20, "sandbox.memory");

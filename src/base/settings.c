@@ -280,9 +280,12 @@ static const struct sbx_setting schema[] = {
     NUMBER(INT, "server", "max_sessions_per_tenant", server.max_sessions_per_tenant, "256", 0,
 	   65536, "MCP sessions one tenant (API key owner) holds at once; 0 = no limit"),
     NUMBER(INT, "server", "max_connections", server.max_connections, "4096", 8, 65536,
-	   "HTTP connections open at once (SSE streams included); more get 503"),
-    NUMBER(INT, "server", "max_connections_per_ip", server.max_connections_per_ip, "64", 0, 65536,
-	   "HTTP connections open at once from one client address; 0 = no limit"),
+	   "HTTP connections open at once (SSE streams included); past it the least recently "
+	   "used idle one is closed, and with none idle the new one gets 503"),
+    NUMBER(INT, "server", "max_connections_per_ip", server.max_connections_per_ip, "512", 0, 65536,
+	   "HTTP connections open at once from one client address; past it the address's least "
+	   "recently used idle one is closed, and with none idle the new one gets 503; 0 = no "
+	   "limit"),
     NUMBER(INT, "server", "max_calls_per_session", server.max_calls_per_session, "8", 1, 256,
 	   "tool calls one session may run at once; more are refused at once"),
     NUMBER(DURATION, "server", "stream_stall_timeout", server.stream_stall_timeout_ms, "30s", SEC,

@@ -61,6 +61,12 @@
 /* Connections past server.max_connections still get a 503 up to this many
  * more; beyond, they are closed at accept. */
 #define SBX_HTTP_OVERFLOW 64
+/* The lingering close (src/http/linger.c): sockets at once, and their
+ * bounds in time (in all, and without a byte) and bytes. */
+#define SBX_HTTP_LINGER_MAX 128
+#define SBX_HTTP_LINGER_MS 30000
+#define SBX_HTTP_LINGER_QUIET_MS 5000
+#define SBX_HTTP_LINGER_BYTES ((size_t)64 * 1024 * 1024)
 /* File descriptors kept for everything but client connections (engine
  * sockets, artifact streams, files, log). */
 #define SBX_HTTP_FD_RESERVE 256
@@ -91,9 +97,58 @@ struct sbx_peer {
 
 /* The peer of ADDR (NULL: all zero). */
 void sbx_peer_of(const struct sockaddr *addr, struct sbx_peer *ret);
+/* A hash of P, for tables by peer. */
+size_t sbx_peer_hash(const struct sbx_peer *p);
 /* ADDR as text ("192.0.2.7", "2001:db8::1"; an IPv4-mapped address as its
  * IPv4 one; "" for NULL or another family) into BUF, INET6_ADDRSTRLEN bytes. */
 void sbx_client_text(const struct sockaddr *addr, char *buf, size_t size);
+
+/* ---- client connections (src/http/connections.c) ---- */
+
+/* Counts each address's connections, tells idle ones from busy ones and
+ * admits a new connection at a limit by closing the least recently used
+ * idle one (of its address at server.max_connections_per_ip, of any at
+ * server.max_connections); with none idle the newcomer is over the limit
+ * (answered 503). PER_PEER 0: no per-address limit. */
+struct sbx_conn_table;
+struct sbx_http;
+int sbx_conn_table_new(int max, int per_peer, struct sbx_conn_table **ret);
+struct sbx_conn_table *sbx_conn_table_free(struct sbx_conn_table *t);
+/* libmicrohttpd's accept policy: false past the overflow band. */
+bool sbx_conn_accept_ok(struct sbx_http *h);
+/* MHD_CONNECTION_NOTIFY_STARTED / _CLOSED: the record in *SOCKET_CONTEXT.
+ * A closed connection marked by sbx_conn_set_linger goes to the lingering
+ * close (a copy of its descriptor). */
+void sbx_conn_started(struct sbx_http *h, struct MHD_Connection *conn, void **socket_context);
+void sbx_conn_closed(struct sbx_http *h, void **socket_context);
+/* The setting CONN is past ("server.max_connections_per_ip", ...), or
+ * NULL when it was admitted. */
+const char *sbx_conn_over_limit(struct MHD_Connection *conn);
+/* A request on CONN began (its headers came) / ended: it is busy between. */
+void sbx_conn_request_begin(struct sbx_http *h, struct MHD_Connection *conn);
+void sbx_conn_request_end(struct sbx_http *h, struct MHD_Connection *conn);
+/* CONN was answered before its request's body was read: it is not reused,
+ * and it lingers when it closes. */
+void sbx_conn_set_linger(struct sbx_http *h, struct MHD_Connection *conn);
+struct sbx_conn_counts {
+	int admitted, over;
+	uint64_t evicted, refused;
+};
+void sbx_conn_counts(struct sbx_http *h, struct sbx_conn_counts *ret);
+
+/* ---- the lingering close (src/http/linger.c) ---- */
+
+struct sbx_linger;
+/* Starts its thread. -ENOMEM, or pthread_create's error. */
+int sbx_linger_new(struct sbx_linger **ret);
+/* Takes FD (a client socket answered and done with): what its client still
+ * sends is read and dropped, within the bounds, then it is closed. Closed
+ * at once when SBX_HTTP_LINGER_MAX linger already. */
+void sbx_linger_add(struct sbx_linger *l, int fd);
+/* Sockets lingering now. */
+int sbx_linger_count(struct sbx_linger *l);
+/* Stops the thread and closes every socket. */
+struct sbx_linger *sbx_linger_free(struct sbx_linger *l);
 
 /* ---- who calls (src/http/auth_gate.c) ---- */
 
@@ -343,9 +398,13 @@ struct sbx_http {
 	char ready_logged[SBX_ERROR_MSG_MAX];
 	int64_t ready_logged_ms;
 
-	/* Client connections: open now, and the most served (more get 503). */
+	/* Client connections: admitted now (a copy of the table's count, for
+	 * reading without its lock), the most served, the table (by address,
+	 * idle or busy) and the lingering close. */
 	atomic_int connections;
 	int max_connections;
+	struct sbx_conn_table *conns;
+	struct sbx_linger *linger;
 
 	/* The worker pool: detached threads that take jobs off the queue and
 	 * end after SBX_HTTP_WORKER_IDLE_MS without one. */
@@ -413,6 +472,9 @@ struct sbx_http_request {
 	size_t dropped;	     /* body bytes read and dropped */
 	unsigned refused;    /* the status a body refused midway gets (413, 503), or 0 */
 	const char *refusal; /* ... and why */
+	bool early;	     /* in its first callback: its body not yet read */
+	bool has_body;	     /* it announced one (Content-Length > 0 or chunked) */
+	bool counted;	     /* sbx_conn_request_begin was called for it */
 };
 
 /* Responses. Every helper adds the CORS headers for an allowed origin and

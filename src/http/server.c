@@ -147,13 +147,18 @@ struct peer_bytes {
 };
 #define PEER_BUCKETS 1024
 
-static size_t peer_bucket(const struct sbx_peer *p)
+size_t sbx_peer_hash(const struct sbx_peer *p)
 {
 	size_t x = 0;
 
 	for (size_t i = 0; i < sizeof(p->b); i++)
 		x = x * 131 + p->b[i];
-	return x % PEER_BUCKETS;
+	return x;
+}
+
+static size_t peer_bucket(const struct sbx_peer *p)
+{
+	return sbx_peer_hash(p) % PEER_BUCKETS;
 }
 
 /* The entry of P in its bucket's chain (lock held); NULL when none. */
@@ -522,6 +527,13 @@ enum MHD_Result sbx_http_queue(struct sbx_http_request *rq, unsigned status,
 
 	if (!resp)
 		return MHD_NO;
+	/* Answered before its body was read: the client may still be sending
+	 * it. The connection is not reused and lingers at its close
+	 * (src/http/linger.c), so the answer reaches it, not a reset. */
+	if (rq->early && rq->has_body) {
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
+		sbx_conn_set_linger(rq->http, rq->conn);
+	}
 	if (rq->origin) {
 		MHD_add_response_header(resp, "Access-Control-Allow-Origin", rq->origin);
 		MHD_add_response_header(resp, "Vary", "Origin");
@@ -673,53 +685,51 @@ size_t sbx_http_drain(struct sbx_buf *b, size_t *pos, char *buf, size_t max)
 	return n;
 }
 
-/* ---- connections ---- */
-
-/* Marks a connection past the limit (its socket context). */
-static char over_limit_mark;
+/* ---- connections (the table: src/http/connections.c) ---- */
 
 static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
 			  enum MHD_ConnectionNotificationCode toe)
 {
 	struct sbx_http *h = cls;
 
-	(void)conn;
-	if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
-		if (atomic_fetch_add(&h->connections, 1) >= h->max_connections)
-			*socket_context = &over_limit_mark;
-	} else {
-		atomic_fetch_sub(&h->connections, 1);
-	}
-}
-
-static bool over_limit(struct MHD_Connection *conn)
-{
-	const union MHD_ConnectionInfo *ci =
-	    MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
-
-	return ci && ci->socket_context == &over_limit_mark;
+	if (toe == MHD_CONNECTION_NOTIFY_STARTED)
+		sbx_conn_started(h, conn, socket_context);
+	else
+		sbx_conn_closed(h, socket_context);
 }
 
 /* Past the overflow band a connection is closed at once (no thread). */
 static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen_t addrlen)
 {
-	struct sbx_http *h = cls;
-
 	(void)addr;
 	(void)addrlen;
-	return atomic_load(&h->connections) >= h->max_connections + SBX_HTTP_OVERFLOW ? MHD_NO
-										      : MHD_YES;
+	return sbx_conn_accept_ok(cls) ? MHD_YES : MHD_NO;
 }
 
-/* 503 + Retry-After for a connection over the limit; the connection closes. */
-static enum MHD_Result respond_busy(struct sbx_http_request *rq)
+/* 503 + Retry-After for a connection over LIMIT (the setting, or "server
+ * memory"), none of the connections it would displace being idle; the
+ * connection closes. */
+static enum MHD_Result respond_busy(struct sbx_http_request *rq, const char *limit)
 {
-	static const char body[] = "{\"error\":\"too many connections; retry later\"}";
 	static const char *const headers[] = {"Retry-After", "1", MHD_HTTP_HEADER_CONNECTION,
 					      "close", NULL};
+	char body[400];
 
+	if (strcmp(limit, "server.max_connections_per_ip") == 0)
+		snprintf(body, sizeof(body),
+			 "{\"error\":\"too many connections from this client address, none of "
+			 "them idle (%s = %lld); retry later\"}",
+			 limit, (long long)rq->http->settings->server.max_connections_per_ip);
+	else if (strcmp(limit, "server.max_connections") == 0)
+		snprintf(body, sizeof(body),
+			 "{\"error\":\"too many connections, none of them idle (%s = %d); "
+			 "retry later\"}",
+			 limit, rq->http->max_connections);
+	else
+		snprintf(body, sizeof(body),
+			 "{\"error\":\"too many connections (%s); retry later\"}", limit);
 	return sbx_http_respond(rq, MHD_HTTP_SERVICE_UNAVAILABLE, "application/json", body,
-				sizeof(body) - 1, headers);
+				strlen(body), headers);
 }
 
 bool sbx_http_peer_gone(struct MHD_Connection *conn)
@@ -959,6 +969,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 {
 	struct sbx_http *h = cls;
 	struct sbx_http_request *rq = *con_cls;
+	const char *limit;
 	enum MHD_Result r;
 
 	(void)version;
@@ -981,14 +992,23 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 					sizeof(rq->client));
 		}
 		*con_cls = rq;
+		sbx_conn_request_begin(h, conn);
+		rq->counted = true;
+		rq->early = true;
+		{
+			const char *cl = sbx_http_header(rq, MHD_HTTP_HEADER_CONTENT_LENGTH);
+			rq->has_body = (cl && strtoull(cl, NULL, 10) > 0) ||
+				       sbx_http_header(rq, MHD_HTTP_HEADER_TRANSFER_ENCODING);
+		}
 		if (atomic_load(&h->stopping))
-			return sbx_http_respond_error(rq, MHD_HTTP_SERVICE_UNAVAILABLE,
-						      "server stopping");
-		if (over_limit(conn))
-			return respond_busy(rq);
-		if (header_phase(rq, &r))
-			return r;
-		return MHD_YES;
+			r = sbx_http_respond_error(rq, MHD_HTTP_SERVICE_UNAVAILABLE,
+						   "server stopping");
+		else if ((limit = sbx_conn_over_limit(conn)))
+			r = respond_busy(rq, limit);
+		else if (!header_phase(rq, &r))
+			r = MHD_YES;
+		rq->early = false;
+		return r;
 	}
 	if (*upload_data_size > 0) {
 		size_t n = *upload_data_size;
@@ -1030,11 +1050,11 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 {
 	struct sbx_http_request *rq = *con_cls;
 
-	(void)cls;
-	(void)conn;
 	(void)toe;
 	if (!rq)
 		return;
+	if (rq->counted)
+		sbx_conn_request_end(cls, conn);
 	sbx_buf_release(&rq->body);
 	budget_release(rq);
 	sbx_http_session_unref(rq->session);
@@ -1188,7 +1208,8 @@ static int connection_limit(int64_t wanted)
 	int64_t cap = wanted;
 
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
-		int64_t fds = (int64_t)rl.rlim_cur - SBX_HTTP_FD_RESERVE - 2 * SBX_HTTP_OVERFLOW;
+		int64_t fds = (int64_t)rl.rlim_cur - SBX_HTTP_FD_RESERVE - 2 * SBX_HTTP_OVERFLOW -
+			      SBX_HTTP_LINGER_MAX;
 		if (fds < cap)
 			cap = fds;
 	}
@@ -1321,6 +1342,11 @@ int sbx_http_start(const struct sbx_http_config *cfg, sbx_http **ret_http, struc
 	h->peers = calloc(PEER_BUCKETS, sizeof(*h->peers));
 	r = h->peers ? sbx_auth_failures_new(&h->auth_failures) : -ENOMEM;
 	if (r == 0)
+		r = sbx_conn_table_new(h->max_connections, (int)s->server.max_connections_per_ip,
+				       &h->conns);
+	if (r == 0)
+		r = sbx_linger_new(&h->linger);
+	if (r == 0)
 		r = sbx_session_table_new(h, &h->sessions);
 	if (r < 0) {
 		sbx_error_set(err, r, "http: out of memory");
@@ -1365,7 +1391,6 @@ int sbx_http_start(const struct sbx_http_config *cfg, sbx_http **ret_http, struc
 		(v6 ? MHD_USE_IPv6 : 0),
 	    0, on_accept, h, on_request, h, MHD_OPTION_LISTEN_SOCKET, h->listen_fd,
 	    MHD_OPTION_CONNECTION_LIMIT, (unsigned)(h->max_connections + 2 * SBX_HTTP_OVERFLOW),
-	    MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)s->server.max_connections_per_ip,
 	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)SBX_HTTP_IDLE_TIMEOUT_S,
 	    MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)SBX_HTTP_CONN_MEMORY,
 	    MHD_OPTION_THREAD_STACK_SIZE, (size_t)SBX_HTTP_CONN_STACK, MHD_OPTION_NOTIFY_COMPLETED,
@@ -1413,6 +1438,8 @@ sbx_http *sbx_http_stop(sbx_http *h)
 	if (h->daemon)
 		MHD_stop_daemon(h->daemon);
 	sbx_http_wait_workers(h);
+	h->linger = sbx_linger_free(h->linger);
+	h->conns = sbx_conn_table_free(h->conns);
 	if (h->listen_fd >= 0)
 		close(h->listen_fd);
 	sbx_session_table_free(h->sessions);

@@ -1,0 +1,384 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Client connections: how many each address holds, which are idle, and who
+ * is let in at a limit (fair admission).
+ *
+ * A connection is idle between its requests (a keep-alive connection in a
+ * client's pool); one with a request in flight (a call, an SSE stream, a
+ * download) is busy. At server.max_connections_per_ip a new connection of
+ * an address is let in by closing that address's least recently used idle
+ * connection, as the session table evicts idle sessions; at
+ * server.max_connections by closing the least recently used idle one of
+ * any address. Only when none is idle is the newcomer over the limit: it
+ * is answered 503 with Retry-After and a body naming the limit, then
+ * closed (SBX_HTTP_OVERFLOW such answers at once; past them a connection
+ * is closed at accept, the one case without a status, bounded by the
+ * descriptors it would take).
+ *
+ * An idle connection is closed with shutdown(2) on its socket, under the
+ * table's lock: libmicrohttpd's thread for it reads the end and closes it.
+ * The record leaves the table (sbx_conn_closed) before libmicrohttpd closes
+ * the descriptor, so a shutdown under the lock never reaches a reused one.
+ * A connection with bytes waiting to be read (a request on its way) does
+ * not count as idle.
+ *
+ * A connection answered before its request's body was read is handed to
+ * the lingering close (src/http/linger.c) when it closes.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "http-internal.h"
+#include "sbx/log.h"
+
+/* A list of connections by when they became idle, oldest first. */
+struct idle_list {
+	struct sbx_http_conn *head, *tail;
+};
+
+struct conn_peer {
+	struct conn_peer *next; /* its bucket's chain */
+	struct sbx_peer peer;
+	int admitted;	       /* its connections that count against the limits */
+	int refs;	       /* its connection records (admitted or not) */
+	struct idle_list idle; /* its idle connections */
+};
+
+enum conn_state {
+	CONN_ADMITTED,
+	CONN_OVER,    /* past a limit with none idle: answered 503 */
+	CONN_EVICTED, /* closed to let another in; no longer counted */
+};
+
+struct sbx_http_conn {
+	struct conn_peer *peer;
+	int fd;
+	enum conn_state state;
+	const char *over_limit; /* CONN_OVER: the setting it is past */
+	unsigned busy;		/* requests in flight */
+	bool linger;		/* answered before its body was read */
+	/* In its peer's idle list and the global one while idle and admitted. */
+	bool idle_listed;
+	struct sbx_http_conn *pprev, *pnext, *gprev, *gnext;
+};
+
+#define CONN_BUCKETS 1024
+
+/* The socket context of a connection with no record (no memory for one):
+ * it is answered 503 like one over a limit. */
+static char unrecorded;
+
+struct sbx_conn_table {
+	pthread_mutex_t lock;
+	struct conn_peer *buckets[CONN_BUCKETS];
+	struct idle_list idle; /* every idle connection */
+	int per_peer;	       /* server.max_connections_per_ip, 0 = none */
+	int max;	       /* server.max_connections (clamped) */
+	int admitted;
+	int over;
+	uint64_t evicted; /* idle connections closed to let others in */
+	uint64_t refused; /* connections answered 503 for a limit */
+};
+
+int sbx_conn_table_new(int max, int per_peer, struct sbx_conn_table **ret)
+{
+	struct sbx_conn_table *t = calloc(1, sizeof(*t));
+
+	if (!t)
+		return -ENOMEM;
+	pthread_mutex_init(&t->lock, NULL);
+	t->max = max;
+	t->per_peer = per_peer;
+	*ret = t;
+	return 0;
+}
+
+struct sbx_conn_table *sbx_conn_table_free(struct sbx_conn_table *t)
+{
+	if (!t)
+		return NULL;
+	for (size_t i = 0; i < CONN_BUCKETS; i++) {
+		while (t->buckets[i]) {
+			struct conn_peer *p = t->buckets[i];
+			t->buckets[i] = p->next;
+			free(p);
+		}
+	}
+	pthread_mutex_destroy(&t->lock);
+	free(t);
+	return NULL;
+}
+
+/* The entry of P (lock held); created when CREATE, else NULL when none. */
+static struct conn_peer *peer_get(struct sbx_conn_table *t, const struct sbx_peer *p, bool create)
+{
+	struct conn_peer **pp = &t->buckets[sbx_peer_hash(p) % CONN_BUCKETS];
+
+	while (*pp && memcmp(&(*pp)->peer, p, sizeof(*p)) != 0)
+		pp = &(*pp)->next;
+	if (!*pp && create && (*pp = calloc(1, sizeof(**pp))))
+		(*pp)->peer = *p;
+	return *pp;
+}
+
+static void peer_put(struct sbx_conn_table *t, struct conn_peer *e)
+{
+	struct conn_peer **pp = &t->buckets[sbx_peer_hash(&e->peer) % CONN_BUCKETS];
+
+	if (--e->refs > 0)
+		return;
+	while (*pp && *pp != e)
+		pp = &(*pp)->next;
+	if (*pp)
+		*pp = e->next;
+	free(e);
+}
+
+/* ---- the idle lists (lock held) ---- */
+
+static void idle_add(struct sbx_conn_table *t, struct sbx_http_conn *c)
+{
+	struct idle_list *pl = &c->peer->idle;
+
+	c->pnext = NULL;
+	c->pprev = pl->tail;
+	if (pl->tail)
+		pl->tail->pnext = c;
+	else
+		pl->head = c;
+	pl->tail = c;
+	c->gnext = NULL;
+	c->gprev = t->idle.tail;
+	if (t->idle.tail)
+		t->idle.tail->gnext = c;
+	else
+		t->idle.head = c;
+	t->idle.tail = c;
+	c->idle_listed = true;
+}
+
+static void idle_remove(struct sbx_conn_table *t, struct sbx_http_conn *c)
+{
+	struct idle_list *pl = &c->peer->idle;
+
+	if (!c->idle_listed)
+		return;
+	if (c->pprev)
+		c->pprev->pnext = c->pnext;
+	else
+		pl->head = c->pnext;
+	if (c->pnext)
+		c->pnext->pprev = c->pprev;
+	else
+		pl->tail = c->pprev;
+	if (c->gprev)
+		c->gprev->gnext = c->gnext;
+	else
+		t->idle.head = c->gnext;
+	if (c->gnext)
+		c->gnext->gprev = c->gprev;
+	else
+		t->idle.tail = c->gprev;
+	c->pprev = c->pnext = c->gprev = c->gnext = NULL;
+	c->idle_listed = false;
+}
+
+/* Whether C, idle, has bytes of a next request waiting on its socket. */
+static bool bytes_waiting(const struct sbx_http_conn *c)
+{
+	int n = 0;
+
+	return c->fd >= 0 && ioctl(c->fd, FIONREAD, &n) == 0 && n > 0;
+}
+
+/* Closes the least recently used idle connection in PEER's list (or the
+ * global one when PEER is NULL) to make room: true when one was. */
+static bool evict_one(struct sbx_conn_table *t, struct conn_peer *peer)
+{
+	struct sbx_http_conn *c = peer ? peer->idle.head : t->idle.head;
+
+	for (; c; c = peer ? c->pnext : c->gnext) {
+		if (c->fd < 0 || bytes_waiting(c))
+			continue;
+		idle_remove(t, c);
+		c->state = CONN_EVICTED;
+		c->peer->admitted--;
+		t->admitted--;
+		t->evicted++;
+		/* libmicrohttpd's thread for it sees the end and closes it. */
+		shutdown(c->fd, SHUT_RDWR);
+		return true;
+	}
+	return false;
+}
+
+/* ---- libmicrohttpd's notifications ---- */
+
+void sbx_conn_started(struct sbx_http *h, struct MHD_Connection *conn, void **socket_context)
+{
+	struct sbx_conn_table *t = h->conns;
+	const union MHD_ConnectionInfo *ci =
+	    MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+	const union MHD_ConnectionInfo *fi =
+	    MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+	struct sbx_http_conn *c = calloc(1, sizeof(*c));
+	struct sbx_peer p;
+
+	sbx_peer_of(ci ? ci->client_addr : NULL, &p);
+	pthread_mutex_lock(&t->lock);
+	if (c && !(c->peer = peer_get(t, &p, true))) {
+		free(c);
+		c = NULL;
+	}
+	if (!c) {
+		/* No memory for its record: answered 503 like one over a limit. */
+		*socket_context = &unrecorded;
+		t->over++;
+		goto out;
+	}
+	c->peer->refs++;
+	c->fd = fi ? fi->connect_fd : -1;
+	if (t->per_peer > 0 && c->peer->admitted >= t->per_peer && !evict_one(t, c->peer))
+		c->over_limit = "server.max_connections_per_ip";
+	else if (t->admitted >= t->max && !evict_one(t, NULL))
+		c->over_limit = "server.max_connections";
+	if (c->over_limit) {
+		c->state = CONN_OVER;
+		t->over++;
+		t->refused++;
+	} else {
+		c->state = CONN_ADMITTED;
+		c->peer->admitted++;
+		t->admitted++;
+		/* Idle until its first request: a client may open one and not
+		 * use it (a browser's speculative connection). */
+		idle_add(t, c);
+	}
+	*socket_context = c;
+out:
+	atomic_store(&h->connections, t->admitted);
+	pthread_mutex_unlock(&t->lock);
+}
+
+void sbx_conn_closed(struct sbx_http *h, void **socket_context)
+{
+	struct sbx_conn_table *t = h->conns;
+	struct sbx_http_conn *c = *socket_context;
+	int linger_fd = -1;
+
+	*socket_context = NULL;
+	if (!c)
+		return;
+	pthread_mutex_lock(&t->lock);
+	if (c == (void *)&unrecorded) {
+		t->over--;
+		pthread_mutex_unlock(&t->lock);
+		return;
+	}
+	idle_remove(t, c);
+	if (c->state == CONN_ADMITTED) {
+		c->peer->admitted--;
+		t->admitted--;
+	} else if (c->state == CONN_OVER) {
+		t->over--;
+	}
+	/* Its descriptor is still open (libmicrohttpd closes it after this):
+	 * a copy keeps the socket for the lingering close. */
+	if (c->linger && c->fd >= 0 && h->linger)
+		linger_fd = fcntl(c->fd, F_DUPFD_CLOEXEC, 0);
+	peer_put(t, c->peer);
+	atomic_store(&h->connections, t->admitted);
+	pthread_mutex_unlock(&t->lock);
+	free(c);
+	if (linger_fd >= 0)
+		sbx_linger_add(h->linger, linger_fd);
+}
+
+/* Past max_connections plus the overflow band a connection is closed at
+ * accept: it would take a descriptor and a thread just to be refused. */
+bool sbx_conn_accept_ok(struct sbx_http *h)
+{
+	struct sbx_conn_table *t = h->conns;
+	bool ok;
+
+	pthread_mutex_lock(&t->lock);
+	ok = t->over < SBX_HTTP_OVERFLOW;
+	pthread_mutex_unlock(&t->lock);
+	return ok;
+}
+
+/* The record of CONN, or NULL (none, or no memory for one). */
+static struct sbx_http_conn *conn_of(struct MHD_Connection *conn)
+{
+	const union MHD_ConnectionInfo *ci =
+	    MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+
+	if (!ci || !ci->socket_context || ci->socket_context == (void *)&unrecorded)
+		return NULL;
+	return ci->socket_context;
+}
+
+const char *sbx_conn_over_limit(struct MHD_Connection *conn)
+{
+	const union MHD_ConnectionInfo *ci =
+	    MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	struct sbx_http_conn *c;
+
+	if (ci && ci->socket_context == (void *)&unrecorded)
+		return "server memory";
+	c = conn_of(conn);
+	return c && c->state == CONN_OVER ? c->over_limit : NULL;
+}
+
+void sbx_conn_request_begin(struct sbx_http *h, struct MHD_Connection *conn)
+{
+	struct sbx_http_conn *c = conn_of(conn);
+
+	if (!c)
+		return;
+	pthread_mutex_lock(&h->conns->lock);
+	if (c->busy++ == 0)
+		idle_remove(h->conns, c);
+	pthread_mutex_unlock(&h->conns->lock);
+}
+
+void sbx_conn_request_end(struct sbx_http *h, struct MHD_Connection *conn)
+{
+	struct sbx_http_conn *c = conn_of(conn);
+
+	if (!c)
+		return;
+	pthread_mutex_lock(&h->conns->lock);
+	if (c->busy > 0 && --c->busy == 0 && c->state == CONN_ADMITTED && !c->linger)
+		idle_add(h->conns, c);
+	pthread_mutex_unlock(&h->conns->lock);
+}
+
+void sbx_conn_set_linger(struct sbx_http *h, struct MHD_Connection *conn)
+{
+	struct sbx_http_conn *c = conn_of(conn);
+
+	if (!c)
+		return;
+	pthread_mutex_lock(&h->conns->lock);
+	c->linger = true;
+	pthread_mutex_unlock(&h->conns->lock);
+}
+
+void sbx_conn_counts(struct sbx_http *h, struct sbx_conn_counts *ret)
+{
+	struct sbx_conn_table *t = h->conns;
+
+	pthread_mutex_lock(&t->lock);
+	ret->admitted = t->admitted;
+	ret->over = t->over;
+	ret->evicted = t->evicted;
+	ret->refused = t->refused;
+	pthread_mutex_unlock(&t->lock);
+}
