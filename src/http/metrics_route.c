@@ -152,6 +152,9 @@ static int write_now(struct sbx_http *h, struct sbx_buf *b)
 					     streamable);
 	{
 		int conns = atomic_load(&h->connections);
+		struct sbx_conn_counts cc;
+
+		sbx_conn_counts(h, &cc);
 		const struct {
 			const char *name, *type, *help;
 			uint64_t value;
@@ -167,6 +170,15 @@ static int write_now(struct sbx_http *h, struct sbx_buf *b)
 		    {"mcp_sandbox_http_connections", "gauge",
 		     "HTTP connections open (event streams included).",
 		     conns > 0 ? (uint64_t)conns : 0},
+		    {"mcp_sandbox_http_connections_evicted_total", "counter",
+		     "Idle HTTP connections closed to let a new one in at a connection limit.",
+		     cc.evicted},
+		    {"mcp_sandbox_http_connections_refused_total", "counter",
+		     "HTTP connections answered 503 at a connection limit, none idle.", cc.refused},
+		    {"mcp_sandbox_http_lingering", "gauge",
+		     "Sockets read and dropped after a refusal sent before their body (lingering "
+		     "close).",
+		     (uint64_t)sbx_linger_count(h->linger)},
 		};
 		for (size_t i = 0; r == 0 && i < sizeof(one) / sizeof(one[0]); i++) {
 			r = sbx_metrics_write_family(b, one[i].name, one[i].type, one[i].help);

@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 
 import { check } from './tap.mjs';
-import { JSON_HEADERS, cfg, initializeBody, messagesOf, port, raw, rawSse, rawStreamableSession } from './util.mjs';
+import { JSON_HEADERS, authHeaders, cfg, initializeBody, messagesOf, port, raw, rawSse, rawStreamableSession } from './util.mjs';
 
 const PING = JSON.stringify({ jsonrpc: '2.0', id: 7, method: 'ping' });
 
@@ -80,6 +80,38 @@ export async function httpCase() {
 	await check(t('/mcp: an unknown session is 404'), async () => {
 		const res = await raw({ method: 'POST', path: '/mcp', headers: { ...JSON_HEADERS, 'Mcp-Session-Id': 'no-such-session-e2e-0123456789' }, body: PING });
 		assert.equal(res.status, 404);
+	});
+	// Node's fetch (the SDK's transport) sends a body without waiting for
+	// 100-continue: a refusal from the headers must reach it while it is still
+	// sending (the server lingers), not as EPIPE or a reset. Each outcome is
+	// counted; every one must be the status.
+	await check(t("Node's fetch: refusals of big bodies arrive, never EPIPE (401 x3, 404 x5, 413 x10)"), async () => {
+		const big = Buffer.alloc(3 * 1024 * 1024, 0x20);
+		const huge = Buffer.alloc(40 * 1024 * 1024, 0x20);
+		// server.max_body is 64k here: a 404 needs a body within it
+		const fits = Buffer.alloc(Math.min(cfg.maxBody, 60000), 0x20);
+		const url = `${cfg.base}/mcp`;
+		const runs = [
+			// without credentials: 3 only (each counts against 127.0.0.1's failed logins)
+			[401, 3, { ...JSON_HEADERS }, big],
+			[404, 5, { ...JSON_HEADERS, ...authHeaders(), 'Mcp-Session-Id': 'no-such-session-e2e-0123456789' }, fits],
+			[413, 7, { ...JSON_HEADERS, ...authHeaders() }, big],
+			[413, 3, { ...JSON_HEADERS, ...authHeaders() }, huge],
+		];
+		const bad = [];
+		for (const [want, times, headers, body] of runs) {
+			for (let i = 0; i < times; i++) {
+				try {
+					const res = await fetch(url, { method: 'POST', headers, body });
+					await res.arrayBuffer();
+					if (res.status !== want) bad.push(`${want}: got HTTP ${res.status}`);
+					else if ((res.headers.get('connection') || '').toLowerCase() !== 'close') bad.push(`${want}: no Connection: close`);
+				} catch (e) {
+					bad.push(`${want}: ${e.message}${e.cause ? ` (${e.cause.code || e.cause.message})` : ''}`);
+				}
+			}
+		}
+		assert.deepEqual(bad, [], `${bad.length} of 18 refusals did not arrive: ${bad.join('; ')}`);
 	});
 	await check(t('/mcp: a request without a session is 400'), async () => {
 		const res = await raw({ method: 'POST', path: '/mcp', headers: JSON_HEADERS, body: PING });
