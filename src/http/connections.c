@@ -20,7 +20,8 @@
  * The record leaves the table (sbx_conn_closed) before libmicrohttpd closes
  * the descriptor, so a shutdown under the lock never reaches a reused one.
  * A connection with bytes waiting to be read (a request on its way) does
- * not count as idle.
+ * not count as idle, nor does a new one before its first request has ended
+ * (its client opened it to send one).
  *
  * A connection answered before its request's body was read is handed to
  * the lingering close (src/http/linger.c) when it closes.
@@ -256,9 +257,8 @@ void sbx_conn_started(struct sbx_http *h, struct MHD_Connection *conn, void **so
 		c->state = CONN_ADMITTED;
 		c->peer->admitted++;
 		t->admitted++;
-		/* Idle until its first request: a client may open one and not
-		 * use it (a browser's speculative connection). */
-		idle_add(t, c);
+		/* Not idle before its first request has ended: its client
+		 * opened it to send one (its bytes may be on their way). */
 	}
 	*socket_context = c;
 out:

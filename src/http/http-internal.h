@@ -60,7 +60,7 @@
 #define SBX_HTTP_CONN_MEMORY (16 * 1024)
 /* Connections past server.max_connections still get a 503 up to this many
  * more; beyond, they are closed at accept. */
-#define SBX_HTTP_OVERFLOW 64
+#define SBX_HTTP_OVERFLOW 256
 /* The lingering close (src/http/linger.c): sockets at once, and their
  * bounds in time (in all, and without a byte) and bytes. */
 #define SBX_HTTP_LINGER_MAX 128

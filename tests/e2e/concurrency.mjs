@@ -1,11 +1,14 @@
 // SPDX-License-Identifier: MIT
 // Case 6: 20 sessions at once (10 legacy SSE + 10 Streamable HTTP).
 // Case 7: a slow tool call does not hold up a ping on the same session.
-// And the timeout argument of both run tools.
+// And the timeout argument of both run tools; a flood of calls from one
+// session's pool does not lock another client of its address out.
 import assert from 'node:assert/strict';
 
-import { check } from './tap.mjs';
-import { TOOLS, callOk, connect, disconnect, sleep, sseTransport, streamableTransport } from './util.mjs';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+
+import { check, diag } from './tap.mjs';
+import { TOOLS, authHeaders, call, callOk, cfg, connect, disconnect, sleep, sseTransport, streamableTransport } from './util.mjs';
 
 async function oneSession(kind, i, sid) {
 	const client = await connect(kind === 'sse' ? sseTransport() : streamableTransport(), `e2e-many-${kind}-${i}`);
@@ -94,4 +97,63 @@ export async function timeoutCase(client, sid) {
 		const again = await callOk(client, 'execute_python_code', { sandbox_id: sid, code: 'print(6 * 7)' });
 		assert.equal(again.stdout, '42\n');
 	}, 40000);
+}
+
+// A connection pool of its own (another process's, as far as the server can
+// tell): undici's Agent, the class of Node's own global dispatcher, which Node
+// does not export. Its idle connections are kept for a minute.
+function ownPool() {
+	const global = globalThis[Symbol.for('undici.globalDispatcher.1')];
+	assert.ok(global && typeof global.constructor === 'function', "no undici dispatcher in Node's fetch");
+	const Agent = global.constructor;
+	const agent = new Agent({ keepAliveTimeout: 60000, keepAliveMaxTimeout: 60000 });
+	return { agent, fetch: (url, init) => fetch(url, { ...init, dispatcher: agent }) };
+}
+
+function pooledTransport(pool) {
+	return new StreamableHTTPClientTransport(new URL(`${cfg.base}/mcp`), { requestInit: { headers: authHeaders() }, fetch: pool.fetch });
+}
+
+// One session floods FLOOD calls at once from its own pool (8 run, the rest
+// are refused by server.max_calls_per_session), more than
+// server.max_connections_per_ip (512) connections, which then sit idle in its
+// pool; another client on the same address, with a pool of its own, is still
+// served: its connections are let in in place of idle ones, never refused.
+const FLOOD = 600;
+export async function floodCase(sid) {
+	await check(`one session floods ${FLOOD} calls from its own pool; another client on the same address is served meanwhile`, async () => {
+		assert.ok(sid, 'no shared sandbox');
+		const poolA = ownPool();
+		const poolB = ownPool();
+		const a = await connect(pooledTransport(poolA), 'e2e-flood');
+		let b;
+		try {
+			await fetch(`${cfg.base}/health`); // the global dispatcher exists from here on
+			const outcome = { ok: 0, refused: 0, other: [] };
+			const calls = [];
+			for (let i = 0; i < FLOOD; i++) {
+				calls.push(
+					call(a, 'execute_terminal_command', { sandbox_id: sid, command: 'sleep 3; echo done' })
+						.then((r) => (r.isError ? outcome.other.push(`tool error: ${r.text}`) : outcome.ok++))
+						.catch((e) => (/max_calls_per_session/.test(e.message) ? outcome.refused++ : outcome.other.push(e.message))),
+				);
+			}
+			// The refusals come back at once; the 8 running calls sleep 3 s.
+			for (let i = 0; i < 200 && outcome.refused + outcome.other.length < FLOOD - 8; i++) await sleep(50);
+			b = await connect(pooledTransport(poolB), 'e2e-flood-other');
+			const listed = await callOk(b, 'list_sandboxes', {});
+			assert.ok(listed && typeof listed === 'object', 'list_sandboxes answered');
+			await Promise.all(calls);
+			diag(`flood: ${outcome.ok} ran, ${outcome.refused} refused by max_calls_per_session, ${outcome.other.length} otherwise (${outcome.other[0] || '-'})`);
+			assert.ok(outcome.ok >= 1 && outcome.ok <= 8, `${outcome.ok} of the flood ran (at most 8 at once)`);
+			// Past the limit with none idle the answer is a 503, never a close without one.
+			const closed = outcome.other.filter((m) => !/\b503\b|too many connections/.test(m));
+			assert.equal(closed.length, 0, `${closed.length} of the flood's calls got no HTTP status: ${[...new Set(closed)].join('; ')}`);
+		} finally {
+			await disconnect(b);
+			await disconnect(a);
+			await poolA.agent.close().catch(() => {});
+			await poolB.agent.close().catch(() => {});
+		}
+	}, 180000);
 }

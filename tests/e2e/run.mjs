@@ -4,7 +4,7 @@
 // tests/e2e/run.sh, which owns the server, the package index and the plan;
 // this prints flat TAP points (no plan) on stdout.
 //
-// SBX_E2E_ONLY=seed,gateway,http,outside,resources,upload,bad,timeout,many,slow,tenants runs a subset
+// SBX_E2E_ONLY=seed,gateway,http,outside,resources,upload,bad,timeout,many,slow,flood,tenants runs a subset
 // (adopt, the adoption phase, is run.sh's and tests/e2e/adopt.mjs').
 import { check, diag, runMain } from './tap.mjs';
 import { cfg, connect, createSandbox, disconnect, sseTransport, streamableTransport } from './util.mjs';
@@ -13,7 +13,7 @@ import { gatewayCase } from './gateway.mjs';
 import { uploadCase } from './upload.mjs';
 import { badInputCase } from './badinput.mjs';
 import { httpCase } from './http.mjs';
-import { manySessionsCase, slowCallCase, timeoutCase } from './concurrency.mjs';
+import { floodCase, manySessionsCase, slowCallCase, timeoutCase } from './concurrency.mjs';
 import { outsideCase } from './outside.mjs';
 import { tenantsCase } from './tenants.mjs';
 import { resourcesCase } from './resources.mjs';
@@ -33,7 +33,7 @@ async function main() {
 	if (want('resources')) await resourcesCase();
 
 	// One session and one sandbox shared by the remaining cases.
-	if (['upload', 'bad', 'timeout', 'many', 'slow'].some(want)) {
+	if (['upload', 'bad', 'timeout', 'many', 'slow', 'flood'].some(want)) {
 		const client = await check('shared session and sandbox for the remaining cases', async () => connect(streamableTransport(), 'e2e-shared'), 30000);
 		const sid = client ? await check('create the shared sandbox', async () => createSandbox(client, 'e2e-shared'), 120000) : undefined;
 		try {
@@ -44,6 +44,7 @@ async function main() {
 			}
 			if (want('many')) await manySessionsCase(sid);
 			if (want('slow')) await slowCallCase(sid);
+			if (want('flood')) await floodCase(sid);
 		} finally {
 			await disconnect(client);
 		}

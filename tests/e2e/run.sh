@@ -18,7 +18,7 @@
 #
 # Without the engine, node or the npm packages the test is skipped, unless
 # MCP_SANDBOX_REQUIRE_ENGINES=1 (then Bail out!). SBX_E2E_KEEP=1 keeps the
-# temporary folder; SBX_E2E_ONLY=seed,gateway,http,outside,resources,upload,bad,timeout,many,slow,tenants,adopt,shutdown
+# temporary folder; SBX_E2E_ONLY=seed,gateway,http,outside,resources,upload,bad,timeout,many,slow,flood,tenants,adopt,shutdown
 # runs a subset; SBX_E2E_TIMEOUT (seconds, default 900) bounds each node run.
 # The npm packages come from tools/e2e-deps (tests/e2e/node_modules after a
 # `cd tests/e2e && npm ci`, else a cache keyed by package-lock.json).
