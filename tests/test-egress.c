@@ -140,6 +140,125 @@ static int parse(const struct egress_policy *p, const char *req, struct egress_r
 	return egress_parse_request(p, 3128, req, strlen(req), q, why, why_size);
 }
 
+/* Without sandbox.index_files_path: distribution files anywhere on the
+ * index's origin, and nothing else off its path. */
+static void test_dist_files(const struct egress_policy *p)
+{
+	struct egress_policy plain = policy("http://" USER ":" PASSWORD "@127.0.0.1:8080/simple/",
+					    "127.0.0.1:8081, 127.0.0.2:8080");
+	struct egress_head_scan s = {0};
+	static const char *const files[] = {
+	    "/packages/sbxdemo-1.0-py3-none-any.whl",	       /* pypiserver */
+	    "/root/pypi/+f/0ab/1234567890abcdef/x-1.0.tar.gz", /* devpi */
+	    "/files/x-1.0.zip",				       /* ../../files/ */
+	    "/a/x-1.0.tar.bz2",
+	    "/a/x-1.0-py3-none-any.whl.metadata", /* PEP 658 */
+	    "/a/torch-2.0%2Bcpu-cp311-none-any.whl",
+	    "/a/X_Y-1.0!1~.WHL",
+	    "/x.whl",
+	};
+	static const char *const others[] = {
+	    "/secret.txt",
+	    "/admin",
+	    "/x.whl?sig=1",   /* a query */
+	    "/x.whl?",	      /* an empty one */
+	    "/admin;x.whl",   /* Tomcat: /admin */
+	    "/admin;/x.whl",  /* a path parameter anywhere */
+	    "/admin%3bx.whl", /* encoded */
+	    "/admin%3Fx.whl", /* an encoded ? */
+	    "/a%3a/x.whl",    /* : */
+	    "/a@b/x.whl",     /* @ */
+	    "/a=b&c/x.whl",   /* = & */
+	    "/a,b/x.whl",     /* , */
+	    "/a$b/x.whl",     /* $ */
+	    "/a'b/x.whl",     /* ' */
+	    "/a(b)/x.whl",    /* ( ) */
+	    "/a*b/x.whl",     /* * */
+	    "/.whl",	      /* no name */
+	    "/a/.whl",
+	    "/a/-x.whl", /* not starting with a letter or digit */
+	    "/a/%41x.whl",
+	    "/x.whl/",
+	    "/x.whl/y",
+	    "/x.whlx",
+	    "/x.tar",
+	    "/x%2ewhl",
+	    "/x.whl.metadata.metadata",
+	    "/.metadata",
+	    "/x.metadata",
+	    "/a/../x.whl",
+	    "/a/%2e%2e/x.whl",
+	    "/a/..%2fx.whl",
+	    "/a/..;/x.whl",
+	    "//x.whl",
+	    "/a\\x.whl",
+	    "http://127.0.0.1:3128/a/../x.whl",
+	};
+	struct egress_request q;
+	char req[512], why[512];
+	int r, bad = 0;
+
+	for (size_t i = 0; i < SBX_ARRAY_SIZE(files); i++) {
+		snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\n\r\n", files[i]);
+		r = parse(p, req, &q, why, sizeof(why));
+		if (r != 1 || q.kind != EGRESS_REQ_INDEX || strcmp(q.path, files[i]) != 0) {
+			tap_diag("%s: %d %s", files[i], r, why);
+			bad++;
+		}
+		if (r == 1)
+			egress_request_release(&q);
+	}
+	tap_is_int(bad, 0,
+		   "without sandbox.index_files_path: %zu distribution files anywhere on the "
+		   "index's host are index requests (pypiserver, devpi, ../../files/, metadata)",
+		   SBX_ARRAY_SIZE(files));
+	bad = 0;
+	for (size_t i = 0; i < SBX_ARRAY_SIZE(others); i++) {
+		snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\n\r\n", others[i]);
+		r = parse(p, req, &q, why, sizeof(why));
+		if (r != 403 || !strstr(why, "/r/simple/") ||
+		    !strstr(why, "sandbox.index_files_path") || q.path) {
+			tap_diag("%s: %d %s", others[i], r, why);
+			bad++;
+		}
+		if (r == 1)
+			egress_request_release(&q);
+	}
+	tap_is_int(bad, 0,
+		   "%zu other paths (not a file, a query, ; = : @ and the like, encoded too, no "
+		   "name, dot segments): 403 naming the index's path and sandbox.index_files_path",
+		   SBX_ARRAY_SIZE(others));
+
+	r = egress_parse_head(&s, p, 3128, "GET /admin HTTP/1.1\r\n\r\n", 24, &q, why, sizeof(why));
+	tap_ok(r == 403 && s.index_refused, "the relay is told it was the index's path (%d)", r);
+	memset(&s, 0, sizeof(s));
+	r = egress_parse_head(&s, p, 3128, "CONNECT a.example:443 HTTP/1.1\r\n\r\n", 35, &q, why,
+			      sizeof(why));
+	tap_ok(r == 403 && !s.index_refused, "and not for a host refused (%d)", r);
+
+	/* Credentials are added for the index's origin only: other ports,
+	 * hosts and schemes are forwards (or tunnels), without them. */
+	r = parse(&plain, "GET http://127.0.0.1:8080/packages/x.whl HTTP/1.1\r\n\r\n", &q, why,
+		  sizeof(why));
+	tap_ok(r == 1 && q.kind == EGRESS_REQ_INDEX, "an http:// index's own origin: the index");
+	egress_request_release(&q);
+	r = parse(&plain, "GET http://127.0.0.1:8081/packages/x.whl HTTP/1.1\r\n\r\n", &q, why,
+		  sizeof(why));
+	tap_ok(r == 1 && q.kind == EGRESS_REQ_FORWARD && q.port == 8081,
+	       "another port of its host, allowed: a forward, without credentials");
+	egress_request_release(&q);
+	r = parse(&plain, "GET http://127.0.0.2:8080/packages/x.whl HTTP/1.1\r\n\r\n", &q, why,
+		  sizeof(why));
+	tap_ok(r == 1 && q.kind == EGRESS_REQ_FORWARD && !strcmp(q.host, "127.0.0.2"),
+	       "another host on its port, allowed: likewise");
+	egress_request_release(&q);
+	r = parse(&plain, "GET http://127.0.0.1:8082/packages/x.whl HTTP/1.1\r\n\r\n", &q, why,
+		  sizeof(why));
+	tap_ok(r == 403 && strstr(why, "sandbox.egress_allow"), "a port not allowed: 403 (%d %s)",
+	       r, why);
+	egress_policy_release(&plain);
+}
+
 /* Paths on the index: only clean ones under its path (or files path). */
 static void test_index_paths(const struct egress_policy *p)
 {
@@ -222,6 +341,10 @@ static void test_index_paths(const struct egress_policy *p)
 	tap_is_int(bad, 0, "%zu clean paths under it are index requests, passed as sent",
 		   SBX_ARRAY_SIZE(taken));
 
+	test_dist_files(p);
+	r = parse(&f, "GET /r/other/x-1.0-py3-none-any.whl HTTP/1.1\r\n\r\n", &q, why, sizeof(why));
+	tap_ok(r == 403 && strstr(why, "/r/packages/") && strstr(why, "sandbox.index_files_path"),
+	       "with sandbox.index_files_path set, a file elsewhere on the host is not: %s", why);
 	r = parse(&f, "GET /r/packages/x.whl HTTP/1.1\r\n\r\n", &q, why, sizeof(why));
 	tap_ok(r == 1 && q.kind == EGRESS_REQ_INDEX && q.any_address,
 	       "with sandbox.index_files_path=/r/packages/, a file there is (%d %s)", r, why);
@@ -322,10 +445,11 @@ static void test_requests(void)
 		   !strstr(q.headers, "Authorization") && !strstr(q.headers, "Host"),
 	       "Accept is passed on; Authorization and Host are not");
 	egress_request_release(&q);
-	r = parse(&p, "GET /r/packages/x.whl HTTP/1.1\r\n\r\n", &q, why, sizeof(why));
-	tap_ok(r == 403 && strstr(why, "/r/packages/x.whl") && strstr(why, "/r/simple/") &&
+	r = parse(&p, "GET /r/packages/x.txt HTTP/1.1\r\n\r\n", &q, why, sizeof(why));
+	tap_ok(r == 403 && strstr(why, "/r/packages/x.txt") && strstr(why, "/r/simple/") &&
 		   strstr(why, "sandbox.index_files_path"),
-	       "a path outside the index's path: 403 naming both and the setting: %s", why);
+	       "a path outside the index's path, not a file: 403 naming both and the setting: %s",
+	       why);
 	r = parse(&p, "GET http://127.0.0.1:3128/r/simple/ HTTP/1.1\r\n\r\n", &q, why, sizeof(why));
 	tap_ok(r == 1 && q.kind == EGRESS_REQ_INDEX && !strcmp(q.path, "/r/simple/"),
 	       "an absolute URL to the relay itself is for the index");
