@@ -418,9 +418,9 @@ static bool dist_file_path(const char *path, size_t n)
 int egress_index_path_check(const struct egress_policy *p, const char *path, char *why,
 			    size_t why_size)
 {
-	size_t n = strcspn(path, "?");
+	size_t n = strcspn(path, "?"), all = strlen(path);
 	const char *what = NULL;
-	int shown = n < 200 ? (int)n : 200;
+	int shown = all < 200 ? (int)all : 200; /* the query too */
 
 	if (!sbx_path_is_clean(path, n, &what))
 		return say(why, why_size, 403,
