@@ -433,17 +433,16 @@ int egress_index_path_check(const struct egress_policy *p, const char *path, cha
 			   p->files_path ? p->files_path : "");
 	if (path_under(p->index_path, path, n))
 		return 0;
-	if (p->files_path) /* set: the index's files are there, nowhere else */
-		return path_under(p->files_path, path, n)
-			   ? 0
-			   : say(why, why_size, 403,
-				 "mcp-sandbox: \"%.*s\" is not under the package index's path (%s) "
-				 "or sandbox.index_files_path (%s): only those are fetched from %s "
-				 "with its credentials; if the index serves its files under "
-				 "another "
-				 "path, ask the server's operator to change "
-				 "sandbox.index_files_path",
-				 shown, path, p->index_path, p->files_path, p->index_host);
+	if (p->files_path) { /* set: the index's files are there, nowhere else */
+		if (path_under(p->files_path, path, n))
+			return 0;
+		return say(why, why_size, 403,
+			   "mcp-sandbox: \"%.*s\" is not under the package index's path (%s) or "
+			   "sandbox.index_files_path (%s): only those are fetched from %s with its "
+			   "credentials; if the index serves its files under another path, ask "
+			   "the server's operator to change sandbox.index_files_path",
+			   shown, path, p->index_path, p->files_path, p->index_host);
+	}
 	/* Not set: the index's files wherever on its origin (the URL is always
 	 * index_origin + path: the credentials go to no other scheme, host or
 	 * port), but only what names a distribution file. */
