@@ -11,9 +11,17 @@
 # connections and never reads from them (a host that does not keep up).
 # /packages/trickle.whl comes at 200 bytes a second, /simple/slowpage/ at
 # 4,000 (both 1 MiB: minutes).
-# Prints the three ports on one line ("INDEX API SINK"), logs "STATUS PATH" per index request to
-# ROOT/requests.log, and serves until killed or until the test that started
-# it is gone (a crashed test leaves nothing behind).
+# Index layouts besides ../../packages/, each a package whose page links to
+# its wheel (with a #sha256 fragment): sbxpa at /packages/ (pypiserver's
+# absolute link), sbxpb at ../../root/pypi/+f/HASH/ (devpi), sbxpc at
+# ../../files/; sbxpd's link has a query (/get/NAME.whl?sig=1), sbxpf's is
+# on another host, http://127.0.0.2:INDEX/ (a "spy" listening there, and a
+# second on another port of 127.0.0.1, log "SPY PATH auth|noauth" per
+# request to ROOT/spy.log and answer 404).
+# Prints the ports on one line ("INDEX API SINK SPY SPY2", SPY2 the index's
+# port, or 0 when 127.0.0.2 cannot be bound), logs "STATUS PATH" per index
+# request to ROOT/requests.log, and serves until killed or until the test
+# that started it is gone (a crashed test leaves nothing behind).
 import base64
 import hashlib
 import http.server
@@ -65,6 +73,24 @@ def build():
         os.makedirs(folder, exist_ok=True)
         with open(os.path.join(folder, "index.html"), "w") as f:
             f.write(f'<!DOCTYPE html><html><body><a href="../../packages/{wheel}">'
+                    f'{wheel}</a></body></html>\n')
+        names.append(name)
+    layouts = (("sbxpa", "packages", "/packages/"),
+               ("sbxpb", "root/pypi/+f/0ab/1234567890abcdef", "../../root/pypi/+f/0ab/1234567890abcdef/"),
+               ("sbxpc", "files", "../../files/"),
+               ("sbxpd", "get", "/get/"),
+               ("sbxpf", "packages", "http://127.0.0.2:{port}/packages/"))
+    for name, where, link in layouts:
+        folder = os.path.join(ROOT, where)
+        os.makedirs(folder, exist_ok=True)
+        wheel = write_wheel(folder, name, 100 + len(names))
+        with open(os.path.join(folder, wheel), "rb") as f:
+            digest = hashlib.sha256(f.read()).hexdigest()
+        query = "?sig=1" if name == "sbxpd" else ""
+        page = os.path.join(ROOT, "simple", name)
+        os.makedirs(page, exist_ok=True)
+        with open(os.path.join(page, "index.html"), "w") as f:
+            f.write(f'<!DOCTYPE html><html><body><a href="{link}{wheel}{query}#sha256={digest}">'
                     f'{wheel}</a></body></html>\n')
         names.append(name)
     with open(os.path.join(ROOT, "simple", "index.html"), "w") as f:
@@ -139,6 +165,31 @@ class Api(http.server.BaseHTTPRequestHandler):
         self.wfile.write(body)
 
 
+class Spy(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):
+        auth = "auth" if self.headers.get("Authorization") else "noauth"
+        with LOG_LOCK, open(os.path.join(ROOT, "spy.log"), "a") as f:
+            f.write(f"{self.server.tag} {self.path} {auth}\n")
+        self.send_response(404)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    do_HEAD = do_GET
+
+
+def spy(host, port, tag):
+    try:
+        s = http.server.ThreadingHTTPServer((host, port), Spy)
+    except OSError:
+        return 0
+    s.tag = tag
+    threading.Thread(target=s.serve_forever, daemon=True).start()
+    return s.server_address[1]
+
+
 def sink(lsock):
     held = []
     while True:
@@ -154,15 +205,22 @@ def orphaned(parent):
 
 def main():
     threading.Thread(target=orphaned, args=(os.getppid(),), daemon=True).start()
-    build()
     index = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Index)
+    build()
+    port = index.server_address[1]
+    page = os.path.join(ROOT, "simple", "sbxpf", "index.html")
+    with open(page) as f:
+        text = f.read().replace("{port}", str(port))
+    with open(page, "w") as f:
+        f.write(text)
+    spies = (spy("127.0.0.1", 0, "other-port"), spy("127.0.0.2", port, "other-host"))
     api = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Api)
     lsock = socket.socket()
     lsock.bind(("127.0.0.1", 0))
     lsock.listen(16)
     threading.Thread(target=api.serve_forever, daemon=True).start()
     threading.Thread(target=sink, args=(lsock,), daemon=True).start()
-    print(index.server_address[1], api.server_address[1], lsock.getsockname()[1], flush=True)
+    print(port, api.server_address[1], lsock.getsockname()[1], *spies, flush=True)
     index.serve_forever()
 
 

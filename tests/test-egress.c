@@ -13,6 +13,7 @@
  * hosts are refused before any connection is tried.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
@@ -140,6 +141,125 @@ static int parse(const struct egress_policy *p, const char *req, struct egress_r
 	return egress_parse_request(p, 3128, req, strlen(req), q, why, why_size);
 }
 
+/* Without sandbox.index_files_path: distribution files anywhere on the
+ * index's origin, and nothing else off its path. */
+static void test_dist_files(const struct egress_policy *p)
+{
+	struct egress_policy plain = policy("http://" USER ":" PASSWORD "@127.0.0.1:8080/simple/",
+					    "127.0.0.1:8081, 127.0.0.2:8080");
+	struct egress_head_scan s = {0};
+	static const char *const files[] = {
+	    "/packages/sbxdemo-1.0-py3-none-any.whl",	       /* pypiserver */
+	    "/root/pypi/+f/0ab/1234567890abcdef/x-1.0.tar.gz", /* devpi */
+	    "/files/x-1.0.zip",				       /* ../../files/ */
+	    "/a/x-1.0.tar.bz2",
+	    "/a/x-1.0-py3-none-any.whl.metadata", /* PEP 658 */
+	    "/a/torch-2.0%2Bcpu-cp311-none-any.whl",
+	    "/a/X_Y-1.0!1~.WHL",
+	    "/x.whl",
+	};
+	static const char *const others[] = {
+	    "/secret.txt",
+	    "/admin",
+	    "/x.whl?sig=1",   /* a query */
+	    "/x.whl?",	      /* an empty one */
+	    "/admin;x.whl",   /* Tomcat: /admin */
+	    "/admin;/x.whl",  /* a path parameter anywhere */
+	    "/admin%3bx.whl", /* encoded */
+	    "/admin%3Fx.whl", /* an encoded ? */
+	    "/a%3a/x.whl",    /* : */
+	    "/a@b/x.whl",     /* @ */
+	    "/a=b&c/x.whl",   /* = & */
+	    "/a,b/x.whl",     /* , */
+	    "/a$b/x.whl",     /* $ */
+	    "/a'b/x.whl",     /* ' */
+	    "/a(b)/x.whl",    /* ( ) */
+	    "/a*b/x.whl",     /* * */
+	    "/.whl",	      /* no name */
+	    "/a/.whl",
+	    "/a/-x.whl", /* not starting with a letter or digit */
+	    "/a/%41x.whl",
+	    "/x.whl/",
+	    "/x.whl/y",
+	    "/x.whlx",
+	    "/x.tar",
+	    "/x%2ewhl",
+	    "/x.whl.metadata.metadata",
+	    "/.metadata",
+	    "/x.metadata",
+	    "/a/../x.whl",
+	    "/a/%2e%2e/x.whl",
+	    "/a/..%2fx.whl",
+	    "/a/..;/x.whl",
+	    "//x.whl",
+	    "/a\\x.whl",
+	    "http://127.0.0.1:3128/a/../x.whl",
+	};
+	struct egress_request q;
+	char req[512], why[512];
+	int r, bad = 0;
+
+	for (size_t i = 0; i < SBX_ARRAY_SIZE(files); i++) {
+		snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\n\r\n", files[i]);
+		r = parse(p, req, &q, why, sizeof(why));
+		if (r != 1 || q.kind != EGRESS_REQ_INDEX || strcmp(q.path, files[i]) != 0) {
+			tap_diag("%s: %d %s", files[i], r, why);
+			bad++;
+		}
+		if (r == 1)
+			egress_request_release(&q);
+	}
+	tap_is_int(bad, 0,
+		   "without sandbox.index_files_path: %zu distribution files anywhere on the "
+		   "index's host are index requests (pypiserver, devpi, ../../files/, metadata)",
+		   SBX_ARRAY_SIZE(files));
+	bad = 0;
+	for (size_t i = 0; i < SBX_ARRAY_SIZE(others); i++) {
+		snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\n\r\n", others[i]);
+		r = parse(p, req, &q, why, sizeof(why));
+		if (r != 403 || !strstr(why, "/r/simple/") ||
+		    !strstr(why, "sandbox.index_files_path") || q.path) {
+			tap_diag("%s: %d %s", others[i], r, why);
+			bad++;
+		}
+		if (r == 1)
+			egress_request_release(&q);
+	}
+	tap_is_int(bad, 0,
+		   "%zu other paths (not a file, a query, ; = : @ and the like, encoded too, no "
+		   "name, dot segments): 403 naming the index's path and sandbox.index_files_path",
+		   SBX_ARRAY_SIZE(others));
+
+	r = egress_parse_head(&s, p, 3128, "GET /admin HTTP/1.1\r\n\r\n", 24, &q, why, sizeof(why));
+	tap_ok(r == 403 && s.index_refused, "the relay is told it was the index's path (%d)", r);
+	memset(&s, 0, sizeof(s));
+	r = egress_parse_head(&s, p, 3128, "CONNECT a.example:443 HTTP/1.1\r\n\r\n", 35, &q, why,
+			      sizeof(why));
+	tap_ok(r == 403 && !s.index_refused, "and not for a host refused (%d)", r);
+
+	/* Credentials are added for the index's origin only: other ports,
+	 * hosts and schemes are forwards (or tunnels), without them. */
+	r = parse(&plain, "GET http://127.0.0.1:8080/packages/x.whl HTTP/1.1\r\n\r\n", &q, why,
+		  sizeof(why));
+	tap_ok(r == 1 && q.kind == EGRESS_REQ_INDEX, "an http:// index's own origin: the index");
+	egress_request_release(&q);
+	r = parse(&plain, "GET http://127.0.0.1:8081/packages/x.whl HTTP/1.1\r\n\r\n", &q, why,
+		  sizeof(why));
+	tap_ok(r == 1 && q.kind == EGRESS_REQ_FORWARD && q.port == 8081,
+	       "another port of its host, allowed: a forward, without credentials");
+	egress_request_release(&q);
+	r = parse(&plain, "GET http://127.0.0.2:8080/packages/x.whl HTTP/1.1\r\n\r\n", &q, why,
+		  sizeof(why));
+	tap_ok(r == 1 && q.kind == EGRESS_REQ_FORWARD && !strcmp(q.host, "127.0.0.2"),
+	       "another host on its port, allowed: likewise");
+	egress_request_release(&q);
+	r = parse(&plain, "GET http://127.0.0.1:8082/packages/x.whl HTTP/1.1\r\n\r\n", &q, why,
+		  sizeof(why));
+	tap_ok(r == 403 && strstr(why, "sandbox.egress_allow"), "a port not allowed: 403 (%d %s)",
+	       r, why);
+	egress_policy_release(&plain);
+}
+
 /* Paths on the index: only clean ones under its path (or files path). */
 static void test_index_paths(const struct egress_policy *p)
 {
@@ -222,6 +342,10 @@ static void test_index_paths(const struct egress_policy *p)
 	tap_is_int(bad, 0, "%zu clean paths under it are index requests, passed as sent",
 		   SBX_ARRAY_SIZE(taken));
 
+	test_dist_files(p);
+	r = parse(&f, "GET /r/other/x-1.0-py3-none-any.whl HTTP/1.1\r\n\r\n", &q, why, sizeof(why));
+	tap_ok(r == 403 && strstr(why, "/r/packages/") && strstr(why, "sandbox.index_files_path"),
+	       "with sandbox.index_files_path set, a file elsewhere on the host is not: %s", why);
 	r = parse(&f, "GET /r/packages/x.whl HTTP/1.1\r\n\r\n", &q, why, sizeof(why));
 	tap_ok(r == 1 && q.kind == EGRESS_REQ_INDEX && q.any_address,
 	       "with sandbox.index_files_path=/r/packages/, a file there is (%d %s)", r, why);
@@ -322,10 +446,11 @@ static void test_requests(void)
 		   !strstr(q.headers, "Authorization") && !strstr(q.headers, "Host"),
 	       "Accept is passed on; Authorization and Host are not");
 	egress_request_release(&q);
-	r = parse(&p, "GET /r/packages/x.whl HTTP/1.1\r\n\r\n", &q, why, sizeof(why));
-	tap_ok(r == 403 && strstr(why, "/r/packages/x.whl") && strstr(why, "/r/simple/") &&
+	r = parse(&p, "GET /r/packages/x.txt HTTP/1.1\r\n\r\n", &q, why, sizeof(why));
+	tap_ok(r == 403 && strstr(why, "/r/packages/x.txt") && strstr(why, "/r/simple/") &&
 		   strstr(why, "sandbox.index_files_path"),
-	       "a path outside the index's path: 403 naming both and the setting: %s", why);
+	       "a path outside the index's path, not a file: 403 naming both and the setting: %s",
+	       why);
 	r = parse(&p, "GET http://127.0.0.1:3128/r/simple/ HTTP/1.1\r\n\r\n", &q, why, sizeof(why));
 	tap_ok(r == 1 && q.kind == EGRESS_REQ_INDEX && !strcmp(q.path, "/r/simple/"),
 	       "an absolute URL to the relay itself is for the index");
@@ -533,7 +658,7 @@ static void test_tenant_policy(void)
 /* ---- the index ---- */
 
 static pid_t index_pid;
-static int index_port, api_port, sink_port;
+static int index_port, api_port, sink_port, spy_port, spy2_port;
 static char index_root[] = "/tmp/sbx-egress-index-XXXXXX";
 
 static const char *find_script(const char *argv0)
@@ -576,10 +701,11 @@ static bool start_index(const char *script)
 	close(fds[1]);
 	f = fdopen(fds[0], "r");
 	if (f && fgets(line, sizeof(line), f))
-		sscanf(line, "%d %d %d", &index_port, &api_port, &sink_port);
+		sscanf(line, "%d %d %d %d %d", &index_port, &api_port, &sink_port, &spy_port,
+		       &spy2_port);
 	if (f)
 		fclose(f);
-	return index_pid > 0 && index_port > 0 && api_port > 0 && sink_port > 0;
+	return index_pid > 0 && index_port > 0 && api_port > 0 && sink_port > 0 && spy_port > 0;
 }
 
 static void stop_index(void)
@@ -595,20 +721,26 @@ static void stop_index(void)
 		tap_diag("could not remove %s", index_root);
 }
 
-/* How many lines of the index's request log contain WHAT. */
-static int index_log_count(const char *what)
+/* How many lines of the index's log NAME contain WHAT. */
+static int log_count(const char *name, const char *what)
 {
 	char path[PATH_MAX], line[1024];
 	FILE *f;
 	int n = 0;
 
-	snprintf(path, sizeof(path), "%s/requests.log", index_root);
+	snprintf(path, sizeof(path), "%s/%s", index_root, name);
 	f = fopen(path, "re");
 	while (f && fgets(line, sizeof(line), f))
 		n += strstr(line, what) != NULL;
 	if (f)
 		fclose(f);
 	return n;
+}
+
+/* How many lines of the index's request log contain WHAT. */
+static int index_log_count(const char *what)
+{
+	return log_count("requests.log", what);
 }
 
 /* ---- in a sandbox ---- */
@@ -887,8 +1019,9 @@ static void test_egress_allow(sbx_manager *m, sbx_sandbox *sb, int port)
 	{
 		int refused = 0;
 		for (int i = 0; i < 6; i++) {
-			char want[64];
-			snprintf(want, sizeof(want), "I%d HTTP/1.1 403 Forbidden True False", i);
+			char want[192];
+			snprintf(want, sizeof(want),
+				 "I%d HTTP/1.1 403 " EGRESS_INDEX_REFUSED_PHRASE " True False", i);
 			refused += strstr(out, want) != NULL;
 		}
 		tap_is_int(refused, 6,
@@ -2208,6 +2341,213 @@ out:
 	sbx_sandbox_delete(m, "tenA", "ta", NULL);
 }
 
+/* pip's output (owned) for an install of SPEC that ends; *RET_OK when it
+ * succeeded. */
+static char *install_out(sbx_manager *m, sbx_sandbox *sb, const char *spec, bool *ret_ok)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_install_status st = {0};
+	int r = sbx_sandbox_install(m, sb, spec, 120000, &st, &err);
+	char *out = strdup(st.log_tail ? st.log_tail : err.msg);
+
+	*ret_ok = r == 0 && st.state == SBX_INSTALL_SUCCESS;
+	sbx_install_status_release(&st);
+	return out ? out : strdup("");
+}
+
+/* The server's log lines (stderr) while FN(M) runs, into a malloc'd text. */
+static int log_fd = -1, saved_stderr = -1;
+static void log_capture(void)
+{
+	char path[] = "/tmp/test-egress-log-XXXXXX";
+
+	fflush(stderr);
+	log_fd = mkostemp(path, O_CLOEXEC);
+	saved_stderr = fcntl(2, F_DUPFD_CLOEXEC, 3);
+	if (log_fd < 0 || saved_stderr < 0)
+		tap_bail("mkstemp/dup");
+	unlink(path);
+	dup2(log_fd, 2);
+}
+static char *log_captured(void)
+{
+	struct sbx_buf b = SBX_BUF_INIT;
+	char chunk[4096];
+	ssize_t n;
+
+	fflush(stderr);
+	dup2(saved_stderr, 2);
+	close(saved_stderr);
+	lseek(log_fd, 0, SEEK_SET);
+	while ((n = read(log_fd, chunk, sizeof(chunk))) > 0)
+		sbx_buf_append(&b, chunk, (size_t)n);
+	close(log_fd);
+	sbx_buf_append(&b, "", 1);
+	fputs(b.data, stderr); /* still shown */
+	return sbx_buf_steal(&b);
+}
+
+/* How many lines of TEXT contain both A and B. */
+static int lines_with(const char *text, const char *a, const char *b)
+{
+	int n = 0;
+
+	for (const char *l = text; l && *l;) {
+		const char *e = strchr(l, '\n');
+		size_t len = e ? (size_t)(e - l) : strlen(l);
+		_cleanup_free_ char *line = strndup(l, len);
+		n += line && strstr(line, a) && strstr(line, b);
+		l = e ? e + 1 : NULL;
+	}
+	return n;
+}
+
+/* Python: pip(*SPECS) runs pip install as the install tool does and prints
+ * "pip exit N" and its output. */
+#define PIP_PY                                                                                     \
+	"import subprocess\n"                                                                      \
+	"def pip(*specs):\n"                                                                       \
+	"    p = subprocess.run(['pip', 'install', '--no-input', '--disable-pip-version-check', "  \
+	"'--', *specs], capture_output=True, text=True)\n"                                         \
+	"    print('pip exit', p.returncode, p.stdout, p.stderr)\n"
+
+/* A private index with no sandbox.index_files_path: its files behind the
+ * usual layouts (pypiserver's /packages/, devpi's /+f/, ../../files/) are
+ * fetched with its credentials; a link with a query, to another host or
+ * another port is not; the refusal names the setting, in pip's output and
+ * once per sandbox in the server's log. */
+static void test_layouts(void)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct test_manager x;
+	sbx_sandbox *sb = NULL, *sb2 = NULL;
+	char idx[256], allow[96], code[2048], pre[1024];
+	_cleanup_free_ char *log = NULL, *out = NULL, *pd = NULL, *pf = NULL, *raw2 = NULL;
+	bool ok = false, okd = true;
+	sbx_manager *m;
+
+	snprintf(idx, sizeof(idx), "sandbox.index_url=http://%s:%s@127.0.0.1:%d/simple/", USER,
+		 PASSWORD, index_port);
+	/* The other host is allowed: a fetch from it is a forward, without the
+	 * credentials; the other port of 127.0.0.1 is not: 403. */
+	snprintf(allow, sizeof(allow), "sandbox.egress_allow=127.0.0.2:%d", index_port);
+	{
+		const char *const extra[] = {
+		    "sandbox.network=none", idx, allow, "sandbox.install_timeout=120s",
+		    "sandbox.pool_size=0",  NULL};
+		log_capture();
+		m = test_manager_open(&x, "egress-l", extra, NULL);
+	}
+	if (!tap_call(sbx_sandbox_create(m, "alice", "lay", &sb, &err), err.msg,
+		      "a sandbox on an index without sandbox.index_files_path") ||
+	    !tap_call(sbx_sandbox_create(m, "alice", "lay2", &sb2, &err), err.msg,
+		      "and a second one"))
+		goto out;
+	out = install_out(m, sb, "sbxpa", &ok);
+	tap_ok(ok, "install_package_in_sandbox: a package whose file is at /packages/ "
+		   "(pypiserver's absolute link)");
+	if (!ok)
+		tap_diag("%s", out);
+	free(out);
+	/* Two more in one pip run from sandbox code (the same relay). */
+	out = py(m, sb,
+		 PIP_PY "pip('sbxpb', 'sbxpc')\n"
+			"import sbxpa, sbxpb, sbxpc\n"
+			"print('v', sbxpa.VALUE, sbxpb.VALUE, sbxpc.VALUE)\n");
+	tap_ok(strstr(out, "v 104 105 106") != NULL,
+	       "pip in the sandbox: two whose files are at ../../root/pypi/+f/HASH/ (devpi) and "
+	       "../../files/; all three import (%s)",
+	       out);
+	tap_ok(index_log_count("200 /packages/sbxpa-1.0-py3-none-any.whl") == 1 &&
+		   index_log_count("200 /root/pypi/%2Bf/0ab/1234567890abcdef/sbxpb-1.0-py3-none-"
+				   "any.whl") == 1 &&
+		   index_log_count("200 /files/sbxpc-1.0-py3-none-any.whl") == 1,
+	       "the index served each file once, with the credentials");
+
+	pd = install_out(m, sb, "sbxpd", &okd);
+	{
+		const char *ce = strstr(pd, "Client Error");
+		tap_diag("pip: %.*s", ce ? (int)strcspn(ce, "\n") : 0, ce ? ce : "");
+	}
+	tap_ok(!okd && strstr(pd, "403") && strstr(pd, "sandbox.index_files_path"),
+	       "a link with a query (/get/NAME.whl?sig=1): the install fails, and pip's output "
+	       "names sandbox.index_files_path");
+	if (okd || !strstr(pd, "sandbox.index_files_path"))
+		tap_diag("%s", pd);
+	tap_is_int(index_log_count("/get/"), 0, "the index never saw it");
+
+	pf = py(m, sb, PIP_PY "pip('sbxpf')\n");
+	tap_ok(strstr(pf, "pip exit 0") == NULL && strstr(pf, "pip exit") != NULL,
+	       "a link to another host (127.0.0.2, the index's port): the install fails");
+	if (spy2_port) {
+		tap_ok(log_count("spy.log", "other-host /packages/sbxpf-1.0-py3-none-any.whl "
+					    "noauth") >= 1 &&
+			   log_count("spy.log", "other-host") ==
+			       log_count("spy.log", "other-host /packages/sbxpf-1.0-py3-none-any."
+						    "whl noauth"),
+		       "that host (allowed) got the request without an Authorization header");
+	} else {
+		tap_skip(1, "127.0.0.2 cannot be bound here");
+	}
+
+	snprintf(pre, sizeof(pre), raw_py, relay_port(m, sb));
+	snprintf(code, sizeof(code),
+		 "%s"
+		 "for i, t in enumerate((b'http://127.0.0.1:%d/packages/x-1.0-py3-none-any.whl', "
+		 "b'/secret.txt', b'/admin;x.whl', b'/x.whl?sig=1')):\n"
+		 "    _, x = raw(b'GET ' + t + b' HTTP/1.1\\r\\n\\r\\n')\n"
+		 "    print('R%%d' %% i, x.split(b'\\r\\n')[0].decode(), "
+		 "b'sandbox.index_files_path' in x, b'sandbox.egress_allow' in x)\n",
+		 pre, spy_port);
+	free(out);
+	out = py(m, sb, code);
+	tap_ok(strstr(out, "R0 HTTP/1.1 403 Forbidden False True") != NULL,
+	       "another port of the index's host: 403 naming sandbox.egress_allow");
+	tap_is_int(log_count("spy.log", "other-port"), 0, "and that port saw no request");
+	{
+		int refused = 0;
+		for (int i = 1; i < 4; i++) {
+			char want[192];
+			snprintf(want, sizeof(want),
+				 "R%d HTTP/1.1 403 " EGRESS_INDEX_REFUSED_PHRASE " True False", i);
+			refused += strstr(out, want) != NULL;
+		}
+		tap_is_int(refused, 3,
+			   "not a file, a path parameter, a query: 403, its reason phrase and text "
+			   "naming sandbox.index_files_path");
+		if (refused != 3)
+			tap_diag("%s", out);
+	}
+	tap_ok(index_log_count("secret") == 0 && index_log_count("admin") == 0,
+	       "the index saw none of them");
+	snprintf(pre, sizeof(pre), raw_py, relay_port(m, sb2));
+	snprintf(code, sizeof(code),
+		 "%s_, x = raw(b'GET /admin HTTP/1.1\\r\\n\\r\\n')\n"
+		 "print(x.split(b'\\r\\n')[0].decode())\n",
+		 pre);
+	raw2 = py(m, sb2, code);
+	tap_ok(strstr(raw2, "403 Forbidden by mcp-sandbox") != NULL, "the second sandbox: 403");
+out : {
+	char id1[SBX_SANDBOX_ID_MAX + 16] = "", id2[SBX_SANDBOX_ID_MAX + 16] = "";
+	if (sb)
+		snprintf(id1, sizeof(id1), "sandbox %s:", sb->id);
+	if (sb2)
+		snprintf(id2, sizeof(id2), "sandbox %s:", sb2->id);
+	sbx_sandbox_unref(sb);
+	sbx_sandbox_unref(sb2);
+	test_manager_close(&x, "the layouts' manager");
+	log = log_captured();
+	if (sb && sb2) {
+		tap_is_int(lines_with(log, id1, "sandbox.index_files_path"), 1,
+			   "the server logged the refusals once for the first sandbox "
+			   "(of 4)");
+		tap_is_int(lines_with(log, id2, "sandbox.index_files_path"), 1,
+			   "and once for the second");
+		tap_ok(!strstr(log, PASSWORD), "the log has no password");
+	}
+}
+}
+
 static void test_engine(const char *script)
 {
 	struct sbx_error err = SBX_ERROR_INIT;
@@ -2227,6 +2567,11 @@ static void test_engine(const char *script)
 	if (!tap_ok(up, "tests/egress-index.py serves on 127.0.0.1:%d and :%d", index_port,
 		    api_port))
 		return;
+	test_layouts();
+	if (getenv("SBX_EGRESS_LAYOUTS_ONLY")) { /* SBX_EGRESS_LAYOUTS_ONLY=1: only those */
+		stop_index();
+		return;
+	}
 	snprintf(idx, sizeof(idx), "sandbox.index_url=http://%s:%s@127.0.0.1:%d/simple/", USER,
 		 PASSWORD, index_port);
 	/* localhost:API is the same server under a name: refused, it is loopback. */

@@ -148,9 +148,13 @@ bool egress_policy_allows(const struct egress_policy *p, const char *host, int p
 enum egress_reach { EGRESS_DENIED, EGRESS_PUBLIC, EGRESS_ANY_ADDRESS };
 enum egress_reach egress_policy_reach(const struct egress_policy *p, const char *host, int port,
 				      bool tls);
-/* Whether PATH ("/path?query") may be fetched from the index with its
- * credentials: under its path or files_path and clean (sbx_path_is_clean);
- * 0, or 403 with WHY naming both paths and the setting. */
+/* Whether PATH ("/path?query") may be fetched from the index (always at
+ * index_origin: no other scheme, host or port) with its credentials: clean
+ * (sbx_path_is_clean) and under its path, or under files_path when that is
+ * set, or else a distribution file anywhere on the index's origin (its last
+ * segment NAME.whl, .tar.gz, .zip or .tar.bz2, perhaps + ".metadata", no
+ * query, no byte outside letters, digits, "-_.+!~/"); 0, or 403 with WHY
+ * naming the index's path and sandbox.index_files_path. */
 int egress_index_path_check(const struct egress_policy *p, const char *path, char *why,
 			    size_t why_size);
 
@@ -168,6 +172,9 @@ int egress_parse_request(const struct egress_policy *p, int relay_port, const ch
 struct egress_head_scan {
 	size_t next;	 /* the first offset not yet tried as the start of CRLF CRLF */
 	size_t examined; /* offsets tried over all calls (the tests' measure of work) */
+	/* The head was refused by egress_index_path_check: a path the index's
+	 * credentials do not go to. */
+	bool index_refused;
 };
 /* egress_parse_request for a head that arrives in pieces: BUF[0..N) is all
  * that arrived so far (its first bytes the same at every call); the blank
@@ -190,8 +197,17 @@ void egress_slot_give(const char *tenant);
 /* Those held now by TENANT, or by all when NULL (for the tests). */
 int64_t egress_slots_held(const char *tenant);
 
-/* "HTTP/1.1 STATUS REASON" with Content-Type text/plain, Content-Length and
- * Connection: close, then TEXT and a newline, into a malloc'd *RET of *RET_LEN. */
-int egress_plain_response(int status, const char *text, char **ret, size_t *ret_len);
+/* "HTTP/1.1 STATUS PHRASE" (NULL: the status's usual one; else one line of
+ * printable ASCII) with Content-Type text/plain, Content-Length and
+ * Connection: close, then TEXT and a newline, into a malloc'd *RET of
+ * *RET_LEN. */
+int egress_plain_response(int status, const char *phrase, const char *text, char **ret,
+			  size_t *ret_len);
+/* The reason phrase of the 403 for a path the index's credentials do not
+ * go to: pip shows it ("403 Client Error: PHRASE for url: ..."), where it
+ * drops the body. */
+#define EGRESS_INDEX_REFUSED_PHRASE                                                                \
+	"Forbidden by mcp-sandbox: not the index's path nor a distribution file (see "             \
+	"sandbox.index_files_path)"
 
 #endif

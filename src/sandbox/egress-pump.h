@@ -100,9 +100,10 @@ struct sbx_egress {
 	/* Whole frames that came after the hello in the same read, for the pump
 	 * to take first (none is acted on before the pump runs). */
 	struct sbx_buf early;
-	struct egress_reader rd; /* the pump's */
-	struct sbx_buf diag;	 /* the relay's stderr */
-	char why[256];		 /* why the pump stopped the relay (protocol) */
+	struct egress_reader rd;   /* the pump's */
+	struct sbx_buf diag;	   /* the relay's stderr */
+	char why[256];		   /* why the pump stopped the relay (protocol) */
+	bool index_refusal_logged; /* a path refused for the index's credentials was logged */
 };
 
 static inline void wake(struct sbx_egress *e)
@@ -131,20 +132,28 @@ static inline int out_append(struct estream *st, const void *p, size_t n)
 	return sbx_buf_append(&st->out, p, n);
 }
 
-/* Under lock: answers ST with a short plain-text response and ends it
- * (what the relay sends on it from now on is dropped). */
-static inline void answer(struct estream *st, int status, const char *text)
+/* Under lock: answers ST with a short plain-text response (reason PHRASE,
+ * or NULL: the usual one) and ends it (what the relay sends on it from now
+ * on is dropped). */
+static inline void answer_phrase(struct estream *st, int status, const char *phrase,
+				 const char *text)
 {
 	char *resp;
 	size_t len;
 
-	if (egress_plain_response(status, text, &resp, &len) == 0) {
+	if (egress_plain_response(status, phrase, text, &resp, &len) == 0) {
 		out_append(st, resp, len);
 		free(resp);
 	}
 	if (st->state == S_HEAD)
 		st->state = S_REPLY;
 	st->out_eof = true;
+}
+
+/* answer with the status's usual reason phrase. */
+static inline void answer(struct estream *st, int status, const char *text)
+{
+	answer_phrase(st, status, NULL, text);
 }
 
 /* egress.c: gives back the worker slot worker_take took. */

@@ -269,6 +269,15 @@ static void try_head(struct sbx_egress *e, struct estream *st)
 	sbx_buf_release(&st->in);
 	st->in_off = 0;
 	e->stats.refused++;
+	if (r == 403 && st->scan.index_refused) {
+		/* The operator's to fix (an index serving its files elsewhere):
+		 * said once per sandbox, not at each of pip's retries. */
+		if (!e->index_refusal_logged)
+			sbx_log_warn("sandbox %s: egress: %s (said once per sandbox)", e->sid, why);
+		e->index_refusal_logged = true;
+		answer_phrase(st, r, EGRESS_INDEX_REFUSED_PHRASE, why);
+		return;
+	}
 	answer(st, r < 0 ? 503 : r, why);
 }
 
@@ -303,7 +312,7 @@ static int on_frame(void *userdata, uint8_t type, uint16_t id, const unsigned ch
 						"more connections than the server could refuse "
 						"(over %d at once)",
 						STREAMS_MAX);
-			if (egress_plain_response(503, msg, &resp, &rl) == 0) {
+			if (egress_plain_response(503, NULL, msg, &resp, &rl) == 0) {
 				egress_frame_header(h, EGRESS_DATA, id, (uint32_t)rl);
 				sbx_buf_append(&e->ctl, h, sizeof(h));
 				sbx_buf_append(&e->ctl, resp, rl);

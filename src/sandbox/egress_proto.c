@@ -368,29 +368,92 @@ static bool path_under(const char *prefix, const char *path, size_t n)
 	return pl && (prefix[pl - 1] == '/' || n == pl || path[pl] == '/');
 }
 
+/* The file names pip fetches: distributions (PEP 427 wheels, PEP 625
+ * sdists and the older archives pip still takes) and their PEP 658
+ * metadata ("NAME.whl.metadata"). */
+static const char *const dist_suffixes[] = {".whl", ".tar.gz", ".zip", ".tar.bz2"};
+
+/* Whether the clean PATH[0..N) (sbx_path_is_clean), without a query, names
+ * a distribution file: its last segment a name of letters, digits and
+ * "-_.+!~" starting with a letter or digit and ending in one of
+ * dist_suffixes (perhaps then ".metadata"), and no character of the path
+ * outside those and "/", written as such or as %XX. What the rule keeps
+ * out: ";" (servers such as Tomcat read "/admin;x.whl" as "/admin"), "?",
+ * "=", "&", ",", ":", "@" and the like, which no distribution's URL needs. */
+static bool dist_file_path(const char *path, size_t n)
+{
+	const char *last = path, *end = path + n;
+	size_t len;
+
+	for (const char *c = path; c < end; c++) {
+		char v = *c;
+
+		if (v == '/') {
+			last = c + 1;
+			continue;
+		}
+		if (v == '%') { /* a %XX escape (the path is clean): what it stands for */
+			char hex[3] = {c[1], c[2], 0};
+			v = (char)strtol(hex, NULL, 16);
+			c += 2;
+		}
+		if (!(((v | 0x20) >= 'a' && (v | 0x20) <= 'z') || (v >= '0' && v <= '9') ||
+		      (v && strchr("-_.+!~", v))))
+			return false;
+	}
+	len = (size_t)(end - last);
+	if (len > 9 && strncasecmp(end - 9, ".metadata", 9) == 0)
+		len -= 9;
+	if (!len ||
+	    !(((*last | 0x20) >= 'a' && (*last | 0x20) <= 'z') || (*last >= '0' && *last <= '9')))
+		return false;
+	for (size_t i = 0; i < SBX_ARRAY_SIZE(dist_suffixes); i++) {
+		size_t sl = strlen(dist_suffixes[i]);
+		if (len > sl && strncasecmp(last + len - sl, dist_suffixes[i], sl) == 0)
+			return true;
+	}
+	return false;
+}
+
 int egress_index_path_check(const struct egress_policy *p, const char *path, char *why,
 			    size_t why_size)
 {
-	size_t n = strcspn(path, "?");
+	size_t n = strcspn(path, "?"), all = strlen(path);
 	const char *what = NULL;
-	int shown = n < 200 ? (int)n : 200;
+	int shown = all < 200 ? (int)all : 200; /* the query too */
 
 	if (!sbx_path_is_clean(path, n, &what))
 		return say(why, why_size, 403,
-			   "mcp-sandbox: the index path \"%.*s\" has %s: only clean paths under "
-			   "the package index's %s%s%s are fetched from it",
-			   shown, path, what, p->index_path, p->files_path ? " and " : "",
+			   "mcp-sandbox: the index path \"%.*s\" has %s: only clean paths (under "
+			   "the package index's %s, %s%s) are fetched from it",
+			   shown, path, what, p->index_path,
+			   p->files_path ? "and sandbox.index_files_path "
+					 : "or distribution files while sandbox.index_files_path "
+					   "is unset",
 			   p->files_path ? p->files_path : "");
-	if (path_under(p->index_path, path, n) ||
-	    (p->files_path && path_under(p->files_path, path, n)))
+	if (path_under(p->index_path, path, n))
+		return 0;
+	if (p->files_path) { /* set: the index's files are there, nowhere else */
+		if (path_under(p->files_path, path, n))
+			return 0;
+		return say(why, why_size, 403,
+			   "mcp-sandbox: \"%.*s\" is not under the package index's path (%s) or "
+			   "sandbox.index_files_path (%s): only those are fetched from %s with its "
+			   "credentials; if the index serves its files under another path, ask "
+			   "the server's operator to change sandbox.index_files_path",
+			   shown, path, p->index_path, p->files_path, p->index_host);
+	}
+	/* Not set: the index's files wherever on its origin (the URL is always
+	 * index_origin + path: the credentials go to no other scheme, host or
+	 * port), but only what names a distribution file. */
+	if (path[n] == '\0' && dist_file_path(path, n))
 		return 0;
 	return say(why, why_size, 403,
-		   "mcp-sandbox: \"%.*s\" is not under the package index's path (%s) or "
-		   "sandbox.index_files_path (%s): only those are fetched from %s with its "
-		   "credentials; if the index serves its files under another path, ask the "
-		   "server's operator to set sandbox.index_files_path to it",
-		   shown, path, p->index_path, p->files_path ? p->files_path : "not set",
-		   p->index_host);
+		   "mcp-sandbox: \"%.*s\" is not under the package index's path (%s) nor a "
+		   "distribution file (.whl, .tar.gz, .zip, .tar.bz2; no query): only those are "
+		   "fetched from %s with its credentials; if the index serves its files there, "
+		   "ask the server's operator to set sandbox.index_files_path to their path",
+		   shown, path, p->index_path, p->index_host);
 }
 
 /* ---- requests ---- */
@@ -473,8 +536,11 @@ static int parse_absolute(const char *t, size_t n, char *host, int *port, const 
 	return 0;
 }
 
-int egress_parse_request(const struct egress_policy *p, int relay_port, const char *buf, size_t n,
-			 struct egress_request *ret, char *why, size_t why_size)
+/* egress_parse_request, and *RET_INDEX_REFUSED (may be NULL) true when
+ * the answer is egress_index_path_check's 403. */
+static int parse_request(const struct egress_policy *p, int relay_port, const char *buf, size_t n,
+			 struct egress_request *ret, bool *ret_index_refused, char *why,
+			 size_t why_size)
 {
 	struct egress_request q = {0};
 	struct sbx_buf hdrs = SBX_BUF_INIT;
@@ -626,6 +692,8 @@ int egress_parse_request(const struct egress_policy *p, int relay_port, const ch
 		    (r = egress_index_path_check(p, q.path, why, why_size))) {
 			sbx_buf_release(&hdrs);
 			egress_request_release(&q);
+			if (ret_index_refused)
+				*ret_index_refused = true;
 			return r;
 		}
 		/* NUL-separated; the worker splits it. */
@@ -644,6 +712,12 @@ nomem:
 	sbx_buf_release(&hdrs);
 	egress_request_release(&q);
 	return -ENOMEM;
+}
+
+int egress_parse_request(const struct egress_policy *p, int relay_port, const char *buf, size_t n,
+			 struct egress_request *ret, char *why, size_t why_size)
+{
+	return parse_request(p, relay_port, buf, n, ret, NULL, why, why_size);
 }
 
 static const char *reason(int status)
@@ -674,13 +748,14 @@ static const char *reason(int status)
 	}
 }
 
-int egress_plain_response(int status, const char *text, char **ret, size_t *ret_len)
+int egress_plain_response(int status, const char *phrase, const char *text, char **ret,
+			  size_t *ret_len)
 {
 	char *s = NULL;
 	int n = asprintf(&s,
 			 "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\n"
 			 "Content-Length: %zu\r\nConnection: close\r\n\r\n%s\n",
-			 status, reason(status), strlen(text) + 1, text);
+			 status, phrase ? phrase : reason(status), strlen(text) + 1, text);
 
 	if (n < 0)
 		return -ENOMEM;
@@ -699,10 +774,11 @@ int egress_parse_head(struct egress_head_scan *s, const struct egress_policy *p,
 		s->examined++;
 		if (buf[i] == '\r' && buf[i + 1] == '\n' && buf[i + 2] == '\r' &&
 		    buf[i + 3] == '\n')
-			return egress_parse_request(p, relay_port, buf, i + 4, ret, why, why_size);
+			return parse_request(p, relay_port, buf, i + 4, ret, &s->index_refused, why,
+					     why_size);
 	}
 	s->next = i;
 	if (n < EGRESS_HEAD_MAX)
 		return 0;
-	return egress_parse_request(p, relay_port, buf, n, ret, why, why_size);
+	return parse_request(p, relay_port, buf, n, ret, &s->index_refused, why, why_size);
 }
