@@ -8,7 +8,7 @@
 //    session (404) and 10 of 40 MB (413); how many answers arrived, how many
 //    ended in EPIPE or a reset:
 //      REFUSALS sent <n> arrived <n> failed <n> (<first error>)
-// 2. A flood from one pool: FLOOD concurrent tool calls (sleep 3) of one
+// 2. A flood from one pool: FLOOD concurrent tool calls (sleep 5) of one
 //    session, each on its own connection, more than
 //    server.max_connections_per_ip; then another client with a pool of its
 //    own (a second process, as far as the server can tell) calls
@@ -31,7 +31,7 @@ import { now, result, sleep, toolJson } from './lib.mjs';
 
 const [base, pidArg, floodArg, downloadsArg] = process.argv.slice(2);
 const PID = Number(pidArg);
-const FLOOD = Number(floodArg || 600);
+const FLOOD = Number(floodArg || 560);
 const DOWNLOADS = Number(downloadsArg || 100);
 const url = new URL(base);
 const JSON_HEADERS = { 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream' };
@@ -104,7 +104,7 @@ let sid;
 	let firstNone = '';
 	const calls = Array.from({ length: FLOOD }, () =>
 		a
-			.callTool({ name: 'execute_terminal_command', arguments: { sandbox_id: sid, command: 'sleep 3' } }, undefined, { timeout: 120000 })
+			.callTool({ name: 'execute_terminal_command', arguments: { sandbox_id: sid, command: 'sleep 5' } }, undefined, { timeout: 120000 })
 			.then(() => n.ran++)
 			.catch((e) => {
 				if (/max_calls_per_session/.test(e.message)) n.refused++;
@@ -116,6 +116,7 @@ let sid;
 			}),
 	);
 	for (let i = 0; i < 400 && n.refused + n.busy + n.none < FLOOD - 8; i++) await sleep(25);
+	await sleep(1500); // idle connections make room once idle for a second
 	const b = await connect(poolB, 'bench-flood-other');
 	const list = [];
 	let failed = 0;

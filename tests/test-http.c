@@ -1427,6 +1427,10 @@ static void test_over_limit(sbx_mcp *mcp, sbx_manager *manager)
 		}
 		tap_is_int(got, 8, "8 idle keep-alive connections from two addresses");
 		connections_settle(&sv, 8);
+		sleep_ms(SBX_HTTP_EVICT_IDLE_MS + 300);
+		/* 127.0.0.51 uses one of its own again: 127.0.0.50 holds as many
+		 * and its oldest is the least recently used of all. */
+		tap_ok(idle[1] >= 0 && still_serves(idle[1]), "... one of them used again");
 		http_from("127.0.0.52");
 		r = request("GET", "/health", NULL, NULL);
 		tap_is_int(r.status, 200, "... a 9th connection from a third address is served");
@@ -2337,6 +2341,87 @@ static void test_slow_body(sbx_mcp *mcp, sbx_manager *manager)
 	server_end(&sv);
 }
 
+/* The overflow band: one address past server.max_connections_per_ip holds
+ * at most SBX_HTTP_OVERFLOW_PER_PEER connections waiting for their 503;
+ * past that its connections are closed at accept, while other addresses
+ * are served; a silent one of them is closed after SBX_HTTP_OVER_TIMEOUT_S;
+ * the counts go back to zero. One address lingers at most
+ * SBX_HTTP_LINGER_PER_PEER sockets. */
+static void test_overflow_band(sbx_mcp *mcp, sbx_manager *manager)
+{
+	enum { N = 4 + SBX_HTTP_OVERFLOW_PER_PEER };
+	int fds[N], extra = -1, quiet = 0, lingering = 0;
+	struct sbx_conn_counts cc;
+	struct sbx_buf acc = SBX_BUF_INIT;
+	struct server sv;
+	struct timespec t0;
+	bool closed_at_accept;
+
+	server_begin(&sv, mcp, manager, false, HS("server.max_connections_per_ip=4"));
+	http_from("127.0.0.60");
+	for (int i = 0; i < N; i++)
+		fds[i] = connect_raw();
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	do {
+		sbx_conn_counts(sv.h, &cc);
+		if (cc.over < SBX_HTTP_OVERFLOW_PER_PEER)
+			sleep_ms(5);
+	} while (cc.over < SBX_HTTP_OVERFLOW_PER_PEER && elapsed_ms(&t0) < 1000);
+	for (int i = 0; i < N; i++) {
+		struct pollfd p = {.fd = fds[i], .events = POLLIN};
+		quiet += poll(&p, 1, 0) == 0;
+	}
+	tap_ok(quiet == N && cc.admitted == 4 && cc.over == SBX_HTTP_OVERFLOW_PER_PEER,
+	       "max_connections_per_ip=4: 4 silent connections from 127.0.0.60 admitted, %d more "
+	       "wait for their 503 (%d quiet, %d admitted, %d over)",
+	       SBX_HTTP_OVERFLOW_PER_PEER, quiet, cc.admitted, cc.over);
+	closed_at_accept = !connect_quiet(&extra, 1000);
+	tap_ok(closed_at_accept, "... one more from it is closed at accept (its share of the band "
+				 "is full)");
+	if (extra >= 0)
+		close(extra);
+	http_from("127.0.0.61");
+	expect_status(request("GET", "/health", NULL, NULL), 200,
+		      "... another address is served meanwhile");
+	http_from("127.0.0.60");
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	tap_ok(closed_within(fds[N - 1], 10000) && elapsed_ms(&t0) < 8000,
+	       "... a silent connection waiting for its 503 is closed after %d s, not 60 (%ld ms)",
+	       SBX_HTTP_OVER_TIMEOUT_S, elapsed_ms(&t0));
+	for (int i = 0; i < N; i++)
+		close(fds[i]);
+	tap_ok(connections_settle(&sv, 0), "... all closed: no connection counted");
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	do {
+		sbx_conn_counts(sv.h, &cc);
+		if (cc.over)
+			sleep_ms(20);
+	} while (cc.over && elapsed_ms(&t0) < 3000);
+	tap_is_int(cc.over, 0, "... and none over a limit");
+
+	/* Refusals from the headers, their clients still connected: at most
+	 * SBX_HTTP_LINGER_PER_PEER of one address linger. */
+	for (int i = 0; i < SBX_HTTP_LINGER_PER_PEER + 2; i++) {
+		fds[i] = raw_mcp_post(NO_SESSION, 1 << 20, "{");
+		raw_status(fds[i], &acc, 5000);
+		sbx_buf_reset(&acc);
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	while (elapsed_ms(&t0) < 3000 &&
+	       (lingering = sbx_linger_count(sv.h->linger)) < SBX_HTTP_LINGER_PER_PEER)
+		sleep_ms(20);
+	sleep_ms(200);
+	lingering = sbx_linger_count(sv.h->linger);
+	tap_is_int(lingering, SBX_HTTP_LINGER_PER_PEER,
+		   "%d refusals from one address with their bodies pending: %d linger",
+		   SBX_HTTP_LINGER_PER_PEER + 2, SBX_HTTP_LINGER_PER_PEER);
+	for (int i = 0; i < SBX_HTTP_LINGER_PER_PEER + 2; i++)
+		close(fds[i]);
+	sbx_buf_release(&acc);
+	http_from(NULL);
+	server_end(&sv);
+}
+
 /* server.max_connections_per_ip=4: with its 4 connections busy (SSE
  * streams) a 5th from the address gets 503 + Retry-After naming the limit,
  * never a bare close; with idle keep-alive connections among them the
@@ -2394,6 +2479,17 @@ static void test_connections_per_ip(sbx_mcp *mcp, sbx_manager *manager)
 	}
 	tap_is_int(got, 4, "4 idle keep-alive connections from 127.0.0.42");
 	connections_settle(&sv, 4);
+	/* Idle for less than SBX_HTTP_EVICT_IDLE_MS: their clients may be
+	 * reusing them right now; the newcomer gets the 503. */
+	got = 0;
+	for (int i = 0; i < 4; i++)
+		got += idle[i] >= 0 && still_serves(idle[i]);
+	r = request("GET", "/health", NULL, NULL);
+	tap_ok(got == 4 && r.status == 503,
+	       "... a 5th while all 4 were used just now -> 503 (none idle for %d ms) (%ld)",
+	       SBX_HTTP_EVICT_IDLE_MS, r.status);
+	reply_release(&r);
+	sleep_ms(SBX_HTTP_EVICT_IDLE_MS + 300);
 	/* The first is used again: the second is now the least recently used. */
 	tap_ok(idle[0] >= 0 && still_serves(idle[0]), "... the first one used again");
 	r = request("GET", "/health", NULL, NULL);
@@ -3041,6 +3137,7 @@ int main(void)
 	test_sessions_per_ip(mcp, manager);
 	test_slow_body(mcp, manager);
 	test_connections_per_ip(mcp, manager);
+	test_overflow_band(mcp, manager);
 	test_auth(mcp, manager);
 	test_sessions_per_tenant(mcp, manager);
 

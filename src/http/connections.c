@@ -11,17 +11,29 @@
  * server.max_connections by closing the least recently used idle one of
  * any address. Only when none is idle is the newcomer over the limit: it
  * is answered 503 with Retry-After and a body naming the limit, then
- * closed (SBX_HTTP_OVERFLOW such answers at once; past them a connection
- * is closed at accept, the one case without a status, bounded by the
- * descriptors it would take).
+ * closed: SBX_HTTP_OVERFLOW such connections at once, of which one
+ * address holds at most SBX_HTTP_OVERFLOW_PER_PEER, and each has
+ * SBX_HTTP_OVER_TIMEOUT_S to send its request. Past those a connection
+ * that would be over a limit is closed at accept, the one case without a
+ * status, bounded by the descriptors it would take; one that would be
+ * admitted never is, so no address can fill the band against another.
+ *
+ * At server.max_connections the idle connection closed is the least
+ * recently used one of the address holding the most connections (the
+ * heaviest holder makes room first), else of any address.
  *
  * An idle connection is closed with shutdown(2) on its socket, under the
  * table's lock: libmicrohttpd's thread for it reads the end and closes it.
  * The record leaves the table (sbx_conn_closed) before libmicrohttpd closes
  * the descriptor, so a shutdown under the lock never reaches a reused one.
- * A connection with bytes waiting to be read (a request on its way) does
- * not count as idle, nor does a new one before its first request has ended
- * (its client opened it to send one).
+ * Closing an idle keep-alive connection races with its client reusing it
+ * (its request then fails without a status, as at any server's keep-alive
+ * timeout). So only a connection idle for SBX_HTTP_EVICT_IDLE_MS is
+ * closed, never one with bytes waiting to be read, and a request that
+ * still arrives on a closed one is dropped before it runs (its answer
+ * could not be sent). A new connection counts as idle from its accept: one
+ * silent for SBX_HTTP_EVICT_IDLE_MS can be closed (its client never sent
+ * what it opened it for).
  *
  * A connection answered before its request's body was read is handed to
  * the lingering close (src/http/linger.c) when it closes.
@@ -47,6 +59,7 @@ struct conn_peer {
 	struct conn_peer *next; /* its bucket's chain */
 	struct sbx_peer peer;
 	int admitted;	       /* its connections that count against the limits */
+	int over;	       /* its connections past a limit (CONN_OVER) */
 	int refs;	       /* its connection records (admitted or not) */
 	struct idle_list idle; /* its idle connections */
 };
@@ -63,6 +76,7 @@ struct sbx_http_conn {
 	enum conn_state state;
 	const char *over_limit; /* CONN_OVER: the setting it is past */
 	unsigned busy;		/* requests in flight */
+	int64_t idle_since;	/* in the idle lists: since when (monotonic ms) */
 	bool linger;		/* answered before its body was read */
 	/* In its peer's idle list and the global one while idle and admitted. */
 	bool idle_listed;
@@ -147,6 +161,7 @@ static void idle_add(struct sbx_conn_table *t, struct sbx_http_conn *c)
 {
 	struct idle_list *pl = &c->peer->idle;
 
+	c->idle_since = sbx_monotonic_ms();
 	c->pnext = NULL;
 	c->pprev = pl->tail;
 	if (pl->tail)
@@ -198,25 +213,48 @@ static bool bytes_waiting(const struct sbx_http_conn *c)
 	return c->fd >= 0 && ioctl(c->fd, FIONREAD, &n) == 0 && n > 0;
 }
 
+/* Closes C (idle, admitted) to make room. */
+static void evict(struct sbx_conn_table *t, struct sbx_http_conn *c)
+{
+	idle_remove(t, c);
+	c->state = CONN_EVICTED;
+	c->peer->admitted--;
+	t->admitted--;
+	t->evicted++;
+	/* libmicrohttpd's thread for it sees the end and closes it. */
+	shutdown(c->fd, SHUT_RDWR);
+}
+
 /* Closes the least recently used idle connection in PEER's list (or the
- * global one when PEER is NULL) to make room: true when one was. */
-static bool evict_one(struct sbx_conn_table *t, struct conn_peer *peer)
+ * global one when PEER is NULL) that has been idle SBX_HTTP_EVICT_IDLE_MS
+ * with nothing waiting to be read: true when one was. */
+static bool evict_one(struct sbx_conn_table *t, struct conn_peer *peer, int64_t now)
 {
 	struct sbx_http_conn *c = peer ? peer->idle.head : t->idle.head;
 
 	for (; c; c = peer ? c->pnext : c->gnext) {
+		/* The lists are in idle_since order: the rest are younger. */
+		if (now - c->idle_since < SBX_HTTP_EVICT_IDLE_MS)
+			return false;
 		if (c->fd < 0 || bytes_waiting(c))
 			continue;
-		idle_remove(t, c);
-		c->state = CONN_EVICTED;
-		c->peer->admitted--;
-		t->admitted--;
-		t->evicted++;
-		/* libmicrohttpd's thread for it sees the end and closes it. */
-		shutdown(c->fd, SHUT_RDWR);
+		evict(t, c);
 		return true;
 	}
 	return false;
+}
+
+/* At server.max_connections: the address holding the most connections
+ * makes room first (an idle one of its own), then any. */
+static bool evict_for_total(struct sbx_conn_table *t, int64_t now)
+{
+	struct conn_peer *heaviest = NULL;
+
+	for (size_t i = 0; i < CONN_BUCKETS; i++)
+		for (struct conn_peer *p = t->buckets[i]; p; p = p->next)
+			if (p->idle.head && (!heaviest || p->admitted > heaviest->admitted))
+				heaviest = p;
+	return (heaviest && evict_one(t, heaviest, now)) || evict_one(t, NULL, now);
 }
 
 /* ---- libmicrohttpd's notifications ---- */
@@ -229,6 +267,8 @@ void sbx_conn_started(struct sbx_http *h, struct MHD_Connection *conn, void **so
 	const union MHD_ConnectionInfo *fi =
 	    MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
 	struct sbx_http_conn *c = calloc(1, sizeof(*c));
+	int64_t now = sbx_monotonic_ms();
+	bool over = false;
 	struct sbx_peer p;
 
 	sbx_peer_of(ci ? ci->client_addr : NULL, &p);
@@ -245,31 +285,39 @@ void sbx_conn_started(struct sbx_http *h, struct MHD_Connection *conn, void **so
 	}
 	c->peer->refs++;
 	c->fd = fi ? fi->connect_fd : -1;
-	if (t->per_peer > 0 && c->peer->admitted >= t->per_peer && !evict_one(t, c->peer))
+	if (t->per_peer > 0 && c->peer->admitted >= t->per_peer && !evict_one(t, c->peer, now))
 		c->over_limit = "server.max_connections_per_ip";
-	else if (t->admitted >= t->max && !evict_one(t, NULL))
+	else if (t->admitted >= t->max && !evict_for_total(t, now))
 		c->over_limit = "server.max_connections";
 	if (c->over_limit) {
 		c->state = CONN_OVER;
+		c->peer->over++;
 		t->over++;
 		t->refused++;
+		over = true;
 	} else {
 		c->state = CONN_ADMITTED;
 		c->peer->admitted++;
 		t->admitted++;
-		/* Not idle before its first request has ended: its client
-		 * opened it to send one (its bytes may be on their way). */
+		/* Idle from its accept (see the top). */
+		idle_add(t, c);
 	}
 	*socket_context = c;
 out:
 	atomic_store(&h->connections, t->admitted);
 	pthread_mutex_unlock(&t->lock);
+	/* Its 503 goes as soon as its request's headers are in: a client
+	 * that sends none does not hold its place in the band for long. */
+	if (over || !c)
+		MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT,
+					  (unsigned)SBX_HTTP_OVER_TIMEOUT_S);
 }
 
 void sbx_conn_closed(struct sbx_http *h, void **socket_context)
 {
 	struct sbx_conn_table *t = h->conns;
 	struct sbx_http_conn *c = *socket_context;
+	struct sbx_peer peer;
 	int linger_fd = -1;
 
 	*socket_context = NULL;
@@ -286,29 +334,57 @@ void sbx_conn_closed(struct sbx_http *h, void **socket_context)
 		c->peer->admitted--;
 		t->admitted--;
 	} else if (c->state == CONN_OVER) {
+		c->peer->over--;
 		t->over--;
 	}
 	/* Its descriptor is still open (libmicrohttpd closes it after this):
 	 * a copy keeps the socket for the lingering close. */
 	if (c->linger && c->fd >= 0 && h->linger)
 		linger_fd = fcntl(c->fd, F_DUPFD_CLOEXEC, 0);
+	peer = c->peer->peer;
 	peer_put(t, c->peer);
 	atomic_store(&h->connections, t->admitted);
 	pthread_mutex_unlock(&t->lock);
 	free(c);
 	if (linger_fd >= 0)
-		sbx_linger_add(h->linger, linger_fd);
+		sbx_linger_add(h->linger, linger_fd, &peer);
 }
 
-/* Past max_connections plus the overflow band a connection is closed at
- * accept: it would take a descriptor and a thread just to be refused. */
-bool sbx_conn_accept_ok(struct sbx_http *h)
+/* Whether an idle connection in PEER's list (or any, PEER NULL) could be
+ * closed to make room now (evict_one's choice, without closing it). */
+static bool can_evict(struct sbx_conn_table *t, struct conn_peer *peer, int64_t now)
+{
+	for (struct sbx_http_conn *c = peer ? peer->idle.head : t->idle.head; c;
+	     c = peer ? c->pnext : c->gnext) {
+		if (now - c->idle_since < SBX_HTTP_EVICT_IDLE_MS)
+			return false;
+		if (c->fd >= 0 && !bytes_waiting(c))
+			return true;
+	}
+	return false;
+}
+
+/* A connection that would be past a limit, with none idle to make room,
+ * is closed at accept once the overflow band (in all, or its address's
+ * share of it) is full: it would take a descriptor and a thread just to be
+ * refused. One that would be admitted is never refused here, whoever
+ * fills the band. */
+bool sbx_conn_accept_ok(struct sbx_http *h, const struct sockaddr *addr)
 {
 	struct sbx_conn_table *t = h->conns;
-	bool ok;
+	int64_t now = sbx_monotonic_ms();
+	struct conn_peer *e;
+	struct sbx_peer p;
+	bool over, ok;
 
+	sbx_peer_of(addr, &p);
 	pthread_mutex_lock(&t->lock);
-	ok = t->over < SBX_HTTP_OVERFLOW;
+	e = peer_get(t, &p, false);
+	if (t->per_peer > 0 && e && e->admitted >= t->per_peer)
+		over = !can_evict(t, e, now);
+	else
+		over = t->admitted >= t->max && !can_evict(t, NULL, now);
+	ok = !over || (t->over < SBX_HTTP_OVERFLOW && (!e || e->over < SBX_HTTP_OVERFLOW_PER_PEER));
 	pthread_mutex_unlock(&t->lock);
 	return ok;
 }
@@ -336,16 +412,19 @@ const char *sbx_conn_over_limit(struct MHD_Connection *conn)
 	return c && c->state == CONN_OVER ? c->over_limit : NULL;
 }
 
-void sbx_conn_request_begin(struct sbx_http *h, struct MHD_Connection *conn)
+bool sbx_conn_request_begin(struct sbx_http *h, struct MHD_Connection *conn)
 {
 	struct sbx_http_conn *c = conn_of(conn);
+	bool evicted;
 
 	if (!c)
-		return;
+		return true;
 	pthread_mutex_lock(&h->conns->lock);
 	if (c->busy++ == 0)
 		idle_remove(h->conns, c);
+	evicted = c->state == CONN_EVICTED;
 	pthread_mutex_unlock(&h->conns->lock);
+	return !evicted;
 }
 
 void sbx_conn_request_end(struct sbx_http *h, struct MHD_Connection *conn)
@@ -378,6 +457,9 @@ void sbx_conn_counts(struct sbx_http *h, struct sbx_conn_counts *ret)
 	pthread_mutex_lock(&t->lock);
 	ret->admitted = t->admitted;
 	ret->over = t->over;
+	ret->idle = 0;
+	for (struct sbx_http_conn *c = t->idle.head; c; c = c->gnext)
+		ret->idle++;
 	ret->evicted = t->evicted;
 	ret->refused = t->refused;
 	pthread_mutex_unlock(&t->lock);

@@ -58,12 +58,20 @@
  * read buffer, the response headers); its default is 32 KiB, zeroed on
  * every keep-alive request. */
 #define SBX_HTTP_CONN_MEMORY (16 * 1024)
-/* Connections past server.max_connections still get a 503 up to this many
- * more; beyond, they are closed at accept. */
+/* Connections past a connection limit still get a 503 up to this many more
+ * at once, of which one client address holds at most
+ * SBX_HTTP_OVERFLOW_PER_PEER; beyond, they are closed at accept. Such a
+ * connection has SBX_HTTP_OVER_TIMEOUT_S (of silence) to send its request. */
 #define SBX_HTTP_OVERFLOW 256
+#define SBX_HTTP_OVERFLOW_PER_PEER 64
+#define SBX_HTTP_OVER_TIMEOUT_S 2
+/* An idle connection is closed to let another in only after this long
+ * idle (its client may be reusing it right now). */
+#define SBX_HTTP_EVICT_IDLE_MS 1000
 /* The lingering close (src/http/linger.c): sockets at once, and their
  * bounds in time (in all, and without a byte) and bytes. */
 #define SBX_HTTP_LINGER_MAX 128
+#define SBX_HTTP_LINGER_PER_PEER 8
 #define SBX_HTTP_LINGER_MS 30000
 #define SBX_HTTP_LINGER_QUIET_MS 5000
 #define SBX_HTTP_LINGER_BYTES ((size_t)64 * 1024 * 1024)
@@ -114,8 +122,9 @@ struct sbx_conn_table;
 struct sbx_http;
 int sbx_conn_table_new(int max, int per_peer, struct sbx_conn_table **ret);
 struct sbx_conn_table *sbx_conn_table_free(struct sbx_conn_table *t);
-/* libmicrohttpd's accept policy: false past the overflow band. */
-bool sbx_conn_accept_ok(struct sbx_http *h);
+/* libmicrohttpd's accept policy for a client at ADDR: false past the
+ * overflow band or ADDR's share of it. */
+bool sbx_conn_accept_ok(struct sbx_http *h, const struct sockaddr *addr);
 /* MHD_CONNECTION_NOTIFY_STARTED / _CLOSED: the record in *SOCKET_CONTEXT.
  * A closed connection marked by sbx_conn_set_linger goes to the lingering
  * close (a copy of its descriptor). */
@@ -124,14 +133,16 @@ void sbx_conn_closed(struct sbx_http *h, void **socket_context);
 /* The setting CONN is past ("server.max_connections_per_ip", ...), or
  * NULL when it was admitted. */
 const char *sbx_conn_over_limit(struct MHD_Connection *conn);
-/* A request on CONN began (its headers came) / ended: it is busy between. */
-void sbx_conn_request_begin(struct sbx_http *h, struct MHD_Connection *conn);
+/* A request on CONN began (its headers came) / ended: it is busy between.
+ * False when CONN was closed to let another in meanwhile: the request is
+ * dropped (its answer could not be sent). */
+bool sbx_conn_request_begin(struct sbx_http *h, struct MHD_Connection *conn);
 void sbx_conn_request_end(struct sbx_http *h, struct MHD_Connection *conn);
 /* CONN was answered before its request's body was read: it is not reused,
  * and it lingers when it closes. */
 void sbx_conn_set_linger(struct sbx_http *h, struct MHD_Connection *conn);
 struct sbx_conn_counts {
-	int admitted, over;
+	int admitted, over, idle;
 	uint64_t evicted, refused;
 };
 void sbx_conn_counts(struct sbx_http *h, struct sbx_conn_counts *ret);
@@ -141,10 +152,11 @@ void sbx_conn_counts(struct sbx_http *h, struct sbx_conn_counts *ret);
 struct sbx_linger;
 /* Starts its thread. -ENOMEM, or pthread_create's error. */
 int sbx_linger_new(struct sbx_linger **ret);
-/* Takes FD (a client socket answered and done with): what its client still
- * sends is read and dropped, within the bounds, then it is closed. Closed
- * at once when SBX_HTTP_LINGER_MAX linger already. */
-void sbx_linger_add(struct sbx_linger *l, int fd);
+/* Takes FD (a client socket answered and done with, of the client PEER):
+ * what its client still sends is read and dropped, within the bounds, then
+ * it is closed. Closed at once when SBX_HTTP_LINGER_MAX linger already, or
+ * SBX_HTTP_LINGER_PER_PEER of PEER's. */
+void sbx_linger_add(struct sbx_linger *l, int fd, const struct sbx_peer *peer);
 /* Sockets lingering now. */
 int sbx_linger_count(struct sbx_linger *l);
 /* Stops the thread and closes every socket. */

@@ -12,8 +12,9 @@
  * dropped until it closes, for at most SBX_HTTP_LINGER_MS in all,
  * SBX_HTTP_LINGER_QUIET_MS without a byte and SBX_HTTP_LINGER_BYTES,
  * then it is closed (what nginx calls lingering_close). Nothing read is
- * kept. One thread serves them all, at most SBX_HTTP_LINGER_MAX at once:
- * past that a socket is closed at once, as before.
+ * kept. One thread serves them all, at most SBX_HTTP_LINGER_MAX at once
+ * and SBX_HTTP_LINGER_PER_PEER of one client address: past that a socket
+ * is closed at once, as before.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -28,6 +29,7 @@
 
 struct lingerer {
 	int fd;
+	struct sbx_peer peer;
 	int64_t end_ms;	  /* closed at this time whatever comes */
 	int64_t quiet_ms; /* ... or at this one when nothing more comes */
 	size_t bytes;
@@ -38,20 +40,47 @@ struct sbx_linger {
 	int wake[2]; /* a byte: a socket was added, or stop */
 	pthread_t thread;
 	bool started;
-	bool stopping;		 /* under lock */
-	struct lingerer *added;	 /* handed over, not yet taken by the thread */
-	int nadded;		 /* under lock */
-	int count;		 /* lingering now (added or taken), under lock */
+	bool stopping;		/* under lock */
+	struct lingerer *added; /* handed over, not yet taken by the thread */
+	int nadded;		/* under lock */
+	int count;		/* lingering now (added or taken), under lock */
+	/* Lingering sockets by client address (under lock): at most count
+	 * entries in use, each with n > 0. */
+	struct {
+		struct sbx_peer peer;
+		int n;
+	} peers[SBX_HTTP_LINGER_MAX];
+	char *buf;		 /* the thread's */
 	uint64_t total, dropped; /* lingered in all; closed at once (full) */
 };
 
 #define LINGER_READ (64 * 1024)
 
-static void close_one(struct sbx_linger *l, int fd)
+/* The entry of P in l->peers (lock held), or a free one when none; NULL
+ * when full. */
+static int peer_slot(struct sbx_linger *l, const struct sbx_peer *p)
 {
-	close(fd);
+	int free_slot = -1;
+
+	for (int i = 0; i < SBX_HTTP_LINGER_MAX; i++) {
+		if (l->peers[i].n > 0 && memcmp(&l->peers[i].peer, p, sizeof(*p)) == 0)
+			return i;
+		if (l->peers[i].n == 0 && free_slot < 0)
+			free_slot = i;
+	}
+	return free_slot;
+}
+
+static void close_one(struct sbx_linger *l, const struct lingerer *e)
+{
+	int i;
+
+	close(e->fd);
 	pthread_mutex_lock(&l->lock);
 	l->count--;
+	i = peer_slot(l, &e->peer);
+	if (i >= 0 && l->peers[i].n > 0)
+		l->peers[i].n--;
 	pthread_mutex_unlock(&l->lock);
 }
 
@@ -80,7 +109,7 @@ static void *linger_thread(void *arg)
 	struct sbx_linger *l = arg;
 	struct lingerer e[SBX_HTTP_LINGER_MAX];
 	struct pollfd pf[SBX_HTTP_LINGER_MAX + 1];
-	char *buf = malloc(LINGER_READ);
+	char *buf = l->buf;
 	int n = 0;
 
 	for (;;) {
@@ -94,12 +123,12 @@ static void *linger_thread(void *arg)
 			e[n++] = l->added[i];
 		l->nadded = 0;
 		pthread_mutex_unlock(&l->lock);
-		if (stop || !buf)
+		if (stop)
 			break;
 		/* The ones done or out of time are closed. */
 		for (int i = 0; i < n;) {
 			if (now >= e[i].end_ms || now >= e[i].quiet_ms) {
-				close_one(l, e[i].fd);
+				close_one(l, &e[i]);
 				e[i] = e[--n];
 				continue;
 			}
@@ -112,8 +141,14 @@ static void *linger_thread(void *arg)
 		pf[0] = (struct pollfd){.fd = l->wake[0], .events = POLLIN};
 		for (int i = 0; i < n; i++)
 			pf[i + 1] = (struct pollfd){.fd = e[i].fd, .events = POLLIN | POLLRDHUP};
-		if (poll(pf, (nfds_t)n + 1, (int)(next - now)) < 0 && errno != EINTR)
+		if (poll(pf, (nfds_t)n + 1, (int)(next - now)) < 0 && errno != EINTR) {
+			/* Never seen; without the thread nothing lingers. */
+			sbx_log_error("http: the lingering close stops: poll: %s", strerror(errno));
+			pthread_mutex_lock(&l->lock);
+			l->stopping = true;
+			pthread_mutex_unlock(&l->lock);
 			break;
+		}
 		if (pf[0].revents & POLLIN)
 			while (read(l->wake[0], &c, 1) == 1)
 				;
@@ -123,14 +158,13 @@ static void *linger_thread(void *arg)
 				continue;
 			if (!drain(&e[i], buf, now) ||
 			    (pf[i + 1].revents & (POLLHUP | POLLERR | POLLNVAL))) {
-				close_one(l, e[i].fd);
+				close_one(l, &e[i]);
 				e[i] = e[--n];
 			}
 		}
 	}
 	for (int i = 0; i < n; i++)
-		close_one(l, e[i].fd);
-	free(buf);
+		close_one(l, &e[i]);
 	return NULL;
 }
 
@@ -145,8 +179,9 @@ int sbx_linger_new(struct sbx_linger **ret)
 	pthread_mutex_init(&l->lock, NULL);
 	l->wake[0] = l->wake[1] = -1;
 	l->added = calloc(SBX_HTTP_LINGER_MAX, sizeof(*l->added));
-	if (!l->added || pipe2(l->wake, O_CLOEXEC | O_NONBLOCK) < 0) {
-		r = l->added ? -errno : -ENOMEM;
+	l->buf = malloc(LINGER_READ);
+	if (!l->added || !l->buf || pipe2(l->wake, O_CLOEXEC | O_NONBLOCK) < 0) {
+		r = l->added && l->buf ? -errno : -ENOMEM;
 		sbx_linger_free(l);
 		return r;
 	}
@@ -165,18 +200,24 @@ int sbx_linger_new(struct sbx_linger **ret)
 	return 0;
 }
 
-void sbx_linger_add(struct sbx_linger *l, int fd)
+void sbx_linger_add(struct sbx_linger *l, int fd, const struct sbx_peer *peer)
 {
 	int64_t now = sbx_monotonic_ms();
 	bool taken = false;
+	int slot;
 
 	pthread_mutex_lock(&l->lock);
-	if (!l->stopping && l->count < SBX_HTTP_LINGER_MAX && l->nadded < SBX_HTTP_LINGER_MAX) {
+	slot = peer_slot(l, peer);
+	if (!l->stopping && l->count < SBX_HTTP_LINGER_MAX && l->nadded < SBX_HTTP_LINGER_MAX &&
+	    slot >= 0 && l->peers[slot].n < SBX_HTTP_LINGER_PER_PEER) {
 		l->added[l->nadded++] = (struct lingerer){
 		    .fd = fd,
+		    .peer = *peer,
 		    .end_ms = now + SBX_HTTP_LINGER_MS,
 		    .quiet_ms = now + SBX_HTTP_LINGER_QUIET_MS,
 		};
+		l->peers[slot].peer = *peer;
+		l->peers[slot].n++;
 		l->count++;
 		l->total++;
 		taken = true;
@@ -225,6 +266,7 @@ struct sbx_linger *sbx_linger_free(struct sbx_linger *l)
 	if (l->wake[1] >= 0)
 		close(l->wake[1]);
 	free(l->added);
+	free(l->buf);
 	pthread_mutex_destroy(&l->lock);
 	free(l);
 	return NULL;

@@ -701,9 +701,8 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
 /* Past the overflow band a connection is closed at once (no thread). */
 static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen_t addrlen)
 {
-	(void)addr;
 	(void)addrlen;
-	return sbx_conn_accept_ok(cls) ? MHD_YES : MHD_NO;
+	return sbx_conn_accept_ok(cls, addr) ? MHD_YES : MHD_NO;
 }
 
 /* 503 + Retry-After for a connection over LIMIT (the setting, or "server
@@ -992,8 +991,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 					sizeof(rq->client));
 		}
 		*con_cls = rq;
-		sbx_conn_request_begin(h, conn);
 		rq->counted = true;
+		if (!sbx_conn_request_begin(h, conn))
+			return MHD_NO;
 		rq->early = true;
 		{
 			const char *cl = sbx_http_header(rq, MHD_HTTP_HEADER_CONTENT_LENGTH);

@@ -119,7 +119,7 @@ function pooledTransport(pool) {
 // server.max_connections_per_ip (512) connections, which then sit idle in its
 // pool; another client on the same address, with a pool of its own, is still
 // served: its connections are let in in place of idle ones, never refused.
-const FLOOD = 600;
+const FLOOD = 560;
 export async function floodCase(sid) {
 	await check(`one session floods ${FLOOD} calls from its own pool; another client on the same address is served meanwhile`, async () => {
 		assert.ok(sid, 'no shared sandbox');
@@ -133,13 +133,15 @@ export async function floodCase(sid) {
 			const calls = [];
 			for (let i = 0; i < FLOOD; i++) {
 				calls.push(
-					call(a, 'execute_terminal_command', { sandbox_id: sid, command: 'sleep 3; echo done' })
+					call(a, 'execute_terminal_command', { sandbox_id: sid, command: 'sleep 5; echo done' })
 						.then((r) => (r.isError ? outcome.other.push(`tool error: ${r.text}`) : outcome.ok++))
 						.catch((e) => (/max_calls_per_session/.test(e.message) ? outcome.refused++ : outcome.other.push(e.message))),
 				);
 			}
-			// The refusals come back at once; the 8 running calls sleep 3 s.
+			// The refusals come back at once; the 8 running calls sleep 5 s.
 			for (let i = 0; i < 200 && outcome.refused + outcome.other.length < FLOOD - 8; i++) await sleep(50);
+			// Idle connections make room once idle for a second (SBX_HTTP_EVICT_IDLE_MS).
+			await sleep(1500);
 			b = await connect(pooledTransport(poolB), 'e2e-flood-other');
 			const listed = await callOk(b, 'list_sandboxes', {});
 			assert.ok(listed && typeof listed === 'object', 'list_sandboxes answered');
