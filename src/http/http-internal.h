@@ -343,6 +343,13 @@ struct sbx_http {
 	char ready_logged[SBX_ERROR_MSG_MAX];
 	int64_t ready_logged_ms;
 
+	/* Artifact downloads running (GET /artifacts/...), and the client
+	 * addresses that run any with their counts (src/http/artifact_route.c;
+	 * the list under its lock). Zero (calloc) at the start; back to zero
+	 * once libmicrohttpd has stopped. */
+	atomic_llong downloads;
+	struct sbx_download_peer *download_peers;
+
 	/* Client connections: open now, and the most served (more get 503). */
 	atomic_int connections;
 	int max_connections;

@@ -152,6 +152,7 @@ static int write_now(struct sbx_http *h, struct sbx_buf *b)
 					     streamable);
 	{
 		int conns = atomic_load(&h->connections);
+		long long downloads = atomic_load(&h->downloads);
 		const struct {
 			const char *name, *type, *help;
 			uint64_t value;
@@ -167,6 +168,9 @@ static int write_now(struct sbx_http *h, struct sbx_buf *b)
 		    {"mcp_sandbox_http_connections", "gauge",
 		     "HTTP connections open (event streams included).",
 		     conns > 0 ? (uint64_t)conns : 0},
+		    {"mcp_sandbox_artifact_downloads", "gauge",
+		     "Artifact downloads running (GET /artifacts/...).",
+		     downloads > 0 ? (uint64_t)downloads : 0},
 		};
 		for (size_t i = 0; r == 0 && i < sizeof(one) / sizeof(one[0]); i++) {
 			r = sbx_metrics_write_family(b, one[i].name, one[i].type, one[i].help);
