@@ -70,7 +70,7 @@ static bool allowed(struct sbx_http_request *rq, enum MHD_Result *ret)
 		return false;
 	}
 	if (!token || !*token) {
-		if (sbx_auth_checks_keys(rq->http->auth)) {
+		if (rq->http->auth && sbx_auth_checks_keys(rq->http->auth)) {
 			*ret = sbx_http_respond_error(
 			    rq, MHD_HTTP_FORBIDDEN,
 			    "GET /metrics needs server.metrics_token while API keys are checked "
