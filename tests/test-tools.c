@@ -1449,6 +1449,7 @@ static void test_downloads(void)
 	front_start(&front, &settings, mgr, link_key);
 	threads = thread_count();
 	tap_is_int(download_start(path_of(big2), &fd), 200, "downloads: GET big.bin of tools-dl");
+	sleep_ms(1500); /* its client takes nothing: the buffers fill, the producer waits */
 	{
 		struct sbx_error err = SBX_ERROR_INIT;
 		int64_t t0 = mono_ms();
