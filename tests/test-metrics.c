@@ -191,6 +191,7 @@ static void test_registry(void)
 				       "histogram",
 				       "mcp_sandbox_installs_total counter",
 				       "mcp_sandbox_artifact_bytes_total counter",
+				       "mcp_sandbox_artifact_downloads_refused_total counter",
 				       "mcp_sandbox_egress_bytes_total counter",
 				       "mcp_sandbox_tenant_cpu_seconds_total counter",
 				       "mcp_sandbox_tenant_memory_byte_seconds_total counter",
@@ -200,8 +201,8 @@ static void test_registry(void)
 		snprintf(line, sizeof(line), "# TYPE %s\n", *n);
 		all = all && strstr(text, line);
 	}
-	tap_ok(all && lines_with(text, "# HELP ") == 11 && lines_with(text, "# TYPE ") == 11,
-	       "an empty registry: a HELP and a TYPE line for each of its 11 metrics");
+	tap_ok(all && lines_with(text, "# HELP ") == 12 && lines_with(text, "# TYPE ") == 12,
+	       "an empty registry: a HELP and a TYPE line for each of its 12 metrics");
 	free(text);
 
 	/* The disk gauge moves both ways. */

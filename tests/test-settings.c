@@ -333,7 +333,8 @@ static void test_set(void)
 		  "allowed_origins, instance, session_timeout, max_sessions, max_sessions_per_ip, "
 		  "max_sessions_per_tenant, "
 		  "max_connections, max_connections_per_ip, max_calls_per_session, "
-		  "stream_stall_timeout, max_queued, state_dir, link_ttl, unsigned_links, "
+		  "stream_stall_timeout, max_queued, max_downloads, max_downloads_per_ip, "
+		  "state_dir, link_ttl, unsigned_links, "
 		  "resource_max_bytes, resource_list_time, audit_log, log_level, log_format, "
 		  "metrics_token)");
 	set_fails("server.port=x", "--set server.port: bad value \"x\": expected an integer in "

@@ -24,13 +24,16 @@
  * The audit log (test_audit): what the tools report (the sandbox resolved or
  * made, an error's kind), and the lines of real calls through the HTTP front.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -1186,6 +1189,292 @@ static long get(const char *path, char **ret_body)
 	return st;
 }
 
+/* ---- artifact downloads, bounded like streams ---- */
+
+/* A GET of PATH on a raw connection (from http_from's address), its head
+ * read: the status; the connection in *RET_FD, read on or not. */
+static long download_start(const char *path, int *ret_fd)
+{
+	struct sbx_buf acc = SBX_BUF_INIT;
+	char req[1024];
+	long st;
+
+	*ret_fd = connect_raw();
+	snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: 127.0.0.1:%u\r\n\r\n", path,
+		 (unsigned)http_target.port);
+	send_all(*ret_fd, req);
+	st = raw_status(*ret_fd, &acc, 15000);
+	sbx_buf_release(&acc);
+	return st;
+}
+
+/* Reads FD until its end, or until nothing came for IDLE_MS: the bytes. */
+static int64_t drain(int fd, int idle_ms)
+{
+	char buf[65536];
+	int64_t total = 0;
+
+	for (;;) {
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+		ssize_t n;
+		if (poll(&p, 1, idle_ms) <= 0)
+			return total;
+		n = recv(fd, buf, sizeof(buf), 0);
+		if (n <= 0)
+			return total;
+		total += n;
+	}
+}
+
+/* The gauge mcp_sandbox_artifact_downloads of the front, or -1. */
+static long downloads_running(void)
+{
+	static const char name[] = "\nmcp_sandbox_artifact_downloads ";
+	struct reply r = request("GET", "/metrics", NULL, NULL);
+	const char *p = r.status == 200 && r.body.data ? strstr(r.body.data, name) : NULL;
+	long v = p ? strtol(p + strlen(name), NULL, 10) : -1;
+
+	reply_release(&r);
+	return v;
+}
+
+/* Waits until no download runs: the ms it took, or -1 after MS. */
+static long downloads_end_within(long ms)
+{
+	int64_t t0 = mono_ms();
+
+	while (mono_ms() - t0 < ms) {
+		if (downloads_running() == 0)
+			return (long)(mono_ms() - t0);
+		sleep_ms(50);
+	}
+	return -1;
+}
+
+/* Threads of this process. */
+static int thread_count(void)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *e;
+	int n = 0;
+
+	while (d && (e = readdir(d)))
+		n += e->d_name[0] != '.';
+	if (d)
+		closedir(d);
+	return n;
+}
+
+/* True once this process has at most N threads, within MS. */
+static bool threads_back_within(int n, long ms)
+{
+	int64_t t0 = mono_ms();
+
+	while (thread_count() > n && mono_ms() - t0 < ms)
+		sleep_ms(50);
+	return thread_count() <= n;
+}
+
+/* Processes in sandbox ID reading /app/results/FILE (the download's cat), or -1. */
+static long readers_of(const char *id, const char *file)
+{
+	struct json_object *a = json_object_new_object();
+	char code[512];
+	struct call c;
+	long n = -1;
+
+	snprintf(code, sizeof(code),
+		 "import os\nn = 0\nfor p in os.listdir('/proc'):\n    try:\n        n += "
+		 "p.isdigit() and os.readlink('/proc/%%s/fd/0' %% p) == '/app/results/%s'\n"
+		 "    except OSError:\n        pass\nprint(n)",
+		 file);
+	json_object_object_add(a, "sandbox_id", json_object_new_string(id));
+	json_object_object_add(a, "code", json_object_new_string(code));
+	if (call("execute_python_code", json_object_to_json_string(a), &c) == 0 && !c.is_error &&
+	    str_at(c.obj, "stdout"))
+		n = strtol(str_at(c.obj, "stdout"), NULL, 10);
+	json_object_put(a);
+	call_release(&c);
+	return n;
+}
+
+static void set_or_bail(const char *assign)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+
+	if (sbx_settings_set(&settings, assign, &err) < 0)
+		tap_bail(err.msg);
+}
+
+#define BIG_SIZE ((int64_t)64 << 20)
+/* Python: a sparse file of BIG_SIZE bytes in /app/results. */
+#define BIG_CODE(name) "f = open('" name "', 'wb'); f.truncate(64 << 20); f.close()"
+/* Python: a sparse file slow.bin, and a thread that stops (SIGSTOP) each
+ * reader of it once it has read 1 MiB: the sandbox then sends nothing. */
+#define SLOW_CODE                                                                                  \
+	BIG_CODE("slow.bin")                                                                       \
+	"\nimport os, signal, threading, time\n"                                                   \
+	"def stopper():\n"                                                                         \
+	"    done = set(); end = time.time() + 60\n"                                               \
+	"    while time.time() < end:\n"                                                           \
+	"        for p in os.listdir('/proc'):\n"                                                  \
+	"            try:\n"                                                                       \
+	"                if p in done or os.readlink('/proc/%s/fd/0' % "                           \
+	"p) != '/app/results/slow.bin': continue\n"                                                \
+	"                pos = int(open('/proc/%s/fdinfo/0' % "                                    \
+	"p).read().split()[1])\n"                                                                  \
+	"            except (OSError, ValueError): continue\n"                                     \
+	"            if pos >= 1 << 20:\n"                                                         \
+	"                os.kill(int(p), signal.SIGSTOP); done.add(p)\n"                           \
+	"        time.sleep(0.005)\n"                                                              \
+	"threading.Thread(target=stopper, daemon=True).start()"
+
+/* Issue 25: a download whose client takes no bytes for
+ * server.stream_stall_timeout ends, with its exec and threads; at most
+ * server.max_downloads run (server.max_downloads_per_ip per address), past
+ * either 503 with Retry-After naming the key, HEAD not counted; a client
+ * that leaves while its sandbox sends nothing, a server that stops, a
+ * sandbox deleted during a stalled download: each ends it at once (before
+ * the sandbox's own 30 s limit, or the 60 s stall timeout). */
+static void test_downloads(void)
+{
+	struct front front;
+	char dlid[SBX_SANDBOX_ID_MAX + 1] = "";
+	_cleanup_free_ char *big = NULL, *slow = NULL, *big2 = NULL;
+	struct call c;
+	long ms;
+	int fd, fd2, threads;
+
+	set_or_bail("server.listen=127.0.0.1");
+	set_or_bail("server.port=0");
+	set_or_bail("server.stream_stall_timeout=1s");
+	set_or_bail("server.max_downloads=2");
+	set_or_bail("server.max_downloads_per_ip=1");
+	front_start(&front, &settings, mgr, link_key);
+	big = link_of("default", sandbox_id, BIG_CODE("big.bin"), "big.bin");
+	tap_ok(big != NULL, "downloads: a 64 MiB file big.bin");
+
+	/* A client that never reads. */
+	threads = thread_count();
+	tap_is_int(download_start(path_of(big), &fd), 200, "downloads: GET big.bin -> 200");
+	tap_is_int(readers_of(sandbox_id, "big.bin"), 1, "downloads: it holds an exec (cat)");
+	ms = downloads_end_within(15000);
+	tap_ok(ms >= 0,
+	       "downloads: its client takes nothing for stream_stall_timeout (1 s): it "
+	       "ends (%ld ms)",
+	       ms);
+	{
+		int64_t t0 = mono_ms();
+		long n;
+		while ((n = readers_of(sandbox_id, "big.bin")) != 0 && mono_ms() - t0 < 10000)
+			sleep_ms(100);
+		tap_ok(n == 0, "downloads: ... and its exec ended (%ld, %ld ms)", n,
+		       (long)(mono_ms() - t0));
+	}
+	tap_ok(threads_back_within(threads, 5000), "downloads: ... and its threads (%d, was %d)",
+	       thread_count(), threads);
+	tap_ok(drain(fd, 3000) < BIG_SIZE,
+	       "downloads: ... its connection was closed before the whole body");
+	close(fd);
+
+	/* The caps: 2 in all, 1 per address; HEAD not counted. */
+	http_from("127.0.0.1");
+	tap_is_int(download_start(path_of(big), &fd), 200, "downloads: a first one from 127.0.0.1");
+	{
+		struct reply r = request("GET", path_of(big), NULL, NULL);
+		tap_ok(r.status == 503 && header_of(&r, "Retry-After") && r.body.data &&
+			   strstr(r.body.data, "server.max_downloads_per_ip = 1"),
+		       "downloads: a second from 127.0.0.1 -> 503 with Retry-After naming "
+		       "server.max_downloads_per_ip (%ld: %s)",
+		       r.status, r.body.data ? r.body.data : "");
+		reply_release(&r);
+		r = request("HEAD", path_of(big), NULL, NULL);
+		tap_is_int(r.status, 200, "downloads: HEAD from 127.0.0.1 meanwhile -> 200");
+		reply_release(&r);
+	}
+	http_from("127.0.0.2");
+	tap_is_int(download_start(path_of(big), &fd2), 200, "downloads: one from 127.0.0.2");
+	http_from("127.0.0.3");
+	{
+		struct reply r = request("GET", path_of(big), NULL, NULL);
+		tap_ok(r.status == 503 && header_of(&r, "Retry-After") && r.body.data &&
+			   strstr(r.body.data, "server.max_downloads = 2"),
+		       "downloads: a third at once (127.0.0.3) -> 503 with Retry-After naming "
+		       "server.max_downloads (%ld: %s)",
+		       r.status, r.body.data ? r.body.data : "");
+		reply_release(&r);
+	}
+	http_from(NULL);
+	tap_ok(downloads_end_within(15000) >= 0, "downloads: both stall and end");
+	close(fd);
+	close(fd2);
+	http_from("127.0.0.1");
+	tap_is_int(download_start(path_of(big), &fd), 200,
+		   "downloads: then 127.0.0.1 has its slot back -> 200");
+	close(fd);
+	http_from(NULL);
+	downloads_end_within(15000);
+	front_stop(&front);
+
+	/* A sandbox that sends nothing (its reader stopped), a long stall timeout. */
+	set_or_bail("server.stream_stall_timeout=60s");
+	set_or_bail("server.max_downloads=64");
+	set_or_bail("server.max_downloads_per_ip=16");
+	front_start(&front, &settings, mgr, link_key);
+	rc = call("create_sandbox", "{\"name\":\"tools-dl\"}", &c);
+	if (rc == 0 && !c.is_error)
+		snprintf(dlid, sizeof(dlid), "%s", str_at(c.obj, "sandbox_id"));
+	call_release(&c);
+	slow = link_of("default", dlid, SLOW_CODE, "slow.bin");
+	big2 = link_of("default", dlid, BIG_CODE("big.bin"), "big.bin");
+	tap_ok(slow && big2, "downloads: sandbox tools-dl with slow.bin (its reader is stopped "
+			     "past 1 MiB) and big.bin");
+
+	tap_is_int(download_start(path_of(slow), &fd), 200, "downloads: GET slow.bin -> 200");
+	tap_ok(drain(fd, 1500) < BIG_SIZE, "downloads: ... it stops coming");
+	close(fd);
+	ms = downloads_end_within(20000);
+	tap_ok(ms >= 0,
+	       "downloads: its client leaves: the download ends before the sandbox's "
+	       "own 30 s limit (%ld ms)",
+	       ms);
+
+	tap_is_int(download_start(path_of(slow), &fd), 200, "downloads: GET slow.bin again");
+	drain(fd, 1500);
+	{
+		int64_t t0 = mono_ms();
+		front_stop(&front);
+		ms = (long)(mono_ms() - t0);
+		tap_ok(ms < 20000,
+		       "downloads: the server stops meanwhile: before the sandbox's own 30 s "
+		       "limit (%ld ms)",
+		       ms);
+	}
+	close(fd);
+
+	/* A sandbox deleted while its download's client takes nothing. */
+	front_start(&front, &settings, mgr, link_key);
+	threads = thread_count();
+	tap_is_int(download_start(path_of(big2), &fd), 200, "downloads: GET big.bin of tools-dl");
+	sleep_ms(1500); /* its client takes nothing: the buffers fill, the producer waits */
+	{
+		struct sbx_error err = SBX_ERROR_INIT;
+		int64_t t0 = mono_ms();
+		tap_ok(sbx_sandbox_delete(mgr, "default", dlid, &err) == 0,
+		       "downloads: tools-dl is deleted meanwhile (%s)", err.msg);
+		ms = downloads_end_within(45000);
+		tap_ok(ms >= 0 && mono_ms() - t0 < 45000,
+		       "downloads: ... the download ends before the 60 s stall timeout (%ld ms "
+		       "after the delete)",
+		       (long)(mono_ms() - t0));
+	}
+	tap_ok(threads_back_within(threads, 5000), "downloads: ... and its threads (%d, was %d)",
+	       thread_count(), threads);
+	close(fd);
+	front_stop(&front);
+	set_or_bail("server.stream_stall_timeout=30s");
+}
+
 /* The links of a tenant's files work: the artifact route finds a sandbox
  * by its id whoever owns it (links carry ids and no key), never by name.
  * Signed links through the HTTP front: served as handed out; refused (403)
@@ -2207,6 +2496,14 @@ int main(int argc, char **argv)
 	}
 	schemas = sbx_tools_list(SBX_MCP_VERSION_LATEST);
 
+	if (getenv("SBX_TOOLS_ONLY") && !strcmp(getenv("SBX_TOOLS_ONLY"), "downloads")) {
+		/* The downloads' cases alone (their mutation runs). */
+		test_create_and_list();
+		test_downloads();
+		tap_ok(sbx_sandbox_delete(mgr, "default", sandbox_id, &err) == 0,
+		       "delete the sandbox (%s)", err.msg);
+		goto out;
+	}
 	test_list();
 	test_bad_arguments();
 	test_create_and_list();
@@ -2215,6 +2512,7 @@ int main(int argc, char **argv)
 	test_terminal();
 	test_client_gone();
 	test_tenant_artifact();
+	test_downloads();
 	test_link_secret();
 	test_timeout_cap();
 	test_delete();
@@ -2227,7 +2525,7 @@ int main(int argc, char **argv)
 	test_reap(argv[1], argv[2], image);
 	test_engine_down(argv[1]);
 	test_ready(argv[1], argv[2]);
-
+out:
 	mgr = sbx_manager_free(mgr);
 	tap_is_int(count_instance(instance), 0, "no container of this run is left");
 	tap_is_int(count_instance(instance2), 0, "no container of the install manager is left");

@@ -49,6 +49,9 @@ void sbx_metrics_engine_request(const char *op, const char *outcome, int64_t dur
 void sbx_metrics_install(const char *outcome);
 /* N bytes of an artifact sent to a client (src/http/artifact_route.c). */
 void sbx_metrics_artifact_bytes(uint64_t n);
+/* An artifact download refused past a limit (src/http/artifact_route.c):
+ * LIMIT max_downloads or max_downloads_per_ip. */
+void sbx_metrics_download_refused(const char *limit);
 /* Bytes a tenant's sandbox relay carried (src/sandbox/egress.c): IN from
  * upstream to the sandbox, OUT from the sandbox upstream. */
 void sbx_metrics_egress_bytes(const char *tenant, uint64_t in, uint64_t out);

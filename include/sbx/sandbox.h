@@ -325,6 +325,10 @@ int sbx_sandbox_get(sbx_manager *m, const char *owner, const char *id_or_name, s
  * credentials; -ENOENT when none is live. */
 int sbx_sandbox_get_by_id(sbx_manager *m, const char *id, sbx_sandbox **ret_sb,
 			  struct sbx_error *err);
+/* True once SB is going: its delete or reaping began, or it left the table
+ * (the manager stopping). Something that holds it open without a call of
+ * its own (an artifact download) asks this to let go at once. */
+bool sbx_sandbox_ending(sbx_sandbox *sb);
 sbx_sandbox *sbx_sandbox_ref(sbx_sandbox *sb);
 sbx_sandbox *sbx_sandbox_unref(sbx_sandbox *sb);
 /* Deletes a sandbox (delete_sandbox): removes its container (force) and

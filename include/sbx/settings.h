@@ -52,7 +52,9 @@ struct sbx_settings {
 		    max_calls_per_session; /* tool calls running per session; more are refused */
 		/* An event stream whose client takes nothing this long is closed. */
 		int64_t stream_stall_timeout_ms;
-		int64_t max_queued; /* bytes queued for all event streams together */
+		int64_t max_queued;	      /* bytes queued for all event streams together */
+		int64_t max_downloads;	      /* artifact downloads at once; more get 503 */
+		int64_t max_downloads_per_ip; /* the same per client address; 0 = no limit */
 		char *state_dir; /* "" = $STATE_DIRECTORY, else /var/lib/mcp-sandbox if it exists */
 		int64_t link_ttl_ms;	    /* a signed artifact link works this long */
 		bool unsigned_links;	    /* links without exp and sig work while auth is off */

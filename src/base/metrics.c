@@ -115,6 +115,13 @@ static struct metric artifact_bytes = {
     .kind = COUNTER,
     .labels = {NULL},
 };
+static struct metric downloads_refused = {
+    .name = "mcp_sandbox_artifact_downloads_refused_total",
+    .help = "Artifact downloads refused with 503, by the limit reached (max_downloads, "
+	    "max_downloads_per_ip).",
+    .kind = COUNTER,
+    .labels = {"limit", NULL},
+};
 static struct metric egress_bytes = {
     .name = "mcp_sandbox_egress_bytes_total",
     .help = "Bytes the egress relays of a tenant's sandboxes carried, by direction (in: to "
@@ -155,9 +162,9 @@ static struct metric tenant_disk = {
 };
 
 static struct metric *const metrics[] = {
-    &tool_calls,    &tool_duration,	  &engine_requests, &engine_duration,
-    &installs,	    &artifact_bytes,	  &egress_bytes,    &tenant_cpu,
-    &tenant_memory, &tenant_disk_seconds, &tenant_disk,
+    &tool_calls, &tool_duration,  &engine_requests,	&engine_duration,
+    &installs,	 &artifact_bytes, &downloads_refused,	&egress_bytes,
+    &tenant_cpu, &tenant_memory,  &tenant_disk_seconds, &tenant_disk,
 };
 
 int64_t sbx_metrics_now_us(void)
@@ -334,6 +341,13 @@ void sbx_metrics_install(const char *outcome)
 void sbx_metrics_artifact_bytes(uint64_t n)
 {
 	count(&artifact_bytes, NULL, n);
+}
+
+void sbx_metrics_download_refused(const char *limit)
+{
+	const char *v[] = {limit};
+
+	count(&downloads_refused, v, 1);
 }
 
 void sbx_metrics_egress_bytes(const char *tenant, uint64_t in, uint64_t out)

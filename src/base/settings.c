@@ -292,6 +292,10 @@ static const struct sbx_setting schema[] = {
 	   HOUR, "an event stream whose client takes no bytes for this long is closed"),
     NUMBER(SIZE, "server", "max_queued", server.max_queued, "256m", MIB, 64 * GIB,
 	   "bytes queued for all event streams together; past it the biggest is closed"),
+    NUMBER(INT, "server", "max_downloads", server.max_downloads, "64", 1, 65536,
+	   "artifact downloads (GET /artifacts/...) running at once; more get 503"),
+    NUMBER(INT, "server", "max_downloads_per_ip", server.max_downloads_per_ip, "16", 0, 65536,
+	   "artifact downloads running at once for one client address; 0 = no limit"),
     STRING(
 	"server", "state_dir", server.state_dir, "", check_abs_path,
 	"folder for state kept across restarts; empty = $STATE_DIRECTORY or /var/lib/mcp-sandbox"),

@@ -8,17 +8,30 @@
  * the connection's thread. Nothing is stored on the host and at most a
  * socket buffer of the body is held in memory. HEAD starts no producer.
  *
+ * A download holds a thread, an exec and its sandbox "in use", so it is
+ * bounded like an event stream: at most server.max_downloads run at once,
+ * server.max_downloads_per_ip for one client address (HEAD is not counted;
+ * past either, 503 with Retry-After naming the key); a client that takes no
+ * bytes for server.stream_stall_timeout is cut off (the connection's idle
+ * timeout); one that leaves is noticed while the reader waits for the
+ * sandbox; a deleted or reaped sandbox ends it at once (the cancel hook),
+ * its connection closed then rather than when its client next reads. The
+ * producer is told before it is joined (closing), so the join takes at most
+ * SBX_CANCEL_POLL_MS whatever the sandbox does.
+ *
  * Status, checked in this order: 400 malformed path; 403 a link that is not
  * signed by this server for this sandbox id, path and expiry (its query is
  * exp=UNIX_SECONDS[&kid=KEY_ID]&sig=SIG and nothing else; see
  * sbx_link_verify), whose expiry has passed, or, with API keys checked,
  * whose key (kid) is no longer accepted (503 when that cannot be told now:
- * the keys file is broken); then 404 unknown sandbox or missing file, 403 a refused
+ * the keys file is broken); 503 past a download limit; then 404 unknown
+ * sandbox or missing file, 403 a refused
  * path (-EPERM), 502 the engine answered with an error, 503 the engine cannot
  * be reached. A link without a query is served unsigned only with
  * server.unsigned_links while no API keys are checked.
  */
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,30 +44,119 @@
 #include "sbx/common.h"
 #include "sbx/metrics.h"
 
+/* What a refused download is told to wait. */
+#define DOWNLOAD_RETRY_AFTER "5"
+
+/* Downloads running from one client address (a list on the server, one
+ * entry per address with any; under downloads_lock). */
+struct sbx_download_peer {
+	struct sbx_download_peer *next;
+	struct sbx_peer peer;
+	int64_t n;
+};
+
+/* One lock for the download counts of every server in the process: held
+ * for a walk of at most max_downloads entries. */
+static pthread_mutex_t downloads_lock = PTHREAD_MUTEX_INITIALIZER;
+
 struct artifact_stream {
-	sbx_manager *manager;
+	struct sbx_http *http;
 	sbx_sandbox *sandbox;
 	sbx_artifact *artifact; /* open: one exec in the sandbox, its size read */
 	char *relpath;
 	int64_t size;
-	int fds[2]; /* [0] read by MHD, [1] written by the producer */
+	int fds[2];    /* [0] read by MHD, [1] written by the producer */
+	int client_fd; /* the connection's socket (libmicrohttpd's), or -1 */
+	struct sbx_peer peer;
+	bool counted;	     /* holds a download slot (download_give at the end) */
+	atomic_bool closing; /* artifact_free began: the producer stops */
+	struct sbx_cancel cancel;
 	bool started;
 	pthread_t producer;
 };
 
+/* Takes a download slot for PEER: 0, -EBUSY with the key of the limit
+ * reached in *RET_KEY, or -ENOMEM. */
+static int download_take(struct sbx_http *h, const struct sbx_peer *peer, const char **ret_key)
+{
+	const int64_t max = h->settings->server.max_downloads,
+		      per_ip = h->settings->server.max_downloads_per_ip;
+	struct sbx_download_peer *p;
+	int r = 0;
+
+	pthread_mutex_lock(&downloads_lock);
+	for (p = h->download_peers; p && memcmp(&p->peer, peer, sizeof(*peer)) != 0; p = p->next)
+		;
+	if (per_ip > 0 && p && p->n >= per_ip) {
+		*ret_key = "max_downloads_per_ip";
+		r = -EBUSY;
+	} else if (atomic_load(&h->downloads) >= max) {
+		*ret_key = "max_downloads";
+		r = -EBUSY;
+	} else if (!p && !(p = calloc(1, sizeof(*p)))) {
+		r = -ENOMEM;
+	} else {
+		if (p->n == 0) {
+			p->peer = *peer;
+			p->next = h->download_peers;
+			h->download_peers = p;
+		}
+		p->n++;
+		atomic_fetch_add(&h->downloads, 1);
+	}
+	pthread_mutex_unlock(&downloads_lock);
+	return r;
+}
+
+static void download_give(struct sbx_http *h, const struct sbx_peer *peer)
+{
+	struct sbx_download_peer **pp;
+
+	pthread_mutex_lock(&downloads_lock);
+	for (pp = &h->download_peers; *pp; pp = &(*pp)->next) {
+		struct sbx_download_peer *p = *pp;
+		if (memcmp(&p->peer, peer, sizeof(*peer)) != 0)
+			continue;
+		if (--p->n == 0) {
+			*pp = p->next;
+			free(p);
+		}
+		break;
+	}
+	atomic_fetch_sub(&h->downloads, 1);
+	pthread_mutex_unlock(&downloads_lock);
+}
+
+/* The cancel hook of the open and the stream: the route is closing, or the
+ * sandbox is being deleted or reaped. */
+static bool cancelled(void *userdata)
+{
+	struct artifact_stream *st = userdata;
+
+	return atomic_load(&st->closing) || sbx_sandbox_ending(st->sandbox);
+}
+
+/* Into the socket pair; while it is full (the client takes nothing) the
+ * cancel hook is asked every SBX_CANCEL_POLL_MS. */
 static int sink(void *userdata, const void *data, size_t len)
 {
-	int fd = *(int *)userdata;
+	struct artifact_stream *st = userdata;
 	const char *p = data;
 
 	while (len > 0) {
-		ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
+		ssize_t n = send(st->fds[1], p, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (n > 0) {
+			p += n;
+			len -= (size_t)n;
+			continue;
+		}
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n <= 0)
-			return -EPIPE; /* the client went away */
-		p += n;
-		len -= (size_t)n;
+		if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK))
+			return -EPIPE; /* the route closed its end */
+		if (cancelled(st))
+			return -ECANCELED;
+		poll(&(struct pollfd){.fd = st->fds[1], .events = POLLOUT}, 1, SBX_CANCEL_POLL_MS);
 	}
 	return 0;
 }
@@ -63,10 +165,18 @@ static void *produce(void *arg)
 {
 	struct artifact_stream *st = arg;
 	struct sbx_error err = SBX_ERROR_INIT;
+	int r = sbx_artifact_stream(st->artifact, sink, st, &err);
 
-	sbx_artifact_stream(st->artifact, sink, &st->fds[1], &err);
 	/* EOF for the reader; a short body makes it end with an error. */
 	shutdown(st->fds[1], SHUT_WR);
+	/* Cut short while the route still serves it (its sandbox going): the
+	 * connection ends now, not when its client next takes bytes, which
+	 * one that stalls never does. libmicrohttpd closes the socket only
+	 * after artifact_free, which joins this thread first. */
+	if (r < 0 && !atomic_load(&st->closing) && st->client_fd >= 0)
+		shutdown(st->client_fd, SHUT_RDWR);
+	if (r < 0)
+		sbx_log_debug("artifact %s: %s", st->relpath, err.msg);
 	return NULL;
 }
 
@@ -80,8 +190,20 @@ static ssize_t artifact_read(void *cls, uint64_t pos, char *buf, size_t max)
 			return MHD_CONTENT_READER_END_WITH_ERROR;
 		st->started = true;
 	}
+	for (;;) {
+		/* Waiting for the sandbox, the client's leaving is watched too:
+		 * libmicrohttpd looks only once this returns. */
+		struct pollfd p[2] = {{.fd = st->fds[0], .events = POLLIN},
+				      {.fd = st->client_fd, .events = POLLRDHUP}};
+		if (poll(p, 2, -1) < 0 && errno != EINTR)
+			return MHD_CONTENT_READER_END_WITH_ERROR;
+		if (p[0].revents)
+			break;
+		if (p[1].revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL))
+			return MHD_CONTENT_READER_END_WITH_ERROR;
+	}
 	do
-		n = recv(st->fds[0], buf, max, 0);
+		n = recv(st->fds[0], buf, max, MSG_DONTWAIT);
 	while (n < 0 && errno == EINTR);
 	if (n > 0) {
 		sbx_metrics_artifact_bytes((uint64_t)n);
@@ -96,7 +218,9 @@ static void artifact_free(void *cls)
 {
 	struct artifact_stream *st = cls;
 
-	/* Closing our end makes the producer's next send fail: it stops. */
+	/* Told first: a producer waiting on the sandbox stops within
+	 * SBX_CANCEL_POLL_MS. Closing our end makes its next send fail. */
+	atomic_store(&st->closing, true);
 	if (st->fds[0] >= 0)
 		shutdown(st->fds[0], SHUT_RDWR);
 	if (st->started)
@@ -107,6 +231,8 @@ static void artifact_free(void *cls)
 		close(st->fds[1]);
 	sbx_artifact_close(st->artifact);
 	sbx_sandbox_unref(st->sandbox);
+	if (st->counted)
+		download_give(st->http, &st->peer);
 	free(st->relpath);
 	free(st);
 }
@@ -234,13 +360,44 @@ enum MHD_Result sbx_artifact_handle(struct sbx_http_request *rq)
 	st = calloc(1, sizeof(*st));
 	if (!st)
 		return MHD_NO;
-	st->fds[0] = st->fds[1] = -1;
-	st->manager = h->manager;
+	st->fds[0] = st->fds[1] = st->client_fd = -1;
+	st->http = h;
+	st->peer = rq->peer;
+	st->cancel = (struct sbx_cancel){.cancelled = cancelled, .userdata = st};
+	atomic_init(&st->closing, false);
+	if (strcmp(rq->method, "GET") == 0) {
+		const char *key = NULL;
+		r = download_take(h, &rq->peer, &key);
+		if (r < 0) {
+			char msg[256];
+			artifact_free(st);
+			if (r != -EBUSY)
+				return MHD_NO;
+			sbx_metrics_download_refused(key);
+			snprintf(msg, sizeof(msg),
+				 "too many artifact downloads at once%s (server.%s = %lld); retry "
+				 "later",
+				 strcmp(key, "max_downloads") == 0 ? "" : " from this address", key,
+				 (long long)(strcmp(key, "max_downloads") == 0
+						 ? h->settings->server.max_downloads
+						 : h->settings->server.max_downloads_per_ip));
+			return sbx_http_respond_error_with(
+			    rq, MHD_HTTP_SERVICE_UNAVAILABLE, msg,
+			    (const char *const[]){"Retry-After", DOWNLOAD_RETRY_AFTER, NULL});
+		}
+		st->counted = true;
+	}
+	{
+		const union MHD_ConnectionInfo *ci =
+		    MHD_get_connection_info(rq->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+		if (ci)
+			st->client_fd = ci->connect_fd;
+	}
 	/* By id only, whoever owns it: a link carries no key; its signature
 	 * says the server handed it out. */
 	r = sbx_sandbox_get_by_id(h->manager, id, &st->sandbox, &err);
 	if (r >= 0)
-		r = sbx_artifact_open(h->manager, st->sandbox, relpath, NULL, &st->artifact,
+		r = sbx_artifact_open(h->manager, st->sandbox, relpath, &st->cancel, &st->artifact,
 				      &st->size, &err);
 	if (r < 0) {
 		char shown[SBX_ERROR_MSG_MAX];
@@ -261,6 +418,8 @@ enum MHD_Result sbx_artifact_handle(struct sbx_http_request *rq)
 		artifact_free(st);
 		return MHD_NO;
 	}
+	/* A client that takes no bytes this long is cut off, as on a stream. */
+	sbx_http_stream_timeout(rq);
 	type = sbx_mime_type(st->relpath);
 	disposition(st->relpath, cd, sizeof(cd));
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);

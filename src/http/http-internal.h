@@ -410,6 +410,13 @@ struct sbx_http {
 	char ready_logged[SBX_ERROR_MSG_MAX];
 	int64_t ready_logged_ms;
 
+	/* Artifact downloads running (GET /artifacts/...), and the client
+	 * addresses that run any with their counts (src/http/artifact_route.c;
+	 * the list under its lock). Zero (calloc) at the start; back to zero
+	 * once libmicrohttpd has stopped. */
+	atomic_llong downloads;
+	struct sbx_download_peer *download_peers;
+
 	/* Client connections: admitted now (a copy of the table's count, for
 	 * reading without its lock), the most served, the table (by address,
 	 * idle or busy) and the lingering close. */

@@ -70,7 +70,7 @@ static bool allowed(struct sbx_http_request *rq, enum MHD_Result *ret)
 		return false;
 	}
 	if (!token || !*token) {
-		if (sbx_auth_checks_keys(rq->http->auth)) {
+		if (rq->http->auth && sbx_auth_checks_keys(rq->http->auth)) {
 			*ret = sbx_http_respond_error(
 			    rq, MHD_HTTP_FORBIDDEN,
 			    "GET /metrics needs server.metrics_token while API keys are checked "
@@ -152,6 +152,7 @@ static int write_now(struct sbx_http *h, struct sbx_buf *b)
 					     streamable);
 	{
 		int conns = atomic_load(&h->connections);
+		long long downloads = atomic_load(&h->downloads);
 		struct sbx_conn_counts cc;
 
 		sbx_conn_counts(h, &cc);
@@ -179,6 +180,9 @@ static int write_now(struct sbx_http *h, struct sbx_buf *b)
 		     "Sockets read and dropped after a refusal sent before their body (lingering "
 		     "close).",
 		     (uint64_t)sbx_linger_count(h->linger)},
+		    {"mcp_sandbox_artifact_downloads", "gauge",
+		     "Artifact downloads running (GET /artifacts/...).",
+		     downloads > 0 ? (uint64_t)downloads : 0},
 		};
 		for (size_t i = 0; r == 0 && i < sizeof(one) / sizeof(one[0]); i++) {
 			r = sbx_metrics_write_family(b, one[i].name, one[i].type, one[i].help);

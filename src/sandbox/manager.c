@@ -360,6 +360,16 @@ int sbx_sandbox_begin(sbx_sandbox *sb, struct sbx_error *err)
 	return 0;
 }
 
+bool sbx_sandbox_ending(sbx_sandbox *sb)
+{
+	bool ending;
+
+	pthread_mutex_lock(&sb->m->lock);
+	ending = sb->end != SBX_END_NONE || sb->removed;
+	pthread_mutex_unlock(&sb->m->lock);
+	return ending;
+}
+
 int sbx_sandbox_end(sbx_sandbox *sb, struct sbx_error *err)
 {
 	sbx_manager *m = sb->m;
