@@ -166,6 +166,8 @@ run_soak() {
 	fi
 
 	instance=soak-$e2e_type-$$-$(date +%s)
+	# What e2e_node passes on and the soak does not use.
+	gateway='' max_body='' origin='' e2e_key_bob='' e2e_spid='' e2e_npid='' e2e_ipid='' e2e_cpid='' e2e_started=''
 	e2e_tmp=$(mktemp -d "${TMPDIR:-/tmp}/sbx-soak-$e2e_type.XXXXXX") || {
 		echo "Bail out! mktemp failed"
 		exit 1
