@@ -219,16 +219,33 @@ function pick(w, j) {
 	return ops[(w.i + j) % ops.length];
 }
 
+// A tool call of the control session (the harness's own: probes, the
+// restart's recovery, the teardown). It is one more client from 127.0.0.1:
+// a call that fails in transport is counted as a transport error and tried
+// again, up to 10 times. Returns call()'s { json, text, isError }.
+async function ctlCall(ctl, name, args) {
+	for (let t = 0; ; t++) {
+		try {
+			return await call(ctl, name, args, CALL_TIMEOUT);
+		} catch (e) {
+			transportErrors.push({ session: 'control', op: name, text: describe(e) });
+			if (t >= 9) throw e;
+			await sleep(250);
+		}
+	}
+}
+
 // How many processes in SID have MARK in their command line (the marker is
 // cut in two in the command that looks, so that it never finds itself).
 async function countMarked(ctl, sid, mark) {
 	const a = mark.slice(0, 6);
 	const b = mark.slice(6);
-	const r = await callOk(ctl, 'execute_terminal_command', {
+	const r = await ctlCall(ctl, 'execute_terminal_command', {
 		sandbox_id: sid,
 		command: `n=0; for f in /proc/[0-9]*/cmdline; do tr '\\0' ' ' <"$f" 2>/dev/null | grep -q "${a}""${b}" && n=$((n+1)); done; echo $n`,
 	});
-	return Number(r.stdout.trim());
+	assert.ok(!r.isError && r.json, `the look for ${mark}: ${r.text}`);
+	return Number(r.json.stdout.trim());
 }
 
 const cancels = []; // { session, how, mark, seen, gone }
@@ -242,7 +259,7 @@ async function leaveMidCall(w, ctl, how) {
 	cancels.push(entry);
 	const count = () =>
 		countMarked(ctl, sid, mark).catch((e) => {
-			transportErrors.push({ session: 'control', op: 'shell', text: describe(e) });
+			diag(`the look for ${mark} failed: ${describe(e)}`);
 			return -1;
 		});
 	const ac = new AbortController();
@@ -315,22 +332,25 @@ async function worker(w, ctl) {
 async function recover(ctl) {
 	for (let k = 0; k < 240; k++) {
 		const rs = [];
-		for (const sid of shared) rs.push(await call(ctl, 'execute_python_code', { sandbox_id: sid, code: 'print(1)' }).catch((e) => ({ isError: true, text: describe(e) })));
+		for (const sid of shared) rs.push(await ctlCall(ctl, 'execute_python_code', { sandbox_id: sid, code: 'print(1)' }));
 		if (rs.every((r) => !r.isError)) return 'the shared sandboxes answer again';
 		if (rs.some((r) => r.isError && DEATH.test(r.text || ''))) {
 			const fresh = [];
 			for (let s = 0; s < SHARED; s++) {
 				for (let t = 0; ; t++) {
-					try {
-						fresh.push(await createSandbox(ctl));
+					const r = await ctlCall(ctl, 'create_sandbox', {});
+					if (!r.isError && r.json?.sandbox_id) {
+						fresh.push(r.json.sandbox_id);
 						break;
-					} catch (e) {
-						if (t >= 120) throw e;
-						await sleep(500);
 					}
+					if (t >= 120) throw new Error(`create_sandbox after the restart: ${r.text}`);
+					await sleep(500);
 				}
 			}
-			for (const sid of fresh) await callOk(ctl, 'execute_python_code', { sandbox_id: sid, code: 'print(1)' });
+			for (const sid of fresh) {
+				const r = await ctlCall(ctl, 'execute_python_code', { sandbox_id: sid, code: 'print(1)' });
+				if (r.isError) throw new Error(`a new sandbox's first Python call: ${r.text}`);
+			}
 			replaced.push(...shared);
 			shared = fresh;
 			return `the shared sandboxes died with the engine (${rs.find((r) => r.isError).text.slice(0, 160)}): ${SHARED} new ones made`;
@@ -409,6 +429,15 @@ async function main() {
 	const t1 = performance.now();
 	clearInterval(sampler);
 
+	// ---- the end: everything goes (the control session's transport errors
+	// on the way count with the others) ----
+	await check('the run\'s sandboxes are deleted', async () => {
+		for (const sid of [...shared, victim, ...replaced]) await ctlCall(ctl, 'delete_sandbox', { sandbox_id: sid });
+		const l = (await ctlCall(ctl, 'list_sandboxes', {})).json || {};
+		assert.ok(Array.isArray(l.sandboxes), `list_sandboxes: ${JSON.stringify(l).slice(0, 300)}`);
+		const live = l.sandboxes.filter((s) => s.status !== 'deleted');
+		assert.equal(live.length, 0, `left: ${JSON.stringify(live).slice(0, 300)}`);
+	});
 	// ---- checks ----
 	const byOutcome = (list) => {
 		const o = {};
@@ -487,13 +516,6 @@ async function main() {
 	diag(`SOAK latency p50 ${q(0.5)} p99 ${q(0.99)} ms (${okMs.length} successful calls of A and C)`);
 	diag(`SOAK peak ${peak.rss} ${peak.threads} ${peak.fds}`);
 
-	// ---- the end: everything goes ----
-	await check('the run\'s sandboxes are deleted', async () => {
-		for (const sid of [...shared, victim, ...replaced]) await call(ctl, 'delete_sandbox', { sandbox_id: sid });
-		const l = await callOk(ctl, 'list_sandboxes', {});
-		const live = (l.sandboxes || []).filter((s) => s.status !== 'deleted');
-		assert.equal(live.length, 0, `left: ${JSON.stringify(live).slice(0, 300)}`);
-	});
 	await disconnect(ctl);
 	// The server's threads, RSS and descriptors after the run are checked by
 	// tests/e2e/soak.sh once this process has exited: until then the idle
