@@ -34,9 +34,27 @@ soak_cleanup() {
 		echo "# tests/private-engine cleanup $e2e_type $soak_pe_dir failed:"
 		e2e_diag_file "$soak_pe_log"
 	fi
+	[ -n "${soak_pe_dir:-}" ] && soak_shims
 	if [ -n "${e2e_tmp:-}" ] && [ "$soak_keep" != 1 ]; then
 		rm -rf "$e2e_tmp"
 	fi
+}
+
+# soak_shims: a containerd-shim of the private dockerd's run that outlived its
+# cleanup (seen after each Docker run here: no process under it, its folder
+# gone; tests/private-engine warns "containers of ... still run") is ended by
+# PID. Its command line names this run's own containerd socket, a path no
+# other process uses.
+soak_shims() {
+	for d in /proc/[0-9]*; do
+		cmd=$(tr '\0' ' ' <"$d/cmdline" 2>/dev/null) || continue
+		case $cmd in
+		*containerd-shim*" -address $soak_pe_dir/x/containerd/containerd.sock "*)
+			echo "# a containerd-shim of the private dockerd outlived its cleanup: pid ${d#/proc/}, ended"
+			kill -KILL "${d#/proc/}" 2>/dev/null
+			;;
+		esac
+	done
 }
 
 # soak_proc FIELD: VmRSS (kB) or Threads of the server e2e_spid.
