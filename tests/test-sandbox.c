@@ -1432,6 +1432,53 @@ static char *wait_dead(sbx_manager *m, sbx_sandbox *sb, const char *want)
 	return reason;
 }
 
+struct mid_call {
+	sbx_manager *m;
+	sbx_sandbox *sb;
+	struct sbx_run_result res;
+	struct sbx_error err;
+	int r;
+};
+
+static void *mid_call_main(void *arg)
+{
+	struct mid_call *c = arg;
+
+	c->r = sbx_sandbox_run_shell(c->m, c->sb, "sleep 30; echo slept", 0, &c->res, &c->err);
+	return NULL;
+}
+
+/* A command running when its sandbox's container is killed (as the engine
+ * does to all when it stops): the call fails saying the sandbox no longer
+ * runs; it is no result with the exit code the engine gave (Docker: 137, or
+ * 126 "cannot exec in a stopped state"). */
+static void test_killed_mid_call(sbx_manager *m)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct mid_call c = {.m = m, .err = SBX_ERROR_INIT};
+	pthread_t t;
+	char *cid;
+
+	if (sbx_sandbox_create(m, "alice", "killmid", &c.sb, &err) < 0) {
+		tap_ok(0, "create a sandbox to kill mid-call (%s)", err.msg);
+		return;
+	}
+	cid = container_of(instance, sbx_sandbox_id(c.sb));
+	pthread_create(&t, NULL, mid_call_main, &c);
+	usleep(1500000); /* the command runs */
+	tap_ok(cid && sbx_container_kill(engine, cid, "KILL", &err) == 0,
+	       "kill a sandbox's container while 'sleep 30' runs in it");
+	pthread_join(t, NULL);
+	tap_ok(c.r == -ESRCH && strstr(c.err.msg, "no longer runs"),
+	       "the call fails saying the sandbox no longer runs, not a result (%d, exit %d: %s)",
+	       c.r, c.r == 0 ? c.res.exit_code : 0, c.r == 0 ? "" : c.err.msg);
+	if (c.r == 0)
+		sbx_run_result_release(&c.res);
+	tap_ok(sbx_sandbox_delete(m, "alice", "killmid", &err) == 0, "it is deleted");
+	sbx_sandbox_unref(c.sb);
+	free(cid);
+}
+
 /* A sandbox whose container is killed, or removed, from outside the server:
  * the server learns it from the engine's events, without any call (list
  * shows it dead with the reason), and a call on it says so and what to do. */
@@ -1993,6 +2040,7 @@ int main(int argc, char **argv)
 	test_upload_artifacts(m, named, up, outside);
 	test_threads(m);
 	test_stopped(m);
+	test_killed_mid_call(m);
 	{
 		sbx_sandbox *x = NULL;
 		tap_ok(sbx_sandbox_delete(m, "alice", "work", &err) == 0, "delete by name (%s)",

@@ -95,7 +95,7 @@
  * this many bytes, then answered; past it the connection is closed. */
 #define SBX_HTTP_DRAIN_MAX ((size_t)8 * 1024 * 1024)
 
-/* ---- client addresses (src/http/server.c) ---- */
+/* ---- client addresses (src/http/peer.c) ---- */
 
 /* A client as the per-client limits count it: its IPv4 address, or the /64
  * of its IPv6 one (an IPv4-mapped IPv6 address is its IPv4 address). */

@@ -54,47 +54,6 @@
 #include "sbx/artifact.h"
 #include "sbx/common.h"
 
-/* ---- client addresses ---- */
-
-void sbx_peer_of(const struct sockaddr *addr, struct sbx_peer *ret)
-{
-	memset(ret, 0, sizeof(*ret));
-	if (addr && addr->sa_family == AF_INET) {
-		memcpy(ret->b, &((const struct sockaddr_in *)(const void *)addr)->sin_addr, 4);
-	} else if (addr && addr->sa_family == AF_INET6) {
-		const struct in6_addr *a =
-		    &((const struct sockaddr_in6 *)(const void *)addr)->sin6_addr;
-		if (IN6_IS_ADDR_V4MAPPED(a)) {
-			memcpy(ret->b, a->s6_addr + 12, 4);
-		} else {
-			/* The /64, marked apart from any IPv4 address. */
-			memcpy(ret->b, a->s6_addr, 8);
-			ret->b[15] = 6;
-		}
-	}
-}
-
-void sbx_client_text(const struct sockaddr *addr, char *buf, size_t size)
-{
-	const void *a = NULL;
-	int family = AF_INET;
-
-	if (addr && addr->sa_family == AF_INET) {
-		a = &((const struct sockaddr_in *)(const void *)addr)->sin_addr;
-	} else if (addr && addr->sa_family == AF_INET6) {
-		const struct in6_addr *a6 =
-		    &((const struct sockaddr_in6 *)(const void *)addr)->sin6_addr;
-		if (IN6_IS_ADDR_V4MAPPED(a6)) {
-			a = a6->s6_addr + 12;
-		} else {
-			a = a6;
-			family = AF_INET6;
-		}
-	}
-	if (!a || !inet_ntop(family, a, buf, (socklen_t)size))
-		buf[0] = '\0';
-}
-
 /* At most SBX_AUTH_AUDIT_PER_S auth_failure lines a second in all (many
  * addresses failing at once); the rest are counted and the count logged
  * once in the next second that writes one. */
@@ -146,15 +105,6 @@ struct peer_bytes {
 	size_t bytes;
 };
 #define PEER_BUCKETS 1024
-
-size_t sbx_peer_hash(const struct sbx_peer *p)
-{
-	size_t x = 0;
-
-	for (size_t i = 0; i < sizeof(p->b); i++)
-		x = x * 131 + p->b[i];
-	return x;
-}
 
 static size_t peer_bucket(const struct sbx_peer *p)
 {

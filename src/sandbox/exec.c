@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "sandbox-internal.h"
 #include "sbx/common.h"
@@ -28,6 +29,24 @@ void sbx_run_result_release(struct sbx_run_result *r)
 	memset(r, 0, sizeof(*r));
 }
 
+/* Whether SB's container is gone or no longer runs, as the engine says
+ * within STOP_SETTLE_MS: an exec ends as the kill reaches its process, a
+ * moment before the engine records the container's end. */
+#define STOP_SETTLE_MS 600
+static bool container_stopped(sbx_manager *m, sbx_sandbox *sb)
+{
+	for (int waited = 0;; waited += 100) {
+		struct sbx_container_info ci = {0};
+		int q = sbx_container_inspect(m->engine, sb->container, &ci, NULL);
+		bool stopped = q == -ENOENT || (q >= 0 && !ci.running);
+
+		sbx_container_info_release(&ci);
+		if (stopped || q < 0 || waited >= STOP_SETTLE_MS)
+			return stopped;
+		usleep(100000);
+	}
+}
+
 /* Runs spec in sb; an exec that cannot run is explained for the user. */
 static int run_exec(sbx_manager *m, sbx_sandbox *sb, struct sbx_exec_spec *spec,
 		    struct sbx_exec_result *ret, struct sbx_error *err)
@@ -41,6 +60,14 @@ static int run_exec(sbx_manager *m, sbx_sandbox *sb, struct sbx_exec_spec *spec,
 	if (r < 0)
 		return r;
 	r = sbx_exec(m->engine, sb->container, spec, &res, err);
+	if (r >= 0 && !res.timed_out && !res.cancelled &&
+	    (res.exit_code == 126 || res.exit_code == 137) && container_stopped(m, sb)) {
+		/* The engine cut it off as the container stopped (Docker: 126
+		 * "cannot exec in a stopped state", 137 for what it killed):
+		 * the sandbox's end, not the command's result. */
+		sbx_exec_result_release(&res);
+		r = -EPIPE;
+	}
 	if (r < 0) {
 		r = sbx_sandbox_exec_failed(m, sb, r, err);
 		sbx_sandbox_end(sb, NULL);
