@@ -30,19 +30,22 @@ void sbx_run_result_release(struct sbx_run_result *r)
 }
 
 /* Whether SB's container is gone or no longer runs, as the engine says
- * within STOP_SETTLE_MS: an exec ends as the kill reaches its process, a
- * moment before the engine records the container's end. */
-#define STOP_SETTLE_MS 600
-static bool container_stopped(sbx_manager *m, sbx_sandbox *sb)
+ * within STOP_SETTLE_MS (an exec ends as the kill reaches its process, a
+ * moment before the engine records the container's end): 1 it is, 0 it
+ * runs, < 0 the engine could not be asked (ERR says why). */
+#define STOP_SETTLE_MS 1000
+static int container_stopped(sbx_manager *m, sbx_sandbox *sb, struct sbx_error *err)
 {
 	for (int waited = 0;; waited += 100) {
 		struct sbx_container_info ci = {0};
-		int q = sbx_container_inspect(m->engine, sb->container, &ci, NULL);
+		int q = sbx_container_inspect(m->engine, sb->container, &ci, err);
 		bool stopped = q == -ENOENT || (q >= 0 && !ci.running);
 
 		sbx_container_info_release(&ci);
-		if (stopped || q < 0 || waited >= STOP_SETTLE_MS)
-			return stopped;
+		if (stopped)
+			return 1;
+		if (q < 0 || waited >= STOP_SETTLE_MS)
+			return q < 0 ? q : 0;
 		usleep(100000);
 	}
 }
@@ -61,12 +64,44 @@ static int run_exec(sbx_manager *m, sbx_sandbox *sb, struct sbx_exec_spec *spec,
 		return r;
 	r = sbx_exec(m->engine, sb->container, spec, &res, err);
 	if (r >= 0 && !res.timed_out && !res.cancelled &&
-	    (res.exit_code == 126 || res.exit_code == 137) && container_stopped(m, sb)) {
-		/* The engine cut it off as the container stopped (Docker: 126
-		 * "cannot exec in a stopped state", 137 for what it killed):
-		 * the sandbox's end, not the command's result. */
-		sbx_exec_result_release(&res);
-		r = -EPIPE;
+	    (res.exit_code == 126 || res.exit_code == 137)) {
+		/* The engine may have cut it off as the container stopped
+		 * (Docker: 126 "cannot exec in a stopped state", 137 for what
+		 * it killed): then it is the sandbox's end, not the command's
+		 * result; so is an engine that cannot tell (stopping itself). */
+		struct sbx_error ierr = SBX_ERROR_INIT;
+		int st = container_stopped(m, sb, &ierr), code = res.exit_code;
+		if (st < 0) {
+			sbx_exec_result_release(&res);
+			sbx_sandbox_end(sb, NULL);
+			if (err)
+				*err = ierr;
+			sbx_error_prefix(err,
+					 "sandbox %s: the command ended with exit code %d and the "
+					 "engine cannot say whether the sandbox still runs",
+					 sb->id, code);
+			return st;
+		}
+		if (st == 0 && code == 126 && res.out.data &&
+		    strstr(res.out.data, "cannot exec in a stopped state")) {
+			/* Docker's own words while its engine stops the container
+			 * (its inspect still says running). Text a sandbox could
+			 * print itself, so all it can fake is this error for its
+			 * own call. */
+			sbx_exec_result_release(&res);
+			sbx_sandbox_end(sb, NULL);
+			return sbx_error_set(
+			    err, -EPIPE,
+			    "sandbox %s: the engine could not run the command: its "
+			    "container is stopping (cannot exec in a stopped state); "
+			    "if the engine is restarting, create_sandbox makes a new "
+			    "one once it is back",
+			    sb->id);
+		}
+		if (st > 0) {
+			sbx_exec_result_release(&res);
+			r = -EPIPE;
+		}
 	}
 	if (r < 0) {
 		r = sbx_sandbox_exec_failed(m, sb, r, err);

@@ -25,6 +25,7 @@
  * entries of the passed list, without CR or LF; a prefix of an accepted head that lacks its blank
  * line is never accepted.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -94,8 +95,51 @@ static bool clean(const char *s)
 	return true;
 }
 
-/* An index path (up to '?'): under /r/simple/ and clean, checked here
- * without the parser's code. */
+/* A distribution file's path (sandbox.index_files_path unset: anywhere
+ * on the index's host): no query; letters, digits, "-_.+!~" and "/" only,
+ * as such or as %XX; its last segment starting with a letter or digit and
+ * ending in .whl, .tar.gz, .zip or .tar.bz2, perhaps then .metadata.
+ * Checked here without the parser's code. */
+static bool dist_name_ok(const char *path)
+{
+	static const char *const ext[] = {".whl", ".tar.gz", ".zip", ".tar.bz2"};
+	char dec[8192], *last;
+	size_t k = 0, n;
+
+	if (strchr(path, '?'))
+		return false;
+	for (const char *p = path; *p; p++) {
+		char c = *p;
+		if (c == '%') {
+			char h[3] = {p[1], p[1] ? p[2] : 0, 0};
+			if (!isxdigit((unsigned char)h[0]) || !isxdigit((unsigned char)h[1]))
+				return false;
+			c = (char)strtol(h, NULL, 16);
+			p += 2;
+		}
+		if (!c || !(isalnum((unsigned char)c) || strchr("-_.+!~/", c)) ||
+		    k + 1 >= sizeof(dec))
+			return false;
+		dec[k++] = c;
+	}
+	dec[k] = '\0';
+	last = strrchr(dec, '/');
+	last = last ? last + 1 : dec;
+	n = strlen(last);
+	if (n > 9 && strcasecmp(last + n - 9, ".metadata") == 0)
+		n -= 9;
+	if (!n || !isalnum((unsigned char)last[0]))
+		return false;
+	for (size_t i = 0; i < sizeof(ext) / sizeof(ext[0]); i++) {
+		size_t el = strlen(ext[i]);
+		if (n > el && strncasecmp(last + n - el, ext[i], el) == 0)
+			return true;
+	}
+	return false;
+}
+
+/* An index path (up to '?'): under /r/simple/, or a distribution file
+ * (dist_name_ok), and clean, checked here without the parser's code. */
 static bool index_path_ok(const char *path)
 {
 	static const char prefix[] = "/r/simple/";
@@ -103,7 +147,7 @@ static bool index_path_ok(const char *path)
 	char seg[64];
 	size_t k = 0;
 
-	if (strncmp(path, prefix, sizeof(prefix) - 1) != 0)
+	if (strncmp(path, prefix, sizeof(prefix) - 1) != 0 && !dist_name_ok(path))
 		return false;
 	for (size_t i = 0; i < n; i++) {
 		char c = path[i];
