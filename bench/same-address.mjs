@@ -168,7 +168,8 @@ if (DOWNLOADS > 0) {
 					const done = (what) => {
 						answers[what]++;
 						s.removeAllListeners('data');
-						s.pause(); // reads nothing more: the download stalls
+						if (what === 'streaming') s.pause(); // reads nothing more: the download stalls
+						else s.destroy(); // refused: a client goes (or retries later)
 						resolve();
 					};
 					s.on('data', (d) => {
