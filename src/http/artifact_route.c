@@ -43,21 +43,10 @@
 #include "sbx/artifact.h"
 #include "sbx/common.h"
 #include "sbx/metrics.h"
+#include "sbx/tenant_count.h"
 
 /* What a refused download is told to wait. */
 #define DOWNLOAD_RETRY_AFTER "5"
-
-/* Downloads running from one client address (a list on the server, one
- * entry per address with any; under downloads_lock). */
-struct sbx_download_peer {
-	struct sbx_download_peer *next;
-	struct sbx_peer peer;
-	int64_t n;
-};
-
-/* One lock for the download counts of every server in the process: held
- * for a walk of at most max_downloads entries. */
-static pthread_mutex_t downloads_lock = PTHREAD_MUTEX_INITIALIZER;
 
 struct artifact_stream {
 	struct sbx_http *http;
@@ -75,56 +64,37 @@ struct artifact_stream {
 	pthread_t producer;
 };
 
+/* PEER as the key of its download count: its 16 bytes in hex. */
+static void peer_key(const struct sbx_peer *peer, char key[2 * sizeof(peer->b) + 1])
+{
+	for (size_t i = 0; i < sizeof(peer->b); i++)
+		snprintf(key + 2 * i, 3, "%02x", peer->b[i]);
+}
+
 /* Takes a download slot for PEER: 0, -EBUSY with the key of the limit
  * reached in *RET_KEY, or -ENOMEM. */
 static int download_take(struct sbx_http *h, const struct sbx_peer *peer, const char **ret_key)
 {
-	const int64_t max = h->settings->server.max_downloads,
-		      per_ip = h->settings->server.max_downloads_per_ip;
-	struct sbx_download_peer *p;
-	int r = 0;
+	const int64_t per_ip = h->settings->server.max_downloads_per_ip;
+	char key[2 * sizeof(peer->b) + 1];
+	int r;
 
-	pthread_mutex_lock(&downloads_lock);
-	for (p = h->download_peers; p && memcmp(&p->peer, peer, sizeof(*peer)) != 0; p = p->next)
-		;
-	if (per_ip > 0 && p && p->n >= per_ip) {
-		*ret_key = "max_downloads_per_ip";
-		r = -EBUSY;
-	} else if (atomic_load(&h->downloads) >= max) {
-		*ret_key = "max_downloads";
-		r = -EBUSY;
-	} else if (!p && !(p = calloc(1, sizeof(*p)))) {
-		r = -ENOMEM;
-	} else {
-		if (p->n == 0) {
-			p->peer = *peer;
-			p->next = h->download_peers;
-			h->download_peers = p;
-		}
-		p->n++;
-		atomic_fetch_add(&h->downloads, 1);
+	peer_key(peer, key);
+	r = sbx_tenant_count_take(h->downloads, key, per_ip > 0 ? per_ip : -1,
+				  h->settings->server.max_downloads, NULL);
+	if (r == -EDQUOT || r == -EUSERS) {
+		*ret_key = r == -EDQUOT ? "max_downloads_per_ip" : "max_downloads";
+		return -EBUSY;
 	}
-	pthread_mutex_unlock(&downloads_lock);
 	return r;
 }
 
 static void download_give(struct sbx_http *h, const struct sbx_peer *peer)
 {
-	struct sbx_download_peer **pp;
+	char key[2 * sizeof(peer->b) + 1];
 
-	pthread_mutex_lock(&downloads_lock);
-	for (pp = &h->download_peers; *pp; pp = &(*pp)->next) {
-		struct sbx_download_peer *p = *pp;
-		if (memcmp(&p->peer, peer, sizeof(*peer)) != 0)
-			continue;
-		if (--p->n == 0) {
-			*pp = p->next;
-			free(p);
-		}
-		break;
-	}
-	atomic_fetch_sub(&h->downloads, 1);
-	pthread_mutex_unlock(&downloads_lock);
+	peer_key(peer, key);
+	sbx_tenant_count_give(h->downloads, key);
 }
 
 /* The cancel hook of the open and the stream: the route is closing, or the

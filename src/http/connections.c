@@ -457,9 +457,6 @@ void sbx_conn_counts(struct sbx_http *h, struct sbx_conn_counts *ret)
 	pthread_mutex_lock(&t->lock);
 	ret->admitted = t->admitted;
 	ret->over = t->over;
-	ret->idle = 0;
-	for (struct sbx_http_conn *c = t->idle.head; c; c = c->gnext)
-		ret->idle++;
 	ret->evicted = t->evicted;
 	ret->refused = t->refused;
 	pthread_mutex_unlock(&t->lock);

@@ -22,6 +22,7 @@
 #include "sbx/http.h"
 #include "sbx/mcp.h"
 #include "sbx/queue.h"
+#include "sbx/tenant_count.h"
 
 /* 128 random bits, hex. The first SBX_SESSION_ID_INDEX characters find
  * the session (compared as they come); the rest are its secret, compared in
@@ -142,7 +143,7 @@ void sbx_conn_request_end(struct sbx_http *h, struct MHD_Connection *conn);
  * and it lingers when it closes. */
 void sbx_conn_set_linger(struct sbx_http *h, struct MHD_Connection *conn);
 struct sbx_conn_counts {
-	int admitted, over, idle;
+	int admitted, over;
 	uint64_t evicted, refused;
 };
 void sbx_conn_counts(struct sbx_http *h, struct sbx_conn_counts *ret);
@@ -410,12 +411,10 @@ struct sbx_http {
 	char ready_logged[SBX_ERROR_MSG_MAX];
 	int64_t ready_logged_ms;
 
-	/* Artifact downloads running (GET /artifacts/...), and the client
-	 * addresses that run any with their counts (src/http/artifact_route.c;
-	 * the list under its lock). Zero (calloc) at the start; back to zero
-	 * once libmicrohttpd has stopped. */
-	atomic_llong downloads;
-	struct sbx_download_peer *download_peers;
+	/* Artifact downloads running (GET /artifacts/...), by client address
+	 * (src/http/artifact_route.c): server.max_downloads in all,
+	 * server.max_downloads_per_ip of one. */
+	sbx_tenant_count *downloads;
 
 	/* Client connections: admitted now (a copy of the table's count, for
 	 * reading without its lock), the most served, the table (by address,

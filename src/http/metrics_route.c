@@ -152,7 +152,7 @@ static int write_now(struct sbx_http *h, struct sbx_buf *b)
 					     streamable);
 	{
 		int conns = atomic_load(&h->connections);
-		long long downloads = atomic_load(&h->downloads);
+		int64_t downloads = sbx_tenant_count_held(h->downloads, NULL);
 		struct sbx_conn_counts cc;
 
 		sbx_conn_counts(h, &cc);

@@ -1297,6 +1297,8 @@ int sbx_http_start(const struct sbx_http_config *cfg, sbx_http **ret_http, struc
 	if (r == 0)
 		r = sbx_linger_new(&h->linger);
 	if (r == 0)
+		r = sbx_tenant_count_new(0, &h->downloads);
+	if (r == 0)
 		r = sbx_session_table_new(h, &h->sessions);
 	if (r < 0) {
 		sbx_error_set(err, r, "http: out of memory");
@@ -1390,6 +1392,7 @@ sbx_http *sbx_http_stop(sbx_http *h)
 	sbx_http_wait_workers(h);
 	h->linger = sbx_linger_free(h->linger);
 	h->conns = sbx_conn_table_free(h->conns);
+	h->downloads = sbx_tenant_count_free(h->downloads);
 	if (h->listen_fd >= 0)
 		close(h->listen_fd);
 	sbx_session_table_free(h->sessions);
