@@ -29,12 +29,7 @@ void sbx_run_result_release(struct sbx_run_result *r)
 	memset(r, 0, sizeof(*r));
 }
 
-/* Whether SB's container is gone or no longer runs, as the engine says
- * within STOP_SETTLE_MS (an exec ends as the kill reaches its process, a
- * moment before the engine records the container's end): 1 it is, 0 it
- * runs, < 0 the engine could not be asked (ERR says why). */
-#define STOP_SETTLE_MS 1000
-static int container_stopped(sbx_manager *m, sbx_sandbox *sb, struct sbx_error *err)
+int sbx_sandbox_stopped(sbx_manager *m, sbx_sandbox *sb, int settle_ms, struct sbx_error *err)
 {
 	for (int waited = 0;; waited += 100) {
 		struct sbx_container_info ci = {0};
@@ -44,7 +39,7 @@ static int container_stopped(sbx_manager *m, sbx_sandbox *sb, struct sbx_error *
 		sbx_container_info_release(&ci);
 		if (stopped)
 			return 1;
-		if (q < 0 || waited >= STOP_SETTLE_MS)
+		if (q < 0 || waited >= settle_ms)
 			return q < 0 ? q : 0;
 		usleep(100000);
 	}
@@ -70,7 +65,8 @@ static int run_exec(sbx_manager *m, sbx_sandbox *sb, struct sbx_exec_spec *spec,
 		 * it killed): then it is the sandbox's end, not the command's
 		 * result; so is an engine that cannot tell (stopping itself). */
 		struct sbx_error ierr = SBX_ERROR_INIT;
-		int st = container_stopped(m, sb, &ierr), code = res.exit_code;
+		int st = sbx_sandbox_stopped(m, sb, SBX_STOP_SETTLE_MS, &ierr),
+		    code = res.exit_code;
 		if (st < 0) {
 			sbx_exec_result_release(&res);
 			sbx_sandbox_end(sb, NULL);

@@ -678,18 +678,27 @@ static int ended_code(struct call *c)
  * away, or only the interpreter did (a broken one is killed). */
 static int interp_died(struct call *c, bool eof, struct sbx_error *err)
 {
-	struct sbx_container_info ci = {0};
-	int code = eof ? ended_code(c) : -1, q;
+	int code = eof ? ended_code(c) : -1, st;
 
 	if (eof)
 		drop_stream(c->in);
 	else
 		interp_kill(c->m, c->sb, c->in);
-	q = sbx_container_inspect(c->m->engine, c->sb->container, &ci, NULL);
-	bool gone = q == -ENOENT || (q >= 0 && !ci.running);
-	sbx_container_info_release(&ci);
-	if (gone)
+	/* Killed (the engine stopping kills it a moment before it records
+	 * the container's end): that end is waited for a while. */
+	st = sbx_sandbox_stopped(c->m, c->sb, code == 137 || code < 0 ? SBX_STOP_SETTLE_MS : 0,
+				 NULL);
+	if (st > 0)
 		return sbx_sandbox_exec_failed(c->m, c->sb, -EPIPE, err);
+	if (st < 0 && (code == 137 || code < 0)) {
+		c->in->has_state = false;
+		return sbx_error_set(
+		    err, st,
+		    "sandbox %s: its Python interpreter was killed during this call "
+		    "and the engine cannot say whether the sandbox still runs; its "
+		    "variables and imports are gone",
+		    c->sb->id);
+	}
 	c->res.exit_code = code;
 	c->res.interpreter_restarted = true;
 	c->in->has_state = false; /* told now, not again at the restart */

@@ -300,6 +300,13 @@ bool sbx_interp_path_ok(const char *path, size_t len);
  * negative when the count cannot be read (no memory cgroup in sight). One
  * exec: called only after a process died of SIGKILL. */
 int sbx_sandbox_oom_since(sbx_manager *m, sbx_sandbox *sb);
+/* exec.c: whether SB's container is gone or no longer runs, as the engine
+ * says within SETTLE_MS (an exec or the interpreter ends as a kill reaches
+ * it, a moment before the engine records the container's end; 0: one
+ * look): 1 it is, 0 it runs, < 0 the engine could not be asked (ERR says
+ * why). SBX_STOP_SETTLE_MS after a process died of SIGKILL. */
+#define SBX_STOP_SETTLE_MS 1000
+int sbx_sandbox_stopped(sbx_manager *m, sbx_sandbox *sb, int settle_ms, struct sbx_error *err);
 /* The output shows a write refused for lack of space ("No space left on
  * device", "Disk quota exceeded"). */
 bool sbx_says_out_of_disk(const struct sbx_buf *b);

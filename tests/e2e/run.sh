@@ -107,6 +107,30 @@ e2e_remove() {
 	done
 }
 
+# e2e_need_tools WHAT: node 20+ and curl (else the test is skipped, WHAT
+# naming who needs them) and the built server; sets node and server from
+# builddir.
+e2e_need_tools() {
+	node=$(command -v node) || e2e_skip "node is not installed ($1 needs Node.js 20+)"
+	"$node" -e 'process.exit(Number(process.versions.node.split(".")[0]) >= 20 ? 0 : 1)' ||
+		e2e_skip "node $("$node" --version) is older than 20"
+	command -v curl >/dev/null 2>&1 || e2e_skip "curl is not installed"
+	server=$builddir/src/mcp-sandboxd
+	if [ ! -x "$server" ]; then
+		echo "Bail out! no $server (build first)"
+		exit 1
+	fi
+}
+
+# e2e_npm_modules: the folder of tests/e2e's npm packages in mods
+# (tools/e2e-deps), else the test is skipped; its errors go to e2e_tmp.
+e2e_npm_modules() {
+	if ! mods=$(sh "$srcdir/tools/e2e-deps" "$srcdir" 2>"$e2e_tmp/deps.err"); then
+		e2e_diag_file "$e2e_tmp/deps.err"
+		e2e_skip "the npm packages of tests/e2e could not be installed (tools/e2e-deps)"
+	fi
+}
+
 # e2e_want NAME: SBX_E2E_ONLY is unset or names NAME.
 e2e_want() {
 	[ -z "${SBX_E2E_ONLY:-}" ] && return 0
@@ -491,15 +515,7 @@ run_e2e() {
 	srcdir=${SBX_SRCDIR:-.}
 	builddir=${SBX_BUILDDIR:-.}
 	[ -n "$e2e_sock" ] && [ -S "$e2e_sock" ] || e2e_skip "no $e2e_type engine (run tools/provision-engines)"
-	node=$(command -v node) || e2e_skip "node is not installed (the e2e suite needs Node.js 20+)"
-	"$node" -e 'process.exit(Number(process.versions.node.split(".")[0]) >= 20 ? 0 : 1)' ||
-		e2e_skip "node $("$node" --version) is older than 20"
-	command -v curl >/dev/null 2>&1 || e2e_skip "curl is not installed"
-	server=$builddir/src/mcp-sandboxd
-	if [ ! -x "$server" ]; then
-		echo "Bail out! no $server (build first)"
-		exit 1
-	fi
+	e2e_need_tools "the e2e suite"
 
 	instance=e2e-$e2e_type-$$-$(date +%s)
 	max_body=65536 # small, so that the 413 check sends little
@@ -513,10 +529,7 @@ run_e2e() {
 	trap 'exit 130' INT
 	trap 'exit 143' TERM
 
-	if ! mods=$(sh "$srcdir/tools/e2e-deps" "$srcdir" 2>"$e2e_tmp/deps.err"); then
-		e2e_diag_file "$e2e_tmp/deps.err"
-		e2e_skip "the npm packages of tests/e2e could not be installed (tools/e2e-deps)"
-	fi
+	e2e_npm_modules
 	# ES modules resolve packages next to the importing file: run a copy of
 	# the suite beside a node_modules link (the source tree may be read-only).
 	mkdir -p "$e2e_tmp/suite" "$e2e_tmp/upload" "$e2e_tmp/index" "$e2e_tmp/state"

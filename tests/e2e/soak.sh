@@ -179,15 +179,7 @@ run_soak() {
 	builddir=${SBX_BUILDDIR:-.}
 	[ -n "$shared_sock" ] && [ -S "$shared_sock" ] || e2e_skip "no $e2e_type engine (run tools/provision-engines)"
 	[ "$(id -u)" -eq 0 ] || e2e_skip "a private $e2e_type engine needs root"
-	node=$(command -v node) || e2e_skip "node is not installed (the soak needs Node.js 20+)"
-	"$node" -e 'process.exit(Number(process.versions.node.split(".")[0]) >= 20 ? 0 : 1)' ||
-		e2e_skip "node $("$node" --version) is older than 20"
-	command -v curl >/dev/null 2>&1 || e2e_skip "curl is not installed"
-	server=$builddir/src/mcp-sandboxd
-	if [ ! -x "$server" ]; then
-		echo "Bail out! no $server (build first)"
-		exit 1
-	fi
+	e2e_need_tools "the soak"
 
 	instance=soak-$e2e_type-$$-$(date +%s)
 	# What e2e_node passes on and the soak does not use.
@@ -201,10 +193,7 @@ run_soak() {
 	trap 'exit 130' INT
 	trap 'exit 143' TERM
 
-	if ! mods=$(sh "$srcdir/tools/e2e-deps" "$srcdir" 2>"$e2e_tmp/deps.err"); then
-		e2e_diag_file "$e2e_tmp/deps.err"
-		e2e_skip "the npm packages of tests/e2e could not be installed (tools/e2e-deps)"
-	fi
+	e2e_npm_modules
 	mkdir -p "$e2e_tmp/suite" "$e2e_tmp/upload" "$e2e_tmp/state"
 	chmod 700 "$e2e_tmp/state"
 	cp "$srcdir"/tests/e2e/*.mjs "$e2e_tmp/suite/" && ln -s "$mods" "$e2e_tmp/suite/node_modules" || {
