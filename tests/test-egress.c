@@ -201,7 +201,7 @@ static void test_dist_files(const struct egress_policy *p)
 
 	for (size_t i = 0; i < SBX_ARRAY_SIZE(files); i++) {
 		snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\n\r\n", files[i]);
-		r = parse(p, req, &q, why, sizeof(why));
+		r = parse(&plain, req, &q, why, sizeof(why));
 		if (r != 1 || q.kind != EGRESS_REQ_INDEX || strcmp(q.path, files[i]) != 0) {
 			tap_diag("%s: %d %s", files[i], r, why);
 			bad++;
@@ -210,9 +210,20 @@ static void test_dist_files(const struct egress_policy *p)
 			egress_request_release(&q);
 	}
 	tap_is_int(bad, 0,
-		   "without sandbox.index_files_path: %zu distribution files anywhere on the "
-		   "index's host are index requests (pypiserver, devpi, ../../files/, metadata)",
+		   "without sandbox.index_files_path: %zu distribution files anywhere under the "
+		   "folder of an index at /simple/ are index requests (pypiserver, devpi, "
+		   "../../files/, metadata)",
 		   SBX_ARRAY_SIZE(files));
+	r = parse(p, "GET /r/packages/x-1.0.whl HTTP/1.1\r\n\r\n", &q, why, sizeof(why));
+	tap_ok(r == 1 && q.kind == EGRESS_REQ_INDEX,
+	       "an index at /r/simple/: a file under /r/ is an index request (%d %s)", r, why);
+	if (r == 1)
+		egress_request_release(&q);
+	r = parse(p, "GET /other/x-1.0.whl HTTP/1.1\r\n\r\n", &q, why, sizeof(why));
+	tap_ok(r == 403 && !q.path,
+	       "... one outside /r/ (another repository on its host) is refused (%d)", r);
+	if (r == 1)
+		egress_request_release(&q);
 	bad = 0;
 	for (size_t i = 0; i < SBX_ARRAY_SIZE(others); i++) {
 		snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\n\r\n", others[i]);

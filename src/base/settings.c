@@ -348,7 +348,7 @@ static const struct sbx_setting schema[] = {
     STRING("sandbox", "index_files_path", sandbox.index_files_path, "", check_index_files_path,
 	   "path on the index's host under which it serves its files, fetched with its "
 	   "credentials like the index's own path (e.g. /packages/); empty = distribution files "
-	   "anywhere on the index's host"),
+	   "under the folder of the index's path"),
     STRING("sandbox", "egress_allow", sandbox.egress_allow, "", check_egress_allow,
 	   "comma-separated HOST[:PORT] that code in a sandbox may reach over HTTP and HTTPS "
 	   "through the server, besides the index; empty = none"),

@@ -415,6 +415,19 @@ static bool dist_file_path(const char *path, size_t n)
 	return false;
 }
 
+/* Whether PATH[0..N) is under the folder that holds INDEX_PATH's last
+ * segment ("/r/simple/" -> "/r/"). */
+static bool under_index_parent(const char *index_path, const char *path, size_t n)
+{
+	size_t pl = strlen(index_path);
+
+	while (pl > 0 && index_path[pl - 1] == '/')
+		pl--;
+	while (pl > 0 && index_path[pl - 1] != '/')
+		pl--;
+	return pl > 0 && n >= pl && memcmp(index_path, path, pl) == 0;
+}
+
 int egress_index_path_check(const struct egress_policy *p, const char *path, char *why,
 			    size_t why_size)
 {
@@ -443,10 +456,14 @@ int egress_index_path_check(const struct egress_policy *p, const char *path, cha
 			   "the server's operator to change sandbox.index_files_path",
 			   shown, path, p->index_path, p->files_path, p->index_host);
 	}
-	/* Not set: the index's files wherever on its origin (the URL is always
-	 * index_origin + path: the credentials go to no other scheme, host or
-	 * port), but only what names a distribution file. */
-	if (path[n] == '\0' && dist_file_path(path, n))
+	/* Not set: the index's files under the folder its pages are in
+	 * ("/simple/" -> "/", devpi's "/root/pypi/+simple/" -> "/root/pypi/",
+	 * a repository manager's "/repository/pypi/simple/" -> "/repository/
+	 * pypi/"; not another repository on the same host), always on its
+	 * origin (the URL is index_origin + path: the credentials go to no
+	 * other scheme, host or port), and only what names a distribution file. */
+	if (path[n] == '\0' && under_index_parent(p->index_path, path, n) &&
+	    dist_file_path(path, n))
 		return 0;
 	return say(why, why_size, 403,
 		   "mcp-sandbox: \"%.*s\" is not under the package index's path (%s) nor a "
