@@ -509,6 +509,12 @@ static int exec_wait_exit(sbx_engine *e, const char *exec_id, int *ret_code, str
 	for (int i = 0; i < 200; i++) {
 		bool running = true;
 		int code = -1, r = e->ops->exec_inspect(e, exec_id, &code, &running, err);
+		if (r == -ENOENT) {
+			sbx_error_prefix(err,
+					 "the engine removed the exec before its exit code was "
+					 "read (Podman: its exit_command_delay is too short)");
+			return r;
+		}
 		if (r < 0)
 			return r;
 		if (!running) {
