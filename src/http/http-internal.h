@@ -495,6 +495,18 @@ struct sbx_http_request {
 	bool counted;	     /* sbx_conn_request_begin was called for it */
 };
 
+/* ---- a request's headers, timeout and answer (src/http/request.c) ---- */
+
+/* The request's header NAME, or NULL. */
+const char *sbx_http_header(struct sbx_http_request *rq, const char *name);
+/* Lifts the idle timeout while a request blocks for long (0 = none). */
+void sbx_http_set_timeout(struct sbx_http_request *rq, unsigned seconds);
+#define SBX_HTTP_IDLE_TIMEOUT_S 60
+/* Puts RQ's connection into event-stream mode: the idle timeout becomes
+ * server.stream_stall_timeout (a client that takes no bytes that long is
+ * cut off; keepalives come twice as often). */
+void sbx_http_stream_timeout(struct sbx_http_request *rq);
+
 /* Responses. Every helper adds the CORS headers for an allowed origin and
  * queues the response; the return value goes back to MHD. */
 enum MHD_Result sbx_http_respond(struct sbx_http_request *rq, unsigned status,
@@ -507,6 +519,8 @@ enum MHD_Result sbx_http_respond_json_take(struct sbx_http_request *rq, unsigned
 /* {"jsonrpc":"2.0","id":null,"error":{code,message}} */
 enum MHD_Result sbx_http_respond_rpc_error(struct sbx_http_request *rq, unsigned status, int code,
 					   const char *message);
+/* 503 + Retry-After: 1 with the JSON-RPC error MESSAGE (code -32000). */
+enum MHD_Result sbx_http_respond_rpc_busy(struct sbx_http_request *rq, const char *message);
 /* A plain JSON error: {"error": message}; _with adds HEADERS (pairs, NULL-ended). */
 enum MHD_Result sbx_http_respond_error(struct sbx_http_request *rq, unsigned status,
 				       const char *message);
@@ -516,6 +530,7 @@ enum MHD_Result sbx_http_respond_error_with(struct sbx_http_request *rq, unsigne
 enum MHD_Result sbx_http_respond_405(struct sbx_http_request *rq, const char *allow);
 enum MHD_Result sbx_http_queue(struct sbx_http_request *rq, unsigned status,
 			       struct MHD_Response *resp);
+
 /* Case-insensitive check that the media type of a Content-Type value is T. */
 bool sbx_http_media_is(const char *value, const char *type);
 /* Decides who RQ is from its headers (its first call, before any of a body
@@ -539,13 +554,6 @@ int sbx_http_refuse_calls(struct sbx_http_request *rq, struct sbx_http_session *
 /* A POST body that is not application/json: answers 415 with a JSON-RPC
  * error into *RET and returns true; false (nothing sent) when it is. */
 bool sbx_http_refuse_non_json(struct sbx_http_request *rq, enum MHD_Result *ret);
-/* The request's header NAME, or NULL. */
-const char *sbx_http_header(struct sbx_http_request *rq, const char *name);
-/* Lifts the idle timeout while a request blocks for long (0 = none). */
-void sbx_http_set_timeout(struct sbx_http_request *rq, unsigned seconds);
-#define SBX_HTTP_IDLE_TIMEOUT_S 60
-/* 503 + Retry-After: 1 with the JSON-RPC error MESSAGE (code -32000). */
-enum MHD_Result sbx_http_respond_rpc_busy(struct sbx_http_request *rq, const char *message);
 
 /* ---- routes ---- */
 
@@ -590,10 +598,6 @@ bool sbx_http_peer_gone(struct MHD_Connection *conn);
 struct sbx_sse_msg *sbx_sse_msg_new(const char *event, const char *data);
 /* Frees the message whose node is N (a sbx_queue_drain callback). */
 void sbx_sse_msg_free_node(struct sbx_queue_node *n);
-/* Puts RQ's connection into event-stream mode: the idle timeout becomes
- * server.stream_stall_timeout (a client that takes no bytes that long is
- * cut off; keepalives come twice as often). */
-void sbx_http_stream_timeout(struct sbx_http_request *rq);
 /* The comment an idle stream sends. */
 #define SBX_SSE_KEEPALIVE_FRAME ": keepalive\n\n"
 /* A content reader's output step: copies up to MAX bytes of B from *POS on
