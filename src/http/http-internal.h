@@ -202,6 +202,11 @@ struct sbx_sse_msg {
 	char text[]; /* one complete SSE frame */
 };
 
+/* One SSE frame "event: EVENT\ndata: DATA\n\n" (DATA is one line). */
+struct sbx_sse_msg *sbx_sse_msg_new(const char *event, const char *data);
+/* Frees the message whose node is N (a sbx_queue_drain callback). */
+void sbx_sse_msg_free_node(struct sbx_queue_node *n);
+
 struct sbx_outq;
 
 /* What an outbound queue's owner does for it. */
@@ -343,10 +348,6 @@ bool sbx_http_session_call_begin(struct sbx_http_session *s, int max);
 void sbx_http_session_call_end(struct sbx_http_session *s);
 struct sbx_http_session *sbx_http_session_ref(struct sbx_http_session *s);
 struct sbx_http_session *sbx_http_session_unref(struct sbx_http_session *s);
-/* Waits on COND (a CLOCK_MONOTONIC one) for at most SBX_PEER_CHECK_MS and
- * not past UNTIL_MS (sbx_monotonic_ms time): the pthread_cond_timedwait
- * result. */
-int sbx_cond_wait_slice(pthread_cond_t *cond, pthread_mutex_t *lock, int64_t until_ms);
 
 /* ---- the server (src/http/server.c) ---- */
 
@@ -591,21 +592,21 @@ struct sbx_http_job {
 int sbx_http_submit(struct sbx_http *h, struct sbx_http_job *job);
 /* Stop: runs what is queued, then waits for every pool thread to end. */
 void sbx_http_wait_workers(struct sbx_http *h);
-/* True when the client of CONN closed the connection (or it failed). */
-bool sbx_http_peer_gone(struct MHD_Connection *conn);
 
-/* One SSE frame "event: EVENT\ndata: DATA\n\n" (DATA is one line). */
-struct sbx_sse_msg *sbx_sse_msg_new(const char *event, const char *data);
-/* Frees the message whose node is N (a sbx_queue_drain callback). */
-void sbx_sse_msg_free_node(struct sbx_queue_node *n);
+/* ---- event streams (src/http/event_stream.c) ---- */
+
 /* The comment an idle stream sends. */
 #define SBX_SSE_KEEPALIVE_FRAME ": keepalive\n\n"
 /* A content reader's output step: copies up to MAX bytes of B from *POS on
  * into BUF and advances *POS; once all of B is copied, empties B and sets
  * *POS to 0 for the next frame. Returns the count copied. */
 size_t sbx_http_drain(struct sbx_buf *b, size_t *pos, char *buf, size_t max);
-
-/* ---- event streams (src/http/event_stream.c) ---- */
+/* Waits on COND (a CLOCK_MONOTONIC one) for at most SBX_PEER_CHECK_MS and
+ * not past UNTIL_MS (sbx_monotonic_ms time): the pthread_cond_timedwait
+ * result. */
+int sbx_cond_wait_slice(pthread_cond_t *cond, pthread_mutex_t *lock, int64_t until_ms);
+/* True when the client of CONN closed the connection (or it failed). */
+bool sbx_http_peer_gone(struct MHD_Connection *conn);
 
 /* Where an event stream stands: its state callback's answer, under its lock. */
 enum sbx_event_state {

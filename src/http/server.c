@@ -37,7 +37,6 @@
 #include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -451,42 +450,6 @@ bool sbx_http_origin_allowed(struct sbx_http *h, const char *origin)
 	return false;
 }
 
-/* ---- SSE frames ---- */
-
-struct sbx_sse_msg *sbx_sse_msg_new(const char *event, const char *data)
-{
-	/* "event: " + EVENT + "\ndata: " + DATA + "\n\n" + NUL */
-	size_t len = 7 + strlen(event) + 7 + strlen(data) + 2 + 1;
-	struct sbx_sse_msg *m = malloc(sizeof(*m) + len);
-
-	if (!m)
-		return NULL;
-	m->len = (size_t)snprintf(m->text, len, "event: %s\ndata: %s\n\n", event, data);
-	return m;
-}
-
-void sbx_sse_msg_free_node(struct sbx_queue_node *n)
-{
-	free(sbx_queue_entry(n, struct sbx_sse_msg, node));
-}
-
-size_t sbx_http_drain(struct sbx_buf *b, size_t *pos, char *buf, size_t max)
-{
-	size_t n = b->len - *pos;
-
-	if (n > max)
-		n = max;
-	if (n) {
-		memcpy(buf, b->data + *pos, n);
-		*pos += n;
-	}
-	if (*pos >= b->len) {
-		sbx_buf_reset(b);
-		*pos = 0;
-	}
-	return n;
-}
-
 /* ---- connections (the table: src/http/connections.c) ---- */
 
 static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
@@ -531,22 +494,6 @@ static enum MHD_Result respond_busy(struct sbx_http_request *rq, const char *lim
 			 "{\"error\":\"too many connections (%s); retry later\"}", limit);
 	return sbx_http_respond(rq, MHD_HTTP_SERVICE_UNAVAILABLE, "application/json", body,
 				strlen(body), headers);
-}
-
-bool sbx_http_peer_gone(struct MHD_Connection *conn)
-{
-	const union MHD_ConnectionInfo *ci =
-	    MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-	struct pollfd p;
-
-	if (!ci)
-		return false;
-	p.fd = ci->connect_fd;
-	p.events = POLLRDHUP;
-	p.revents = 0;
-	if (poll(&p, 1, 0) <= 0)
-		return false;
-	return (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) != 0;
 }
 
 /* ---- routing ---- */

@@ -49,13 +49,6 @@ struct sbx_session_table {
 	size_t n;
 };
 
-int sbx_cond_wait_slice(pthread_cond_t *cond, pthread_mutex_t *lock, int64_t until_ms)
-{
-	int64_t at = sbx_monotonic_ms() + SBX_PEER_CHECK_MS;
-
-	return sbx_cond_wait_until(cond, lock, until_ms < at ? until_ms : at);
-}
-
 int sbx_session_table_new(struct sbx_http *h, struct sbx_session_table **ret_t)
 {
 	struct sbx_session_table *t = calloc(1, sizeof(*t));
