@@ -185,7 +185,7 @@ struct sbx_auth_failures *sbx_auth_failures_free(struct sbx_auth_failures *f);
 void sbx_http_principal_default(struct sbx_principal *p);
 struct sbx_http_request;
 /* An auth_failure line in the audit log for RQ, refused as WHY says, or
- * throttled when WHY is NULL (src/http/server.c). */
+ * throttled when WHY is NULL. */
 void sbx_http_audit_auth_failure(struct sbx_http_request *rq, const struct sbx_auth_refusal *why);
 /* RQ's credentials were refused (WHY): true when its peer is throttled
  * now, with the 429 in *RET (the first of a window in the audit log);
@@ -346,6 +346,12 @@ bool sbx_session_idle_expired(const struct sbx_session_table *t, struct sbx_http
 bool sbx_http_session_call_begin(struct sbx_http_session *s, int max);
 /* Gives the slot back; S is idle from now on (a call's end counts as use). */
 void sbx_http_session_call_end(struct sbx_http_session *s);
+/* Answers a body whose tool calls S cannot run now (server.max_calls_per_session
+ * reached): the JSON-RPC error for each of its requests, in *ret_reply (NULL
+ * when none); each tools/call is logged as refused (session_calls). 0 or
+ * -ENOMEM. */
+int sbx_http_refuse_calls(struct sbx_http_request *rq, struct sbx_http_session *s,
+			  const sbx_mcp_input *in, char **ret_reply);
 struct sbx_http_session *sbx_http_session_ref(struct sbx_http_session *s);
 struct sbx_http_session *sbx_http_session_unref(struct sbx_http_session *s);
 
@@ -546,12 +552,6 @@ bool sbx_http_auth_gate(struct sbx_http_request *rq, enum MHD_Result *ret);
  * (*RET: MHD_NO). */
 bool sbx_http_parse_input(struct sbx_http_request *rq, sbx_mcp_input **ret_in,
 			  enum MHD_Result *ret);
-/* Answers a body whose tool calls S cannot run now (server.max_calls_per_session
- * reached): the JSON-RPC error for each of its requests, in *ret_reply (NULL
- * when none); each tools/call is logged as refused (session_calls). 0 or
- * -ENOMEM. */
-int sbx_http_refuse_calls(struct sbx_http_request *rq, struct sbx_http_session *s,
-			  const sbx_mcp_input *in, char **ret_reply);
 /* A POST body that is not application/json: answers 415 with a JSON-RPC
  * error into *RET and returns true; false (nothing sent) when it is. */
 bool sbx_http_refuse_non_json(struct sbx_http_request *rq, enum MHD_Result *ret);

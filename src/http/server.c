@@ -53,47 +53,6 @@
 #include "sbx/artifact.h"
 #include "sbx/common.h"
 
-/* At most SBX_AUTH_AUDIT_PER_S auth_failure lines a second in all (many
- * addresses failing at once); the rest are counted and the count logged
- * once in the next second that writes one. */
-void sbx_http_audit_auth_failure(struct sbx_http_request *rq, const struct sbx_auth_refusal *why)
-{
-	struct sbx_http *h = rq->http;
-	int64_t sec = sbx_monotonic_ms() / 1000;
-	uint64_t dropped = 0;
-	bool write;
-
-	const struct sbx_audit_auth_failure f = {
-	    .client = rq->client,
-	    .method = rq->method,
-	    .route = rq->route == SBX_ROUTE_SSE	      ? "/sse"
-		     : rq->route == SBX_ROUTE_METRICS ? "/metrics"
-						      : "/mcp",
-	    .reason = why ? sbx_auth_reason_name(why->reason) : "throttled",
-	    .key_id = why ? why->key_id : NULL,
-	};
-
-	pthread_mutex_lock(&h->audit_lock);
-	if (h->audit_sec != sec) {
-		dropped = h->audit_dropped;
-		h->audit_dropped = 0;
-		h->audit_sec = sec;
-		h->audit_lines = 0;
-	}
-	write = h->audit_lines < SBX_AUTH_AUDIT_PER_S;
-	if (write)
-		h->audit_lines++;
-	else
-		h->audit_dropped++;
-	pthread_mutex_unlock(&h->audit_lock);
-	if (dropped)
-		sbx_log_warn("audit: %llu failed authentications were not written to the audit log "
-			     "(more than %d a second)",
-			     (unsigned long long)dropped, SBX_AUTH_AUDIT_PER_S);
-	if (write)
-		sbx_audit_auth_failure(h->audit, &f);
-}
-
 /* ---- the body budget ---- */
 
 /* What one peer holds of the body budget (a chained hash, under the
@@ -301,20 +260,6 @@ bool sbx_http_parse_input(struct sbx_http_request *rq, sbx_mcp_input **ret_in, e
 		*ret = sbx_http_respond(rq, MHD_HTTP_BAD_REQUEST, "application/json", errjson,
 					strlen(errjson), NULL);
 	return r >= 0;
-}
-
-int sbx_http_refuse_calls(struct sbx_http_request *rq, struct sbx_http_session *s,
-			  const sbx_mcp_input *in, char **ret_reply)
-{
-	char msg[320];
-
-	snprintf(msg, sizeof(msg),
-		 "Too many tool calls running on this session: at most %d at once "
-		 "(server.max_calls_per_session). Wait for one to finish, or cancel one with "
-		 "notifications/cancelled, then send this call again.",
-		 rq->http->max_calls_per_session);
-	return sbx_mcp_session_refuse(s->mcp, in, rq->client, SBX_JSONRPC_SERVER_ERROR, msg,
-				      "session_calls", ret_reply);
 }
 
 bool sbx_http_refuse_non_json(struct sbx_http_request *rq, enum MHD_Result *ret)
