@@ -580,6 +580,9 @@ bool sbx_metrics_client_on_loopback(const char *client);
 	"form-action 'none'; frame-ancestors 'none'"
 bool sbx_ui_path(const char *url);
 enum MHD_Result sbx_ui_handle(struct sbx_http_request *rq);
+
+/* ---- the worker pool (src/http/workers.c) ---- */
+
 /* A job for the worker pool, embedded in the caller's struct. */
 struct sbx_http_job {
 	struct sbx_queue_node node;
