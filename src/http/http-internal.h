@@ -193,6 +193,13 @@ void sbx_http_audit_auth_failure(struct sbx_http_request *rq, const struct sbx_a
  * caller answers it. */
 bool sbx_http_auth_failed(struct sbx_http_request *rq, const struct sbx_auth_refusal *why,
 			  enum MHD_Result *ret);
+/* Decides who RQ is from its headers (its first call, before any of a body
+ * is read): for /mcp (every method) and /sse the credentials go through
+ * sbx_auth_check into rq->principal; a refusal is answered here (401 with
+ * WWW-Authenticate, or 429 with Retry-After for a peer past
+ * SBX_AUTH_FAIL_MAX failures) and returns true with *RET. Other routes keep
+ * the default principal (/messages acts for its session's tenant). */
+bool sbx_http_auth_gate(struct sbx_http_request *rq, enum MHD_Result *ret);
 
 /* ---- outbound event queues (src/http/event_stream.c) ---- */
 
@@ -538,15 +545,28 @@ enum MHD_Result sbx_http_respond_405(struct sbx_http_request *rq, const char *al
 enum MHD_Result sbx_http_queue(struct sbx_http_request *rq, unsigned status,
 			       struct MHD_Response *resp);
 
-/* Case-insensitive check that the media type of a Content-Type value is T. */
-bool sbx_http_media_is(const char *value, const char *type);
-/* Decides who RQ is from its headers (its first call, before any of a body
- * is read): for /mcp (every method) and /sse the credentials go through
- * sbx_auth_check into rq->principal; a refusal is answered here (401 with
- * WWW-Authenticate, or 429 with Retry-After for a peer past
- * SBX_AUTH_FAIL_MAX failures) and returns true with *RET. Other routes keep
- * the default principal (/messages acts for its session's tenant). */
-bool sbx_http_auth_gate(struct sbx_http_request *rq, enum MHD_Result *ret);
+/* ---- request bodies (src/http/body.c) ---- */
+
+/* The table of what each peer holds of the body budget (empty), NULL
+ * without memory; freed with what it holds. */
+struct peer_bytes **sbx_body_peers_new(void);
+void sbx_body_peers_free(struct peer_bytes **peers);
+/* What peer P holds of the body budget now. */
+size_t sbx_body_peer_held(struct sbx_http *h, const struct sbx_peer *p);
+/* Charges RQ's body for N more bytes before its buffer grows to hold them
+ * (with a Content-Length all of it at once): false when the budget (or
+ * the peer's share) has no room, or no memory. */
+bool sbx_body_charge(struct sbx_http_request *rq, size_t n);
+/* Gives back what RQ holds of the budget. */
+void sbx_body_release(struct sbx_http_request *rq);
+/* Whether the body of RQ keeps pace (server.body_timeout plus a second per
+ * server.body_min_rate bytes received since its headers). */
+bool sbx_body_in_time(struct sbx_http_request *rq);
+/* 503 + Retry-After: the budget (or rq->peer_busy: the peer's share) has
+ * no room for this body now. */
+enum MHD_Result sbx_body_respond_busy(struct sbx_http_request *rq);
+/* 413 for a body over rq->body_max. */
+enum MHD_Result sbx_body_respond_too_large(struct sbx_http_request *rq);
 /* The request's body as MCP input: true with *RET_IN; false when it is not
  * JSON-RPC (*RET: 400 with the JSON-RPC error, queued) or on -ENOMEM
  * (*RET: MHD_NO). */
@@ -555,6 +575,8 @@ bool sbx_http_parse_input(struct sbx_http_request *rq, sbx_mcp_input **ret_in,
 /* A POST body that is not application/json: answers 415 with a JSON-RPC
  * error into *RET and returns true; false (nothing sent) when it is. */
 bool sbx_http_refuse_non_json(struct sbx_http_request *rq, enum MHD_Result *ret);
+/* Case-insensitive check that the media type of a Content-Type value is T. */
+bool sbx_http_media_is(const char *value, const char *type);
 
 /* ---- routes ---- */
 

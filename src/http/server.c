@@ -53,241 +53,7 @@
 #include "sbx/artifact.h"
 #include "sbx/common.h"
 
-/* ---- the body budget ---- */
-
-/* What one peer holds of the body budget (a chained hash, under the
- * server's peers_lock; an entry lives while it holds something). */
-struct peer_bytes {
-	struct peer_bytes *next;
-	struct sbx_peer peer;
-	size_t bytes;
-};
-#define PEER_BUCKETS 1024
-
-static size_t peer_bucket(const struct sbx_peer *p)
-{
-	return sbx_peer_hash(p) % PEER_BUCKETS;
-}
-
-/* The entry of P in its bucket's chain (lock held); NULL when none. */
-static struct peer_bytes **peer_find(struct sbx_http *h, const struct sbx_peer *p)
-{
-	struct peer_bytes **pp = &h->peers[peer_bucket(p)];
-
-	while (*pp && memcmp(&(*pp)->peer, p, sizeof(*p)) != 0)
-		pp = &(*pp)->next;
-	return pp;
-}
-
-/* Takes N bytes of P's share: false when they do not fit (or no memory). */
-static bool peer_take(struct sbx_http *h, const struct sbx_peer *p, size_t n)
-{
-	struct peer_bytes **pp, *e;
-	bool ok = false;
-
-	pthread_mutex_lock(&h->peers_lock);
-	pp = peer_find(h, p);
-	e = *pp;
-	if (!e && (e = calloc(1, sizeof(*e)))) {
-		e->peer = *p;
-		*pp = e;
-	}
-	if (e && n <= h->peer_share - e->bytes) {
-		e->bytes += n;
-		ok = true;
-	}
-	if (e && e->bytes == 0) {
-		*pp = e->next;
-		free(e);
-	}
-	pthread_mutex_unlock(&h->peers_lock);
-	return ok;
-}
-
-static void peer_give(struct sbx_http *h, const struct sbx_peer *p, size_t n)
-{
-	struct peer_bytes **pp, *e;
-
-	pthread_mutex_lock(&h->peers_lock);
-	pp = peer_find(h, p);
-	e = *pp;
-	if (e) {
-		e->bytes -= n < e->bytes ? n : e->bytes;
-		if (e->bytes == 0) {
-			*pp = e->next;
-			free(e);
-		}
-	}
-	pthread_mutex_unlock(&h->peers_lock);
-}
-
-/* What P holds now. */
-static size_t peer_held(struct sbx_http *h, const struct sbx_peer *p)
-{
-	struct peer_bytes *e;
-	size_t n;
-
-	pthread_mutex_lock(&h->peers_lock);
-	e = *peer_find(h, p);
-	n = e ? e->bytes : 0;
-	pthread_mutex_unlock(&h->peers_lock);
-	return n;
-}
-
-/* Takes N bytes of the body budget for RQ, and of its peer's share: false
- * when they do not fit (rq->peer_busy says which). */
-static bool budget_take(struct sbx_http_request *rq, size_t n)
-{
-	struct sbx_http *h = rq->http;
-	size_t cur = atomic_load(&h->body_bytes);
-
-	do {
-		if (n > h->body_budget - cur) {
-			rq->peer_busy = false;
-			return false;
-		}
-	} while (!atomic_compare_exchange_weak(&h->body_bytes, &cur, cur + n));
-	if (!peer_take(h, &rq->peer, n)) {
-		atomic_fetch_sub(&h->body_bytes, n);
-		rq->peer_busy = true;
-		return false;
-	}
-	rq->charged += n;
-	return true;
-}
-
-/* Gives back what RQ holds of the budget. */
-static void budget_release(struct sbx_http_request *rq)
-{
-	if (rq->charged > 0) {
-		atomic_fetch_sub(&rq->http->body_bytes, rq->charged);
-		peer_give(rq->http, &rq->peer, rq->charged);
-	}
-	rq->charged = 0;
-}
-
-/* 503 + Retry-After: the budget (or the peer's share of it) has no room for
- * this body now. */
-static enum MHD_Result respond_body_busy(struct sbx_http_request *rq)
-{
-	static const char *const headers[] = {"Retry-After", "1", NULL};
-	char body[400];
-
-	if (rq->peer_busy)
-		snprintf(body, sizeof(body),
-			 "{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{\"code\":%d,\"message\":"
-			 "\"Server busy: the request bodies this client address is sending now "
-			 "fill its share of the server's memory for them (%zu bytes); retry once "
-			 "they are in\"}}",
-			 SBX_JSONRPC_SERVER_ERROR, rq->http->peer_share);
-	else
-		snprintf(body, sizeof(body),
-			 "{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{\"code\":%d,\"message\":"
-			 "\"Server busy: the request bodies being read now fill its memory for "
-			 "them (%zu bytes); retry in a moment\"}}",
-			 SBX_JSONRPC_SERVER_ERROR, rq->http->body_budget);
-	return sbx_http_respond(rq, MHD_HTTP_SERVICE_UNAVAILABLE, "application/json", body,
-				strlen(body), headers);
-}
-
-/* Whether the body of RQ keeps pace: false when it is late (more than
- * server.body_timeout plus a second per server.body_min_rate bytes received
- * since its headers). */
-static bool body_in_time(struct sbx_http_request *rq)
-{
-	struct sbx_http *h = rq->http;
-	/* received is at most server.max_body (1 GiB) plus what is dropped
-	 * (SBX_HTTP_DRAIN_MAX): no overflow. */
-	uint64_t earned_ms = (uint64_t)rq->received * 1000 / (uint64_t)h->body_min_rate;
-
-	return sbx_monotonic_ms() - rq->start_ms <= h->body_timeout_ms + (int64_t)earned_ms;
-}
-
-/* Charges RQ's body for N more bytes before its buffer grows to hold them:
- * with a Content-Length all of it at the first bytes, before the buffer is
- * made (once, for all of it). False when the budget (or the peer's share)
- * has no room, or no memory. */
-static bool body_charge(struct sbx_http_request *rq, size_t n)
-{
-	size_t need = rq->body.len + n;
-
-	if (rq->length > 0 && rq->body.cap == 0)
-		return budget_take(rq, rq->length) && sbx_buf_reserve(&rq->body, rq->length) == 0;
-	return need <= rq->charged || budget_take(rq, need - rq->charged);
-}
-
-/* 413 for a body over RQ's limit (server.max_body, or the initialize cap of
- * a POST to /mcp without a session). */
-static enum MHD_Result respond_too_large(struct sbx_http_request *rq)
-{
-	char msg[200];
-
-	if (rq->sessionless)
-		snprintf(msg, sizeof(msg),
-			 "request body too large: without Mcp-Session-Id only an initialize of "
-			 "at most %zu bytes is accepted",
-			 rq->body_max);
-	else
-		snprintf(msg, sizeof(msg),
-			 "request body too large: at most %zu bytes (server.max_body)",
-			 rq->body_max);
-	return sbx_http_respond_error(rq, MHD_HTTP_CONTENT_TOO_LARGE, msg);
-}
-
-/* ---- small helpers ---- */
-
-bool sbx_http_parse_input(struct sbx_http_request *rq, sbx_mcp_input **ret_in, enum MHD_Result *ret)
-{
-	_cleanup_free_ char *errjson = NULL;
-	size_t bytes;
-	int r;
-
-	/* Sized up first: what the parse would take must fit the budget. */
-	r = sbx_mcp_input_measure(rq->body.data ? rq->body.data : "", rq->body.len, &bytes,
-				  &errjson);
-	if (r == 0 && !budget_take(rq, bytes)) {
-		*ret = respond_body_busy(rq);
-		return false;
-	}
-	if (r == 0)
-		r = sbx_mcp_input_parse(rq->body.data, rq->body.len, ret_in, &errjson);
-	/* Parsed (or refused): the body's bytes are free again. */
-	sbx_buf_release(&rq->body);
-	budget_release(rq);
-	if (r == -ENOMEM)
-		*ret = MHD_NO;
-	else if (r < 0)
-		*ret = sbx_http_respond(rq, MHD_HTTP_BAD_REQUEST, "application/json", errjson,
-					strlen(errjson), NULL);
-	return r >= 0;
-}
-
-bool sbx_http_refuse_non_json(struct sbx_http_request *rq, enum MHD_Result *ret)
-{
-	if (sbx_http_media_is(sbx_http_header(rq, MHD_HTTP_HEADER_CONTENT_TYPE),
-			      "application/json"))
-		return false;
-	*ret = sbx_http_respond_rpc_error(rq, MHD_HTTP_UNSUPPORTED_MEDIA_TYPE, -32000,
-					  "Unsupported Media Type: Content-Type must be "
-					  "application/json");
-	return true;
-}
-
-bool sbx_http_media_is(const char *value, const char *type)
-{
-	size_t n = strlen(type);
-
-	if (!value)
-		return false;
-	while (*value == ' ' || *value == '\t')
-		value++;
-	if (strncasecmp(value, type, n) != 0)
-		return false;
-	value += n;
-	while (*value == ' ' || *value == '\t')
-		value++;
-	return *value == '\0' || *value == ';';
-}
+/* ---- the Host and Origin allow-list ---- */
 
 static bool ieq(const char *a, size_t alen, const char *b)
 {
@@ -519,7 +285,7 @@ static bool header_phase(struct sbx_http_request *rq, enum MHD_Result *ret)
 	cl = sbx_http_header(rq, MHD_HTTP_HEADER_CONTENT_LENGTH);
 	length = cl ? strtoull(cl, NULL, 10) : 0;
 	if (length > rq->body_max) {
-		*ret = respond_too_large(rq);
+		*ret = sbx_body_respond_too_large(rq);
 		return true;
 	}
 	/* The transports check the session from the headers (and may lower
@@ -540,7 +306,7 @@ static bool header_phase(struct sbx_http_request *rq, enum MHD_Result *ret)
 	rq->want_body = (rq->route == SBX_ROUTE_MCP || rq->route == SBX_ROUTE_MESSAGES) &&
 			strcmp(rq->method, "POST") == 0;
 	if (length > rq->body_max) {
-		*ret = respond_too_large(rq);
+		*ret = sbx_body_respond_too_large(rq);
 		return true;
 	}
 	rq->length = (size_t)length;
@@ -549,12 +315,12 @@ static bool header_phase(struct sbx_http_request *rq, enum MHD_Result *ret)
 	 * in). */
 	if (rq->want_body && length > h->body_budget - atomic_load(&h->body_bytes)) {
 		rq->peer_busy = false;
-		*ret = respond_body_busy(rq);
+		*ret = sbx_body_respond_busy(rq);
 		return true;
 	}
-	if (rq->want_body && length > h->peer_share - peer_held(h, &rq->peer)) {
+	if (rq->want_body && length > h->peer_share - sbx_body_peer_held(h, &rq->peer)) {
 		rq->peer_busy = true;
-		*ret = respond_body_busy(rq);
+		*ret = sbx_body_respond_busy(rq);
 		return true;
 	}
 	return false;
@@ -711,21 +477,21 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		rq->received += n;
 		/* A body trickled in: the connection is closed (no answer can go
 		 * out while a body streams in). */
-		if (!body_in_time(rq))
+		if (!sbx_body_in_time(rq))
 			return MHD_NO;
 		if (rq->want_body && !rq->refused) {
 			/* Refused as soon as it passes a limit: what came is freed,
 			 * the rest is not kept. */
 			if (n > rq->body_max - rq->body.len)
 				rq->refused = MHD_HTTP_CONTENT_TOO_LARGE;
-			else if (!body_charge(rq, n))
+			else if (!sbx_body_charge(rq, n))
 				rq->refused = MHD_HTTP_SERVICE_UNAVAILABLE;
 			else if (sbx_buf_append(&rq->body, upload_data, n) < 0)
 				return MHD_NO;
 			if (!rq->refused)
 				return MHD_YES;
 			sbx_buf_release(&rq->body);
-			budget_release(rq);
+			sbx_body_release(rq);
 		}
 		/* A body nobody reads (or refused): dropped as it comes, up to
 		 * SBX_HTTP_DRAIN_MAX. */
@@ -733,9 +499,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		return rq->dropped > SBX_HTTP_DRAIN_MAX ? MHD_NO : MHD_YES;
 	}
 	if (rq->refused == MHD_HTTP_CONTENT_TOO_LARGE)
-		return respond_too_large(rq);
+		return sbx_body_respond_too_large(rq);
 	if (rq->refused)
-		return respond_body_busy(rq);
+		return sbx_body_respond_busy(rq);
 	return dispatch(rq);
 }
 
@@ -750,7 +516,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	if (rq->counted)
 		sbx_conn_request_end(cls, conn);
 	sbx_buf_release(&rq->body);
-	budget_release(rq);
+	sbx_body_release(rq);
 	sbx_http_session_unref(rq->session);
 	free(rq);
 	*con_cls = NULL;
@@ -954,7 +720,7 @@ int sbx_http_start(const struct sbx_http_config *cfg, sbx_http **ret_http, struc
 	sbx_queue_init(&h->jobq);
 	h->max_connections = connection_limit(s->server.max_connections);
 
-	h->peers = calloc(PEER_BUCKETS, sizeof(*h->peers));
+	h->peers = sbx_body_peers_new();
 	r = h->peers ? sbx_auth_failures_new(&h->auth_failures) : -ENOMEM;
 	if (r == 0)
 		r = sbx_conn_table_new(h->max_connections, (int)s->server.max_connections_per_ip,
@@ -1061,14 +827,7 @@ sbx_http *sbx_http_stop(sbx_http *h)
 	if (h->listen_fd >= 0)
 		close(h->listen_fd);
 	sbx_session_table_free(h->sessions);
-	for (size_t i = 0; h->peers && i < PEER_BUCKETS; i++) {
-		while (h->peers[i]) {
-			struct peer_bytes *e = h->peers[i];
-			h->peers[i] = e->next;
-			free(e);
-		}
-	}
-	free(h->peers);
+	sbx_body_peers_free(h->peers);
 	sbx_auth_failures_free(h->auth_failures);
 	pthread_mutex_destroy(&h->peers_lock);
 	pthread_mutex_destroy(&h->outq_lock);
