@@ -589,6 +589,9 @@ enum MHD_Result sbx_sse_open(struct sbx_http_request *rq);
 enum MHD_Result sbx_sse_post(struct sbx_http_request *rq);
 enum MHD_Result sbx_streamable_handle(struct sbx_http_request *rq);
 enum MHD_Result sbx_artifact_handle(struct sbx_http_request *rq);
+/* GET /ready (src/http/ready_route.c): 200 when the engine answers and the
+ * keys file can be used, else 503 with Retry-After saying why. */
+enum MHD_Result sbx_ready_handle(struct sbx_http_request *rq);
 /* GET /metrics (src/http/metrics_route.c): its own token or loopback. */
 enum MHD_Result sbx_metrics_handle(struct sbx_http_request *rq);
 /* CLIENT (sbx_client_text) is in 127.0.0.0/8 or ::1. */
