@@ -185,6 +185,47 @@ static enum MHD_Result respond_throttled(struct sbx_http_request *rq, int64_t wa
 	return sbx_http_respond_error_with(rq, MHD_HTTP_TOO_MANY_REQUESTS, msg, headers);
 }
 
+/* At most SBX_AUTH_AUDIT_PER_S auth_failure lines a second in all (many
+ * addresses failing at once); the rest are counted and the count logged
+ * once in the next second that writes one. */
+void sbx_http_audit_auth_failure(struct sbx_http_request *rq, const struct sbx_auth_refusal *why)
+{
+	struct sbx_http *h = rq->http;
+	int64_t sec = sbx_monotonic_ms() / 1000;
+	uint64_t dropped = 0;
+	bool write;
+
+	const struct sbx_audit_auth_failure f = {
+	    .client = rq->client,
+	    .method = rq->method,
+	    .route = rq->route == SBX_ROUTE_SSE	      ? "/sse"
+		     : rq->route == SBX_ROUTE_METRICS ? "/metrics"
+						      : "/mcp",
+	    .reason = why ? sbx_auth_reason_name(why->reason) : "throttled",
+	    .key_id = why ? why->key_id : NULL,
+	};
+
+	pthread_mutex_lock(&h->audit_lock);
+	if (h->audit_sec != sec) {
+		dropped = h->audit_dropped;
+		h->audit_dropped = 0;
+		h->audit_sec = sec;
+		h->audit_lines = 0;
+	}
+	write = h->audit_lines < SBX_AUTH_AUDIT_PER_S;
+	if (write)
+		h->audit_lines++;
+	else
+		h->audit_dropped++;
+	pthread_mutex_unlock(&h->audit_lock);
+	if (dropped)
+		sbx_log_warn("audit: %llu failed authentications were not written to the audit log "
+			     "(more than %d a second)",
+			     (unsigned long long)dropped, SBX_AUTH_AUDIT_PER_S);
+	if (write)
+		sbx_audit_auth_failure(h->audit, &f);
+}
+
 bool sbx_http_auth_failed(struct sbx_http_request *rq, const struct sbx_auth_refusal *why,
 			  enum MHD_Result *ret)
 {

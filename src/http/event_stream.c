@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Event streams (the SSE transport's stream, a Streamable HTTP call's
- * stream): their outbound queues, bounded each and in all, and the wait for
- * the next queued message, a keepalive when idle, and the client closing the
- * connection.
+ * stream): their frames, their outbound queues, bounded each and in all,
+ * and the wait for the next queued message, a keepalive when idle, and the
+ * client closing the connection (checked every SBX_PEER_CHECK_MS).
  *
  * The queues' bytes count in one total, server.max_queued at most: a message
  * that would pass it first closes the biggest listed queue (possibly its
@@ -15,11 +15,49 @@
  * is never held while closing another queue.
  */
 #include <errno.h>
+#include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 
 #include "http-internal.h"
+
+/* ---- SSE frames ---- */
+
+struct sbx_sse_msg *sbx_sse_msg_new(const char *event, const char *data)
+{
+	/* "event: " + EVENT + "\ndata: " + DATA + "\n\n" + NUL */
+	size_t len = 7 + strlen(event) + 7 + strlen(data) + 2 + 1;
+	struct sbx_sse_msg *m = malloc(sizeof(*m) + len);
+
+	if (!m)
+		return NULL;
+	m->len = (size_t)snprintf(m->text, len, "event: %s\ndata: %s\n\n", event, data);
+	return m;
+}
+
+void sbx_sse_msg_free_node(struct sbx_queue_node *n)
+{
+	free(sbx_queue_entry(n, struct sbx_sse_msg, node));
+}
+
+size_t sbx_http_drain(struct sbx_buf *b, size_t *pos, char *buf, size_t max)
+{
+	size_t n = b->len - *pos;
+
+	if (n > max)
+		n = max;
+	if (n) {
+		memcpy(buf, b->data + *pos, n);
+		*pos += n;
+	}
+	if (*pos >= b->len) {
+		sbx_buf_reset(b);
+		*pos = 0;
+	}
+	return n;
+}
 
 /* ---- outbound queues ---- */
 
@@ -236,6 +274,29 @@ bool sbx_outq_push(struct sbx_outq *q, struct sbx_sse_msg *m)
 }
 
 /* ---- the wait ---- */
+
+int sbx_cond_wait_slice(pthread_cond_t *cond, pthread_mutex_t *lock, int64_t until_ms)
+{
+	int64_t at = sbx_monotonic_ms() + SBX_PEER_CHECK_MS;
+
+	return sbx_cond_wait_until(cond, lock, until_ms < at ? until_ms : at);
+}
+
+bool sbx_http_peer_gone(struct MHD_Connection *conn)
+{
+	const union MHD_ConnectionInfo *ci =
+	    MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+	struct pollfd p;
+
+	if (!ci)
+		return false;
+	p.fd = ci->connect_fd;
+	p.events = POLLRDHUP;
+	p.revents = 0;
+	if (poll(&p, 1, 0) <= 0)
+		return false;
+	return (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) != 0;
+}
 
 enum sbx_event_step sbx_event_stream_next(struct sbx_event_stream *s)
 {

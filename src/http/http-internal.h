@@ -185,7 +185,7 @@ struct sbx_auth_failures *sbx_auth_failures_free(struct sbx_auth_failures *f);
 void sbx_http_principal_default(struct sbx_principal *p);
 struct sbx_http_request;
 /* An auth_failure line in the audit log for RQ, refused as WHY says, or
- * throttled when WHY is NULL (src/http/server.c). */
+ * throttled when WHY is NULL. */
 void sbx_http_audit_auth_failure(struct sbx_http_request *rq, const struct sbx_auth_refusal *why);
 /* RQ's credentials were refused (WHY): true when its peer is throttled
  * now, with the 429 in *RET (the first of a window in the audit log);
@@ -193,6 +193,13 @@ void sbx_http_audit_auth_failure(struct sbx_http_request *rq, const struct sbx_a
  * caller answers it. */
 bool sbx_http_auth_failed(struct sbx_http_request *rq, const struct sbx_auth_refusal *why,
 			  enum MHD_Result *ret);
+/* Decides who RQ is from its headers (its first call, before any of a body
+ * is read): for /mcp (every method) and /sse the credentials go through
+ * sbx_auth_check into rq->principal; a refusal is answered here (401 with
+ * WWW-Authenticate, or 429 with Retry-After for a peer past
+ * SBX_AUTH_FAIL_MAX failures) and returns true with *RET. Other routes keep
+ * the default principal (/messages acts for its session's tenant). */
+bool sbx_http_auth_gate(struct sbx_http_request *rq, enum MHD_Result *ret);
 
 /* ---- outbound event queues (src/http/event_stream.c) ---- */
 
@@ -201,6 +208,11 @@ struct sbx_sse_msg {
 	size_t len;
 	char text[]; /* one complete SSE frame */
 };
+
+/* One SSE frame "event: EVENT\ndata: DATA\n\n" (DATA is one line). */
+struct sbx_sse_msg *sbx_sse_msg_new(const char *event, const char *data);
+/* Frees the message whose node is N (a sbx_queue_drain callback). */
+void sbx_sse_msg_free_node(struct sbx_queue_node *n);
 
 struct sbx_outq;
 
@@ -341,12 +353,14 @@ bool sbx_session_idle_expired(const struct sbx_session_table *t, struct sbx_http
 bool sbx_http_session_call_begin(struct sbx_http_session *s, int max);
 /* Gives the slot back; S is idle from now on (a call's end counts as use). */
 void sbx_http_session_call_end(struct sbx_http_session *s);
+/* Answers a body whose tool calls S cannot run now (server.max_calls_per_session
+ * reached): the JSON-RPC error for each of its requests, in *ret_reply (NULL
+ * when none); each tools/call is logged as refused (session_calls). 0 or
+ * -ENOMEM. */
+int sbx_http_refuse_calls(struct sbx_http_request *rq, struct sbx_http_session *s,
+			  const sbx_mcp_input *in, char **ret_reply);
 struct sbx_http_session *sbx_http_session_ref(struct sbx_http_session *s);
 struct sbx_http_session *sbx_http_session_unref(struct sbx_http_session *s);
-/* Waits on COND (a CLOCK_MONOTONIC one) for at most SBX_PEER_CHECK_MS and
- * not past UNTIL_MS (sbx_monotonic_ms time): the pthread_cond_timedwait
- * result. */
-int sbx_cond_wait_slice(pthread_cond_t *cond, pthread_mutex_t *lock, int64_t until_ms);
 
 /* ---- the server (src/http/server.c) ---- */
 
@@ -495,6 +509,18 @@ struct sbx_http_request {
 	bool counted;	     /* sbx_conn_request_begin was called for it */
 };
 
+/* ---- a request's headers, timeout and answer (src/http/request.c) ---- */
+
+/* The request's header NAME, or NULL. */
+const char *sbx_http_header(struct sbx_http_request *rq, const char *name);
+/* Lifts the idle timeout while a request blocks for long (0 = none). */
+void sbx_http_set_timeout(struct sbx_http_request *rq, unsigned seconds);
+#define SBX_HTTP_IDLE_TIMEOUT_S 60
+/* Puts RQ's connection into event-stream mode: the idle timeout becomes
+ * server.stream_stall_timeout (a client that takes no bytes that long is
+ * cut off; keepalives come twice as often). */
+void sbx_http_stream_timeout(struct sbx_http_request *rq);
+
 /* Responses. Every helper adds the CORS headers for an allowed origin and
  * queues the response; the return value goes back to MHD. */
 enum MHD_Result sbx_http_respond(struct sbx_http_request *rq, unsigned status,
@@ -507,6 +533,8 @@ enum MHD_Result sbx_http_respond_json_take(struct sbx_http_request *rq, unsigned
 /* {"jsonrpc":"2.0","id":null,"error":{code,message}} */
 enum MHD_Result sbx_http_respond_rpc_error(struct sbx_http_request *rq, unsigned status, int code,
 					   const char *message);
+/* 503 + Retry-After: 1 with the JSON-RPC error MESSAGE (code -32000). */
+enum MHD_Result sbx_http_respond_rpc_busy(struct sbx_http_request *rq, const char *message);
 /* A plain JSON error: {"error": message}; _with adds HEADERS (pairs, NULL-ended). */
 enum MHD_Result sbx_http_respond_error(struct sbx_http_request *rq, unsigned status,
 				       const char *message);
@@ -516,36 +544,39 @@ enum MHD_Result sbx_http_respond_error_with(struct sbx_http_request *rq, unsigne
 enum MHD_Result sbx_http_respond_405(struct sbx_http_request *rq, const char *allow);
 enum MHD_Result sbx_http_queue(struct sbx_http_request *rq, unsigned status,
 			       struct MHD_Response *resp);
-/* Case-insensitive check that the media type of a Content-Type value is T. */
-bool sbx_http_media_is(const char *value, const char *type);
-/* Decides who RQ is from its headers (its first call, before any of a body
- * is read): for /mcp (every method) and /sse the credentials go through
- * sbx_auth_check into rq->principal; a refusal is answered here (401 with
- * WWW-Authenticate, or 429 with Retry-After for a peer past
- * SBX_AUTH_FAIL_MAX failures) and returns true with *RET. Other routes keep
- * the default principal (/messages acts for its session's tenant). */
-bool sbx_http_auth_gate(struct sbx_http_request *rq, enum MHD_Result *ret);
+
+/* ---- request bodies (src/http/body.c) ---- */
+
+/* The table of what each peer holds of the body budget (empty), NULL
+ * without memory; freed with what it holds. */
+struct peer_bytes **sbx_body_peers_new(void);
+void sbx_body_peers_free(struct peer_bytes **peers);
+/* What peer P holds of the body budget now. */
+size_t sbx_body_peer_held(struct sbx_http *h, const struct sbx_peer *p);
+/* Charges RQ's body for N more bytes before its buffer grows to hold them
+ * (with a Content-Length all of it at once): false when the budget (or
+ * the peer's share) has no room, or no memory. */
+bool sbx_body_charge(struct sbx_http_request *rq, size_t n);
+/* Gives back what RQ holds of the budget. */
+void sbx_body_release(struct sbx_http_request *rq);
+/* Whether the body of RQ keeps pace (server.body_timeout plus a second per
+ * server.body_min_rate bytes received since its headers). */
+bool sbx_body_in_time(struct sbx_http_request *rq);
+/* 503 + Retry-After: the budget (or rq->peer_busy: the peer's share) has
+ * no room for this body now. */
+enum MHD_Result sbx_body_respond_busy(struct sbx_http_request *rq);
+/* 413 for a body over rq->body_max. */
+enum MHD_Result sbx_body_respond_too_large(struct sbx_http_request *rq);
 /* The request's body as MCP input: true with *RET_IN; false when it is not
  * JSON-RPC (*RET: 400 with the JSON-RPC error, queued) or on -ENOMEM
  * (*RET: MHD_NO). */
 bool sbx_http_parse_input(struct sbx_http_request *rq, sbx_mcp_input **ret_in,
 			  enum MHD_Result *ret);
-/* Answers a body whose tool calls S cannot run now (server.max_calls_per_session
- * reached): the JSON-RPC error for each of its requests, in *ret_reply (NULL
- * when none); each tools/call is logged as refused (session_calls). 0 or
- * -ENOMEM. */
-int sbx_http_refuse_calls(struct sbx_http_request *rq, struct sbx_http_session *s,
-			  const sbx_mcp_input *in, char **ret_reply);
 /* A POST body that is not application/json: answers 415 with a JSON-RPC
  * error into *RET and returns true; false (nothing sent) when it is. */
 bool sbx_http_refuse_non_json(struct sbx_http_request *rq, enum MHD_Result *ret);
-/* The request's header NAME, or NULL. */
-const char *sbx_http_header(struct sbx_http_request *rq, const char *name);
-/* Lifts the idle timeout while a request blocks for long (0 = none). */
-void sbx_http_set_timeout(struct sbx_http_request *rq, unsigned seconds);
-#define SBX_HTTP_IDLE_TIMEOUT_S 60
-/* 503 + Retry-After: 1 with the JSON-RPC error MESSAGE (code -32000). */
-enum MHD_Result sbx_http_respond_rpc_busy(struct sbx_http_request *rq, const char *message);
+/* Case-insensitive check that the media type of a Content-Type value is T. */
+bool sbx_http_media_is(const char *value, const char *type);
 
 /* ---- routes ---- */
 
@@ -558,6 +589,9 @@ enum MHD_Result sbx_sse_open(struct sbx_http_request *rq);
 enum MHD_Result sbx_sse_post(struct sbx_http_request *rq);
 enum MHD_Result sbx_streamable_handle(struct sbx_http_request *rq);
 enum MHD_Result sbx_artifact_handle(struct sbx_http_request *rq);
+/* GET /ready (src/http/ready_route.c): 200 when the engine answers and the
+ * keys file can be used, else 503 with Retry-After saying why. */
+enum MHD_Result sbx_ready_handle(struct sbx_http_request *rq);
 /* GET /metrics (src/http/metrics_route.c): its own token or loopback. */
 enum MHD_Result sbx_metrics_handle(struct sbx_http_request *rq);
 /* CLIENT (sbx_client_text) is in 127.0.0.0/8 or ::1. */
@@ -571,6 +605,9 @@ bool sbx_metrics_client_on_loopback(const char *client);
 	"form-action 'none'; frame-ancestors 'none'"
 bool sbx_ui_path(const char *url);
 enum MHD_Result sbx_ui_handle(struct sbx_http_request *rq);
+
+/* ---- the worker pool (src/http/workers.c) ---- */
+
 /* A job for the worker pool, embedded in the caller's struct. */
 struct sbx_http_job {
 	struct sbx_queue_node node;
@@ -583,25 +620,21 @@ struct sbx_http_job {
 int sbx_http_submit(struct sbx_http *h, struct sbx_http_job *job);
 /* Stop: runs what is queued, then waits for every pool thread to end. */
 void sbx_http_wait_workers(struct sbx_http *h);
-/* True when the client of CONN closed the connection (or it failed). */
-bool sbx_http_peer_gone(struct MHD_Connection *conn);
 
-/* One SSE frame "event: EVENT\ndata: DATA\n\n" (DATA is one line). */
-struct sbx_sse_msg *sbx_sse_msg_new(const char *event, const char *data);
-/* Frees the message whose node is N (a sbx_queue_drain callback). */
-void sbx_sse_msg_free_node(struct sbx_queue_node *n);
-/* Puts RQ's connection into event-stream mode: the idle timeout becomes
- * server.stream_stall_timeout (a client that takes no bytes that long is
- * cut off; keepalives come twice as often). */
-void sbx_http_stream_timeout(struct sbx_http_request *rq);
+/* ---- event streams (src/http/event_stream.c) ---- */
+
 /* The comment an idle stream sends. */
 #define SBX_SSE_KEEPALIVE_FRAME ": keepalive\n\n"
 /* A content reader's output step: copies up to MAX bytes of B from *POS on
  * into BUF and advances *POS; once all of B is copied, empties B and sets
  * *POS to 0 for the next frame. Returns the count copied. */
 size_t sbx_http_drain(struct sbx_buf *b, size_t *pos, char *buf, size_t max);
-
-/* ---- event streams (src/http/event_stream.c) ---- */
+/* Waits on COND (a CLOCK_MONOTONIC one) for at most SBX_PEER_CHECK_MS and
+ * not past UNTIL_MS (sbx_monotonic_ms time): the pthread_cond_timedwait
+ * result. */
+int sbx_cond_wait_slice(pthread_cond_t *cond, pthread_mutex_t *lock, int64_t until_ms);
+/* True when the client of CONN closed the connection (or it failed). */
+bool sbx_http_peer_gone(struct MHD_Connection *conn);
 
 /* Where an event stream stands: its state callback's answer, under its lock. */
 enum sbx_event_state {

@@ -2,7 +2,10 @@
 /*
  * The HTTP front (include/sbx/http.h): the libmicrohttpd daemon, routing,
  * the Host/Origin allow-list (DNS rebinding), CORS, the body limits and
- * GET /health and /ready. The transports and the artifact route live next door.
+ * GET /health. The routes (the transports, /ready, the artifacts, /metrics,
+ * the page) live next door, and below them all what they share: the
+ * request's answer (request.c), its body (body.c), the worker pool
+ * (workers.c) and the event streams (event_stream.c).
  *
  * Bodies: nothing of a body is kept before the headers show it is wanted
  * (the route reads one, the session exists: the transports' header checks).
@@ -37,7 +40,6 @@
 #include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,320 +49,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <json-c/json.h>
-
 #include "http-internal.h"
 #include "sbx/log.h"
 #include "sbx/artifact.h"
 #include "sbx/common.h"
 
-/* At most SBX_AUTH_AUDIT_PER_S auth_failure lines a second in all (many
- * addresses failing at once); the rest are counted and the count logged
- * once in the next second that writes one. */
-void sbx_http_audit_auth_failure(struct sbx_http_request *rq, const struct sbx_auth_refusal *why)
-{
-	struct sbx_http *h = rq->http;
-	int64_t sec = sbx_monotonic_ms() / 1000;
-	uint64_t dropped = 0;
-	bool write;
-
-	const struct sbx_audit_auth_failure f = {
-	    .client = rq->client,
-	    .method = rq->method,
-	    .route = rq->route == SBX_ROUTE_SSE	      ? "/sse"
-		     : rq->route == SBX_ROUTE_METRICS ? "/metrics"
-						      : "/mcp",
-	    .reason = why ? sbx_auth_reason_name(why->reason) : "throttled",
-	    .key_id = why ? why->key_id : NULL,
-	};
-
-	pthread_mutex_lock(&h->audit_lock);
-	if (h->audit_sec != sec) {
-		dropped = h->audit_dropped;
-		h->audit_dropped = 0;
-		h->audit_sec = sec;
-		h->audit_lines = 0;
-	}
-	write = h->audit_lines < SBX_AUTH_AUDIT_PER_S;
-	if (write)
-		h->audit_lines++;
-	else
-		h->audit_dropped++;
-	pthread_mutex_unlock(&h->audit_lock);
-	if (dropped)
-		sbx_log_warn("audit: %llu failed authentications were not written to the audit log "
-			     "(more than %d a second)",
-			     (unsigned long long)dropped, SBX_AUTH_AUDIT_PER_S);
-	if (write)
-		sbx_audit_auth_failure(h->audit, &f);
-}
-
-/* ---- the body budget ---- */
-
-/* What one peer holds of the body budget (a chained hash, under the
- * server's peers_lock; an entry lives while it holds something). */
-struct peer_bytes {
-	struct peer_bytes *next;
-	struct sbx_peer peer;
-	size_t bytes;
-};
-#define PEER_BUCKETS 1024
-
-static size_t peer_bucket(const struct sbx_peer *p)
-{
-	return sbx_peer_hash(p) % PEER_BUCKETS;
-}
-
-/* The entry of P in its bucket's chain (lock held); NULL when none. */
-static struct peer_bytes **peer_find(struct sbx_http *h, const struct sbx_peer *p)
-{
-	struct peer_bytes **pp = &h->peers[peer_bucket(p)];
-
-	while (*pp && memcmp(&(*pp)->peer, p, sizeof(*p)) != 0)
-		pp = &(*pp)->next;
-	return pp;
-}
-
-/* Takes N bytes of P's share: false when they do not fit (or no memory). */
-static bool peer_take(struct sbx_http *h, const struct sbx_peer *p, size_t n)
-{
-	struct peer_bytes **pp, *e;
-	bool ok = false;
-
-	pthread_mutex_lock(&h->peers_lock);
-	pp = peer_find(h, p);
-	e = *pp;
-	if (!e && (e = calloc(1, sizeof(*e)))) {
-		e->peer = *p;
-		*pp = e;
-	}
-	if (e && n <= h->peer_share - e->bytes) {
-		e->bytes += n;
-		ok = true;
-	}
-	if (e && e->bytes == 0) {
-		*pp = e->next;
-		free(e);
-	}
-	pthread_mutex_unlock(&h->peers_lock);
-	return ok;
-}
-
-static void peer_give(struct sbx_http *h, const struct sbx_peer *p, size_t n)
-{
-	struct peer_bytes **pp, *e;
-
-	pthread_mutex_lock(&h->peers_lock);
-	pp = peer_find(h, p);
-	e = *pp;
-	if (e) {
-		e->bytes -= n < e->bytes ? n : e->bytes;
-		if (e->bytes == 0) {
-			*pp = e->next;
-			free(e);
-		}
-	}
-	pthread_mutex_unlock(&h->peers_lock);
-}
-
-/* What P holds now. */
-static size_t peer_held(struct sbx_http *h, const struct sbx_peer *p)
-{
-	struct peer_bytes *e;
-	size_t n;
-
-	pthread_mutex_lock(&h->peers_lock);
-	e = *peer_find(h, p);
-	n = e ? e->bytes : 0;
-	pthread_mutex_unlock(&h->peers_lock);
-	return n;
-}
-
-/* Takes N bytes of the body budget for RQ, and of its peer's share: false
- * when they do not fit (rq->peer_busy says which). */
-static bool budget_take(struct sbx_http_request *rq, size_t n)
-{
-	struct sbx_http *h = rq->http;
-	size_t cur = atomic_load(&h->body_bytes);
-
-	do {
-		if (n > h->body_budget - cur) {
-			rq->peer_busy = false;
-			return false;
-		}
-	} while (!atomic_compare_exchange_weak(&h->body_bytes, &cur, cur + n));
-	if (!peer_take(h, &rq->peer, n)) {
-		atomic_fetch_sub(&h->body_bytes, n);
-		rq->peer_busy = true;
-		return false;
-	}
-	rq->charged += n;
-	return true;
-}
-
-/* Gives back what RQ holds of the budget. */
-static void budget_release(struct sbx_http_request *rq)
-{
-	if (rq->charged > 0) {
-		atomic_fetch_sub(&rq->http->body_bytes, rq->charged);
-		peer_give(rq->http, &rq->peer, rq->charged);
-	}
-	rq->charged = 0;
-}
-
-/* 503 + Retry-After: the budget (or the peer's share of it) has no room for
- * this body now. */
-static enum MHD_Result respond_body_busy(struct sbx_http_request *rq)
-{
-	static const char *const headers[] = {"Retry-After", "1", NULL};
-	char body[400];
-
-	if (rq->peer_busy)
-		snprintf(body, sizeof(body),
-			 "{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{\"code\":%d,\"message\":"
-			 "\"Server busy: the request bodies this client address is sending now "
-			 "fill its share of the server's memory for them (%zu bytes); retry once "
-			 "they are in\"}}",
-			 SBX_JSONRPC_SERVER_ERROR, rq->http->peer_share);
-	else
-		snprintf(body, sizeof(body),
-			 "{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{\"code\":%d,\"message\":"
-			 "\"Server busy: the request bodies being read now fill its memory for "
-			 "them (%zu bytes); retry in a moment\"}}",
-			 SBX_JSONRPC_SERVER_ERROR, rq->http->body_budget);
-	return sbx_http_respond(rq, MHD_HTTP_SERVICE_UNAVAILABLE, "application/json", body,
-				strlen(body), headers);
-}
-
-/* Whether the body of RQ keeps pace: false when it is late (more than
- * server.body_timeout plus a second per server.body_min_rate bytes received
- * since its headers). */
-static bool body_in_time(struct sbx_http_request *rq)
-{
-	struct sbx_http *h = rq->http;
-	/* received is at most server.max_body (1 GiB) plus what is dropped
-	 * (SBX_HTTP_DRAIN_MAX): no overflow. */
-	uint64_t earned_ms = (uint64_t)rq->received * 1000 / (uint64_t)h->body_min_rate;
-
-	return sbx_monotonic_ms() - rq->start_ms <= h->body_timeout_ms + (int64_t)earned_ms;
-}
-
-/* Charges RQ's body for N more bytes before its buffer grows to hold them:
- * with a Content-Length all of it at the first bytes, before the buffer is
- * made (once, for all of it). False when the budget (or the peer's share)
- * has no room, or no memory. */
-static bool body_charge(struct sbx_http_request *rq, size_t n)
-{
-	size_t need = rq->body.len + n;
-
-	if (rq->length > 0 && rq->body.cap == 0)
-		return budget_take(rq, rq->length) && sbx_buf_reserve(&rq->body, rq->length) == 0;
-	return need <= rq->charged || budget_take(rq, need - rq->charged);
-}
-
-/* 413 for a body over RQ's limit (server.max_body, or the initialize cap of
- * a POST to /mcp without a session). */
-static enum MHD_Result respond_too_large(struct sbx_http_request *rq)
-{
-	char msg[200];
-
-	if (rq->sessionless)
-		snprintf(msg, sizeof(msg),
-			 "request body too large: without Mcp-Session-Id only an initialize of "
-			 "at most %zu bytes is accepted",
-			 rq->body_max);
-	else
-		snprintf(msg, sizeof(msg),
-			 "request body too large: at most %zu bytes (server.max_body)",
-			 rq->body_max);
-	return sbx_http_respond_error(rq, MHD_HTTP_CONTENT_TOO_LARGE, msg);
-}
-
-/* ---- small helpers ---- */
-
-bool sbx_http_parse_input(struct sbx_http_request *rq, sbx_mcp_input **ret_in, enum MHD_Result *ret)
-{
-	_cleanup_free_ char *errjson = NULL;
-	size_t bytes;
-	int r;
-
-	/* Sized up first: what the parse would take must fit the budget. */
-	r = sbx_mcp_input_measure(rq->body.data ? rq->body.data : "", rq->body.len, &bytes,
-				  &errjson);
-	if (r == 0 && !budget_take(rq, bytes)) {
-		*ret = respond_body_busy(rq);
-		return false;
-	}
-	if (r == 0)
-		r = sbx_mcp_input_parse(rq->body.data, rq->body.len, ret_in, &errjson);
-	/* Parsed (or refused): the body's bytes are free again. */
-	sbx_buf_release(&rq->body);
-	budget_release(rq);
-	if (r == -ENOMEM)
-		*ret = MHD_NO;
-	else if (r < 0)
-		*ret = sbx_http_respond(rq, MHD_HTTP_BAD_REQUEST, "application/json", errjson,
-					strlen(errjson), NULL);
-	return r >= 0;
-}
-
-int sbx_http_refuse_calls(struct sbx_http_request *rq, struct sbx_http_session *s,
-			  const sbx_mcp_input *in, char **ret_reply)
-{
-	char msg[320];
-
-	snprintf(msg, sizeof(msg),
-		 "Too many tool calls running on this session: at most %d at once "
-		 "(server.max_calls_per_session). Wait for one to finish, or cancel one with "
-		 "notifications/cancelled, then send this call again.",
-		 rq->http->max_calls_per_session);
-	return sbx_mcp_session_refuse(s->mcp, in, rq->client, SBX_JSONRPC_SERVER_ERROR, msg,
-				      "session_calls", ret_reply);
-}
-
-bool sbx_http_refuse_non_json(struct sbx_http_request *rq, enum MHD_Result *ret)
-{
-	if (sbx_http_media_is(sbx_http_header(rq, MHD_HTTP_HEADER_CONTENT_TYPE),
-			      "application/json"))
-		return false;
-	*ret = sbx_http_respond_rpc_error(rq, MHD_HTTP_UNSUPPORTED_MEDIA_TYPE, -32000,
-					  "Unsupported Media Type: Content-Type must be "
-					  "application/json");
-	return true;
-}
-
-const char *sbx_http_header(struct sbx_http_request *rq, const char *name)
-{
-	return MHD_lookup_connection_value(rq->conn, MHD_HEADER_KIND, name);
-}
-
-void sbx_http_set_timeout(struct sbx_http_request *rq, unsigned seconds)
-{
-	MHD_set_connection_option(rq->conn, MHD_CONNECTION_OPTION_TIMEOUT, seconds);
-}
-
-void sbx_http_stream_timeout(struct sbx_http_request *rq)
-{
-	/* libmicrohttpd counts a send of any bytes as activity; a stream waits
-	 * at most keepalive_ms (half the timeout) before it sends. */
-	sbx_http_set_timeout(rq, rq->http->stream_timeout_s);
-}
-
-bool sbx_http_media_is(const char *value, const char *type)
-{
-	size_t n = strlen(type);
-
-	if (!value)
-		return false;
-	while (*value == ' ' || *value == '\t')
-		value++;
-	if (strncasecmp(value, type, n) != 0)
-		return false;
-	value += n;
-	while (*value == ' ' || *value == '\t')
-		value++;
-	return *value == '\0' || *value == ';';
-}
+/* ---- the Host and Origin allow-list ---- */
 
 static bool ieq(const char *a, size_t alen, const char *b)
 {
@@ -468,173 +162,6 @@ bool sbx_http_origin_allowed(struct sbx_http *h, const char *origin)
 	return false;
 }
 
-/* ---- responses ---- */
-
-enum MHD_Result sbx_http_queue(struct sbx_http_request *rq, unsigned status,
-			       struct MHD_Response *resp)
-{
-	enum MHD_Result r;
-
-	if (!resp)
-		return MHD_NO;
-	/* Answered before its body was read: the client may still be sending
-	 * it. The connection is not reused and lingers at its close
-	 * (src/http/linger.c), so the answer reaches it, not a reset. */
-	if (rq->early && rq->has_body) {
-		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
-		sbx_conn_set_linger(rq->http, rq->conn);
-	}
-	if (rq->origin) {
-		MHD_add_response_header(resp, "Access-Control-Allow-Origin", rq->origin);
-		MHD_add_response_header(resp, "Vary", "Origin");
-		MHD_add_response_header(resp, "Access-Control-Expose-Headers", "Mcp-Session-Id");
-	}
-	r = MHD_queue_response(rq->conn, status, resp);
-	MHD_destroy_response(resp);
-	return r;
-}
-
-enum MHD_Result sbx_http_respond(struct sbx_http_request *rq, unsigned status,
-				 const char *content_type, const char *body, size_t len,
-				 const char *const *headers)
-{
-	struct MHD_Response *resp =
-	    MHD_create_response_from_buffer(len, (void *)(body ? body : ""), MHD_RESPMEM_MUST_COPY);
-
-	if (!resp)
-		return MHD_NO;
-	if (content_type)
-		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
-	MHD_add_response_header(resp, "Cache-Control", "no-store");
-	for (size_t i = 0; headers && headers[i]; i += 2)
-		MHD_add_response_header(resp, headers[i], headers[i + 1]);
-	return sbx_http_queue(rq, status, resp);
-}
-
-enum MHD_Result sbx_http_respond_json_take(struct sbx_http_request *rq, unsigned status, char *body,
-					   const char *const *headers)
-{
-	struct MHD_Response *resp =
-	    MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
-
-	if (!resp) {
-		free(body);
-		return MHD_NO;
-	}
-	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
-	MHD_add_response_header(resp, "Cache-Control", "no-store");
-	for (size_t i = 0; headers && headers[i]; i += 2)
-		MHD_add_response_header(resp, headers[i], headers[i + 1]);
-	return sbx_http_queue(rq, status, resp);
-}
-
-/* A JSON-RPC error without an id: {"jsonrpc","id":null,"error":{code,message}}. */
-static enum MHD_Result respond_rpc(struct sbx_http_request *rq, unsigned status, int code,
-				   const char *message, const char *const *headers)
-{
-	struct json_object *o = json_object_new_object(), *e = json_object_new_object();
-	enum MHD_Result r;
-	const char *t;
-
-	if (!o || !e) {
-		json_object_put(o);
-		json_object_put(e);
-		return MHD_NO;
-	}
-	json_object_object_add(e, "code", json_object_new_int(code));
-	json_object_object_add(e, "message", json_object_new_string(message));
-	json_object_object_add(o, "jsonrpc", json_object_new_string("2.0"));
-	json_object_object_add(o, "id", NULL);
-	json_object_object_add(o, "error", e);
-	t = json_object_to_json_string_ext(o,
-					   JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
-	r = sbx_http_respond(rq, status, "application/json", t, strlen(t), headers);
-	json_object_put(o);
-	return r;
-}
-
-enum MHD_Result sbx_http_respond_rpc_error(struct sbx_http_request *rq, unsigned status, int code,
-					   const char *message)
-{
-	return respond_rpc(rq, status, code, message, NULL);
-}
-
-enum MHD_Result sbx_http_respond_rpc_busy(struct sbx_http_request *rq, const char *message)
-{
-	static const char *const headers[] = {"Retry-After", "1", NULL};
-
-	return respond_rpc(rq, MHD_HTTP_SERVICE_UNAVAILABLE, SBX_JSONRPC_SERVER_ERROR, message,
-			   headers);
-}
-
-enum MHD_Result sbx_http_respond_405(struct sbx_http_request *rq, const char *allow)
-{
-	static const char body[] = "{\"error\":\"method not allowed\"}";
-	const char *const headers[] = {"Allow", allow, NULL};
-
-	return sbx_http_respond(rq, MHD_HTTP_METHOD_NOT_ALLOWED, "application/json", body,
-				sizeof(body) - 1, headers);
-}
-
-enum MHD_Result sbx_http_respond_error(struct sbx_http_request *rq, unsigned status,
-				       const char *message)
-{
-	return sbx_http_respond_error_with(rq, status, message, NULL);
-}
-
-enum MHD_Result sbx_http_respond_error_with(struct sbx_http_request *rq, unsigned status,
-					    const char *message, const char *const *headers)
-{
-	struct json_object *o = json_object_new_object();
-	enum MHD_Result r;
-	const char *t;
-
-	if (!o)
-		return MHD_NO;
-	json_object_object_add(o, "error", json_object_new_string(message));
-	t = json_object_to_json_string_ext(o,
-					   JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
-	r = sbx_http_respond(rq, status, "application/json", t, strlen(t), headers);
-	json_object_put(o);
-	return r;
-}
-
-/* ---- SSE frames ---- */
-
-struct sbx_sse_msg *sbx_sse_msg_new(const char *event, const char *data)
-{
-	/* "event: " + EVENT + "\ndata: " + DATA + "\n\n" + NUL */
-	size_t len = 7 + strlen(event) + 7 + strlen(data) + 2 + 1;
-	struct sbx_sse_msg *m = malloc(sizeof(*m) + len);
-
-	if (!m)
-		return NULL;
-	m->len = (size_t)snprintf(m->text, len, "event: %s\ndata: %s\n\n", event, data);
-	return m;
-}
-
-void sbx_sse_msg_free_node(struct sbx_queue_node *n)
-{
-	free(sbx_queue_entry(n, struct sbx_sse_msg, node));
-}
-
-size_t sbx_http_drain(struct sbx_buf *b, size_t *pos, char *buf, size_t max)
-{
-	size_t n = b->len - *pos;
-
-	if (n > max)
-		n = max;
-	if (n) {
-		memcpy(buf, b->data + *pos, n);
-		*pos += n;
-	}
-	if (*pos >= b->len) {
-		sbx_buf_reset(b);
-		*pos = 0;
-	}
-	return n;
-}
-
 /* ---- connections (the table: src/http/connections.c) ---- */
 
 static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
@@ -679,22 +206,6 @@ static enum MHD_Result respond_busy(struct sbx_http_request *rq, const char *lim
 			 "{\"error\":\"too many connections (%s); retry later\"}", limit);
 	return sbx_http_respond(rq, MHD_HTTP_SERVICE_UNAVAILABLE, "application/json", body,
 				strlen(body), headers);
-}
-
-bool sbx_http_peer_gone(struct MHD_Connection *conn)
-{
-	const union MHD_ConnectionInfo *ci =
-	    MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-	struct pollfd p;
-
-	if (!ci)
-		return false;
-	p.fd = ci->connect_fd;
-	p.events = POLLRDHUP;
-	p.revents = 0;
-	if (poll(&p, 1, 0) <= 0)
-		return false;
-	return (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) != 0;
 }
 
 /* ---- routing ---- */
@@ -775,7 +286,7 @@ static bool header_phase(struct sbx_http_request *rq, enum MHD_Result *ret)
 	cl = sbx_http_header(rq, MHD_HTTP_HEADER_CONTENT_LENGTH);
 	length = cl ? strtoull(cl, NULL, 10) : 0;
 	if (length > rq->body_max) {
-		*ret = respond_too_large(rq);
+		*ret = sbx_body_respond_too_large(rq);
 		return true;
 	}
 	/* The transports check the session from the headers (and may lower
@@ -796,7 +307,7 @@ static bool header_phase(struct sbx_http_request *rq, enum MHD_Result *ret)
 	rq->want_body = (rq->route == SBX_ROUTE_MCP || rq->route == SBX_ROUTE_MESSAGES) &&
 			strcmp(rq->method, "POST") == 0;
 	if (length > rq->body_max) {
-		*ret = respond_too_large(rq);
+		*ret = sbx_body_respond_too_large(rq);
 		return true;
 	}
 	rq->length = (size_t)length;
@@ -805,78 +316,15 @@ static bool header_phase(struct sbx_http_request *rq, enum MHD_Result *ret)
 	 * in). */
 	if (rq->want_body && length > h->body_budget - atomic_load(&h->body_bytes)) {
 		rq->peer_busy = false;
-		*ret = respond_body_busy(rq);
+		*ret = sbx_body_respond_busy(rq);
 		return true;
 	}
-	if (rq->want_body && length > h->peer_share - peer_held(h, &rq->peer)) {
+	if (rq->want_body && length > h->peer_share - sbx_body_peer_held(h, &rq->peer)) {
 		rq->peer_busy = true;
-		*ret = respond_body_busy(rq);
+		*ret = sbx_body_respond_busy(rq);
 		return true;
 	}
 	return false;
-}
-
-/* Logs why the engine is not ready (the detail the client is not shown):
- * when the reason changes, and at most once a READY_LOG_MS while it stays. */
-#define READY_LOG_MS 60000
-static void ready_log(struct sbx_http *h, const struct sbx_error *err)
-{
-	int64_t now = sbx_monotonic_ms();
-	bool say;
-
-	pthread_mutex_lock(&h->ready_log_lock);
-	say = strcmp(h->ready_logged, err->msg) != 0 || now - h->ready_logged_ms >= READY_LOG_MS;
-	if (say) {
-		snprintf(h->ready_logged, sizeof(h->ready_logged), "%s", err->msg);
-		h->ready_logged_ms = now;
-	}
-	pthread_mutex_unlock(&h->ready_log_lock);
-	if (say)
-		sbx_log_warn("not ready: %s", err->msg);
-}
-
-/* GET /ready: 200 when the engine answers, else 503 saying why, in words
- * without the host's engine socket or address (sbx_error_public; the log
- * has them). The server itself is alive: that is GET /health. */
-static enum MHD_Result ready(struct sbx_http_request *rq)
-{
-	static const char *const retry[] = {"Retry-After", "5", NULL};
-	struct sbx_error err = SBX_ERROR_INIT;
-	char shown[SBX_ERROR_MSG_MAX];
-	struct json_object *o;
-	enum MHD_Result ret;
-	const char *t;
-	int r;
-
-	struct sbx_error auth_err = SBX_ERROR_INIT;
-	int auth_r = sbx_auth_status(rq->http->auth, &auth_err);
-
-	r = sbx_manager_check_engine(rq->http->manager, &err);
-	if (r < 0 && sbx_error_public(&err, shown, sizeof(shown)))
-		ready_log(rq->http, &err);
-	o = json_object_new_object();
-	if (!o)
-		return MHD_NO;
-	json_object_object_add(
-	    o, "status", json_object_new_string(r < 0 || auth_r < 0 ? "unavailable" : "ready"));
-	json_object_object_add(o, "engine", json_object_new_string(r < 0 ? shown : "ok"));
-	/* The keys file's trouble is the operator's to see (the log has the
-	 * path and line); the response says only that no key is accepted. */
-	if (auth_r < 0) {
-		ready_log(rq->http, &auth_err);
-		json_object_object_add(
-		    o, "auth",
-		    json_object_new_string("the keys file cannot be used: no API key is accepted "
-					   "until it is mended (the server's log says why)"));
-	}
-	if (auth_r < 0)
-		r = auth_r;
-	t = json_object_to_json_string_ext(o,
-					   JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
-	ret = sbx_http_respond(rq, r < 0 ? MHD_HTTP_SERVICE_UNAVAILABLE : MHD_HTTP_OK,
-			       "application/json", t, strlen(t), r < 0 ? retry : NULL);
-	json_object_put(o);
-	return ret;
 }
 
 static enum MHD_Result dispatch(struct sbx_http_request *rq)
@@ -893,7 +341,7 @@ static enum MHD_Result dispatch(struct sbx_http_request *rq)
 	case SBX_ROUTE_READY:
 		if (!get)
 			return sbx_http_respond_405(rq, "GET, HEAD");
-		return ready(rq);
+		return sbx_ready_handle(rq);
 	case SBX_ROUTE_SSE:
 		return sbx_sse_open(rq);
 	case SBX_ROUTE_MESSAGES:
@@ -967,21 +415,21 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		rq->received += n;
 		/* A body trickled in: the connection is closed (no answer can go
 		 * out while a body streams in). */
-		if (!body_in_time(rq))
+		if (!sbx_body_in_time(rq))
 			return MHD_NO;
 		if (rq->want_body && !rq->refused) {
 			/* Refused as soon as it passes a limit: what came is freed,
 			 * the rest is not kept. */
 			if (n > rq->body_max - rq->body.len)
 				rq->refused = MHD_HTTP_CONTENT_TOO_LARGE;
-			else if (!body_charge(rq, n))
+			else if (!sbx_body_charge(rq, n))
 				rq->refused = MHD_HTTP_SERVICE_UNAVAILABLE;
 			else if (sbx_buf_append(&rq->body, upload_data, n) < 0)
 				return MHD_NO;
 			if (!rq->refused)
 				return MHD_YES;
 			sbx_buf_release(&rq->body);
-			budget_release(rq);
+			sbx_body_release(rq);
 		}
 		/* A body nobody reads (or refused): dropped as it comes, up to
 		 * SBX_HTTP_DRAIN_MAX. */
@@ -989,9 +437,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		return rq->dropped > SBX_HTTP_DRAIN_MAX ? MHD_NO : MHD_YES;
 	}
 	if (rq->refused == MHD_HTTP_CONTENT_TOO_LARGE)
-		return respond_too_large(rq);
+		return sbx_body_respond_too_large(rq);
 	if (rq->refused)
-		return respond_body_busy(rq);
+		return sbx_body_respond_busy(rq);
 	return dispatch(rq);
 }
 
@@ -1006,89 +454,10 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	if (rq->counted)
 		sbx_conn_request_end(cls, conn);
 	sbx_buf_release(&rq->body);
-	budget_release(rq);
+	sbx_body_release(rq);
 	sbx_http_session_unref(rq->session);
 	free(rq);
 	*con_cls = NULL;
-}
-
-/* ---- the worker pool ---- */
-
-static void *pool_thread(void *arg)
-{
-	struct sbx_http *h = arg;
-
-	pthread_mutex_lock(&h->workers_lock);
-	for (;;) {
-		struct sbx_http_job *job;
-		while (sbx_queue_empty(&h->jobq)) {
-			int r;
-			if (atomic_load(&h->stopping))
-				goto out;
-			h->idle++;
-			r = sbx_cond_wait_until(&h->work_cond, &h->workers_lock,
-						sbx_monotonic_ms() + SBX_HTTP_WORKER_IDLE_MS);
-			h->idle--;
-			if (r == ETIMEDOUT && sbx_queue_empty(&h->jobq))
-				goto out;
-		}
-		job = sbx_queue_entry(sbx_queue_pop(&h->jobq), struct sbx_http_job, node);
-		pthread_mutex_unlock(&h->workers_lock);
-		job->fn(job);
-		pthread_mutex_lock(&h->workers_lock);
-		h->jobs--;
-	}
-out:
-	h->threads--;
-	pthread_cond_broadcast(&h->workers_cond);
-	pthread_mutex_unlock(&h->workers_lock);
-	return NULL;
-}
-
-/* Starts a detached thread with STACK bytes of stack. */
-static int spawn(void *(*fn)(void *), void *arg, size_t stack)
-{
-	pthread_attr_t attr;
-	pthread_t t;
-	int r;
-
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	pthread_attr_setstacksize(&attr, stack);
-	r = -pthread_create(&t, &attr, fn, arg);
-	pthread_attr_destroy(&attr);
-	return r;
-}
-
-int sbx_http_submit(struct sbx_http *h, struct sbx_http_job *job)
-{
-	int r = 0;
-
-	pthread_mutex_lock(&h->workers_lock);
-	if (h->jobs >= SBX_HTTP_WORKERS_MAX || atomic_load(&h->stopping)) {
-		r = -EBUSY;
-	} else if ((size_t)h->idle <= h->jobq.count) {
-		/* Every idle thread already has a job waiting for it. */
-		r = spawn(pool_thread, h, SBX_HTTP_STACK);
-		if (r == 0)
-			h->threads++;
-	}
-	if (r == 0) {
-		sbx_queue_push(&h->jobq, &job->node, 0);
-		h->jobs++;
-		pthread_cond_signal(&h->work_cond);
-	}
-	pthread_mutex_unlock(&h->workers_lock);
-	return r;
-}
-
-void sbx_http_wait_workers(struct sbx_http *h)
-{
-	pthread_mutex_lock(&h->workers_lock);
-	pthread_cond_broadcast(&h->work_cond);
-	while (h->threads > 0)
-		pthread_cond_wait(&h->workers_cond, &h->workers_lock);
-	pthread_mutex_unlock(&h->workers_lock);
 }
 
 /* MHD would percent-decode the path before routing; the artifact route
@@ -1289,7 +658,7 @@ int sbx_http_start(const struct sbx_http_config *cfg, sbx_http **ret_http, struc
 	sbx_queue_init(&h->jobq);
 	h->max_connections = connection_limit(s->server.max_connections);
 
-	h->peers = calloc(PEER_BUCKETS, sizeof(*h->peers));
+	h->peers = sbx_body_peers_new();
 	r = h->peers ? sbx_auth_failures_new(&h->auth_failures) : -ENOMEM;
 	if (r == 0)
 		r = sbx_conn_table_new(h->max_connections, (int)s->server.max_connections_per_ip,
@@ -1396,14 +765,7 @@ sbx_http *sbx_http_stop(sbx_http *h)
 	if (h->listen_fd >= 0)
 		close(h->listen_fd);
 	sbx_session_table_free(h->sessions);
-	for (size_t i = 0; h->peers && i < PEER_BUCKETS; i++) {
-		while (h->peers[i]) {
-			struct peer_bytes *e = h->peers[i];
-			h->peers[i] = e->next;
-			free(e);
-		}
-	}
-	free(h->peers);
+	sbx_body_peers_free(h->peers);
 	sbx_auth_failures_free(h->auth_failures);
 	pthread_mutex_destroy(&h->peers_lock);
 	pthread_mutex_destroy(&h->outq_lock);

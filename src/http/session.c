@@ -9,7 +9,9 @@
  * been idle that long with no call running (the stream asks
  * sbx_session_idle_expired as it waits). A session that leaves the table
  * for any reason is closed (sbx_mcp_session_close): its calls are
- * cancelled.
+ * cancelled. A session runs at most server.max_calls_per_session calls at
+ * once (its call slots); a body with calls past them is answered with a
+ * JSON-RPC error for each (sbx_http_refuse_calls).
  *
  * At most server.max_sessions, server.max_sessions_per_ip of one client
  * address and server.max_sessions_per_tenant of one API key's tenant (with
@@ -48,13 +50,6 @@ struct sbx_session_table {
 	struct sbx_http_session **slots;
 	size_t n;
 };
-
-int sbx_cond_wait_slice(pthread_cond_t *cond, pthread_mutex_t *lock, int64_t until_ms)
-{
-	int64_t at = sbx_monotonic_ms() + SBX_PEER_CHECK_MS;
-
-	return sbx_cond_wait_until(cond, lock, until_ms < at ? until_ms : at);
-}
 
 int sbx_session_table_new(struct sbx_http *h, struct sbx_session_table **ret_t)
 {
@@ -120,6 +115,20 @@ void sbx_http_session_call_end(struct sbx_http_session *s)
 	s->calls--;
 	atomic_store(&s->last_used_ms, sbx_monotonic_ms());
 	pthread_mutex_unlock(&s->lock);
+}
+
+int sbx_http_refuse_calls(struct sbx_http_request *rq, struct sbx_http_session *s,
+			  const sbx_mcp_input *in, char **ret_reply)
+{
+	char msg[320];
+
+	snprintf(msg, sizeof(msg),
+		 "Too many tool calls running on this session: at most %d at once "
+		 "(server.max_calls_per_session). Wait for one to finish, or cancel one with "
+		 "notifications/cancelled, then send this call again.",
+		 rq->http->max_calls_per_session);
+	return sbx_mcp_session_refuse(s->mcp, in, rq->client, SBX_JSONRPC_SERVER_ERROR, msg,
+				      "session_calls", ret_reply);
 }
 
 struct sbx_http_session *sbx_http_session_ref(struct sbx_http_session *s)
