@@ -1,5 +1,7 @@
-# Sourced by tests/engine-*.test: run tests/test-engine against one engine.
-# The sockets come from the environment or from tools/provision-engines' engines.env.
+# Sourced by tests/engine-suite (and the e2e, soak and page scripts it sources):
+# the engine sockets, skip or bail, and the runs of tests/test-engine and
+# tests/test-engine-restart. The sockets come from the environment or from
+# tools/provision-engines' engines.env.
 # Without an engine the test is skipped, unless MCP_SANDBOX_REQUIRE_ENGINES=1 (CI).
 # SBX_SKIP_ENGINE_TESTS=1 skips every engine test whatever else is set: tools/run-tests
 # sets it for distcheck, whose tree is the one the two passes before it have just run.

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The engine vtable against a real engine: tests/test-engine TYPE URL [IMAGE].
- * The same cases run for every backend (tests/engine-*.test pick one).
+ * The same cases run for every backend (tests/engine-*.engine pick one).
  * Every container carries a label unique to this run, and the suite ends
  * by checking that none is left.
  *

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The sandbox manager against a real engine: tests/test-sandbox [--rootless] TYPE URL [IMAGE].
- * --rootless: the engine is a rootless Podman (tests/sandbox-podman-rootless.test),
+ * --rootless: the engine is a rootless Podman (tests/sandbox-rootless.engine),
  * whose limits test_limits expects as they really are (see there).
  * Every manager here uses an instance name unique to this run, and the suite
  * ends by checking that no container of those instances is left.

@@ -11,7 +11,7 @@
  * pass the Origin check, a foreign Origin does not. And what the served
  * files must never hold: inline scripts, styles or event handlers, markup
  * built from strings (innerHTML and kin), eval, third-party URLs, the key
- * in a URL or in localStorage. tests/ui-docker.test drives the page in a
+ * in a URL or in localStorage. tests/ui-docker.engine drives the page in a
  * browser.
  */
 #include <ctype.h>

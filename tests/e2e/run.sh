@@ -1,4 +1,4 @@
-# Sourced by tests/e2e-docker.test and tests/e2e-podman.test:
+# Sourced by tests/e2e-*.engine (tests/engine-suite):
 #   run_e2e TYPE SOCKET
 # Starts the test package index (tests/pkgindex.py) and its own mcp-sandboxd
 # (port 0, a unique server.instance, sandbox.network=host, temporary upload and
@@ -22,7 +22,7 @@
 # runs a subset; SBX_E2E_TIMEOUT (seconds, default 900) bounds each node run.
 # The npm packages come from tools/e2e-deps (tests/e2e/node_modules after a
 # `cd tests/e2e && npm ci`, else a cache keyed by package-lock.json).
-# By hand: SBX_SRCDIR=$PWD SBX_BUILDDIR=BUILD sh tests/e2e-docker.test
+# By hand: SBX_SRCDIR=$PWD SBX_BUILDDIR=BUILD sh tests/engine-suite e2e-docker
 # The engine sockets, as the engine tests find them.
 # shellcheck disable=SC1091
 . "${SBX_SRCDIR:-.}/tests/engine-env.sh"

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// The soak with faults (tests/soak-*.test through tests/e2e/soak.sh, and
+// The soak with faults (tests/soak-*.engine through tests/e2e/soak.sh, and
 // `make bench` through bench/run-soak-bench): SBX_SOAK_SESSIONS sessions
 // (50) from 127.0.0.1, SBX_SOAK_SSE of them (10) on the legacy SSE transport,
 // the rest Streamable HTTP, all the official SDK client, each making mixed

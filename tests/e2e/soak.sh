@@ -1,4 +1,4 @@
-# Sourced by tests/soak-docker.test and tests/soak-podman.test (and
+# Sourced by tests/engine-suite for tests/soak-*.engine (and
 # bench/run-soak-bench): run_soak TYPE SHARED_SOCKET
 # The soak with faults (tests/e2e/soak.mjs) against an mcp-sandboxd of its own
 # on the server's default limits: only what the harness must set is set (port

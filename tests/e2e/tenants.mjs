@@ -458,7 +458,7 @@ async function egressPerTenant(alice) {
 
 export async function tenantsCase() {
 	if (!cfg.key || !cfg.keyBob) {
-		await check(t('the keys of alice and bob are set (SBX_E2E_KEY, SBX_E2E_KEY_BOB)'), async () => assert.fail('run through tests/e2e-*.test'));
+		await check(t('the keys of alice and bob are set (SBX_E2E_KEY, SBX_E2E_KEY_BOB)'), async () => assert.fail('run through tests/e2e-*.engine'));
 		return;
 	}
 	const clients = await check(t('alice and bob connect with their keys over Streamable HTTP and SSE'), async () => ({

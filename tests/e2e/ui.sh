@@ -1,4 +1,4 @@
-# Sourced by tests/ui-docker.test: run_ui TYPE SOCKET
+# Sourced by tests/ui-docker.engine: run_ui TYPE SOCKET
 # The page (/ui) in a real browser: starts its own mcp-sandboxd with API keys
 # for tenants alice and bob (as tests/e2e/run.sh does, whose helpers it
 # uses), runs tests/e2e/ui.mjs (playwright-core driving Debian's chromium,

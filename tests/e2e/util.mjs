@@ -17,7 +17,7 @@ export { sleep };
 
 function need(name) {
 	const v = process.env[name];
-	if (!v) throw new Error(`${name} is not set (run through tests/e2e-*.test)`);
+	if (!v) throw new Error(`${name} is not set (run through tests/e2e-*.engine)`);
 	return v;
 }
 
