@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The egress relay's protocol and policy, without threads or I/O
- * (src/sandbox/egress_proto.c), for src/sandbox/egress.c, the tests and the
- * fuzzer. The frame format is described in src/sandbox/interp/sbx_relay.py.
+ * (src/egress/egress_proto.c), for src/egress/egress.c, the tests and the
+ * fuzzer. The frame format is described in src/egress/sbx_relay.py.
  *
  * Everything here reads bytes a sandbox chose: the relay's frames and the
  * requests of whatever connects to it. Each parser is bounded (a frame's
@@ -185,7 +185,7 @@ int egress_parse_head(struct egress_head_scan *s, const struct egress_policy *p,
 		      const char *buf, size_t n, struct egress_request *ret, char *why,
 		      size_t why_size);
 
-/* Connections relayed at once (src/sandbox/egress_slots.c), each holding an
+/* Connections relayed at once (src/egress/egress_slots.c), each holding an
  * upstream socket: takes one for TENANT (0), or refuses it with 503 and
  * WHY, the answer's text naming the limit, when MAX are held over all
  * tenants (sandbox.egress_connections) or PER_TENANT by TENANT
