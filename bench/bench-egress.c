@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "egress/egress.h"
 #include "sandbox/sandbox-internal.h"
 #include "sbx/common.h"
 #include "sbx/engine.h"

@@ -27,6 +27,7 @@
 
 #include "sandbox-fixture.h"
 #include "egress/egress-internal.h"
+#include "egress/egress.h"
 #include "sandbox/sandbox-internal.h"
 #include "sbx/auth.h"
 #include "sbx/clock.h"

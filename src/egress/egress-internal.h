@@ -131,6 +131,9 @@ int egress_policy_set_list(struct egress_policy *p, const char *list, char *why,
  * and at each egress_policy_follow. -ENOMEM. */
 int egress_policy_set_tenant(struct egress_policy *p, const char *tenant, sbx_egress_lookup_fn fn,
 			     void *userdata);
+/* egress_tenant.c: P (just made for SB's relay) follows the list of SB's
+ * owner. -ENOMEM. */
+int sbx_egress_policy_for(sbx_manager *m, sbx_sandbox *sb, struct egress_policy *p);
 /* Asks P's lookup for its tenant's list and rebuilds the allow-list when it
  * changed (called before each request is decided, so that a list changed in
  * the keys file applies to the next connections). A lookup that fails (the

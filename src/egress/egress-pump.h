@@ -21,6 +21,7 @@
 #include <curl/curl.h>
 
 #include "egress-internal.h"
+#include "egress.h"
 #include "sandbox/sandbox-internal.h"
 #include "sbx/buf.h"
 

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "egress/egress.h"
 #include "sandbox-internal.h"
 #include "sbx/common.h"
 #include "sbx/utf8.h"

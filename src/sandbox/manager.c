@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "egress/egress.h"
 #include "sandbox-internal.h"
 #include "sbx/clock.h"
 #include "sbx/log.h"

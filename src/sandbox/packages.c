@@ -20,6 +20,7 @@
 #include <strings.h>
 #include <time.h>
 
+#include "egress/egress.h"
 #include "sandbox-internal.h"
 #include "sbx/common.h"
 #include "sbx/metrics.h"
