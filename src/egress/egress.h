@@ -4,8 +4,9 @@
  * index and the hosts of sandbox.egress_allow (src/egress/egress.c says
  * how it works). The sandbox's record holds its relay (sb->egress, set
  * under m->lock at first use); what egress takes from the sandbox layer is
- * the record and its calls (src/sandbox/sandbox-internal.h:
- * sbx_sandbox_begin, sbx_sandbox_end, sbx_sandbox_exec_failed).
+ * the record (src/sandbox/sandbox-internal.h) and the calls on it
+ * (src/sandbox/calls.c: sbx_sandbox_begin, sbx_sandbox_end,
+ * sbx_sandbox_exec_failed), which stand below egress.
  */
 #ifndef SBX_EGRESS_H
 #define SBX_EGRESS_H

@@ -204,18 +204,6 @@ static char *spec_name(const char *spec)
 	return strndup(p, name_len(p));
 }
 
-void sbx_install_list_free(struct sbx_install *list)
-{
-	while (list) {
-		struct sbx_install *next = list->next;
-		free(list->spec);
-		free(list->version);
-		free(list->log_tail);
-		free(list);
-		list = next;
-	}
-}
-
 void sbx_install_status_release(struct sbx_install_status *st)
 {
 	if (!st)

@@ -34,12 +34,6 @@
 /* After a failed removal, the next try. */
 #define RETRY_MS 30000
 
-struct sbx_reaper {
-	pthread_t thread;
-	pthread_cond_t wake; /* CLOCK_MONOTONIC, with m->lock */
-	bool stopping;
-};
-
 /* Under m->lock: a call or a package install runs in SB. */
 static bool busy_locked(const sbx_sandbox *sb)
 {
@@ -168,10 +162,4 @@ void sbx_reaper_stop(sbx_manager *m)
 	pthread_cond_destroy(&rp->wake);
 	free(rp);
 	m->reaper = NULL;
-}
-
-void sbx_reaper_wake_locked(sbx_manager *m)
-{
-	if (m->reaper)
-		pthread_cond_signal(&m->reaper->wake);
 }

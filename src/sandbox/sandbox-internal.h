@@ -24,6 +24,8 @@
 /* Bytes of pip's output kept in an install record. */
 #define SBX_INSTALL_LOG_TAIL 4096
 #define SBX_OWNER_MAX 256
+/* Longest path a caller names (files.c, paths.c). */
+#define SBX_PATH_MAX 4096
 
 struct sbx_install {
 	struct sbx_install *next;
@@ -163,92 +165,14 @@ struct sbx_manager {
 	struct sbx_usage_sampler *usage; /* usage.c; NULL when sampling is off */
 };
 
-/* Every manager call that works in a sandbox's container runs between
- * these two: begin fails (-ENOENT, saying why) when the sandbox is being
- * removed or is gone, else counts the call and marks the sandbox used, so
- * that the reaper leaves it alone; end marks it used again and fails
- * (-ENOENT, saying why) when the sandbox was deleted while the call ran,
- * when the caller must drop what the call produced. */
-int sbx_sandbox_begin(sbx_sandbox *sb, struct sbx_error *err);
-int sbx_sandbox_end(sbx_sandbox *sb, struct sbx_error *err);
-/* Marks the sandbox used now (a background install that ended). */
-void sbx_sandbox_touch(sbx_sandbox *sb);
+/* outcome.c: what became of a run (below every file that runs things). */
 
-/* Removes the container of SB, whose end was set under m->lock (so that
- * no call starts in it), and then the record, which the table of sandboxes
- * gone lately remembers. When the engine cannot remove the container, the
- * sandbox is usable again (end cleared) and the error says why. */
-int sbx_sandbox_remove_marked(sbx_manager *m, sbx_sandbox *sb, struct sbx_error *err);
-
-/* A message for a failed exec: if the container is gone or stopped, says
- * so and tells the user to create a new sandbox; returns the code to use. */
-int sbx_sandbox_exec_failed(sbx_manager *m, sbx_sandbox *sb, int r, struct sbx_error *err);
-
-/* The in-sandbox interpreter program's text (src/sandbox/interp/sbx_interp.py),
- * for `python3 -c`: with argv[1] "sbx-interp" the interpreter, with
- * "sbx-list" the listing of SBX_RESULTS_DIR (sbx_artifact_list). */
-const char *sbx_interp_program(void);
-
-/* NULL-terminated copy of the specs installed successfully (owned), or NULL
- * when out of memory. Takes m->lock. */
-char **sbx_sandbox_packages(sbx_manager *m, sbx_sandbox *sb);
-
-/* Drops the install records of a record being freed. */
-void sbx_install_list_free(struct sbx_install *list);
-
-/* Starts a fresh interpreter in a pooled container (sandbox ID, no record
- * yet) and waits for its hello; the pool entry owns it until assignment. */
-int sbx_interp_start_pooled(sbx_manager *m, const char *id, const char *container,
-			    struct sbx_interp **ret_in, struct sbx_error *err);
-/* Ends the interpreter of a record or pool entry being freed (closes its
- * stream, which ends the process). */
-void sbx_interp_free(struct sbx_interp *in);
-/* sbx_sandbox_run_python_ex and sbx_sandbox_reset_python, in interp.c. */
-int sbx_interp_run(sbx_manager *m, sbx_sandbox *sb, const char *code,
-		   const struct sbx_run_opts *opts, struct sbx_run_result *ret_result,
-		   struct sbx_error *err);
-int sbx_interp_reset(sbx_manager *m, sbx_sandbox *sb, struct sbx_error *err);
-
-/* Seconds since ts (CLOCK_MONOTONIC). */
-double sbx_seconds_since(const struct timespec *ts);
-
-/* interp.c, for the fuzzer: feeds N bytes through the protocol reader as the
- * interpreter's stdout during call 1 (m->s is all of M it reads), then frees
- * what the lines made; the reader's result (0, -EPROTO past the line cap). */
-int sbx_interp_protocol_feed(sbx_manager *m, const char *p, size_t n);
-/* interp.c, for the tests: the bytes SB's interpreter keeps for protocol
- * lines between calls (its line buffer's capacity and its tokener's string
- * buffer's), 0 before its first call. */
-size_t sbx_interp_line_bytes(sbx_sandbox *sb);
-
-/* tenant_usage.c: adds U to what OWNER's sandboxes gone used (a sandbox
- * that leaves the table; under m->lock or not). */
-void sbx_tenant_gone_add(sbx_manager *m, const char *owner, const struct sbx_tenant_usage *u);
-/* Frees what is kept (sbx_manager_free). */
-void sbx_tenant_gone_release(sbx_manager *m);
-
-/* usage.c: the sampler of the containers' CPU and memory (a thread, every
- * sandbox.usage_interval; none when it is 0). */
-int sbx_usage_start(sbx_manager *m, struct sbx_error *err);
-void sbx_usage_stop(sbx_manager *m);
-/* Samples SB now (before its container is removed), when sampling is on:
- * its stats; its disk counts on at its last figure (no sized inspect). */
-void sbx_usage_sample(sbx_manager *m, sbx_sandbox *sb);
-
-/* files.c: sbx_artifact_check_relpath (include/sbx/sandbox.h) is pure (the
- * fuzzers call it). */
-
-/* interp.c: whether PATH[0..LEN), named by code in the sandbox, is a clean
- * relative path under SBX_RESULTS_DIR (sbx_artifact_check_relpath), valid
- * UTF-8 and free of control characters. */
-bool sbx_interp_path_ok(const char *path, size_t len);
-
-/* exec.c: 1 when the kernel's OOM killer struck in the sandbox since the
+/* 1 when the kernel's OOM killer struck in the sandbox since the
  * last look (its memory cgroup's oom_kill count went up), 0 when not,
  * negative when the count cannot be read (no memory cgroup in sight). One
  * exec: called only after a process died of SIGKILL. */
 int sbx_sandbox_oom_since(sbx_manager *m, sbx_sandbox *sb);
-/* exec.c: whether SB's container is gone or no longer runs, as the engine
+/* Whether SB's container is gone or no longer runs, as the engine
  * says within SETTLE_MS (an exec or the interpreter ends as a kill reaches
  * it, a moment before the engine records the container's end; 0: one
  * look): 1 it is, 0 it runs, < 0 the engine could not be asked (ERR says
@@ -265,7 +189,124 @@ int sbx_oom_notice(const sbx_manager *m, const sbx_sandbox *sb, const char *what
  * memory quota of its tenant)" when its owner's quota made it lower. */
 void sbx_memory_limit_text(const sbx_manager *m, const sbx_sandbox *sb, char *buf, size_t size);
 
-/* manager.c */
+/* paths.c: sbx_artifact_check_relpath (include/sbx/sandbox.h) is pure (the
+ * fuzzers call it). */
+
+/* Whether PATH[0..LEN), named by code in the sandbox, is a clean
+ * relative path under SBX_RESULTS_DIR (sbx_artifact_check_relpath), valid
+ * UTF-8 and free of control characters. */
+bool sbx_interp_path_ok(const char *path, size_t len);
+
+/* calls.c: a call in a sandbox, and why none may start. */
+
+/* Every manager call that works in a sandbox's container runs between
+ * these two: begin fails (-ENOENT, saying why) when the sandbox is being
+ * removed or is gone, else counts the call and marks the sandbox used, so
+ * that the reaper leaves it alone; end marks it used again and fails
+ * (-ENOENT, saying why) when the sandbox was deleted while the call ran,
+ * when the caller must drop what the call produced. */
+int sbx_sandbox_begin(sbx_sandbox *sb, struct sbx_error *err);
+int sbx_sandbox_end(sbx_sandbox *sb, struct sbx_error *err);
+/* Marks the sandbox used now (a background install that ended). */
+void sbx_sandbox_touch(sbx_sandbox *sb);
+/* Under m->lock: sbx_sandbox_touch. */
+void sbx_sandbox_touch_locked(sbx_sandbox *sb);
+
+/* A message for a failed exec: if the container is gone or stopped, says
+ * so and tells the user to create a new sandbox; returns the code to use. */
+int sbx_sandbox_exec_failed(sbx_manager *m, sbx_sandbox *sb, int r, struct sbx_error *err);
+/* The error for a call on sandbox WHAT that was removed (or is being
+ * removed) at WHEN for END; DURING: while the call ran. -ENOENT. */
+int sbx_gone_error(sbx_manager *m, struct sbx_error *err, const char *what, enum sbx_end end,
+		   time_t when, bool during);
+
+/* Under m->lock: records that SB's container stopped or went (DEATH,
+ * CODE: exit code or signal, -1 unknown); BLIND: found after the server
+ * lost the engine for a while. No-op when SB is being removed or already
+ * dead, but for its removal, which replaces how it died. True when it is
+ * news. */
+bool sbx_sandbox_died_locked(sbx_manager *m, sbx_sandbox *sb, enum sbx_death death, int code,
+			     bool blind);
+/* Logs that SB no longer runs, and why (after sbx_sandbox_died_locked said
+ * it is news, without m->lock: the log may block). */
+void sbx_sandbox_log_death(sbx_manager *m, sbx_sandbox *sb);
+/* The death that container info CI shows (stopped, OOM, killed), or
+ * SBX_DEATH_NONE when it runs; *ret_code is the exit code or signal. */
+enum sbx_death sbx_death_of(const struct sbx_container_info *ci, int *ret_code);
+/* What happened to dead SB, for people (under m->lock). */
+void sbx_death_text(sbx_manager *m, const sbx_sandbox *sb, char *buf, size_t size);
+
+/* Time T as ISO 8601 UTC ("?" when it cannot be told). */
+void sbx_iso_time(time_t t, char *buf, size_t size);
+/* Seconds since ts (CLOCK_MONOTONIC). */
+double sbx_seconds_since(const struct timespec *ts);
+
+/* Under m->lock: a deadline may have changed (a sandbox was added, a call
+ * or an install ended): wakes the reaper (reaper.c), when it runs. */
+void sbx_reaper_wake_locked(sbx_manager *m);
+
+/* interp.c: the persistent Python interpreter. */
+
+/* The in-sandbox interpreter program's text (src/sandbox/interp/sbx_interp.py),
+ * for `python3 -c`: with argv[1] "sbx-interp" the interpreter, with
+ * "sbx-list" the listing of SBX_RESULTS_DIR (sbx_artifact_list). */
+const char *sbx_interp_program(void);
+
+/* Starts a fresh interpreter in a pooled container (sandbox ID, no record
+ * yet) and waits for its hello; the pool entry owns it until assignment. */
+int sbx_interp_start_pooled(sbx_manager *m, const char *id, const char *container,
+			    struct sbx_interp **ret_in, struct sbx_error *err);
+/* Ends the interpreter of a record or pool entry being freed (closes its
+ * stream, which ends the process). */
+void sbx_interp_free(struct sbx_interp *in);
+/* sbx_sandbox_run_python_ex and sbx_sandbox_reset_python, in interp.c. */
+int sbx_interp_run(sbx_manager *m, sbx_sandbox *sb, const char *code,
+		   const struct sbx_run_opts *opts, struct sbx_run_result *ret_result,
+		   struct sbx_error *err);
+int sbx_interp_reset(sbx_manager *m, sbx_sandbox *sb, struct sbx_error *err);
+
+/* interp.c, for the fuzzer: feeds N bytes through the protocol reader as the
+ * interpreter's stdout during call 1 (m->s is all of M it reads), then frees
+ * what the lines made; the reader's result (0, -EPROTO past the line cap). */
+int sbx_interp_protocol_feed(sbx_manager *m, const char *p, size_t n);
+/* interp.c, for the tests: the bytes SB's interpreter keeps for protocol
+ * lines between calls (its line buffer's capacity and its tokener's string
+ * buffer's), 0 before its first call. */
+size_t sbx_interp_line_bytes(sbx_sandbox *sb);
+
+/* record.c: the record's own life. */
+
+/* A new record (one reference, the caller's) of sandbox ID, NAME (ID when
+ * NULL) and OWNER, made at CREATED, with the server's limits; NULL when out
+ * of memory. */
+sbx_sandbox *sbx_record_new(sbx_manager *m, const char *id, const char *name, const char *owner,
+			    time_t created);
+/* Frees SB and what it owns (no reference left, or never shared); NULL. */
+sbx_sandbox *sbx_record_free(sbx_sandbox *sb);
+/* Drops the install records of a record being freed. */
+void sbx_install_list_free(struct sbx_install *list);
+
+/* packages.c */
+
+/* NULL-terminated copy of the specs installed successfully (owned), or NULL
+ * when out of memory. Takes m->lock. */
+char **sbx_sandbox_packages(sbx_manager *m, sbx_sandbox *sb);
+
+/* tenant_usage.c: adds U to what OWNER's sandboxes gone used (a sandbox
+ * that leaves the table; under m->lock or not). */
+void sbx_tenant_gone_add(sbx_manager *m, const char *owner, const struct sbx_tenant_usage *u);
+/* Frees what is kept (sbx_manager_free). */
+void sbx_tenant_gone_release(sbx_manager *m);
+
+/* usage.c: the sampler of the containers' CPU and memory (a thread, every
+ * sandbox.usage_interval; none when it is 0). */
+int sbx_usage_start(sbx_manager *m, struct sbx_error *err);
+void sbx_usage_stop(sbx_manager *m);
+/* Samples SB now (before its container is removed), when sampling is on:
+ * its stats; its disk counts on at its last figure (no sized inspect). */
+void sbx_usage_sample(sbx_manager *m, sbx_sandbox *sb);
+
+/* provision.c: a sandbox's container. */
 
 /* A fresh random sandbox id (12 hex digits). */
 int sbx_sandbox_make_id(char id[SBX_SANDBOX_ID_MAX + 1], struct sbx_error *err);
@@ -281,39 +322,46 @@ int sbx_container_provision(sbx_manager *m, const char *id, time_t created, cons
 			    const char *owner, int64_t memory, int64_t nano_cpus,
 			    char **ret_container, struct sbx_error *err);
 
+/* The entry of CS[0..N) that is CONTAINER (a list may give ids cut to 12
+ * or more hex digits), or NULL. */
+const struct sbx_container_summary *sbx_summary_find(const struct sbx_container_summary *cs,
+						     size_t n, const char *container);
+
+/* removal.c: a sandbox's removal, and the table of sandboxes gone lately. */
+
+/* Removes the container of SB, whose end was set under m->lock (so that
+ * no call starts in it), and then the record, which the table of sandboxes
+ * gone lately remembers. When the engine cannot remove the container, the
+ * sandbox is usable again (end cleared) and the error says why. */
+int sbx_sandbox_remove_marked(sbx_manager *m, sbx_sandbox *sb, struct sbx_error *err);
+/* Under m->lock. Takes SB out of the table and returns the table's
+ * reference (NULL when it was not there). */
+sbx_sandbox *sbx_table_remove_locked(sbx_manager *m, sbx_sandbox *sb);
+/* Under m->lock. OWNER's latest gone sandbox with that id, else with that
+ * name; NULL when there is none. */
+const struct sbx_gone *sbx_gone_find_locked(sbx_manager *m, const char *owner,
+					    const char *id_or_name);
+/* Forgets every sandbox gone (sbx_manager_free). */
+void sbx_gone_free(sbx_manager *m);
+
 /* reaper.c: removes the sandboxes whose time is up. */
+
+/* Its state; the thread waits on wake with m->lock (sbx_reaper_wake_locked). */
+struct sbx_reaper {
+	pthread_t thread;
+	pthread_cond_t wake; /* CLOCK_MONOTONIC, with m->lock */
+	bool stopping;
+};
 
 /* Starts the reaper thread when sandbox.idle_timeout or max_lifetime is set. */
 int sbx_reaper_start(sbx_manager *m, struct sbx_error *err);
 /* Wakes and joins it. */
 void sbx_reaper_stop(sbx_manager *m);
-/* Under m->lock: a deadline may have changed (a sandbox was added, a call
- * or an install ended). */
-void sbx_reaper_wake_locked(sbx_manager *m);
 /* Under m->lock: when SB's time is up (on sbx_monotonic_ms(), given as
  * NOW_MS), INT64_MAX when never; *ret_why says which limit, *ret_wall the
  * wall-clock time (each may be NULL). Calls running in it are not counted. */
 int64_t sbx_sandbox_deadline_locked(sbx_manager *m, const sbx_sandbox *sb, int64_t now_ms,
 				    enum sbx_end *ret_why, time_t *ret_wall);
-
-/* Under m->lock: records that SB's container stopped or went (DEATH,
- * CODE: exit code or signal, -1 unknown); BLIND: found after the server
- * lost the engine for a while. No-op when SB is being removed or already
- * dead, but for its removal, which replaces how it died. True when it is
- * news. */
-bool sbx_sandbox_died_locked(sbx_manager *m, sbx_sandbox *sb, enum sbx_death death, int code,
-			     bool blind);
-/* Logs that SB no longer runs, and why (after sbx_sandbox_died_locked said
- * it is news, without m->lock: the log may block). */
-void sbx_sandbox_log_death(sbx_manager *m, sbx_sandbox *sb);
-/* The death that container info CI shows (stopped, OOM, killed), or
- * SBX_DEATH_NONE when it runs; *ret_code is the exit code or signal. */
-enum sbx_death sbx_death_of(const struct sbx_container_info *ci, int *ret_code);
-
-/* The entry of CS[0..N) that is CONTAINER (a list may give ids cut to 12
- * or more hex digits), or NULL. */
-const struct sbx_container_summary *sbx_summary_find(const struct sbx_container_summary *cs,
-						     size_t n, const char *container);
 
 /* watch.c: follows the engine's container events. */
 
