@@ -19,6 +19,7 @@
 #include <strings.h>
 #include <time.h>
 
+#include "egress/egress.h"
 #include "sandbox-internal.h"
 #include "sbx/common.h"
 #include "sbx/metrics.h"
@@ -193,18 +194,6 @@ static char *spec_name(const char *spec)
 {
 	const char *p = skip_spaces(spec);
 	return strndup(p, name_len(p));
-}
-
-void sbx_install_list_free(struct sbx_install *list)
-{
-	while (list) {
-		struct sbx_install *next = list->next;
-		free(list->spec);
-		free(list->version);
-		free(list->log_tail);
-		free(list);
-		list = next;
-	}
 }
 
 void sbx_install_status_release(struct sbx_install_status *st)

@@ -35,10 +35,6 @@
 /* After a failed removal, the next try. */
 #define RETRY_MS 30000
 
-struct sbx_reaper {
-	struct sbx_worker worker; /* with m->lock */
-};
-
 /* Under m->lock: a call or a package install runs in SB. */
 static bool busy_locked(const sbx_sandbox *sb)
 {
@@ -160,10 +156,4 @@ void sbx_reaper_stop(sbx_manager *m)
 	sbx_worker_stop(&rp->worker, &m->lock);
 	free(rp);
 	m->reaper = NULL;
-}
-
-void sbx_reaper_wake_locked(sbx_manager *m)
-{
-	if (m->reaper)
-		sbx_worker_wake_locked(&m->reaper->worker);
 }

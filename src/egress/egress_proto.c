@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The egress relay's frames, the requests of what connects to it, and the
- * policy that decides them: see src/sandbox/egress-internal.h. No I/O, no
+ * policy that decides them: see src/egress/egress-internal.h. No I/O, no
  * threads; every input is the sandbox's.
  */
 #include <errno.h>
