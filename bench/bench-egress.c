@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * What the egress relay costs (src/sandbox/egress.c): one file downloaded by
+ * What the egress relay costs (src/egress/egress.c): one file downloaded by
  * code in a sandbox, through the relay and directly, on one machine:
  *   bench/bench-egress TYPE SOCKET IMAGE [MIB] [ROUNDS]
  * A file of MIB MiB (64) is served on 127.0.0.1 by a Python server the
@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "egress/egress.h"
 #include "sandbox/sandbox-internal.h"
 #include "sbx/common.h"
 #include "sbx/engine.h"

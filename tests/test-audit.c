@@ -45,6 +45,7 @@
 #include <json-c/json.h>
 
 #include "http/http-internal.h"
+#include "mcp/mcp-internal.h"
 #include "tools/tools.h"
 #include "sbx/audit.h"
 #include "sbx/auth.h"

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Egress (src/sandbox/egress.c): package installs with sandbox.network =
+ * Egress (src/egress/egress.c): package installs with sandbox.network =
  * none through the sandbox's relay, the index's credentials kept out of the
  * sandbox, sandbox.egress_allow, and relays that misbehave.
  *
@@ -26,7 +26,8 @@
 #include <unistd.h>
 
 #include "sandbox-fixture.h"
-#include "sandbox/egress-internal.h"
+#include "egress/egress-internal.h"
+#include "egress/egress.h"
 #include "sandbox/sandbox-internal.h"
 #include "sbx/auth.h"
 #include "sbx/clock.h"

@@ -56,6 +56,7 @@
 #include <curl/curl.h>
 
 #include "http/http-internal.h"
+#include "mcp/mcp-internal.h"
 #include "tools/tools.h"
 #include "sbx/artifact.h"
 #include "sbx/auth.h"

@@ -23,6 +23,7 @@
 #include <json-c/json.h>
 #include <malloc.h>
 
+#include "mcp/mcp-internal.h"
 #include "tools/tools.h"
 #include "sbx/buf.h"
 #include "sbx/common.h"

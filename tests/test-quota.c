@@ -36,6 +36,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "mcp/mcp-internal.h"
 #include "tools/tools.h"
 #include "sbx/common.h"
 #include "sbx/engine.h"

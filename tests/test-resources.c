@@ -34,6 +34,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "mcp/mcp-internal.h"
 #include "tools/tools.h"
 #include "sbx/buf.h"
 #include "sbx/common.h"
@@ -72,7 +73,7 @@ static void record(void *ud, const char *json)
 		others++;
 }
 
-static const struct sbx_mcp_notifier recorder = {.send = record};
+static const struct sbx_tool_notifier recorder = {.send = record};
 
 /* The session has not asked for resources: commands do not look for
  * changes. */

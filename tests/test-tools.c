@@ -99,7 +99,7 @@ static bool has(struct json_object *o, const char *key)
 
 /* What call_as passes as the notifier, progress token, cancellation hook
  * and log level (usually none). */
-static const struct sbx_mcp_notifier *notifier;
+static const struct sbx_tool_notifier *notifier;
 static struct json_object *progress_token;
 static bool (*cancel_fn)(void *ud);
 static enum sbx_log_level log_level = SBX_LOG_INFO;
@@ -675,7 +675,7 @@ static bool cancel_after(void *ud)
 
 static void test_notebook(void)
 {
-	static const struct sbx_mcp_notifier rec = {.send = record_notification};
+	static const struct sbx_tool_notifier rec = {.send = record_notification};
 	struct call c;
 	int64_t t0, done_ms;
 
@@ -902,7 +902,7 @@ static void test_terminal(void)
 	call_release(&c);
 
 	{
-		static const struct sbx_mcp_notifier rec = {.send = record_notification};
+		static const struct sbx_tool_notifier rec = {.send = record_notification};
 		notifier = &rec;
 		progress_token = json_object_new_string("tok-1");
 		snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"command\":\"true\"}",

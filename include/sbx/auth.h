@@ -36,6 +36,8 @@
 #define SBX_API_KEY_LEN (4 + SBX_KEY_ID_LEN + 1 + 64)
 /* The tenant of every caller when no credentials are checked. */
 #define SBX_TENANT_DEFAULT "default"
+/* The tenant every session acts for until API keys exist. */
+#define SBX_OWNER_DEFAULT "default"
 
 typedef struct sbx_auth sbx_auth;
 

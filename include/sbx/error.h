@@ -48,6 +48,12 @@ int sbx_error_prefix(struct sbx_error *err, const char *fmt, ...) SBX_PRINTF(2, 
 /* Reset to the unset state. */
 void sbx_error_clear(struct sbx_error *err);
 
+/* Say why, return an error, for a check that reports into the caller's
+ * buffer instead of a struct sbx_error: the formatted reason goes into WHY
+ * (WHY_SIZE bytes; nothing when WHY is NULL or WHY_SIZE 0) and CODE, whatever
+ * it is (a negative errno, an HTTP status, false), is returned unchanged. */
+int sbx_why_set(char *why, size_t why_size, int code, const char *fmt, ...) SBX_PRINTF(4, 5);
+
 /* ERR's message as a client may see it, into BUF (SIZE bytes): a failure
  * to reach the container engine names the host's engine socket or address
  * (backends/rest.c: "engine not reachable at unix:///...", "engine at ...

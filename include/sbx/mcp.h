@@ -38,9 +38,6 @@
 	}
 #define SBX_MCP_VERSION_LATEST "2025-11-25"
 
-/* The tenant every session acts for until API keys exist. */
-#define SBX_OWNER_DEFAULT "default"
-
 /* JSON-RPC and MCP error codes. */
 #define SBX_JSONRPC_PARSE_ERROR -32700
 #define SBX_JSONRPC_INVALID_REQUEST -32600

@@ -52,7 +52,7 @@ void sbx_metrics_artifact_bytes(uint64_t n);
 /* An artifact download refused past a limit (src/http/artifact_route.c):
  * LIMIT max_downloads or max_downloads_per_ip. */
 void sbx_metrics_download_refused(const char *limit);
-/* Bytes a tenant's sandbox relay carried (src/sandbox/egress.c): IN from
+/* Bytes a tenant's sandbox relay carried (src/egress/egress.c): IN from
  * upstream to the sandbox, OUT from the sandbox upstream. */
 void sbx_metrics_egress_bytes(const char *tenant, uint64_t in, uint64_t out);
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * What kind of address a connection goes to: the egress relay
- * (src/sandbox/egress_upstream.c) refuses to connect a sandbox, under a
+ * (src/egress/egress_upstream.c) refuses to connect a sandbox, under a
  * name, to the server's own host, its private networks or a cloud's
  * metadata service. Pure, no allocation, no name lookup.
  */

@@ -4,7 +4,7 @@
  * by libcurl (curl_easy_escape, curl_easy_unescape): the engine's REST paths
  * (backends/rest.c) and the artifact links (src/tools/artifact_link.c); and
  * whether a path is clean enough to fetch from the package index with its
- * credentials (src/sandbox/egress_proto.c, sandbox.index_files_path).
+ * credentials (src/egress/egress_proto.c, sandbox.index_files_path).
  */
 #ifndef SBX_PERCENT_H
 #define SBX_PERCENT_H

@@ -119,7 +119,7 @@ struct sbx_sandbox_info {
 	 * the engine restarted); NULL while it is fine. Calls on it fail. */
 	char *reason;
 	char **packages; /* successfully installed package specs, NULL-terminated */
-	/* Bytes its egress relay carried (src/sandbox/egress.c): to the sandbox
+	/* Bytes its egress relay carried (src/egress/egress.c): to the sandbox
 	 * (downloads: index pages, packages, answers) and from it (requests). */
 	uint64_t egress_bytes_in, egress_bytes_out;
 	/* What its container used, as the engine's samples tell

@@ -86,7 +86,7 @@ struct sbx_settings {
 		/* Comma-separated HOST[:PORT] (include/sbx/hostport.h) sandbox code
 		 * may reach through the server's relay; "" = only the index. */
 		char *egress_allow;
-		/* Connections relayed at once (src/sandbox/egress_slots.c): in all,
+		/* Connections relayed at once (src/egress/egress_slots.c): in all,
 		 * and per tenant; a tunnel's lifetime. */
 		int64_t egress_connections;
 		int64_t egress_connections_per_tenant;

@@ -101,3 +101,15 @@ bool sbx_error_public(const struct sbx_error *err, char *buf, size_t size)
 	snprintf(buf, size, "%.*s%s", (int)(at - msg), msg, says);
 	return true;
 }
+
+int sbx_why_set(char *why, size_t why_size, int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (why && why_size) {
+		va_start(ap, fmt);
+		vsnprintf(why, why_size, fmt, ap);
+		va_end(ap);
+	}
+	return code;
+}

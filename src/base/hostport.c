@@ -2,25 +2,10 @@
 /* "HOST[:PORT]": see include/sbx/hostport.h. */
 #include <arpa/inet.h>
 #include <errno.h>
-#include <stdarg.h>
-#include <stdio.h>
 #include <string.h>
 
 #include "sbx/error.h"
 #include "sbx/hostport.h"
-
-static int why_set(char *why, size_t why_size, const char *fmt, ...) SBX_PRINTF(3, 4);
-static int why_set(char *why, size_t why_size, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (why && why_size) {
-		va_start(ap, fmt);
-		vsnprintf(why, why_size, fmt, ap);
-		va_end(ap);
-	}
-	return -EINVAL;
-}
 
 static bool is_alnum(char c)
 {
@@ -66,23 +51,24 @@ int sbx_hostport_parse(const char *s, size_t n, unsigned flags, char *ret_host, 
 	int port = 0;
 
 	if (n == 0)
-		return why_set(why, why_size, "an empty host");
+		return sbx_why_set(why, why_size, -EINVAL, "an empty host");
 	if (s[0] == '[') {
 		const char *close = memchr(s, ']', n);
 		char v6[64];
 		struct in6_addr a;
 
 		if (!close || (size_t)(close - s) - 1 >= sizeof(v6))
-			return why_set(why, why_size, "a bad IPv6 address");
+			return sbx_why_set(why, why_size, -EINVAL, "a bad IPv6 address");
 		host = s + 1;
 		host_len = (size_t)(close - s) - 1;
 		memcpy(v6, host, host_len);
 		v6[host_len] = '\0';
 		if (inet_pton(AF_INET6, v6, &a) != 1)
-			return why_set(why, why_size, "a bad IPv6 address");
+			return sbx_why_set(why, why_size, -EINVAL, "a bad IPv6 address");
 		if (close + 1 < s + n) {
 			if (close[1] != ':')
-				return why_set(why, why_size, "junk after the IPv6 address");
+				return sbx_why_set(why, why_size, -EINVAL,
+						   "junk after the IPv6 address");
 			colon = close + 1;
 		}
 	} else {
@@ -90,7 +76,7 @@ int sbx_hostport_parse(const char *s, size_t n, unsigned flags, char *ret_host, 
 		host_len = colon ? (size_t)(colon - s) : n;
 		if (host_len >= 2 && host[0] == '*' && host[1] == '.') {
 			if (!(flags & SBX_HOSTPORT_WILDCARD))
-				return why_set(why, why_size, "a wildcard host");
+				return sbx_why_set(why, why_size, -EINVAL, "a wildcard host");
 			wild = true;
 			host += 2;
 			host_len -= 2;
@@ -98,23 +84,24 @@ int sbx_hostport_parse(const char *s, size_t n, unsigned flags, char *ret_host, 
 		if (host_len > 1 && host[host_len - 1] == '.')
 			host_len--;
 		if (!name_ok(host, host_len))
-			return why_set(why, why_size,
-				       "a bad host name (letters, digits, '-' and '.', at most %d)",
-				       SBX_HOST_MAX);
+			return sbx_why_set(
+			    why, why_size, -EINVAL,
+			    "a bad host name (letters, digits, '-' and '.', at most %d)",
+			    SBX_HOST_MAX);
 	}
 	if (colon) {
 		const char *p = colon + 1, *end = s + n;
 		if (p == end)
-			return why_set(why, why_size, "an empty port");
+			return sbx_why_set(why, why_size, -EINVAL, "an empty port");
 		for (; p < end; p++) {
 			if (*p < '0' || *p > '9' || port > 65535)
-				return why_set(why, why_size, "a bad port (1..65535)");
+				return sbx_why_set(why, why_size, -EINVAL, "a bad port (1..65535)");
 			port = port * 10 + (*p - '0');
 		}
 		if (port < 1 || port > 65535)
-			return why_set(why, why_size, "a bad port (1..65535)");
+			return sbx_why_set(why, why_size, -EINVAL, "a bad port (1..65535)");
 	} else if (flags & SBX_HOSTPORT_NEED_PORT) {
-		return why_set(why, why_size, "no port (HOST:PORT)");
+		return sbx_why_set(why, why_size, -EINVAL, "no port (HOST:PORT)");
 	}
 	if (wild) {
 		memcpy(ret_host, "*.", 2);

@@ -36,6 +36,7 @@
 #include "sbx/mcp.h"
 #include "sbx/metrics.h"
 #include "sbx/utf8.h"
+#include "mcp/mcp-internal.h"
 #include "tools/tools.h"
 
 /* Nesting accepted in a JSON body: enough for any tool argument. */
@@ -90,7 +91,7 @@ struct inflight {
 	struct json_object *id; /* borrowed from the message, which outlives the entry */
 	atomic_bool cancelled;
 	const struct sbx_mcp_notifier *outer; /* the transport's, may be NULL */
-	struct sbx_mcp_notifier notifier;     /* what the tools get: OUTER until cancelled */
+	struct sbx_tool_notifier notifier;    /* what the tools get: OUTER until cancelled */
 };
 
 struct sbx_mcp_session {
@@ -768,7 +769,6 @@ static void inflight_add(sbx_mcp_session *s, struct inflight *f, struct json_obj
 	atomic_init(&f->cancelled, false);
 	f->outer = outer;
 	f->notifier.send = inflight_send;
-	f->notifier.gone = NULL;
 	f->notifier.ctx = f;
 	pthread_mutex_lock(&s->lock);
 	f->next = s->inflight;

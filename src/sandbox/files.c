@@ -20,9 +20,6 @@
 #include "sbx/common.h"
 #include "sbx/tar.h"
 
-#define SBX_PATH_MAX 4096
-#define ARTIFACT_DEPTH_MAX 64
-
 /* Go os.FileMode type bits other than dir and symlink: named pipe, socket,
  * device, char device, irregular. */
 #define GO_MODE_NOT_REGULAR ((1u << 25) | (1u << 24) | (1u << 26) | (1u << 21) | (1u << 19))
@@ -423,35 +420,6 @@ int sbx_sandbox_upload(sbx_manager *m, sbx_sandbox *sb, const char *local_path,
 	if (ret_size)
 		*ret_size = size;
 	return 0;
-}
-
-/* Refuses a relpath with "", ".", ".." or empty segments, or a leading '/'. */
-int sbx_artifact_check_relpath(const char *relpath, struct sbx_error *err)
-{
-	const char *p = relpath;
-	size_t depth = 0;
-
-	if (!relpath || !*relpath)
-		return sbx_error_set(err, -EPERM, "no artifact path given");
-	if (strlen(relpath) >= SBX_PATH_MAX)
-		return sbx_error_set(err, -EINVAL, "the artifact path is too long");
-	if (relpath[0] == '/')
-		return sbx_error_set(err, -EPERM,
-				     "artifact paths are relative to %s, not absolute: %.200s",
-				     SBX_RESULTS_DIR, relpath);
-	for (;;) {
-		size_t n = strcspn(p, "/");
-		if (n == 0 || (n == 1 && p[0] == '.') || (n == 2 && p[0] == '.' && p[1] == '.'))
-			return sbx_error_set(err, -EPERM,
-					     "artifact path %.200s has an empty, \".\" or \"..\" "
-					     "part; name a file under %s",
-					     relpath, SBX_RESULTS_DIR);
-		if (++depth > ARTIFACT_DEPTH_MAX)
-			return sbx_error_set(err, -EINVAL, "the artifact path is too deep");
-		if (!p[n])
-			return 0;
-		p += n + 1;
-	}
 }
 
 /*

@@ -156,21 +156,6 @@ static void call_release(struct call *c)
 	c->n_images = c->image_bytes = 0;
 }
 
-/* A path the interpreter names: code in the sandbox can write protocol lines
- * itself, so it must be a clean relative path under SBX_RESULTS_DIR (no "..",
- * no empty or "." part, not absolute, bounded), valid UTF-8 and free of
- * control characters (it becomes a link, a log line and a file name). */
-bool sbx_interp_path_ok(const char *path, size_t len)
-{
-	if (!path || len != strlen(path) || !sbx_utf8_valid(path, len) ||
-	    sbx_artifact_check_relpath(path, NULL) < 0)
-		return false;
-	for (size_t i = 0; i < len; i++)
-		if ((unsigned char)path[i] < 0x20 || path[i] == 0x7f)
-			return false;
-	return true;
-}
-
 static const char *str_of(struct json_object *o, const char *key)
 {
 	struct json_object *v;

@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The sandbox manager: records, reference counts, create/get/delete/list,
- * recover after a restart, and sbx_container_provision, the one place a
- * container is made. Exec, packages and files live in sandbox_*.c; the warm
- * pool and the state folder in pool.c.
+ * The sandbox manager: its start and end, the table of records and the
+ * owners' limits on it, create/get/delete/list and recover after a
+ * restart. It orchestrates the parts below it: the record's life
+ * (record.c) and calls (calls.c), the container's making (provision.c),
+ * removal (removal.c), exec, interp, packages and files, the warm pool and
+ * the state folder (pool.c), the reaper, the watch and the samplers.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -12,47 +14,13 @@
 #include <string.h>
 #include <time.h>
 
+#include "egress/egress.h"
 #include "sandbox-internal.h"
 #include "sbx/clock.h"
-#include "sbx/log.h"
 #include "sbx/common.h"
-#include "sbx/crypto.h"
-#include "sbx/metrics.h"
 
-/* The table of sandboxes gone lately: at most GONE_PER_OWNER per owner and
- * GONE_MAX in all, each for GONE_KEEP_MS. */
-#define GONE_MAX 4096
-#define GONE_PER_OWNER 256
-#define GONE_KEEP_MS (3600 * INT64_C(1000))
 /* How many of the caller's sandboxes the error at max_sandboxes names. */
 #define LRU_NAMED 3
-
-/*
- * RLIMIT_NPROC counts every process of a uid on the engine host, and on a
- * rootful engine every sandbox runs as the same uid 1000: a small limit would
- * be one pool that all sandboxes drain together. It is set above what all of
- * them may hold together (each sandbox's pids_limit is its own cgroup's), so
- * that the per-sandbox pids limit is the one that binds.
- */
-int64_t sbx_sandbox_nproc(const struct sbx_settings *s)
-{
-	const int64_t pid_max_limit = 4194304; /* the kernel's PID_MAX_LIMIT */
-	int64_t n = s->sandbox.max_sandboxes + s->sandbox.pool_size;
-
-	if (s->sandbox.pids_limit > (pid_max_limit - 1024) / n)
-		return pid_max_limit;
-	return s->sandbox.pids_limit * n + 1024;
-}
-
-static const char *const sleep_cmd[] = {"sleep", "infinity", NULL};
-static const char *const drop_all[] = {"ALL", NULL};
-
-double sbx_seconds_since(const struct timespec *ts)
-{
-	struct timespec now;
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	return (double)(now.tv_sec - ts->tv_sec) + (double)(now.tv_nsec - ts->tv_nsec) / 1e9;
-}
 
 int sbx_manager_new(const struct sbx_settings *s, sbx_engine *engine, sbx_manager **ret_m,
 		    struct sbx_error *err)
@@ -119,351 +87,9 @@ static bool name_valid(const char *name)
 	return true;
 }
 
-static sbx_sandbox *record_free(sbx_sandbox *sb)
-{
-	if (!sb)
-		return NULL;
-	free(sb->name);
-	free(sb->owner);
-	free(sb->container);
-	free(sb->image);
-	sbx_install_list_free(sb->installs);
-	sbx_interp_free(sb->interp);
-	/* Read without the lock: nothing else holds the record now. */
-	sbx_egress_free(sb->egress, sb->end == SBX_END_NONE && sb->death == SBX_DEATH_NONE);
-	free(sb);
-	return NULL;
-}
-
-sbx_sandbox *sbx_sandbox_ref(sbx_sandbox *sb)
-{
-	if (sb)
-		__atomic_add_fetch(&sb->refs, 1, __ATOMIC_RELAXED);
-	return sb;
-}
-
-sbx_sandbox *sbx_sandbox_unref(sbx_sandbox *sb)
-{
-	if (sb && __atomic_sub_fetch(&sb->refs, 1, __ATOMIC_ACQ_REL) == 0)
-		record_free(sb);
-	return NULL;
-}
-
-const char *sbx_sandbox_id(const sbx_sandbox *sb)
-{
-	return sb->id;
-}
-
-const char *sbx_sandbox_name(const sbx_sandbox *sb)
-{
-	return sb->name;
-}
-
-/* Under m->lock. */
-static void touch_locked(sbx_sandbox *sb)
-{
-	sb->last_used = time(NULL);
-	sb->used_ms = sbx_monotonic_ms();
-}
-
-void sbx_sandbox_touch(sbx_sandbox *sb)
-{
-	pthread_mutex_lock(&sb->m->lock);
-	touch_locked(sb);
-	pthread_mutex_unlock(&sb->m->lock);
-}
-
-static void iso_time(time_t t, char *buf, size_t size)
-{
-	struct tm tm;
-
-	if (!gmtime_r(&t, &tm) || strftime(buf, size, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
-		snprintf(buf, size, "?");
-}
-
-/* A duration for people: "30 min", "24 h", "2 s", "1500 ms". */
-static void human_ms(int64_t ms, char *buf, size_t size)
-{
-	if (ms > 0 && ms % (3600 * 1000) == 0)
-		snprintf(buf, size, "%lld h", (long long)(ms / (3600 * 1000)));
-	else if (ms > 0 && ms % (60 * 1000) == 0)
-		snprintf(buf, size, "%lld min", (long long)(ms / (60 * 1000)));
-	else if (ms % 1000 == 0)
-		snprintf(buf, size, "%lld s", (long long)(ms / 1000));
-	else
-		snprintf(buf, size, "%lld ms", (long long)ms);
-}
-
-/* The message for sandbox WHAT (its id or name as the caller gave it),
- * which was removed at WHEN (or is being removed) for END; DURING: while
- * the caller's call ran. Returns -ENOENT. */
-static int gone_error(sbx_manager *m, struct sbx_error *err, const char *what, enum sbx_end end,
-		      time_t when, bool during)
-{
-	char at[32], span[32];
-
-	iso_time(when, at, sizeof(at));
-	switch (end) {
-	case SBX_END_IDLE:
-		human_ms(m->s->sandbox.idle_timeout_ms, span, sizeof(span));
-		return sbx_error_set(err, -ENOENT,
-				     "sandbox \"%.80s\" expired: it was not used for %s "
-				     "(sandbox.idle_timeout), so the server removed it at %s with "
-				     "its files and packages; create_sandbox makes a new one",
-				     what, span, at);
-	case SBX_END_LIFETIME:
-		human_ms(m->s->sandbox.max_lifetime_ms, span, sizeof(span));
-		return sbx_error_set(
-		    err, -ENOENT,
-		    "sandbox \"%.80s\" expired: it reached the server's maximum "
-		    "age of %s (sandbox.max_lifetime), so the server removed it at "
-		    "%s with its files and packages; create_sandbox makes a new one",
-		    what, span, at);
-	case SBX_END_DELETED:
-	case SBX_END_NONE:
-		break;
-	}
-	return sbx_error_set(err, -ENOENT,
-			     "sandbox \"%.80s\" was deleted (delete_sandbox) at %s%s, with its "
-			     "files and packages; create_sandbox makes a new one",
-			     what, at, during ? ", while this call ran" : "");
-}
-
 /* ---- sandboxes whose container stopped without us ---- */
 
-enum sbx_death sbx_death_of(const struct sbx_container_info *ci, int *ret_code)
-{
-	*ret_code = ci->exit_code;
-	if (ci->running)
-		return SBX_DEATH_NONE;
-	if (ci->oom_killed)
-		return SBX_DEATH_OOM;
-	/* A process killed by signal N exits, as the engines report it, with
-	 * 128 + N. */
-	if (ci->exit_code > 128 && ci->exit_code < 128 + 65) {
-		*ret_code = ci->exit_code - 128;
-		return SBX_DEATH_KILLED;
-	}
-	return SBX_DEATH_EXITED;
-}
-
-bool sbx_sandbox_died_locked(sbx_manager *m, sbx_sandbox *sb, enum sbx_death death, int code,
-			     bool blind)
-{
-	(void)m;
-	if (death == SBX_DEATH_NONE || sb->end != SBX_END_NONE || sb->removed)
-		return false;
-	/* Known dead: only its removal is news (a forced removal kills first). */
-	if (sb->death != SBX_DEATH_NONE && (death != SBX_DEATH_REMOVED || sb->death == death))
-		return false;
-	sb->death = death;
-	sb->death_code = code;
-	sb->death_at = time(NULL);
-	sb->death_blind = blind;
-	return true;
-}
-
-static void death_text(sbx_manager *m, const sbx_sandbox *sb, char *buf, size_t size);
-
-void sbx_sandbox_log_death(sbx_manager *m, sbx_sandbox *sb)
-{
-	char why[320];
-
-	pthread_mutex_lock(&m->lock);
-	death_text(m, sb, why, sizeof(why));
-	pthread_mutex_unlock(&m->lock);
-	sbx_log_warn("sandbox %s (owner %s) no longer runs: %s", sb->id, sb->owner, why);
-}
-
-/* What happened to a dead sandbox, for people: "its container was ...". */
-static void death_text(sbx_manager *m, const sbx_sandbox *sb, char *buf, size_t size)
-{
-	char at[32], limit[128] = "";
-	const char *blind = sb->death_blind ? " while the server was not following the engine "
-					      "(the server was down, or the engine restarted)"
-					    : "";
-
-	iso_time(sb->death_at, at, sizeof(at));
-	switch (sb->death) {
-	case SBX_DEATH_OOM:
-		if (m->s->sandbox.memory > 0) {
-			char text[96];
-			sbx_memory_limit_text(m, sb, text, sizeof(text));
-			snprintf(limit, sizeof(limit), " (its memory limit is %s)", text);
-		}
-		snprintf(buf, size,
-			 "its container was killed by the kernel's out-of-memory killer%s%s; "
-			 "noticed at %s",
-			 limit, blind, at);
-		break;
-	case SBX_DEATH_KILLED:
-		snprintf(buf, size, "its container was killed (signal %d)%s%s; noticed at %s",
-			 sb->death_code,
-			 sb->death_blind ? ""
-					 : " from outside the server (by hand, or by the "
-					   "engine as it stopped)",
-			 blind, at);
-		break;
-	case SBX_DEATH_EXITED:
-		snprintf(buf, size, "its container stopped (exit code %d)%s; noticed at %s",
-			 sb->death_code, blind, at);
-		break;
-	case SBX_DEATH_REMOVED:
-		snprintf(buf, size,
-			 "its container was removed from outside the server%s; noticed at %s",
-			 blind, at);
-		break;
-	case SBX_DEATH_NONE:
-		snprintf(buf, size, "it runs");
-		break;
-	}
-}
-
-/* Under m->lock: the error for a call on dead SB (-ESRCH). */
-static int dead_error_locked(sbx_manager *m, const sbx_sandbox *sb, struct sbx_error *err)
-{
-	char why[320];
-
-	death_text(m, sb, why, sizeof(why));
-	return sbx_error_set(err, -ESRCH,
-			     "sandbox %s no longer runs: %s. Its Python state%s are lost; "
-			     "delete_sandbox frees its place and create_sandbox makes a new one",
-			     sb->id, why,
-			     sb->death == SBX_DEATH_REMOVED ? ", files and packages"
-							    : " and running processes");
-}
-
-int sbx_sandbox_begin(sbx_sandbox *sb, struct sbx_error *err)
-{
-	sbx_manager *m = sb->m;
-	enum sbx_end end;
-	time_t at;
-
-	pthread_mutex_lock(&m->lock);
-	end = sb->end;
-	at = sb->end_at;
-	if (end == SBX_END_NONE && !sb->removed && sb->death != SBX_DEATH_NONE) {
-		int r = dead_error_locked(m, sb, err);
-		pthread_mutex_unlock(&m->lock);
-		return r;
-	}
-	if (end == SBX_END_NONE && !sb->removed) {
-		sb->calls++;
-		touch_locked(sb);
-	}
-	pthread_mutex_unlock(&m->lock);
-	if (end != SBX_END_NONE)
-		return gone_error(m, err, sb->id, end, at, false);
-	if (sb->removed)
-		return sbx_error_set(
-		    err, -ENOENT, "sandbox %s was removed; create_sandbox makes a new one", sb->id);
-	return 0;
-}
-
-bool sbx_sandbox_ending(sbx_sandbox *sb)
-{
-	bool ending;
-
-	pthread_mutex_lock(&sb->m->lock);
-	ending = sb->end != SBX_END_NONE || sb->removed;
-	pthread_mutex_unlock(&sb->m->lock);
-	return ending;
-}
-
-int sbx_sandbox_end(sbx_sandbox *sb, struct sbx_error *err)
-{
-	sbx_manager *m = sb->m;
-	enum sbx_end end;
-	time_t at;
-
-	pthread_mutex_lock(&m->lock);
-	sb->calls--;
-	touch_locked(sb);
-	if (sb->calls == 0)
-		sbx_reaper_wake_locked(m); /* it may be past its max_lifetime */
-	end = sb->end;
-	at = sb->end_at;
-	pthread_mutex_unlock(&m->lock);
-	if (end != SBX_END_NONE)
-		return gone_error(m, err, sb->id, end, at, true);
-	return 0;
-}
-
 /* ---- the table of sandboxes gone lately ---- */
-
-static void gone_drop_locked(sbx_manager *m, size_t i)
-{
-	free(m->gone[i].name);
-	free(m->gone[i].owner);
-	memmove(m->gone + i, m->gone + i + 1, (m->n_gone - i - 1) * sizeof(*m->gone));
-	m->n_gone--;
-}
-
-/* Under m->lock. Forgets what is older than GONE_KEEP_MS. */
-static void gone_expire_locked(sbx_manager *m)
-{
-	int64_t now = sbx_monotonic_ms();
-
-	while (m->n_gone > 0 && now - m->gone[0].at_ms > GONE_KEEP_MS)
-		gone_drop_locked(m, 0);
-}
-
-/* Under m->lock. Remembers that SB is gone (best effort: nothing on
- * -ENOMEM). */
-static void gone_add_locked(sbx_manager *m, const sbx_sandbox *sb)
-{
-	size_t mine = 0, oldest_mine = 0;
-	struct sbx_gone g = {.end = sb->end, .when = sb->end_at, .at_ms = sbx_monotonic_ms()};
-	void *t;
-
-	gone_expire_locked(m);
-	for (size_t i = m->n_gone; i-- > 0;)
-		if (strcmp(m->gone[i].owner, sb->owner) == 0) {
-			mine++;
-			oldest_mine = i;
-		}
-	if (mine >= GONE_PER_OWNER)
-		gone_drop_locked(m, oldest_mine);
-	else if (m->n_gone >= GONE_MAX)
-		gone_drop_locked(m, 0);
-	snprintf(g.id, sizeof(g.id), "%s", sb->id);
-	g.name = strdup(sb->name);
-	g.owner = strdup(sb->owner);
-	t = reallocarray(m->gone, m->n_gone + 1, sizeof(*m->gone));
-	if (!g.name || !g.owner || !t) {
-		free(g.name);
-		free(g.owner);
-		if (t)
-			m->gone = t;
-		return;
-	}
-	m->gone = t;
-	m->gone[m->n_gone++] = g;
-}
-
-/* Under m->lock. OWNER's latest gone sandbox with that id, else with that
- * name; NULL when there is none. */
-static const struct sbx_gone *gone_find_locked(sbx_manager *m, const char *owner,
-					       const char *id_or_name)
-{
-	gone_expire_locked(m);
-	for (size_t i = m->n_gone; i-- > 0;)
-		if (strcmp(m->gone[i].owner, owner) == 0 && strcmp(m->gone[i].id, id_or_name) == 0)
-			return &m->gone[i];
-	for (size_t i = m->n_gone; i-- > 0;)
-		if (strcmp(m->gone[i].owner, owner) == 0 &&
-		    strcmp(m->gone[i].name, id_or_name) == 0)
-			return &m->gone[i];
-	return NULL;
-}
-
-static void gone_free(sbx_manager *m)
-{
-	while (m->n_gone > 0)
-		gone_drop_locked(m, m->n_gone - 1);
-	free(m->gone);
-	m->gone = NULL;
-}
 
 /* Under m->lock. Adds sb to the table, which takes a reference. */
 static int table_add_locked(sbx_manager *m, sbx_sandbox *sb)
@@ -479,31 +105,6 @@ static int table_add_locked(sbx_manager *m, sbx_sandbox *sb)
 	m->table[m->n++] = sbx_sandbox_ref(sb);
 	sbx_reaper_wake_locked(m); /* a new deadline (once it is ready) */
 	return 0;
-}
-
-/* Under m->lock. Takes sb out of the table and returns the table's
- * reference (NULL when it was not there). */
-static sbx_sandbox *table_remove_locked(sbx_manager *m, sbx_sandbox *sb)
-{
-	for (size_t i = 0; i < m->n; i++) {
-		if (m->table[i] != sb)
-			continue;
-		memmove(m->table + i, m->table + i + 1, (m->n - i - 1) * sizeof(*m->table));
-		m->n--;
-		sb->removed = true;
-		{ /* what it used stays in its tenant's total */
-			struct sbx_tenant_usage u = {.cpu_ns = sb->cpu_ns,
-						     .memory_byte_seconds = sb->memory_byte_seconds,
-						     .disk_byte_seconds = sb->disk_byte_seconds};
-			sbx_metrics_tenant_disk(sb->owner, -(int64_t)sb->disk_bytes);
-			if (sb->egress)
-				sbx_egress_bytes(sb->egress, &u.egress_bytes_in,
-						 &u.egress_bytes_out);
-			sbx_tenant_gone_add(m, sb->owner, &u);
-		}
-		return sb;
-	}
-	return NULL;
 }
 
 /* Under m->lock. By id first, then by name; only OWNER's ready sandboxes,
@@ -536,27 +137,16 @@ static int not_found_locked(sbx_manager *m, const char *owner, const char *id_or
 			    struct sbx_error *err)
 {
 	const sbx_sandbox *sb = find_any_locked(m, owner, id_or_name, true);
-	const struct sbx_gone *g = sb ? NULL : gone_find_locked(m, owner, id_or_name);
+	const struct sbx_gone *g = sb ? NULL : sbx_gone_find_locked(m, owner, id_or_name);
 
 	if (sb)
-		return gone_error(m, err, id_or_name, sb->end, sb->end_at, false);
+		return sbx_gone_error(m, err, id_or_name, sb->end, sb->end_at, false);
 	if (g)
-		return gone_error(m, err, id_or_name, g->end, g->when, false);
+		return sbx_gone_error(m, err, id_or_name, g->end, g->when, false);
 	return sbx_error_set(err, -ENOENT,
 			     "no sandbox \"%.80s\"; list_sandboxes shows yours, "
 			     "create_sandbox makes a new one",
 			     id_or_name);
-}
-
-int sbx_sandbox_make_id(char id[SBX_SANDBOX_ID_MAX + 1], struct sbx_error *err)
-{
-	unsigned char raw[6];
-	int r = sbx_random_bytes(raw, sizeof(raw));
-
-	if (r < 0)
-		return sbx_error_set(err, r, "no random bytes for a sandbox id: %s", strerror(-r));
-	sbx_hex_encode(raw, sizeof(raw), id);
-	return 0;
 }
 
 static int check_owner(const char *owner, struct sbx_error *err)
@@ -566,245 +156,11 @@ static int check_owner(const char *owner, struct sbx_error *err)
 	return 0;
 }
 
-/* Removes whatever container carries this sandbox id label: after a failed
- * create the engine may have made one without telling us its id. */
-static void remove_by_label(sbx_manager *m, const char *id)
-{
-	struct sbx_kv want[] = {{SBX_LABEL_INSTANCE, m->instance}, {SBX_LABEL_ID, id}};
-	struct sbx_container_summary *cs = NULL;
-	size_t n = 0;
-
-	if (sbx_container_list(m->engine, want, SBX_ARRAY_SIZE(want), &cs, &n, NULL) < 0)
-		return;
-	for (size_t i = 0; i < n; i++)
-		sbx_container_remove(m->engine, cs[i].id, NULL);
-	sbx_container_list_free(cs, n);
-}
-
-int sbx_disk_check(const struct sbx_settings *s, sbx_engine *e, struct sbx_error *err)
-{
-	struct sbx_engine_storage st = {0};
-	int r;
-
-	if (s->sandbox.disk <= 0)
-		return 0;
-	r = sbx_engine_storage(e, &st, err);
-	if (r < 0) {
-		sbx_error_prefix(err, "ask the %s engine how it stores containers (sandbox.disk)",
-				 sbx_engine_name(e));
-		return r;
-	}
-	if (!st.size_bound)
-		r = sbx_error_set(
-		    err, -ENOTSUP,
-		    "sandbox.disk (%lld MiB) cannot be enforced: the %s engine keeps containers "
-		    "with the %s storage driver%s%s, which cannot bound a container's disk. Give "
-		    "the engine btrfs with quotas, overlay on XFS mounted with pquota, or zfs "
-		    "(README: \"Disk\"), or set sandbox.disk = 0 to run sandboxes without a "
-		    "disk bound",
-		    (long long)(s->sandbox.disk >> 20), sbx_engine_name(e), st.driver,
-		    *st.backing_fs ? " on " : "", st.backing_fs);
-	sbx_engine_storage_release(&st);
-	return r;
-}
-
-/* sbx_disk_check once per manager: kept once it passed (an engine's storage
- * does not change under it); a failure is kept for a second, then asked
- * again (so that a failing engine is not asked once per create). */
-static int manager_disk_check(sbx_manager *m, struct sbx_error *err)
-{
-	int r = 0;
-
-	pthread_mutex_lock(&m->disk_lock);
-	if (!m->disk_checked) {
-		if (!m->disk_failed || sbx_seconds_since(&m->disk_failed_at) >= 1.0) {
-			sbx_error_clear(&m->disk_err);
-			r = sbx_disk_check(m->s, m->engine, &m->disk_err);
-			m->disk_checked = r >= 0;
-			m->disk_failed = r < 0;
-			clock_gettime(CLOCK_MONOTONIC, &m->disk_failed_at);
-		}
-		if (m->disk_failed) {
-			r = m->disk_err.code < 0 ? m->disk_err.code : -EIO;
-			if (err)
-				*err = m->disk_err;
-		}
-	}
-	pthread_mutex_unlock(&m->disk_lock);
-	return r;
-}
-
-/* What was asked for the container took (SPEC): its limits (an engine may
- * accept them and apply none: sandbox.allow_unlimited says whether to run
- * such a sandbox), and sandbox.runtime (an engine may accept a runtime it
- * then ignores: Podman 4.3's REST API takes a container's runtime and runs
- * the service's default, which would run sandboxes under a weaker runtime
- * than the one configured without a word). 0, or -ENOTSUP saying so. */
-static int took_check(sbx_manager *m, const char *cid, const struct sbx_container_spec *spec,
-		      struct sbx_error *err)
-{
-	const char *want = m->s->sandbox.runtime;
-	struct sbx_container_info ci = {0};
-	char dropped[96] = "";
-	int r;
-
-	r = sbx_container_inspect(m->engine, cid, &ci, err);
-	if (r < 0)
-		return r;
-	/* Limits the engine took and did not apply (rootless Podman on cgroup
-	 * v1 only warns): one sandbox could take the host. */
-	if (spec->memory_bytes > 0 && ci.memory_bytes != spec->memory_bytes)
-		strcat(dropped, " memory (sandbox.memory)");
-	if (spec->nano_cpus > 0 && ci.nano_cpus != spec->nano_cpus)
-		strcat(dropped, " CPU (sandbox.cpus)");
-	if (spec->pids_limit > 0 && ci.pids_limit != spec->pids_limit)
-		strcat(dropped, " processes (sandbox.pids_limit)");
-	if (dropped[0] && !m->s->sandbox.allow_unlimited)
-		r = sbx_error_set(
-		    err, -ENOTSUP,
-		    "the %s engine created the sandbox without its limits (or with others) on%s: "
-		    "it cannot apply them (rootless Podman on a cgroup v1 host cannot), so one "
-		    "sandbox "
-		    "could take the host's memory, CPU or processes. Use a rootful engine or a "
-		    "cgroup v2 host, or set sandbox.allow_unlimited = true to run sandboxes "
-		    "without limits (trusted use only)",
-		    sbx_engine_name(m->engine), dropped);
-	else if (want[0] && (!ci.runtime || strcmp(ci.runtime, want) != 0))
-		r = sbx_error_set(
-		    err, -ENOTSUP,
-		    "the %s engine runs the sandbox with the runtime %s, not %s "
-		    "(sandbox.runtime): it ignores a container's runtime (Podman 4.3's "
-		    "API does; make %s the engine's default runtime instead, and leave "
-		    "sandbox.runtime empty)",
-		    sbx_engine_name(m->engine), ci.runtime ? ci.runtime : "(none)", want, want);
-	sbx_container_info_release(&ci);
-	return r;
-}
-
-int sbx_container_provision(sbx_manager *m, const char *id, time_t when, const char *name,
-			    const char *owner, int64_t memory, int64_t nano_cpus,
-			    char **ret_container, struct sbx_error *err)
-{
-	const struct sbx_settings *s = m->s;
-	char created[32];
-	struct sbx_kv labels[6] = {
-	    {SBX_LABEL_MANAGED, "1"},
-	    {SBX_LABEL_INSTANCE, m->instance},
-	    {SBX_LABEL_ID, id},
-	    {SBX_LABEL_CREATED, created},
-	};
-	size_t n_labels = 4;
-	int64_t nproc = sbx_sandbox_nproc(s);
-	struct sbx_ulimit ulimits[] = {{"nofile", 1024, 1024}, {"nproc", nproc, nproc}};
-	_cleanup_free_ char *cname = NULL;
-	char *cid = NULL, **env = NULL;
-	int r;
-
-	r = manager_disk_check(m, err);
-	if (r < 0)
-		return r;
-	/* The egress relay's proxy variables, for every process in it. */
-	r = sbx_egress_container_env(m, &env, err);
-	if (r < 0)
-		return r;
-	snprintf(created, sizeof(created), "%lld", (long long)when);
-	if (owner) {
-		labels[n_labels++] = (struct sbx_kv){SBX_LABEL_NAME, name ? name : id};
-		labels[n_labels++] = (struct sbx_kv){SBX_LABEL_OWNER, owner};
-	} else {
-		labels[n_labels++] = (struct sbx_kv){SBX_LABEL_POOL, "1"};
-	}
-	if (asprintf(&cname, "mcp-sbx-%s-%s", m->instance, id) < 0) {
-		cname = NULL;
-		sbx_strv_free(env);
-		return sbx_error_set(err, -ENOMEM, "out of memory");
-	}
-	struct sbx_container_spec spec = {
-	    .image = s->sandbox.image,
-	    .name = cname,
-	    .cmd = sleep_cmd,
-	    .env = (const char *const *)env,
-	    .labels = labels,
-	    .n_labels = n_labels,
-	    .workdir = SBX_RESULTS_DIR,
-	    .user = "1000:1000",
-	    .memory_bytes = memory,
-	    .nano_cpus = nano_cpus,
-	    .pids_limit = s->sandbox.pids_limit,
-	    .cap_drop = drop_all,
-	    .no_new_privileges = true,
-	    .network_mode = s->sandbox.network[0] ? s->sandbox.network : "none",
-	    .ulimits = ulimits,
-	    .n_ulimits = SBX_ARRAY_SIZE(ulimits),
-	    .init = true,
-	    .runtime = s->sandbox.runtime[0] ? s->sandbox.runtime : NULL,
-	    .disk_bytes = s->sandbox.disk,
-	};
-	r = sbx_container_create(m->engine, &spec, &cid, err);
-	sbx_strv_free(env);
-	if (r < 0) {
-		remove_by_label(m, id);
-		if (r == -ENOENT && sbx_image_exists(m->engine, s->sandbox.image, NULL) == 0)
-			sbx_error_prefix(err, "the sandbox image %s is missing on the %s engine",
-					 s->sandbox.image, sbx_engine_name(m->engine));
-		return r;
-	}
-	r = took_check(m, cid, &spec, err);
-	if (r < 0) {
-		sbx_container_remove(m->engine, cid, NULL);
-		free(cid);
-		return r;
-	}
-	r = sbx_container_start(m->engine, cid, err);
-	if (r < 0 && err && strstr(err->msg, "rlimit"))
-		sbx_error_prefix(
-		    err,
-		    "the engine host's hard process limit (RLIMIT_NPROC) is below %lld "
-		    "= sandbox.pids_limit x (sandbox.max_sandboxes + sandbox.pool_size) "
-		    "+ 1024: lower those settings or raise the engine's limit",
-		    (long long)nproc);
-	if (r < 0) {
-		sbx_error_prefix(err, "start the sandbox container");
-		sbx_container_remove(m->engine, cid, NULL);
-		free(cid);
-		return r;
-	}
-	/* Whatever else a sandbox needs before its first use goes here, so that
-	 * pooled and cold sandboxes are made alike. */
-	*ret_container = cid;
-	return 0;
-}
-
 /* Creates and starts the container of a cold sandbox. */
 static int container_up(sbx_manager *m, sbx_sandbox *sb, struct sbx_error *err)
 {
 	return sbx_container_provision(m, sb->id, sb->created, sb->name, sb->owner, sb->memory,
 				       sb->nano_cpus, &sb->container, err);
-}
-
-static sbx_sandbox *record_new(sbx_manager *m, const char *id, const char *name, const char *owner,
-			       time_t created)
-{
-	sbx_sandbox *sb = calloc(1, sizeof(*sb));
-
-	if (!sb)
-		return NULL;
-	sb->refs = 1;
-	sb->m = m;
-	snprintf(sb->id, sizeof(sb->id), "%s", id);
-	sb->name = strdup(name ? name : id);
-	sb->owner = strdup(owner);
-	sb->image = strdup(m->s->sandbox.image);
-	sb->created = created;
-	sb->memory = m->s->sandbox.memory;
-	sb->nano_cpus = m->s->sandbox.nano_cpus;
-	/* Used now: a new sandbox, or one adopted after a restart (its last use
-	 * before is not kept: it gets a full sandbox.idle_timeout). */
-	sb->last_used = time(NULL);
-	sb->used_ms = sbx_monotonic_ms();
-	if (!sb->name || !sb->owner || !sb->image)
-		return record_free(sb);
-	return sb;
 }
 
 /* Under m->lock (used_ms). */
@@ -844,7 +200,7 @@ static size_t lru_list_locked(sbx_manager *m, const char *owner, char *list, siz
 	}
 	for (size_t i = 0; i < n && len < size; i++) {
 		char used[32];
-		iso_time(lru[i]->last_used, used, sizeof(used));
+		sbx_iso_time(lru[i]->last_used, used, sizeof(used));
 		len +=
 		    (size_t)snprintf(list + len, size - len, "%s%s (name \"%.64s\", %s%s)",
 				     i ? "; " : "", lru[i]->id, lru[i]->name,
@@ -979,7 +335,7 @@ again:
 	 * the sandbox gets), before talking to the engine. */
 	pthread_mutex_lock(&m->lock);
 	e = use_pool ? sbx_pool_take_locked(m) : NULL;
-	sb = record_new(m, e ? e->id : id, name, owner, time(NULL));
+	sb = sbx_record_new(m, e ? e->id : id, name, owner, time(NULL));
 	if (sb) {
 		sb->pooled = e != NULL;
 		sb->memory = memory;
@@ -1000,7 +356,7 @@ again:
 		if (r < 0) {
 			/* Never used: back to the pool, and make this one cold. */
 			pthread_mutex_lock(&m->lock);
-			sbx_sandbox_unref(table_remove_locked(m, sb));
+			sbx_sandbox_unref(sbx_table_remove_locked(m, sb));
 			e->container = SBX_TAKE(sb->container);
 			sbx_pool_give_back_locked(m, SBX_TAKE(e));
 			pthread_mutex_unlock(&m->lock);
@@ -1020,11 +376,12 @@ again:
 		sb->ready = true;
 		/* Its usage counts from now (the first sample integrates back to it). */
 		sb->sampled_ms = sb->disk_sampled_ms = sbx_monotonic_ms();
-		touch_locked(sb); /* its idle time starts now, however long the create took */
+		sbx_sandbox_touch_locked(
+		    sb); /* its idle time starts now, however long the create took */
 		sbx_reaper_wake_locked(m); /* a new deadline */
 		sbx_pool_created_locked(m, sb->pooled);
 	} else {
-		sbx_sandbox_unref(table_remove_locked(m, sb));
+		sbx_sandbox_unref(sbx_table_remove_locked(m, sb));
 	}
 	pthread_mutex_unlock(&m->lock);
 	sbx_pool_entry_free(e);
@@ -1083,28 +440,6 @@ int sbx_sandbox_get_by_id(sbx_manager *m, const char *id, sbx_sandbox **ret_sb,
 	return 0;
 }
 
-int sbx_sandbox_remove_marked(sbx_manager *m, sbx_sandbox *sb, struct sbx_error *err)
-{
-	int r;
-
-	sbx_usage_sample(m, sb); /* its last figures go to its tenant's total */
-	r = sbx_container_remove(m->engine, sb->container, err);
-
-	pthread_mutex_lock(&m->lock);
-	if (r < 0 && r != -ENOENT) {
-		sb->end = SBX_END_NONE; /* still there: usable again */
-	} else {
-		gone_add_locked(m, sb);
-		sbx_sandbox_unref(table_remove_locked(m, sb));
-		r = 0;
-	}
-	pthread_mutex_unlock(&m->lock);
-	if (r < 0)
-		return sbx_error_prefix(err, "remove sandbox %s", sb->id);
-	sbx_pool_forget(m, sb);
-	return 0;
-}
-
 int sbx_sandbox_delete(sbx_manager *m, const char *owner, const char *id_or_name,
 		       struct sbx_error *err)
 {
@@ -1153,17 +488,6 @@ void sbx_sandbox_info_list_free(struct sbx_sandbox_info *list, size_t n)
 	free(list);
 }
 
-const struct sbx_container_summary *sbx_summary_find(const struct sbx_container_summary *cs,
-						     size_t n, const char *container)
-{
-	for (size_t i = 0; container && i < n; i++) {
-		size_t len = cs[i].id ? strlen(cs[i].id) : 0;
-		if (len >= 12 && strncmp(cs[i].id, container, len) == 0)
-			return &cs[i];
-	}
-	return NULL;
-}
-
 /* Fills info from the record; status is given. */
 static int info_fill(sbx_manager *m, sbx_sandbox *sb, const char *status,
 		     struct sbx_sandbox_info *info)
@@ -1189,7 +513,7 @@ static int info_fill(sbx_manager *m, sbx_sandbox *sb, const char *status,
 		info->expires = 0;
 	if (sb->death != SBX_DEATH_NONE) {
 		char why[320];
-		death_text(m, sb, why, sizeof(why));
+		sbx_death_text(m, sb, why, sizeof(why));
 		info->reason = strdup(why);
 		dead = !info->reason;
 	}
@@ -1367,7 +691,7 @@ static int adopt(sbx_manager *m, const char *cid, struct sbx_error *err)
 		sbx_container_info_release(&ci);
 		return 0;
 	}
-	sb = record_new(m, id, name, owner, when);
+	sb = sbx_record_new(m, id, name, owner, when);
 	if (sb) {
 		sb->pooled = pool_owner != NULL;
 		free(sb->image);
@@ -1382,7 +706,7 @@ static int adopt(sbx_manager *m, const char *cid, struct sbx_error *err)
 	death = sbx_death_of(&ci, &code);
 	sbx_container_info_release(&ci);
 	if (!sb || !sb->image || !sb->container) {
-		record_free(sb);
+		sbx_record_free(sb);
 		return sbx_error_set(err, -ENOMEM, "out of memory");
 	}
 	sb->ready = true;
@@ -1488,7 +812,7 @@ sbx_manager *sbx_manager_free(sbx_manager *m)
 		sbx_sandbox_unref(m->table[i]);
 	}
 	free(m->table);
-	gone_free(m);
+	sbx_gone_free(m);
 	sbx_pool_free(m);
 	sbx_tenant_gone_release(m);
 	free(m->instance);
@@ -1518,39 +842,5 @@ int sbx_manager_check_engine(sbx_manager *m, struct sbx_error *err)
 	if (err && r < 0)
 		*err = m->check_err;
 	pthread_mutex_unlock(&m->check_lock);
-	return r;
-}
-
-int sbx_sandbox_exec_failed(sbx_manager *m, sbx_sandbox *sb, int r, struct sbx_error *err)
-{
-	struct sbx_container_info ci = {0};
-	bool news = false;
-	enum sbx_end end;
-	time_t at;
-	int q;
-
-	pthread_mutex_lock(&m->lock);
-	end = sb->end;
-	at = sb->end_at;
-	pthread_mutex_unlock(&m->lock);
-	if (end != SBX_END_NONE)
-		return gone_error(m, err, sb->id, end, at, true);
-	q = sbx_container_inspect(m->engine, sb->container, &ci, NULL);
-	pthread_mutex_lock(&m->lock);
-	if (q == -ENOENT) {
-		news = sbx_sandbox_died_locked(m, sb, SBX_DEATH_REMOVED, -1, false);
-	} else if (q >= 0 && !ci.running) {
-		int code;
-		enum sbx_death d = sbx_death_of(&ci, &code);
-		news = sbx_sandbox_died_locked(m, sb, d, code, false);
-	}
-	if (sb->death != SBX_DEATH_NONE && sb->end == SBX_END_NONE)
-		r = dead_error_locked(m, sb, err);
-	else
-		sbx_error_prefix(err, "sandbox %s", sb->id);
-	pthread_mutex_unlock(&m->lock);
-	sbx_container_info_release(&ci);
-	if (news)
-		sbx_sandbox_log_death(m, sb);
 	return r;
 }

@@ -13,13 +13,13 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <time.h>
 
+#include "egress/egress.h"
 #include "sandbox-internal.h"
 #include "sbx/common.h"
 #include "sbx/metrics.h"
@@ -71,19 +71,6 @@ static const char *skip_spaces(const char *p)
 	return p;
 }
 
-static bool refuse(char *why, size_t why_size, const char *fmt, ...) SBX_PRINTF(3, 4);
-static bool refuse(char *why, size_t why_size, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (why && why_size) {
-		va_start(ap, fmt);
-		vsnprintf(why, why_size, fmt, ap);
-		va_end(ap);
-	}
-	return false;
-}
-
 /* What pip takes for a local archive file rather than a name on the index
  * (pip's is_archive_file), whether or not such a file exists. */
 static bool looks_like_archive(const char *name, size_t n)
@@ -108,56 +95,62 @@ bool sbx_package_spec_valid(const char *spec, bool allow_direct, char *why, size
 	size_t n;
 
 	if (!spec || !*spec)
-		return refuse(why, why_size, "the package spec is empty");
+		return sbx_why_set(why, why_size, false, "the package spec is empty");
 	if (strlen(spec) > max)
-		return refuse(why, why_size, "the package spec is longer than %zu characters", max);
+		return sbx_why_set(why, why_size, false,
+				   "the package spec is longer than %zu characters", max);
 	if (spec[0] == '-')
-		return refuse(why, why_size,
-			      "\"%.40s\" looks like a pip option; give a package name such as "
-			      "numpy or numpy==1.26",
-			      spec);
+		return sbx_why_set(why, why_size, false,
+				   "\"%.40s\" looks like a pip option; give a package name such as "
+				   "numpy or numpy==1.26",
+				   spec);
 	for (p = spec; *p; p++) {
 		unsigned char c = (unsigned char)*p;
 		if (c < 0x20 || c >= 0x7f)
-			return refuse(why, why_size,
-				      "the package spec may only hold printable ASCII, no newlines "
-				      "or tabs");
+			return sbx_why_set(
+			    why, why_size, false,
+			    "the package spec may only hold printable ASCII, no newlines "
+			    "or tabs");
 		if (allow_direct)
 			continue; /* the operator allows URLs and paths: pip decides */
 		if (!is_alnum(*p) && !strchr(" ._-[],=<>!~*+", *p))
-			return refuse(why, why_size,
-				      "the package spec may not contain '%s': give a name with "
-				      "optional [extras] and version specifiers, no URL, path, "
-				      "option or environment marker",
-				      (char[]){*p, 0});
+			return sbx_why_set(
+			    why, why_size, false,
+			    "the package spec may not contain '%s': give a name with "
+			    "optional [extras] and version specifiers, no URL, path, "
+			    "option or environment marker",
+			    (char[]){*p, 0});
 	}
 	if (allow_direct)
 		return true;
 	p = skip_spaces(spec);
 	n = name_len(p);
 	if (n == 0)
-		return refuse(why, why_size,
-			      "\"%.40s\" does not start with a package name (letters, digits, "
-			      "and . _ - between them)",
-			      spec);
+		return sbx_why_set(why, why_size, false,
+				   "\"%.40s\" does not start with a package name (letters, digits, "
+				   "and . _ - between them)",
+				   spec);
 	if (looks_like_archive(p, n))
-		return refuse(why, why_size,
-			      "\"%.*s\" is a file name, which pip would install from a local "
-			      "file: give the name of a package on the index (files, paths and "
-			      "URLs need sandbox.allow_direct_urls)",
-			      (int)(n < 60 ? n : 60), p);
+		return sbx_why_set(
+		    why, why_size, false,
+		    "\"%.*s\" is a file name, which pip would install from a local "
+		    "file: give the name of a package on the index (files, paths and "
+		    "URLs need sandbox.allow_direct_urls)",
+		    (int)(n < 60 ? n : 60), p);
 	p = skip_spaces(p + n);
 	if (*p == '[') {
 		p = skip_spaces(p + 1);
 		for (;;) {
 			n = name_len(p);
 			if (n == 0)
-				return refuse(why, why_size, "bad extras in \"%.40s\"", spec);
+				return sbx_why_set(why, why_size, false, "bad extras in \"%.40s\"",
+						   spec);
 			p = skip_spaces(p + n);
 			if (*p == ']')
 				break;
 			if (*p != ',')
-				return refuse(why, why_size, "bad extras in \"%.40s\"", spec);
+				return sbx_why_set(why, why_size, false, "bad extras in \"%.40s\"",
+						   spec);
 			p = skip_spaces(p + 1);
 		}
 		p = skip_spaces(p + 1);
@@ -172,8 +165,8 @@ bool sbx_package_spec_valid(const char *spec, bool allow_direct, char *why, size
 					break;
 				}
 			if (!op)
-				return refuse(
-				    why, why_size,
+				return sbx_why_set(
+				    why, why_size, false,
 				    "\"%.40s\": after the name only [extras] and version "
 				    "specifiers (==, >=, <=, ~=, !=, <, >, ===) may follow",
 				    spec);
@@ -181,15 +174,15 @@ bool sbx_package_spec_valid(const char *spec, bool allow_direct, char *why, size
 			for (n = 0; version_char(p[n]); n++)
 				;
 			if (n == 0)
-				return refuse(why, why_size, "a version is missing in \"%.40s\"",
-					      spec);
+				return sbx_why_set(why, why_size, false,
+						   "a version is missing in \"%.40s\"", spec);
 			p = skip_spaces(p + n);
 			if (!*p)
 				break;
 			if (*p != ',')
-				return refuse(why, why_size,
-					      "\"%.40s\": separate version specifiers with commas",
-					      spec);
+				return sbx_why_set(
+				    why, why_size, false,
+				    "\"%.40s\": separate version specifiers with commas", spec);
 			p = skip_spaces(p + 1);
 		}
 	}
@@ -201,18 +194,6 @@ static char *spec_name(const char *spec)
 {
 	const char *p = skip_spaces(spec);
 	return strndup(p, name_len(p));
-}
-
-void sbx_install_list_free(struct sbx_install *list)
-{
-	while (list) {
-		struct sbx_install *next = list->next;
-		free(list->spec);
-		free(list->version);
-		free(list->log_tail);
-		free(list);
-		list = next;
-	}
 }
 
 void sbx_install_status_release(struct sbx_install_status *st)

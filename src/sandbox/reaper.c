@@ -30,15 +30,10 @@
 
 #include "sandbox-internal.h"
 #include "sbx/clock.h"
+#include "sbx/worker.h"
 
 /* After a failed removal, the next try. */
 #define RETRY_MS 30000
-
-struct sbx_reaper {
-	pthread_t thread;
-	pthread_cond_t wake; /* CLOCK_MONOTONIC, with m->lock */
-	bool stopping;
-};
 
 /* Under m->lock: a call or a package install runs in SB. */
 static bool busy_locked(const sbx_sandbox *sb)
@@ -86,7 +81,7 @@ static void *reaper_main(void *arg)
 	struct sbx_reaper *rp = m->reaper;
 
 	pthread_mutex_lock(&m->lock);
-	while (!rp->stopping) {
+	while (!sbx_worker_stopping(&rp->worker)) {
 		int64_t now = sbx_monotonic_ms(), next = INT64_MAX;
 		sbx_sandbox *victim = NULL;
 		enum sbx_end why = SBX_END_NONE;
@@ -124,9 +119,9 @@ static void *reaper_main(void *arg)
 			continue;
 		}
 		if (next == INT64_MAX)
-			pthread_cond_wait(&rp->wake, &m->lock);
+			pthread_cond_wait(&rp->worker.wake, &m->lock);
 		else
-			sbx_cond_wait_until(&rp->wake, &m->lock, next);
+			sbx_cond_wait_until(&rp->worker.wake, &m->lock, next);
 	}
 	pthread_mutex_unlock(&m->lock);
 	return NULL;
@@ -142,11 +137,9 @@ int sbx_reaper_start(sbx_manager *m, struct sbx_error *err)
 	rp = calloc(1, sizeof(*rp));
 	if (!rp)
 		return sbx_error_set(err, -ENOMEM, "out of memory");
-	sbx_cond_init_monotonic(&rp->wake);
 	m->reaper = rp;
-	r = -pthread_create(&rp->thread, NULL, reaper_main, m);
+	r = sbx_worker_start(&rp->worker, reaper_main, m);
 	if (r < 0) {
-		pthread_cond_destroy(&rp->wake);
 		free(rp);
 		m->reaper = NULL;
 		return sbx_error_set(err, r, "start the reaper thread: %s", strerror(-r));
@@ -160,18 +153,7 @@ void sbx_reaper_stop(sbx_manager *m)
 
 	if (!rp)
 		return;
-	pthread_mutex_lock(&m->lock);
-	rp->stopping = true;
-	pthread_cond_signal(&rp->wake);
-	pthread_mutex_unlock(&m->lock);
-	pthread_join(rp->thread, NULL);
-	pthread_cond_destroy(&rp->wake);
+	sbx_worker_stop(&rp->worker, &m->lock);
 	free(rp);
 	m->reaper = NULL;
-}
-
-void sbx_reaper_wake_locked(sbx_manager *m)
-{
-	if (m->reaper)
-		pthread_cond_signal(&m->reaper->wake);
 }

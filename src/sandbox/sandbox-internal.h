@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "sbx/sandbox.h"
+#include "sbx/worker.h"
 
 /* Most install records kept per sandbox, and most running at once. */
 #define SBX_INSTALLS_MAX 64
@@ -24,6 +25,8 @@
 /* Bytes of pip's output kept in an install record. */
 #define SBX_INSTALL_LOG_TAIL 4096
 #define SBX_OWNER_MAX 256
+/* Longest path a caller names (files.c, paths.c). */
+#define SBX_PATH_MAX 4096
 
 struct sbx_install {
 	struct sbx_install *next;
@@ -36,7 +39,7 @@ struct sbx_install {
 };
 
 struct sbx_interp; /* interp.c */
-struct sbx_egress; /* egress.c */
+struct sbx_egress; /* src/egress/egress.c */
 
 /* Why a sandbox is being removed, or was (the table of sandboxes gone
  * lately keeps it, so that a later call can say so). */
@@ -90,7 +93,7 @@ struct sbx_sandbox {
 	/* The Python interpreter: set once, under m->lock, at first use or (from
 	 * the pool entry) at assignment before the record is ready. */
 	struct sbx_interp *interp;
-	/* Its egress relay (egress.c): set once, under m->lock, at first use. */
+	/* Its egress relay (src/egress/egress.h): set once, under m->lock, at first use. */
 	struct sbx_egress *egress;
 	/* usage.c, under m->lock: CPU time counted (and the engine's count at
 	 * the last sample), memory in use then and integrated over the
@@ -151,7 +154,7 @@ struct sbx_manager {
 	struct timespec check_at;
 	bool check_done;
 	struct sbx_error check_err;
-	/* egress_tenant.c: where tenants' egress lists come from (set once,
+	/* src/egress/egress_tenant.c: where tenants' egress lists come from (set once,
 	 * before any sandbox), and the bytes of their sandboxes gone (under
 	 * egress_lock, taken under no other lock of the manager's). */
 	sbx_egress_lookup_fn egress_lookup;
@@ -163,144 +166,14 @@ struct sbx_manager {
 	struct sbx_usage_sampler *usage; /* usage.c; NULL when sampling is off */
 };
 
-/* Every manager call that works in a sandbox's container runs between
- * these two: begin fails (-ENOENT, saying why) when the sandbox is being
- * removed or is gone, else counts the call and marks the sandbox used, so
- * that the reaper leaves it alone; end marks it used again and fails
- * (-ENOENT, saying why) when the sandbox was deleted while the call ran,
- * when the caller must drop what the call produced. */
-int sbx_sandbox_begin(sbx_sandbox *sb, struct sbx_error *err);
-int sbx_sandbox_end(sbx_sandbox *sb, struct sbx_error *err);
-/* Marks the sandbox used now (a background install that ended). */
-void sbx_sandbox_touch(sbx_sandbox *sb);
+/* outcome.c: what became of a run (below every file that runs things). */
 
-/* Removes the container of SB, whose end was set under m->lock (so that
- * no call starts in it), and then the record, which the table of sandboxes
- * gone lately remembers. When the engine cannot remove the container, the
- * sandbox is usable again (end cleared) and the error says why. */
-int sbx_sandbox_remove_marked(sbx_manager *m, sbx_sandbox *sb, struct sbx_error *err);
-
-/* A message for a failed exec: if the container is gone or stopped, says
- * so and tells the user to create a new sandbox; returns the code to use. */
-int sbx_sandbox_exec_failed(sbx_manager *m, sbx_sandbox *sb, int r, struct sbx_error *err);
-
-/* The in-sandbox interpreter program's text (src/sandbox/interp/sbx_interp.py),
- * for `python3 -c`: with argv[1] "sbx-interp" the interpreter, with
- * "sbx-list" the listing of SBX_RESULTS_DIR (sbx_artifact_list). */
-const char *sbx_interp_program(void);
-
-/* NULL-terminated copy of the specs installed successfully (owned), or NULL
- * when out of memory. Takes m->lock. */
-char **sbx_sandbox_packages(sbx_manager *m, sbx_sandbox *sb);
-
-/* Drops the install records of a record being freed. */
-void sbx_install_list_free(struct sbx_install *list);
-
-/* Starts a fresh interpreter in a pooled container (sandbox ID, no record
- * yet) and waits for its hello; the pool entry owns it until assignment. */
-int sbx_interp_start_pooled(sbx_manager *m, const char *id, const char *container,
-			    struct sbx_interp **ret_in, struct sbx_error *err);
-/* Ends the interpreter of a record or pool entry being freed (closes its
- * stream, which ends the process). */
-void sbx_interp_free(struct sbx_interp *in);
-/* sbx_sandbox_run_python_ex and sbx_sandbox_reset_python, in interp.c. */
-int sbx_interp_run(sbx_manager *m, sbx_sandbox *sb, const char *code,
-		   const struct sbx_run_opts *opts, struct sbx_run_result *ret_result,
-		   struct sbx_error *err);
-int sbx_interp_reset(sbx_manager *m, sbx_sandbox *sb, struct sbx_error *err);
-
-/* Seconds since ts (CLOCK_MONOTONIC). */
-double sbx_seconds_since(const struct timespec *ts);
-
-/* interp.c, for the fuzzer: feeds N bytes through the protocol reader as the
- * interpreter's stdout during call 1 (m->s is all of M it reads), then frees
- * what the lines made; the reader's result (0, -EPROTO past the line cap). */
-int sbx_interp_protocol_feed(sbx_manager *m, const char *p, size_t n);
-/* interp.c, for the tests: the bytes SB's interpreter keeps for protocol
- * lines between calls (its line buffer's capacity and its tokener's string
- * buffer's), 0 before its first call. */
-size_t sbx_interp_line_bytes(sbx_sandbox *sb);
-
-/* egress.c: the sandbox's relay to the package index and the hosts of
- * sandbox.egress_allow (see the file's header). */
-
-/* Starts SB's relay unless it runs (its first use, or it died, was killed
- * or broke the protocol since) and tells its port on the sandbox's loopback. */
-int sbx_egress_ensure(sbx_manager *m, sbx_sandbox *sb, int *ret_port, struct sbx_error *err);
-/* sbx_egress_ensure, then the environment pip runs with (NULL-terminated,
- * owned): PIP_INDEX_URL on the relay (the index's path, no credentials),
- * HTTP(S)_PROXY to it, NO_PROXY for the relay itself. */
-int sbx_egress_pip_env(sbx_manager *m, sbx_sandbox *sb, char ***ret_env, struct sbx_error *err);
-/* Stops the relay's pump (closing its stream ends the relay, mostly) and
- * frees E; CONTAINER_STAYS (the record goes, the container does not: the
- * server stops and keeps it): a running relay is also killed, with an exec,
- * so that none is left holding its port. */
-void sbx_egress_free(struct sbx_egress *e, bool container_stays);
-/* The environment of every sandbox container (NULL-terminated, owned):
- * with sandbox.network = none, the variables of sbx_egress_pip_env on the
- * relay's fixed port; *RET_ENV NULL with any other network (the relay has
- * no fixed port there, and only the server's pip is told it). -EINVAL for
- * an index URL that does not parse. */
-int sbx_egress_container_env(sbx_manager *m, char ***ret_env, struct sbx_error *err);
-/* Before a call runs code in SB (sandbox.network = none): starts its relay
- * unless it runs (as the call's proxy variables expect); cheap when it does.
- * NULL, or a notice (owned) for the call's result when the relay cannot
- * start (its port taken, say): the call runs anyway, without egress. */
-char *sbx_egress_for_code(sbx_manager *m, sbx_sandbox *sb);
-
-/* What a sandbox's relay did, since the sandbox was made. */
-struct sbx_egress_stats {
-	bool running;		  /* a relay runs now */
-	int port;		  /* its port, 0 when none runs */
-	long pid;		  /* its pid in the sandbox (as it says), 0 when none runs */
-	uint64_t relays;	  /* relays started */
-	uint64_t protocol_errors; /* relays stopped for breaking the protocol */
-	uint64_t streams;	  /* connections carried (accepted by the server) */
-	uint64_t refused;	  /* connections answered with an error of ours */
-	size_t open;		  /* connections open now */
-	uint64_t bytes_in;	  /* DATA to the sandbox */
-	uint64_t bytes_out;	  /* DATA from the sandbox */
-	/* Offsets of request heads tried as their end: about their bytes,
-	 * however the heads were split into frames. */
-	uint64_t head_scanned;
-};
-/* All zero when SB never had a relay. */
-void sbx_egress_stats(sbx_manager *m, sbx_sandbox *sb, struct sbx_egress_stats *ret);
-/* E's bytes in and out so far (E's lock only: callable under m->lock). */
-void sbx_egress_bytes(struct sbx_egress *e, uint64_t *ret_in, uint64_t *ret_out);
-
-/* egress_tenant.c: per tenant. */
-struct egress_policy;
-/* P (just made for SB's relay) follows the list of SB's owner. -ENOMEM. */
-int sbx_egress_policy_for(sbx_manager *m, sbx_sandbox *sb, struct egress_policy *p);
-/* tenant_usage.c: adds U to what OWNER's sandboxes gone used (a sandbox
- * that leaves the table; under m->lock or not). */
-void sbx_tenant_gone_add(sbx_manager *m, const char *owner, const struct sbx_tenant_usage *u);
-/* Frees what is kept (sbx_manager_free). */
-void sbx_tenant_gone_release(sbx_manager *m);
-
-/* usage.c: the sampler of the containers' CPU and memory (a thread, every
- * sandbox.usage_interval; none when it is 0). */
-int sbx_usage_start(sbx_manager *m, struct sbx_error *err);
-void sbx_usage_stop(sbx_manager *m);
-/* Samples SB now (before its container is removed), when sampling is on:
- * its stats; its disk counts on at its last figure (no sized inspect). */
-void sbx_usage_sample(sbx_manager *m, sbx_sandbox *sb);
-
-/* files.c: sbx_artifact_check_relpath (include/sbx/sandbox.h) is pure (the
- * fuzzers call it). */
-
-/* interp.c: whether PATH[0..LEN), named by code in the sandbox, is a clean
- * relative path under SBX_RESULTS_DIR (sbx_artifact_check_relpath), valid
- * UTF-8 and free of control characters. */
-bool sbx_interp_path_ok(const char *path, size_t len);
-
-/* exec.c: 1 when the kernel's OOM killer struck in the sandbox since the
+/* 1 when the kernel's OOM killer struck in the sandbox since the
  * last look (its memory cgroup's oom_kill count went up), 0 when not,
  * negative when the count cannot be read (no memory cgroup in sight). One
  * exec: called only after a process died of SIGKILL. */
 int sbx_sandbox_oom_since(sbx_manager *m, sbx_sandbox *sb);
-/* exec.c: whether SB's container is gone or no longer runs, as the engine
+/* Whether SB's container is gone or no longer runs, as the engine
  * says within SETTLE_MS (an exec or the interpreter ends as a kill reaches
  * it, a moment before the engine records the container's end; 0: one
  * look): 1 it is, 0 it runs, < 0 the engine could not be asked (ERR says
@@ -317,7 +190,124 @@ int sbx_oom_notice(const sbx_manager *m, const sbx_sandbox *sb, const char *what
  * memory quota of its tenant)" when its owner's quota made it lower. */
 void sbx_memory_limit_text(const sbx_manager *m, const sbx_sandbox *sb, char *buf, size_t size);
 
-/* manager.c */
+/* paths.c: sbx_artifact_check_relpath (include/sbx/sandbox.h) is pure (the
+ * fuzzers call it). */
+
+/* Whether PATH[0..LEN), named by code in the sandbox, is a clean
+ * relative path under SBX_RESULTS_DIR (sbx_artifact_check_relpath), valid
+ * UTF-8 and free of control characters. */
+bool sbx_interp_path_ok(const char *path, size_t len);
+
+/* calls.c: a call in a sandbox, and why none may start. */
+
+/* Every manager call that works in a sandbox's container runs between
+ * these two: begin fails (-ENOENT, saying why) when the sandbox is being
+ * removed or is gone, else counts the call and marks the sandbox used, so
+ * that the reaper leaves it alone; end marks it used again and fails
+ * (-ENOENT, saying why) when the sandbox was deleted while the call ran,
+ * when the caller must drop what the call produced. */
+int sbx_sandbox_begin(sbx_sandbox *sb, struct sbx_error *err);
+int sbx_sandbox_end(sbx_sandbox *sb, struct sbx_error *err);
+/* Marks the sandbox used now (a background install that ended). */
+void sbx_sandbox_touch(sbx_sandbox *sb);
+/* Under m->lock: sbx_sandbox_touch. */
+void sbx_sandbox_touch_locked(sbx_sandbox *sb);
+
+/* A message for a failed exec: if the container is gone or stopped, says
+ * so and tells the user to create a new sandbox; returns the code to use. */
+int sbx_sandbox_exec_failed(sbx_manager *m, sbx_sandbox *sb, int r, struct sbx_error *err);
+/* The error for a call on sandbox WHAT that was removed (or is being
+ * removed) at WHEN for END; DURING: while the call ran. -ENOENT. */
+int sbx_gone_error(sbx_manager *m, struct sbx_error *err, const char *what, enum sbx_end end,
+		   time_t when, bool during);
+
+/* Under m->lock: records that SB's container stopped or went (DEATH,
+ * CODE: exit code or signal, -1 unknown); BLIND: found after the server
+ * lost the engine for a while. No-op when SB is being removed or already
+ * dead, but for its removal, which replaces how it died. True when it is
+ * news. */
+bool sbx_sandbox_died_locked(sbx_manager *m, sbx_sandbox *sb, enum sbx_death death, int code,
+			     bool blind);
+/* Logs that SB no longer runs, and why (after sbx_sandbox_died_locked said
+ * it is news, without m->lock: the log may block). */
+void sbx_sandbox_log_death(sbx_manager *m, sbx_sandbox *sb);
+/* The death that container info CI shows (stopped, OOM, killed), or
+ * SBX_DEATH_NONE when it runs; *ret_code is the exit code or signal. */
+enum sbx_death sbx_death_of(const struct sbx_container_info *ci, int *ret_code);
+/* What happened to dead SB, for people (under m->lock). */
+void sbx_death_text(sbx_manager *m, const sbx_sandbox *sb, char *buf, size_t size);
+
+/* Time T as ISO 8601 UTC ("?" when it cannot be told). */
+void sbx_iso_time(time_t t, char *buf, size_t size);
+/* Seconds since ts (CLOCK_MONOTONIC). */
+double sbx_seconds_since(const struct timespec *ts);
+
+/* Under m->lock: a deadline may have changed (a sandbox was added, a call
+ * or an install ended): wakes the reaper (reaper.c), when it runs. */
+void sbx_reaper_wake_locked(sbx_manager *m);
+
+/* interp.c: the persistent Python interpreter. */
+
+/* The in-sandbox interpreter program's text (src/sandbox/interp/sbx_interp.py),
+ * for `python3 -c`: with argv[1] "sbx-interp" the interpreter, with
+ * "sbx-list" the listing of SBX_RESULTS_DIR (sbx_artifact_list). */
+const char *sbx_interp_program(void);
+
+/* Starts a fresh interpreter in a pooled container (sandbox ID, no record
+ * yet) and waits for its hello; the pool entry owns it until assignment. */
+int sbx_interp_start_pooled(sbx_manager *m, const char *id, const char *container,
+			    struct sbx_interp **ret_in, struct sbx_error *err);
+/* Ends the interpreter of a record or pool entry being freed (closes its
+ * stream, which ends the process). */
+void sbx_interp_free(struct sbx_interp *in);
+/* sbx_sandbox_run_python_ex and sbx_sandbox_reset_python, in interp.c. */
+int sbx_interp_run(sbx_manager *m, sbx_sandbox *sb, const char *code,
+		   const struct sbx_run_opts *opts, struct sbx_run_result *ret_result,
+		   struct sbx_error *err);
+int sbx_interp_reset(sbx_manager *m, sbx_sandbox *sb, struct sbx_error *err);
+
+/* interp.c, for the fuzzer: feeds N bytes through the protocol reader as the
+ * interpreter's stdout during call 1 (m->s is all of M it reads), then frees
+ * what the lines made; the reader's result (0, -EPROTO past the line cap). */
+int sbx_interp_protocol_feed(sbx_manager *m, const char *p, size_t n);
+/* interp.c, for the tests: the bytes SB's interpreter keeps for protocol
+ * lines between calls (its line buffer's capacity and its tokener's string
+ * buffer's), 0 before its first call. */
+size_t sbx_interp_line_bytes(sbx_sandbox *sb);
+
+/* record.c: the record's own life. */
+
+/* A new record (one reference, the caller's) of sandbox ID, NAME (ID when
+ * NULL) and OWNER, made at CREATED, with the server's limits; NULL when out
+ * of memory. */
+sbx_sandbox *sbx_record_new(sbx_manager *m, const char *id, const char *name, const char *owner,
+			    time_t created);
+/* Frees SB and what it owns (no reference left, or never shared); NULL. */
+sbx_sandbox *sbx_record_free(sbx_sandbox *sb);
+/* Drops the install records of a record being freed. */
+void sbx_install_list_free(struct sbx_install *list);
+
+/* packages.c */
+
+/* NULL-terminated copy of the specs installed successfully (owned), or NULL
+ * when out of memory. Takes m->lock. */
+char **sbx_sandbox_packages(sbx_manager *m, sbx_sandbox *sb);
+
+/* tenant_usage.c: adds U to what OWNER's sandboxes gone used (a sandbox
+ * that leaves the table; under m->lock or not). */
+void sbx_tenant_gone_add(sbx_manager *m, const char *owner, const struct sbx_tenant_usage *u);
+/* Frees what is kept (sbx_manager_free). */
+void sbx_tenant_gone_release(sbx_manager *m);
+
+/* usage.c: the sampler of the containers' CPU and memory (a thread, every
+ * sandbox.usage_interval; none when it is 0). */
+int sbx_usage_start(sbx_manager *m, struct sbx_error *err);
+void sbx_usage_stop(sbx_manager *m);
+/* Samples SB now (before its container is removed), when sampling is on:
+ * its stats; its disk counts on at its last figure (no sized inspect). */
+void sbx_usage_sample(sbx_manager *m, sbx_sandbox *sb);
+
+/* provision.c: a sandbox's container. */
 
 /* A fresh random sandbox id (12 hex digits). */
 int sbx_sandbox_make_id(char id[SBX_SANDBOX_ID_MAX + 1], struct sbx_error *err);
@@ -333,39 +323,44 @@ int sbx_container_provision(sbx_manager *m, const char *id, time_t created, cons
 			    const char *owner, int64_t memory, int64_t nano_cpus,
 			    char **ret_container, struct sbx_error *err);
 
+/* The entry of CS[0..N) that is CONTAINER (a list may give ids cut to 12
+ * or more hex digits), or NULL. */
+const struct sbx_container_summary *sbx_summary_find(const struct sbx_container_summary *cs,
+						     size_t n, const char *container);
+
+/* removal.c: a sandbox's removal, and the table of sandboxes gone lately. */
+
+/* Removes the container of SB, whose end was set under m->lock (so that
+ * no call starts in it), and then the record, which the table of sandboxes
+ * gone lately remembers. When the engine cannot remove the container, the
+ * sandbox is usable again (end cleared) and the error says why. */
+int sbx_sandbox_remove_marked(sbx_manager *m, sbx_sandbox *sb, struct sbx_error *err);
+/* Under m->lock. Takes SB out of the table and returns the table's
+ * reference (NULL when it was not there). */
+sbx_sandbox *sbx_table_remove_locked(sbx_manager *m, sbx_sandbox *sb);
+/* Under m->lock. OWNER's latest gone sandbox with that id, else with that
+ * name; NULL when there is none. */
+const struct sbx_gone *sbx_gone_find_locked(sbx_manager *m, const char *owner,
+					    const char *id_or_name);
+/* Forgets every sandbox gone (sbx_manager_free). */
+void sbx_gone_free(sbx_manager *m);
+
 /* reaper.c: removes the sandboxes whose time is up. */
+
+/* Its state; the thread waits on wake with m->lock (sbx_reaper_wake_locked). */
+struct sbx_reaper {
+	struct sbx_worker worker; /* with m->lock */
+};
 
 /* Starts the reaper thread when sandbox.idle_timeout or max_lifetime is set. */
 int sbx_reaper_start(sbx_manager *m, struct sbx_error *err);
 /* Wakes and joins it. */
 void sbx_reaper_stop(sbx_manager *m);
-/* Under m->lock: a deadline may have changed (a sandbox was added, a call
- * or an install ended). */
-void sbx_reaper_wake_locked(sbx_manager *m);
 /* Under m->lock: when SB's time is up (on sbx_monotonic_ms(), given as
  * NOW_MS), INT64_MAX when never; *ret_why says which limit, *ret_wall the
  * wall-clock time (each may be NULL). Calls running in it are not counted. */
 int64_t sbx_sandbox_deadline_locked(sbx_manager *m, const sbx_sandbox *sb, int64_t now_ms,
 				    enum sbx_end *ret_why, time_t *ret_wall);
-
-/* Under m->lock: records that SB's container stopped or went (DEATH,
- * CODE: exit code or signal, -1 unknown); BLIND: found after the server
- * lost the engine for a while. No-op when SB is being removed or already
- * dead, but for its removal, which replaces how it died. True when it is
- * news. */
-bool sbx_sandbox_died_locked(sbx_manager *m, sbx_sandbox *sb, enum sbx_death death, int code,
-			     bool blind);
-/* Logs that SB no longer runs, and why (after sbx_sandbox_died_locked said
- * it is news, without m->lock: the log may block). */
-void sbx_sandbox_log_death(sbx_manager *m, sbx_sandbox *sb);
-/* The death that container info CI shows (stopped, OOM, killed), or
- * SBX_DEATH_NONE when it runs; *ret_code is the exit code or signal. */
-enum sbx_death sbx_death_of(const struct sbx_container_info *ci, int *ret_code);
-
-/* The entry of CS[0..N) that is CONTAINER (a list may give ids cut to 12
- * or more hex digits), or NULL. */
-const struct sbx_container_summary *sbx_summary_find(const struct sbx_container_summary *cs,
-						     size_t n, const char *container);
 
 /* watch.c: follows the engine's container events. */
 

@@ -43,16 +43,15 @@
 #include "sbx/clock.h"
 #include "sbx/log.h"
 #include "sbx/metrics.h"
+#include "sbx/worker.h"
 
 /* The most a sample is believed: memory in use, processors busy. */
 #define MEMORY_MAX (1ULL << 42)
 #define CPUS_MAX 1024u
 
 struct sbx_usage_sampler {
-	pthread_t thread;
-	pthread_cond_t wake; /* CLOCK_MONOTONIC, with m->lock */
-	bool stopping;
-	int64_t turn_ms; /* how long the last turn over all sandboxes took; m->lock */
+	struct sbx_worker worker; /* with m->lock */
+	int64_t turn_ms;	  /* how long the last turn over all sandboxes took; m->lock */
 };
 
 /* The longest gap a sample counts for: two intervals, or two of the last
@@ -185,7 +184,7 @@ static void *sampler_main(void *arg)
 	struct sbx_usage_sampler *u = m->usage;
 
 	pthread_mutex_lock(&m->lock);
-	while (!u->stopping) {
+	while (!sbx_worker_stopping(&u->worker)) {
 		int64_t start = sbx_monotonic_ms(), next = start + m->s->sandbox.usage_interval_ms;
 		sbx_sandbox **batch = m->n ? calloc(m->n, sizeof(*batch)) : NULL;
 		size_t n = 0;
@@ -198,7 +197,7 @@ static void *sampler_main(void *arg)
 		for (size_t i = 0; i < n; i++) {
 			bool stop;
 			pthread_mutex_lock(&m->lock);
-			stop = u->stopping;
+			stop = sbx_worker_stopping(&u->worker);
 			pthread_mutex_unlock(&m->lock);
 			if (!stop)
 				sample_one(m, batch[i], true);
@@ -207,8 +206,8 @@ static void *sampler_main(void *arg)
 		free(batch);
 		pthread_mutex_lock(&m->lock);
 		u->turn_ms = sbx_monotonic_ms() - start;
-		while (!u->stopping && sbx_monotonic_ms() < next)
-			sbx_cond_wait_until(&u->wake, &m->lock, next);
+		while (!sbx_worker_stopping(&u->worker) && sbx_monotonic_ms() < next)
+			sbx_cond_wait_until(&u->worker.wake, &m->lock, next);
 	}
 	pthread_mutex_unlock(&m->lock);
 	return NULL;
@@ -224,11 +223,9 @@ int sbx_usage_start(sbx_manager *m, struct sbx_error *err)
 	u = calloc(1, sizeof(*u));
 	if (!u)
 		return sbx_error_set(err, -ENOMEM, "out of memory");
-	sbx_cond_init_monotonic(&u->wake);
 	m->usage = u;
-	r = -pthread_create(&u->thread, NULL, sampler_main, m);
+	r = sbx_worker_start(&u->worker, sampler_main, m);
 	if (r < 0) {
-		pthread_cond_destroy(&u->wake);
 		free(u);
 		m->usage = NULL;
 		return sbx_error_set(err, r, "start the usage sampler's thread: %s", strerror(-r));
@@ -242,12 +239,7 @@ void sbx_usage_stop(sbx_manager *m)
 
 	if (!u)
 		return;
-	pthread_mutex_lock(&m->lock);
-	u->stopping = true;
-	pthread_cond_signal(&u->wake);
-	pthread_mutex_unlock(&m->lock);
-	pthread_join(u->thread, NULL);
-	pthread_cond_destroy(&u->wake);
+	sbx_worker_stop(&u->worker, &m->lock);
 	free(u);
 	m->usage = NULL;
 }

@@ -32,22 +32,21 @@
 #include "sbx/clock.h"
 #include "sbx/common.h"
 #include "sbx/log.h"
+#include "sbx/worker.h"
 
 #define RETRY_MIN_MS 250
 #define RETRY_MAX_MS 5000
 
 struct sbx_watch {
-	pthread_t thread;
-	pthread_cond_t wake; /* CLOCK_MONOTONIC, with m->lock */
-	bool stopping;	     /* atomic: read by the stream's poll */
-	unsigned failures;   /* connections in a row that did not open */
-	bool lost;	     /* the stream broke and has not opened since (logged) */
+	struct sbx_worker worker; /* with m->lock; stopping read by the stream's poll */
+	unsigned failures;	  /* connections in a row that did not open */
+	bool lost;		  /* the stream broke and has not opened since (logged) */
 };
 
 static bool stopped(void *userdata)
 {
 	sbx_manager *m = userdata;
-	return __atomic_load_n(&m->watch->stopping, __ATOMIC_ACQUIRE);
+	return sbx_worker_stopping(&m->watch->worker);
 }
 
 /* Under m->lock: the ready record whose container is CONTAINER, or NULL. */
@@ -227,7 +226,7 @@ static void *watch_main(void *arg)
 			ms *= 2;
 		w->failures++;
 		if (!stopped(m))
-			sbx_cond_wait_until(&w->wake, &m->lock,
+			sbx_cond_wait_until(&w->worker.wake, &m->lock,
 					    sbx_monotonic_ms() +
 						(ms < RETRY_MAX_MS ? ms : RETRY_MAX_MS));
 		pthread_mutex_unlock(&m->lock);
@@ -242,17 +241,15 @@ int sbx_watch_start(sbx_manager *m, struct sbx_error *err)
 
 	if (!w)
 		return sbx_error_set(err, -ENOMEM, "out of memory");
-	sbx_cond_init_monotonic(&w->wake);
 	m->watch = w;
 	pthread_mutex_lock(&m->lock);
 	m->watching = true;
 	pthread_mutex_unlock(&m->lock);
-	r = -pthread_create(&w->thread, NULL, watch_main, m);
+	r = sbx_worker_start(&w->worker, watch_main, m);
 	if (r < 0) {
 		pthread_mutex_lock(&m->lock);
 		m->watching = false;
 		pthread_mutex_unlock(&m->lock);
-		pthread_cond_destroy(&w->wake);
 		free(w);
 		m->watch = NULL;
 		return sbx_error_set(err, r, "start the engine watch thread: %s", strerror(-r));
@@ -266,16 +263,11 @@ void sbx_watch_stop(sbx_manager *m)
 
 	if (!w)
 		return;
-	pthread_mutex_lock(&m->lock);
-	__atomic_store_n(&w->stopping, true, __ATOMIC_RELEASE);
-	pthread_cond_signal(&w->wake);
-	pthread_mutex_unlock(&m->lock);
-	pthread_join(w->thread, NULL);
+	sbx_worker_stop(&w->worker, &m->lock);
 	pthread_mutex_lock(&m->lock);
 	m->watching = false;
 	m->engine_followed = false;
 	pthread_mutex_unlock(&m->lock);
-	pthread_cond_destroy(&w->wake);
 	free(w);
 	m->watch = NULL;
 }

@@ -34,11 +34,6 @@
 	"The sandbox's container is gone or stopped: create a new one with create_sandbox "        \
 	"(list_sandboxes shows its status)."
 
-static const char *owner_of(const struct sbx_tool_ctx *ctx)
-{
-	return ctx->owner && *ctx->owner ? ctx->owner : SBX_OWNER_DEFAULT;
-}
-
 static const char *arg_str(struct json_object *args, const char *key)
 {
 	struct json_object *v;
@@ -123,7 +118,7 @@ static int get_sandbox(const struct sbx_tool_ctx *ctx, struct json_object *args,
 {
 	struct sbx_error err = SBX_ERROR_INIT;
 	const char *id = arg_str(args, "sandbox_id");
-	int r = sbx_sandbox_get(ctx->manager, owner_of(ctx), id, ret_sb, &err);
+	int r = sbx_sandbox_get(ctx->manager, sbx_tool_owner(ctx), id, ret_sb, &err);
 
 	if (r >= 0) {
 		sbx_tool_audit_sandbox(ctx, *ret_sb);
@@ -235,13 +230,13 @@ int sbx_tool_list_sandboxes(const struct sbx_tool_ctx *ctx, struct json_object *
 	int r;
 
 	(void)args;
-	r = sbx_manager_list(ctx->manager, owner_of(ctx), &list, &n, &err);
+	r = sbx_manager_list(ctx->manager, sbx_tool_owner(ctx), &list, &n, &err);
 	if (r < 0) {
 		sbx_error_prefix(&err, "cannot list sandboxes");
 		return sbx_tool_fail_err(out, &err, hint_general(r));
 	}
 	/* The tenant's usage: its sandboxes gone, and those listed. */
-	sbx_manager_tenant_gone(ctx->manager, owner_of(ctx), &t);
+	sbx_manager_tenant_gone(ctx->manager, sbx_tool_owner(ctx), &t);
 	res = json_object_new_object();
 	arr = json_object_new_array();
 	r = res && arr ? 0 : -ENOMEM;
@@ -285,8 +280,8 @@ int sbx_tool_create_sandbox(const struct sbx_tool_ctx *ctx, struct json_object *
 	int r;
 
 	sbx_quota_of(ctx->settings, ctx->limits, &q);
-	r = sbx_sandbox_create_quota(ctx->manager, owner_of(ctx), arg_str(args, "name"), &q.sandbox,
-				     &sb, &err);
+	r = sbx_sandbox_create_quota(ctx->manager, sbx_tool_owner(ctx), arg_str(args, "name"),
+				     &q.sandbox, &sb, &err);
 	if (r < 0) {
 		switch (r) {
 		case -EEXIST:
@@ -334,7 +329,7 @@ int sbx_tool_delete_sandbox(const struct sbx_tool_ctx *ctx, struct json_object *
 	r = get_sandbox(ctx, args, out, &sb);
 	if (r != 0)
 		return r < 0 ? r : 0;
-	r = sbx_sandbox_delete(ctx->manager, owner_of(ctx), sbx_sandbox_id(sb), &err);
+	r = sbx_sandbox_delete(ctx->manager, sbx_tool_owner(ctx), sbx_sandbox_id(sb), &err);
 	if (r < 0) {
 		r = sbx_tool_fail_err(out, &err, r == -ENOENT ? HINT_NO_SANDBOX : hint_general(r));
 		goto out;
@@ -358,31 +353,6 @@ out:
 }
 
 /* ---- execute_python_code, execute_terminal_command ---- */
-
-static const char *public_url(const struct sbx_tool_ctx *ctx, char *buf, size_t size)
-{
-	if (ctx->public_url && *ctx->public_url)
-		return ctx->public_url;
-	if (ctx->settings->server.public_url[0])
-		return ctx->settings->server.public_url;
-	snprintf(buf, size, "http://%s:%lld", ctx->settings->server.listen,
-		 (long long)ctx->settings->server.port);
-	return buf;
-}
-
-/* The signed link to RELPATH of sandbox ID, valid for server.link_ttl from
- * now (whole seconds, rounded up); NULL on failure. Without a key (tests of
- * the tools alone) the link is unsigned. */
-static char *artifact_link(const struct sbx_tool_ctx *ctx, const char *base, const char *id,
-			   const char *relpath)
-{
-	int64_t ttl = (ctx->settings->server.link_ttl_ms + 999) / 1000;
-
-	if (!ctx->link_key)
-		return sbx_artifact_url(base, id, relpath);
-	return sbx_artifact_link(ctx->link_key, base, id, relpath, ctx->key_id ? ctx->key_id : "",
-				 (int64_t)time(NULL) + ttl);
-}
 
 /* A resource_link content item (2025-06-18+) for a file with a download link. */
 static struct json_object *link_item(const char *url, const char *name, const char *mime,
@@ -429,12 +399,13 @@ static int files_json(const struct sbx_tool_ctx *ctx, sbx_sandbox *sb,
 	struct json_object *files = json_object_new_array(), *links = json_object_new_array();
 	struct json_object *images = json_object_new_array();
 	char base_buf[300];
-	const char *base = public_url(ctx, base_buf, sizeof(base_buf));
+	const char *base = sbx_tool_public_url(ctx, base_buf, sizeof(base_buf));
 	int r = files && links && images ? 0 : -ENOMEM;
 
 	for (size_t i = 0; r == 0 && i < rr->n_files; i++) {
 		const struct sbx_file_change *f = &rr->files[i];
-		_cleanup_free_ char *url = artifact_link(ctx, base, sbx_sandbox_id(sb), f->path);
+		_cleanup_free_ char *url =
+		    sbx_tool_artifact_link(ctx, base, sbx_sandbox_id(sb), f->path);
 		const char *mime = sbx_mime_type(f->path);
 		bool inline_image = f->image && f->image_len > 0 && f->image_mime;
 		struct json_object *fo = json_object_new_object();
@@ -914,8 +885,9 @@ int sbx_tool_upload_file(const struct sbx_tool_ctx *ctx, struct json_object *arg
 	/* A link for files under the results folder, the ones the artifact route serves. */
 	if (strncmp(path, SBX_RESULTS_DIR, rl) == 0 && path[rl] == '/' && path[rl + 1] &&
 	    !has_dot_segment(path + rl + 1) && !strstr(path + rl, "//")) {
-		url = artifact_link(ctx, public_url(ctx, base_buf, sizeof(base_buf)),
-				    sbx_sandbox_id(sb), path + rl + 1);
+		url = sbx_tool_artifact_link(ctx,
+					     sbx_tool_public_url(ctx, base_buf, sizeof(base_buf)),
+					     sbx_sandbox_id(sb), path + rl + 1);
 		if (!url) {
 			r = -ENOMEM;
 			goto out;
@@ -941,22 +913,4 @@ int sbx_tool_upload_file(const struct sbx_tool_ctx *ctx, struct json_object *arg
 out:
 	sbx_sandbox_unref(sb);
 	return r;
-}
-
-/* ---- for the resources (src/tools/resources.c) ---- */
-
-const char *sbx_tool_owner(const struct sbx_tool_ctx *ctx)
-{
-	return owner_of(ctx);
-}
-
-const char *sbx_tool_public_url(const struct sbx_tool_ctx *ctx, char *buf, size_t size)
-{
-	return public_url(ctx, buf, size);
-}
-
-char *sbx_tool_artifact_link(const struct sbx_tool_ctx *ctx, const char *base, const char *id,
-			     const char *relpath)
-{
-	return artifact_link(ctx, base, id, relpath);
 }

@@ -68,6 +68,9 @@ int sbx_tool_fail_err(struct sbx_tool_out *out, const struct sbx_error *err, con
 /* Tells the audit log that the call resolved SB (nothing when ctx->audit is NULL). */
 void sbx_tool_audit_sandbox(const struct sbx_tool_ctx *ctx, const sbx_sandbox *sb);
 
+/* What the call's context says (src/tools/context.c), for the handlers and
+ * the resources. */
+
 /* The tenant the call acts for: ctx->owner, SBX_OWNER_DEFAULT when unset. */
 const char *sbx_tool_owner(const struct sbx_tool_ctx *ctx);
 /* The base of links: ctx->public_url, else server.public_url, else

@@ -17,7 +17,6 @@
 #include "sbx/auth.h"
 #include "sbx/buf.h"
 #include "sbx/error.h"
-#include "sbx/mcp.h"
 #include "sbx/sandbox.h"
 #include "sbx/settings.h"
 
@@ -49,19 +48,29 @@ struct sbx_tool_audit {
 	const char *error;
 };
 
+/* Where a running tool call sends its notifications (notifications/progress,
+ * notifications/message, notifications/resources/list_changed) before its
+ * response: the tools' own interface, which the MCP layer (src/mcp/mcp.c)
+ * implements. SEND is called from the thread that runs the call; json is
+ * one JSON-RPC message, valid during the call. */
+struct sbx_tool_notifier {
+	void (*send)(void *ctx, const char *json);
+	void *ctx;
+};
+
 /* What one tools/call runs with. */
 struct sbx_tool_ctx {
 	sbx_manager *manager;
 	const struct sbx_settings *settings;
-	const char *owner;			 /* the tenant the session acts for */
-	const struct sbx_auth_limits *limits;	 /* its key's limits (NULL: none); the
-						  * handlers add [quota]'s: sbx_quota_of */
-	const char *key_id;			 /* its API key's id; NULL or "": none */
-	const char *public_url;			 /* base of artifact links, no trailing slash */
-	const sbx_link_key *link_key;		 /* signs them (settings->server.link_ttl) */
-	const char *protocol_version;		 /* negotiated: newer result fields are left out */
-	const struct sbx_mcp_notifier *notifier; /* may be NULL; silent once cancelled */
-	struct json_object *progress_token;	 /* params._meta.progressToken, or NULL */
+	const char *owner;			  /* the tenant the session acts for */
+	const struct sbx_auth_limits *limits;	  /* its key's limits (NULL: none); the
+						   * handlers add [quota]'s: sbx_quota_of */
+	const char *key_id;			  /* its API key's id; NULL or "": none */
+	const char *public_url;			  /* base of artifact links, no trailing slash */
+	const sbx_link_key *link_key;		  /* signs them (settings->server.link_ttl) */
+	const char *protocol_version;		  /* negotiated: newer result fields are left out */
+	const struct sbx_tool_notifier *notifier; /* may be NULL; silent once cancelled */
+	struct json_object *progress_token;	  /* params._meta.progressToken, or NULL */
 	/* True once the client cancelled this request (notifications/cancelled):
 	 * stop the work, the response is dropped anyway. Cheap and thread-safe;
 	 * NULL when the request cannot be cancelled. */
@@ -142,11 +151,6 @@ int sbx_tools_call(const struct sbx_tool_ctx *ctx, const char *name, struct json
 typedef int (*sbx_tools_call_fn)(const struct sbx_tool_ctx *ctx, const char *name,
 				 struct json_object *arguments, struct json_object **ret_result,
 				 struct sbx_error *err);
-/* For tests of the MCP layer: every tools/call of M's sessions goes to FN
- * instead of sbx_tools_call (NULL restores it). Set before any session runs. */
-void sbx_mcp_set_tools_call(sbx_mcp *m, sbx_tools_call_fn fn);
-/* For tests: the table M counts its tool calls in (see sbx_call_table). */
-sbx_call_table *sbx_mcp_call_table(sbx_mcp *m);
 
 /*
  * MCP resources (src/tools/resources.c): every regular file under

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * libFuzzer harness: what a sandbox sends through its egress relay
- * (src/sandbox/egress_proto.c): the relay's frames, and the request heads of
+ * (src/egress/egress_proto.c): the relay's frames, and the request heads of
  * what connects to it, decided by a fixed policy (index
  * https://u:PASSWORD@idx.example/r/simple/, egress_allow api.example.com,
  * *.cdn.example:8443, 10.0.0.5).
@@ -32,7 +32,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "sandbox/egress-internal.h"
+#include "egress/egress-internal.h"
 #include "sbx/settings.h"
 
 #define PASSWORD "fuzz-secret-pw"

@@ -21,6 +21,7 @@
 #include <sanitizer/allocator_interface.h>
 
 #include "sbx/mcp.h"
+#include "mcp/mcp-internal.h"
 #include "tools/tools.h"
 
 static sbx_mcp *mcp;

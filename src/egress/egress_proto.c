@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The egress relay's frames, the requests of what connects to it, and the
- * policy that decides them: see src/sandbox/egress-internal.h. No I/O, no
+ * policy that decides them: see src/egress/egress-internal.h. No I/O, no
  * threads; every input is the sandbox's.
  */
 #include <errno.h>
@@ -23,19 +23,6 @@
 /* Longest request target; more headers than this is a 431 too. */
 #define TARGET_MAX 8192
 #define HEADERS_MAX 100
-
-static int say(char *why, size_t why_size, int code, const char *fmt, ...) SBX_PRINTF(4, 5);
-static int say(char *why, size_t why_size, int code, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (why && why_size) {
-		va_start(ap, fmt);
-		vsnprintf(why, why_size, fmt, ap);
-		va_end(ap);
-	}
-	return code;
-}
 
 /* ---- frames ---- */
 
@@ -74,15 +61,15 @@ int egress_reader_feed(struct egress_reader *r, const void *data, size_t n, egre
 			r->have = 0;
 			if (r->len > EGRESS_FRAME_MAX) {
 				r->hdr_have = 0;
-				return say(why, why_size, -EPROTO,
-					   "a frame of %u bytes (the limit is %d)", r->len,
-					   EGRESS_FRAME_MAX);
+				return sbx_why_set(why, why_size, -EPROTO,
+						   "a frame of %u bytes (the limit is %d)", r->len,
+						   EGRESS_FRAME_MAX);
 			}
 			if (r->type < EGRESS_HELLO || r->type > EGRESS_WINDOW || r->hdr[1]) {
 				r->hdr_have = 0;
-				return say(why, why_size, -EPROTO,
-					   "a frame of unknown type %u (flags %u)", r->type,
-					   r->hdr[1]);
+				return sbx_why_set(why, why_size, -EPROTO,
+						   "a frame of unknown type %u (flags %u)", r->type,
+						   r->hdr[1]);
 			}
 		}
 		size_t take = r->len - r->have;
@@ -181,12 +168,14 @@ int egress_policy_init(struct egress_policy *p, const struct sbx_settings *s, ch
 	    !(host = url_part(u, CURLUPART_HOST, 0)) ||
 	    !(port = url_part(u, CURLUPART_PORT, CURLU_DEFAULT_PORT)) ||
 	    !(p->index_path = url_part(u, CURLUPART_PATH, 0))) {
-		r = say(why, why_size, -EINVAL, "sandbox.index_url is not a URL with a host");
+		r = sbx_why_set(why, why_size, -EINVAL,
+				"sandbox.index_url is not a URL with a host");
 		goto fail;
 	}
 	p->index_https = strcasecmp(scheme, "https") == 0;
 	if (!p->index_https && strcasecmp(scheme, "http") != 0) {
-		r = say(why, why_size, -EINVAL, "sandbox.index_url is not http:// or https://");
+		r = sbx_why_set(why, why_size, -EINVAL,
+				"sandbox.index_url is not http:// or https://");
 		goto fail;
 	}
 	{
@@ -196,12 +185,13 @@ int egress_policy_init(struct egress_policy *p, const struct sbx_settings *s, ch
 		if (hl > 2 && h[0] == '[') { /* sbx_hostport_parse takes the brackets */
 			if (sbx_hostport_parse(h, hl, 0, p->index_host, &p->index_port, what,
 					       sizeof(what)) < 0) {
-				r = say(why, why_size, -EINVAL, "sandbox.index_url: %s", what);
+				r = sbx_why_set(why, why_size, -EINVAL, "sandbox.index_url: %s",
+						what);
 				goto fail;
 			}
 		} else if (sbx_hostport_parse(h, hl, 0, p->index_host, &p->index_port, what,
 					      sizeof(what)) < 0) {
-			r = say(why, why_size, -EINVAL, "sandbox.index_url: %s", what);
+			r = sbx_why_set(why, why_size, -EINVAL, "sandbox.index_url: %s", what);
 			goto fail;
 		}
 	}
@@ -234,7 +224,7 @@ int egress_policy_init(struct egress_policy *p, const struct sbx_settings *s, ch
 	return 0;
 fail:
 	if (r == -ENOMEM)
-		say(why, why_size, r, "out of memory");
+		sbx_why_set(why, why_size, r, "out of memory");
 	curl_url_cleanup(u);
 	egress_policy_release(p);
 	return r;
@@ -267,9 +257,9 @@ int egress_policy_set_list(struct egress_policy *p, const char *list, char *why,
 			len--;
 		if (sbx_hostport_parse(v, len, SBX_HOSTPORT_WILDCARD, h, &pt, what, sizeof(what)) <
 		    0) {
-			r = say(why, why_size, -EINVAL, "%s: \"%.*s\": %s",
-				list ? "the tenant's egress_allow" : "sandbox.egress_allow",
-				(int)(len < 64 ? len : 64), v, what);
+			r = sbx_why_set(why, why_size, -EINVAL, "%s: \"%.*s\": %s",
+					list ? "the tenant's egress_allow" : "sandbox.egress_allow",
+					(int)(len < 64 ? len : 64), v, what);
 			goto fail;
 		}
 		if (add_allow(&n, h, pt, ip_literal(h)) < 0)
@@ -288,7 +278,7 @@ int egress_policy_set_list(struct egress_policy *p, const char *list, char *why,
 	return 0;
 fail:
 	if (r == -ENOMEM)
-		say(why, why_size, r, "out of memory");
+		sbx_why_set(why, why_size, r, "out of memory");
 	free(n.allow);
 	free(copy);
 	return r;
@@ -436,25 +426,27 @@ int egress_index_path_check(const struct egress_policy *p, const char *path, cha
 	int shown = all < 200 ? (int)all : 200; /* the query too */
 
 	if (!sbx_path_is_clean(path, n, &what))
-		return say(why, why_size, 403,
-			   "mcp-sandbox: the index path \"%.*s\" has %s: only clean paths (under "
-			   "the package index's %s, %s%s) are fetched from it",
-			   shown, path, what, p->index_path,
-			   p->files_path ? "and sandbox.index_files_path "
-					 : "or distribution files while sandbox.index_files_path "
-					   "is unset",
-			   p->files_path ? p->files_path : "");
+		return sbx_why_set(
+		    why, why_size, 403,
+		    "mcp-sandbox: the index path \"%.*s\" has %s: only clean paths (under "
+		    "the package index's %s, %s%s) are fetched from it",
+		    shown, path, what, p->index_path,
+		    p->files_path ? "and sandbox.index_files_path "
+				  : "or distribution files while sandbox.index_files_path "
+				    "is unset",
+		    p->files_path ? p->files_path : "");
 	if (path_under(p->index_path, path, n))
 		return 0;
 	if (p->files_path) { /* set: the index's files are there, nowhere else */
 		if (path_under(p->files_path, path, n))
 			return 0;
-		return say(why, why_size, 403,
-			   "mcp-sandbox: \"%.*s\" is not under the package index's path (%s) or "
-			   "sandbox.index_files_path (%s): only those are fetched from %s with its "
-			   "credentials; if the index serves its files under another path, ask "
-			   "the server's operator to change sandbox.index_files_path",
-			   shown, path, p->index_path, p->files_path, p->index_host);
+		return sbx_why_set(
+		    why, why_size, 403,
+		    "mcp-sandbox: \"%.*s\" is not under the package index's path (%s) or "
+		    "sandbox.index_files_path (%s): only those are fetched from %s with its "
+		    "credentials; if the index serves its files under another path, ask "
+		    "the server's operator to change sandbox.index_files_path",
+		    shown, path, p->index_path, p->files_path, p->index_host);
 	}
 	/* Not set: the index's files under the folder its pages are in
 	 * ("/simple/" -> "/", devpi's "/root/pypi/+simple/" -> "/root/pypi/",
@@ -465,12 +457,13 @@ int egress_index_path_check(const struct egress_policy *p, const char *path, cha
 	if (path[n] == '\0' && under_index_parent(p->index_path, path, n) &&
 	    dist_file_path(path, n))
 		return 0;
-	return say(why, why_size, 403,
-		   "mcp-sandbox: \"%.*s\" is not under the package index's path (%s) nor a "
-		   "distribution file (.whl, .tar.gz, .zip, .tar.bz2; no query): only those are "
-		   "fetched from %s with its credentials; if the index serves its files there, "
-		   "ask the server's operator to set sandbox.index_files_path to their path",
-		   shown, path, p->index_path, p->index_host);
+	return sbx_why_set(
+	    why, why_size, 403,
+	    "mcp-sandbox: \"%.*s\" is not under the package index's path (%s) nor a "
+	    "distribution file (.whl, .tar.gz, .zip, .tar.bz2; no query): only those are "
+	    "fetched from %s with its credentials; if the index serves its files there, "
+	    "ask the server's operator to set sandbox.index_files_path to their path",
+	    shown, path, p->index_path, p->index_host);
 }
 
 /* ---- requests ---- */
@@ -516,14 +509,15 @@ static int refuse_host(const struct egress_policy *p, const char *host, int port
 	bool v6 = strchr(host, ':') != NULL;
 
 	if (p->list) /* the tenant's own list: named, cut to a bound */
-		return say(why, why_size, 403,
-			   "mcp-sandbox: %s%s%s:%d is not allowed (%s): code in this sandbox may "
-			   "reach only the package index (%s) and the hosts in the egress_allow "
-			   "of its tenant's API keys (%.160s%s); ask the server's operator to "
-			   "add this host there (mcp-sandboxd keys)",
-			   v6 ? "[" : "", host, v6 ? "]" : "", port, tls ? "CONNECT" : "plain HTTP",
-			   p->index_host, p->list, strlen(p->list) > 160 ? "..." : "");
-	return say(
+		return sbx_why_set(
+		    why, why_size, 403,
+		    "mcp-sandbox: %s%s%s:%d is not allowed (%s): code in this sandbox may "
+		    "reach only the package index (%s) and the hosts in the egress_allow "
+		    "of its tenant's API keys (%.160s%s); ask the server's operator to "
+		    "add this host there (mcp-sandboxd keys)",
+		    v6 ? "[" : "", host, v6 ? "]" : "", port, tls ? "CONNECT" : "plain HTTP",
+		    p->index_host, p->list, strlen(p->list) > 160 ? "..." : "");
+	return sbx_why_set(
 	    why, why_size, 403,
 	    "mcp-sandbox: %s%s%s:%d is not allowed (%s): code in a sandbox may reach only the "
 	    "package index (%s) and the hosts in the server's sandbox.egress_allow setting; "
@@ -544,9 +538,10 @@ static int parse_absolute(const char *t, size_t n, char *host, int *port, const 
 		;
 	alen = (size_t)(slash - a);
 	if (memchr(a, '@', alen))
-		return say(why, why_size, 400, "mcp-sandbox: a URL with user information");
+		return sbx_why_set(why, why_size, 400, "mcp-sandbox: a URL with user information");
 	if (sbx_hostport_parse(a, alen, 0, host, port, what, sizeof(what)) < 0)
-		return say(why, why_size, 400, "mcp-sandbox: bad host in the request: %s", what);
+		return sbx_why_set(why, why_size, 400, "mcp-sandbox: bad host in the request: %s",
+				   what);
 	if (*port == 0)
 		*port = 80;
 	*ret_path = slash;
@@ -574,8 +569,9 @@ static int parse_request(const struct egress_policy *p, int relay_port, const ch
 		}
 	if (!end)
 		return n >= EGRESS_HEAD_MAX
-			   ? say(why, why_size, 431,
-				 "mcp-sandbox: the request head is over %d bytes", EGRESS_HEAD_MAX)
+			   ? sbx_why_set(why, why_size, 431,
+					 "mcp-sandbox: the request head is over %d bytes",
+					 EGRESS_HEAD_MAX)
 			   : 0;
 	q.head_len = (size_t)(end - buf) + 4;
 
@@ -586,8 +582,8 @@ static int parse_request(const struct egress_policy *p, int relay_port, const ch
 	if (eol[1] != '\n' || !sp1 || !sp2 || !target_ok(sp1 + 1, (size_t)(sp2 - sp1 - 1)) ||
 	    !((eol - sp2 == 9) &&
 	      (memcmp(sp2 + 1, "HTTP/1.1", 8) == 0 || memcmp(sp2 + 1, "HTTP/1.0", 8) == 0)))
-		return say(why, why_size, 400,
-			   "mcp-sandbox: malformed request line (METHOD TARGET HTTP/1.x)");
+		return sbx_why_set(why, why_size, 400,
+				   "mcp-sandbox: malformed request line (METHOD TARGET HTTP/1.x)");
 	const char *target = sp1 + 1;
 	size_t tlen = (size_t)(sp2 - target);
 	size_t mlen = (size_t)(sp1 - buf);
@@ -597,7 +593,8 @@ static int parse_request(const struct egress_policy *p, int relay_port, const ch
 		q.kind = EGRESS_REQ_CONNECT;
 		if (sbx_hostport_parse(target, tlen, SBX_HOSTPORT_NEED_PORT, q.host, &q.port, what,
 				       sizeof(what)) < 0)
-			return say(why, why_size, 400, "mcp-sandbox: bad CONNECT target: %s", what);
+			return sbx_why_set(why, why_size, 400,
+					   "mcp-sandbox: bad CONNECT target: %s", what);
 		get = false;
 	} else if ((mlen == 3 && memcmp(buf, "GET", 3) == 0) ||
 		   (mlen == 4 && memcmp(buf, "HEAD", 4) == 0)) {
@@ -619,14 +616,16 @@ static int parse_request(const struct egress_policy *p, int relay_port, const ch
 			else
 				q.kind = EGRESS_REQ_FORWARD;
 		} else {
-			return say(why, why_size, 400,
-				   "mcp-sandbox: the target must be a path or an http:// URL "
-				   "(HTTPS goes through CONNECT)");
+			return sbx_why_set(
+			    why, why_size, 400,
+			    "mcp-sandbox: the target must be a path or an http:// URL "
+			    "(HTTPS goes through CONNECT)");
 		}
 	} else {
-		return say(why, why_size, 405,
-			   "mcp-sandbox: only GET and HEAD (plain HTTP) and CONNECT (HTTPS) go "
-			   "through the sandbox's relay");
+		return sbx_why_set(
+		    why, why_size, 405,
+		    "mcp-sandbox: only GET and HEAD (plain HTTP) and CONNECT (HTTPS) go "
+		    "through the sandbox's relay");
 	}
 
 	/* The headers. */
@@ -639,8 +638,8 @@ static int parse_request(const struct egress_policy *p, int relay_port, const ch
 			goto malformed;
 		if (++nlines > HEADERS_MAX) {
 			sbx_buf_release(&hdrs);
-			return say(why, why_size, 431, "mcp-sandbox: more than %d headers",
-				   HEADERS_MAX);
+			return sbx_why_set(why, why_size, 431, "mcp-sandbox: more than %d headers",
+					   HEADERS_MAX);
 		}
 		colon = memchr(line, ':', (size_t)(eol - line));
 		if (!colon || colon == line)
@@ -662,9 +661,10 @@ static int parse_request(const struct egress_policy *p, int relay_port, const ch
 			if (!get)
 				continue; /* a CONNECT's own headers are not forwarded */
 			sbx_buf_release(&hdrs);
-			return say(why, why_size, 501,
-				   "mcp-sandbox: a request body is not relayed over plain HTTP "
-				   "(use HTTPS)");
+			return sbx_why_set(
+			    why, why_size, 501,
+			    "mcp-sandbox: a request body is not relayed over plain HTTP "
+			    "(use HTTPS)");
 		}
 		if (!get)
 			continue;
@@ -724,7 +724,7 @@ static int parse_request(const struct egress_policy *p, int relay_port, const ch
 	return 1;
 malformed:
 	sbx_buf_release(&hdrs);
-	return say(why, why_size, 400, "mcp-sandbox: malformed header line");
+	return sbx_why_set(why, why_size, 400, "mcp-sandbox: malformed header line");
 nomem:
 	sbx_buf_release(&hdrs);
 	egress_request_release(&q);

@@ -2,10 +2,11 @@
 /*
  * Egress per tenant: where a tenant's own allow-list comes from (the lookup
  * the program sets, which reads the API keys' egress_allow). What its
- * sandboxes carried is kept with the rest of its usage (tenant_usage.c).
+ * sandboxes carried is kept with the rest of its usage
+ * (src/sandbox/tenant_usage.c).
  */
 #include "egress-internal.h"
-#include "sandbox-internal.h"
+#include "sandbox/sandbox-internal.h"
 
 void sbx_manager_set_egress_lookup(sbx_manager *m, sbx_egress_lookup_fn fn, void *userdata)
 {

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * What the egress relay's pump (src/sandbox/egress.c) and its upstream
- * workers (src/sandbox/egress_upstream.c) share: a relay's state, its
+ * What the egress relay's pump (src/egress/egress.c) and its upstream
+ * workers (src/egress/egress_upstream.c) share: a relay's state, its
  * streams, and the few helpers both use. Private to those two files.
  *
  * Locking: everything in struct sbx_egress below its lock, and every field
@@ -21,7 +21,8 @@
 #include <curl/curl.h>
 
 #include "egress-internal.h"
-#include "sandbox-internal.h"
+#include "egress.h"
+#include "sandbox/sandbox-internal.h"
 #include "sbx/buf.h"
 
 /* Connections one sandbox's relay carries at once; more are answered 503. */

@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Egress: the server's side of a sandbox's relay (src/sandbox/interp/
- * sbx_relay.py, whose header describes the frames).
+ * Egress: the server's side of a sandbox's relay (src/egress/sbx_relay.py,
+ * whose header describes the frames).
  *
  * A sandbox has no network (sandbox.network = none) but its own loopback.
  * The relay listens there and carries each connection accepted over ONE
  * engine exec stream to the server, which decides per connection
- * (src/sandbox/egress_proto.c): a GET or HEAD for a path is fetched from
+ * (src/egress/egress_proto.c): a GET or HEAD for a path is fetched from
  * sandbox.index_url with libcurl, the server adding the index's credentials
  * (which therefore never enter the sandbox); CONNECT HOST:PORT and
  * http://HOST/ requests reach the index's own host, its file host and the
@@ -28,9 +28,9 @@
  * Threads: one pump thread per running relay owns the exec stream (reads
  * and writes it), the tunnels' upstream connections and the frames; a
  * worker thread per connection that fetches or connects
- * (src/sandbox/egress_upstream.c; at most STREAMS_MAX per sandbox,
+ * (src/egress/egress_upstream.c; at most STREAMS_MAX per sandbox,
  * WORKERS_MAX in all) hands bytes to it through bounded buffers under
- * e->lock (the shared state: src/sandbox/egress-pump.h). A fetch or tunnel
+ * e->lock (the shared state: src/egress/egress-pump.h). A fetch or tunnel
  * holds one of the connections relayed at once (egress_slots.c: per tenant
  * and in all) until its stream is freed; a tunnel lives at most
  * sandbox.egress_tunnel_lifetime. The pump never waits on the relay: its
@@ -63,8 +63,8 @@
 #include "sbx/log.h"
 #include "sbx/metrics.h"
 
-/* The relay's program, generated from src/sandbox/interp/sbx_relay.py. */
-#include "src/sandbox/interp/sbx_relay.inc"
+/* The relay's program, generated from src/egress/sbx_relay.py. */
+#include "src/egress/sbx_relay.inc"
 
 #define RELAY_USER "1000:1000"
 /* The relay's port on the sandbox's loopback with sandbox.network = none

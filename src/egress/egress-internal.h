@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The egress relay's protocol and policy, without threads or I/O
- * (src/sandbox/egress_proto.c), for src/sandbox/egress.c, the tests and the
- * fuzzer. The frame format is described in src/sandbox/interp/sbx_relay.py.
+ * (src/egress/egress_proto.c), for src/egress/egress.c, the tests and the
+ * fuzzer. The frame format is described in src/egress/sbx_relay.py.
  *
  * Everything here reads bytes a sandbox chose: the relay's frames and the
  * requests of whatever connects to it. Each parser is bounded (a frame's
@@ -131,6 +131,9 @@ int egress_policy_set_list(struct egress_policy *p, const char *list, char *why,
  * and at each egress_policy_follow. -ENOMEM. */
 int egress_policy_set_tenant(struct egress_policy *p, const char *tenant, sbx_egress_lookup_fn fn,
 			     void *userdata);
+/* egress_tenant.c: P (just made for SB's relay) follows the list of SB's
+ * owner. -ENOMEM. */
+int sbx_egress_policy_for(sbx_manager *m, sbx_sandbox *sb, struct egress_policy *p);
 /* Asks P's lookup for its tenant's list and rebuilds the allow-list when it
  * changed (called before each request is decided, so that a list changed in
  * the keys file applies to the next connections). A lookup that fails (the
@@ -185,7 +188,7 @@ int egress_parse_head(struct egress_head_scan *s, const struct egress_policy *p,
 		      const char *buf, size_t n, struct egress_request *ret, char *why,
 		      size_t why_size);
 
-/* Connections relayed at once (src/sandbox/egress_slots.c), each holding an
+/* Connections relayed at once (src/egress/egress_slots.c), each holding an
  * upstream socket: takes one for TENANT (0), or refuses it with 503 and
  * WHY, the answer's text naming the limit, when MAX are held over all
  * tenants (sandbox.egress_connections) or PER_TENANT by TENANT

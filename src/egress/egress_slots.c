@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The connections the server relays at once for sandboxes (src/sandbox/
+ * The connections the server relays at once for sandboxes (src/egress/
  * egress.c): a fetch's or a tunnel's, each holding an upstream socket of the
  * server's from its request until its stream is freed. Bounded in all
  * (sandbox.egress_connections: the server's file descriptors) and per tenant

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The egress relay's upstream workers (src/sandbox/egress-pump.h): a fetch
+ * The egress relay's upstream workers (src/egress/egress-pump.h): a fetch
  * (a GET or HEAD for the index, with its credentials, or for an allowed
  * http:// host, without) passed back response head and body, and the
  * connect of a CONNECT tunnel, which the pump then carries. One thread per

@@ -2,7 +2,7 @@
 # mcp-sandbox's egress relay: runs inside a sandbox container as
 # `python3 -u -c PROGRAM sbx-relay FRAME_MAX WINDOW PORT` (nothing is written
 # into the container), started by the server over the engine's exec stream
-# (src/sandbox/egress.c). Standard library only.
+# (src/egress/egress.c). Standard library only.
 #
 # It listens on 127.0.0.1:PORT (0: a free port), told in its hello, on the
 # sandbox's own loopback. A fixed PORT that is taken by another relay (one

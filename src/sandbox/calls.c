@@ -1,0 +1,292 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A call in a sandbox: sbx_sandbox_begin and sbx_sandbox_end around it,
+ * the record's last use (sbx_sandbox_touch), and why no call may start in
+ * it: the sandbox is being removed or is gone (deleted, expired), or its
+ * container stopped without the server's doing (how it died, and the
+ * words for it). Ending a call wakes the reaper. Below every file that
+ * works in a container (exec.c, interp.c, files.c, packages.c, src/egress).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "sandbox-internal.h"
+#include "sbx/clock.h"
+#include "sbx/common.h"
+#include "sbx/log.h"
+
+double sbx_seconds_since(const struct timespec *ts)
+{
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (double)(now.tv_sec - ts->tv_sec) + (double)(now.tv_nsec - ts->tv_nsec) / 1e9;
+}
+
+/* Under m->lock. */
+void sbx_sandbox_touch_locked(sbx_sandbox *sb)
+{
+	sb->last_used = time(NULL);
+	sb->used_ms = sbx_monotonic_ms();
+}
+
+void sbx_sandbox_touch(sbx_sandbox *sb)
+{
+	pthread_mutex_lock(&sb->m->lock);
+	sbx_sandbox_touch_locked(sb);
+	pthread_mutex_unlock(&sb->m->lock);
+}
+
+void sbx_iso_time(time_t t, char *buf, size_t size)
+{
+	struct tm tm;
+
+	if (!gmtime_r(&t, &tm) || strftime(buf, size, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
+		snprintf(buf, size, "?");
+}
+
+/* A duration for people: "30 min", "24 h", "2 s", "1500 ms". */
+static void human_ms(int64_t ms, char *buf, size_t size)
+{
+	if (ms > 0 && ms % (3600 * 1000) == 0)
+		snprintf(buf, size, "%lld h", (long long)(ms / (3600 * 1000)));
+	else if (ms > 0 && ms % (60 * 1000) == 0)
+		snprintf(buf, size, "%lld min", (long long)(ms / (60 * 1000)));
+	else if (ms % 1000 == 0)
+		snprintf(buf, size, "%lld s", (long long)(ms / 1000));
+	else
+		snprintf(buf, size, "%lld ms", (long long)ms);
+}
+
+/* The message for sandbox WHAT (its id or name as the caller gave it),
+ * which was removed at WHEN (or is being removed) for END; DURING: while
+ * the caller's call ran. Returns -ENOENT. */
+int sbx_gone_error(sbx_manager *m, struct sbx_error *err, const char *what, enum sbx_end end,
+		   time_t when, bool during)
+{
+	char at[32], span[32];
+
+	sbx_iso_time(when, at, sizeof(at));
+	switch (end) {
+	case SBX_END_IDLE:
+		human_ms(m->s->sandbox.idle_timeout_ms, span, sizeof(span));
+		return sbx_error_set(err, -ENOENT,
+				     "sandbox \"%.80s\" expired: it was not used for %s "
+				     "(sandbox.idle_timeout), so the server removed it at %s with "
+				     "its files and packages; create_sandbox makes a new one",
+				     what, span, at);
+	case SBX_END_LIFETIME:
+		human_ms(m->s->sandbox.max_lifetime_ms, span, sizeof(span));
+		return sbx_error_set(
+		    err, -ENOENT,
+		    "sandbox \"%.80s\" expired: it reached the server's maximum "
+		    "age of %s (sandbox.max_lifetime), so the server removed it at "
+		    "%s with its files and packages; create_sandbox makes a new one",
+		    what, span, at);
+	case SBX_END_DELETED:
+	case SBX_END_NONE:
+		break;
+	}
+	return sbx_error_set(err, -ENOENT,
+			     "sandbox \"%.80s\" was deleted (delete_sandbox) at %s%s, with its "
+			     "files and packages; create_sandbox makes a new one",
+			     what, at, during ? ", while this call ran" : "");
+}
+
+enum sbx_death sbx_death_of(const struct sbx_container_info *ci, int *ret_code)
+{
+	*ret_code = ci->exit_code;
+	if (ci->running)
+		return SBX_DEATH_NONE;
+	if (ci->oom_killed)
+		return SBX_DEATH_OOM;
+	/* A process killed by signal N exits, as the engines report it, with
+	 * 128 + N. */
+	if (ci->exit_code > 128 && ci->exit_code < 128 + 65) {
+		*ret_code = ci->exit_code - 128;
+		return SBX_DEATH_KILLED;
+	}
+	return SBX_DEATH_EXITED;
+}
+
+bool sbx_sandbox_died_locked(sbx_manager *m, sbx_sandbox *sb, enum sbx_death death, int code,
+			     bool blind)
+{
+	(void)m;
+	if (death == SBX_DEATH_NONE || sb->end != SBX_END_NONE || sb->removed)
+		return false;
+	/* Known dead: only its removal is news (a forced removal kills first). */
+	if (sb->death != SBX_DEATH_NONE && (death != SBX_DEATH_REMOVED || sb->death == death))
+		return false;
+	sb->death = death;
+	sb->death_code = code;
+	sb->death_at = time(NULL);
+	sb->death_blind = blind;
+	return true;
+}
+
+void sbx_sandbox_log_death(sbx_manager *m, sbx_sandbox *sb)
+{
+	char why[320];
+
+	pthread_mutex_lock(&m->lock);
+	sbx_death_text(m, sb, why, sizeof(why));
+	pthread_mutex_unlock(&m->lock);
+	sbx_log_warn("sandbox %s (owner %s) no longer runs: %s", sb->id, sb->owner, why);
+}
+
+/* What happened to a dead sandbox, for people: "its container was ...". */
+void sbx_death_text(sbx_manager *m, const sbx_sandbox *sb, char *buf, size_t size)
+{
+	char at[32], limit[128] = "";
+	const char *blind = sb->death_blind ? " while the server was not following the engine "
+					      "(the server was down, or the engine restarted)"
+					    : "";
+
+	sbx_iso_time(sb->death_at, at, sizeof(at));
+	switch (sb->death) {
+	case SBX_DEATH_OOM:
+		if (m->s->sandbox.memory > 0) {
+			char text[96];
+			sbx_memory_limit_text(m, sb, text, sizeof(text));
+			snprintf(limit, sizeof(limit), " (its memory limit is %s)", text);
+		}
+		snprintf(buf, size,
+			 "its container was killed by the kernel's out-of-memory killer%s%s; "
+			 "noticed at %s",
+			 limit, blind, at);
+		break;
+	case SBX_DEATH_KILLED:
+		snprintf(buf, size, "its container was killed (signal %d)%s%s; noticed at %s",
+			 sb->death_code,
+			 sb->death_blind ? ""
+					 : " from outside the server (by hand, or by the "
+					   "engine as it stopped)",
+			 blind, at);
+		break;
+	case SBX_DEATH_EXITED:
+		snprintf(buf, size, "its container stopped (exit code %d)%s; noticed at %s",
+			 sb->death_code, blind, at);
+		break;
+	case SBX_DEATH_REMOVED:
+		snprintf(buf, size,
+			 "its container was removed from outside the server%s; noticed at %s",
+			 blind, at);
+		break;
+	case SBX_DEATH_NONE:
+		snprintf(buf, size, "it runs");
+		break;
+	}
+}
+
+/* Under m->lock: the error for a call on dead SB (-ESRCH). */
+static int dead_error_locked(sbx_manager *m, const sbx_sandbox *sb, struct sbx_error *err)
+{
+	char why[320];
+
+	sbx_death_text(m, sb, why, sizeof(why));
+	return sbx_error_set(err, -ESRCH,
+			     "sandbox %s no longer runs: %s. Its Python state%s are lost; "
+			     "delete_sandbox frees its place and create_sandbox makes a new one",
+			     sb->id, why,
+			     sb->death == SBX_DEATH_REMOVED ? ", files and packages"
+							    : " and running processes");
+}
+
+int sbx_sandbox_begin(sbx_sandbox *sb, struct sbx_error *err)
+{
+	sbx_manager *m = sb->m;
+	enum sbx_end end;
+	time_t at;
+
+	pthread_mutex_lock(&m->lock);
+	end = sb->end;
+	at = sb->end_at;
+	if (end == SBX_END_NONE && !sb->removed && sb->death != SBX_DEATH_NONE) {
+		int r = dead_error_locked(m, sb, err);
+		pthread_mutex_unlock(&m->lock);
+		return r;
+	}
+	if (end == SBX_END_NONE && !sb->removed) {
+		sb->calls++;
+		sbx_sandbox_touch_locked(sb);
+	}
+	pthread_mutex_unlock(&m->lock);
+	if (end != SBX_END_NONE)
+		return sbx_gone_error(m, err, sb->id, end, at, false);
+	if (sb->removed)
+		return sbx_error_set(
+		    err, -ENOENT, "sandbox %s was removed; create_sandbox makes a new one", sb->id);
+	return 0;
+}
+
+bool sbx_sandbox_ending(sbx_sandbox *sb)
+{
+	bool ending;
+
+	pthread_mutex_lock(&sb->m->lock);
+	ending = sb->end != SBX_END_NONE || sb->removed;
+	pthread_mutex_unlock(&sb->m->lock);
+	return ending;
+}
+
+int sbx_sandbox_end(sbx_sandbox *sb, struct sbx_error *err)
+{
+	sbx_manager *m = sb->m;
+	enum sbx_end end;
+	time_t at;
+
+	pthread_mutex_lock(&m->lock);
+	sb->calls--;
+	sbx_sandbox_touch_locked(sb);
+	if (sb->calls == 0)
+		sbx_reaper_wake_locked(m); /* it may be past its max_lifetime */
+	end = sb->end;
+	at = sb->end_at;
+	pthread_mutex_unlock(&m->lock);
+	if (end != SBX_END_NONE)
+		return sbx_gone_error(m, err, sb->id, end, at, true);
+	return 0;
+}
+
+int sbx_sandbox_exec_failed(sbx_manager *m, sbx_sandbox *sb, int r, struct sbx_error *err)
+{
+	struct sbx_container_info ci = {0};
+	bool news = false;
+	enum sbx_end end;
+	time_t at;
+	int q;
+
+	pthread_mutex_lock(&m->lock);
+	end = sb->end;
+	at = sb->end_at;
+	pthread_mutex_unlock(&m->lock);
+	if (end != SBX_END_NONE)
+		return sbx_gone_error(m, err, sb->id, end, at, true);
+	q = sbx_container_inspect(m->engine, sb->container, &ci, NULL);
+	pthread_mutex_lock(&m->lock);
+	if (q == -ENOENT) {
+		news = sbx_sandbox_died_locked(m, sb, SBX_DEATH_REMOVED, -1, false);
+	} else if (q >= 0 && !ci.running) {
+		int code;
+		enum sbx_death d = sbx_death_of(&ci, &code);
+		news = sbx_sandbox_died_locked(m, sb, d, code, false);
+	}
+	if (sb->death != SBX_DEATH_NONE && sb->end == SBX_END_NONE)
+		r = dead_error_locked(m, sb, err);
+	else
+		sbx_error_prefix(err, "sandbox %s", sb->id);
+	pthread_mutex_unlock(&m->lock);
+	sbx_container_info_release(&ci);
+	if (news)
+		sbx_sandbox_log_death(m, sb);
+	return r;
+}
+
+void sbx_reaper_wake_locked(sbx_manager *m)
+{
+	if (m->reaper)
+		sbx_worker_wake_locked(&m->reaper->worker);
+}
