@@ -21,7 +21,7 @@
 #include "sbx/clock.h"
 #include "sbx/http.h"
 #include "sbx/mcp.h"
-#include "sbx/queue.h"
+#include "queue.h"
 #include "sbx/tenant_count.h"
 
 /* 128 random bits, hex. The first SBX_SESSION_ID_INDEX characters find
