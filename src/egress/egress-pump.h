@@ -157,10 +157,13 @@ static inline void answer(struct estream *st, int status, const char *text)
 	answer_phrase(st, status, NULL, text);
 }
 
-/* egress.c: gives back the worker slot worker_take took. */
+/* egress_workers.c: a worker slot (WORKERS_MAX in all); false when none
+ * is free. */
+bool worker_take(void);
+/* egress_workers.c: gives back the worker slot worker_take took. */
 void worker_give(void);
-/* egress.c: a fetch worker's last act: nothing of ST or E is touched after
- * it. */
+/* egress_workers.c: a worker's last act: nothing of ST or E is touched
+ * after it. */
 void worker_end(struct estream *st);
 
 /* egress_upstream.c: the worker threads start_worker starts for a stream

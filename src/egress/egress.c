@@ -71,8 +71,6 @@
  * (the proxies' customary port; sandbox code cannot listen there while the
  * relay runs). */
 #define RELAY_PORT 3128
-/* Worker threads (fetches and connects in progress) of all sandboxes. */
-#define WORKERS_MAX 256
 /* How long a new relay may take to say hello. */
 #define HELLO_MS 15000
 /* A connection's request head must arrive within this (slow clients). */
@@ -97,9 +95,6 @@ static void diag_keep(struct sbx_egress *e, const void *buf, size_t n)
 		sbx_buf_append(&e->diag, buf,
 			       n < DIAG_MAX - e->diag.len ? n : DIAG_MAX - e->diag.len);
 }
-
-static pthread_mutex_t workers_lock = PTHREAD_MUTEX_INITIALIZER;
-static int workers;
 
 static size_t in_pending(const struct estream *st)
 {
@@ -154,41 +149,6 @@ static struct estream *find(struct sbx_egress *e, uint16_t id)
 		if (e->st[i].state != S_FREE && !e->st[i].close_sent && e->st[i].id == id)
 			return &e->st[i];
 	return NULL;
-}
-
-/* ---- workers ---- */
-
-static bool worker_take(void)
-{
-	bool ok;
-
-	pthread_mutex_lock(&workers_lock);
-	ok = workers < WORKERS_MAX;
-	if (ok)
-		workers++;
-	pthread_mutex_unlock(&workers_lock);
-	return ok;
-}
-
-void worker_give(void)
-{
-	pthread_mutex_lock(&workers_lock);
-	workers--;
-	pthread_mutex_unlock(&workers_lock);
-}
-
-/* The worker's last act: nothing of ST or E is touched after it. */
-void worker_end(struct estream *st)
-{
-	struct sbx_egress *e = st->e;
-
-	pthread_mutex_lock(&e->lock);
-	st->out_eof = true;
-	st->worker_done = true;
-	pthread_cond_broadcast(&e->cond);
-	wake(e);
-	pthread_mutex_unlock(&e->lock);
-	worker_give();
 }
 
 /* Under lock: the head of ST is complete: starts its worker. */
