@@ -551,15 +551,15 @@ static int start_once(struct call *c, struct sbx_error *err)
 		r = pump(c, left > 0 ? (int)left : 0, err);
 		if (r == 0 || r == -ETIMEDOUT) {
 			const char *d = in->diag.data ? in->diag.data : "";
-			drop_stream(in);
-			return sbx_error_set(
-			    err, r == 0 ? -EPIPE : -ETIMEDOUT,
-			    "the Python interpreter did not start in sandbox %s%s%.*s", c->sid,
-			    *d ? ": " : "", (int)in->diag.len, d);
+			r = sbx_error_set(err, r == 0 ? -EPIPE : -ETIMEDOUT,
+					  "the Python interpreter did not start%s%s%s%.*s",
+					  c->sb ? "" : " in sandbox ", c->sb ? "" : c->sid,
+					  *d ? ": " : "", (int)in->diag.len, d);
 		}
 		if (r < 0) {
 			drop_stream(in);
-			return r;
+			/* A sandbox's own: deleted or dead meanwhile, it says so. */
+			return c->sb ? sbx_sandbox_exec_failed(c->m, c->sb, r, err) : r;
 		}
 	}
 	pthread_mutex_lock(&in->pid_lock);
