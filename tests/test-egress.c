@@ -1158,7 +1158,7 @@ static void test_hostile(sbx_manager *m, sbx_sandbox *sb)
 	relay_port(m, sb);
 	before = stats(m, sb);
 	free(hijack(m, sb, "H.pack(3, 0, 1, 0x7fffffff)"));
-	tap_ok(relay_stops(m, sb, 5000), "a frame of 2 GiB from the relay: the relay is stopped");
+	tap_ok(relay_stops(m, sb, 30000), "a frame of 2 GiB from the relay: the relay is stopped");
 	after = stats(m, sb);
 	tap_is_int((int)(after.protocol_errors - before.protocol_errors), 1, "as a protocol error");
 	tap_ok(relay_gone(m, sb, before.pid), "and its process is gone (pid %ld)", before.pid);
@@ -1166,7 +1166,7 @@ static void test_hostile(sbx_manager *m, sbx_sandbox *sb)
 	relay_port(m, sb);
 	before = stats(m, sb);
 	free(hijack(m, sb, "b'\\xff' * 64"));
-	tap_ok(relay_stops(m, sb, 5000), "garbage: the relay is stopped");
+	tap_ok(relay_stops(m, sb, 30000), "garbage: the relay is stopped");
 	tap_ok(relay_gone(m, sb, before.pid), "and its process is gone");
 
 	/* Past a stream's window: a tunnel to a host that reads nothing, then
@@ -1182,7 +1182,7 @@ static void test_hostile(sbx_manager *m, sbx_sandbox *sb)
 		 sink_port);
 	out = hijack(m, sb, code);
 	after = stats(m, sb);
-	tap_ok(strstr(out, "relay gone") && relay_stops(m, sb, 5000) &&
+	tap_ok(strstr(out, "relay gone") && relay_stops(m, sb, 30000) &&
 		   after.protocol_errors == before.protocol_errors + 1,
 	       "DATA past a stream's window: the relay is stopped (%s)", out);
 	free(out);
@@ -1290,7 +1290,7 @@ static void fake_relay(sbx_manager *m, sbx_sandbox *sb, const char *src, const c
 	out = py(m, sb, code);
 	tap_ok(strstr(out, "faked, killed 1") != NULL,
 	       "%s: sandbox code puts its own python3 first and kills the relay (%s)", what, out);
-	tap_ok(relay_stops(m, sb, 5000), "%s: the server sees the relay end", what);
+	tap_ok(relay_stops(m, sb, 30000), "%s: the server sees the relay end", what);
 }
 
 static void real_relay(sbx_manager *m, sbx_sandbox *sb, const char *what)
@@ -1387,7 +1387,7 @@ static void test_killed(sbx_manager *m, sbx_sandbox *sb)
 	    "        pass\n"
 	    "print('killed', n)\n");
 	tap_ok(strstr(out, "killed 1") != NULL, "sandbox code kills the relay (%s)", out);
-	tap_ok(relay_stops(m, sb, 5000), "the server sees it end");
+	tap_ok(relay_stops(m, sb, 30000), "the server sees it end");
 	if (install(m, sb, "sbxdemo2", "after the kill")) {
 		again = py(m, sb, "import sbxdemo2\nprint('value', sbxdemo2.VALUE)\n");
 		tap_ok(strstr(again, "value 7") != NULL, "sbxdemo2 imports");
@@ -1677,7 +1677,7 @@ static void test_code_egress(sbx_manager *m, sbx_sandbox *sb)
 	tap_ok(strstr(out, "killed 1") != NULL, "sandbox code kills the relay (%s)", out);
 	/* The engine tells of the relay's end within some ms (Docker: under
 	 * 50); a call in that moment would still find the port closed. */
-	tap_ok(relay_stops(m, sb, 5000), "the server sees it end");
+	tap_ok(relay_stops(m, sb, 30000), "the server sees it end");
 	snprintf(cmd, sizeof(cmd),
 		 "NO_PROXY= no_proxy= python3 -c \"import urllib.request; print('G', "
 		 "urllib.request.urlopen('http://127.0.0.1:%d/again', "
@@ -1694,7 +1694,7 @@ static void test_code_egress(sbx_manager *m, sbx_sandbox *sb)
 	 * the port: the new relay ends it and takes the port. */
 	free(out);
 	out = py(m, sb, squat_py(true));
-	relay_stops(m, sb, 5000);
+	relay_stops(m, sb, 30000);
 	free(again);
 	again = sh(m, sb, count_relays_sh, &note);
 	tap_ok(strstr(out, "squatting 3128") && strstr(again, "relays 1") && !note,
@@ -1707,7 +1707,7 @@ static void test_code_egress(sbx_manager *m, sbx_sandbox *sb)
 	 * the next call has egress again. */
 	free(out);
 	out = py(m, sb, squat_py(false));
-	relay_stops(m, sb, 5000);
+	relay_stops(m, sb, 30000);
 	refused = sh(m, sb, "echo still-runs", &note);
 	tap_ok(strstr(out, "squatting 3128") && strstr(refused, "still-runs") && note &&
 		   strstr(note, "port 3128") && strstr(note, "sandbox.egress_allow"),
@@ -1757,7 +1757,7 @@ static void test_code_egress(sbx_manager *m, sbx_sandbox *sb)
 	 * start (an exec and python3) and its memory. */
 	free(out);
 	out = py(m, sb, kill_relay_py);
-	relay_stops(m, sb, 5000);
+	relay_stops(m, sb, 30000);
 	t0 = sbx_monotonic_ms();
 	relay_port(m, sb);
 	{

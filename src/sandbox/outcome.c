@@ -35,8 +35,19 @@ int sbx_sandbox_stopped(sbx_manager *m, sbx_sandbox *sb, int settle_ms, struct s
 {
 	for (int waited = 0;; waited += 100) {
 		struct sbx_container_info ci = {0};
-		int q = sbx_container_inspect(m->engine, sb->container, &ci, err);
-		bool stopped = q == -ENOENT || (q >= 0 && !ci.running);
+		enum sbx_end end;
+		int q;
+		bool stopped;
+
+		/* Ended by the server itself (deleted, reaped): stopped, whatever
+		 * an engine busy removing it answers (callers then say why). */
+		pthread_mutex_lock(&m->lock);
+		end = sb->end;
+		pthread_mutex_unlock(&m->lock);
+		if (end != SBX_END_NONE)
+			return 1;
+		q = sbx_container_inspect(m->engine, sb->container, &ci, err);
+		stopped = q == -ENOENT || (q >= 0 && !ci.running);
 
 		sbx_container_info_release(&ci);
 		if (stopped)

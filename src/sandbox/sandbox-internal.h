@@ -177,7 +177,8 @@ int sbx_sandbox_oom_since(sbx_manager *m, sbx_sandbox *sb);
  * says within SETTLE_MS (an exec or the interpreter ends as a kill reaches
  * it, a moment before the engine records the container's end; 0: one
  * look): 1 it is, 0 it runs, < 0 the engine could not be asked (ERR says
- * why). SBX_STOP_SETTLE_MS after a process died of SIGKILL. */
+ * why). A sandbox the server ended itself (deleted, reaped) is stopped
+ * without asking. SBX_STOP_SETTLE_MS after a process died of SIGKILL. */
 #define SBX_STOP_SETTLE_MS 1000
 int sbx_sandbox_stopped(sbx_manager *m, sbx_sandbox *sb, int settle_ms, struct sbx_error *err);
 /* The output shows a write refused for lack of space ("No space left on
