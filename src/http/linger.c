@@ -226,6 +226,14 @@ void sbx_linger_add(struct sbx_linger *l, int fd, const struct sbx_peer *peer)
 	}
 	pthread_mutex_unlock(&l->lock);
 	if (!taken) {
+		/* No place to linger: the answer is followed by our end, and what
+		 * the client already sent is read, so that the close does not
+		 * reset the connection over an answer it has not read yet (a
+		 * small body sent right after its headers, as fetch does). */
+		char buf[16384];
+		shutdown(fd, SHUT_WR);
+		for (int i = 0; i < 16 && recv(fd, buf, sizeof(buf), MSG_DONTWAIT) > 0; i++)
+			;
 		close(fd);
 		return;
 	}
