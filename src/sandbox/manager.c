@@ -758,28 +758,6 @@ int sbx_manager_recover(sbx_manager *m, struct sbx_error *err)
 	return r < 0 ? r : adopted;
 }
 
-/* At the end, with sandbox.remove_on_exit: whatever container still
- * carries this instance's label goes too. A create the engine carried out
- * while its answer was lost (the engine stopped under it), a removal it
- * refused while it restarted: the server never leaves one behind that the
- * engine lets it remove. Only this server runs this instance (the pool's
- * lock), so every such container is its own. */
-static void sweep_instance(sbx_manager *m)
-{
-	struct sbx_kv want[] = {{SBX_LABEL_INSTANCE, m->instance}};
-	struct sbx_container_summary *cs = NULL;
-	size_t n = 0;
-
-	if (sbx_container_list(m->engine, want, SBX_ARRAY_SIZE(want), &cs, &n, NULL) < 0)
-		return;
-	for (size_t i = 0; i < n; i++)
-		if (sbx_container_remove(m->engine, cs[i].id, NULL) < 0) {
-			sleep(1); /* once more after a refusal (a restarting engine) */
-			sbx_container_remove(m->engine, cs[i].id, NULL);
-		}
-	sbx_container_list_free(cs, n);
-}
-
 sbx_manager *sbx_manager_free(sbx_manager *m)
 {
 	if (!m)
@@ -805,8 +783,13 @@ sbx_manager *sbx_manager_free(sbx_manager *m)
 	while (m->installs_running > 0)
 		pthread_cond_wait(&m->changed, &m->lock);
 	pthread_mutex_unlock(&m->lock);
+	/* At the end, with sandbox.remove_on_exit: whatever container still
+	 * carries this instance's label goes too (a create the engine carried
+	 * out while its answer was lost, a removal it refused while it
+	 * restarted). Only this server runs this instance (the pool's lock),
+	 * so every such container is its own. */
 	if (m->s->sandbox.remove_on_exit)
-		sweep_instance(m);
+		sbx_remove_labelled(m, NULL, true);
 	for (size_t i = 0; i < m->n; i++) {
 		m->table[i]->removed = true;
 		sbx_sandbox_unref(m->table[i]);

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "egress/egress.h"
 #include "sandbox-internal.h"
@@ -48,18 +49,22 @@ int sbx_sandbox_make_id(char id[SBX_SANDBOX_ID_MAX + 1], struct sbx_error *err)
 	return 0;
 }
 
-/* Removes whatever container carries this sandbox id label: after a failed
- * create the engine may have made one without telling us its id. */
-static void remove_by_label(sbx_manager *m, const char *id)
+void sbx_remove_labelled(sbx_manager *m, const char *id, bool again)
 {
 	struct sbx_kv want[] = {{SBX_LABEL_INSTANCE, m->instance}, {SBX_LABEL_ID, id}};
 	struct sbx_container_summary *cs = NULL;
 	size_t n = 0;
+	bool failed = false;
 
-	if (sbx_container_list(m->engine, want, SBX_ARRAY_SIZE(want), &cs, &n, NULL) < 0)
+	if (sbx_container_list(m->engine, want, id ? 2 : 1, &cs, &n, NULL) < 0)
 		return;
 	for (size_t i = 0; i < n; i++)
-		sbx_container_remove(m->engine, cs[i].id, NULL);
+		failed |= sbx_container_remove(m->engine, cs[i].id, NULL) < 0;
+	if (failed && again) {
+		sleep(1); /* one more round after a refusal (a restarting engine) */
+		for (size_t i = 0; i < n; i++)
+			sbx_container_remove(m->engine, cs[i].id, NULL);
+	}
 	sbx_container_list_free(cs, n);
 }
 
@@ -225,7 +230,7 @@ int sbx_container_provision(sbx_manager *m, const char *id, time_t when, const c
 	r = sbx_container_create(m->engine, &spec, &cid, err);
 	sbx_strv_free(env);
 	if (r < 0) {
-		remove_by_label(m, id);
+		sbx_remove_labelled(m, id, false);
 		if (r == -ENOENT && sbx_image_exists(m->engine, s->sandbox.image, NULL) == 0)
 			sbx_error_prefix(err, "the sandbox image %s is missing on the %s engine",
 					 s->sandbox.image, sbx_engine_name(m->engine));

@@ -181,6 +181,11 @@ int sbx_sandbox_oom_since(sbx_manager *m, sbx_sandbox *sb);
  * without asking. SBX_STOP_SETTLE_MS after a process died of SIGKILL. */
 #define SBX_STOP_SETTLE_MS 1000
 int sbx_sandbox_stopped(sbx_manager *m, sbx_sandbox *sb, int settle_ms, struct sbx_error *err);
+/* provision.c: removes the containers labelled with this instance and
+ * sandbox ID (every one of the instance's when ID is NULL): after a failed
+ * create the engine may have made one without telling its id. AGAIN: one
+ * more round a second later when a removal was refused. */
+void sbx_remove_labelled(sbx_manager *m, const char *id, bool again);
 /* The output shows a write refused for lack of space ("No space left on
  * device", "Disk quota exceeded"). */
 bool sbx_says_out_of_disk(const struct sbx_buf *b);
