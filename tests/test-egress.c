@@ -1694,11 +1694,12 @@ static void test_code_egress(sbx_manager *m, sbx_sandbox *sb)
 	 * the port: the new relay ends it and takes the port. */
 	free(out);
 	out = py(m, sb, squat_py(true));
-	relay_stops(m, sb, 30000);
+	tap_ok(relay_stops(m, sb, 30000), "the server sees the relay end before the squatter");
 	free(again);
 	again = sh(m, sb, count_relays_sh, &note);
 	tap_ok(strstr(out, "squatting 3128") && strstr(again, "relays 1") && !note,
-	       "a stale relay holding port 3128 is ended by the next one (%s)", again);
+	       "a stale relay holding port 3128 is ended by the next one (%s; %s)", again,
+	       note ? note : "no notice");
 	free(note);
 	note = NULL;
 

@@ -217,8 +217,9 @@ def listen():
     lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     # A connection of an earlier relay in TIME_WAIT does not hold the port.
     lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    end = time.monotonic() + 2
-    killed = False
+    # A killed relay frees the port once it has run its exit, which on a
+    # loaded host (a sandbox's CPU quota spent) can take seconds.
+    end = None
     while True:
         try:
             lsock.bind(('127.0.0.1', PORT))
@@ -227,7 +228,7 @@ def listen():
             if e.errno != errno.EADDRINUSE or not PORT:
                 raise
             stale = other_relays()
-            if not stale or (killed and time.monotonic() > end):
+            if not stale and end is None or end is not None and time.monotonic() > end:
                 sys.stderr.write(f'sbx-relay: port-in-use {PORT}\n')
                 sys.exit(3)
             for pid in stale:
@@ -235,7 +236,8 @@ def listen():
                     os.kill(pid, signal.SIGKILL)
                 except OSError:
                     pass
-            killed = True
+            if end is None:
+                end = time.monotonic() + 10
             time.sleep(0.02)
 
 
