@@ -2403,6 +2403,59 @@ static void test_overflow_band(sbx_mcp *mcp, sbx_manager *manager)
 	} while (cc.over && elapsed_ms(&t0) < 3000);
 	tap_is_int(cc.over, 0, "... and none over a limit");
 
+	/* Connections of the band that trickle their requests (a byte a
+	 * second: libmicrohttpd's timeout of silence never passes) leave it
+	 * once they have been in it SBX_HTTP_OVER_TIMEOUT_S and a newcomer
+	 * needs the place: it is let in and answered 503. The address's 4
+	 * admitted connections are SSE streams (busy: none can be closed to
+	 * make room). */
+	http_from("127.0.0.62");
+	{
+		struct sse_session ss[4] = {0};
+		int trickled = 0, gone = 0, got = 0;
+		struct reply r;
+
+		for (int i = 0; i < 4; i++)
+			got += sse_open(&ss[i], SSE_ENDPOINT);
+		connections_settle(&sv, 4);
+		for (int i = 0; i < SBX_HTTP_OVERFLOW_PER_PEER; i++)
+			fds[i] = connect_raw();
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		do {
+			sbx_conn_counts(sv.h, &cc);
+			if (cc.over < SBX_HTTP_OVERFLOW_PER_PEER)
+				sleep_ms(5);
+		} while (cc.over < SBX_HTTP_OVERFLOW_PER_PEER && elapsed_ms(&t0) < 1000);
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		while (elapsed_ms(&t0) < 1000 * (SBX_HTTP_OVER_TIMEOUT_S + 2)) {
+			trickled = 0;
+			for (int i = 0; i < SBX_HTTP_OVERFLOW_PER_PEER; i++)
+				trickled += send_quiet(fds[i], "G", 1);
+			sleep_ms(1000);
+		}
+		sbx_conn_counts(sv.h, &cc);
+		tap_ok(got == 4 && trickled == SBX_HTTP_OVERFLOW_PER_PEER &&
+			   cc.over == SBX_HTTP_OVERFLOW_PER_PEER,
+		       "4 SSE streams from 127.0.0.62 and %d connections trickling their "
+		       "requests for %d s, all in the band (%d streams, %d trickling, %d over)",
+		       SBX_HTTP_OVERFLOW_PER_PEER, SBX_HTTP_OVER_TIMEOUT_S + 2, got, trickled,
+		       cc.over);
+		r = request("GET", "/health", NULL, NULL);
+		tap_is_int(r.status, 503,
+			   "... a newcomer from it is let into the band (not closed at accept) "
+			   "and answered 503");
+		reply_release(&r);
+		for (int i = 0; i < SBX_HTTP_OVERFLOW_PER_PEER; i++)
+			gone += closed_within(fds[i], 100);
+		tap_is_int(gone, SBX_HTTP_OVERFLOW_PER_PEER,
+			   "... the trickling ones, past their time in the band, were closed");
+		for (int i = 0; i < SBX_HTTP_OVERFLOW_PER_PEER; i++)
+			close(fds[i]);
+		for (int i = 0; i < 4; i++)
+			sse_close(&ss[i]);
+	}
+	tap_ok(connections_settle(&sv, 0), "... all closed: no connection counted");
+
 	/* Refusals from the headers, their clients still connected: at most
 	 * SBX_HTTP_LINGER_PER_PEER of one address linger. */
 	for (int i = 0; i < SBX_HTTP_LINGER_PER_PEER + 2; i++) {

@@ -13,7 +13,11 @@
  * is answered 503 with Retry-After and a body naming the limit, then
  * closed: SBX_HTTP_OVERFLOW such connections at once, of which one
  * address holds at most SBX_HTTP_OVERFLOW_PER_PEER, and each has
- * SBX_HTTP_OVER_TIMEOUT_S to send its request. Past those a connection
+ * SBX_HTTP_OVER_TIMEOUT_S to send its request: libmicrohttpd closes one
+ * silent that long, and one that trickles its request is closed once it
+ * has been in the band that long and a newcomer needs its place (a timeout
+ * of silence alone would let a byte every few seconds hold the band for
+ * ever). Past those a connection
  * that would be over a limit is closed at accept, the one case without a
  * status, bounded by the descriptors it would take; one that would be
  * admitted never is, so no address can fill the band against another.
@@ -81,6 +85,9 @@ struct sbx_http_conn {
 	/* In its peer's idle list and the global one while idle and admitted. */
 	bool idle_listed;
 	struct sbx_http_conn *pprev, *pnext, *gprev, *gnext;
+	/* CONN_OVER: in the band's list, oldest first, since over_since. */
+	int64_t over_since;
+	struct sbx_http_conn *oprev, *onext;
 };
 
 #define CONN_BUCKETS 1024
@@ -93,8 +100,10 @@ struct sbx_conn_table {
 	pthread_mutex_t lock;
 	struct conn_peer *buckets[CONN_BUCKETS];
 	struct idle_list idle; /* every idle connection */
-	int per_peer;	       /* server.max_connections_per_ip, 0 = none */
-	int max;	       /* server.max_connections (clamped) */
+	/* Every CONN_OVER connection, by when it came (oprev, onext). */
+	struct sbx_http_conn *over_head, *over_tail;
+	int per_peer; /* server.max_connections_per_ip, 0 = none */
+	int max;      /* server.max_connections (clamped) */
 	int admitted;
 	int over;
 	uint64_t evicted; /* idle connections closed to let others in */
@@ -257,6 +266,59 @@ static bool evict_for_total(struct sbx_conn_table *t, int64_t now)
 	return (heaviest && evict_one(t, heaviest, now)) || evict_one(t, NULL, now);
 }
 
+/* ---- the overflow band's list (lock held) ---- */
+
+static void over_add(struct sbx_conn_table *t, struct sbx_http_conn *c, int64_t now)
+{
+	c->state = CONN_OVER;
+	c->over_since = now;
+	c->onext = NULL;
+	c->oprev = t->over_tail;
+	if (t->over_tail)
+		t->over_tail->onext = c;
+	else
+		t->over_head = c;
+	t->over_tail = c;
+	c->peer->over++;
+	t->over++;
+}
+
+static void over_remove(struct sbx_conn_table *t, struct sbx_http_conn *c)
+{
+	if (c->oprev)
+		c->oprev->onext = c->onext;
+	else
+		t->over_head = c->onext;
+	if (c->onext)
+		c->onext->oprev = c->oprev;
+	else
+		t->over_tail = c->oprev;
+	c->oprev = c->onext = NULL;
+	c->peer->over--;
+	t->over--;
+}
+
+/* Closes every connection that has been in the band for
+ * SBX_HTTP_OVER_TIMEOUT_S (a client trickling its request: libmicrohttpd's
+ * timeout is one of silence), so that they leave it now: true when one did. */
+static bool over_expire(struct sbx_conn_table *t, int64_t now)
+{
+	struct sbx_http_conn *c = t->over_head, *next;
+	bool any = false;
+
+	for (; c && now - c->over_since >= SBX_HTTP_OVER_TIMEOUT_S * 1000; c = next) {
+		next = c->onext;
+		if (c->fd < 0)
+			continue; /* cannot be closed from here: stays counted */
+		over_remove(t, c);
+		c->state = CONN_EVICTED;
+		/* libmicrohttpd's thread for it sees the end and closes it. */
+		shutdown(c->fd, SHUT_RDWR);
+		any = true;
+	}
+	return any;
+}
+
 /* ---- libmicrohttpd's notifications ---- */
 
 void sbx_conn_started(struct sbx_http *h, struct MHD_Connection *conn, void **socket_context)
@@ -290,9 +352,7 @@ void sbx_conn_started(struct sbx_http *h, struct MHD_Connection *conn, void **so
 	else if (t->admitted >= t->max && !evict_for_total(t, now))
 		c->over_limit = "server.max_connections";
 	if (c->over_limit) {
-		c->state = CONN_OVER;
-		c->peer->over++;
-		t->over++;
+		over_add(t, c, now);
 		t->refused++;
 		over = true;
 	} else {
@@ -334,8 +394,7 @@ void sbx_conn_closed(struct sbx_http *h, void **socket_context)
 		c->peer->admitted--;
 		t->admitted--;
 	} else if (c->state == CONN_OVER) {
-		c->peer->over--;
-		t->over--;
+		over_remove(t, c);
 	}
 	/* Its descriptor is still open (libmicrohttpd closes it after this):
 	 * a copy keeps the socket for the lingering close. */
@@ -364,6 +423,13 @@ static bool can_evict(struct sbx_conn_table *t, struct conn_peer *peer, int64_t 
 	return false;
 }
 
+/* Whether the overflow band has a place for one more of E (NULL: an
+ * address with no connection). */
+static bool band_room(const struct sbx_conn_table *t, const struct conn_peer *e)
+{
+	return t->over < SBX_HTTP_OVERFLOW && (!e || e->over < SBX_HTTP_OVERFLOW_PER_PEER);
+}
+
 /* A connection that would be past a limit, with none idle to make room,
  * is closed at accept once the overflow band (in all, or its address's
  * share of it) is full: it would take a descriptor and a thread just to be
@@ -384,7 +450,7 @@ bool sbx_conn_accept_ok(struct sbx_http *h, const struct sockaddr *addr)
 		over = !can_evict(t, e, now);
 	else
 		over = t->admitted >= t->max && !can_evict(t, NULL, now);
-	ok = !over || (t->over < SBX_HTTP_OVERFLOW && (!e || e->over < SBX_HTTP_OVERFLOW_PER_PEER));
+	ok = !over || band_room(t, e) || (over_expire(t, now) && band_room(t, e));
 	pthread_mutex_unlock(&t->lock);
 	return ok;
 }
