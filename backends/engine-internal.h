@@ -61,7 +61,10 @@ struct sbx_engine_ops {
 	/* Fill *ret (owned by the caller, release with sbx_container_info_release). */
 	int (*container_inspect)(sbx_engine *e, const char *id, struct sbx_container_info *ret,
 				 struct sbx_error *err);
-	/* All containers with every label; *ret_list owned by the caller. */
+	/* All containers with every label; *ret_list owned by the caller. The
+	 * backend checks each one's labels itself (an engine's filter is not
+	 * trusted: the callers remove what it returns) and leaves out any whose
+	 * id is not sbx_moby_id_ok. */
 	int (*container_list)(sbx_engine *e, const struct sbx_kv *labels, size_t n_labels,
 			      struct sbx_container_summary **ret_list, size_t *ret_n,
 			      struct sbx_error *err);
@@ -183,6 +186,11 @@ int sbx_moby_container_disk_usage(sbx_engine *e, const char *id, const char *siz
  * string, a fraction, negative). */
 int sbx_moby_size_rw(struct json_object *reply, int64_t *ret_bytes, struct sbx_error *err);
 /* *ret_id = the "Id" of a create reply. */
+/* Longest id of an engine's object (container, exec) taken from a reply. */
+#define SBX_ENGINE_ID_MAX 128
+/* Whether ID, from an engine, is 1 to SBX_ENGINE_ID_MAX lowercase letters
+ * and digits: it goes into the paths of later requests. */
+bool sbx_moby_id_ok(const char *id);
 int sbx_moby_reply_id(struct json_object *reply, char **ret_id, struct sbx_error *err);
 /* Connect or disconnect (forced); container_key is how the body names the
  * container ("Container"; libpod's connect says "container"). */

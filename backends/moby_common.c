@@ -338,6 +338,21 @@ int sbx_moby_container_disk_usage(sbx_engine *e, const char *id, const char *siz
 	return r < 0 ? r : sbx_moby_size_rw(j, ret_bytes, err);
 }
 
+/* Whether the listed container C carries every label of LABELS, as its
+ * "Labels" object says. */
+static bool labels_match(struct json_object *c, const struct sbx_kv *labels, size_t n_labels)
+{
+	struct json_object *have = sbx_json_path(c, "Labels", NULL);
+
+	for (size_t i = 0; i < n_labels; i++) {
+		const char *v = sbx_json_str(have, labels[i].key);
+
+		if (!v || strcmp(v, labels[i].value ? labels[i].value : "") != 0)
+			return false;
+	}
+	return true;
+}
+
 int sbx_moby_container_list(sbx_engine *e, const struct sbx_kv *labels, size_t n_labels,
 			    struct sbx_container_summary **ret_list, size_t *ret_n,
 			    struct sbx_error *err)
@@ -363,20 +378,31 @@ int sbx_moby_container_list(sbx_engine *e, const struct sbx_kv *labels, size_t n
 		return r;
 	if (!json_object_is_type(j, json_type_array))
 		return sbx_error_set(err, -EPROTO, "engine list reply is not an array");
-	n = json_object_array_length(j);
-	list = calloc(n + 1, sizeof(*list));
+	list = calloc(json_object_array_length(j) + 1, sizeof(*list));
 	if (!list)
 		return sbx_error_set(err, -ENOMEM, "out of memory");
-	for (size_t i = 0; i < n; i++) {
+	n = 0;
+	for (size_t i = 0; i < json_object_array_length(j); i++) {
 		struct json_object *c = json_object_array_get_idx(j, i);
 		struct json_object *names = sbx_json_path(c, "Names", NULL);
-		const char *state = sbx_json_str(c, "State");
-		list[i].id = dup_or_null(sbx_json_str(c, "Id"));
+		const char *state = sbx_json_str(c, "State"), *id = sbx_json_str(c, "Id");
+
+		/* What the callers remove or adopt: only a container that has
+		 * every label asked for, whatever the engine's filter did, and
+		 * an id fit for a path. */
+		if (!sbx_moby_id_ok(id) || !labels_match(c, labels, n_labels))
+			continue;
+		list[n].id = dup_or_null(id);
 		if (names && json_object_array_length(names))
-			list[i].name = dup_or_null(strip_slash(
+			list[n].name = dup_or_null(strip_slash(
 			    json_object_get_string(json_object_array_get_idx(names, 0))));
-		list[i].status = dup_or_null(state);
-		list[i].running = state && strcmp(state, "running") == 0;
+		list[n].status = dup_or_null(state);
+		list[n].running = state && strcmp(state, "running") == 0;
+		if (!list[n].id) {
+			sbx_container_list_free(list, n + 1);
+			return sbx_error_set(err, -ENOMEM, "out of memory");
+		}
+		n++;
 	}
 	*ret_list = list;
 	*ret_n = n;
@@ -511,12 +537,29 @@ int sbx_moby_path_stat(sbx_engine *e, const char *id, const char *path, struct s
 	return 0;
 }
 
+bool sbx_moby_id_ok(const char *id)
+{
+	size_t n = id ? strlen(id) : 0;
+
+	if (n < 1 || n > SBX_ENGINE_ID_MAX)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!((id[i] >= '0' && id[i] <= '9') || (id[i] >= 'a' && id[i] <= 'z')))
+			return false;
+	return true;
+}
+
 int sbx_moby_reply_id(struct json_object *reply, char **ret_id, struct sbx_error *err)
 {
 	const char *id = sbx_json_str(reply, "Id");
 
 	if (!id)
 		return sbx_error_set(err, -EPROTO, "engine reply has no Id");
+	if (!sbx_moby_id_ok(id))
+		return sbx_error_set(err, -EPROTO,
+				     "engine reply has an Id that is not 1 to %d lowercase letters "
+				     "and digits",
+				     SBX_ENGINE_ID_MAX);
 	*ret_id = strdup(id);
 	return *ret_id ? 0 : sbx_error_set(err, -ENOMEM, "out of memory");
 }

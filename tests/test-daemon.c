@@ -54,6 +54,7 @@
 #include "sbx/auth.h"
 #include "sbx/buf.h"
 #include "sbx/common.h"
+#include "sbx/sandbox.h"
 #include "tap.h"
 
 #define SBX_WAIT_S 60 /* bounds every wait: a hang, not a duration, fails */
@@ -74,8 +75,25 @@ static struct {
 	bool release;	/* answer the held lists */
 	bool stop;	/* end the thread */
 	int listen_fd;
-} eng = {
-    PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, ENGINE_SILENT, 0, 0, false, false, -1};
+	/* Non-empty: container lists hold two strangers whatever their filter
+	 * (one without the instance label, one of this instance with an id
+	 * that is a path), and stranger_requests counts requests that name
+	 * either. */
+	char stranger_instance[128];
+	int stranger_requests;
+} eng = {PTHREAD_MUTEX_INITIALIZER,
+	 PTHREAD_COND_INITIALIZER,
+	 ENGINE_SILENT,
+	 0,
+	 0,
+	 false,
+	 false,
+	 -1,
+	 "",
+	 0};
+
+#define STRANGER_ID "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+#define STRANGER_PATH_ID "..%2F..%2Fimages%2Fx"
 
 static char tmp[] = "/tmp/test-daemon.XXXXXX";
 static char sock_path[256], config_path[256], state_path[256], server[512];
@@ -112,7 +130,19 @@ static void answer(int fd, const char *line)
 		respond(
 		    fd, 200, "application/json",
 		    "{\"Version\":\"24.0.0\",\"ApiVersion\":\"1.41\",\"MinAPIVersion\":\"1.12\"}");
-	else if (strncmp(line, "GET ", 4) == 0 && strstr(line, "/json"))
+	else if (strncmp(line, "GET ", 4) == 0 && strstr(line, "/containers/json") &&
+		 eng.stranger_instance[0]) {
+		char body[1024];
+
+		snprintf(body, sizeof(body),
+			 "[{\"Id\":\"" STRANGER_ID "\",\"Names\":[\"/not-ours\"],"
+			 "\"State\":\"exited\",\"Labels\":{\"" SBX_LABEL_MANAGED "\":\"1\"}},"
+			 "{\"Id\":\"../../images/x\",\"Names\":[\"/a-path\"],\"State\":"
+			 "\"exited\",\"Labels\":{\"" SBX_LABEL_MANAGED
+			 "\":\"1\",\"" SBX_LABEL_INSTANCE "\":\"%s\"}}]",
+			 eng.stranger_instance);
+		respond(fd, 200, "application/json", body);
+	} else if (strncmp(line, "GET ", 4) == 0 && strstr(line, "/json"))
 		respond(fd, 200, "application/json", "[]");
 	else
 		respond(fd, 404, "application/json", "{\"message\":\"not in this fake engine\"}");
@@ -134,6 +164,10 @@ static void serve_requests(struct conn *c)
 		list = strncmp(line, "GET ", 4) == 0 && strstr(line, "/containers/json");
 		pthread_mutex_lock(&eng.lock);
 		eng.requests++;
+		if (eng.stranger_instance[0] &&
+		    (strstr(line, STRANGER_ID) || strstr(line, "/images/x") ||
+		     strstr(line, STRANGER_PATH_ID) || strstr(line, "..")))
+			eng.stranger_requests++;
 		mode = eng.mode;
 		if (mode == ENGINE_HOLD_LIST && list && !eng.release) {
 			c->held = true;
@@ -504,13 +538,21 @@ static int health(const char *url)
 }
 
 /* A server that started: SIGHUP is ignored (it still answers), SIGTERM
- * stops it with status 0. */
+ * stops it with status 0. The engine's container lists hold two strangers
+ * whatever the filter asked (one without the instance's label, one with an
+ * id that is a path): the server neither adopts nor removes them, and never
+ * names them to the engine. */
 static void test_serving(void)
 {
 	struct daemon d;
 	char *line, url[128] = "";
 
 	engine_set(ENGINE_ANSWER);
+	pthread_mutex_lock(&eng.lock);
+	snprintf(eng.stranger_instance, sizeof(eng.stranger_instance), "test-daemon-%ld-serving",
+		 (long)getpid());
+	eng.stranger_requests = 0;
+	pthread_mutex_unlock(&eng.lock);
 	daemon_start(&d, "serving");
 	line = wait_text(d.out, "listening on ");
 	if (!tap_ok(line != NULL, "serving: the server starts against an engine with nothing")) {
@@ -530,6 +572,13 @@ static void test_serving(void)
 	tap_is_int(health(url), 200, "serving: and still answers GET /health");
 	kill(d.pid, SIGTERM);
 	check_exit(&d, 0, "SIGTERM while serving");
+	pthread_mutex_lock(&eng.lock);
+	tap_is_int(eng.stranger_requests, 0,
+		   "serving: containers the engine listed against the filter (without the "
+		   "instance's label, or with a path for an id) were never adopted, removed or "
+		   "named");
+	eng.stranger_instance[0] = '\0';
+	pthread_mutex_unlock(&eng.lock);
 }
 
 /* sandbox.disk on storage that cannot enforce it: the server does not
