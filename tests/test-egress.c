@@ -1945,6 +1945,29 @@ static void test_parallel(sbx_manager *m, int n)
 	}
 }
 
+/* The relay's start is an exec in the sandbox: when the engine cannot run
+ * it (the container was removed from outside), the error is the sandbox's
+ * own, as for any exec (sbx_sandbox_exec_failed), not the engine's bare one:
+ * egress tells the sandbox layer that the exec failed. */
+static void test_exec_failed(sbx_manager *m)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	sbx_sandbox *sb = NULL;
+	int port = 0, r;
+
+	if (!tap_call(sbx_sandbox_create(m, "alice", "noexec", &sb, &err), err.msg,
+		      "create a sandbox whose relay cannot start"))
+		return;
+	tap_call(sbx_container_remove(engine, sb->container, &err), err.msg,
+		 "remove its container from outside");
+	sbx_error_clear(&err);
+	r = sbx_sandbox_egress_ensure(m, sb, &port, &err);
+	tap_ok(r == -ESRCH && strstr(err.msg, "removed from outside the server"),
+	       "the relay's start says the sandbox's container was removed (%d): %s", r, err.msg);
+	sbx_sandbox_unref(sb);
+	sbx_sandbox_delete(m, "alice", "noexec", NULL);
+}
+
 /* Python (a format taking the relay's port): tun(TARGET) sends TARGET's
  * request (bytes) to the relay and returns the socket and the answer's
  * status line and body (or 'timeout' when none came in 5 s). */
@@ -2653,6 +2676,7 @@ static void test_engine(const char *script)
 		check_slow(w.out ? w.out : "");
 		free(w.out);
 	}
+	test_exec_failed(m);
 	test_kept(idx, allow);
 out:
 	sbx_sandbox_unref(sb);
