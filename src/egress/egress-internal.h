@@ -15,8 +15,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sbx/egress_lookup.h"
 #include "sbx/hostport.h"
-#include "sbx/sandbox.h"
 #include "sbx/settings.h"
 
 enum egress_frame_type {

@@ -76,7 +76,7 @@ struct estream {
 };
 
 struct sbx_egress {
-	char sid[SBX_SANDBOX_ID_MAX + 1];
+	char *sid;   /* the sandbox's id */
 	char *owner; /* the sandbox's tenant ("" when none) */
 	/* sandbox.egress_connections, _per_tenant, egress_tunnel_lifetime */
 	int64_t conns_max, conns_per_tenant, tunnel_life_ms;

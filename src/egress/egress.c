@@ -901,16 +901,17 @@ struct sbx_egress *sbx_egress_new(const struct sbx_egress_config *c, struct sbx_
 		free(e);
 		return NULL;
 	}
-	snprintf(e->sid, sizeof(e->sid), "%s", c->sandbox_id);
 	e->conns_max = c->s->sandbox.egress_connections;
 	e->conns_per_tenant = c->s->sandbox.egress_connections_per_tenant;
 	e->tunnel_life_ms = c->s->sandbox.egress_tunnel_lifetime_ms;
 	e->fixed_port = sbx_egress_fixed_port(c->s);
 	e->engine = c->engine;
+	e->sid = strdup(c->sandbox_id);
 	e->owner = strdup(c->owner ? c->owner : "");
 	e->container = strdup(c->container);
-	if (!e->owner || !e->container) {
+	if (!e->sid || !e->owner || !e->container) {
 		sbx_error_set(err, -ENOMEM, "out of memory");
+		free(e->sid);
 		free(e->owner);
 		free(e->container);
 		close(e->wake[0]);
@@ -1024,6 +1025,7 @@ void sbx_egress_free(struct sbx_egress *e, bool container_stays)
 	sbx_buf_release(&e->diag);
 	sbx_buf_release(&e->ctl);
 	sbx_buf_release(&e->early);
+	free(e->sid);
 	free(e->owner);
 	free(e->container);
 	close(e->wake[0]);

@@ -17,9 +17,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sbx/egress_lookup.h"
 #include "sbx/engine.h"
 #include "sbx/error.h"
-#include "sbx/sandbox.h"
 #include "sbx/settings.h"
 
 struct sbx_egress; /* egress.c */
