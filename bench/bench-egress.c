@@ -19,7 +19,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "egress/egress.h"
 #include "sandbox/sandbox-internal.h"
 #include "sbx/common.h"
 #include "sbx/engine.h"
@@ -215,7 +214,7 @@ int main(int argc, char **argv)
 	}
 	if (!rm || !dm || sbx_sandbox_create(rm, "bench", NULL, &r, &err) < 0 ||
 	    sbx_sandbox_create(dm, "bench", NULL, &d, &err) < 0 ||
-	    sbx_egress_ensure(rm, r, &relay, &err) < 0) {
+	    sbx_sandbox_egress_ensure(rm, r, &relay, &err) < 0) {
 		fprintf(stderr, "bench-egress: %s\n", err.msg);
 		goto out;
 	}

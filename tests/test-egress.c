@@ -791,7 +791,7 @@ static struct sbx_egress_stats stats(sbx_manager *m, sbx_sandbox *sb)
 {
 	struct sbx_egress_stats es;
 
-	sbx_egress_stats(m, sb, &es);
+	sbx_sandbox_egress_stats(m, sb, &es);
 	return es;
 }
 
@@ -833,7 +833,7 @@ static bool relay_gone(sbx_manager *m, sbx_sandbox *sb, long pid)
 static int relay_port(sbx_manager *m, sbx_sandbox *sb)
 {
 	struct sbx_error err = SBX_ERROR_INIT;
-	int port = 0, r = sbx_egress_ensure(m, sb, &port, &err);
+	int port = 0, r = sbx_sandbox_egress_ensure(m, sb, &port, &err);
 
 	tap_call(r, err.msg, "the relay runs (port %d)", port);
 	return port;
@@ -1326,7 +1326,7 @@ static void test_early_frames(sbx_manager *m, sbx_sandbox *sb)
 	    "    'H.pack(3, 0, 1, len(req)) + req)',\n"
 	    "    'time.sleep(5)',\n",
 	    "early frames");
-	r = sbx_egress_ensure(m, sb, &port, &err);
+	r = sbx_sandbox_egress_ensure(m, sb, &port, &err);
 	tap_ok(r < 0 && strstr(err.msg, "port 1, not 3128"),
 	       "a relay saying port 1 with OPEN and a request in its hello's write: the start "
 	       "fails (%d %s)",
@@ -1360,7 +1360,7 @@ static void test_chatty_hello(sbx_manager *m, sbx_sandbox *sb)
 		   "    '    time.sleep(0.005)',\n",
 		   "chatty relay");
 	t0 = sbx_monotonic_ms();
-	r = sbx_egress_ensure(m, sb, &port, &err);
+	r = sbx_sandbox_egress_ensure(m, sb, &port, &err);
 	ms = sbx_monotonic_ms() - t0;
 	tap_ok(r == -ETIMEDOUT && strstr(err.msg, "did not start") && ms < 24000,
 	       "a relay writing its stderr without end and no hello: the start fails at the "
@@ -1745,12 +1745,12 @@ static void test_code_egress(sbx_manager *m, sbx_sandbox *sb)
 		int64_t c0 = sbx_monotonic_ms();
 		bool none = true;
 		for (int i = 0; i < 100000; i++) {
-			char *n = sbx_egress_for_code(m, sb);
+			char *n = sbx_sandbox_egress_for_code(m, sb);
 			none &= n == NULL;
 			free(n);
 		}
 		tap_ok(none, "the relay runs: a call is told nothing");
-		tap_diag("sbx_egress_for_code with the relay running: %.2f us a call",
+		tap_diag("sbx_sandbox_egress_for_code with the relay running: %.2f us a call",
 			 (double)(sbx_monotonic_ms() - c0) * 1000.0 / 100000);
 	}
 
@@ -1945,6 +1945,29 @@ static void test_parallel(sbx_manager *m, int n)
 	}
 }
 
+/* The relay's start is an exec in the sandbox: when the engine cannot run
+ * it (the container was removed from outside), the error is the sandbox's
+ * own, as for any exec (sbx_sandbox_exec_failed), not the engine's bare one:
+ * egress tells the sandbox layer that the exec failed. */
+static void test_exec_failed(sbx_manager *m)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	sbx_sandbox *sb = NULL;
+	int port = 0, r;
+
+	if (!tap_call(sbx_sandbox_create(m, "alice", "noexec", &sb, &err), err.msg,
+		      "create a sandbox whose relay cannot start"))
+		return;
+	tap_call(sbx_container_remove(engine, sb->container, &err), err.msg,
+		 "remove its container from outside");
+	sbx_error_clear(&err);
+	r = sbx_sandbox_egress_ensure(m, sb, &port, &err);
+	tap_ok(r == -ESRCH && strstr(err.msg, "removed from outside the server"),
+	       "the relay's start says the sandbox's container was removed (%d): %s", r, err.msg);
+	sbx_sandbox_unref(sb);
+	sbx_sandbox_delete(m, "alice", "noexec", NULL);
+}
+
 /* Python (a format taking the relay's port): tun(TARGET) sends TARGET's
  * request (bytes) to the relay and returns the socket and the answer's
  * status line and body (or 'timeout' when none came in 5 s). */
@@ -2025,7 +2048,7 @@ static void test_stalled_stream(sbx_manager *m, sbx_sandbox *sb, int api)
 	    "    '    pass',\n",
 	    api);
 	fake_relay(m, sb, src, "stalled stream");
-	r = sbx_egress_ensure(m, sb, &port, &err);
+	r = sbx_sandbox_egress_ensure(m, sb, &port, &err);
 	tap_ok(r == 0 && port == 3128, "a relay that grants no window starts (%d %s)", r, err.msg);
 	until = sbx_monotonic_ms() + 10000;
 	while (!(held = egress_slots_held(sb->owner) == 1) && sbx_monotonic_ms() < until)
@@ -2667,6 +2690,7 @@ static void test_engine(const char *script)
 		check_slow(w.out ? w.out : "");
 		free(w.out);
 	}
+	test_exec_failed(m);
 	test_kept(idx, allow);
 out:
 	sbx_sandbox_unref(sb);

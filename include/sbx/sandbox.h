@@ -76,6 +76,7 @@
 #include <time.h>
 
 #include "sbx/buf.h"
+#include "sbx/egress_lookup.h"
 #include "sbx/engine.h"
 #include "sbx/error.h"
 #include "sbx/settings.h"
@@ -262,18 +263,9 @@ int sbx_manager_check_engine(sbx_manager *m, struct sbx_error *err);
  * it before it makes one, and every container a manager makes is preceded by
  * one successful check (sbx_manager_disk_check, kept once it passed). */
 int sbx_disk_check(const struct sbx_settings *s, sbx_engine *e, struct sbx_error *err);
-/* Where a tenant's own egress allow-list comes from (the API keys: the
- * program's glue, sbx_tools_egress_lookup). Called from a sandbox's relay
- * with the sandbox's OWNER as each connection is decided, under the relay's
- * lock: it must not call into the manager. 1 with the list in BUF
- * ("none", or HOST[:PORT],... as sandbox.egress_allow takes them), 0 when
- * OWNER has none of its own (sandbox.egress_allow applies), negative when
- * it cannot be known now (no host is allowed then: fail closed). */
-typedef int (*sbx_egress_lookup_fn)(void *userdata, const char *owner, char *buf, size_t size);
-/* Bytes BUF has for a list. */
-#define SBX_EGRESS_LIST_MAX 1024
-/* Sets M's lookup (NULL: every sandbox has sandbox.egress_allow); before
- * any sandbox is made. */
+/* Sets M's lookup of the tenants' egress allow-lists (sbx/egress_lookup.h;
+ * NULL: every sandbox has sandbox.egress_allow); before any sandbox is made.
+ * Each sandbox's relay is given it. */
 void sbx_manager_set_egress_lookup(sbx_manager *m, sbx_egress_lookup_fn fn, void *userdata);
 /* What OWNER's sandboxes that are gone (deleted, expired) used, since the
  * manager started (src/sandbox/tenant_usage.c); list_sandboxes adds its

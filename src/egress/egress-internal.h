@@ -15,8 +15,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sbx/egress_lookup.h"
 #include "sbx/hostport.h"
-#include "sbx/sandbox.h"
 #include "sbx/settings.h"
 
 enum egress_frame_type {
@@ -112,7 +112,8 @@ struct egress_policy {
 	char *list;
 	char *server_allow;
 	/* The tenant whose list applies (owned; NULL: the server's always) and
-	 * where its list is looked up (sbx_manager_set_egress_lookup). */
+	 * where its list is looked up (struct sbx_egress_config's lookup: the
+	 * program's, sbx_manager_set_egress_lookup). */
 	char *tenant;
 	sbx_egress_lookup_fn lookup;
 	void *lookup_ud;
@@ -131,9 +132,6 @@ int egress_policy_set_list(struct egress_policy *p, const char *list, char *why,
  * and at each egress_policy_follow. -ENOMEM. */
 int egress_policy_set_tenant(struct egress_policy *p, const char *tenant, sbx_egress_lookup_fn fn,
 			     void *userdata);
-/* egress_tenant.c: P (just made for SB's relay) follows the list of SB's
- * owner. -ENOMEM. */
-int sbx_egress_policy_for(sbx_manager *m, sbx_sandbox *sb, struct egress_policy *p);
 /* Asks P's lookup for its tenant's list and rebuilds the allow-list when it
  * changed (called before each request is decided, so that a list changed in
  * the keys file applies to the next connections). A lookup that fails (the

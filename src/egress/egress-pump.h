@@ -22,7 +22,6 @@
 
 #include "egress-internal.h"
 #include "egress.h"
-#include "sandbox/sandbox-internal.h"
 #include "sbx/buf.h"
 
 /* Connections one sandbox's relay carries at once; more are answered 503. */
@@ -77,11 +76,12 @@ struct estream {
 };
 
 struct sbx_egress {
-	char sid[SBX_SANDBOX_ID_MAX + 1];
-	char owner[SBX_OWNER_MAX + 1]; /* the sandbox's tenant */
+	char *sid;   /* the sandbox's id */
+	char *owner; /* the sandbox's tenant ("" when none) */
 	/* sandbox.egress_connections, _per_tenant, egress_tunnel_lifetime */
 	int64_t conns_max, conns_per_tenant, tunnel_life_ms;
-	sbx_engine *engine; /* outlives the record, and so this */
+	bool fixed_port;    /* sbx_egress_fixed_port: listens on RELAY_PORT */
+	sbx_engine *engine; /* outlives the relay */
 	char *container;
 	struct egress_policy pol;
 	pthread_mutex_t start_lock; /* serialises starts */

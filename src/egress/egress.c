@@ -19,11 +19,12 @@
  * the container's own environment from its creation (sbx_egress_container_env)
  * and every process of the sandbox has them: the persistent interpreter, a
  * shell command, pip typed in one. It is (re)started before each call that
- * runs code (sbx_egress_for_code) and each install. With any other network
+ * runs code and each install (the sandbox layer, which keeps the relay in
+ * the sandbox's record, calls sbx_egress_ensure). With any other network
  * the sandbox's loopback may be the host's (host), where a fixed port would
  * clash: the relay takes a free port and only the server's own pip is told.
- * A relay whose record goes while its container stays (the server stops
- * and keeps its containers) is killed.
+ * A relay freed while its container stays (the server stops and keeps its
+ * containers) is killed.
  *
  * Threads: one pump thread per running relay owns the exec stream (reads
  * and writes it), the tunnels' upstream connections and the frames; a
@@ -789,17 +790,16 @@ static int on_hello(void *userdata, uint8_t type, uint16_t id, const unsigned ch
 	return 0;
 }
 
-/* Whether the relay of M's sandboxes listens on RELAY_PORT, the port in
- * their environment: the sandbox has a loopback of its own (network none). */
-static bool fixed_port(const sbx_manager *m)
+bool sbx_egress_fixed_port(const struct sbx_settings *s)
 {
-	const char *net = m->s->sandbox.network;
+	const char *net = s->sandbox.network;
 
 	return !net[0] || strcmp(net, "none") == 0;
 }
 
-/* Under start_lock, with no pump: starts the relay and waits for its hello. */
-static int start_relay(sbx_manager *m, sbx_sandbox *sb, struct sbx_egress *e, struct sbx_error *err)
+/* Under start_lock, with no pump: starts the relay and waits for its hello.
+ * *EXEC_FAILED: the engine's exec failed (ERR is the engine's). */
+static int start_relay(struct sbx_egress *e, bool *exec_failed, struct sbx_error *err)
 {
 	char frame_max[16], window[16], port[16];
 	const char *const argv[] = {"python3", "-u",   "-c", sbx_relay_py, "sbx-relay",
@@ -816,7 +816,7 @@ static int start_relay(sbx_manager *m, sbx_sandbox *sb, struct sbx_egress *e, st
 
 	snprintf(frame_max, sizeof(frame_max), "%d", EGRESS_FRAME_MAX);
 	snprintf(window, sizeof(window), "%d", EGRESS_STREAM_WINDOW);
-	snprintf(port, sizeof(port), "%d", fixed_port(m) ? RELAY_PORT : 0);
+	snprintf(port, sizeof(port), "%d", e->fixed_port ? RELAY_PORT : 0);
 	e->port = 0;
 	sbx_buf_release(&e->early);
 	memset(&e->rd, 0, sizeof(e->rd));
@@ -825,9 +825,11 @@ static int start_relay(sbx_manager *m, sbx_sandbox *sb, struct sbx_egress *e, st
 	for (size_t i = 0; i < STREAMS_MAX; i++)
 		e->st[i] = (struct estream){.e = e, .up_fd = -1};
 	pthread_mutex_unlock(&e->lock);
-	r = sbx_exec_stream(m->engine, sb->container, &spec, &s, err);
-	if (r < 0)
-		return sbx_sandbox_exec_failed(m, sb, r, err);
+	r = sbx_exec_stream(e->engine, e->container, &spec, &s, err);
+	if (r < 0) {
+		*exec_failed = true;
+		return r;
+	}
 	while (!h.got) {
 		unsigned char buf[4096];
 		int64_t left = deadline - sbx_monotonic_ms();
@@ -856,23 +858,23 @@ static int start_relay(sbx_manager *m, sbx_sandbox *sb, struct sbx_egress *e, st
 			    "is taken by a process in the sandbox (with sandbox.network = none the "
 			    "relay listens there, and HTTP_PROXY and PIP_INDEX_URL point to it); "
 			    "stop that process, or create a new sandbox",
-			    sb->id, RELAY_PORT);
+			    e->sid, RELAY_PORT);
 		return sbx_error_set(err, n == -ETIMEDOUT ? -ETIMEDOUT : -EPIPE,
-				     "the package relay did not start in sandbox %s%s%.*s", sb->id,
+				     "the package relay did not start in sandbox %s%s%.*s", e->sid,
 				     e->diag.len ? ": " : "", (int)e->diag.len,
 				     e->diag.data ? e->diag.data : "");
 	}
-	if (fixed_port(m) && e->port != RELAY_PORT) {
+	if (e->fixed_port && e->port != RELAY_PORT) {
 		sbx_stream_free(s);
 		return sbx_error_set(err, -EPROTO,
 				     "the egress relay in sandbox %s listens on port %d, not %d",
-				     sb->id, e->port, RELAY_PORT);
+				     e->sid, e->port, RELAY_PORT);
 	}
 	e->stream = s;
 	return 0;
 }
 
-static struct sbx_egress *egress_new(sbx_manager *m, sbx_sandbox *sb, struct sbx_error *err)
+struct sbx_egress *sbx_egress_new(const struct sbx_egress_config *c, struct sbx_error *err)
 {
 	struct sbx_egress *e = calloc(1, sizeof(*e));
 	char why[256];
@@ -881,12 +883,13 @@ static struct sbx_egress *egress_new(sbx_manager *m, sbx_sandbox *sb, struct sbx
 		sbx_error_set(err, -ENOMEM, "out of memory");
 		return NULL;
 	}
-	if (egress_policy_init(&e->pol, m->s, why, sizeof(why)) < 0) {
+	if (egress_policy_init(&e->pol, c->s, why, sizeof(why)) < 0) {
 		sbx_error_set(err, -EINVAL, "%s", why);
 		free(e);
 		return NULL;
 	}
-	if (sbx_egress_policy_for(m, sb, &e->pol) < 0) { /* its tenant's list */
+	/* its tenant's list */
+	if (egress_policy_set_tenant(&e->pol, c->owner, c->lookup, c->lookup_ud) < 0) {
 		sbx_error_set(err, -ENOMEM, "out of memory");
 		egress_policy_release(&e->pol);
 		free(e);
@@ -898,15 +901,19 @@ static struct sbx_egress *egress_new(sbx_manager *m, sbx_sandbox *sb, struct sbx
 		free(e);
 		return NULL;
 	}
-	snprintf(e->sid, sizeof(e->sid), "%s", sb->id);
-	snprintf(e->owner, sizeof(e->owner), "%s", sb->owner ? sb->owner : "");
-	e->conns_max = m->s->sandbox.egress_connections;
-	e->conns_per_tenant = m->s->sandbox.egress_connections_per_tenant;
-	e->tunnel_life_ms = m->s->sandbox.egress_tunnel_lifetime_ms;
-	e->engine = m->engine;
-	e->container = strdup(sb->container);
-	if (!e->container) {
+	e->conns_max = c->s->sandbox.egress_connections;
+	e->conns_per_tenant = c->s->sandbox.egress_connections_per_tenant;
+	e->tunnel_life_ms = c->s->sandbox.egress_tunnel_lifetime_ms;
+	e->fixed_port = sbx_egress_fixed_port(c->s);
+	e->engine = c->engine;
+	e->sid = strdup(c->sandbox_id);
+	e->owner = strdup(c->owner ? c->owner : "");
+	e->container = strdup(c->container);
+	if (!e->sid || !e->owner || !e->container) {
 		sbx_error_set(err, -ENOMEM, "out of memory");
+		free(e->sid);
+		free(e->owner);
+		free(e->container);
 		close(e->wake[0]);
 		close(e->wake[1]);
 		egress_policy_release(&e->pol);
@@ -916,27 +923,6 @@ static struct sbx_egress *egress_new(sbx_manager *m, sbx_sandbox *sb, struct sbx
 	pthread_mutex_init(&e->start_lock, NULL);
 	pthread_mutex_init(&e->lock, NULL);
 	sbx_cond_init_monotonic(&e->cond);
-	return e;
-}
-
-static struct sbx_egress *egress_of(sbx_manager *m, sbx_sandbox *sb, struct sbx_error *err)
-{
-	struct sbx_egress *e, *fresh = NULL;
-
-	pthread_mutex_lock(&m->lock);
-	e = sb->egress;
-	pthread_mutex_unlock(&m->lock);
-	if (e)
-		return e;
-	fresh = egress_new(m, sb, err);
-	if (!fresh)
-		return NULL;
-	pthread_mutex_lock(&m->lock);
-	if (!sb->egress)
-		sb->egress = SBX_TAKE(fresh);
-	e = sb->egress;
-	pthread_mutex_unlock(&m->lock);
-	sbx_egress_free(fresh, false);
 	return e;
 }
 
@@ -969,13 +955,11 @@ static void stop_pump(struct sbx_egress *e)
 	}
 }
 
-int sbx_egress_ensure(sbx_manager *m, sbx_sandbox *sb, int *ret_port, struct sbx_error *err)
+int sbx_egress_ensure(struct sbx_egress *e, int *ret_port, bool *exec_failed, struct sbx_error *err)
 {
-	struct sbx_egress *e = egress_of(m, sb, err);
+	bool failed_exec = false;
 	int r = 0;
 
-	if (!e)
-		return err ? err->code : -ENOMEM;
 	pthread_mutex_lock(&e->start_lock);
 	pthread_mutex_lock(&e->lock);
 	bool running = e->running, hung_up = hung_up_locked(e);
@@ -989,7 +973,7 @@ int sbx_egress_ensure(sbx_manager *m, sbx_sandbox *sb, int *ret_port, struct sbx
 			pthread_join(e->pump, NULL);
 			e->joinable = false;
 		}
-		r = start_relay(m, sb, e, err);
+		r = start_relay(e, &failed_exec, err);
 		if (r >= 0) {
 			e->stop = false;
 			e->running = true;
@@ -1007,7 +991,19 @@ int sbx_egress_ensure(sbx_manager *m, sbx_sandbox *sb, int *ret_port, struct sbx
 	if (r >= 0)
 		*ret_port = e->port;
 	pthread_mutex_unlock(&e->start_lock);
+	if (exec_failed)
+		*exec_failed = failed_exec;
 	return r;
+}
+
+bool sbx_egress_running(struct sbx_egress *e)
+{
+	bool ok;
+
+	pthread_mutex_lock(&e->lock);
+	ok = e->running && !hung_up_locked(e);
+	pthread_mutex_unlock(&e->lock);
+	return ok;
 }
 
 void sbx_egress_free(struct sbx_egress *e, bool container_stays)
@@ -1029,6 +1025,8 @@ void sbx_egress_free(struct sbx_egress *e, bool container_stays)
 	sbx_buf_release(&e->diag);
 	sbx_buf_release(&e->ctl);
 	sbx_buf_release(&e->early);
+	free(e->sid);
+	free(e->owner);
 	free(e->container);
 	close(e->wake[0]);
 	close(e->wake[1]);
@@ -1046,14 +1044,9 @@ void sbx_egress_bytes(struct sbx_egress *e, uint64_t *ret_in, uint64_t *ret_out)
 	pthread_mutex_unlock(&e->lock);
 }
 
-void sbx_egress_stats(sbx_manager *m, sbx_sandbox *sb, struct sbx_egress_stats *ret)
+void sbx_egress_stats(struct sbx_egress *e, struct sbx_egress_stats *ret)
 {
-	struct sbx_egress *e;
-
 	memset(ret, 0, sizeof(*ret));
-	pthread_mutex_lock(&m->lock);
-	e = sb->egress;
-	pthread_mutex_unlock(&m->lock);
 	if (!e)
 		return;
 	pthread_mutex_lock(&e->lock);
@@ -1091,66 +1084,23 @@ static int proxy_env(const struct egress_policy *pol, int port, char ***ret_env,
 	return 0;
 }
 
-int sbx_egress_pip_env(sbx_manager *m, sbx_sandbox *sb, char ***ret_env, struct sbx_error *err)
+int sbx_egress_pip_env(const struct sbx_egress *e, int port, char ***ret_env, struct sbx_error *err)
 {
-	struct sbx_egress *e;
-	int port, r;
-
-	r = sbx_egress_ensure(m, sb, &port, err);
-	if (r < 0)
-		return r;
-	pthread_mutex_lock(&m->lock);
-	e = sb->egress; /* set once, before ensure returned */
-	pthread_mutex_unlock(&m->lock);
 	return proxy_env(&e->pol, port, ret_env, err);
 }
 
-int sbx_egress_container_env(sbx_manager *m, char ***ret_env, struct sbx_error *err)
+int sbx_egress_container_env(const struct sbx_settings *s, char ***ret_env, struct sbx_error *err)
 {
 	struct egress_policy pol;
 	char why[256];
 	int r;
 
 	*ret_env = NULL;
-	if (!fixed_port(m))
+	if (!sbx_egress_fixed_port(s))
 		return 0;
-	if (egress_policy_init(&pol, m->s, why, sizeof(why)) < 0)
+	if (egress_policy_init(&pol, s, why, sizeof(why)) < 0)
 		return sbx_error_set(err, -EINVAL, "%s", why);
 	r = proxy_env(&pol, RELAY_PORT, ret_env, err);
 	egress_policy_release(&pol);
 	return r;
-}
-
-char *sbx_egress_for_code(sbx_manager *m, sbx_sandbox *sb)
-{
-	struct sbx_error err = SBX_ERROR_INIT;
-	struct sbx_egress *e;
-	char *notice = NULL;
-	int port;
-
-	if (!fixed_port(m))
-		return NULL;
-	/* Cheap when the relay runs: its lock, a flag and a poll(2). */
-	pthread_mutex_lock(&m->lock);
-	e = sb->egress;
-	pthread_mutex_unlock(&m->lock);
-	if (e) {
-		pthread_mutex_lock(&e->lock);
-		bool ok = e->running && !hung_up_locked(e);
-		pthread_mutex_unlock(&e->lock);
-		if (ok)
-			return NULL;
-	}
-	/* Counted as a call: the reaper leaves the sandbox alone meanwhile; a
-	 * sandbox that is going is the call's own error to tell. */
-	if (sbx_sandbox_begin(sb, NULL) < 0)
-		return NULL;
-	if (sbx_egress_ensure(m, sb, &port, &err) < 0 &&
-	    asprintf(&notice,
-		     "The package index and sandbox.egress_allow are out of reach for this call: "
-		     "%s.",
-		     err.msg) < 0)
-		notice = NULL;
-	sbx_sandbox_end(sb, NULL);
-	return notice;
 }

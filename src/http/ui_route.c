@@ -3,7 +3,7 @@
  * The page for people (issue 15): GET/HEAD /ui is src/http/ui/index.html,
  * /ui/app.js and /ui/app.css its script and style; / and /ui/ redirect to
  * /ui; any other /ui/... is 404, other methods 405. The three files are
- * compiled in (src/http/ui/ui.inc, made by src/sandbox/interp/embed.awk at
+ * compiled in (src/http/ui/ui.inc, made by tools/embed.awk at
  * build time): nothing is read from disk, nothing is fetched from elsewhere.
  *
  * The page talks MCP itself (POST /mcp with the API key in Authorization),

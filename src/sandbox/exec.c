@@ -10,7 +10,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "egress/egress.h"
 #include "sandbox-internal.h"
 #include "sbx/common.h"
 #include "sbx/utf8.h"
@@ -135,7 +134,7 @@ static int disk_notice(const sbx_manager *m, struct sbx_run_result *out, const c
 	    (long long)(m->s->sandbox.disk >> 20));
 }
 
-/* Adds the egress relay's NOTICE (sbx_egress_for_code; may be NULL) after
+/* Adds the egress relay's NOTICE (sbx_sandbox_egress_for_code; may be NULL) after
  * what OUT's notice says. */
 static int relay_notice(struct sbx_run_result *out, const char *notice)
 {
@@ -169,7 +168,7 @@ int sbx_sandbox_run_shell_ex(sbx_manager *m, sbx_sandbox *sb, const char *comman
 
 	if (!command)
 		return sbx_error_set(err, -EINVAL, "no command given");
-	relay = sbx_egress_for_code(m, sb);
+	relay = sbx_sandbox_egress_for_code(m, sb);
 	r = run_exec(m, sb, &spec, &res, err);
 	if (r < 0)
 		return r;
@@ -198,7 +197,7 @@ int sbx_sandbox_run_python_ex(sbx_manager *m, sbx_sandbox *sb, const char *code,
 			      struct sbx_error *err)
 {
 	struct sbx_run_result out;
-	_cleanup_free_ char *relay = sbx_egress_for_code(m, sb);
+	_cleanup_free_ char *relay = sbx_sandbox_egress_for_code(m, sb);
 	int r = sbx_interp_run(m, sb, code, opts, &out, err);
 
 	if (r < 0)

@@ -521,7 +521,7 @@ static int info_fill(sbx_manager *m, sbx_sandbox *sb, const char *status,
 	info->packages = sbx_sandbox_packages(m, sb);
 	{
 		struct sbx_egress_stats es;
-		sbx_egress_stats(m, sb, &es);
+		sbx_sandbox_egress_stats(m, sb, &es);
 		info->egress_bytes_in = es.bytes_in;
 		info->egress_bytes_out = es.bytes_out;
 	}

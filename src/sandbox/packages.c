@@ -19,7 +19,6 @@
 #include <strings.h>
 #include <time.h>
 
-#include "egress/egress.h"
 #include "sandbox-internal.h"
 #include "sbx/common.h"
 #include "sbx/metrics.h"
@@ -328,7 +327,7 @@ static void *install_thread(void *arg)
 
 	/* pip reaches the index (and its file host) only through the sandbox's
 	 * relay: the server fetches for it and adds the index's credentials. */
-	r = sbx_egress_pip_env(m, job->sb, &env, &err);
+	r = sbx_sandbox_egress_pip_env(m, job->sb, &env, &err);
 	if (r >= 0) {
 		spec.env = (const char *const *)env;
 		r = sbx_exec(m->engine, job->sb->container, &spec, &res, &err);

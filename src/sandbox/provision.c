@@ -191,7 +191,7 @@ int sbx_container_provision(sbx_manager *m, const char *id, time_t when, const c
 	if (r < 0)
 		return r;
 	/* The egress relay's proxy variables, for every process in it. */
-	r = sbx_egress_container_env(m, &env, err);
+	r = sbx_egress_container_env(m->s, &env, err);
 	if (r < 0)
 		return r;
 	snprintf(created, sizeof(created), "%lld", (long long)when);

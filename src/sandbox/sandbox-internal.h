@@ -38,8 +38,9 @@ struct sbx_install {
 	double seconds; /* set when it ended */
 };
 
-struct sbx_interp; /* interp.c */
-struct sbx_egress; /* src/egress/egress.c */
+struct sbx_interp;	 /* interp.c */
+struct sbx_egress;	 /* src/egress/egress.h; a record's: relay.c */
+struct sbx_egress_stats; /* src/egress/egress.h */
 
 /* Why a sandbox is being removed, or was (the table of sandboxes gone
  * lately keeps it, so that a later call can say so). */
@@ -93,7 +94,8 @@ struct sbx_sandbox {
 	/* The Python interpreter: set once, under m->lock, at first use or (from
 	 * the pool entry) at assignment before the record is ready. */
 	struct sbx_interp *interp;
-	/* Its egress relay (src/egress/egress.h): set once, under m->lock, at first use. */
+	/* Its egress relay (src/egress/egress.h): set once, under m->lock, at
+	 * first use (relay.c). */
 	struct sbx_egress *egress;
 	/* usage.c, under m->lock: CPU time counted (and the engine's count at
 	 * the last sample), memory in use then and integrated over the
@@ -154,9 +156,9 @@ struct sbx_manager {
 	struct timespec check_at;
 	bool check_done;
 	struct sbx_error check_err;
-	/* src/egress/egress_tenant.c: where tenants' egress lists come from (set once,
-	 * before any sandbox), and the bytes of their sandboxes gone (under
-	 * egress_lock, taken under no other lock of the manager's). */
+	/* relay.c: where tenants' egress lists come from (set once, before any
+	 * sandbox), and the bytes of their sandboxes gone (under egress_lock,
+	 * taken under no other lock of the manager's). */
 	sbx_egress_lookup_fn egress_lookup;
 	void *egress_lookup_ud;
 	pthread_mutex_t egress_lock;
@@ -292,6 +294,26 @@ sbx_sandbox *sbx_record_new(sbx_manager *m, const char *id, const char *name, co
 sbx_sandbox *sbx_record_free(sbx_sandbox *sb);
 /* Drops the install records of a record being freed. */
 void sbx_install_list_free(struct sbx_install *list);
+
+/* relay.c: a sandbox's egress relay (src/egress/egress.h), made at its
+ * first use and kept in its record. */
+
+/* Starts SB's relay unless it runs (its first use, or it died, was killed
+ * or broke the protocol since) and tells its port on the sandbox's
+ * loopback; an exec that cannot run is explained (sbx_sandbox_exec_failed). */
+int sbx_sandbox_egress_ensure(sbx_manager *m, sbx_sandbox *sb, int *ret_port,
+			      struct sbx_error *err);
+/* sbx_sandbox_egress_ensure, then the environment pip runs with
+ * (sbx_egress_pip_env: NULL-terminated, owned). */
+int sbx_sandbox_egress_pip_env(sbx_manager *m, sbx_sandbox *sb, char ***ret_env,
+			       struct sbx_error *err);
+/* Before a call runs code in SB (sandbox.network = none): starts its relay
+ * unless it runs (as the call's proxy variables expect); cheap when it does.
+ * NULL, or a notice (owned) for the call's result when the relay cannot
+ * start (its port taken, say): the call runs anyway, without egress. */
+char *sbx_sandbox_egress_for_code(sbx_manager *m, sbx_sandbox *sb);
+/* What SB's relay did (sbx_egress_stats); all zero when it never had one. */
+void sbx_sandbox_egress_stats(sbx_manager *m, sbx_sandbox *sb, struct sbx_egress_stats *ret);
 
 /* packages.c */
 
