@@ -2344,6 +2344,20 @@ static void test_slow_body(sbx_mcp *mcp, sbx_manager *manager)
 	server_end(&sv);
 }
 
+/* Waits up to a second for one address's share of the overflow band to
+ * fill; *CC: the counts then. */
+static void band_filled(struct server *sv, struct sbx_conn_counts *cc)
+{
+	struct timespec t0;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	do {
+		sbx_conn_counts(sv->h, cc);
+		if (cc->over < SBX_HTTP_OVERFLOW_PER_PEER)
+			sleep_ms(5);
+	} while (cc->over < SBX_HTTP_OVERFLOW_PER_PEER && elapsed_ms(&t0) < 1000);
+}
+
 /* The overflow band: one address past server.max_connections_per_ip holds
  * at most SBX_HTTP_OVERFLOW_PER_PEER connections waiting for their 503;
  * past that its connections are closed at accept, while other addresses
@@ -2364,12 +2378,7 @@ static void test_overflow_band(sbx_mcp *mcp, sbx_manager *manager)
 	http_from("127.0.0.60");
 	for (int i = 0; i < N; i++)
 		fds[i] = connect_raw();
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	do {
-		sbx_conn_counts(sv.h, &cc);
-		if (cc.over < SBX_HTTP_OVERFLOW_PER_PEER)
-			sleep_ms(5);
-	} while (cc.over < SBX_HTTP_OVERFLOW_PER_PEER && elapsed_ms(&t0) < 1000);
+	band_filled(&sv, &cc);
 	for (int i = 0; i < N; i++) {
 		struct pollfd p = {.fd = fds[i], .events = POLLIN};
 		quiet += poll(&p, 1, 0) == 0;
@@ -2420,12 +2429,7 @@ static void test_overflow_band(sbx_mcp *mcp, sbx_manager *manager)
 		connections_settle(&sv, 4);
 		for (int i = 0; i < SBX_HTTP_OVERFLOW_PER_PEER; i++)
 			fds[i] = connect_raw();
-		clock_gettime(CLOCK_MONOTONIC, &t0);
-		do {
-			sbx_conn_counts(sv.h, &cc);
-			if (cc.over < SBX_HTTP_OVERFLOW_PER_PEER)
-				sleep_ms(5);
-		} while (cc.over < SBX_HTTP_OVERFLOW_PER_PEER && elapsed_ms(&t0) < 1000);
+		band_filled(&sv, &cc);
 		clock_gettime(CLOCK_MONOTONIC, &t0);
 		while (elapsed_ms(&t0) < 1000 * (SBX_HTTP_OVER_TIMEOUT_S + 2)) {
 			trickled = 0;
