@@ -16,8 +16,9 @@
  * SBX_HTTP_OVER_TIMEOUT_S to send its request: libmicrohttpd closes one
  * silent that long, and one that trickles its request is closed once it
  * has been in the band that long and a newcomer needs its place (a timeout
- * of silence alone would let a byte every few seconds hold the band for
- * ever). Past those a connection
+ * of silence alone would let a byte every few seconds hold a place for
+ * ever; clients that keep opening new connections can still keep the band
+ * full, each connection for 10 s at most). Past those a connection
  * that would be over a limit is closed at accept, the one case without a
  * status, bounded by the descriptors it would take; one that would be
  * admitted never is, so no address can fill the band against another.
@@ -298,25 +299,25 @@ static void over_remove(struct sbx_conn_table *t, struct sbx_http_conn *c)
 	t->over--;
 }
 
-/* Closes every connection that has been in the band for
- * SBX_HTTP_OVER_TIMEOUT_S (a client trickling its request: libmicrohttpd's
- * timeout is one of silence), so that they leave it now: true when one did. */
-static bool over_expire(struct sbx_conn_table *t, int64_t now)
+/* Closes the connection longest in the band, of PEER (NULL: of any
+ * address), when it has been there SBX_HTTP_OVER_TIMEOUT_S (a client
+ * trickling its request: libmicrohttpd's timeout is one of silence), so
+ * that it leaves the band now: true when one did. One per newcomer, so
+ * that no address's newcomers close others' connections beyond the place
+ * they take, and the connections shut down but not yet closed stay few. */
+static bool over_expire(struct sbx_conn_table *t, struct conn_peer *peer, int64_t now)
 {
-	struct sbx_http_conn *c = t->over_head, *next;
-	bool any = false;
-
-	for (; c && now - c->over_since >= SBX_HTTP_OVER_TIMEOUT_S * 1000; c = next) {
-		next = c->onext;
-		if (c->fd < 0)
-			continue; /* cannot be closed from here: stays counted */
+	for (struct sbx_http_conn *c = t->over_head;
+	     c && now - c->over_since >= SBX_HTTP_OVER_TIMEOUT_S * 1000; c = c->onext) {
+		if (c->fd < 0 || (peer && c->peer != peer))
+			continue; /* one with no descriptor cannot be closed from here */
 		over_remove(t, c);
 		c->state = CONN_EVICTED;
 		/* libmicrohttpd's thread for it sees the end and closes it. */
 		shutdown(c->fd, SHUT_RDWR);
-		any = true;
+		return true;
 	}
-	return any;
+	return false;
 }
 
 /* ---- libmicrohttpd's notifications ---- */
@@ -450,7 +451,11 @@ bool sbx_conn_accept_ok(struct sbx_http *h, const struct sockaddr *addr)
 		over = !can_evict(t, e, now);
 	else
 		over = t->admitted >= t->max && !can_evict(t, NULL, now);
-	ok = !over || band_room(t, e) || (over_expire(t, now) && band_room(t, e));
+	/* A full band makes room by closing one connection past its time in
+	 * it: of this address when its share is what is full, else of any. */
+	ok = !over || band_room(t, e) ||
+	     (over_expire(t, e && e->over >= SBX_HTTP_OVERFLOW_PER_PEER ? e : NULL, now) &&
+	      band_room(t, e));
 	pthread_mutex_unlock(&t->lock);
 	return ok;
 }
@@ -475,7 +480,10 @@ const char *sbx_conn_over_limit(struct MHD_Connection *conn)
 	if (ci && ci->socket_context == (void *)&unrecorded)
 		return "server memory";
 	c = conn_of(conn);
-	return c && c->state == CONN_OVER ? c->over_limit : NULL;
+	/* Set at its start and never changed (read without the lock): a
+	 * connection of the band that over_expire closed meanwhile is still
+	 * answered as one over a limit, never served. */
+	return c ? c->over_limit : NULL;
 }
 
 bool sbx_conn_request_begin(struct sbx_http *h, struct MHD_Connection *conn)
