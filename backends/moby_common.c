@@ -257,6 +257,13 @@ int sbx_moby_container_inspect(sbx_engine *e, const char *id, struct sbx_contain
 
 	if (r < 0)
 		return r;
+	/* Its Id goes into the paths of later requests (an adopted sandbox's). */
+	if (!sbx_moby_id_ok(sbx_json_str(j, "Id")))
+		return sbx_error_set(
+		    err, -EPROTO,
+		    "engine inspect reply for %.64s has no Id of 1 to %d lowercase "
+		    "letters and digits",
+		    id, SBX_ENGINE_ID_MAX);
 	state = sbx_json_path(j, "State", NULL);
 	host = sbx_json_path(j, "HostConfig", NULL);
 	config = sbx_json_path(j, "Config", NULL);
@@ -393,7 +400,9 @@ int sbx_moby_container_list(sbx_engine *e, const struct sbx_kv *labels, size_t n
 		if (!sbx_moby_id_ok(id) || !labels_match(c, labels, n_labels))
 			continue;
 		list[n].id = dup_or_null(id);
-		if (names && json_object_array_length(names))
+		if (json_object_is_type(names, json_type_array) &&
+		    json_object_array_length(names) &&
+		    json_object_is_type(json_object_array_get_idx(names, 0), json_type_string))
 			list[n].name = dup_or_null(strip_slash(
 			    json_object_get_string(json_object_array_get_idx(names, 0))));
 		list[n].status = dup_or_null(state);
