@@ -2484,6 +2484,41 @@ static void test_overflow_band(sbx_mcp *mcp, sbx_manager *manager)
 	tap_is_int(lingering, SBX_HTTP_LINGER_PER_PEER,
 		   "%d refusals from one address with their bodies pending: %d linger",
 		   SBX_HTTP_LINGER_PER_PEER + 2, SBX_HTTP_LINGER_PER_PEER);
+	/* A second address lingers its share with one more (128 / 3), so
+	 * that a third still finds room. */
+	{
+		enum { SHARE2 = SBX_HTTP_LINGER_MAX / 3 };
+		int more[SBX_HTTP_LINGER_PER_PEER + 2], third, before;
+
+		http_from("127.0.0.63");
+		for (int i = 0; i < SBX_HTTP_LINGER_PER_PEER + 2; i++) {
+			more[i] = raw_mcp_post(NO_SESSION, 1 << 20, "{");
+			raw_status(more[i], &acc, 5000);
+			sbx_buf_reset(&acc);
+		}
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		while (elapsed_ms(&t0) < 3000 &&
+		       sbx_linger_count(sv.h->linger) < SBX_HTTP_LINGER_PER_PEER + SHARE2)
+			sleep_ms(20);
+		sleep_ms(200);
+		before = sbx_linger_count(sv.h->linger);
+		tap_is_int(before, SBX_HTTP_LINGER_PER_PEER + SHARE2,
+			   "%d refusals from a second address: %d of them linger (a share of %d "
+			   "sockets with one address more)",
+			   SBX_HTTP_LINGER_PER_PEER + 2, SHARE2, SBX_HTTP_LINGER_MAX);
+		http_from("127.0.0.64");
+		third = raw_mcp_post(NO_SESSION, 1 << 20, "{");
+		raw_status(third, &acc, 5000);
+		sbx_buf_reset(&acc);
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		while (elapsed_ms(&t0) < 3000 && sbx_linger_count(sv.h->linger) == before)
+			sleep_ms(20);
+		tap_is_int(sbx_linger_count(sv.h->linger), before + 1,
+			   "... and a refusal from a third address still lingers");
+		close(third);
+		for (int i = 0; i < SBX_HTTP_LINGER_PER_PEER + 2; i++)
+			close(more[i]);
+	}
 	for (int i = 0; i < SBX_HTTP_LINGER_PER_PEER + 2; i++)
 		close(fds[i]);
 	sbx_buf_release(&acc);

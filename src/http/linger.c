@@ -13,8 +13,11 @@
  * SBX_HTTP_LINGER_QUIET_MS without a byte and SBX_HTTP_LINGER_BYTES,
  * then it is closed (what nginx calls lingering_close). Nothing read is
  * kept. One thread serves them all, at most SBX_HTTP_LINGER_MAX at once
- * and SBX_HTTP_LINGER_PER_PEER of one client address: past that a socket
- * is closed at once, as before.
+ * and SBX_HTTP_LINGER_PER_PEER of one client address, and no more of one
+ * address than an equal share with one more address (SBX_HTTP_LINGER_MAX
+ * / (addresses lingering + 1)): however many addresses fill it, the table
+ * keeps room for the next one. Past that a socket is closed at once, as
+ * before.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -200,6 +203,19 @@ int sbx_linger_new(struct sbx_linger **ret)
 	return 0;
 }
 
+/* How many sockets one address may linger now (lock held): at most
+ * SBX_HTTP_LINGER_PER_PEER, and an equal share of the table among the
+ * addresses lingering (SLOT's among them) and one more. */
+static int peer_share(const struct sbx_linger *l, int slot)
+{
+	int addresses = 1, share;
+
+	for (int i = 0; i < SBX_HTTP_LINGER_MAX; i++)
+		addresses += l->peers[i].n > 0 && i != slot;
+	share = SBX_HTTP_LINGER_MAX / (addresses + 1);
+	return share < SBX_HTTP_LINGER_PER_PEER ? share : SBX_HTTP_LINGER_PER_PEER;
+}
+
 void sbx_linger_add(struct sbx_linger *l, int fd, const struct sbx_peer *peer)
 {
 	int64_t now = sbx_monotonic_ms();
@@ -209,7 +225,7 @@ void sbx_linger_add(struct sbx_linger *l, int fd, const struct sbx_peer *peer)
 	pthread_mutex_lock(&l->lock);
 	slot = peer_slot(l, peer);
 	if (!l->stopping && l->count < SBX_HTTP_LINGER_MAX && l->nadded < SBX_HTTP_LINGER_MAX &&
-	    slot >= 0 && l->peers[slot].n < SBX_HTTP_LINGER_PER_PEER) {
+	    slot >= 0 && l->peers[slot].n < peer_share(l, slot)) {
 		l->added[l->nadded++] = (struct lingerer){
 		    .fd = fd,
 		    .peer = *peer,
