@@ -334,6 +334,7 @@ static void test_set(void)
 		  "max_sessions_per_tenant, "
 		  "max_connections, max_connections_per_ip, max_calls_per_session, "
 		  "stream_stall_timeout, max_queued, max_downloads, max_downloads_per_ip, "
+		  "download_min_rate, "
 		  "state_dir, link_ttl, unsigned_links, "
 		  "resource_max_bytes, resource_list_time, audit_log, log_level, log_format, "
 		  "metrics_token)");

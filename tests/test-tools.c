@@ -1416,6 +1416,41 @@ static void test_downloads(void)
 	downloads_end_within(15000);
 	front_stop(&front);
 
+	/* A client that reads 64 KiB every 100 ms (never idle for
+	 * stream_stall_timeout, 3 s), slower than server.download_min_rate
+	 * (4m): cut off once it is behind (what the buffers took counts as
+	 * sent). At its pace the file would take 100 s. */
+	set_or_bail("server.stream_stall_timeout=3s");
+	set_or_bail("server.download_min_rate=4m");
+	front_start(&front, &settings, mgr, link_key);
+	tap_is_int(download_start(path_of(big), &fd), 200,
+		   "downloads: GET big.bin, read at 640 KiB/s -> 200");
+	{
+		int64_t t0 = mono_ms(), got = 0, checked = 0;
+		long running = 1;
+		char buf[65536];
+
+		while (running != 0 && mono_ms() - t0 < 30000) {
+			ssize_t n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+
+			if (n > 0)
+				got += n;
+			sleep_ms(100);
+			if (mono_ms() - checked >= 500) {
+				checked = mono_ms();
+				running = downloads_running();
+			}
+		}
+		tap_ok(running == 0 && got < BIG_SIZE / 2,
+		       "downloads: ... it is cut off, behind server.download_min_rate (%lld "
+		       "bytes read, %lld ms)",
+		       (long long)got, (long long)(mono_ms() - t0));
+	}
+	close(fd);
+	downloads_end_within(15000);
+	front_stop(&front);
+	set_or_bail("server.download_min_rate=16k");
+
 	/* A sandbox that sends nothing (its reader stopped), a long stall timeout. */
 	set_or_bail("server.stream_stall_timeout=60s");
 	set_or_bail("server.max_downloads=64");

@@ -55,6 +55,9 @@ struct sbx_settings {
 		int64_t max_queued;	      /* bytes queued for all event streams together */
 		int64_t max_downloads;	      /* artifact downloads at once; more get 503 */
 		int64_t max_downloads_per_ip; /* the same per client address; 0 = no limit */
+		/* A download must have sent, past stream_stall_timeout, this many
+		 * bytes per second since it began, or it is cut off. */
+		int64_t download_min_rate;
 		char *state_dir; /* "" = $STATE_DIRECTORY, else /var/lib/mcp-sandbox if it exists */
 		int64_t link_ttl_ms;	    /* a signed artifact link works this long */
 		bool unsigned_links;	    /* links without exp and sig work while auth is off */

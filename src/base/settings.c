@@ -296,6 +296,8 @@ static const struct sbx_setting schema[] = {
 	   "artifact downloads (GET /artifacts/...) running at once; more get 503"),
     NUMBER(INT, "server", "max_downloads_per_ip", server.max_downloads_per_ip, "16", 0, 65536,
 	   "artifact downloads running at once for one client address; 0 = no limit"),
+    NUMBER(SIZE, "server", "download_min_rate", server.download_min_rate, "16k", 1, GIB,
+	   "bytes per second a download's client must take past stream_stall_timeout"),
     STRING(
 	"server", "state_dir", server.state_dir, "", check_abs_path,
 	"folder for state kept across restarts; empty = $STATE_DIRECTORY or /var/lib/mcp-sandbox"),

@@ -13,7 +13,10 @@
  * server.max_downloads_per_ip for one client address (HEAD is not counted;
  * past either, 503 with Retry-After naming the key); a client that takes no
  * bytes for server.stream_stall_timeout is cut off (the connection's idle
- * timeout); one that leaves is noticed while the reader waits for the
+ * timeout), and so is a download that has run longer than that plus a
+ * second per server.download_min_rate bytes sent (a client reading a byte
+ * now and then, or a sandbox writing one, holds its place no longer); one
+ * that leaves is noticed while the reader waits for the
  * sandbox; a deleted or reaped sandbox ends it at once (the cancel hook),
  * its connection closed then rather than when its client next reads. The
  * producer is told before it is joined (closing), so the join takes at most
@@ -58,6 +61,8 @@ struct artifact_stream {
 	int client_fd; /* the connection's socket (libmicrohttpd's), or -1 */
 	struct sbx_peer peer;
 	bool counted;	     /* holds a download slot (download_give at the end) */
+	int64_t start_ms;    /* when the producer began */
+	uint64_t sent;	     /* bytes into the socket pair so far */
 	atomic_bool closing; /* artifact_free began: the producer stops */
 	struct sbx_cancel cancel;
 	bool started;
@@ -106,6 +111,20 @@ static bool cancelled(void *userdata)
 	return atomic_load(&st->closing) || sbx_sandbox_ending(st->sandbox);
 }
 
+/* Whether ST has fallen behind: running longer than
+ * server.stream_stall_timeout plus a second per server.download_min_rate
+ * bytes sent. */
+static bool behind(const struct artifact_stream *st)
+{
+	const struct sbx_settings *s = st->http->settings;
+	const uint64_t rate = (uint64_t)s->server.download_min_rate; /* 1..1 GiB */
+	/* The division first: no overflow whatever the file's size. */
+	uint64_t earned_ms = st->sent / rate * 1000 + st->sent % rate * 1000 / rate;
+
+	return sbx_monotonic_ms() - st->start_ms >
+	       s->server.stream_stall_timeout_ms + (int64_t)earned_ms;
+}
+
 /* Into the socket pair; while it is full (the client takes nothing) the
  * cancel hook is asked every SBX_CANCEL_POLL_MS. */
 static int sink(void *userdata, const void *data, size_t len)
@@ -114,10 +133,20 @@ static int sink(void *userdata, const void *data, size_t len)
 	const char *p = data;
 
 	while (len > 0) {
-		ssize_t n = send(st->fds[1], p, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+		ssize_t n;
+
+		if (behind(st)) {
+			sbx_log("artifact %s: cut off after %llu bytes: fewer than "
+				"server.download_min_rate (%lld) a second",
+				st->relpath, (unsigned long long)st->sent,
+				(long long)st->http->settings->server.download_min_rate);
+			return -ETIMEDOUT;
+		}
+		n = send(st->fds[1], p, len, MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (n > 0) {
 			p += n;
 			len -= (size_t)n;
+			st->sent += (uint64_t)n;
 			continue;
 		}
 		if (n < 0 && errno == EINTR)
@@ -135,7 +164,10 @@ static void *produce(void *arg)
 {
 	struct artifact_stream *st = arg;
 	struct sbx_error err = SBX_ERROR_INIT;
-	int r = sbx_artifact_stream(st->artifact, sink, st, &err);
+	int r;
+
+	st->start_ms = sbx_monotonic_ms();
+	r = sbx_artifact_stream(st->artifact, sink, st, &err);
 
 	/* EOF for the reader; a short body makes it end with an error. */
 	shutdown(st->fds[1], SHUT_WR);
