@@ -10,7 +10,8 @@
  *
  * A download holds a thread, an exec and its sandbox "in use", so it is
  * bounded like an event stream: at most server.max_downloads run at once,
- * server.max_downloads_per_ip for one client address (HEAD is not counted;
+ * server.max_downloads_per_ip for one client address (HEAD counted too: it
+ * opens the file in the sandbox as GET does, an exec the engine pays for;
  * past either, 503 with Retry-After naming the key); a client that takes no
  * bytes for server.stream_stall_timeout is cut off (the connection's idle
  * timeout), and so is a download that has run longer than that plus a
@@ -367,7 +368,7 @@ enum MHD_Result sbx_artifact_handle(struct sbx_http_request *rq)
 	st->peer = rq->peer;
 	st->cancel = (struct sbx_cancel){.cancelled = cancelled, .userdata = st};
 	atomic_init(&st->closing, false);
-	if (strcmp(rq->method, "GET") == 0) {
+	{
 		const char *key = NULL;
 		r = download_take(h, &rq->peer, &key);
 		if (r < 0) {
