@@ -213,13 +213,25 @@ def other_relays():
     return pids
 
 
+def alive(pid):
+    """Whether PID is still a process that has not run its exit (not a zombie)."""
+    try:
+        with open(f'/proc/{pid}/stat', 'rb') as f:
+            return f.read().rsplit(b')', 1)[1].split()[0] != b'Z'
+    except (OSError, IndexError):
+        return False
+
+
 def listen():
     lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     # A connection of an earlier relay in TIME_WAIT does not hold the port.
     lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     # A killed relay frees the port once it has run its exit, which on a
-    # loaded host (a sandbox's CPU quota spent) can take seconds.
-    end = None
+    # loaded host (a sandbox's CPU quota spent) can take seconds: the relay
+    # waits while one it killed is still alive, 10 s at most; once none is,
+    # a port still taken is someone else's.
+    end = time.monotonic() + 10
+    killed = set()
     while True:
         try:
             lsock.bind(('127.0.0.1', PORT))
@@ -228,16 +240,16 @@ def listen():
             if e.errno != errno.EADDRINUSE or not PORT:
                 raise
             stale = other_relays()
-            if not stale and end is None or end is not None and time.monotonic() > end:
+            killed = {p for p in killed if alive(p)}
+            if not stale and not killed or time.monotonic() > end:
                 sys.stderr.write(f'sbx-relay: port-in-use {PORT}\n')
                 sys.exit(3)
             for pid in stale:
                 try:
                     os.kill(pid, signal.SIGKILL)
+                    killed.add(pid)
                 except OSError:
                     pass
-            if end is None:
-                end = time.monotonic() + 10
             time.sleep(0.02)
 
 
