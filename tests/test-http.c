@@ -828,6 +828,68 @@ static void test_artifacts(sbx_mcp *mcp, struct sbx_settings *s)
 		      "POST to an artifact -> 405");
 }
 
+/* file_headers.c: validators, conditions and one byte range, as RFC 9110
+ * has them (the artifact route's answers on a real engine are in
+ * test-tools). */
+static void test_file_headers(void)
+{
+	const struct sbx_artifact_info info = {
+	    .size = 1000, .mtime_ns = 784111777123456789LL, .ino = 0xabc, .dev = 7, .count = 1000};
+	struct sbx_byte_range br;
+	int64_t off = -1, count = -1;
+	char etag[SBX_ETAG_MAX], date[SBX_HTTP_DATE_MAX], other[SBX_ETAG_MAX + 8];
+
+	sbx_file_etag(&info, etag);
+	tap_is_str(etag, "\"abc-3e8-ae1b981c3a4d715\"", "ETag: inode, size, mtime in ns (hex)");
+	sbx_http_date(784111777, date);
+	tap_is_str(date, "Sun, 06 Nov 1994 08:49:37 GMT", "Last-Modified is an IMF-fixdate");
+	tap_ok(sbx_file_not_modified(etag, NULL, &info), "If-None-Match: its ETag -> 304");
+	snprintf(other, sizeof(other), "\"x\", W/%s", etag);
+	tap_ok(sbx_file_not_modified(other, NULL, &info), "... a weak one in a list too");
+	tap_ok(sbx_file_not_modified("*", NULL, &info), "... and *");
+	tap_ok(!sbx_file_not_modified("\"abc-3e8-ae1b981c3a4d716\"", NULL, &info),
+	       "... another version's ETag is sent the file");
+	tap_ok(!sbx_file_not_modified("\"x\"", date, &info),
+	       "If-Modified-Since is not looked at beside If-None-Match");
+	tap_ok(sbx_file_not_modified(NULL, date, &info), "If-Modified-Since: its date -> 304");
+	tap_ok(sbx_file_not_modified(NULL, "Sunday, 06-Nov-94 08:49:38 GMT", &info),
+	       "... a later one (RFC 850 form) too");
+	tap_ok(!sbx_file_not_modified(NULL, "Sun, 06 Nov 1994 08:49:36 GMT", &info),
+	       "... an earlier one is sent the file");
+	tap_ok(!sbx_file_not_modified(NULL, "yesterday-ish", &info), "... not a date: sent");
+	tap_ok(sbx_file_if_range(NULL, &info), "no If-Range: the range is served");
+	tap_ok(sbx_file_if_range(etag, &info), "If-Range with its ETag: served");
+	snprintf(other, sizeof(other), "W/%s", etag);
+	tap_ok(!sbx_file_if_range(other, &info),
+	       "... a weak ETag never matches (strong comparison)");
+	tap_ok(sbx_file_if_range(date, &info), "If-Range with its exact date: served");
+	tap_ok(!sbx_file_if_range("Sun, 06 Nov 1994 08:49:38 GMT", &info),
+	       "... another date: the whole file");
+
+	tap_ok(sbx_file_range_parse("bytes=0-99", &br) == 1 && br.first == 0 && br.last == 99,
+	       "Range bytes=0-99");
+	tap_ok(sbx_file_range_parse("bytes=900-", &br) == 1 && br.first == 900 && br.last == -1,
+	       "Range bytes=900-");
+	tap_ok(sbx_file_range_parse("bytes=-10", &br) == 1 && br.suffix == 10, "Range bytes=-10");
+	tap_is_int(sbx_file_range_parse("bytes=0-1,5-6", &br), 0, "several ranges: the whole file");
+	tap_is_int(sbx_file_range_parse("bytes=9-5", &br), 0, "last before first: ignored");
+	tap_is_int(sbx_file_range_parse("items=0-5", &br), 0, "another unit: ignored");
+	tap_is_int(sbx_file_range_parse("bytes=1234567890123456789-", &br), 0,
+		   "a number past 18 digits: ignored");
+	tap_is_int(sbx_file_range_parse("bytes=x-", &br), 0, "not a number: ignored");
+	sbx_file_range_parse("bytes=990-2000", &br);
+	tap_ok(sbx_file_range_resolve(&br, 1000, &off, &count) == 0 && off == 990 && count == 10,
+	       "990-2000 of 1000 bytes: 10 from 990 (%lld, %lld)", (long long)off,
+	       (long long)count);
+	sbx_file_range_parse("bytes=-2000", &br);
+	tap_ok(sbx_file_range_resolve(&br, 1000, &off, &count) == 0 && off == 0 && count == 1000,
+	       "-2000 of 1000 bytes: all of it");
+	sbx_file_range_parse("bytes=1000-", &br);
+	tap_is_int(sbx_file_range_resolve(&br, 1000, &off, &count), -1, "1000- of 1000: 416");
+	sbx_file_range_parse("bytes=-0", &br);
+	tap_is_int(sbx_file_range_resolve(&br, 1000, &off, &count), -1, "-0: 416");
+}
+
 static void test_mime(void)
 {
 	static const char *const cases[][2] = {
@@ -3231,6 +3293,7 @@ int main(void)
 		   "the public URL is http://127.0.0.1:PORT");
 
 	test_mime();
+	test_file_headers();
 	test_basics();
 	test_order();
 	test_sessions();

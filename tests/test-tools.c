@@ -1275,17 +1275,19 @@ static bool threads_back_within(int n, long ms)
 	return thread_count() <= n;
 }
 
-/* Processes in sandbox ID reading /app/results/FILE (the download's cat), or -1. */
+/* Processes in sandbox ID that hold /app/results/FILE open (the download's
+ * file reader), or -1. */
 static long readers_of(const char *id, const char *file)
 {
 	struct json_object *a = json_object_new_object();
-	char code[512];
+	char code[640];
 	struct call c;
 	long n = -1;
 
 	snprintf(code, sizeof(code),
-		 "import os\nn = 0\nfor p in os.listdir('/proc'):\n    try:\n        n += "
-		 "p.isdigit() and os.readlink('/proc/%%s/fd/0' %% p) == '/app/results/%s'\n"
+		 "import os\nn = 0\nfor p in os.listdir('/proc'):\n    try:\n"
+		 "        n += p.isdigit() and any(os.readlink('/proc/%%s/fd/%%s' %% (p, f)) == "
+		 "'/app/results/%s' for f in os.listdir('/proc/%%s/fd' %% p))\n"
 		 "    except OSError:\n        pass\nprint(n)",
 		 file);
 	json_object_object_add(a, "sandbox_id", json_object_new_string(id));
@@ -1310,24 +1312,226 @@ static void set_or_bail(const char *assign)
 /* Python: a sparse file of BIG_SIZE bytes in /app/results. */
 #define BIG_CODE(name) "f = open('" name "', 'wb'); f.truncate(64 << 20); f.close()"
 /* Python: a sparse file slow.bin, and a thread that stops (SIGSTOP) each
- * reader of it once it has read 1 MiB: the sandbox then sends nothing. */
+ * process that holds it open once that has read 1 MiB more (its rchar): the
+ * sandbox then sends nothing. */
 #define SLOW_CODE                                                                                  \
 	BIG_CODE("slow.bin")                                                                       \
 	"\nimport os, signal, threading, time\n"                                                   \
+	"def holds(p):\n"                                                                          \
+	"    return any(os.readlink('/proc/%s/fd/%s' % (p, f)) == '/app/results/slow.bin' "        \
+	"for f in os.listdir('/proc/%s/fd' % p))\n"                                                \
+	"def rchar(p):\n"                                                                          \
+	"    return int(open('/proc/%s/io' % p).read().split('rchar:')[1].split()[0])\n"           \
 	"def stopper():\n"                                                                         \
-	"    done = set(); end = time.time() + 60\n"                                               \
+	"    done = set(); seen = {}; end = time.time() + 60\n"                                    \
 	"    while time.time() < end:\n"                                                           \
 	"        for p in os.listdir('/proc'):\n"                                                  \
 	"            try:\n"                                                                       \
-	"                if p in done or os.readlink('/proc/%s/fd/0' % "                           \
-	"p) != '/app/results/slow.bin': continue\n"                                                \
-	"                pos = int(open('/proc/%s/fdinfo/0' % "                                    \
-	"p).read().split()[1])\n"                                                                  \
-	"            except (OSError, ValueError): continue\n"                                     \
-	"            if pos >= 1 << 20:\n"                                                         \
+	"                if not p.isdigit() or p in done or not holds(p): continue\n"              \
+	"                n = rchar(p)\n"                                                           \
+	"            except (OSError, ValueError, IndexError): continue\n"                         \
+	"            seen.setdefault(p, n)\n"                                                      \
+	"            if n - seen[p] >= 1 << 20:\n"                                                 \
 	"                os.kill(int(p), signal.SIGSTOP); done.add(p)\n"                           \
 	"        time.sleep(0.005)\n"                                                              \
 	"threading.Thread(target=stopper, daemon=True).start()"
+
+/* Runs the curl program with ARGV (after "curl"): its exit status, -1. */
+static int curl_cli(const char *const *argv)
+{
+	const char *args[16] = {"curl", "-sS", "--max-time", "30"};
+	size_t n = 4;
+	int status;
+	pid_t pid;
+
+	for (; *argv && n < 15; argv++)
+		args[n++] = *argv;
+	args[n] = NULL;
+	pid = fork();
+	if (pid == 0) {
+		execvp("curl", (char *const *)args);
+		_exit(127);
+	}
+	if (pid < 0 || waitpid(pid, &status, 0) != pid)
+		return -1;
+	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* Whether file PATH holds exactly LEN bytes of the pattern (byte i = i % 256)
+ * from OFFSET. */
+static bool file_is_pattern(const char *path, int64_t offset, size_t len)
+{
+	unsigned char buf[2048];
+	FILE *f = fopen(path, "rb");
+	size_t n = f ? fread(buf, 1, sizeof(buf), f) : 0;
+
+	if (f)
+		fclose(f);
+	if (n != len)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (buf[i] != (unsigned char)((offset + (int64_t)i) % 256))
+			return false;
+	return true;
+}
+
+static bool body_is_pattern(const struct reply *r, int64_t offset, size_t len)
+{
+	if (r->body.len != len)
+		return false;
+	for (size_t i = 0; i < len; i++)
+		if ((unsigned char)r->body.data[i] != (unsigned char)((offset + (int64_t)i) % 256))
+			return false;
+	return true;
+}
+
+/* Issue 30: links answer as file servers do, on a file whose bytes are
+ * known (1024 bytes, byte i = i % 256): Accept-Ranges, ETag and
+ * Last-Modified; one range -> 206 with Content-Range (from the start, to
+ * the end, a suffix), past the end -> 416; If-None-Match and
+ * If-Modified-Since -> 304; If-Range with the ETag -> 206, with another ->
+ * 200; HEAD with the same headers; a changed file has a new ETag. The curl
+ * program fetches a range (-r) and resumes a broken download (-C -). */
+static void test_ranges(void)
+{
+	struct front front;
+	_cleanup_free_ char *url = NULL;
+	char etag[80] = "", lm[64] = "", h1[128], h2[128], full[512],
+	     tmp[] = "/tmp/sbx-range-XXXXXX";
+	const char *path;
+	struct reply r;
+	int fd;
+
+	set_or_bail("server.listen=127.0.0.1");
+	set_or_bail("server.port=0");
+	front_start(&front, &settings, mgr, link_key);
+	url = link_of("default", sandbox_id, "open('r.bin', 'wb').write(bytes(range(256)) * 4)",
+		      "r.bin");
+	tap_ok(url != NULL, "ranges: a 1024-byte file r.bin");
+	path = path_of(url);
+	snprintf(full, sizeof(full), "%s%s", http_target.base, path);
+
+	r = request("GET", path, NULL, NULL);
+	tap_ok(r.status == 200 && body_is_pattern(&r, 0, 1024), "ranges: GET -> 200, its bytes");
+	tap_is_str(header_of(&r, "Accept-Ranges"), "bytes", "ranges: Accept-Ranges: bytes");
+	if (header_of(&r, "ETag"))
+		snprintf(etag, sizeof(etag), "%s", header_of(&r, "ETag"));
+	if (header_of(&r, "Last-Modified"))
+		snprintf(lm, sizeof(lm), "%s", header_of(&r, "Last-Modified"));
+	tap_ok(etag[0] == '"' && strlen(etag) > 2, "ranges: a strong ETag (%s)", etag);
+	tap_ok(strlen(lm) == 29 && !strcmp(lm + 25, " GMT"), "ranges: Last-Modified (%s)", lm);
+	reply_release(&r);
+
+	r = request("GET", path, (const char *const[]){"Range: bytes=10-19", NULL}, NULL);
+	tap_ok(r.status == 206 && body_is_pattern(&r, 10, 10),
+	       "ranges: bytes=10-19 -> 206 and bytes 10..19 (%ld, %zu bytes)", r.status,
+	       r.body.len);
+	tap_is_str(header_of(&r, "Content-Range"), "bytes 10-19/1024",
+		   "ranges: ... Content-Range: bytes 10-19/1024");
+	tap_is_str(header_of(&r, "ETag"), etag, "ranges: ... the same ETag");
+	reply_release(&r);
+	r = request("GET", path, (const char *const[]){"Range: bytes=1000-", NULL}, NULL);
+	tap_ok(r.status == 206 && body_is_pattern(&r, 1000, 24),
+	       "ranges: bytes=1000- -> 206, its last 24 bytes (%ld, %zu)", r.status, r.body.len);
+	tap_is_str(header_of(&r, "Content-Range"), "bytes 1000-1023/1024",
+		   "ranges: ... Content-Range: bytes 1000-1023/1024");
+	reply_release(&r);
+	r = request("GET", path, (const char *const[]){"Range: bytes=-16", NULL}, NULL);
+	tap_ok(r.status == 206 && body_is_pattern(&r, 1008, 16),
+	       "ranges: bytes=-16 -> 206, the last 16 bytes (%ld, %zu)", r.status, r.body.len);
+	reply_release(&r);
+	r = request("GET", path, (const char *const[]){"Range: bytes=1024-", NULL}, NULL);
+	tap_is_int(r.status, 416, "ranges: bytes=1024- -> 416");
+	tap_is_str(header_of(&r, "Content-Range"), "bytes */1024",
+		   "ranges: ... Content-Range: bytes */1024");
+	reply_release(&r);
+	r = request("GET", path, (const char *const[]){"Range: bytes=0-1,5-6", NULL}, NULL);
+	tap_ok(r.status == 200 && body_is_pattern(&r, 0, 1024),
+	       "ranges: two ranges -> 200, the whole file (%ld)", r.status);
+	reply_release(&r);
+
+	snprintf(h1, sizeof(h1), "If-None-Match: %s", etag);
+	r = request("GET", path, (const char *const[]){h1, NULL}, NULL);
+	tap_ok(r.status == 304 && r.body.len == 0, "ranges: If-None-Match: its ETag -> 304 (%ld)",
+	       r.status);
+	tap_is_str(header_of(&r, "ETag"), etag, "ranges: ... with its ETag");
+	reply_release(&r);
+	r = request("GET", path, (const char *const[]){"If-None-Match: \"other\"", NULL}, NULL);
+	tap_ok(r.status == 200 && body_is_pattern(&r, 0, 1024),
+	       "ranges: If-None-Match: another -> 200 (%ld)", r.status);
+	reply_release(&r);
+	snprintf(h1, sizeof(h1), "If-Modified-Since: %s", lm);
+	r = request("GET", path, (const char *const[]){h1, NULL}, NULL);
+	tap_is_int(r.status, 304, "ranges: If-Modified-Since: its Last-Modified -> 304");
+	reply_release(&r);
+	r = request("GET", path,
+		    (const char *const[]){"If-Modified-Since: Sat, 01 Jan 2000 00:00:00 GMT", NULL},
+		    NULL);
+	tap_is_int(r.status, 200, "ranges: If-Modified-Since: long before -> 200");
+	reply_release(&r);
+	snprintf(h1, sizeof(h1), "If-Range: %s", etag);
+	r = request("GET", path, (const char *const[]){"Range: bytes=0-9", h1, NULL}, NULL);
+	tap_ok(r.status == 206 && body_is_pattern(&r, 0, 10),
+	       "ranges: If-Range: its ETag -> 206 (%ld)", r.status);
+	reply_release(&r);
+	r = request("GET", path,
+		    (const char *const[]){"Range: bytes=0-9", "If-Range: \"old\"", NULL}, NULL);
+	tap_ok(r.status == 200 && body_is_pattern(&r, 0, 1024),
+	       "ranges: If-Range: another ETag -> 200, the whole file (%ld, %zu)", r.status,
+	       r.body.len);
+	reply_release(&r);
+
+	r = request("HEAD", path, (const char *const[]){"Range: bytes=10-19", NULL}, NULL);
+	tap_ok(r.status == 206 && r.body.len == 0, "ranges: HEAD with a range -> 206 (%ld)",
+	       r.status);
+	tap_is_str(header_of(&r, "Content-Length"), "10", "ranges: ... Content-Length: 10");
+	tap_is_str(header_of(&r, "Content-Range"), "bytes 10-19/1024",
+		   "ranges: ... Content-Range: bytes 10-19/1024");
+	reply_release(&r);
+	r = request("HEAD", path, NULL, NULL);
+	tap_ok(r.status == 200 && header_of(&r, "Content-Length") &&
+		   !strcmp(header_of(&r, "Content-Length"), "1024") && header_of(&r, "ETag") &&
+		   !strcmp(header_of(&r, "ETag"), etag),
+	       "ranges: HEAD -> 200, Content-Length 1024, its ETag (%ld)", r.status);
+	reply_release(&r);
+	snprintf(h1, sizeof(h1), "If-None-Match: %s", etag);
+	r = request("HEAD", path, (const char *const[]){h1, NULL}, NULL);
+	tap_is_int(r.status, 304, "ranges: HEAD with If-None-Match: its ETag -> 304");
+	reply_release(&r);
+
+	/* curl: a range, and a download broken at 300 bytes resumed. */
+	fd = mkstemp(tmp);
+	if (fd >= 0)
+		close(fd);
+	tap_ok(fd >= 0 &&
+		   curl_cli((const char *const[]){"-r", "100-199", "-o", tmp, full, NULL}) == 0 &&
+		   file_is_pattern(tmp, 100, 100),
+	       "ranges: curl -r 100-199 gets bytes 100..199");
+	tap_ok(curl_cli((const char *const[]){"-r", "0-299", "-o", tmp, full, NULL}) == 0 &&
+		   file_is_pattern(tmp, 0, 300) &&
+		   curl_cli((const char *const[]){"-C", "-", "-o", tmp, full, NULL}) == 0 &&
+		   file_is_pattern(tmp, 0, 1024),
+	       "ranges: curl -C - resumes a download broken at 300 bytes: all 1024 come right");
+	unlink(tmp);
+
+	/* The file changes: its ETag does, and the old one no longer matches. */
+	free(link_of("default", sandbox_id, "open('r.bin', 'ab').write(bytes(range(256)) * 4)",
+		     "r.bin"));
+	snprintf(h1, sizeof(h1), "If-None-Match: %s", etag);
+	snprintf(h2, sizeof(h2), "If-Range: %s", etag);
+	r = request("GET", path, (const char *const[]){h1, NULL}, NULL);
+	tap_ok(r.status == 200 && r.body.len == 2048 && header_of(&r, "ETag") &&
+		   strcmp(header_of(&r, "ETag"), etag) != 0,
+	       "ranges: the file grew to 2048 bytes: a new ETag, sent whole (%ld, %zu)", r.status,
+	       r.body.len);
+	reply_release(&r);
+	r = request("GET", path, (const char *const[]){"Range: bytes=1024-1033", h2, NULL}, NULL);
+	tap_ok(r.status == 200 && r.body.len == 2048,
+	       "ranges: If-Range with the old ETag -> 200, the whole new file (%ld, %zu)", r.status,
+	       r.body.len);
+	reply_release(&r);
+	front_stop(&front);
+}
 
 /* Issue 25: a download whose client takes no bytes for
  * server.stream_stall_timeout ends, with its exec and threads; at most
@@ -1357,7 +1561,7 @@ static void test_downloads(void)
 	/* A client that never reads. */
 	threads = thread_count();
 	tap_is_int(download_start(path_of(big), &fd), 200, "downloads: GET big.bin -> 200");
-	tap_is_int(readers_of(sandbox_id, "big.bin"), 1, "downloads: it holds an exec (cat)");
+	tap_is_int(readers_of(sandbox_id, "big.bin"), 1, "downloads: a file reader holds it open");
 	ms = downloads_end_within(15000);
 	tap_ok(ms >= 0,
 	       "downloads: its client takes nothing for stream_stall_timeout (1 s): it "
@@ -1368,7 +1572,7 @@ static void test_downloads(void)
 		long n;
 		while ((n = readers_of(sandbox_id, "big.bin")) != 0 && mono_ms() - t0 < 10000)
 			sleep_ms(100);
-		tap_ok(n == 0, "downloads: ... and its exec ended (%ld, %ld ms)", n,
+		tap_ok(n == 0, "downloads: ... and its reader let it go (%ld, %ld ms)", n,
 		       (long)(mono_ms() - t0));
 	}
 	tap_ok(threads_back_within(threads, 5000), "downloads: ... and its threads (%d, was %d)",
@@ -2549,6 +2753,7 @@ int main(int argc, char **argv)
 	test_terminal();
 	test_client_gone();
 	test_tenant_artifact();
+	test_ranges();
 	test_downloads();
 	test_link_secret();
 	test_timeout_cap();

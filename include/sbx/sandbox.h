@@ -457,9 +457,9 @@ int sbx_sandbox_upload(sbx_manager *m, sbx_sandbox *sb, const char *local_path,
 		       struct sbx_error *err);
 
 /* An artifact: a regular file under SBX_RESULTS_DIR, read as the sandbox's
- * own user (uid 1000) through one exec, never through the engine's archive
- * API (root's, following links): whatever the sandbox does to the path, no
- * more than uid 1000 may read is reached. RELPATH is relative to it; "..",
+ * own user (uid 1000) by a process of that user (kept between reads), never through the engine's
+ * archive API (root's, following links): whatever the sandbox does to the path, no more than uid
+ * 1000 may read is reached. RELPATH is relative to it; "..",
  * ".", empty segments, NUL, and symbolic links anywhere on the way are
  * refused (-EPERM); a missing file or a directory is -ENOENT; a file uid 1000
  * cannot read is -EACCES. */
@@ -473,13 +473,23 @@ struct sbx_cancel {
 	void *userdata;
 };
 #define SBX_CANCEL_POLL_MS 200
-/* Opens it and tells its size (from the open file); the sandbox counts as in
- * use until the close. CANCEL (or NULL) holds for the open and the stream,
- * and must outlive the artifact. */
-int sbx_artifact_open(sbx_manager *m, sbx_sandbox *sb, const char *relpath,
-		      const struct sbx_cancel *cancel, sbx_artifact **ret_artifact,
-		      int64_t *ret_size, struct sbx_error *err);
-/* Streams exactly the size told to SINK, as the bytes come (nothing is
+/* What sbx_artifact_open tells of the file, from the open file. */
+struct sbx_artifact_info {
+	int64_t size;	   /* its size */
+	int64_t mtime_ns;  /* when it was last modified, ns since the epoch */
+	uint64_t ino, dev; /* its inode and device inside the sandbox */
+	int64_t count;	   /* what sbx_artifact_stream sends: COUNT bytes from
+			    * OFFSET, fewer at the file's end (0 past it) */
+};
+/* Opens it and asks for COUNT bytes from OFFSET (both >= 0; INT64_MAX: to
+ * the end; 0: none, to learn what *RET_INFO tells); the bytes are read at
+ * OFFSET in the sandbox, not skipped. The sandbox counts as in use until
+ * the close. CANCEL (or NULL) holds for the open and the stream, and must
+ * outlive the artifact. */
+int sbx_artifact_open(sbx_manager *m, sbx_sandbox *sb, const char *relpath, int64_t offset,
+		      int64_t count, const struct sbx_cancel *cancel, sbx_artifact **ret_artifact,
+		      struct sbx_artifact_info *ret_info, struct sbx_error *err);
+/* Streams exactly the count told to SINK, as the bytes come (nothing is
  * stored on the host): a file that grew is cut there, one that shrank is
  * -EIO. Once per open. */
 int sbx_artifact_stream(sbx_artifact *a, sbx_sink_fn sink, void *userdata, struct sbx_error *err);

@@ -2,16 +2,16 @@
 /*
  * GET/HEAD /artifacts/<sandbox_id>/<relpath>: a file under /app/results of
  * a sandbox, streamed from the engine as it comes. The handler opens it
- * (sbx_artifact_open: one exec in the sandbox as its own user, which tells
- * the size for Content-Length); a producer thread runs sbx_artifact_stream
+ * (sbx_artifact_open: one of the sandbox's file readers, a process of its
+ * own user, tells the size for Content-Length); a producer thread runs sbx_artifact_stream
  * into one end of a socket pair; MHD's content reader reads the other end in
  * the connection's thread. Nothing is stored on the host and at most a
  * socket buffer of the body is held in memory. HEAD starts no producer.
  *
- * A download holds a thread, an exec and its sandbox "in use", so it is
+ * A download holds a thread, a file reader and its sandbox "in use", so it is
  * bounded like an event stream: at most server.max_downloads run at once,
  * server.max_downloads_per_ip for one client address (HEAD counted too: it
- * opens the file in the sandbox as GET does, an exec the engine pays for;
+ * opens the file in the sandbox as GET does, which may start a reader;
  * past either, 503 with Retry-After naming the key); a client that takes no
  * bytes for server.stream_stall_timeout is cut off (the connection's idle
  * timeout), and so is a download that has run longer than that plus a
@@ -35,6 +35,7 @@
  * server.unsigned_links while no API keys are checked.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,9 +58,11 @@ struct artifact_stream {
 	sbx_sandbox *sandbox;
 	sbx_artifact *artifact; /* open: one exec in the sandbox, its size read */
 	char *relpath;
-	int64_t size;
-	int fds[2];    /* [0] read by MHD, [1] written by the producer */
-	int client_fd; /* the connection's socket (libmicrohttpd's), or -1 */
+	struct sbx_artifact_info info; /* what the open told */
+	unsigned status;	       /* 200, 206; 304, 416 (no body) */
+	int64_t offset, size;	       /* the bytes sent: SIZE from OFFSET */
+	int fds[2];		       /* [0] read by MHD, [1] written by the producer */
+	int client_fd;		       /* the connection's socket (libmicrohttpd's), or -1 */
 	struct sbx_peer peer;
 	bool counted;	     /* holds a download slot (download_give at the end) */
 	int64_t start_ms;    /* when the producer began */
@@ -338,6 +341,103 @@ static void disposition(const char *relpath, char *out, size_t size)
 	snprintf(out, size, "inline; filename=\"%s\"", name);
 }
 
+/* The headers every answer about the file carries: its validators, that
+ * ranges are served, and that no cache keeps it (a link is a capability:
+ * a client keeps its copy itself and asks with its validators). */
+static void validators(struct MHD_Response *resp, const struct sbx_artifact_info *info)
+{
+	char etag[SBX_ETAG_MAX], date[SBX_HTTP_DATE_MAX];
+
+	sbx_file_etag(info, etag);
+	sbx_http_date(info->mtime_ns / 1000000000, date);
+	MHD_add_response_header(resp, "ETag", etag);
+	MHD_add_response_header(resp, "Last-Modified", date);
+	MHD_add_response_header(resp, "Accept-Ranges", "bytes");
+	MHD_add_response_header(resp, "Cache-Control", "no-store");
+}
+
+/* 304, or 416 with the file's size, from what the open told. */
+static enum MHD_Result respond_bodiless(struct sbx_http_request *rq, struct artifact_stream *st)
+{
+	struct MHD_Response *resp;
+	unsigned status = st->status;
+	char range[48];
+
+	if (status == MHD_HTTP_RANGE_NOT_SATISFIABLE) {
+		snprintf(range, sizeof(range), "bytes */%" PRId64, st->info.size);
+		artifact_free(st);
+		return sbx_http_respond_error_with(
+		    rq, status, "the range asked for lies past the file's end",
+		    (const char *const[]){"Content-Range", range, "Accept-Ranges", "bytes", NULL});
+	}
+	resp = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+	if (resp)
+		validators(resp, &st->info);
+	artifact_free(st);
+	if (!resp)
+		return MHD_NO;
+	return sbx_http_queue(rq, status, resp);
+}
+
+/* Opens RELPATH for what the request asks: the whole file (200), one range
+ * of it (206, If-Range permitting), nothing (304 under If-None-Match or
+ * If-Modified-Since; 416 for a range past the end) or, for HEAD, the
+ * headers only. The bytes asked for are read from their offset in the
+ * sandbox. What is answered is decided on what the open file tells, and
+ * sent from that same open: when the bytes it was asked for are not the
+ * ones decided (a condition or a suffix range needs the file's state
+ * first; the file changed since), it is asked again, three times at most. */
+static int open_asked(struct sbx_http_request *rq, struct artifact_stream *st, const char *relpath,
+		      struct sbx_error *err)
+{
+	struct MHD_Connection *c = rq->conn;
+	const char *range = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_RANGE);
+	const char *inm = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "If-None-Match");
+	const char *ims = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "If-Modified-Since");
+	const char *ifr = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "If-Range");
+	bool head = strcmp(rq->method, "HEAD") == 0;
+	struct sbx_byte_range br;
+	bool ranged = sbx_file_range_parse(range, &br) == 1;
+	int64_t offset = 0, count = INT64_MAX;
+
+	if (head || inm || ims || (ranged && (ifr || br.suffix >= 0)))
+		count = 0; /* the file's state first */
+	else if (ranged) {
+		offset = br.first;
+		count = br.last < 0 ? INT64_MAX : br.last - br.first + 1;
+	}
+	for (int round = 0;; round++) {
+		int r = sbx_artifact_open(rq->http->manager, st->sandbox, relpath, offset, count,
+					  &st->cancel, &st->artifact, &st->info, err);
+
+		if (r < 0)
+			return r;
+		if (sbx_file_not_modified(inm, ims, &st->info)) {
+			st->status = MHD_HTTP_NOT_MODIFIED;
+			return 0;
+		}
+		st->status = MHD_HTTP_OK;
+		st->offset = 0;
+		st->size = st->info.size;
+		if (ranged && sbx_file_if_range(ifr, &st->info)) {
+			if (sbx_file_range_resolve(&br, st->info.size, &st->offset, &st->size) <
+			    0) {
+				st->status = MHD_HTTP_RANGE_NOT_SATISFIABLE;
+				return 0;
+			}
+			st->status = MHD_HTTP_PARTIAL_CONTENT;
+		}
+		if (head || (offset == st->offset && st->info.count == st->size))
+			return 0;
+		if (round == 2)
+			return sbx_error_set(err, -EAGAIN, "%s kept changing while it was opened",
+					     relpath);
+		st->artifact = sbx_artifact_close(st->artifact);
+		offset = st->offset;
+		count = st->size;
+	}
+}
+
 enum MHD_Result sbx_artifact_handle(struct sbx_http_request *rq)
 {
 	struct sbx_http *h = rq->http;
@@ -400,8 +500,7 @@ enum MHD_Result sbx_artifact_handle(struct sbx_http_request *rq)
 	 * says the server handed it out. */
 	r = sbx_sandbox_get_by_id(h->manager, id, &st->sandbox, &err);
 	if (r >= 0)
-		r = sbx_artifact_open(h->manager, st->sandbox, relpath, &st->cancel, &st->artifact,
-				      &st->size, &err);
+		r = open_asked(rq, st, relpath, &err);
 	if (r < 0) {
 		char shown[SBX_ERROR_MSG_MAX];
 		artifact_free(st);
@@ -411,6 +510,8 @@ enum MHD_Result sbx_artifact_handle(struct sbx_http_request *rq)
 		return sbx_http_respond_error(rq, status_of(&err, r), shown);
 	}
 	st->relpath = SBX_TAKE(relpath);
+	if (st->status != MHD_HTTP_OK && st->status != MHD_HTTP_PARTIAL_CONTENT)
+		return respond_bodiless(rq, st);
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, st->fds) < 0) {
 		artifact_free(st);
 		return sbx_http_respond_error(rq, MHD_HTTP_SERVICE_UNAVAILABLE, "out of sockets");
@@ -428,10 +529,16 @@ enum MHD_Result sbx_artifact_handle(struct sbx_http_request *rq)
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
 	MHD_add_response_header(resp, "Content-Disposition", cd);
 	MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
-	MHD_add_response_header(resp, "Cache-Control", "no-store");
+	validators(resp, &st->info);
+	if (st->status == MHD_HTTP_PARTIAL_CONTENT) {
+		char range[80];
+		snprintf(range, sizeof(range), "bytes %" PRId64 "-%" PRId64 "/%" PRId64, st->offset,
+			 st->offset + st->size - 1, st->info.size);
+		MHD_add_response_header(resp, "Content-Range", range);
+	}
 	/* Active content must not run with this server's origin. */
 	if (strncmp(type, "text/html", 9) == 0 || strncmp(type, "image/svg", 9) == 0 ||
 	    strncmp(type, "application/xml", 15) == 0)
 		MHD_add_response_header(resp, "Content-Security-Policy", "sandbox");
-	return sbx_http_queue(rq, MHD_HTTP_OK, resp);
+	return sbx_http_queue(rq, st->status, resp);
 }

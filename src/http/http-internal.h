@@ -21,6 +21,7 @@
 #include "sbx/clock.h"
 #include "sbx/http.h"
 #include "sbx/mcp.h"
+#include "sbx/sandbox.h"
 #include "queue.h"
 #include "sbx/tenant_count.h"
 
@@ -674,5 +675,36 @@ struct sbx_event_stream {
  * PENDING, a queued message, or the keepalive when none came for
  * KEEPALIVE_MS. Checks every SBX_PEER_CHECK_MS whether the client closed. */
 enum sbx_event_step sbx_event_stream_next(struct sbx_event_stream *s);
+
+/* file_headers.c: a file's validators, the conditions on them and a
+ * single byte range, as file servers speak them (pure). */
+
+#define SBX_ETAG_MAX 64
+#define SBX_HTTP_DATE_MAX 32
+/* The strong ETag of INFO: "INO-SIZE-MTIME_NS" in hex, quoted. */
+void sbx_file_etag(const struct sbx_artifact_info *info, char out[SBX_ETAG_MAX]);
+/* Unix time T as an IMF-fixdate ("Sun, 06 Nov 1994 08:49:37 GMT"). */
+void sbx_http_date(int64_t t, char out[SBX_HTTP_DATE_MAX]);
+/* Whether a GET or HEAD with these headers (each NULL when absent) gets 304:
+ * If-None-Match names the file's ETag (weakly) or is "*"; without it,
+ * If-Modified-Since is a date no earlier than the file's last change. */
+bool sbx_file_not_modified(const char *if_none_match, const char *if_modified_since,
+			   const struct sbx_artifact_info *info);
+/* Whether a Range may be served under IF_RANGE (NULL: absent): the file's
+ * ETag (strongly) or exactly its Last-Modified date. */
+bool sbx_file_if_range(const char *if_range, const struct sbx_artifact_info *info);
+/* One byte range: FIRST-LAST (LAST -1: to the end) or the last SUFFIX
+ * bytes (FIRST -1). */
+struct sbx_byte_range {
+	int64_t first, last, suffix;
+};
+/* 1 when V (a Range header; NULL: absent) asks for one byte range, into
+ * *RET; 0 when it is absent, malformed, of another unit or asks for several
+ * (then the whole file is sent, as RFC 9110 allows). */
+int sbx_file_range_parse(const char *v, struct sbx_byte_range *ret);
+/* The bytes of R in a file of SIZE: 0 and *RET_OFFSET, *RET_COUNT (>= 1);
+ * -1 when none of it lies in the file (416). */
+int sbx_file_range_resolve(const struct sbx_byte_range *r, int64_t size, int64_t *ret_offset,
+			   int64_t *ret_count);
 
 #endif

@@ -121,7 +121,6 @@ static int open_upload(const struct sbx_settings *s, const char *local, int *ret
  */
 #define FILE_USER "1000:1000"
 /* How long a file exec may go without a byte moving. */
-#define FILE_IDLE_MS 30000
 /* What file_exec returns when it stopped reading (out_max, the sink). */
 #define FILE_STOPPED 256
 /* Bytes of the exec's stderr kept for an error message. */
@@ -140,30 +139,6 @@ struct file_exec {
 	int64_t deadline_ms; /* sbx_monotonic_ms time the stream must have ended by; 0: none */
 	const struct sbx_cancel *cancel; /* or NULL */
 };
-
-static bool cancel_asked(const struct sbx_cancel *c)
-{
-	return c && c->cancelled && c->cancelled(c->userdata);
-}
-
-/* sbx_stream_read within WAIT ms, asking C every SBX_CANCEL_POLL_MS:
- * -ECANCELED once it says so. */
-static ssize_t read_within(sbx_stream *s, void *buf, size_t cap, int *ret_fd, int64_t wait,
-			   const struct sbx_cancel *c, struct sbx_error *err)
-{
-	for (;;) {
-		int64_t slice =
-		    c && c->cancelled && wait > SBX_CANCEL_POLL_MS ? SBX_CANCEL_POLL_MS : wait;
-		ssize_t n;
-
-		if (cancel_asked(c))
-			return sbx_error_set(err, -ECANCELED, "cancelled by its caller");
-		n = sbx_stream_read(s, buf, cap, ret_fd, (int)slice, err);
-		if (n != -ETIMEDOUT || slice == wait)
-			return n;
-		wait -= slice;
-	}
-}
 
 static void keep_bounded(struct sbx_buf *b, const char *p, size_t n)
 {
@@ -222,7 +197,7 @@ static int file_exec(sbx_manager *m, sbx_sandbox *sb, const char *const *argv, i
 		goto out;
 	for (;;) {
 		int fd = 1;
-		int64_t wait = FILE_IDLE_MS, left = fx->deadline_ms - sbx_monotonic_ms();
+		int64_t wait = SBX_FILE_IDLE_MS, left = fx->deadline_ms - sbx_monotonic_ms();
 		ssize_t n;
 
 		if (fx->deadline_ms && left <= 0) {
@@ -231,15 +206,15 @@ static int file_exec(sbx_manager *m, sbx_sandbox *sb, const char *const *argv, i
 		}
 		if (fx->deadline_ms && left < wait)
 			wait = left;
-		n = read_within(s, buf, sizeof(buf), &fd, wait, fx->cancel, err);
+		n = sbx_stream_read_within(s, buf, sizeof(buf), &fd, wait, fx->cancel, err);
 		if (n == 0)
 			break;
-		if (n < 0 && n == -ETIMEDOUT && wait < FILE_IDLE_MS)
+		if (n < 0 && n == -ETIMEDOUT && wait < SBX_FILE_IDLE_MS)
 			continue; /* the deadline: said above */
 		if (n < 0) {
 			r = n == -ETIMEDOUT ? sbx_error_set(err, -ETIMEDOUT,
 							    "the sandbox sent nothing for %d s",
-							    FILE_IDLE_MS / 1000)
+							    SBX_FILE_IDLE_MS / 1000)
 					    : (int)n;
 			goto out;
 		}
@@ -423,32 +398,17 @@ int sbx_sandbox_upload(sbx_manager *m, sbx_sandbox *sb, const char *local_path,
 }
 
 /*
- * Opens SBX_RESULTS_DIR/$1 as the sandbox user: with shell builtins, checks
- * that no part of the way is a symbolic link or a non-folder and that it ends
- * at a regular file; opens it once, prints its size from that open file, then
- * streams it. A swap after the check reaches only what uid 1000 may read.
- * Exit 2: no such file; 3: not a regular file; 4: a link on the way; 5: cannot
- * be read.
+ * An artifact is read by one of the sandbox's file readers (reader.c), a
+ * process of the sandbox's user kept between downloads: it opens every
+ * part of the way with O_NOFOLLOW, tells the size from the open file, and
+ * sends the bytes asked for.
  */
-static const char open_sh[] =
-    "p=$1 d=; r=$p\n"
-    "while case $r in */*) true ;; *) false ;; esac; do\n"
-    "  d=$d${r%%/*}; r=${r#*/}\n"
-    "  [ -L \"$d\" ] && exit 4; [ -d \"$d\" ] || exit 2; d=$d/\n"
-    "done\n"
-    "[ -L \"$p\" ] && exit 4; [ -e \"$p\" ] || exit 2; [ -f \"$p\" ] || exit 3\n"
-    "exec 3<\"$p\" || exit 5\n"
-    "s=$(stat -L -c %s /dev/fd/3) || exit 5\n"
-    "printf '%s\\n' \"$s\"\n"
-    "exec cat <&3\n";
-
 struct sbx_artifact {
 	sbx_manager *m;
 	sbx_sandbox *sb; /* a reference; a call runs on it until the close */
-	sbx_stream *s;
+	struct sbx_reader *reader;
 	char *relpath;
-	int64_t size;
-	struct sbx_buf head; /* bytes read past the size line */
+	struct sbx_reader_reply reply;
 	bool streamed;
 	int64_t deadline_ms;		 /* sbx_artifact_deadline; 0: none */
 	const struct sbx_cancel *cancel; /* the caller's, or NULL */
@@ -463,16 +423,15 @@ sbx_artifact *sbx_artifact_close(sbx_artifact *a)
 {
 	if (!a)
 		return NULL;
-	sbx_stream_free(a->s);
+	sbx_reader_give(a->m, a->sb, a->reader);
 	sbx_sandbox_end(a->sb, NULL);
 	sbx_sandbox_unref(a->sb);
-	sbx_buf_release(&a->head);
 	free(a->relpath);
 	free(a);
 	return NULL;
 }
 
-static int open_failed(sbx_artifact *a, int code, const struct sbx_buf *diag, struct sbx_error *err)
+static int open_failed(sbx_artifact *a, int code, struct sbx_error *err)
 {
 	const char *rel = a->relpath;
 
@@ -487,25 +446,16 @@ static int open_failed(sbx_artifact *a, int code, const struct sbx_buf *diag, st
 				     "%s leads through a symbolic link; only regular files under "
 				     "%s are served",
 				     rel, SBX_RESULTS_DIR);
-	case 5:
-		return sbx_error_set(err, -EACCES, "the sandbox's user cannot read %s%s%.300s", rel,
-				     diag->len ? ": " : "", diag->len ? diag->data : "");
 	default:
-		return sbx_error_set(err, -EIO,
-				     "reading %s in the sandbox failed (exit %d)%s%.300s", rel,
-				     code, diag->len ? ": " : "", diag->len ? diag->data : "");
+		return sbx_error_set(err, -EACCES, "the sandbox's user cannot read %s", rel);
 	}
 }
 
-int sbx_artifact_open(sbx_manager *m, sbx_sandbox *sb, const char *relpath,
-		      const struct sbx_cancel *cancel, sbx_artifact **ret, int64_t *ret_size,
-		      struct sbx_error *err)
+int sbx_artifact_open(sbx_manager *m, sbx_sandbox *sb, const char *relpath, int64_t offset,
+		      int64_t count, const struct sbx_cancel *cancel, sbx_artifact **ret,
+		      struct sbx_artifact_info *ret_info, struct sbx_error *err)
 {
-	const char *const argv[] = {"sh", "-c", open_sh, "sbx-open", relpath, NULL};
-	struct sbx_exec_spec spec = {.argv = argv, .workdir = SBX_RESULTS_DIR, .user = FILE_USER};
-	struct sbx_buf line = SBX_BUF_INIT, diag = SBX_BUF_INIT;
 	sbx_artifact *a;
-	char buf[65536];
 	int r;
 
 	r = sbx_artifact_check_relpath(relpath, err);
@@ -526,121 +476,57 @@ int sbx_artifact_open(sbx_manager *m, sbx_sandbox *sb, const char *relpath,
 		free(a);
 		return r;
 	}
-	r = sbx_exec_stream(m->engine, sb->container, &spec, &a->s, err);
+	r = sbx_reader_open(m, sb, relpath, offset, count, cancel, &a->reader, &a->reply, err);
+	if (r >= 0 && a->reply.code)
+		r = open_failed(a, a->reply.code, err);
 	if (r < 0) {
-		r = sbx_sandbox_exec_failed(m, sb, r, err);
-		goto fail;
+		sbx_artifact_close(a);
+		return r;
 	}
-	r = sbx_stream_close_stdin(a->s, err);
-	/* The size line, then what came with it, within FILE_IDLE_MS in all
-	 * (what the sandbox writes on stderr meanwhile does not extend it). */
-	int64_t until = sbx_monotonic_ms() + FILE_IDLE_MS;
-	while (r >= 0) {
-		int fd = 1;
-		int64_t left = until - sbx_monotonic_ms();
-		ssize_t n =
-		    left > 0 ? read_within(a->s, buf, sizeof(buf), &fd, left, cancel, err)
-			     : sbx_error_set(err, -ETIMEDOUT, "the sandbox sent no size for %d s",
-					     FILE_IDLE_MS / 1000);
-		const char *nl;
-
-		if (n == 0) {
-			r = open_failed(a, stream_exit(a->s), &diag, err);
-			break;
-		}
-		if (n < 0) {
-			r = (int)n;
-			break;
-		}
-		if (fd == 2) {
-			keep_bounded(&diag, buf, (size_t)n);
-			continue;
-		}
-		nl = memchr(buf, '\n', (size_t)n);
-		if (sbx_buf_append(&line, buf, nl ? (size_t)(nl - buf) : (size_t)n) < 0 ||
-		    (nl &&
-		     sbx_buf_append(&a->head, nl + 1, (size_t)n - (size_t)(nl - buf) - 1) < 0)) {
-			r = sbx_error_set(err, -ENOMEM, "out of memory");
-			break;
-		}
-		if (line.len > 20) {
-			r = sbx_error_set(err, -EPROTO, "reading %s: no size from the sandbox",
-					  relpath);
-			break;
-		}
-		if (nl) {
-			char *end = NULL;
-			long long size = strtoll(line.data, &end, 10);
-			if (!line.len || *end || size < 0)
-				r = sbx_error_set(err, -EPROTO,
-						  "reading %s: no size from the sandbox", relpath);
-			a->size = size;
-			break;
-		}
-	}
-	sbx_buf_release(&line);
-	sbx_buf_release(&diag);
-	if (r < 0)
-		goto fail;
-	if ((int64_t)a->head.len > a->size)
-		a->head.len = (size_t)a->size;
-	*ret_size = a->size;
+	*ret_info = (struct sbx_artifact_info){.size = a->reply.size,
+					       .mtime_ns = a->reply.mtime_ns,
+					       .ino = a->reply.ino,
+					       .dev = a->reply.dev,
+					       .count = a->reply.count};
 	*ret = a;
 	return 0;
-fail:
-	sbx_artifact_close(a);
-	return r;
 }
 
 int sbx_artifact_stream(sbx_artifact *a, sbx_sink_fn sink, void *userdata, struct sbx_error *err)
 {
 	int64_t sent = 0;
-	char buf[65536];
 	int r;
 
 	if (!sink || a->streamed)
 		return sbx_error_set(err, -EINVAL, "no sink, or read twice");
 	a->streamed = true;
-	if (a->head.len) {
-		r = sink(userdata, a->head.data, a->head.len);
-		if (r < 0)
-			return sbx_error_set(err, r, "reading %s was stopped by its receiver",
-					     a->relpath);
-		sent = (int64_t)a->head.len;
-	}
-	sbx_buf_release(&a->head);
-	int64_t idle_until = sbx_monotonic_ms() + FILE_IDLE_MS;
-	while (sent < a->size) {
-		int fd = 1;
+	for (;;) {
 		/* Only the file's bytes count as progress: stderr does not. */
-		int64_t now = sbx_monotonic_ms(), wait = idle_until - now;
+		int64_t until = sbx_monotonic_ms() + SBX_FILE_IDLE_MS;
+		bool by_deadline = a->deadline_ms && a->deadline_ms < until;
+		const void *data;
 		ssize_t n;
 
-		if (a->deadline_ms && a->deadline_ms - now < wait)
-			wait = a->deadline_ms - now;
-		n = wait > 0 ? read_within(a->s, buf, sizeof(buf), &fd, wait, a->cancel, err)
-			     : -ETIMEDOUT;
-		if (n == -ETIMEDOUT && a->deadline_ms && sbx_monotonic_ms() >= a->deadline_ms)
-			return sbx_error_set(err, -ETIMEDOUT, "reading %s took too long",
-					     a->relpath);
+		n = sbx_reader_read(a->reader, &data, by_deadline ? a->deadline_ms : until,
+				    a->cancel, err);
 		if (n == 0)
-			return sbx_error_set(err, -EIO, "%s shrank while it was read", a->relpath);
+			break;
+		if (n == -ETIMEDOUT)
+			return by_deadline ? sbx_error_set(err, -ETIMEDOUT,
+							   "reading %s took too long", a->relpath)
+					   : sbx_error_set(err, -ETIMEDOUT,
+							   "the sandbox sent nothing for %d s",
+							   SBX_FILE_IDLE_MS / 1000);
 		if (n < 0)
-			return n == -ETIMEDOUT ? sbx_error_set(err, -ETIMEDOUT,
-							       "the sandbox sent nothing for %d s",
-							       FILE_IDLE_MS / 1000)
-					       : (int)n;
-		if (fd == 2)
-			continue;
-		idle_until = sbx_monotonic_ms() + FILE_IDLE_MS;
-		if (n > a->size - sent)
-			n = (ssize_t)(a->size - sent); /* it grew: what was told is sent */
-		r = sink(userdata, buf, (size_t)n);
+			return (int)n;
+		r = sink(userdata, data, (size_t)n);
 		if (r < 0)
 			return sbx_error_set(err, r, "reading %s was stopped by its receiver",
 					     a->relpath);
 		sent += n;
 	}
+	if (sent < a->reply.count)
+		return sbx_error_set(err, -EIO, "%s shrank while it was read", a->relpath);
 	sbx_sandbox_touch(a->sb);
 	return 0;
 }
@@ -648,23 +534,26 @@ int sbx_artifact_stream(sbx_artifact *a, sbx_sink_fn sink, void *userdata, struc
 int sbx_artifact_stat(sbx_manager *m, sbx_sandbox *sb, const char *relpath, int64_t *ret_size,
 		      struct sbx_error *err)
 {
+	struct sbx_artifact_info info;
 	sbx_artifact *a = NULL;
-	int r = sbx_artifact_open(m, sb, relpath, NULL, &a, ret_size, err);
+	int r = sbx_artifact_open(m, sb, relpath, 0, 0, NULL, &a, &info, err);
 
 	sbx_artifact_close(a);
+	if (r >= 0 && ret_size)
+		*ret_size = info.size;
 	return r;
 }
 
 int sbx_artifact_read(sbx_manager *m, sbx_sandbox *sb, const char *relpath, sbx_sink_fn sink,
 		      void *userdata, struct sbx_error *err)
 {
+	struct sbx_artifact_info info;
 	sbx_artifact *a = NULL;
-	int64_t size;
 	int r;
 
 	if (!sink)
 		return sbx_error_set(err, -EINVAL, "no sink");
-	r = sbx_artifact_open(m, sb, relpath, NULL, &a, &size, err);
+	r = sbx_artifact_open(m, sb, relpath, 0, INT64_MAX, NULL, &a, &info, err);
 	if (r >= 0)
 		r = sbx_artifact_stream(a, sink, userdata, err);
 	sbx_artifact_close(a);

@@ -25,6 +25,7 @@ sbx_sandbox *sbx_record_free(sbx_sandbox *sb)
 	free(sb->image);
 	sbx_install_list_free(sb->installs);
 	sbx_interp_free(sb->interp);
+	sbx_readers_free(sb->readers);
 	/* Read without the lock: nothing else holds the record now. */
 	sbx_egress_free(sb->egress, sb->end == SBX_END_NONE && sb->death == SBX_DEATH_NONE);
 	free(sb);

@@ -15,7 +15,9 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
+#include "sbx/engine.h"
 #include "sbx/sandbox.h"
 #include "sbx/worker.h"
 
@@ -39,6 +41,7 @@ struct sbx_install {
 };
 
 struct sbx_interp;	 /* interp.c */
+struct sbx_reader;	 /* reader.c */
 struct sbx_egress;	 /* src/egress/egress.h; a record's: relay.c */
 struct sbx_egress_stats; /* src/egress/egress.h */
 
@@ -97,6 +100,9 @@ struct sbx_sandbox {
 	/* Its egress relay (src/egress/egress.h): set once, under m->lock, at
 	 * first use (relay.c). */
 	struct sbx_egress *egress;
+	/* Its idle file readers (reader.c), under m->lock. */
+	struct sbx_reader *readers;
+	int n_readers;
 	/* usage.c, under m->lock: CPU time counted (and the engine's count at
 	 * the last sample), memory in use then and integrated over the
 	 * samples, and when (monotonic ms; 0: never sampled); the same of its
@@ -294,6 +300,46 @@ sbx_sandbox *sbx_record_new(sbx_manager *m, const char *id, const char *name, co
 sbx_sandbox *sbx_record_free(sbx_sandbox *sb);
 /* Drops the install records of a record being freed. */
 void sbx_install_list_free(struct sbx_install *list);
+
+/* reader.c: a sandbox's file readers, kept between downloads. */
+
+/* How long a file's bytes may pause before reading it fails. */
+#define SBX_FILE_IDLE_MS 30000
+
+/* sbx_stream_read within WAIT ms, asking C every SBX_CANCEL_POLL_MS:
+ * -ECANCELED once it says so. */
+ssize_t sbx_stream_read_within(sbx_stream *s, void *buf, size_t cap, int *ret_fd, int64_t wait,
+			       const struct sbx_cancel *c, struct sbx_error *err);
+
+/* What a reader said of a file it was asked for. */
+struct sbx_reader_reply {
+	int code;	   /* 0 open; 2 no such file, 3 not a regular file, 4 a
+			    * symbolic link on the way, 5 it cannot be opened */
+	int64_t size;	   /* when open: the file's size, */
+	int64_t mtime_ns;  /* its modification time (ns since the epoch), */
+	uint64_t ino, dev; /* its inode and device in the sandbox, */
+	int64_t count;	   /* and the bytes that follow */
+};
+/* Asks a reader of SB (an idle one, else one started now: an exec as the
+ * sandbox's user) for COUNT bytes of RELPATH (checked by the caller) from
+ * OFFSET. 0 and *RET, the reader, which the caller then owns: *RET_REPLY
+ * says what came (a refusal too); or a negative error (the engine's, a
+ * stopped sandbox's, -EPROTO a reader that broke the protocol,
+ * -ECANCELED). */
+int sbx_reader_open(sbx_manager *m, sbx_sandbox *sb, const char *relpath, int64_t offset,
+		    int64_t count, const struct sbx_cancel *cancel, struct sbx_reader **ret,
+		    struct sbx_reader_reply *ret_reply, struct sbx_error *err);
+/* The next bytes of the reply, by UNTIL (sbx_monotonic_ms time): their
+ * count with *RET_DATA pointing to them (valid until the next call), 0
+ * when the reply ended (fewer than told when the file shrank: the caller
+ * counts), or a negative error. */
+ssize_t sbx_reader_read(struct sbx_reader *r, const void **ret_data, int64_t until,
+			const struct sbx_cancel *cancel, struct sbx_error *err);
+/* Gives R back to SB's idle readers when its reply ended cleanly, else
+ * ends it. NULL is a no-op. */
+void sbx_reader_give(sbx_manager *m, sbx_sandbox *sb, struct sbx_reader *r);
+/* Ends a record's idle readers. */
+void sbx_readers_free(struct sbx_reader *list);
 
 /* relay.c: a sandbox's egress relay (src/egress/egress.h), made at its
  * first use and kept in its record. */

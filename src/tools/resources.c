@@ -4,7 +4,7 @@
  * own sandboxes, as sandbox://SANDBOX_ID/PATH (PATH percent-encoded per
  * segment, as in artifact links). Listed by the sandbox manager's scan
  * (sbx_artifact_list), read through the artifact route's own open
- * (sbx_artifact_open: an exec as the sandbox's user, never a host path);
+ * (sbx_artifact_open: a process of the sandbox's user, never a host path);
  * each entry carries its signed download link for clients that follow
  * links, and reads are bounded by server.resource_max_bytes.
  *
@@ -514,9 +514,16 @@ int sbx_resources_read(const struct sbx_tool_ctx *ctx, const char *uri,
 	if (r < 0)
 		goto out;
 	until = sbx_monotonic_ms() + READ_MS;
-	r = sbx_artifact_open(ctx->manager, sb, relpath, &cancel, &a, &size, err);
-	if (r < 0)
-		goto out;
+	{
+		struct sbx_artifact_info info;
+		/* At most the cap is asked for: a larger file is refused. */
+		r = sbx_artifact_open(ctx->manager, sb, relpath, 0,
+				      ctx->settings->server.resource_max_bytes, &cancel, &a, &info,
+				      err);
+		if (r < 0)
+			goto out;
+		size = info.size;
+	}
 	if (size > ctx->settings->server.resource_max_bytes) {
 		r = too_large(ctx, uri, id, relpath, size, ret_data, err);
 		goto out;

@@ -7,7 +7,7 @@
 // to /ui with its Content-Security-Policy; a wrong key shows the server's
 // refusal; alice's key shows her sandbox (not bob's), kept over a reload in
 // sessionStorage (nothing in localStorage); her files: the PNG drawn from its
-// signed link, the CSV as a table whose markup-looking cell is text, the HTML
+// signed link (and a ranged fetch of it from the page: 206), the CSV as a table whose markup-looking cell is text, the HTML
 // in a sandboxed srcdoc frame (frame-src 'none' lets it be) where its script does not run, the text, a download;
 // a delete dismissed keeps the sandbox, one confirmed removes it (the page and
 // list_sandboxes agree); log out. All along: the key only ever in an
@@ -176,6 +176,19 @@ async function main() {
 			assert.match(u.search, /[?&]sig=/);
 		});
 		await shot(page, '05-png');
+
+		await check('a ranged fetch of the PNG from the page\'s origin: 206, its first 8 bytes', async () => {
+			const src = await page.locator('#preview img').getAttribute('src');
+			const got = await page.evaluate(async (url) => {
+				const r = await fetch(url, { headers: { Range: 'bytes=0-7' } });
+				const b = new Uint8Array(await r.arrayBuffer());
+				return { status: r.status, range: r.headers.get('content-range'), accept: r.headers.get('accept-ranges'), bytes: [...b] };
+			}, src);
+			assert.equal(got.status, 206);
+			assert.match(got.range || '', /^bytes 0-7\/\d+$/);
+			assert.equal(got.accept, 'bytes');
+			assert.deepEqual(got.bytes, [0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
+		});
 
 		await check('the CSV is a table; a cell that looks like markup is text', async () => {
 			await fileLink(page, 'data.csv').click();
