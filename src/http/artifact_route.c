@@ -419,7 +419,7 @@ static int open_asked(struct sbx_http_request *rq, struct artifact_stream *st, c
 		st->status = MHD_HTTP_OK;
 		st->offset = 0;
 		st->size = st->info.size;
-		if (ranged && sbx_file_if_range(ifr, &st->info)) {
+		if (ranged && sbx_file_if_range(ifr, &st->info, (int64_t)time(NULL))) {
 			if (sbx_file_range_resolve(&br, st->info.size, &st->offset, &st->size) <
 			    0) {
 				st->status = MHD_HTTP_RANGE_NOT_SATISFIABLE;

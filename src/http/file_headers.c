@@ -97,7 +97,7 @@ bool sbx_file_not_modified(const char *if_none_match, const char *if_modified_si
 	return false;
 }
 
-bool sbx_file_if_range(const char *if_range, const struct sbx_artifact_info *info)
+bool sbx_file_if_range(const char *if_range, const struct sbx_artifact_info *info, int64_t now)
 {
 	char etag[SBX_ETAG_MAX];
 	int64_t t;
@@ -111,9 +111,11 @@ bool sbx_file_if_range(const char *if_range, const struct sbx_artifact_info *inf
 	}
 	if (!strncmp(if_range, "W/", 2))
 		return false;
-	/* A date matches only when it is exactly the file's (RFC 9110 13.1.5). */
+	/* A date matches only when it is exactly the file's, and only when it
+	 * is a strong validator: at least a second before now, so that no
+	 * other version can have had it (RFC 9110 13.1.5). */
 	t = date_of(if_range);
-	return t >= 0 && t == info->mtime_ns / 1000000000;
+	return t >= 0 && t == info->mtime_ns / 1000000000 && t < now;
 }
 
 /* A decimal of at most 18 digits at *P (moved past it). */

@@ -691,8 +691,9 @@ void sbx_http_date(int64_t t, char out[SBX_HTTP_DATE_MAX]);
 bool sbx_file_not_modified(const char *if_none_match, const char *if_modified_since,
 			   const struct sbx_artifact_info *info);
 /* Whether a Range may be served under IF_RANGE (NULL: absent): the file's
- * ETag (strongly) or exactly its Last-Modified date. */
-bool sbx_file_if_range(const char *if_range, const struct sbx_artifact_info *info);
+ * ETag (strongly), or exactly its Last-Modified date when that is before
+ * NOW (Unix seconds; a date within the current second is weak). */
+bool sbx_file_if_range(const char *if_range, const struct sbx_artifact_info *info, int64_t now);
 /* One byte range: FIRST-LAST (LAST -1: to the end) or the last SUFFIX
  * bytes (FIRST -1). */
 struct sbx_byte_range {

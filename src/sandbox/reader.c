@@ -178,28 +178,57 @@ static int read_line(struct sbx_reader *r, char *out, size_t cap, int64_t until,
 	return sbx_error_set(err, -EPROTO, "the sandbox's file reader sent a malformed line");
 }
 
-/* Parses COUNT space-separated decimal numbers of LINE (each at most 19
- * digits) into V; false when it is not exactly that. */
-static bool numbers(const char *line, int64_t *v, int count)
+/* Parses COUNT space-separated decimal numbers of LINE into V (each at
+ * most UINT64_MAX); false when it is not exactly that. */
+static bool numbers(const char *line, uint64_t *v, int count)
 {
 	const char *p = line;
 
 	for (int i = 0; i < count; i++) {
-		int64_t x = 0;
+		uint64_t x = 0;
 		int digits = 0;
 
 		if (i && *p++ != ' ')
 			return false;
 		for (; *p >= '0' && *p <= '9'; p++, digits++) {
-			if (digits == 19)
+			unsigned d = (unsigned)(*p - '0');
+			if (x > (UINT64_MAX - d) / 10)
 				return false;
-			x = x * 10 + (*p - '0');
+			x = x * 10 + d;
 		}
 		if (!digits)
 			return false;
 		v[i] = x;
 	}
 	return *p == '\0';
+}
+
+/* Writes LEN bytes of BUF to R's stdin by UNTIL (sbx_monotonic_ms time),
+ * asking CANCEL: a reader that takes none in time is not waited for. */
+static int write_within(struct sbx_reader *r, const void *buf, size_t len, int64_t until,
+			const struct sbx_cancel *cancel, struct sbx_error *err)
+{
+	const char *p = buf;
+
+	while (len) {
+		ssize_t n = sbx_stream_write_some(r->s, p, len, err);
+		int64_t wait = until - sbx_monotonic_ms();
+
+		if (n < 0)
+			return (int)n;
+		p += n;
+		len -= (size_t)n;
+		if (!len)
+			break;
+		if (cancel_asked(cancel))
+			return sbx_error_set(err, -ECANCELED, "cancelled by its caller");
+		if (wait <= 0)
+			return sbx_error_set(err, -ETIMEDOUT,
+					     "the sandbox's file reader takes no requests");
+		poll(&(struct pollfd){.fd = sbx_stream_fd(r->s), .events = POLLOUT}, 1,
+		     wait < SBX_CANCEL_POLL_MS ? (int)wait : SBX_CANCEL_POLL_MS);
+	}
+	return 0;
 }
 
 static int reader_start(sbx_manager *m, sbx_sandbox *sb, struct sbx_reader **ret,
@@ -274,7 +303,7 @@ static bool stop(struct sbx_reader *r)
 {
 	int64_t until = sbx_monotonic_ms() + READER_STOP_MS;
 
-	if (r->broken || sbx_stream_write(r->s, "x\n", 2, NULL) < 0)
+	if (r->broken || (r->left > 0 && write_within(r, "x\n", 2, until, NULL, NULL) < 0))
 		return false;
 	while (!r->ended) {
 		const void *data;
@@ -290,7 +319,11 @@ void sbx_reader_give(sbx_manager *m, sbx_sandbox *sb, struct sbx_reader *r)
 		return;
 	if ((r->ended || stop(r)) && !r->broken && r->off == r->len) {
 		r->idle_ms = sbx_monotonic_ms();
-		sbx_buf_reset(&r->diag);
+		/* Idle, it holds its stream alone. */
+		sbx_buf_release(&r->diag);
+		free(r->buf);
+		r->buf = NULL;
+		r->off = r->len = 0;
 		pthread_mutex_lock(&m->lock);
 		if (sb->n_readers < READERS_IDLE_MAX && !sb->removed) {
 			r->next = sb->readers;
@@ -303,13 +336,16 @@ void sbx_reader_give(sbx_manager *m, sbx_sandbox *sb, struct sbx_reader *r)
 	reader_free(r);
 }
 
-/* Sends the request and reads the reply's line. */
+/* Sends the request and reads the reply's line (and the end of a reply
+ * that owes no bytes). */
 static int ask(struct sbx_reader *r, const char *relpath, int64_t offset, int64_t count,
 	       const struct sbx_cancel *cancel, struct sbx_reader_reply *ret, struct sbx_error *err)
 {
 	char head[96], line[READER_LINE_MAX + 1];
 	size_t plen = strlen(relpath);
-	int64_t v[6];
+	int64_t until = sbx_monotonic_ms() + SBX_FILE_IDLE_MS;
+	uint64_t v[6];
+	int64_t size, n;
 	int rc;
 
 	r->ended = r->heard = false;
@@ -317,41 +353,61 @@ static int ask(struct sbx_reader *r, const char *relpath, int64_t offset, int64_
 	r->credit = READER_WINDOW;
 	snprintf(head, sizeof(head), "%" PRId64 " %" PRId64 " %d %zu\n", offset, count,
 		 READER_WINDOW, plen);
-	rc = sbx_stream_write(r->s, head, strlen(head), err);
+	rc = write_within(r, head, strlen(head), until, cancel, err);
 	if (rc >= 0)
-		rc = sbx_stream_write(r->s, relpath, plen, err);
+		rc = write_within(r, relpath, plen, until, cancel, err);
 	if (rc < 0)
-		return -EPIPE;
-	rc = read_line(r, line, sizeof(line), sbx_monotonic_ms() + SBX_FILE_IDLE_MS, cancel, err);
+		return rc;
+	rc = read_line(r, line, sizeof(line), until, cancel, err);
 	if (rc < 0)
 		return rc;
 	/* The count follows from the size: nothing else is taken. */
-	if (!numbers(line, v, 6) || v[0] == 1 || v[0] > 5 || (v[0] && (v[1] || v[5])) ||
-	    v[5] != (v[0] || v[1] <= offset  ? 0
-		     : v[1] - offset < count ? v[1] - offset
-					     : count))
-		return sbx_error_set(err, -EPROTO, "the sandbox's file reader sent a bad reply");
+	if (!numbers(line, v, 6) || v[0] == 1 || v[0] > 5 || v[1] > INT64_MAX || v[2] > INT64_MAX ||
+	    (v[0] && (v[1] || v[5])))
+		goto bad;
+	size = (int64_t)v[1];
+	n = v[0] || size <= offset ? 0 : size - offset < count ? size - offset : count;
+	if (v[5] != (uint64_t)n)
+		goto bad;
 	*ret = (struct sbx_reader_reply){.code = (int)v[0],
-					 .size = v[1],
-					 .mtime_ns = v[2],
-					 .ino = (uint64_t)v[3],
-					 .dev = (uint64_t)v[4],
-					 .count = v[5]};
-	r->left = v[5];
+					 .size = size,
+					 .mtime_ns = (int64_t)v[2],
+					 .ino = v[3],
+					 .dev = v[4],
+					 .count = n};
+	r->left = n;
 	if (v[0])
-		r->ended = true;
+		r->ended = true; /* a refusal has no frames */
+	else if (n == 0) {
+		/* Its end comes at once: taken now, the reader is free again. */
+		const void *data;
+		ssize_t got = sbx_reader_read(r, &data, until, cancel, err);
+		if (got != 0)
+			return got < 0 ? (int)got
+				       : sbx_error_set(err, -EPROTO,
+						       "the sandbox's file "
+						       "reader sent a bad reply");
+	}
 	return 0;
+bad:
+	r->broken = true;
+	return sbx_error_set(err, -EPROTO, "the sandbox's file reader sent a bad reply");
 }
 
 int sbx_reader_open(sbx_manager *m, sbx_sandbox *sb, const char *relpath, int64_t offset,
 		    int64_t count, const struct sbx_cancel *cancel, struct sbx_reader **ret,
 		    struct sbx_reader_reply *ret_reply, struct sbx_error *err)
 {
-	struct sbx_reader *r = take_idle(m, sb);
+	struct sbx_reader *r;
 	int rc;
 
 	if (offset < 0 || count < 0)
 		return sbx_error_set(err, -EINVAL, "a negative offset or count");
+	r = take_idle(m, sb);
+	if (r && !(r->buf = malloc(READER_BUF))) {
+		reader_free(r);
+		return sbx_error_set(err, -ENOMEM, "out of memory");
+	}
 	/* One that was idle may have ended meanwhile (its time, the sandbox's
 	 * code; the engine may then reset its stream): when its stream failed
 	 * before a byte came, a new one is asked. */

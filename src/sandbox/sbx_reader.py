@@ -38,7 +38,9 @@ FRAME_MAX = int(sys.argv[3])
 IDLE_S = int(sys.argv[4])
 LINE_MAX = 256
 PATH_MAX = 4096
-O_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+# Folders are opened for search alone (O_PATH): a folder uid 1000 may pass
+# through but not list serves as it would to that user.
+O_DIR = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 O_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 
 pending = bytearray()
@@ -168,6 +170,8 @@ def main():
         text = line(IDLE_S)
         if text is None:
             return
+        if text == b'x' or (text[:1] == b'+' and text[1:].isdigit()):
+            continue  # a stop or credit that crossed the end of a reply
         fields = text.split(b' ')
         if len(fields) != 4 or not all(f.isdigit() for f in fields):
             sys.exit(2)
