@@ -1993,22 +1993,26 @@ static void test_hostile_bodies(sbx_mcp *mcp, sbx_manager *manager)
 		for (int i = 0; i < 2; i++) {
 			held[i] = hold_body("127.0.0.20", headers, values, i);
 		}
+		/* Until the server has their first bytes, or while the bodies
+		 * of the case above are still being let go (a 503 for the
+		 * whole budget then), the probe may get another answer. */
+		bool said = false;
 		st = 0;
-		for (int tries = 0; tries < 40 && st != 503; tries++) {
+		for (int tries = 0; tries < 40 && !said; tries++) {
 			sbx_buf_reset(&acc);
 			http_from("127.0.0.20");
 			fd = raw_mcp_post(id ? id : "x", 1000, "");
 			http_from(NULL);
 			st = raw_status(fd, &acc, 250);
-			if (st != 503)
-				close(fd);
-		}
-		tap_ok(st == 503 && read_until(fd, &acc, "this client address", 2000),
-		       "two bodies that announce 4 MiB from one address fill its share: its next "
-		       "body is 503, saying so (%ld)",
-		       st);
-		if (st == 503)
+			said = st == 503 && read_until(fd, &acc, "this client address", 2000);
 			close(fd);
+			if (!said)
+				sleep_ms(50);
+		}
+		tap_ok(said,
+		       "two bodies that announce 4 MiB from one address fill its share: its next "
+		       "body is 503, saying so (%ld: %.200s)",
+		       st, acc.data ? acc.data : "");
 		sbx_buf_reset(&acc);
 		http_from("127.0.0.20");
 		fd = raw_post_chunked("/mcp", headers);
