@@ -147,6 +147,23 @@ static int archive_get(sbx_engine *e, const char *container, int64_t size, doubl
 	return 0;
 }
 
+/* The sandbox layer's read alone (sbx_artifact_read: a file reader, no
+ * HTTP): where the route's time goes, below or above it. */
+static int reader_read(sbx_manager *m, sbx_sandbox *sb, int64_t size, double *ret_ms)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	int64_t got = 0;
+	double t0 = now_ms();
+
+	if (sbx_artifact_read(m, sb, RELPATH, count_sink, &got, &err) < 0 || got != size) {
+		fprintf(stderr, "bench-artifact: %s: reader: %s (%" PRId64 " bytes)\n", type,
+			err.msg, got);
+		return -1;
+	}
+	*ret_ms = now_ms() - t0;
+	return 0;
+}
+
 /* `cat FILE_PATH` as uid 1000 through an exec stream, READ_BUF at a time:
  * exactly SIZE bytes on stdout, nothing on stderr, exit 0. */
 static int exec_cat(sbx_engine *e, const char *container, int64_t size, double *ret_ms)
@@ -251,7 +268,7 @@ int main(int argc, char **argv)
 	char url_arg[512], inst[96], image[512], base[64], sandbox_id[SBX_SANDBOX_ID_MAX + 1] = "";
 	char *link = NULL;
 	double link_ms[MAX_ROUNDS], archive_ms[MAX_ROUNDS], cat_ms[MAX_ROUNDS],
-	    range_ms[MAX_ROUNDS];
+	    range_ms[MAX_ROUNDS], reader_ms[MAX_ROUNDS];
 	int mib = argc > 4 ? atoi(argv[4]) : 256, rounds = argc > 5 ? atoi(argv[5]) : 3;
 	int status = 1;
 	int64_t size;
@@ -333,6 +350,7 @@ int main(int argc, char **argv)
 		if (http_get(link, NULL, 200, size, &link_ms[i]) < 0 ||
 		    archive_get(e, sb->container, size, &archive_ms[i]) < 0 ||
 		    exec_cat(e, sb->container, size, &cat_ms[i]) < 0 ||
+		    reader_read(m, sb, size, &reader_ms[i]) < 0 ||
 		    http_get(link, "-1048576", 206, RANGE_BYTES, &range_ms[i]) < 0)
 			goto out;
 
@@ -340,12 +358,14 @@ int main(int argc, char **argv)
 		double l = median(link_ms, rounds), a = median(archive_ms, rounds);
 		double c = median(cat_ms, rounds), rg = median(range_ms, rounds);
 		double lm = mb_per_s(size, l), am = mb_per_s(size, a), cm = mb_per_s(size, c);
+		double rm = mb_per_s(size, median(reader_ms, rounds));
 
 		printf("# artifact link of %d MiB, MB/s (median of %d); ratio = link / reference\n",
 		       mib, rounds);
 		printf("%-8s %-28s %10.1f\n", type, "link", lm);
 		printf("%-8s %-28s %10.1f\n", type, "archive GET", am);
 		printf("%-8s %-28s %10.1f\n", type, "exec cat", cm);
+		printf("%-8s %-28s %10.1f\n", type, "file reader, no HTTP", rm);
 		printf("%-8s %-28s %10.2f\n", type, "ratio link / archive GET",
 		       am > 0 ? lm / am : 0);
 		printf("%-8s %-28s %10.2f\n", type, "ratio link / exec cat", cm > 0 ? lm / cm : 0);

@@ -44,6 +44,8 @@ O_DIR = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 O_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 
 pending = bytearray()
+# One frame's bytes, read into and written from without a copy in Python.
+FRAME = memoryview(bytearray(FRAME_MAX))
 
 
 def more(timeout):
@@ -82,10 +84,15 @@ def exact(n):
 
 
 def write_all(*parts):
-    data = b''.join(parts) if len(parts) > 1 else parts[0]
-    view = memoryview(data)
-    while view:
-        view = view[os.write(1, view):]
+    """Writes PARTS in order (one writev while the pipe takes them)."""
+    views = [memoryview(p) for p in parts]
+    while views:
+        n = os.writev(1, views)
+        while views and n >= len(views[0]):
+            n -= len(views[0])
+            views.pop(0)
+        if views and n:
+            views[0] = views[0][n:]
 
 
 def why(dir_fd, name, last, e):
@@ -152,13 +159,13 @@ def serve(offset, count, credit, path):
                 break
             if credit <= 0:
                 sys.exit(0)  # no credit within IDLE_S: the server is gone
-            data = os.pread(fd, min(n, credit, FRAME_MAX), pos)
-            if not data:
+            got = os.preadv(fd, [FRAME[:min(n, credit, FRAME_MAX)]], pos)
+            if not got:
                 break  # it shrank
-            write_all(b'%x\n' % len(data), data)
-            pos += len(data)
-            n -= len(data)
-            credit -= len(data)
+            write_all(b'%x\n' % got, FRAME[:got])
+            pos += got
+            n -= got
+            credit -= got
         write_all(b'0\n')
     finally:
         os.close(fd)
