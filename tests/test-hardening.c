@@ -6,7 +6,9 @@
  * what code inside sees (no capabilities, NoNewPrivs, no route out, the
  * process limit), then the behaviours those lines exist for: 300 orphans
  * leave the sandbox working (an init reaps them), a fork bomb's time limit
- * leaves nothing of it behind, and a neighbour keeps answering meanwhile.
+ * leaves nothing of it behind, and a neighbour keeps answering meanwhile;
+ * and a file reader's replies, forged by code in the sandbox that stands in
+ * for it on its pipes, end in a clear error and leave the server whole.
  *
  * Usage: test-hardening [--part=rest|--part=swap-race|--part=swap-race-half] TYPE URL [IMAGE]
  * The swap race (a link swapped under 2,000 fetches, SBX_SWAP_FETCHES, the
@@ -17,8 +19,10 @@
  * swap-race1-ENGINE, swap-race2-ENGINE, hardening-ENGINE): the same 2,000
  * fetches in all. Without --part, all of it.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +31,7 @@
 
 #include "sandbox-fixture.h"
 #include "sbx/artifact.h"
+#include "sbx/clock.h"
 #include "sbx/common.h"
 #include "tap.h"
 
@@ -652,6 +657,617 @@ static void test_runtime_not_run(void)
 	test_manager_close(&x, "a refused runtime leaves no container");
 }
 
+/* ---- file readers: a man in the middle in the sandbox ---- */
+
+/* Code in the sandbox runs as the readers' user: it can stop a reader and
+ * speak for it on its pipes (/proc/PID/fd/0, the requests; /proc/PID/fd/1,
+ * the replies toward the server). This program does so for the test. It
+ * looks for readers every 3 ms. Told a case (MITM_DIR "mode": "N HEX PAD"),
+ * it stops every reader and takes its pipes, then says so ("ack"); it
+ * answers the first request that comes to one of them with the bytes of HEX
+ * and PAD 'A's, kills that reader, records "N PATH" in "done" and lets the
+ * others go on. A reader that starts while a case waits is taken before its
+ * hello (its write count is still the least any reader began with: what the
+ * engine's exec wrote) and the hello said for it; one seen too late is
+ * killed, and the case fails. It ends on MITM_DIR "stop" or after 60 s,
+ * letting go the readers it holds. */
+static const char mitm_py[] =
+    "import os, select, signal, sys, time\n"
+    "D = '/tmp/sbx-mitm/'\n"
+    "END = time.monotonic() + 60\n"
+    "# seen: pid -> (write count when first seen, first seen while a case waited)\n"
+    "seen, held, gone, answered = {}, {}, set(), []\n"
+    "case, acked = None, None\n"
+    "# The least write count a reader was first seen with: what the engine's exec\n"
+    "# wrote before the program began (the reader's own writes come on top).\n"
+    "base = None\n"
+    "\n"
+    "\n"
+    "def log(*a):\n"
+    "    print(*a, file=sys.stderr, flush=True)\n"
+    "\n"
+    "\n"
+    "def put(name, text):\n"
+    "    with open(D + name + '.tmp', 'w') as f:\n"
+    "        f.write(text)\n"
+    "    os.replace(D + name + '.tmp', D + name)\n"
+    "\n"
+    "\n"
+    "def readers():\n"
+    "    for p in filter(str.isdigit, os.listdir('/proc')):\n"
+    "        try:\n"
+    "            with open('/proc/' + p + '/cmdline', 'rb') as f:\n"
+    "                if b'sbx-reader' in f.read().split(b'\\0'):\n"
+    "                    yield int(p)\n"
+    "        except OSError:\n"
+    "            pass\n"
+    "\n"
+    "\n"
+    "def wchar(p):\n"
+    "    try:\n"
+    "        with open('/proc/%d/io' % p) as f:\n"
+    "            return int(f.read().split('wchar:')[1].split()[0])\n"
+    "    except (OSError, IndexError, ValueError):\n"
+    "        return -1\n"
+    "\n"
+    "\n"
+    "def stop(p):\n"
+    "    \"\"\"True once P is stopped; False when it is gone; None when it did not\n"
+    "    stop within a second (asked again on the next round).\"\"\"\n"
+    "    try:\n"
+    "        os.kill(p, signal.SIGSTOP)\n"
+    "        end = time.monotonic() + 1\n"
+    "        while time.monotonic() < end:\n"
+    "            with open('/proc/%d/stat' % p) as f:\n"
+    "                s = f.read()\n"
+    "            state = s[s.rindex(')') + 2]\n"
+    "            if state in 'tT':\n"
+    "                return True\n"
+    "            if state in 'ZX':\n"
+    "                return False\n"
+    "            time.sleep(0.0005)\n"
+    "    except OSError:\n"
+    "        return False\n"
+    "    return None\n"
+    "\n"
+    "\n"
+    "def signal_(p, sig):\n"
+    "    try:\n"
+    "        os.kill(p, sig)\n"
+    "    except OSError:\n"
+    "        pass\n"
+    "\n"
+    "\n"
+    "def release(p):\n"
+    "    \"\"\"Lets P go on; one whose hello was said for it is ended instead (its\n"
+    "    own would follow).\"\"\"\n"
+    "    fd0, fd1, fresh = held.pop(p)\n"
+    "    os.close(fd0)\n"
+    "    os.close(fd1)\n"
+    "    if fresh:\n"
+    "        signal_(p, signal.SIGKILL)\n"
+    "        gone.add(p)\n"
+    "    else:\n"
+    "        signal_(p, signal.SIGCONT)\n"
+    "\n"
+    "\n"
+    "def release_all():\n"
+    "    for p in list(held):\n"
+    "        release(p)\n"
+    "    for p in seen:\n"
+    "        if p not in gone:\n"
+    "            signal_(p, signal.SIGCONT)  # one whose stop was still under way\n"
+    "\n"
+    "\n"
+    "def write_all(fd, data, secs):\n"
+    "    end, view = time.monotonic() + secs, memoryview(data)\n"
+    "    while view and time.monotonic() < end:\n"
+    "        select.select([], [fd], [], 0.05)\n"
+    "        try:\n"
+    "            view = view[os.write(fd, view):]\n"
+    "        except BlockingIOError:\n"
+    "            pass\n"
+    "        except OSError:\n"
+    "            break\n"
+    "    return not view\n"
+    "\n"
+    "\n"
+    "def answer(p, n, reply):\n"
+    "    \"\"\"Reads the request that came to P, sends REPLY for it, ends P: the\n"
+    "    request's path, or None when none came (the server closed).\"\"\"\n"
+    "    fd0, fd1, _ = held.pop(p)\n"
+    "    req, end = b'', time.monotonic() + 1\n"
+    "    while time.monotonic() < end:\n"
+    "        try:\n"
+    "            data = os.read(fd0, 65536)\n"
+    "        except BlockingIOError:\n"
+    "            data = None\n"
+    "        if data == b'':\n"
+    "            break\n"
+    "        req += data or b''\n"
+    "        head, nl, path = req.partition(b'\\n')\n"
+    "        f = head.split()\n"
+    "        if nl and len(f) == 4 and f[3].isdigit() and len(path) >= int(f[3]):\n"
+    "            break\n"
+    "        select.select([fd0], [], [], 0.05)\n"
+    "    sent = write_all(fd1, reply, 2) if req else False\n"
+    "    # Ended: whatever the server does next, it meets the end of the stream.\n"
+    "    signal_(p, signal.SIGKILL)\n"
+    "    os.close(fd0)\n"
+    "    os.close(fd1)\n"
+    "    gone.add(p)\n"
+    "    log('case', n, 'pid', p, 'request', req[:60], 'sent' if sent else 'not sent')\n"
+    "    return req.partition(b'\\n')[2].decode(errors='replace') if req else None\n"
+    "\n"
+    "\n"
+    "def hold(p, fresh):\n"
+    "    \"\"\"Takes stopped P's pipes; for one that just started, says its hello.\"\"\"\n"
+    "    fds = []\n"
+    "    try:\n"
+    "        fds.append(os.open('/proc/%d/fd/0' % p, os.O_RDONLY | os.O_NONBLOCK))\n"
+    "        fds.append(os.open('/proc/%d/fd/1' % p, os.O_WRONLY | os.O_NONBLOCK))\n"
+    "    except OSError as e:\n"
+    "        log('open', p, e)\n"
+    "        for fd in fds:\n"
+    "            os.close(fd)\n"
+    "        signal_(p, signal.SIGCONT)\n"
+    "        gone.add(p)\n"
+    "        return\n"
+    "    held[p] = (fds[0], fds[1], fresh)\n"
+    "    if fresh:\n"
+    "        write_all(fds[1], b'sbx-reader 1\\n', 1)\n"
+    "    log('hold', p, 'fresh' if fresh else 'idle')\n"
+    "\n"
+    "\n"
+    "os.makedirs(D, exist_ok=True)\n"
+    "put('ready', 'ready\\n')\n"
+    "try:\n"
+    "    while time.monotonic() < END and not os.path.exists(D + 'stop'):\n"
+    "        try:\n"
+    "            with open(D + 'mode') as f:\n"
+    "                m = f.read().split()\n"
+    "            if not case or case[0] != int(m[0]):\n"
+    "                case = (int(m[0]), bytes.fromhex(m[1]) + b'A' * int(m[2]))\n"
+    "        except (OSError, IndexError, ValueError):\n"
+    "            pass\n"
+    "        want = case if case and case[0] not in answered else None\n"
+    "        stopping = False\n"
+    "        for p in readers():\n"
+    "            if p in gone or p in held:\n"
+    "                continue\n"
+    "            if p not in seen:\n"
+    "                seen[p] = (wchar(p), bool(want))\n"
+    "                log('seen', p, 'while a case waits' if want else 'idle', seen[p][0])\n"
+    "                if seen[p][0] >= 0 and (base is None or seen[p][0] < base):\n"
+    "                    base = seen[p][0]\n"
+    "            if not want:\n"
+    "                continue\n"
+    "            stopped = stop(p)\n"
+    "            if stopped is None:\n"
+    "                log('not stopped yet', p)\n"
+    "                stopping = True\n"
+    "                continue\n"
+    "            if not stopped:\n"
+    "                gone.add(p)\n"
+    "                continue\n"
+    "            # Seen first while a case waits: it just started, and the server\n"
+    "            # waits for its hello, unless it wrote already (seen late): then\n"
+    "            # it is ended, and the case fails rather than pass unanswered.\n"
+    "            if seen[p][1] and wchar(p) != base:\n"
+    "                log('missed', p, wchar(p))\n"
+    "                signal_(p, signal.SIGKILL)\n"
+    "                gone.add(p)\n"
+    "                continue\n"
+    "            hold(p, seen[p][1])\n"
+    "        if want and acked != want[0] and not stopping:\n"
+    "            acked = want[0]\n"
+    "            put('ack', '%d\\n' % acked)\n"
+    "            log('ack', acked, 'holding', *sorted(held))\n"
+    "        if not held:\n"
+    "            time.sleep(0.003)\n"
+    "            continue\n"
+    "        ready = select.select([h[0] for h in held.values()], [], [], 0.003)[0]\n"
+    "        for p in [p for p, h in held.items() if h[0] in ready]:\n"
+    "            if p not in held:\n"
+    "                continue\n"
+    "            if not want:\n"
+    "                release(p)  # no case waits for it: the reader takes the request\n"
+    "                continue\n"
+    "            path = answer(p, want[0], want[1])\n"
+    "            if path is not None:\n"
+    "                answered.append(want[0])\n"
+    "                with open(D + 'done', 'a') as f:\n"
+    "                    f.write('%d %s\\n' % (want[0], path))\n"
+    "                want = None\n"
+    "                release_all()\n"
+    "except BaseException:\n"
+    "    import traceback\n"
+    "    log(traceback.format_exc())\n"
+    "finally:\n"
+    "    release_all()\n"
+    "    put('exited', '%d\\n' % len(answered))\n";
+
+#define MITM_DIR "/tmp/sbx-mitm/"
+#define MITM_TARGET "mitm/target.txt"
+#define MITM_WARM "mitm/warm.txt"
+#define MITM_KNOWN "mitm/known.bin"
+#define MITM_KNOWN_SIZE (3 * 1024 * 1024 + 17)
+/* A case's open and stream must end by this, or the case fails (the server
+ * waits SBX_FILE_IDLE_MS, 30 s, for a reader that says nothing). */
+#define MITM_DEADLINE_MS 10000
+
+struct mitm_case {
+	const char *name;
+	const char *reply; /* what the reader seems to say */
+	int pad;	   /* then this many 'A' */
+	int64_t offset, count;
+	bool opens;	/* the open succeeds and the stream fails */
+	int want;	/* the open's error, or the stream's */
+	long long sink; /* the bytes the sink gets (a stream) */
+};
+
+#define WHOLE 0, INT64_MAX
+#define NONE 0, 0
+
+/* Each case uses one reader (the server drops it); the test warms 4 before
+ * every fourth case. The early end (a reader given back, but dead) comes
+ * last of its four: the warm-up after it meets the dead one, not a case. */
+static const struct mitm_case mitm_cases[] = {
+    {"a size of 20 digits", "0 99999999999999999999 0 0 0 0\n0\n", 0, NONE, false, -EPROTO, 0},
+    {"a size of 20 digits, the whole file", "0 99999999999999999999 0 0 0 0\n", 0, WHOLE, false,
+     -EPROTO, 0},
+    {"a size of 19 digits past INT64_MAX", "0 9999999999999999999 0 0 0 0\n0\n", 0, NONE, false,
+     -EPROTO, 0},
+    {"a size that wraps to 5 in 64 bits", "0 18446744073709551621 0 0 0 5\n5\nabcde0\n", 0, WHOLE,
+     false, -EPROTO, 0},
+    {"an mtime past INT64_MAX", "0 5 9223372036854775808 0 0 0\n0\n", 0, NONE, false, -EPROTO, 0},
+    {"a count that does not follow from the size (100, 50)", "0 100 0 0 0 50\n32\n", 50, WHOLE,
+     false, -EPROTO, 0},
+    {"a count past the range asked (20 at 10)", "0 100 0 0 0 30\n", 0, 10, 20, false, -EPROTO, 0},
+    {"a count where none was asked", "0 100 0 0 0 1\n1\nx0\n", 0, NONE, false, -EPROTO, 0},
+    {"a refusal with a size", "2 5 0 0 0 0\n", 0, WHOLE, false, -EPROTO, 0},
+    {"code 1", "1 0 0 0 0 0\n", 0, WHOLE, false, -EPROTO, 0},
+    {"five fields", "0 5 0 0 0\n", 0, WHOLE, false, -EPROTO, 0},
+    {"a frame where none is owed", "0 5 0 0 0 0\n5\nabcde0\n", 0, NONE, false, -EPROTO, 0},
+    {"a frame over 1 MiB", "0 2000000 0 0 0 2000000\n100001\n", 65536, WHOLE, true, -EPROTO, 0},
+    {"a frame longer than the reply owes", "0 10 0 0 0 10\n14\nBBBBBBBBBBBBBBBBBBBB0\n", 0, WHOLE,
+     true, -EPROTO, 0},
+    {"junk for a frame's length", "0 10 0 0 0 10\nzz\n", 0, WHOLE, true, -EPROTO, 0},
+    {"junk after a good frame", "0 10 0 0 0 10\n5\nabcdezz\n", 0, WHOLE, true, -EPROTO, 5},
+    {"frames past the count", "0 10 0 0 0 10\n5\nabcde6\nabcdef0\n", 0, WHOLE, true, -EPROTO, 5},
+    {"a frame length of 9 digits", "0 10 0 0 0 10\n000000005\nabcde0\n", 0, WHOLE, true, -EPROTO,
+     0},
+    {"a negative frame length", "0 10 0 0 0 10\n-1\n", 0, WHOLE, true, -EPROTO, 0},
+    {"the end before the count", "0 10 0 0 0 10\n5\nabcde0\n", 0, WHOLE, true, -EIO, 5},
+    {"a line without its end", "0 10 0 0 0 10\n", 300, WHOLE, true, -EPROTO, 0},
+    {"the reader gone within a frame", "0 10 0 0 0 10\na\nabc", 0, WHOLE, true, -EIO, 3},
+};
+
+static bool mitm_past(void *userdata)
+{
+	return sbx_monotonic_ms() > *(const int64_t *)userdata;
+}
+
+static int count_sink(void *userdata, const void *data, size_t len)
+{
+	(void)data;
+	*(long long *)userdata += (long long)len;
+	return 0;
+}
+
+/* The test program's open descriptors. */
+static int count_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	int n = 0;
+
+	if (!d)
+		return -1;
+	while ((e = readdir(d)))
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n - 1; /* the listing's own */
+}
+
+/* The cases the man in the middle answered on a request of MITM_TARGET
+ * (its "done" file: "CASE PATH" lines), as printed by the snippet every
+ * call below ends with; one answered on another request (a warm-up's) is
+ * not. */
+static const char mitm_done_py[] =
+    "try:\n"
+    "    done = open('" MITM_DIR "done').read().splitlines()\n"
+    "    done = [(l.split(' ', 1) + [''])[:2] for l in done]\n"
+    "except OSError:\n"
+    "    done = []\n"
+    "print('done', *[n for n, p in done if p == '" MITM_TARGET "'])\n"
+    "print('other', *[n + ':' + p for n, p in done if p != '" MITM_TARGET "'])\n";
+
+static void mitm_parse_done(const char *out, int *answered, size_t n)
+{
+	const char *p = !strncmp(out, "done ", 5) ? out : strstr(out, "\ndone ");
+
+	memset(answered, 0, n * sizeof(*answered));
+	if (!p)
+		return;
+	p += *p == '\n';
+	for (p += 4; *p == ' ';) {
+		char *end;
+		long i = strtol(p + 1, &end, 10);
+		if (end == p + 1)
+			break;
+		if (i >= 0 && (size_t)i < n)
+			answered[i]++;
+		p = end;
+	}
+}
+
+struct mitm_warm {
+	const struct test_manager *x;
+	sbx_sandbox *sb;
+	pthread_barrier_t *barrier;
+	int r;
+};
+
+static void *mitm_warm_one(void *arg)
+{
+	struct mitm_warm *w = arg;
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_artifact_info info;
+	sbx_artifact *a = NULL;
+
+	w->r = sbx_artifact_open(w->x->m, w->sb, MITM_WARM, 0, 0, NULL, &a, &info, &err);
+	if (w->r < 0)
+		tap_diag("warm-up open: %s", err.msg);
+	pthread_barrier_wait(w->barrier);
+	sbx_artifact_close(a);
+	return NULL;
+}
+
+/* Four readers open at once, then given back: four idle ones for the next
+ * cases, none started while a case waits. */
+static void mitm_warm_up(const struct test_manager *x, sbx_sandbox *sb, int round)
+{
+	enum { WARM = 4 };
+	struct mitm_warm w[WARM];
+	pthread_t t[WARM];
+	pthread_barrier_t barrier;
+	int failed = 0;
+
+	pthread_barrier_init(&barrier, NULL, WARM);
+	for (int i = 0; i < WARM; i++) {
+		w[i] = (struct mitm_warm){.x = x, .sb = sb, .barrier = &barrier};
+		if (pthread_create(&t[i], NULL, mitm_warm_one, &w[i]) != 0)
+			tap_bail("pthread_create");
+	}
+	for (int i = 0; i < WARM; i++) {
+		pthread_join(t[i], NULL);
+		failed += w[i].r < 0;
+	}
+	pthread_barrier_destroy(&barrier);
+	tap_is_int(failed, 0, "reader man in the middle: warm-up %d opens 4 readers at once",
+		   round);
+}
+
+/* Tells the man in the middle case I, waits for it to hold the readers;
+ * ANSWERED gets what it answered so far. */
+static bool mitm_arm(const struct test_manager *x, sbx_sandbox *sb, size_t i, int *answered,
+		     size_t n)
+{
+	const struct mitm_case *c = &mitm_cases[i];
+	size_t len = strlen(c->reply);
+	_cleanup_free_ char *hex = malloc(2 * len + 1), *code = NULL;
+	struct sbx_run_result res;
+	bool acked = false;
+
+	if (!hex)
+		tap_bail("out of memory");
+	for (size_t k = 0; k < len; k++)
+		snprintf(hex + 2 * k, 3, "%02x", (unsigned char)c->reply[k]);
+	hex[2 * len] = '\0';
+	if (asprintf(&code,
+		     "import os, time\n"
+		     "with open('" MITM_DIR "mode.tmp', 'w') as f:\n"
+		     "    f.write('%zu %s %d\\n')\n"
+		     "os.replace('" MITM_DIR "mode.tmp', '" MITM_DIR "mode')\n"
+		     "end = time.monotonic() + 10\n"
+		     "while time.monotonic() < end:\n"
+		     "    try:\n"
+		     "        if open('" MITM_DIR "ack').read().strip() == '%zu':\n"
+		     "            print('acked')\n"
+		     "            break\n"
+		     "    except OSError:\n"
+		     "        pass\n"
+		     "    time.sleep(0.002)\n"
+		     "%s",
+		     i, hex, c->pad, i, mitm_done_py) < 0)
+		tap_bail("out of memory");
+	if (python(x->m, sb, code, &res) == 0) {
+		acked = strstr(res.out.data, "acked\n") != NULL;
+		mitm_parse_done(res.out.data, answered, n);
+	}
+	sbx_run_result_release(&res);
+	tap_ok(acked, "reader man in the middle: it holds the readers for \"%s\"", c->name);
+	return acked;
+}
+
+static void mitm_run(const struct test_manager *x, sbx_sandbox *sb, const struct mitm_case *c)
+{
+	int64_t until = sbx_monotonic_ms() + MITM_DEADLINE_MS;
+	const struct sbx_cancel cancel = {mitm_past, &until};
+	struct sbx_artifact_info info = {0};
+	struct sbx_error err = SBX_ERROR_INIT;
+	sbx_artifact *a = NULL;
+	long long got = 0;
+	int r;
+
+	r = sbx_artifact_open(x->m, sb, MITM_TARGET, c->offset, c->count, &cancel, &a, &info, &err);
+	if (!c->opens) {
+		tap_ok(r == c->want && err.msg[0],
+		       "reader man in the middle, %s: the open fails with %s (%d: %s)", c->name,
+		       strerror(-c->want), r, err.msg);
+	} else if (tap_call(r, err.msg, "reader man in the middle, %s: the open", c->name)) {
+		sbx_artifact_deadline(a, until);
+		r = sbx_artifact_stream(a, count_sink, &got, &err);
+		tap_ok(r == c->want && err.msg[0],
+		       "reader man in the middle, %s: the stream fails with %s (%d: %s)", c->name,
+		       strerror(-c->want), r, err.msg);
+		tap_ok(got == c->sink && got <= info.count,
+		       "reader man in the middle, %s: %lld bytes reached the sink (%lld expected, "
+		       "%lld announced)",
+		       c->name, got, c->sink, (long long)info.count);
+	}
+	sbx_artifact_close(a);
+}
+
+/* Counts the sandbox's readers (an argument "sbx-reader"), until at most 4
+ * run and none is stopped (at most 5 s): "RUNNING STOPPED". */
+static const char count_readers_py[] =
+    "import os, time\n"
+    "end = time.monotonic() + 5\n"
+    "while True:\n"
+    "    run = stopped = 0\n"
+    "    for p in filter(str.isdigit, os.listdir('/proc')):\n"
+    "        try:\n"
+    "            with open('/proc/%s/cmdline' % p, 'rb') as f:\n"
+    "                if b'sbx-reader' not in f.read().split(b'\\0'):\n"
+    "                    continue\n"
+    "            with open('/proc/%s/stat' % p) as f:\n"
+    "                s = f.read()\n"
+    "        except OSError:\n"
+    "            continue\n"
+    "        state = s[s.rindex(')') + 2]\n"
+    "        stopped += state in 'tT'\n"
+    "        run += state not in 'tTZX'\n"
+    "    if (run <= 4 and not stopped) or time.monotonic() > end:\n"
+    "        break\n"
+    "    time.sleep(0.05)\n"
+    "print(run, stopped)\n";
+
+/* A reader's replies, written by code in the sandbox between the reader and
+ * the server: sizes past 64 bits, counts that do not follow, frames too long
+ * or of junk. Each fails its open or its stream with an error, in time and
+ * with no byte past the count; the server reads right once the man in the
+ * middle is gone, and holds no more descriptors than before. */
+static void test_reader_mitm(const struct test_manager *x, sbx_sandbox *sb)
+{
+	enum { N = SBX_ARRAY_SIZE(mitm_cases) };
+	int answered[N], fds_before = -1, fds_after, run = -1, stopped = -1;
+	size_t plen = strlen(mitm_py);
+	_cleanup_free_ char *hex = malloc(2 * plen + 1), *cmd = NULL, *code = NULL;
+	struct sbx_run_result res;
+	bool exited = false;
+	int failed = tap_failed;
+
+	if (!hex)
+		tap_bail("out of memory");
+	for (size_t k = 0; k < plen; k++)
+		snprintf(hex + 2 * k, 3, "%02x", (unsigned char)mitm_py[k]);
+	hex[2 * plen] = '\0';
+	if (asprintf(&cmd,
+		     "mkdir -p " MITM_DIR " /app/results/mitm && rm -f " MITM_DIR "* && "
+		     "echo target > /app/results/" MITM_TARGET " && "
+		     "echo warm > /app/results/" MITM_WARM " && "
+		     "python3 -c \"import sys; open(sys.argv[1], 'wb').write(bytes.fromhex("
+		     "sys.argv[2]))\" " MITM_DIR "mitm.py %s && "
+		     "python3 -c \"n = %d; open('/app/results/" MITM_KNOWN "', 'wb').write("
+		     "(bytes(range(251)) * (n // 251 + 1))[:n])\" && "
+		     "(exec python3 -u " MITM_DIR "mitm.py) </dev/null >/dev/null 2>" MITM_DIR
+		     "log & "
+		     "for i in $(seq 500); do [ -e " MITM_DIR "ready ] && break; sleep 0.01; done; "
+		     "cat " MITM_DIR "ready",
+		     hex, MITM_KNOWN_SIZE) < 0)
+		tap_bail("out of memory");
+	if (shell(x->m, sb, cmd, &res) < 0 ||
+	    !tap_ok(!strcmp(res.out.data, "ready\n"),
+		    "reader man in the middle: it runs in the sandbox (%s%s)", res.out.data,
+		    res.err.data)) {
+		sbx_run_result_release(&res);
+		return;
+	}
+	sbx_run_result_release(&res);
+
+	for (size_t i = 0; i < N; i++) {
+		if (i % 4 == 0)
+			mitm_warm_up(x, sb, (int)i / 4 + 1);
+		/* Counted with 4 readers idle and the engine's handles for 4
+		 * calls at once: each stream is 3 descriptors (its socket and
+		 * curl's socketpair), each pooled handle as many. */
+		if (i == 0)
+			fds_before = count_fds();
+		if (!mitm_arm(x, sb, i, answered, N))
+			break; /* it is gone: no case would be tested */
+		if (i > 0)
+			tap_ok(answered[i - 1] == 1,
+			       "reader man in the middle, %s: it answered that request",
+			       mitm_cases[i - 1].name);
+		mitm_run(x, sb, &mitm_cases[i]);
+	}
+
+	/* It stops: the readers it holds go on, the ones it answered are dead. */
+	if (asprintf(&code,
+		     "import os, time\n"
+		     "open('" MITM_DIR "stop', 'w').close()\n"
+		     "end = time.monotonic() + 10\n"
+		     "while not os.path.exists('" MITM_DIR "exited') and time.monotonic() < end:\n"
+		     "    time.sleep(0.01)\n"
+		     "print('exited' if os.path.exists('" MITM_DIR "exited') else 'running')\n"
+		     "%s"
+		     "print(open('" MITM_DIR "log').read())\n",
+		     mitm_done_py) < 0)
+		tap_bail("out of memory");
+	memset(answered, 0, sizeof(answered));
+	if (python(x->m, sb, code, &res) == 0) {
+		exited = !strncmp(res.out.data, "exited\n", 7);
+		mitm_parse_done(res.out.data, answered, N);
+	}
+	tap_ok(exited, "reader man in the middle: it stops when told");
+	tap_ok(answered[N - 1] == 1, "reader man in the middle, %s: it answered that request",
+	       mitm_cases[N - 1].name);
+	{
+		int once = 0;
+		for (size_t i = 0; i < N; i++)
+			once += answered[i] == 1;
+		tap_ok(once == N,
+		       "reader man in the middle: every case's request answered, once (%d of %d)",
+		       once, (int)N);
+	}
+	if (tap_failed != failed)
+		tap_diag("the man in the middle's record: %s", res.out.data);
+	sbx_run_result_release(&res);
+
+	/* The server recovered: known bytes read right, by readers of its own. */
+	for (int k = 1; k <= 3; k++) {
+		struct sbx_error err = SBX_ERROR_INIT;
+		struct sbx_buf got = SBX_BUF_INIT;
+		size_t bad = 0;
+
+		if (tap_call(fetch(x, sb, MITM_KNOWN, &got, &err), err.msg,
+			     "after the man in the middle: read %d of a known file", k)) {
+			while (bad < got.len && (unsigned char)got.data[bad] == bad % 251)
+				bad++;
+			tap_ok(got.len == MITM_KNOWN_SIZE && bad == got.len,
+			       "after the man in the middle: read %d has its %d bytes (%zu, the "
+			       "first %zu right)",
+			       k, MITM_KNOWN_SIZE, got.len, bad);
+		}
+		sbx_buf_release(&got);
+	}
+	fds_after = count_fds();
+	tap_ok(fds_before > 0 && fds_after <= fds_before + 8,
+	       "after %d hostile replies: the server holds %d descriptors (%d before)", (int)N,
+	       fds_after, fds_before);
+	if (python(x->m, sb, count_readers_py, &res) == 0 &&
+	    sscanf(res.out.data, "%d %d", &run, &stopped) == 2) {
+		tap_ok(run >= 1 && run <= 4,
+		       "after the man in the middle: %d readers in the sandbox (1 to 4 idle)", run);
+		tap_is_int(stopped, 0, "after the man in the middle: no reader left stopped");
+	} else {
+		tap_ok(false, "the sandbox's readers counted (%s)", res.out.data);
+	}
+	sbx_run_result_release(&res);
+}
+
 int main(int argc, char **argv)
 {
 	const char *runtime = getenv("MCP_SANDBOX_RUNTIME");
@@ -711,6 +1327,7 @@ int main(int argc, char **argv)
 		test_oom(&x, b);
 		test_odd_names(&x, a);
 		test_upload_through_link(&x, a, up);
+		test_reader_mitm(&x, b);
 	}
 	if (swap) {
 		_cleanup_free_ char *cid = container_of(x.inst, sbx_sandbox_id(a));

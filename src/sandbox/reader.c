@@ -446,16 +446,25 @@ ssize_t sbx_reader_read(struct sbx_reader *r, const void **ret_data, int64_t unt
 	if (r->broken)
 		return sbx_error_set(err, -EPROTO, "the file reader failed before");
 	if (r->frame == 0) {
-		char *end;
-		unsigned long long len;
+		uint64_t len = 0;
+		size_t digits = 0;
 
 		rc = read_line(r, line, sizeof(line), until, cancel, err);
 		if (rc < 0)
 			goto broken;
-		errno = 0;
-		len = strtoull(line, &end, 16);
-		if (!line[0] || *end || errno || strlen(line) > 8 || len > READER_FRAME_MAX ||
-		    (int64_t)len > r->left || (int64_t)len > r->credit) {
+		/* 1 to 8 lowercase hex digits, nothing else. */
+		for (const char *p = line; *p && digits <= 8; p++, digits++) {
+			int d = *p >= '0' && *p <= '9'	 ? *p - '0'
+				: *p >= 'a' && *p <= 'f' ? *p - 'a' + 10
+							 : -1;
+			if (d < 0) {
+				digits = 9;
+				break;
+			}
+			len = len * 16 + (uint64_t)d;
+		}
+		if (digits < 1 || digits > 8 || len > READER_FRAME_MAX || (int64_t)len > r->left ||
+		    (int64_t)len > r->credit) {
 			rc = sbx_error_set(err, -EPROTO,
 					   "the sandbox's file reader sent a bad "
 					   "frame");
@@ -491,7 +500,7 @@ ssize_t sbx_reader_read(struct sbx_reader *r, const void **ret_data, int64_t unt
 		if (r->taken >= READER_WINDOW / 2 && r->left > r->credit) {
 			char grant[32];
 			snprintf(grant, sizeof(grant), "+%" PRId64 "\n", r->taken);
-			rc = sbx_stream_write(r->s, grant, strlen(grant), err);
+			rc = write_within(r, grant, strlen(grant), until, cancel, err);
 			if (rc < 0)
 				goto broken;
 			r->credit += r->taken;
