@@ -25,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench-util.h"
 #include "sandbox/sandbox-internal.h"
 #include "sbx/artifact.h"
 #include "sbx/common.h"
@@ -43,23 +44,9 @@
 
 static const char *type;
 
-static double now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return (x > y) - (x < y);
-}
-
 static double median(double *v, int n)
 {
-	qsort(v, (size_t)n, sizeof(v[0]), cmp_double);
-	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+	return quantile(v, (size_t)n, 0.5);
 }
 
 static double mb_per_s(int64_t bytes, double ms)

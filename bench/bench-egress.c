@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench-util.h"
 #include "sandbox/sandbox-internal.h"
 #include "sbx/common.h"
 #include "sbx/engine.h"
@@ -99,12 +100,6 @@ static int start_server(int mib)
 	if (f)
 		fclose(f);
 	return port;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return (x > y) - (x < y);
 }
 
 /* The median MB/s of MODE in SB (the response head counted, EXPECT bytes of

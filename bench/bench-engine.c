@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench-util.h"
 #include "sbx/common.h"
 #include "sbx/engine.h"
 
@@ -31,28 +32,6 @@ static const char *type, *sock, *image, *cli;
 static char host_arg[512];
 
 #define LABEL_BENCH "org.mcp-sandbox.bench"
-
-static double now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return (x > y) - (x < y);
-}
-
-static double quantile(double *v, size_t n, double q)
-{
-	if (n == 0)
-		return 0;
-	qsort(v, n, sizeof(*v), cmp_double);
-	size_t i = (size_t)(q * (double)(n - 1) + 0.5);
-	return v[i < n ? i : n - 1];
-}
 
 /* Runs CLI with the engine address and ARGS; stdout goes to OUT (may be
  * NULL = discarded). Returns the exit status or -1. */
