@@ -539,9 +539,10 @@ static void test_progress_http(void)
 		pthread_mutex_lock(&fake_lock);
 		for (size_t i = 0; i < n; i++)
 			pooled |= fake_progress_tid == before[i];
-		tap_ok(r.status == 200 && n > 0 && pooled,
-		       "the next call runs on a pooled worker thread, alive before it (tid %d of %zu)",
-		       (int)fake_progress_tid, n);
+		tap_ok(
+		    r.status == 200 && n > 0 && pooled,
+		    "the next call runs on a pooled worker thread, alive before it (tid %d of %zu)",
+		    (int)fake_progress_tid, n);
 		pthread_mutex_unlock(&fake_lock);
 		reply_release(&r);
 	}
