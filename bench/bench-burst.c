@@ -1,0 +1,242 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Bursts of create_sandbox (issue 30), through the manager as the server
+ * makes it, on one engine, with the default pool size (sandbox.pool_size,
+ * 2): the p50 of a create served from a full pool, one at a time; then 16
+ * and 64 creates at once (threads released together, the pool full when
+ * they start), each burst's wall time until the last is answered, the p50
+ * and p90 of its calls, and how many the pool served. Every sandbox made is
+ * deleted; any failed create fails the bench.
+ *
+ * Usage: bench-burst TYPE SOCKET IMAGE [ROUNDS]
+ */
+#include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bench-util.h"
+#include "sbx/common.h"
+#include "sbx/engine.h"
+#include "sbx/sandbox.h"
+#include "sbx/settings.h"
+
+#define OWNER "bench"
+#define BURST_MAX 64
+#define FILL_WAIT_MS 120000
+
+static const char *type;
+
+struct burst {
+	sbx_manager *m;
+	pthread_barrier_t go;
+	double t0;
+	double ms[BURST_MAX];
+	char ids[BURST_MAX][SBX_SANDBOX_ID_MAX + 1];
+	int failed;
+	char why[SBX_ERROR_MSG_MAX];
+	pthread_mutex_t lock;
+};
+
+struct slot {
+	struct burst *b;
+	int i;
+};
+
+static void *create_one(void *arg)
+{
+	struct slot *s = arg;
+	struct burst *b = s->b;
+	struct sbx_error err = SBX_ERROR_INIT;
+	sbx_sandbox *sb = NULL;
+	int r;
+
+	pthread_barrier_wait(&b->go);
+	r = sbx_sandbox_create(b->m, OWNER, NULL, &sb, &err);
+	b->ms[s->i] = now_ms() - b->t0;
+	if (r < 0) {
+		pthread_mutex_lock(&b->lock);
+		if (!b->failed++)
+			snprintf(b->why, sizeof(b->why), "%s", err.msg);
+		pthread_mutex_unlock(&b->lock);
+		return NULL;
+	}
+	snprintf(b->ids[s->i], sizeof(b->ids[s->i]), "%s", sbx_sandbox_id(sb));
+	sbx_sandbox_unref(sb);
+	return NULL;
+}
+
+static void *delete_one(void *arg)
+{
+	struct slot *s = arg;
+	struct sbx_error err = SBX_ERROR_INIT;
+
+	if (s->b->ids[s->i][0] && sbx_sandbox_delete(s->b->m, OWNER, s->b->ids[s->i], &err) < 0) {
+		fprintf(stderr, "bench-burst: %s: delete %s: %s\n", type, s->b->ids[s->i], err.msg);
+		__atomic_add_fetch(&s->b->failed, 1, __ATOMIC_RELAXED);
+	}
+	return NULL;
+}
+
+/* Waits until the pool holds its size: 0, or -1 after FILL_WAIT_MS. */
+static int pool_full(sbx_manager *m)
+{
+	double t0 = now_ms();
+	struct sbx_pool_stats ps;
+
+	for (;;) {
+		sbx_manager_pool_stats(m, &ps);
+		if (ps.ready >= ps.size)
+			return 0;
+		if (now_ms() - t0 > FILL_WAIT_MS) {
+			fprintf(stderr, "bench-burst: %s: the pool holds %zu of %zu after %d s\n",
+				type, ps.ready, ps.size, FILL_WAIT_MS / 1000);
+			return -1;
+		}
+		usleep(20000);
+	}
+}
+
+/* N creates at once, then N deletes at once: 0, or -1 when any failed. */
+static int burst(sbx_manager *m, int n, double *ret_wall, double *ret_p50, double *ret_p90,
+		 uint64_t *ret_pooled)
+{
+	static struct burst b;
+	struct slot slots[BURST_MAX];
+	pthread_t t[BURST_MAX];
+	struct sbx_pool_stats before, after;
+	double wall = 0;
+
+	memset(&b, 0, sizeof(b));
+	b.m = m;
+	pthread_mutex_init(&b.lock, NULL);
+	pthread_barrier_init(&b.go, NULL, (unsigned)n + 1);
+	sbx_manager_pool_stats(m, &before);
+	for (int i = 0; i < n; i++) {
+		slots[i] = (struct slot){&b, i};
+		pthread_create(&t[i], NULL, create_one, &slots[i]);
+	}
+	b.t0 = now_ms();
+	pthread_barrier_wait(&b.go);
+	for (int i = 0; i < n; i++)
+		pthread_join(t[i], NULL);
+	sbx_manager_pool_stats(m, &after);
+	for (int i = 0; i < n; i++)
+		if (b.ms[i] > wall)
+			wall = b.ms[i];
+	*ret_wall = wall;
+	*ret_pooled = after.taken - before.taken;
+	*ret_p90 = quantile(b.ms, (size_t)n, 0.9);
+	*ret_p50 = quantile(b.ms, (size_t)n, 0.5);
+	if (b.failed)
+		fprintf(stderr, "bench-burst: %s: %d of %d creates failed: %s\n", type, b.failed, n,
+			b.why);
+	for (int i = 0; i < n; i++)
+		pthread_create(&t[i], NULL, delete_one, &slots[i]);
+	for (int i = 0; i < n; i++)
+		pthread_join(t[i], NULL);
+	pthread_barrier_destroy(&b.go);
+	pthread_mutex_destroy(&b.lock);
+	return b.failed ? -1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_engine_config cfg = {0};
+	struct sbx_settings settings;
+	sbx_engine *e = NULL;
+	sbx_manager *m = NULL;
+	char url_arg[512], inst[96], image[512];
+	int rounds = argc > 4 ? atoi(argv[4]) : 5, status = 1;
+	bool have_settings = false;
+	double pooled_ms[32];
+
+	if (argc < 4 || rounds < 1 || rounds > 32) {
+		fprintf(stderr, "usage: %s TYPE SOCKET IMAGE [ROUNDS (1..32)]\n", argv[0]);
+		return 2;
+	}
+	type = argv[1];
+	signal(SIGPIPE, SIG_IGN);
+	snprintf(url_arg, sizeof(url_arg), "unix://%s", argv[2]);
+	cfg.type = argv[1];
+	cfg.url = url_arg;
+	if (sbx_engine_open(&cfg, &e, &err) < 0 || sbx_engine_ping(e, &err) < 0) {
+		fprintf(stderr, "bench-burst: %s: %s\n", type, err.msg);
+		goto out;
+	}
+	sbx_settings_init(&settings);
+	have_settings = true;
+	snprintf(inst, sizeof(inst), "server.instance=bench-burst-%ld", (long)getpid());
+	snprintf(image, sizeof(image), "sandbox.image=%s", argv[3]);
+	{
+		/* The defaults but the disk quota (the bench engines have no
+		 * quota-capable storage) and room for 64 at once. */
+		const char *const lines[] = {inst, image, "sandbox.disk=0",
+					     "sandbox.max_sandboxes=80", NULL};
+		for (const char *const *l = lines; *l; l++)
+			if (sbx_settings_set(&settings, *l, &err) < 0) {
+				fprintf(stderr, "bench-burst: %s: %s\n", *l, err.msg);
+				goto out;
+			}
+	}
+	if (sbx_manager_new(&settings, e, &m, &err) < 0 || sbx_manager_recover(m, &err) < 0) {
+		fprintf(stderr, "bench-burst: %s: %s\n", type, err.msg);
+		goto out;
+	}
+
+	/* A create from a full pool, one at a time. */
+	for (int i = 0; i < rounds; i++) {
+		sbx_sandbox *sb = NULL;
+		double t0;
+		int r;
+
+		if (pool_full(m) < 0)
+			goto out;
+		t0 = now_ms();
+		r = sbx_sandbox_create(m, OWNER, NULL, &sb, &err);
+		pooled_ms[i] = now_ms() - t0;
+		if (r < 0) {
+			fprintf(stderr, "bench-burst: %s: create: %s\n", type, err.msg);
+			goto out;
+		}
+		{
+			char id[SBX_SANDBOX_ID_MAX + 1];
+			snprintf(id, sizeof(id), "%s", sbx_sandbox_id(sb));
+			sbx_sandbox_unref(sb);
+			if (sbx_sandbox_delete(m, OWNER, id, &err) < 0) {
+				fprintf(stderr, "bench-burst: %s: delete: %s\n", type, err.msg);
+				goto out;
+			}
+		}
+	}
+	printf("# bursts of create_sandbox, sandbox.pool_size = %lld (the default); ms\n",
+	       (long long)settings.sandbox.pool_size);
+	printf("%-8s %-28s %10.1f   (p50 of %d, one at a time)\n", type, "create from the pool",
+	       quantile(pooled_ms, (size_t)rounds, 0.5), rounds);
+	fflush(stdout);
+	for (int k = 0; k < 2; k++) {
+		const int n = k ? 64 : 16;
+		double wall, p50, p90;
+		uint64_t pooled;
+		char what[32];
+
+		if (pool_full(m) < 0 || burst(m, n, &wall, &p50, &p90, &pooled) < 0)
+			goto out;
+		snprintf(what, sizeof(what), "%d at once", n);
+		printf("%-8s %-28s %10.1f   (p50 %.1f, p90 %.1f; %" PRIu64 " from the pool)\n",
+		       type, what, wall, p50, p90, pooled);
+		fflush(stdout);
+	}
+	status = 0;
+out:
+	sbx_manager_free(m);
+	if (have_settings)
+		sbx_settings_release(&settings);
+	sbx_engine_free(e);
+	return status;
+}
