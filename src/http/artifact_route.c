@@ -56,7 +56,7 @@
 struct artifact_stream {
 	struct sbx_http *http;
 	sbx_sandbox *sandbox;
-	sbx_artifact *artifact; /* open: one exec in the sandbox, its size read */
+	sbx_artifact *artifact; /* open: a file reader of the sandbox asked for it */
 	char *relpath;
 	struct sbx_artifact_info info; /* what the open told */
 	unsigned status;	       /* 200, 206; 304, 416 (no body) */

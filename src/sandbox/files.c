@@ -120,7 +120,6 @@ static int open_upload(const struct sbx_settings *s, const char *local, int *ret
  * its path is an argv element (no escaping for any engine).
  */
 #define FILE_USER "1000:1000"
-/* How long a file exec may go without a byte moving. */
 /* What file_exec returns when it stopped reading (out_max, the sink). */
 #define FILE_STOPPED 256
 /* Bytes of the exec's stderr kept for an error message. */
@@ -483,11 +482,7 @@ int sbx_artifact_open(sbx_manager *m, sbx_sandbox *sb, const char *relpath, int6
 		sbx_artifact_close(a);
 		return r;
 	}
-	*ret_info = (struct sbx_artifact_info){.size = a->reply.size,
-					       .mtime_ns = a->reply.mtime_ns,
-					       .ino = a->reply.ino,
-					       .dev = a->reply.dev,
-					       .count = a->reply.count};
+	*ret_info = a->reply.info;
 	*ret = a;
 	return 0;
 }
@@ -525,7 +520,7 @@ int sbx_artifact_stream(sbx_artifact *a, sbx_sink_fn sink, void *userdata, struc
 					     a->relpath);
 		sent += n;
 	}
-	if (sent < a->reply.count)
+	if (sent < a->reply.info.count)
 		return sbx_error_set(err, -EIO, "%s shrank while it was read", a->relpath);
 	sbx_sandbox_touch(a->sb);
 	return 0;

@@ -369,12 +369,10 @@ static int ask(struct sbx_reader *r, const char *relpath, int64_t offset, int64_
 	n = v[0] || size <= offset ? 0 : size - offset < count ? size - offset : count;
 	if (v[5] != (uint64_t)n)
 		goto bad;
-	*ret = (struct sbx_reader_reply){.code = (int)v[0],
-					 .size = size,
-					 .mtime_ns = (int64_t)v[2],
-					 .ino = v[3],
-					 .dev = v[4],
-					 .count = n};
+	*ret = (struct sbx_reader_reply){
+	    .code = (int)v[0],
+	    .info = {
+		.size = size, .mtime_ns = (int64_t)v[2], .ino = v[3], .dev = v[4], .count = n}};
 	r->left = n;
 	if (v[0])
 		r->ended = true; /* a refusal has no frames */

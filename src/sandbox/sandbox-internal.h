@@ -313,12 +313,10 @@ ssize_t sbx_stream_read_within(sbx_stream *s, void *buf, size_t cap, int *ret_fd
 
 /* What a reader said of a file it was asked for. */
 struct sbx_reader_reply {
-	int code;	   /* 0 open; 2 no such file, 3 not a regular file, 4 a
-			    * symbolic link on the way, 5 it cannot be opened */
-	int64_t size;	   /* when open: the file's size, */
-	int64_t mtime_ns;  /* its modification time (ns since the epoch), */
-	uint64_t ino, dev; /* its inode and device in the sandbox, */
-	int64_t count;	   /* and the bytes that follow */
+	int code;		       /* 0 open; 2 no such file, 3 not a regular file, 4 a
+					* symbolic link on the way, 5 it cannot be opened */
+	struct sbx_artifact_info info; /* when open: what the open file tells,
+					* and the count of bytes that follow */
 };
 /* Asks a reader of SB (an idle one, else one started now: an exec as the
  * sandbox's user) for COUNT bytes of RELPATH (checked by the caller) from
