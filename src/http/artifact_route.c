@@ -106,13 +106,17 @@ static void download_give(struct sbx_http *h, const struct sbx_peer *peer)
 	sbx_tenant_count_give(h->downloads, key);
 }
 
-/* The cancel hook of the open and the stream: the route is closing, or the
- * sandbox is being deleted or reaped. */
+/* The cancel hook of the open and the stream: the route is closing, the
+ * sandbox is being deleted or reaped, or the client has gone (hung up or
+ * shut its side, as the body's reader sees it too). */
 static bool cancelled(void *userdata)
 {
 	struct artifact_stream *st = userdata;
+	struct pollfd p = {.fd = st->client_fd, .events = POLLRDHUP};
 
-	return atomic_load(&st->closing) || sbx_sandbox_ending(st->sandbox);
+	return atomic_load(&st->closing) || sbx_sandbox_ending(st->sandbox) ||
+	       (st->client_fd >= 0 && poll(&p, 1, 0) > 0 &&
+		(p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)));
 }
 
 /* Whether ST has fallen behind: running longer than

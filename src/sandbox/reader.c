@@ -57,6 +57,7 @@ struct sbx_reader {
 	int64_t credit; /* bytes the reader may still send */
 	int64_t taken;	/* bytes taken since the last grant */
 	bool heard;	/* it sent something since the request */
+	bool stopping;	/* told to stop: no more credit is granted */
 	bool ended;	/* its last frame came: the reader may serve again */
 	bool broken;	/* it said something it must not: never reused */
 };
@@ -132,11 +133,13 @@ static ssize_t fill(struct sbx_reader *r, int64_t until, const struct sbx_cancel
 		if (n <= 0)
 			return n == 0 ? 0 : n;
 		if (fd == 2) {
-			if (r->diag.len < READER_DIAG_MAX)
-				sbx_buf_append(&r->diag, r->buf + r->len,
-					       (size_t)n < READER_DIAG_MAX - r->diag.len
-						   ? (size_t)n
-						   : READER_DIAG_MAX - r->diag.len);
+			/* Kept for an error message a client may read: printable
+			 * ASCII alone, whatever the sandbox wrote there. */
+			for (ssize_t i = 0; i < n && r->diag.len < READER_DIAG_MAX; i++) {
+				unsigned char c = r->buf[r->len + (size_t)i];
+				char k = c >= 0x20 && c < 0x7f ? (char)c : '?';
+				sbx_buf_append(&r->diag, &k, 1);
+			}
 			continue;
 		}
 		r->len += (size_t)n;
@@ -303,6 +306,7 @@ static bool stop(struct sbx_reader *r)
 {
 	int64_t until = sbx_monotonic_ms() + READER_STOP_MS;
 
+	r->stopping = true;
 	if (r->broken || (r->left > 0 && write_within(r, "x\n", 2, until, NULL, NULL) < 0))
 		return false;
 	while (!r->ended) {
@@ -348,7 +352,7 @@ static int ask(struct sbx_reader *r, const char *relpath, int64_t offset, int64_
 	int64_t size, n;
 	int rc;
 
-	r->ended = r->heard = false;
+	r->ended = r->heard = r->stopping = false;
 	r->left = r->frame = r->taken = 0;
 	r->credit = READER_WINDOW;
 	snprintf(head, sizeof(head), "%" PRId64 " %" PRId64 " %d %zu\n", offset, count,
@@ -495,7 +499,7 @@ ssize_t sbx_reader_read(struct sbx_reader *r, const void **ret_data, int64_t unt
 		r->credit -= (int64_t)n;
 		r->taken += (int64_t)n;
 		/* Half the window taken: the reader may send it again. */
-		if (r->taken >= READER_WINDOW / 2 && r->left > r->credit) {
+		if (r->taken >= READER_WINDOW / 2 && r->left > r->credit && !r->stopping) {
 			char grant[32];
 			snprintf(grant, sizeof(grant), "+%" PRId64 "\n", r->taken);
 			rc = write_within(r, grant, strlen(grant), until, cancel, err);

@@ -142,7 +142,9 @@ def serve(offset, count, credit, path):
     try:
         st = os.fstat(fd)
         n = max(0, min(count, st.st_size - offset))
-        write_all(b'0 %d %d %d %d %d\n' % (st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev, n))
+        # A time before 1970 is told as 0: the server takes no sign.
+        write_all(b'0 %d %d %d %d %d\n' % (st.st_size, max(0, st.st_mtime_ns), st.st_ino,
+                                           st.st_dev, n))
         pos = offset
         while n > 0:
             # Credit and stop lines: waited for only when the credit is used.
