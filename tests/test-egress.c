@@ -154,6 +154,11 @@ static void test_dist_files(const struct egress_policy *p)
 	    "/root/pypi/+f/0ab/1234567890abcdef/x-1.0.tar.gz", /* devpi */
 	    "/files/x-1.0.zip",				       /* ../../files/ */
 	    "/a/x-1.0.tar.bz2",
+	    "/packages/x-1.0.tgz",	  /* pypiserver, older uploads */
+	    "/packages/x-1.0-py3.11.egg", /* eggs beside them */
+	    "/a/x-1.0.tar.xz",
+	    "/a/x-1.0.TBZ",
+	    "/a/x-1.0.txz",
 	    "/a/x-1.0-py3-none-any.whl.metadata", /* PEP 658 */
 	    "/a/torch-2.0%2Bcpu-cp311-none-any.whl",
 	    "/a/X_Y-1.0!1~.WHL",
@@ -184,6 +189,9 @@ static void test_dist_files(const struct egress_policy *p)
 	    "/x.whl/y",
 	    "/x.whlx",
 	    "/x.tar",
+	    "/x.egg/",
+	    "/x.tgzx",
+	    "/.tgz",
 	    "/x%2ewhl",
 	    "/x.whl.metadata.metadata",
 	    "/.metadata",

@@ -359,9 +359,11 @@ static bool path_under(const char *prefix, const char *path, size_t n)
 }
 
 /* The file names pip fetches: distributions (PEP 427 wheels, PEP 625
- * sdists and the older archives pip still takes) and their PEP 658
- * metadata ("NAME.whl.metadata"). */
-static const char *const dist_suffixes[] = {".whl", ".tar.gz", ".zip", ".tar.bz2"};
+ * sdists, the older archives pip still unpacks and the eggs that
+ * pypiserver and devpi list beside them) and their PEP 658 metadata
+ * ("NAME.whl.metadata"). A plain ".tar" is left out: no index serves one. */
+static const char *const dist_suffixes[] = {".whl", ".tar.gz", ".tgz", ".zip", ".tar.bz2",
+					    ".tbz", ".tar.xz", ".txz", ".egg"};
 
 /* Whether the clean PATH[0..N) (sbx_path_is_clean), without a query, names
  * a distribution file: its last segment a name of letters, digits and
@@ -460,7 +462,8 @@ int egress_index_path_check(const struct egress_policy *p, const char *path, cha
 	return sbx_why_set(
 	    why, why_size, 403,
 	    "mcp-sandbox: \"%.*s\" is not under the package index's path (%s) nor a "
-	    "distribution file (.whl, .tar.gz, .zip, .tar.bz2; no query): only those are "
+	    "distribution file (.whl, .tar.gz, .tgz, .zip, .tar.bz2, .tar.xz, .egg; no query): "
+	    "only those are "
 	    "fetched from %s with its credentials; if the index serves its files there, "
 	    "ask the server's operator to set sandbox.index_files_path to their path",
 	    shown, path, p->index_path, p->index_host);
