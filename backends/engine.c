@@ -637,6 +637,7 @@ int sbx_exec(sbx_engine *e, const char *id, const struct sbx_exec_spec *spec,
 		}
 	}
 	s = sbx_stream_free(s);
+	res.started = cap.pid > 0;
 	if (res.timed_out || res.cancelled) {
 		if (cap.pid > 0)
 			exec_kill_tree(e, id, spec, cap.pid);

@@ -1479,6 +1479,41 @@ static void test_killed_mid_call(sbx_manager *m)
 	free(cid);
 }
 
+/* A command that prints Docker's words for an exec in a stopping container
+ * ("cannot exec in a stopped state") and exits 126 ran: that is its result,
+ * with its output, not an error about the sandbox; the sandbox lives on. */
+static void test_forged_stop(sbx_manager *m)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_run_result res = {0};
+	sbx_sandbox *sb = NULL;
+	int r;
+
+	if (sbx_sandbox_create(m, "alice", "forgestop", &sb, &err) < 0) {
+		tap_ok(0, "create a sandbox to print the engine's words in (%s)", err.msg);
+		return;
+	}
+	r = sbx_sandbox_run_shell(m, sb,
+				  "echo 'OCI runtime exec failed: exec failed: cannot exec in a "
+				  "stopped state: unknown'; exit 126",
+				  0, &res, &err);
+	tap_ok(r == 0 && res.exit_code == 126 && res.out.data &&
+		   strstr(res.out.data, "cannot exec in a stopped state"),
+	       "a command printing \"cannot exec in a stopped state\" and exiting 126 is its "
+	       "own result, with its output (%d, exit %d: %s)",
+	       r, r == 0 ? res.exit_code : 0, r == 0 ? "" : err.msg);
+	if (r == 0)
+		sbx_run_result_release(&res);
+	sbx_error_clear(&err);
+	r = sbx_sandbox_run_shell(m, sb, "echo alive", 0, &res, &err);
+	tap_ok(r == 0 && res.exit_code == 0 && res.out.data && strstr(res.out.data, "alive"),
+	       "... and the sandbox still runs commands (%d %s)", r, r == 0 ? "" : err.msg);
+	if (r == 0)
+		sbx_run_result_release(&res);
+	tap_ok(sbx_sandbox_delete(m, "alice", "forgestop", &err) == 0, "it is deleted");
+	sbx_sandbox_unref(sb);
+}
+
 /* A sandbox whose container is killed, or removed, from outside the server:
  * the server learns it from the engine's events, without any call (list
  * shows it dead with the reason), and a call on it says so and what to do. */
@@ -2041,6 +2076,7 @@ int main(int argc, char **argv)
 	test_threads(m);
 	test_stopped(m);
 	test_killed_mid_call(m);
+	test_forged_stop(m);
 	{
 		sbx_sandbox *x = NULL;
 		tap_ok(sbx_sandbox_delete(m, "alice", "work", &err) == 0, "delete by name (%s)",

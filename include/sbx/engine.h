@@ -131,8 +131,13 @@ struct sbx_exec_spec {
 struct sbx_exec_result {
 	int exit_code; /* -1 when unknown (killed on timeout) */
 	bool timed_out;
-	bool cancelled;	    /* spec->cancelled said so; the process tree was killed */
-	bool truncated;	    /* output beyond output_cap was dropped */
+	bool cancelled; /* spec->cancelled said so; the process tree was killed */
+	bool truncated; /* output beyond output_cap was dropped */
+	/* The command's process ran: the wrapper that a spec with a timeout
+	 * or a cancel hook gets said so before it ran the command (a process
+	 * cannot forge it: it comes first). False when the engine could not
+	 * start it, or for a spec run without the wrapper. */
+	bool started;
 	struct sbx_buf out; /* stdout, NUL-terminated, may hold binary */
 	struct sbx_buf err; /* stderr */
 	size_t total_bytes; /* output produced, kept or not */

@@ -47,12 +47,12 @@ static int run_exec(sbx_manager *m, sbx_sandbox *sb, struct sbx_exec_spec *spec,
 					 sb->id, code);
 			return st;
 		}
-		if (st == 0 && code == 126 && res.out.data &&
+		if (st == 0 && code == 126 && !res.started && res.out.data &&
 		    strstr(res.out.data, "cannot exec in a stopped state")) {
 			/* Docker's own words while its engine stops the container
-			 * (its inspect still says running). Text a sandbox could
-			 * print itself, so all it can fake is this error for its
-			 * own call. */
+			 * (its inspect still says running), said only when the
+			 * command never started: the same text printed by a
+			 * command that ran is that command's output. */
 			sbx_exec_result_release(&res);
 			sbx_sandbox_end(sb, NULL);
 			return sbx_error_set(
