@@ -2704,6 +2704,40 @@ static void test_connections_per_ip(sbx_mcp *mcp, sbx_manager *manager)
 			close(idle[i]);
 	tap_ok(connections_settle(&sv, 0),
 	       "... all closed: none counted (an evicted one was counted off once)");
+
+	/* Four connections each mid-request (its first line and a header
+	 * sent, the end of its headers not yet): busy, not idle, however long
+	 * their clients take, so a 5th is refused rather than one of them
+	 * closed under its request. */
+	http_from("127.0.0.43");
+	got = 0;
+	for (int i = 0; i < 4; i++) {
+		char req[128];
+
+		snprintf(req, sizeof(req), "GET /health HTTP/1.1\r\nHost: 127.0.0.1:%u\r\n",
+			 http_target.port);
+		idle[i] = connect_raw();
+		got += send_quiet(idle[i], req, strlen(req));
+	}
+	tap_ok(got == 4 && connections_settle(&sv, 4),
+	       "4 connections from 127.0.0.43, each with a request begun");
+	sleep_ms(SBX_HTTP_EVICT_IDLE_MS + 300);
+	r = request("GET", "/health", NULL, NULL);
+	tap_ok(r.status == 503 && r.body.data && strstr(r.body.data, "none of them idle"),
+	       "... a 5th connection %d ms later -> 503: none of them is idle (%ld: %s)",
+	       SBX_HTTP_EVICT_IDLE_MS + 300, r.status, r.body.data ? r.body.data : "");
+	reply_release(&r);
+	got = 0;
+	for (int i = 0; i < 4; i++) {
+		struct sbx_buf acc = SBX_BUF_INIT;
+
+		got += send_quiet(idle[i], "\r\n", 2) &&
+		       read_until(idle[i], &acc, "{\"status\":\"ok\"}", 5000);
+		sbx_buf_release(&acc);
+		close(idle[i]);
+	}
+	tap_is_int(got, 4, "... each of the 4 requests, ended, is answered 200");
+	tap_ok(connections_settle(&sv, 0), "... all closed: none counted");
 	http_from(NULL);
 	server_end(&sv);
 }

@@ -5,8 +5,9 @@
  *
  * A connection is idle between its requests (a keep-alive connection in a
  * client's pool); one with a request in flight (a call, an SSE stream, a
- * download) is busy. At server.max_connections_per_ip a new connection of
- * an address is let in by closing that address's least recently used idle
+ * download) is busy, from the moment libmicrohttpd has read the request's
+ * first line (its URI callback), before the rest of its headers. At server.max_connections_per_ip a
+ * new connection of an address is let in by closing that address's least recently used idle
  * connection, as the session table evicts idle sessions; at
  * server.max_connections by closing the least recently used idle one of
  * any address. Only when none is idle is the newcomer over the limit: it

@@ -514,6 +514,7 @@ struct sbx_http_request {
 	bool early;	     /* in its first callback: its body not yet read */
 	bool has_body;	     /* it announced one (Content-Length > 0 or chunked) */
 	bool counted;	     /* sbx_conn_request_begin was called for it */
+	bool evicted;	     /* ... and said its connection had been closed */
 };
 
 /* ---- a request's headers, timeout and answer (src/http/request.c) ---- */

@@ -360,6 +360,17 @@ static enum MHD_Result dispatch(struct sbx_http_request *rq)
 	return sbx_http_respond_error(rq, MHD_HTTP_NOT_FOUND, "not found");
 }
 
+static struct sbx_http_request *request_new(struct sbx_http *h, struct MHD_Connection *conn)
+{
+	struct sbx_http_request *rq = calloc(1, sizeof(*rq));
+
+	if (rq) {
+		rq->http = h;
+		rq->conn = conn;
+	}
+	return rq;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
 				  const char *method, const char *version, const char *upload_data,
 				  size_t *upload_data_size, void **con_cls)
@@ -370,12 +381,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	enum MHD_Result r;
 
 	(void)version;
-	if (!rq) {
-		rq = calloc(1, sizeof(*rq));
+	if (!rq || !rq->method) {
+		if (!rq) /* on_uri_seen made none (out of memory) */
+			rq = request_new(h, conn);
 		if (!rq)
 			return MHD_NO;
-		rq->http = h;
-		rq->conn = conn;
 		rq->url = url;
 		rq->method = method;
 		rq->route = sbx_http_route_of(url);
@@ -389,8 +399,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 					sizeof(rq->client));
 		}
 		*con_cls = rq;
-		rq->counted = true;
-		if (!sbx_conn_request_begin(h, conn))
+		if (!rq->counted) {
+			rq->counted = true;
+			rq->evicted = !sbx_conn_request_begin(h, conn);
+		}
+		if (rq->evicted) /* closed to let another in: no answer can go out */
 			return MHD_NO;
 		rq->early = true;
 		{
@@ -441,6 +454,22 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	if (rq->refused)
 		return sbx_body_respond_busy(rq);
 	return dispatch(rq);
+}
+
+/* A request's first line has come (libmicrohttpd has read it, perhaps
+ * with part of its headers): from here its connection is busy, so that
+ * fair admission never closes it under a request that has begun. */
+static void *on_uri_seen(void *cls, const char *uri, struct MHD_Connection *conn)
+{
+	struct sbx_http *h = cls;
+	struct sbx_http_request *rq = request_new(h, conn);
+
+	(void)uri;
+	if (rq) {
+		rq->counted = true;
+		rq->evicted = !sbx_conn_request_begin(h, conn);
+	}
+	return rq;
 }
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
@@ -716,7 +745,8 @@ int sbx_http_start(const struct sbx_http_config *cfg, sbx_http **ret_http, struc
 	    MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)SBX_HTTP_CONN_MEMORY,
 	    MHD_OPTION_THREAD_STACK_SIZE, (size_t)SBX_HTTP_CONN_STACK, MHD_OPTION_NOTIFY_COMPLETED,
 	    on_completed, h, MHD_OPTION_NOTIFY_CONNECTION, on_connection, h,
-	    MHD_OPTION_UNESCAPE_CALLBACK, keep_escapes, NULL, MHD_OPTION_END);
+	    MHD_OPTION_UNESCAPE_CALLBACK, keep_escapes, NULL, MHD_OPTION_URI_LOG_CALLBACK,
+	    on_uri_seen, h, MHD_OPTION_END);
 	if (!h->daemon) {
 		r = sbx_error_set(err, -EIO, "http: cannot start the server on %s port %u",
 				  s->server.listen, h->port);
