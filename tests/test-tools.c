@@ -1581,6 +1581,33 @@ static void test_downloads(void)
 	       "downloads: ... its connection was closed before the whole body");
 	close(fd);
 
+	/* A client that shuts its sending side once its request is sent (as
+	 * some HTTP/1.0-style clients do) and reads on: served whole. */
+	{
+		struct sbx_buf acc = SBX_BUF_INIT;
+		char req[1024];
+		const char *eoh;
+		int64_t body = -1;
+
+		fd = connect_raw();
+		snprintf(req, sizeof(req),
+			 "GET %s HTTP/1.1\r\nHost: 127.0.0.1:%u\r\nConnection: close\r\n\r\n",
+			 path_of(big), (unsigned)http_target.port);
+		send_all(fd, req);
+		shutdown(fd, SHUT_WR);
+		read_until(fd, &acc, "\r\n\r\n", 15000);
+		eoh = acc.data ? strstr(acc.data, "\r\n\r\n") : NULL;
+		if (eoh)
+			body = (int64_t)(acc.len - (size_t)(eoh + 4 - acc.data)) + drain(fd, 15000);
+		tap_ok(eoh && strncmp(acc.data, "HTTP/1.1 200", 12) == 0 && body == BIG_SIZE,
+		       "downloads: a client that shuts its side after its request gets the whole "
+		       "body (%lld of %lld bytes: %.12s)",
+		       (long long)body, (long long)BIG_SIZE, acc.data ? acc.data : "");
+		sbx_buf_release(&acc);
+		close(fd);
+		downloads_end_within(15000);
+	}
+
 	/* The caps: 2 in all, 1 per address; HEAD counted too. */
 	http_from("127.0.0.1");
 	tap_is_int(download_start(path_of(big), &fd), 200, "downloads: a first one from 127.0.0.1");

@@ -18,7 +18,8 @@
  * second per server.download_min_rate bytes sent (a client reading a byte
  * now and then, or a sandbox writing one, holds its place no longer); one
  * that leaves is noticed while the reader waits for the
- * sandbox; a deleted or reaped sandbox ends it at once (the cancel hook),
+ * sandbox (one that only shut its sending side is served on while bytes
+ * move: client_gone); a deleted or reaped sandbox ends it at once (the cancel hook),
  * its connection closed then rather than when its client next reads. The
  * producer is told before it is joined (closing), so the join takes at most
  * SBX_CANCEL_POLL_MS whatever the sandbox does.
@@ -64,10 +65,12 @@ struct artifact_stream {
 	int fds[2];		       /* [0] read by MHD, [1] written by the producer */
 	int client_fd;		       /* the connection's socket (libmicrohttpd's), or -1 */
 	struct sbx_peer peer;
-	bool counted;	     /* holds a download slot (download_give at the end) */
-	int64_t start_ms;    /* when the producer began */
-	uint64_t sent;	     /* bytes into the socket pair so far */
-	atomic_bool closing; /* artifact_free began: the producer stops */
+	bool counted;		  /* holds a download slot (download_give at the end) */
+	int64_t start_ms;	  /* when the producer began */
+	uint64_t sent;		  /* bytes into the socket pair so far */
+	_Atomic int64_t moved_ms; /* when bytes last moved (sandbox or client) */
+	bool half_closed;	  /* MHD's reader saw the client shut its side */
+	atomic_bool closing;	  /* artifact_free began: the producer stops */
 	struct sbx_cancel cancel;
 	bool started;
 	pthread_t producer;
@@ -106,17 +109,36 @@ static void download_give(struct sbx_http *h, const struct sbx_peer *peer)
 	sbx_tenant_count_give(h->downloads, key);
 }
 
+/* How long a client that has shut its sending side is served while no
+ * byte moves. */
+#define HALF_CLOSED_GRACE_MS 5000
+
+/* Whether ST's client has gone: its connection reset or shut both ways,
+ * or its sending side shut while no byte has moved for
+ * HALF_CLOSED_GRACE_MS. A client that leaves shuts its side as one that
+ * shuts it once its request is sent (as some do) and still reads; only
+ * bytes sent tell them apart (to one gone, libmicrohttpd's next send
+ * fails), and while the sandbox sends none (an open or a read that waits)
+ * the grace ends the wait. */
+static bool client_gone(struct artifact_stream *st)
+{
+	struct pollfd p = {.fd = st->client_fd, .events = POLLRDHUP};
+
+	if (st->client_fd < 0 || poll(&p, 1, 0) <= 0)
+		return false;
+	if (p.revents & (POLLHUP | POLLERR | POLLNVAL))
+		return true;
+	return (p.revents & POLLRDHUP) &&
+	       sbx_monotonic_ms() - atomic_load(&st->moved_ms) >= HALF_CLOSED_GRACE_MS;
+}
+
 /* The cancel hook of the open and the stream: the route is closing, the
- * sandbox is being deleted or reaped, or the client has gone (hung up or
- * shut its side, as the body's reader sees it too). */
+ * sandbox is being deleted or reaped, or the client has gone. */
 static bool cancelled(void *userdata)
 {
 	struct artifact_stream *st = userdata;
-	struct pollfd p = {.fd = st->client_fd, .events = POLLRDHUP};
 
-	return atomic_load(&st->closing) || sbx_sandbox_ending(st->sandbox) ||
-	       (st->client_fd >= 0 && poll(&p, 1, 0) > 0 &&
-		(p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)));
+	return atomic_load(&st->closing) || sbx_sandbox_ending(st->sandbox) || client_gone(st);
 }
 
 /* Whether ST has fallen behind: running longer than
@@ -140,6 +162,7 @@ static int sink(void *userdata, const void *data, size_t len)
 	struct artifact_stream *st = userdata;
 	const char *p = data;
 
+	atomic_store(&st->moved_ms, sbx_monotonic_ms());
 	while (len > 0) {
 		ssize_t n;
 
@@ -155,6 +178,7 @@ static int sink(void *userdata, const void *data, size_t len)
 			p += n;
 			len -= (size_t)n;
 			st->sent += (uint64_t)n;
+			atomic_store(&st->moved_ms, sbx_monotonic_ms());
 			continue;
 		}
 		if (n < 0 && errno == EINTR)
@@ -202,20 +226,27 @@ static ssize_t artifact_read(void *cls, uint64_t pos, char *buf, size_t max)
 	}
 	for (;;) {
 		/* Waiting for the sandbox, the client's leaving is watched too:
-		 * libmicrohttpd looks only once this returns. */
-		struct pollfd p[2] = {{.fd = st->fds[0], .events = POLLIN},
-				      {.fd = st->client_fd, .events = POLLRDHUP}};
-		if (poll(p, 2, -1) < 0 && errno != EINTR)
+		 * libmicrohttpd looks only once this returns. Once the client
+		 * has shut its side, client_gone judges (its grace). */
+		struct pollfd p[2] = {
+		    {.fd = st->fds[0], .events = POLLIN},
+		    {.fd = st->client_fd, .events = st->half_closed ? 0 : POLLRDHUP}};
+		if (poll(p, 2, st->half_closed ? SBX_CANCEL_POLL_MS : -1) < 0 && errno != EINTR)
 			return MHD_CONTENT_READER_END_WITH_ERROR;
 		if (p[0].revents)
 			break;
-		if (p[1].revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL))
+		if (p[1].revents & (POLLHUP | POLLERR | POLLNVAL))
+			return MHD_CONTENT_READER_END_WITH_ERROR;
+		if (p[1].revents & POLLRDHUP)
+			st->half_closed = true;
+		if (st->half_closed && client_gone(st))
 			return MHD_CONTENT_READER_END_WITH_ERROR;
 	}
 	do
 		n = recv(st->fds[0], buf, max, MSG_DONTWAIT);
 	while (n < 0 && errno == EINTR);
 	if (n > 0) {
+		atomic_store(&st->moved_ms, sbx_monotonic_ms());
 		sbx_metrics_artifact_bytes((uint64_t)n);
 		return n;
 	}
@@ -472,6 +503,7 @@ enum MHD_Result sbx_artifact_handle(struct sbx_http_request *rq)
 	st->peer = rq->peer;
 	st->cancel = (struct sbx_cancel){.cancelled = cancelled, .userdata = st};
 	atomic_init(&st->closing, false);
+	atomic_init(&st->moved_ms, sbx_monotonic_ms());
 	{
 		const char *key = NULL;
 		r = download_take(h, &rq->peer, &key);
