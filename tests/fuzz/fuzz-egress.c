@@ -98,11 +98,13 @@ static bool clean(const char *s)
 /* A distribution file's path (sandbox.index_files_path unset: anywhere
  * on the index's host): no query; letters, digits, "-_.+!~" and "/" only,
  * as such or as %XX; its last segment starting with a letter or digit and
- * ending in .whl, .tar.gz, .zip or .tar.bz2, perhaps then .metadata.
+ * ending in .whl, .tar.gz, .tgz, .zip, .tar.bz2, .tbz, .tar.xz, .txz or
+ * .egg, perhaps then .metadata.
  * Checked here without the parser's code. */
 static bool dist_name_ok(const char *path)
 {
-	static const char *const ext[] = {".whl", ".tar.gz", ".zip", ".tar.bz2"};
+	static const char *const ext[] = {".whl", ".tar.gz", ".tgz", ".zip", ".tar.bz2",
+					  ".tbz", ".tar.xz", ".txz", ".egg"};
 	char dec[8192], *last;
 	size_t k = 0, n;
 
