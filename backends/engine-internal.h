@@ -17,7 +17,11 @@
 #include "sbx/engine.h"
 
 struct sbx_engine_ops {
-	const char *name; /* "docker", "podman": what [engine] type names */
+	const char *name; /* "docker", "podman", "swarm": what [engine] type names */
+
+	/* Optional: frees e->backend, the backend's own state (made lazily by
+	 * the backend itself, under e->lock). Called once, from sbx_engine_free. */
+	void (*release)(sbx_engine *e);
 
 	/* Find the API version to speak (cfg api_version, else ask the engine)
 	 * and set e->api_prefix; called once, lazily, before any other slot but
@@ -116,10 +120,16 @@ struct sbx_engine {
 	char *api_prefix;	/* "/v1.41" or "/v4.0.0/libpod", set by negotiate */
 	char *server_version;	/* the engine's own version, when negotiate learned it */
 	char *want_api_version; /* from the config, NULL = ask */
-	pthread_mutex_t lock;	/* guards negotiation */
+	pthread_mutex_t lock;	/* guards negotiation and the making of backend */
 	bool negotiated;
+	long timeout_ms; /* per REST request, as configured (0 = the default) */
+	void *backend;	 /* the backend's own state, or NULL (ops->release frees it) */
 };
 
+/* Negotiates E's API version once (ops->negotiate under e->lock): what
+ * every wrapper does before a slot, for a backend that calls another
+ * handle's slots itself (swarm: a node's). */
+int sbx_engine_negotiate(sbx_engine *e, struct sbx_error *err);
 /* e->api_prefix + the printf-escaped path (see sbx_rest_path). */
 char *sbx_engine_path(const sbx_engine *e, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
@@ -137,6 +147,7 @@ int sbx_engine_send(sbx_engine *e, struct sbx_rest_request *req, const long *ok_
 
 extern const struct sbx_engine_ops sbx_docker_ops;
 extern const struct sbx_engine_ops sbx_podman_ops;
+extern const struct sbx_engine_ops sbx_swarm_ops;
 
 /* The REST operations Docker and libpod share (backends/moby_common.c): the
  * same paths under their prefix and the same JSON shapes. */

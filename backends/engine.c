@@ -36,6 +36,9 @@ static const struct sbx_engine_ops *const backends[] = {
 #if SBX_HAVE_PODMAN
     &sbx_podman_ops,
 #endif
+#if SBX_HAVE_DOCKER
+    &sbx_swarm_ops, /* a cluster of Docker engines */
+#endif
     NULL,
 };
 
@@ -93,12 +96,13 @@ int sbx_engine_open(const struct sbx_engine_config *cfg, sbx_engine **ret_engine
 			ops = backends[i];
 	if (!ops)
 		return sbx_error_set(err, -EINVAL, "unknown engine type '%s' (this build has:%s%s)",
-				     type, SBX_HAVE_DOCKER ? " docker" : "",
+				     type, SBX_HAVE_DOCKER ? " docker swarm" : "",
 				     SBX_HAVE_PODMAN ? " podman" : "");
 	e = calloc(1, sizeof(*e));
 	if (!e)
 		return sbx_error_set(err, -ENOMEM, "out of memory");
 	e->ops = ops;
+	e->timeout_ms = cfg ? cfg->timeout_ms : 0;
 	pthread_mutex_init(&e->lock, NULL);
 	if (cfg && cfg->url && *cfg->url)
 		e->url = strdup(cfg->url);
@@ -121,6 +125,8 @@ sbx_engine *sbx_engine_free(sbx_engine *e)
 {
 	if (!e)
 		return NULL;
+	if (e->backend && e->ops->release)
+		e->ops->release(e);
 	sbx_rest_free(e->rest);
 	pthread_mutex_destroy(&e->lock);
 	free(e->url);
@@ -190,7 +196,7 @@ int sbx_engine_send(sbx_engine *e, struct sbx_rest_request *req, const long *ok_
 	return r;
 }
 
-static int negotiate(sbx_engine *e, struct sbx_error *err)
+int sbx_engine_negotiate(sbx_engine *e, struct sbx_error *err)
 {
 	int r = 0;
 
@@ -209,7 +215,7 @@ static int negotiate(sbx_engine *e, struct sbx_error *err)
 /* Every wrapper: check args, negotiate, call the slot. */
 #define NEGOTIATE(e, err)                                                                          \
 	do {                                                                                       \
-		int _r = negotiate(e, err);                                                        \
+		int _r = sbx_engine_negotiate(e, err);                                             \
 		if (_r < 0)                                                                        \
 			return _r;                                                                 \
 	} while (0)

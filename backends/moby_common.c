@@ -280,6 +280,7 @@ int sbx_moby_container_inspect(sbx_engine *e, const char *id, struct sbx_contain
 	info.exit_code = (int)sbx_json_int(state, "ExitCode");
 	info.oom_killed = sbx_json_bool(state, "OOMKilled");
 	info.memory_bytes = sbx_json_int(host, "Memory");
+	info.memory_swap_bytes = sbx_json_int(host, "MemorySwap");
 	info.nano_cpus = sbx_json_int(host, "NanoCpus");
 	if (!info.nano_cpus && sbx_json_int(host, "CpuPeriod") > 0)
 		info.nano_cpus =

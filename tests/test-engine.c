@@ -217,6 +217,29 @@ static void test_exec(const char *id)
 	sbx_exec_result_release(&res);
 }
 
+/* What the process inside sees of the hardening the spec asked for: on a
+ * cluster (swarm) some of it is the node's doing, not the request's. */
+static void test_inside(const char *id)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_exec_result res;
+	const char *const look[] = {
+	    "sh", "-c",
+	    "grep -E '^(NoNewPrivs|CapEff):' /proc/self/status; ulimit -n; ls /sys/class/net",
+	    NULL};
+
+	tap_ok(run(id, look, 0, 0, &res, &err) == 0, "exec a look at its own limits (%s)", err.msg);
+	tap_ok(res.out.data && strstr(res.out.data, "NoNewPrivs:\t1\n"), "inside: NoNewPrivs 1");
+	tap_ok(res.out.data && strstr(res.out.data, "CapEff:\t0000000000000000\n"),
+	       "inside: no effective capability");
+	tap_ok(res.out.data && strstr(res.out.data, "\n512\n"), "inside: ulimit -n is 512");
+	tap_ok(res.out.data && strstr(res.out.data, "\nlo\n") && !strstr(res.out.data, "eth0"),
+	       "inside: only the loopback interface");
+	if (res.out.data)
+		tap_diag("inside: %s", res.out.data);
+	sbx_exec_result_release(&res);
+}
+
 static void test_exec_stdin(const char *id)
 {
 	struct sbx_error err = SBX_ERROR_INIT;
@@ -700,7 +723,8 @@ static void ev_unlabelled(char *ret_id, size_t size)
 static void ev_lifecycle(struct ev_follow *f)
 {
 	struct sbx_error err = SBX_ERROR_INIT;
-	bool docker = strcmp(sbx_engine_name(engine), "docker") == 0;
+	/* a swarm's nodes are Docker engines */
+	bool docker = strcmp(sbx_engine_name(engine), "podman") != 0;
 	char *id = ev_container(true, NULL, 0, &err);
 	char buf[256];
 	int i;
@@ -737,7 +761,7 @@ static void ev_oom(struct ev_follow *f)
 	static const char *const hog[] = {"python3", "-c", "a=[b'x'*1048576 for _ in range(200)]",
 					  NULL};
 	struct sbx_error err = SBX_ERROR_INIT;
-	bool docker = strcmp(sbx_engine_name(engine), "docker") == 0;
+	bool docker = strcmp(sbx_engine_name(engine), "podman") != 0;
 	char *id = ev_container(true, hog, 32 << 20, &err);
 	char buf[256];
 	int die;
@@ -970,10 +994,18 @@ int main(int argc, char **argv)
 		sbx_container_inspect(engine, id, &info, &err);
 		tap_ok(info.running && info.status && !strcmp(info.status, "running"),
 		       "inspect says running");
+		/* The running container's own (a cluster's node made it). */
+		tap_ok(info.memory_bytes == 256 << 20 && info.memory_swap_bytes == 256 << 20,
+		       "running: memory 256 MiB and no swap beyond it (%lld, swap %lld)",
+		       (long long)info.memory_bytes, (long long)info.memory_swap_bytes);
+		tap_ok(info.pids_limit == 128 && info.nano_cpus == 500000000,
+		       "running: 128 processes and half a CPU (%lld, %lld)",
+		       (long long)info.pids_limit, (long long)info.nano_cpus);
 		sbx_container_info_release(&info);
 	}
 
 	test_exec(id);
+	test_inside(id);
 	test_exec_stdin(id);
 	test_output_cap(id);
 	test_timeout(id);

@@ -85,6 +85,7 @@ struct sbx_container_info {
 	int exit_code;
 	bool oom_killed;
 	int64_t memory_bytes;
+	int64_t memory_swap_bytes; /* memory + swap, as the engine says; 0 when not told */
 	int64_t nano_cpus;
 	int64_t pids_limit;
 	bool read_only_rootfs;

@@ -241,14 +241,15 @@ static bool check_quota_cpus(const char *v, char *why, size_t n)
 	return false;
 }
 
-static const char *const engine_types[] = {"docker", "podman", NULL};
+static const char *const engine_types[] = {"docker", "podman", "swarm", NULL};
 static const char *const auth_modes[] = {"keys", "none", NULL};
 static const char *const log_levels[] = {"error", "warning", "info", "debug", NULL};
 static const char *const log_formats[] = {"text", "json", NULL};
 
 static const struct sbx_setting schema[] = {
     ENUM("engine", "type", engine.type, "docker", engine_types,
-	 "container engine API: docker or podman"),
+	 "container engine API: docker, podman or swarm (a Docker Swarm manager: sandboxes "
+	 "spread over its nodes)"),
     STRING("engine", "socket", engine.socket, "", check_socket,
 	   "engine endpoint: unix:///PATH, /PATH or tcp://HOST:PORT; empty = discover"),
     STRING("engine", "api_version", engine.api_version, "", NULL,
