@@ -356,6 +356,8 @@ void sbx_container_info_release(struct sbx_container_info *info)
 	free(info->status);
 	free(info->network_mode);
 	free(info->runtime);
+	free(info->node);
+	free(info->lost);
 	sbx_strv_free(info->cap_add);
 	sbx_strv_free(info->cap_drop);
 	for (size_t i = 0; i < info->n_labels; i++) {
@@ -381,6 +383,7 @@ void sbx_container_list_free(struct sbx_container_summary *list, size_t n)
 		free(list[i].id);
 		free(list[i].name);
 		free(list[i].status);
+		free(list[i].node);
 	}
 	free(list);
 }

@@ -98,6 +98,11 @@ struct sbx_container_info {
 	char **cap_drop;	/* Docker: what was asked ("ALL"); libpod: each one dropped */
 	char *runtime;		/* the OCI runtime in use ("runc", "runsc") */
 	int64_t disk_bytes;	/* the writable layer's size bound, 0 when none */
+	/* On a cluster: the node it runs (or ran) on, and why it cannot run
+	 * any more beyond its own doing ("node N (HOST) is down"; then
+	 * running is false). NULL on one engine. */
+	char *node;
+	char *lost;
 };
 
 struct sbx_container_summary {
@@ -105,6 +110,7 @@ struct sbx_container_summary {
 	char *name;
 	char *status;
 	bool running;
+	char *node; /* on a cluster: the node it runs on; NULL on one engine */
 };
 
 struct sbx_engine_version {

@@ -108,6 +108,7 @@ struct sbx_sandbox_info {
 	char *name;
 	char *owner;
 	char *status; /* the engine's word: "running", "exited", ...; "missing" if gone */
+	char *node;   /* on a cluster (engine.type = swarm): the node it runs on; else NULL */
 	char *image;
 	time_t created;
 	time_t last_used;

@@ -100,6 +100,8 @@ enum sbx_death sbx_death_of(const struct sbx_container_info *ci, int *ret_code)
 	*ret_code = ci->exit_code;
 	if (ci->running)
 		return SBX_DEATH_NONE;
+	if (ci->lost)
+		return SBX_DEATH_LOST;
 	if (ci->oom_killed)
 		return SBX_DEATH_OOM;
 	/* A process killed by signal N exits, as the engines report it, with
@@ -125,6 +127,25 @@ bool sbx_sandbox_died_locked(sbx_manager *m, sbx_sandbox *sb, enum sbx_death dea
 	sb->death_at = time(NULL);
 	sb->death_blind = blind;
 	return true;
+}
+
+bool sbx_sandbox_died_of_locked(sbx_manager *m, sbx_sandbox *sb,
+				const struct sbx_container_info *ci, bool blind)
+{
+	int code;
+	enum sbx_death d = sbx_death_of(ci, &code);
+	/* A lost one's engine says what happened, whenever it is learnt. */
+	bool news = sbx_sandbox_died_locked(m, sb, d, code, blind && d != SBX_DEATH_LOST);
+
+	if (news && d == SBX_DEATH_LOST) {
+		/* The engine's words, shown to clients: printable ASCII only. */
+		size_t i = 0;
+		for (; ci->lost[i] && i + 1 < sizeof(sb->death_lost); i++)
+			sb->death_lost[i] =
+			    ci->lost[i] >= 0x20 && ci->lost[i] < 0x7f ? ci->lost[i] : '?';
+		sb->death_lost[i] = '\0';
+	}
+	return news;
 }
 
 void sbx_sandbox_log_death(sbx_manager *m, sbx_sandbox *sb)
@@ -175,6 +196,10 @@ void sbx_death_text(sbx_manager *m, const sbx_sandbox *sb, char *buf, size_t siz
 			 "its container was removed from outside the server%s; noticed at %s",
 			 blind, at);
 		break;
+	case SBX_DEATH_LOST:
+		snprintf(buf, size, "the engine lost it: %s%s; noticed at %s", sb->death_lost,
+			 blind, at);
+		break;
 	case SBX_DEATH_NONE:
 		snprintf(buf, size, "it runs");
 		break;
@@ -192,7 +217,9 @@ static int dead_error_locked(sbx_manager *m, const sbx_sandbox *sb, struct sbx_e
 			     "delete_sandbox frees its place and create_sandbox makes a new one",
 			     sb->id, why,
 			     sb->death == SBX_DEATH_REMOVED ? ", files and packages"
-							    : " and running processes");
+			     : sb->death == SBX_DEATH_LOST
+				 ? ", running processes, files and packages"
+				 : " and running processes");
 }
 
 int sbx_sandbox_begin(sbx_sandbox *sb, struct sbx_error *err)
@@ -270,9 +297,7 @@ int sbx_sandbox_exec_failed(sbx_manager *m, sbx_sandbox *sb, int r, struct sbx_e
 	if (q == -ENOENT) {
 		news = sbx_sandbox_died_locked(m, sb, SBX_DEATH_REMOVED, -1, false);
 	} else if (q >= 0 && !ci.running) {
-		int code;
-		enum sbx_death d = sbx_death_of(&ci, &code);
-		news = sbx_sandbox_died_locked(m, sb, d, code, false);
+		news = sbx_sandbox_died_of_locked(m, sb, &ci, false);
 	}
 	if (sb->death != SBX_DEATH_NONE && sb->end == SBX_END_NONE)
 		r = dead_error_locked(m, sb, err);

@@ -472,6 +472,7 @@ void sbx_sandbox_info_release(struct sbx_sandbox_info *info)
 	free(info->name);
 	free(info->owner);
 	free(info->status);
+	free(info->node);
 	free(info->image);
 	free(info->reason);
 	if (info->packages)
@@ -488,8 +489,8 @@ void sbx_sandbox_info_list_free(struct sbx_sandbox_info *list, size_t n)
 	free(list);
 }
 
-/* Fills info from the record; status is given. */
-static int info_fill(sbx_manager *m, sbx_sandbox *sb, const char *status,
+/* Fills info from the record; status and node (may be NULL) are given. */
+static int info_fill(sbx_manager *m, sbx_sandbox *sb, const char *status, const char *node,
 		     struct sbx_sandbox_info *info)
 {
 	bool dead = false; /* out of memory for the reason */
@@ -499,6 +500,7 @@ static int info_fill(sbx_manager *m, sbx_sandbox *sb, const char *status,
 	info->name = strdup(sb->name);
 	info->owner = strdup(sb->owner);
 	info->status = strdup(status);
+	info->node = node ? strdup(node) : NULL;
 	info->image = strdup(sb->image);
 	info->created = sb->created;
 	pthread_mutex_lock(&m->lock);
@@ -526,7 +528,7 @@ static int info_fill(sbx_manager *m, sbx_sandbox *sb, const char *status,
 		info->egress_bytes_out = es.bytes_out;
 	}
 	if (!info->id || !info->name || !info->owner || !info->status || !info->image ||
-	    !info->packages || dead) {
+	    !info->packages || dead || (node && !info->node)) {
 		sbx_sandbox_info_release(info);
 		return -ENOMEM;
 	}
@@ -548,7 +550,7 @@ int sbx_sandbox_describe(sbx_manager *m, sbx_sandbox *sb, struct sbx_sandbox_inf
 	}
 	if (r >= 0 && ci.status)
 		status = ci.status;
-	r = info_fill(m, sb, status, &info);
+	r = info_fill(m, sb, status, ci.node, &info);
 	sbx_container_info_release(&ci);
 	if (r < 0)
 		return sbx_error_set(err, r, "out of memory");
@@ -617,7 +619,7 @@ int sbx_manager_list(sbx_manager *m, const char *owner, struct sbx_sandbox_info 
 		const struct sbx_container_summary *c =
 		    sbx_summary_find(cs, n_cs, mine[done]->container);
 		const char *status = !c ? "missing" : c->status ? c->status : "unknown";
-		r = info_fill(m, mine[done], status, &list[done]);
+		r = info_fill(m, mine[done], status, c ? c->node : NULL, &list[done]);
 		if (r < 0) {
 			r = sbx_error_set(err, r, "out of memory");
 			goto out;
@@ -659,8 +661,7 @@ static int adopt(sbx_manager *m, const char *cid, struct sbx_error *err)
 	time_t when = 0;
 	sbx_sandbox *sb = NULL;
 	bool known = false, running;
-	enum sbx_death death;
-	int r, code;
+	int r;
 
 	r = sbx_container_inspect(m->engine, cid, &ci, err);
 	if (r == -ENOENT)
@@ -703,9 +704,8 @@ static int adopt(sbx_manager *m, const char *cid, struct sbx_error *err)
 			sb->nano_cpus = ci.nano_cpus;
 	}
 	running = ci.running;
-	death = sbx_death_of(&ci, &code);
-	sbx_container_info_release(&ci);
 	if (!sb || !sb->image || !sb->container) {
+		sbx_container_info_release(&ci);
 		sbx_record_free(sb);
 		return sbx_error_set(err, -ENOMEM, "out of memory");
 	}
@@ -713,7 +713,8 @@ static int adopt(sbx_manager *m, const char *cid, struct sbx_error *err)
 	sb->sampled_ms = sb->disk_sampled_ms = sbx_monotonic_ms(); /* adopted: from now */
 	pthread_mutex_lock(&m->lock);
 	if (!running) /* it stopped while no server followed the engine */
-		sbx_sandbox_died_locked(m, sb, death, code, true);
+		sbx_sandbox_died_of_locked(m, sb, &ci, true);
+	sbx_container_info_release(&ci);
 	for (size_t i = 0; i < m->n; i++)
 		known |= strcmp(m->table[i]->id, sb->id) == 0 ||
 			 (m->table[i]->container &&

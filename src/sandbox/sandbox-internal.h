@@ -62,6 +62,7 @@ enum sbx_death {
 	SBX_DEATH_KILLED,  /* a signal (death_code) */
 	SBX_DEATH_EXITED,  /* its main process ended (exit code death_code) */
 	SBX_DEATH_REMOVED, /* its container was removed */
+	SBX_DEATH_LOST,	   /* its engine lost it: its cluster node went down (death_lost) */
 };
 
 struct sbx_sandbox {
@@ -90,9 +91,10 @@ struct sbx_sandbox {
 	/* Its container stopped or went without the server's doing: no call
 	 * starts in it (sbx_sandbox_begin says why) until it is deleted. */
 	enum sbx_death death;
-	int death_code;	  /* exit code or signal number; -1 unknown */
-	time_t death_at;  /* when the server learnt it */
-	bool death_blind; /* learnt after the server lost the engine for a while */
+	int death_code;	      /* exit code or signal number; -1 unknown */
+	time_t death_at;      /* when the server learnt it */
+	bool death_blind;     /* learnt after the server lost the engine for a while */
+	char death_lost[160]; /* SBX_DEATH_LOST: what the engine said ("node N is down") */
 	struct sbx_install *installs;
 	/* The Python interpreter: set once, under m->lock, at first use or (from
 	 * the pool entry) at assignment before the record is ready. */
@@ -245,9 +247,14 @@ bool sbx_sandbox_died_locked(sbx_manager *m, sbx_sandbox *sb, enum sbx_death dea
 /* Logs that SB no longer runs, and why (after sbx_sandbox_died_locked said
  * it is news, without m->lock: the log may block). */
 void sbx_sandbox_log_death(sbx_manager *m, sbx_sandbox *sb);
-/* The death that container info CI shows (stopped, OOM, killed), or
- * SBX_DEATH_NONE when it runs; *ret_code is the exit code or signal. */
+/* The death that container info CI shows (stopped, OOM, killed, lost with
+ * its node), or SBX_DEATH_NONE when it runs; *ret_code is the exit code or
+ * signal. */
 enum sbx_death sbx_death_of(const struct sbx_container_info *ci, int *ret_code);
+/* sbx_sandbox_died_locked with the death CI shows (what a lost one's
+ * engine said kept for its text): true when it is news. */
+bool sbx_sandbox_died_of_locked(sbx_manager *m, sbx_sandbox *sb,
+				const struct sbx_container_info *ci, bool blind);
 /* What happened to dead SB, for people (under m->lock). */
 void sbx_death_text(sbx_manager *m, const sbx_sandbox *sb, char *buf, size_t size);
 

@@ -85,14 +85,15 @@ static void learn_death(sbx_manager *m, sbx_sandbox *sb, int exit_code, bool bli
 
 	if (r == -ENOENT)
 		d = SBX_DEATH_REMOVED;
-	else if (r >= 0)
-		d = sbx_death_of(&ci, &code);
 	else if (exit_code > 128 && exit_code < 128 + 65)
 		d = SBX_DEATH_KILLED, code = exit_code - 128;
-	sbx_container_info_release(&ci);
 	pthread_mutex_lock(&m->lock);
-	news = sbx_sandbox_died_locked(m, sb, d, code, blind);
+	if (r >= 0)
+		news = !ci.running && sbx_sandbox_died_of_locked(m, sb, &ci, blind);
+	else
+		news = sbx_sandbox_died_locked(m, sb, d, code, blind);
 	pthread_mutex_unlock(&m->lock);
+	sbx_container_info_release(&ci);
 	if (news)
 		sbx_sandbox_log_death(m, sb);
 }

@@ -186,6 +186,8 @@ static struct json_object *sandbox_json(const struct sbx_sandbox_info *in)
 	r |= sbx_tools_put(o, "sandbox_id", new_str(in->id));
 	r |= sbx_tools_put(o, "name", new_str(in->name));
 	r |= sbx_tools_put(o, "status", new_str(in->reason ? "dead" : in->status));
+	if (in->node) /* on a cluster: where it runs */
+		r |= sbx_tools_put(o, "node", new_str(in->node));
 	r |= sbx_tools_put(o, "image", new_str(in->image));
 	r |= sbx_tools_put(o, "created", new_str(created));
 	r |= sbx_tools_put(o, "last_used", new_str(used));

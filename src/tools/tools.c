@@ -278,6 +278,8 @@ static const struct sbx_tool_def tools[] = {
 	    "{\"type\":\"object\",\"properties\":{\"sandboxes\":{\"type\":\"array\",\"items\":{"
 	    "\"type\":\"object\",\"properties\":{\"sandbox_id\":{\"type\":\"string\"},"
 	    "\"name\":{\"type\":\"string\"},\"status\":{\"type\":\"string\"},"
+	    "\"node\":{\"type\":\"string\",\"description\":\"on a cluster: the node it "
+	    "runs on\"},"
 	    "\"image\":{\"type\":\"string\"},"
 	    "\"created\":{\"type\":\"string\",\"description\":\"ISO 8601, UTC\"},"
 	    "\"last_used\":{\"type\":\"string\",\"description\":\"ISO 8601, UTC\"},"
