@@ -53,6 +53,8 @@ int swarm_node_engine(sbx_engine *e, const char *node_id, sbx_engine **ret_node,
  * exec's start and inspect, asked often): -ENOENT when there is none. */
 int swarm_node_known(sbx_engine *e, const char *node_id, sbx_engine **ret_node,
 		     struct sbx_error *err);
+/* Whether the node of handle NODE was verified (SET: it is now). */
+bool swarm_node_verified(sbx_engine *e, const sbx_engine *node, bool set);
 /* The id of the node whose handle NODE is, or NULL (valid while E lives). */
 const char *swarm_node_id(sbx_engine *e, const sbx_engine *node);
 

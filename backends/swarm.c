@@ -292,11 +292,15 @@ static int swarm_container_create(sbx_engine *e, const struct sbx_container_spec
 	json_object_object_add(body, "TaskTemplate", task);
 	json_object_object_add(body, "Mode", mode);
 
-	if (spec->network_mode && *spec->network_mode && strcmp(spec->network_mode, "none") != 0)
-		return sbx_error_set(err, -ENOTSUP,
-				     "swarm: a sandbox's network can only be none (sandbox.network "
-				     "= %s)",
-				     spec->network_mode);
+	/* "none": no network at all (Swarm refuses "none" by name; a node with
+	 * --bridge=none then gives only lo). Another (host, an overlay the
+	 * operator made) is asked for by name. */
+	if (spec->network_mode && *spec->network_mode && strcmp(spec->network_mode, "none") != 0) {
+		struct json_object *nets = json_object_new_array(), *net = json_object_new_object();
+		json_object_object_add(net, "Target", json_object_new_string(spec->network_mode));
+		json_object_array_add(nets, net);
+		json_object_object_add(task, "Networks", nets);
+	}
 	if (spec->disk_bytes > 0)
 		return sbx_error_set(err, -ENOTSUP,
 				     "swarm: a service carries no disk bound: set sandbox.disk = 0 "
@@ -431,6 +435,43 @@ static int no_swap(sbx_engine *node, const char *cid, struct sbx_error *err)
 	return r;
 }
 
+/* What a service cannot carry, checked on a node the first time one of
+ * its containers runs: that its engine gives containers no-new-privileges
+ * (dockerd --no-new-privileges), read from the container's PID 1. -EPERM
+ * naming the node and the flag when it does not. */
+static int node_verify(sbx_engine *e, const char *id, sbx_engine *node, const char *node_id,
+		       struct sbx_error *err)
+{
+	static const char *const look[] = {"cat", "/proc/1/status", NULL};
+	struct sbx_exec_spec spec = {.argv = look, .timeout_ms = 30000, .output_cap = 16384};
+	struct sbx_exec_result res = {0};
+	int r;
+
+	if (swarm_node_verified(e, node, false))
+		return 0;
+	r = sbx_exec(e, id, &spec, &res, err);
+	if (r == -EBUSY) { /* it ended already: the next one tells */
+		sbx_error_clear(err);
+		return 0;
+	}
+	if (r < 0)
+		return r;
+	if (res.exit_code != 0 || !res.out.data)
+		r = sbx_error_set(err, -EIO,
+				  "node %s: cannot read a sandbox's PID 1 status (exit %d)",
+				  node_id, res.exit_code);
+	else if (!strstr(res.out.data, "\nNoNewPrivs:\t1\n"))
+		r = sbx_error_set(err, -EPERM,
+				  "node %s runs containers without no-new-privileges, which a "
+				  "service cannot ask for: start its dockerd with "
+				  "--no-new-privileges",
+				  node_id);
+	else
+		swarm_node_verified(e, node, true);
+	sbx_exec_result_release(&res);
+	return r;
+}
+
 static bool task_ended(const char *state)
 {
 	static const char *const ended[] = {"complete", "failed",   "shutdown",
@@ -468,6 +509,8 @@ static int wait_running(sbx_engine *e, const char *id, struct sbx_error *err)
 				r = on_node(e, id, &node, cid, err);
 			if (r >= 0 && strcmp(t.state, "running") == 0)
 				r = no_swap(node, cid, err);
+			if (r >= 0 && strcmp(t.state, "running") == 0)
+				r = node_verify(e, id, node, t.node, err);
 			if (r < 0)
 				sbx_error_prefix(err, "service %s on node %s", id, t.node);
 			return r;
@@ -587,9 +630,10 @@ static char *dup_or_null(const char *s)
 }
 
 /* An inspect from the service alone: before its task has a container
- * ("created"), or after it ended where its container cannot be reached. */
+ * ("created"), after it ended where its container cannot be reached, or
+ * lost with its node (LOST: why, then "lost"). */
 static int info_of_service(struct json_object *svc, const char *id, const struct swarm_task *t,
-			   struct sbx_container_info *info)
+			   const char *lost, struct sbx_container_info *info)
 {
 	struct json_object *ts =
 	    sbx_json_path(sbx_json_path(svc, "Spec", NULL), "TaskTemplate", NULL);
@@ -602,8 +646,12 @@ static int info_of_service(struct json_object *svc, const char *id, const struct
 	info->id = strdup(id);
 	info->name = dup_or_null(sbx_json_str(sbx_json_path(svc, "Spec", NULL), "Name"));
 	info->image = dup_or_null(sbx_json_str(cs, "Image"));
-	info->status = strdup(ended ? "exited" : "created");
+	info->status = strdup(lost ? "lost" : ended ? "exited" : "created");
 	info->exit_code = ended ? t->exit_code : 0;
+	if (t && t->node[0] && !(info->node = strdup(t->node)))
+		goto fail;
+	if (lost && !(info->lost = strdup(lost)))
+		goto fail;
 	info->memory_bytes = sbx_json_int(limits, "MemoryBytes");
 	info->nano_cpus = sbx_json_int(limits, "NanoCPUs");
 	info->pids_limit = sbx_json_int(limits, "Pids");
@@ -613,11 +661,12 @@ static int info_of_service(struct json_object *svc, const char *id, const struct
 	info->cap_add = sbx_json_to_strv(sbx_json_path(cs, "CapabilityAdd", NULL));
 	info->cap_drop = sbx_json_to_strv(sbx_json_path(cs, "CapabilityDrop", NULL));
 	if (!info->id || !info->status || !info->network_mode || !info->cap_add ||
-	    !info->cap_drop || take_labels(sbx_json_path(cs, "Labels", NULL), info) < 0) {
-		sbx_container_info_release(info);
-		return -ENOMEM;
-	}
+	    !info->cap_drop || take_labels(sbx_json_path(cs, "Labels", NULL), info) < 0)
+		goto fail;
 	return 0;
+fail:
+	sbx_container_info_release(info);
+	return -ENOMEM;
 }
 
 static int swarm_container_inspect(sbx_engine *e, const char *id, struct sbx_container_info *ret,
@@ -637,6 +686,15 @@ static int swarm_container_inspect(sbx_engine *e, const char *id, struct sbx_con
 		return r;
 	has_task = r >= 0;
 	sbx_error_clear(err);
+	if (has_task && t.node[0]) {
+		/* Its node down: the sandbox is lost with it, said so. */
+		struct sbx_error nerr = SBX_ERROR_INIT;
+		r = swarm_node_engine(e, t.node, &node, &nerr);
+		if (r == -EHOSTDOWN) {
+			r = info_of_service(svc, id, &t, nerr.msg, ret);
+			return r < 0 ? sbx_error_set(err, r, "out of memory") : 0;
+		}
+	}
 	if (has_task && t.container[0] && on_node(e, id, &node, cid, NULL) >= 0) {
 		struct sbx_container_info info = {0};
 		r = node->ops->container_inspect(node, cid, &info, err);
@@ -647,8 +705,8 @@ static int swarm_container_inspect(sbx_engine *e, const char *id, struct sbx_con
 			free(info.name);
 			info.id = strdup(id);
 			info.name = dup_or_null(name);
-			/* a node setting (dockerd --no-new-privileges), checked there */
-			if (!info.id) {
+			info.node = strdup(t.node);
+			if (!info.id || !info.node) {
 				sbx_container_info_release(&info);
 				return sbx_error_set(err, -ENOMEM, "out of memory");
 			}
@@ -659,7 +717,7 @@ static int swarm_container_inspect(sbx_engine *e, const char *id, struct sbx_con
 			return r;
 		sbx_error_clear(err);
 	}
-	r = info_of_service(svc, id, has_task ? &t : NULL, ret);
+	r = info_of_service(svc, id, has_task ? &t : NULL, NULL, ret);
 	return r < 0 ? sbx_error_set(err, r, "out of memory") : 0;
 }
 
@@ -676,8 +734,24 @@ static bool labels_match(struct json_object *svc, const struct sbx_kv *labels, s
 	return true;
 }
 
-/* The state of the newest task of service ID in the task list TASKS. */
-static const char *state_in(struct json_object *tasks, const char *id)
+/* Whether node NODE is down, as the node list NODES says. */
+static bool node_down(struct json_object *nodes, const char *node)
+{
+	for (size_t i = 0; i < json_object_array_length(nodes); i++) {
+		struct json_object *nj = json_object_array_get_idx(nodes, i);
+		const char *id = sbx_json_str(nj, "ID");
+		const char *state = sbx_json_str(sbx_json_path(nj, "Status", NULL), "State");
+
+		if (id && strcmp(id, node) == 0)
+			return state && strcmp(state, "down") == 0;
+	}
+	return true; /* no longer in the cluster */
+}
+
+/* The state of the newest task of service ID in the task list TASKS, its
+ * node and its container in *RET_NODE and *RET_CONTAINER (NULL when none). */
+static const char *state_in(struct json_object *tasks, const char *id, const char **ret_node,
+			    const char **ret_container)
 {
 	const char *state = NULL;
 	int64_t best = -1;
@@ -688,11 +762,54 @@ static const char *state_in(struct json_object *tasks, const char *id)
 		const char *sid = sbx_json_str(t, "ServiceID");
 
 		if (sid && strcmp(sid, id) == 0 && index > best) {
+			const char *node = sbx_json_str(t, "NodeID");
+			const char *cid =
+			    sbx_json_str(sbx_json_path(sbx_json_path(t, "Status", NULL),
+						       "ContainerStatus", NULL),
+					 "ContainerID");
 			best = index;
 			state = sbx_json_str(sbx_json_path(t, "Status", NULL), "State");
+			*ret_node = node && *node ? node : NULL;
+			*ret_container = cid && *cid ? cid : NULL;
 		}
 	}
 	return state;
+}
+
+/* A node's own list of the containers with the labels asked for (the node
+ * is the truth about its containers: the manager learns a death later). */
+struct node_view {
+	const char *node;
+	struct sbx_container_summary *cs;
+	size_t n;
+	bool ok;
+};
+
+/* The container CID on NODE as the node lists it, or NULL (not listed, or
+ * the node cannot say: *RET_KNOWN false). VIEWS[0..*N_VIEWS) is filled as
+ * nodes are asked, once each. */
+static const struct sbx_container_summary *
+node_container(sbx_engine *e, const char *node, const char *cid, const struct sbx_kv *labels,
+	       size_t n_labels, struct node_view *views, size_t *n_views, size_t max_views,
+	       bool *ret_known)
+{
+	struct node_view *v = NULL;
+
+	for (size_t i = 0; i < *n_views && !v; i++)
+		if (strcmp(views[i].node, node) == 0)
+			v = &views[i];
+	if (!v && *n_views < max_views) {
+		sbx_engine *ne = NULL;
+		v = &views[(*n_views)++];
+		*v = (struct node_view){.node = node};
+		v->ok = swarm_node_engine(e, node, &ne, NULL) >= 0 &&
+			sbx_container_list(ne, labels, n_labels, &v->cs, &v->n, NULL) >= 0;
+	}
+	*ret_known = v && v->ok;
+	for (size_t i = 0; v && v->ok && i < v->n; i++)
+		if (strcmp(v->cs[i].id, cid) == 0)
+			return &v->cs[i];
+	return NULL;
 }
 
 static int swarm_container_list(sbx_engine *e, const struct sbx_kv *labels, size_t n_labels,
@@ -700,10 +817,11 @@ static int swarm_container_list(sbx_engine *e, const struct sbx_kv *labels, size
 				struct sbx_error *err)
 {
 	_cleanup_json_ struct json_object *filters = json_object_new_object();
-	_cleanup_json_ struct json_object *j = NULL, *tasks = NULL;
+	_cleanup_json_ struct json_object *j = NULL, *tasks = NULL, *nodes = NULL;
 	struct json_object *label_list = json_object_new_array();
 	struct sbx_container_summary *list;
-	size_t n = 0;
+	struct node_view *views;
+	size_t n = 0, n_views = 0;
 	int r;
 
 	if (!filters || !label_list) {
@@ -722,36 +840,63 @@ static int swarm_container_list(sbx_engine *e, const struct sbx_kv *labels, size
 			    json_object_to_json_string_ext(filters, JSON_C_TO_STRING_PLAIN));
 	if (r >= 0)
 		r = sbx_engine_json(e, "GET", NULL, NULL, &tasks, err, "/tasks");
+	if (r >= 0)
+		r = sbx_engine_json(e, "GET", NULL, NULL, &nodes, err, "/nodes");
 	if (r < 0)
 		return r;
 	if (!json_object_is_type(j, json_type_array) ||
-	    !json_object_is_type(tasks, json_type_array))
+	    !json_object_is_type(tasks, json_type_array) ||
+	    !json_object_is_type(nodes, json_type_array))
 		return sbx_error_set(err, -EPROTO,
-				     "the manager's service or task list is not an "
-				     "array");
+				     "the manager's service, task or node list is not an array");
 	list = calloc(json_object_array_length(j) + 1, sizeof(*list));
-	if (!list)
+	views = calloc(json_object_array_length(nodes) + 1, sizeof(*views));
+	if (!list || !views) {
+		free(list);
+		free(views);
 		return sbx_error_set(err, -ENOMEM, "out of memory");
+	}
 	for (size_t i = 0; i < json_object_array_length(j); i++) {
 		struct json_object *svc = json_object_array_get_idx(j, i);
-		const char *id = sbx_json_str(svc, "ID"), *state;
+		const char *id = sbx_json_str(svc, "ID"), *state, *node = NULL, *cid = NULL;
+		const struct sbx_container_summary *c = NULL;
+		bool lost, known = false;
 
 		if (!sbx_moby_id_ok(id) || !labels_match(svc, labels, n_labels))
 			continue;
-		state = state_in(tasks, id);
+		state = state_in(tasks, id, &node, &cid);
+		lost = node && node_down(nodes, node);
+		if (!lost && node && cid && sbx_moby_id_ok(node))
+			c = node_container(e, node, cid, labels, n_labels, views, &n_views,
+					   json_object_array_length(nodes), &known);
 		list[n].id = strdup(id);
 		list[n].name = dup_or_null(sbx_json_str(sbx_json_path(svc, "Spec", NULL), "Name"));
-		list[n].running = state && strcmp(state, "running") == 0;
-		list[n].status = strdup(!state		    ? "created"
-					: list[n].running   ? "running"
-					: task_ended(state) ? "exited"
-							    : "created");
+		list[n].node = node && sbx_moby_id_ok(node) ? strdup(node) : NULL;
+		if (c) { /* the node's word */
+			list[n].running = c->running;
+			list[n].status = dup_or_null(c->status ? c->status : "unknown");
+		} else {
+			list[n].running = !lost && !known && state && strcmp(state, "running") == 0;
+			list[n].status = strdup(lost		    ? "lost"
+						: known		    ? "removed"
+						: !state	    ? "created"
+						: list[n].running   ? "running"
+						: task_ended(state) ? "exited"
+								    : "created");
+		}
 		if (!list[n].id || !list[n].status) {
 			sbx_container_list_free(list, n + 1);
-			return sbx_error_set(err, -ENOMEM, "out of memory");
+			list = NULL;
+			r = sbx_error_set(err, -ENOMEM, "out of memory");
+			break;
 		}
 		n++;
 	}
+	for (size_t i = 0; i < n_views; i++)
+		sbx_container_list_free(views[i].cs, views[i].n);
+	free(views);
+	if (!list)
+		return r;
 	*ret_list = list;
 	*ret_n = n;
 	return 0;

@@ -20,6 +20,7 @@ struct swarm_node {
 	char id[SBX_ENGINE_ID_MAX + 1];
 	char *url;
 	sbx_engine *engine;
+	bool verified; /* a container of it was seen with no-new-privileges */
 };
 
 struct swarm_place {
@@ -218,6 +219,24 @@ int swarm_node_known(sbx_engine *e, const char *node_id, sbx_engine **ret_node,
 		}
 	pthread_mutex_unlock(&s->lock);
 	return sbx_error_set(err, -ENOENT, "node %.64s is not one this server reached", node_id);
+}
+
+bool swarm_node_verified(sbx_engine *e, const sbx_engine *node, bool set)
+{
+	struct swarm *s = swarm_of(e);
+	bool v = false;
+
+	if (!s)
+		return false;
+	pthread_mutex_lock(&s->lock);
+	for (size_t i = 0; i < s->n_nodes; i++)
+		if (s->nodes[i]->engine == node) {
+			if (set)
+				s->nodes[i]->verified = true;
+			v = s->nodes[i]->verified;
+		}
+	pthread_mutex_unlock(&s->lock);
+	return v;
 }
 
 const char *swarm_node_id(sbx_engine *e, const sbx_engine *node)
