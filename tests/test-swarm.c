@@ -1,0 +1,295 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Sandboxes on a Docker Swarm (engine.type = swarm), what only a cluster
+ * has: tests/test-swarm swarm unix://MANAGER [IMAGE], against the three
+ * nodes of tools/provision-engines (the only swarm suite that stops a
+ * node: tests/engine-suite runs the swarm suites one at a time).
+ *
+ * - Sandboxes spread over the nodes, and each one's calls reach it there;
+ *   list_sandboxes names the node.
+ * - A worker whose engine dies (its dockerd SIGKILLed, by the PID in the
+ *   docker.pid beside the socket its label names): its sandboxes are dead
+ *   with the reason ("node ... is down") without any call on them, a call
+ *   on one says so, new sandboxes land on the live nodes, the others run
+ *   on. The node is brought back (tools/provision-engines, which started
+ *   it); what it ran is removed with its sandboxes, nothing of the run is
+ *   left on any node.
+ */
+#include <errno.h>
+#include <json-c/json.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../backends/engine-internal.h"
+#include "sandbox-fixture.h"
+#include "sbx/clock.h"
+#include "sbx/common.h"
+#include "tap.h"
+
+#define SPREAD 6
+#define OWNER "alice"
+
+/* The node a sandbox's listing names, copied; NULL when none. */
+static char *node_of(sbx_manager *m, const char *id, char **ret_status, char **ret_reason)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_sandbox_info *list = NULL;
+	char *node = NULL;
+	size_t n = 0;
+
+	if (ret_status)
+		*ret_status = NULL;
+	if (ret_reason)
+		*ret_reason = NULL;
+	if (sbx_manager_list(m, OWNER, &list, &n, &err) < 0) {
+		tap_diag("list: %s", err.msg);
+		return NULL;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (strcmp(list[i].id, id) != 0)
+			continue;
+		node = list[i].node ? strdup(list[i].node) : NULL;
+		if (ret_status)
+			*ret_status = strdup(list[i].status);
+		if (ret_reason && list[i].reason)
+			*ret_reason = strdup(list[i].reason);
+	}
+	sbx_sandbox_info_list_free(list, n);
+	return node;
+}
+
+/* The manager's own node id. */
+static char *manager_node(void)
+{
+	_cleanup_json_ struct json_object *j = NULL;
+	const char *id;
+
+	if (sbx_engine_negotiate(engine, NULL) < 0 ||
+	    sbx_engine_json(engine, "GET", NULL, NULL, &j, NULL, "/info") < 0)
+		return NULL;
+	id = sbx_json_str(sbx_json_path(j, "Swarm", NULL), "NodeID");
+	return id ? strdup(id) : NULL;
+}
+
+/* The unix socket path node NODE's label names, and its state. */
+static char *node_socket(const char *node, char *state, size_t size)
+{
+	_cleanup_json_ struct json_object *j = NULL;
+	const char *url, *st;
+
+	if (sbx_engine_json(engine, "GET", NULL, NULL, &j, NULL, "/nodes/%s", node) < 0)
+		return NULL;
+	url = sbx_json_str(sbx_json_path(sbx_json_path(j, "Spec", NULL), "Labels", NULL),
+			   "org.mcp-sandbox.engine");
+	st = sbx_json_str(sbx_json_path(j, "Status", NULL), "State");
+	snprintf(state, size, "%s", st ? st : "?");
+	return url && strncmp(url, "unix://", 7) == 0 ? strdup(url + 7) : NULL;
+}
+
+/* The PID in the docker.pid beside SOCKET, if that process is a dockerd
+ * serving SOCKET (never another's PID). */
+static pid_t node_pid(const char *socket)
+{
+	char path[512], cmd[4096] = "";
+	const char *slash = strrchr(socket, '/');
+	long pid = 0;
+	size_t n;
+	FILE *f;
+
+	if (!slash)
+		return 0;
+	snprintf(path, sizeof(path), "%.*s/docker.pid", (int)(slash - socket), socket);
+	f = fopen(path, "r");
+	if (!f || fscanf(f, "%ld", &pid) != 1)
+		pid = 0;
+	if (f)
+		fclose(f);
+	if (pid <= 1)
+		return 0;
+	snprintf(path, sizeof(path), "/proc/%ld/cmdline", pid);
+	f = fopen(path, "r");
+	n = f ? fread(cmd, 1, sizeof(cmd) - 1, f) : 0;
+	if (f)
+		fclose(f);
+	for (size_t i = 0; i < n; i++)
+		if (!cmd[i])
+			cmd[i] = ' ';
+	cmd[n] = '\0';
+	return strstr(cmd, "dockerd") && strstr(cmd, socket) ? (pid_t)pid : 0;
+}
+
+static void test_spread(sbx_manager *m, sbx_sandbox **sb, char **nodes)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_run_result res;
+	size_t distinct = 0, ran = 0;
+
+	for (int i = 0; i < SPREAD; i++) {
+		char name[16];
+		snprintf(name, sizeof(name), "spread%d", i);
+		if (sbx_sandbox_create(m, OWNER, name, &sb[i], &err) < 0) {
+			tap_ok(0, "create sandbox %s (%s)", name, err.msg);
+			sbx_error_clear(&err);
+			continue;
+		}
+		nodes[i] = node_of(m, sbx_sandbox_id(sb[i]), NULL, NULL);
+	}
+	for (int i = 0; i < SPREAD; i++) {
+		bool seen = false;
+		for (int k = 0; k < i; k++)
+			seen |= nodes[i] && nodes[k] && strcmp(nodes[i], nodes[k]) == 0;
+		distinct += nodes[i] && !seen;
+		if (sb[i] && shell(m, sb[i], "echo here", &res) == 0) {
+			ran += res.exit_code == 0 && strstr(res.out.data, "here") != NULL;
+			sbx_run_result_release(&res);
+		}
+		tap_diag("sandbox %d on node %s", i, nodes[i] ? nodes[i] : "(none)");
+	}
+	tap_ok(distinct >= 2, "%d sandboxes spread over %zu nodes, each listed with its node",
+	       SPREAD, distinct);
+	tap_is_int((long)ran, SPREAD, "a command runs in each, on its node");
+}
+
+static void test_node_loss(sbx_manager *m, sbx_sandbox **sb, char **nodes)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_run_result res;
+	_cleanup_free_ char *mgr = manager_node(), *sock = NULL;
+	sbx_sandbox *fresh = NULL;
+	char state[32] = "", *status = NULL, *reason = NULL, *where;
+	const char *builddir = getenv("SBX_SRCDIR");
+	int victim = -1, other = -1;
+	int64_t t0;
+	pid_t pid = 0;
+
+	for (int i = 0; i < SPREAD; i++) {
+		if (!sb[i] || !nodes[i] || !mgr)
+			continue;
+		if (victim < 0 && strcmp(nodes[i], mgr) != 0)
+			victim = i;
+		else if (other < 0 && victim >= 0 && strcmp(nodes[i], nodes[victim]) != 0)
+			other = i;
+	}
+	for (int i = 0; other < 0 && victim >= 0 && i < SPREAD; i++)
+		if (sb[i] && nodes[i] && strcmp(nodes[i], nodes[victim]) != 0)
+			other = i;
+	if (!tap_ok(victim >= 0 && other >= 0,
+		    "a sandbox on a worker and one on another node (manager %s)", mgr ? mgr : "?"))
+		return;
+	sock = node_socket(nodes[victim], state, sizeof(state));
+	pid = sock ? node_pid(sock) : 0;
+	if (!tap_ok(pid > 0, "the worker's engine: %s, pid %ld", sock ? sock : "(no label)",
+		    (long)pid))
+		return;
+	tap_ok(kill(pid, SIGKILL) == 0, "its dockerd is killed (SIGKILL)");
+
+	/* Dead with the reason, without any call on it. */
+	t0 = sbx_monotonic_ms();
+	while (sbx_monotonic_ms() - t0 < 60000) {
+		free(status);
+		free(reason);
+		free(node_of(m, sbx_sandbox_id(sb[victim]), &status, &reason));
+		if (reason)
+			break;
+		usleep(200000);
+	}
+	tap_ok(reason && strstr(reason, "is down") && strstr(reason, nodes[victim]),
+	       "its sandbox is listed dead, its reason naming the node (%lld ms): %s",
+	       (long long)(sbx_monotonic_ms() - t0), reason ? reason : "(none)");
+	tap_diag("status %s", status ? status : "-");
+	tap_ok(reason && !strstr(reason, "not following"),
+	       "... said as what it is, not as a gap in following the engine");
+	free(status);
+	free(reason);
+	sbx_error_clear(&err);
+	tap_ok(sbx_sandbox_run_shell(m, sb[victim], "echo hi", 0, &res, &err) == -ESRCH &&
+		   strstr(err.msg, "is down"),
+	       "a call on it fails saying its node is down: %s", err.msg);
+	tap_ok(shell(m, sb[other], "echo still", &res) == 0 && res.exit_code == 0,
+	       "a sandbox on another node runs on");
+	sbx_run_result_release(&res);
+	sbx_error_clear(&err);
+	if (tap_ok(sbx_sandbox_create(m, OWNER, "after", &fresh, &err) == 0,
+		   "a new sandbox is made meanwhile (%s)", err.msg)) {
+		where = node_of(m, sbx_sandbox_id(fresh), NULL, NULL);
+		tap_ok(where && strcmp(where, nodes[victim]) != 0, "... on a live node (%s)",
+		       where ? where : "none");
+		free(where);
+		tap_ok(shell(m, fresh, "echo new", &res) == 0 && res.exit_code == 0,
+		       "... and runs commands");
+		sbx_run_result_release(&res);
+		sbx_sandbox_unref(fresh);
+	}
+	sbx_error_clear(&err);
+	tap_ok(sbx_sandbox_delete(m, OWNER, sbx_sandbox_name(sb[victim]), &err) == 0,
+	       "the dead sandbox is deleted (%s)", err.msg);
+
+	/* The node back: tools/provision-engines started it, and starts it again. */
+	{
+		char cmd[1024];
+		int rc;
+		snprintf(cmd, sizeof(cmd),
+			 "'%s/tools/provision-engines' --no-image >/dev/null 2>&1",
+			 builddir ? builddir : ".");
+		rc = system(cmd);
+		tap_ok(rc == 0, "tools/provision-engines brings the node back (%d)", rc);
+	}
+	t0 = sbx_monotonic_ms();
+	while (sbx_monotonic_ms() - t0 < 60000) {
+		free(node_socket(nodes[victim], state, sizeof(state)));
+		if (strcmp(state, "ready") == 0)
+			break;
+		usleep(200000);
+	}
+	tap_is_str(state, "ready", "the node is ready again");
+	{
+		/* What it ran of this run is gone from it once its service is. */
+		struct sbx_kv want[] = {{"org.mcp-sandbox.instance", instance}};
+		struct sbx_container_summary *cs = NULL;
+		sbx_engine *node = NULL;
+		char url[600];
+		size_t n = 1;
+
+		snprintf(url, sizeof(url), "unix://%s", sock);
+		if (sbx_engine_open(&(struct sbx_engine_config){.type = "docker", .url = url},
+				    &node, &err) == 0) {
+			t0 = sbx_monotonic_ms();
+			while (sbx_monotonic_ms() - t0 < 60000) {
+				if (sbx_container_list(node, want, 1, &cs, &n, NULL) == 0) {
+					sbx_container_list_free(cs, n);
+					if (n == 0)
+						break;
+				}
+				usleep(500000);
+			}
+		}
+		tap_is_int((long)n, 0, "the container the node ran for it is gone from the node");
+		sbx_engine_free(node);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	struct test_manager x;
+	sbx_sandbox *sb[SPREAD] = {0};
+	char *nodes[SPREAD] = {0};
+	sbx_manager *m;
+
+	fixture_init(argc, argv, "swarm");
+	m = test_manager_open(&x, "swarm", NULL, NULL);
+	test_spread(m, sb, nodes);
+	test_node_loss(m, sb, nodes);
+	for (int i = 0; i < SPREAD; i++) {
+		if (sb[i])
+			sbx_sandbox_delete(m, OWNER, sbx_sandbox_name(sb[i]), NULL);
+		sbx_sandbox_unref(sb[i]);
+		free(nodes[i]);
+	}
+	sbx_sandbox_delete(m, OWNER, "after", NULL);
+	test_manager_close(&x, "the swarm suite");
+	return fixture_end();
+}
