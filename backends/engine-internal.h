@@ -196,6 +196,9 @@ int sbx_moby_container_disk_usage(sbx_engine *e, const char *id, const char *siz
  * SBX_DISK_USAGE_MAX; larger -ERANGE, else -EPROTO (absent, null, a
  * string, a fraction, negative). */
 int sbx_moby_size_rw(struct json_object *reply, int64_t *ret_bytes, struct sbx_error *err);
+/* INFO's labels from a JSON object of them (none when LABELS is not one):
+ * 0 or -ENOMEM (what was copied stays for sbx_container_info_release). */
+int sbx_moby_info_labels(struct json_object *labels, struct sbx_container_info *info);
 /* *ret_id = the "Id" of a create reply. */
 /* Longest id of an engine's object (container, exec) taken from a reply. */
 #define SBX_ENGINE_ID_MAX 128
@@ -270,6 +273,12 @@ struct json_object *sbx_json_storage_size(int64_t bytes);
 char **sbx_json_to_strv(struct json_object *a);
 bool sbx_json_strv_has(struct json_object *a, const char *s);
 struct json_object *sbx_json_labels(const struct sbx_kv *kv, size_t n);
+/* {"label": ["KEY=VALUE", ...]}: an engine list's filters for LABELS[0..N);
+ * NULL when out of memory. */
+struct json_object *sbx_json_label_filters(const struct sbx_kv *labels, size_t n);
+/* Whether the labels object HAVE holds every label of LABELS[0..N) (an
+ * engine's filter is not trusted: its answer is checked with this). */
+bool sbx_json_labels_match(struct json_object *have, const struct sbx_kv *labels, size_t n);
 /* [{NAME_KEY: name, SOFT_KEY: soft, HARD_KEY: hard}, ...] of U[0..N). */
 struct json_object *sbx_json_ulimits(const struct sbx_ulimit *u, size_t n, const char *name_key,
 				     const char *soft_key, const char *hard_key);

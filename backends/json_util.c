@@ -132,3 +132,35 @@ struct json_object *sbx_json_env_map(const char *const *kv)
 	}
 	return o;
 }
+
+struct json_object *sbx_json_label_filters(const struct sbx_kv *labels, size_t n)
+{
+	struct json_object *filters = json_object_new_object(), *list = json_object_new_array();
+
+	if (!filters || !list) {
+		json_object_put(filters);
+		json_object_put(list);
+		return NULL;
+	}
+	for (size_t i = 0; i < n; i++) {
+		char *f = NULL;
+		if (asprintf(&f, "%s=%s", labels[i].key, labels[i].value ? labels[i].value : "") <
+		    0)
+			f = NULL;
+		json_object_array_add(list, json_object_new_string(f ? f : ""));
+		free(f);
+	}
+	json_object_object_add(filters, "label", list);
+	return filters;
+}
+
+bool sbx_json_labels_match(struct json_object *have, const struct sbx_kv *labels, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		const char *v = sbx_json_str(have, labels[i].key);
+
+		if (!v || strcmp(v, labels[i].value ? labels[i].value : "") != 0)
+			return false;
+	}
+	return true;
+}

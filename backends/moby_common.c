@@ -227,7 +227,7 @@ static const char *strip_slash(const char *name)
 	return name && name[0] == '/' ? name + 1 : name;
 }
 
-static int info_labels(struct json_object *labels, struct sbx_container_info *info)
+int sbx_moby_info_labels(struct json_object *labels, struct sbx_container_info *info)
 {
 	size_t n = 0;
 
@@ -241,9 +241,11 @@ static int info_labels(struct json_object *labels, struct sbx_container_info *in
 		info->labels[n].key = strdup(k);
 		info->labels[n].value = strdup(json_object_get_string(v));
 		n++;
+		if (!info->labels[n - 1].key || !info->labels[n - 1].value)
+			break;
 	}
 	info->n_labels = n;
-	return 0;
+	return n && (!info->labels[n - 1].key || !info->labels[n - 1].value) ? -ENOMEM : 0;
 }
 
 int sbx_moby_container_inspect(sbx_engine *e, const char *id, struct sbx_container_info *ret,
@@ -298,7 +300,7 @@ int sbx_moby_container_inspect(sbx_engine *e, const char *id, struct sbx_contain
 	info.runtime = dup_or_null(runtime ? runtime : sbx_json_str(host, "Runtime"));
 	size = sbx_json_str(sbx_json_path(host, "StorageOpt", NULL), "size");
 	info.disk_bytes = size ? strtoll(size, NULL, 10) : 0;
-	r = info_labels(sbx_json_path(config, "Labels", NULL), &info);
+	r = sbx_moby_info_labels(sbx_json_path(config, "Labels", NULL), &info);
 	if (r >= 0 && (!info.cap_add || !info.cap_drop))
 		r = -ENOMEM;
 	if (r < 0 || !info.id) {
@@ -346,40 +348,18 @@ int sbx_moby_container_disk_usage(sbx_engine *e, const char *id, const char *siz
 	return r < 0 ? r : sbx_moby_size_rw(j, ret_bytes, err);
 }
 
-/* Whether the listed container C carries every label of LABELS, as its
- * "Labels" object says. */
-static bool labels_match(struct json_object *c, const struct sbx_kv *labels, size_t n_labels)
-{
-	struct json_object *have = sbx_json_path(c, "Labels", NULL);
-
-	for (size_t i = 0; i < n_labels; i++) {
-		const char *v = sbx_json_str(have, labels[i].key);
-
-		if (!v || strcmp(v, labels[i].value ? labels[i].value : "") != 0)
-			return false;
-	}
-	return true;
-}
-
 int sbx_moby_container_list(sbx_engine *e, const struct sbx_kv *labels, size_t n_labels,
 			    struct sbx_container_summary **ret_list, size_t *ret_n,
 			    struct sbx_error *err)
 {
-	_cleanup_json_ struct json_object *filters = json_object_new_object();
+	_cleanup_json_ struct json_object *filters = sbx_json_label_filters(labels, n_labels);
 	_cleanup_json_ struct json_object *j = NULL;
-	struct json_object *label_list = json_object_new_array();
 	struct sbx_container_summary *list;
 	size_t n;
 	int r;
 
-	for (size_t i = 0; i < n_labels; i++) {
-		_cleanup_free_ char *f = NULL;
-		if (asprintf(&f, "%s=%s", labels[i].key, labels[i].value ? labels[i].value : "") <
-		    0)
-			f = NULL;
-		json_object_array_add(label_list, json_object_new_string(f ? f : ""));
-	}
-	json_object_object_add(filters, "label", label_list);
+	if (!filters)
+		return sbx_error_set(err, -ENOMEM, "out of memory");
 	r = sbx_engine_json(e, "GET", NULL, NULL, &j, err, "/containers/json?all=1&filters=%s",
 			    json_object_to_json_string_ext(filters, JSON_C_TO_STRING_PLAIN));
 	if (r < 0)
@@ -398,7 +378,8 @@ int sbx_moby_container_list(sbx_engine *e, const struct sbx_kv *labels, size_t n
 		/* What the callers remove or adopt: only a container that has
 		 * every label asked for, whatever the engine's filter did, and
 		 * an id fit for a path. */
-		if (!sbx_moby_id_ok(id) || !labels_match(c, labels, n_labels))
+		if (!sbx_moby_id_ok(id) ||
+		    !sbx_json_labels_match(sbx_json_path(c, "Labels", NULL), labels, n_labels))
 			continue;
 		list[n].id = dup_or_null(id);
 		if (json_object_is_type(names, json_type_array) &&

@@ -106,87 +106,108 @@ static int exec_node(sbx_engine *e, const char *exec_id, sbx_engine **ret_node,
 
 /* ---- images: on every node ---- */
 
-static int swarm_image_exists(sbx_engine *e, const char *ref, struct sbx_error *err)
+/* Calls FN(node, UD, err) on every node up, in the manager's order, until
+ * one returns other than 0: that value (an error prefixed with the node's
+ * id); 0 when every one returned 0; -EHOSTDOWN when no node is up. */
+static int each_node(sbx_engine *e, int (*fn)(sbx_engine *node, void *ud, struct sbx_error *err),
+		     void *ud, struct sbx_error *err)
 {
 	sbx_engine **nodes = NULL;
 	char **ids = NULL;
 	size_t n = 0;
-	int r = swarm_nodes(e, &nodes, &ids, &n, err), have = 1;
+	int r = swarm_nodes(e, &nodes, &ids, &n, err);
 
-	if (r < 0)
-		return r;
-	for (size_t i = 0; i < n && have == 1; i++) {
-		have = sbx_image_exists(nodes[i], ref, err);
-		if (have < 0)
+	if (r >= 0 && n == 0)
+		r = sbx_error_set(err, -EHOSTDOWN, "the cluster has no node up");
+	for (size_t i = 0; r == 0 && i < n; i++) {
+		r = fn(nodes[i], ud, err);
+		if (r < 0)
 			sbx_error_prefix(err, "node %s", ids[i]);
 	}
 	free(nodes);
 	sbx_strv_free(ids);
-	return n == 0 ? sbx_error_set(err, -EHOSTDOWN, "the cluster has no node up") : have;
+	return r;
+}
+
+struct image_job {
+	const char *ref, *tar_path, *containerfile;
+	const struct sbx_buf *tar;
+	const char *const *build_args;
+	struct sbx_buf *log;
+	size_t removed;
+};
+
+/* 1 (stop) when the node lacks the image. */
+static int lacks_image(sbx_engine *node, void *ud, struct sbx_error *err)
+{
+	int r = sbx_image_exists(node, ((struct image_job *)ud)->ref, err);
+	return r < 0 ? r : r == 0;
+}
+
+/* Present only when on every node: the cluster runs a task anywhere. */
+static int swarm_image_exists(sbx_engine *e, const char *ref, struct sbx_error *err)
+{
+	struct image_job job = {.ref = ref};
+	int r = each_node(e, lacks_image, &job, err);
+
+	return r < 0 ? r : r == 0;
+}
+
+static int build_on(sbx_engine *node, void *ud, struct sbx_error *err)
+{
+	struct image_job *job = ud;
+	int r = sbx_engine_negotiate(node, err);
+
+	return r < 0 ? r
+		     : node->ops->image_build(node, job->tar, job->containerfile, job->ref,
+					      job->build_args, job->log, err);
 }
 
 static int swarm_image_build(sbx_engine *e, const struct sbx_buf *tar, const char *containerfile,
 			     const char *tag, const char *const *build_args, struct sbx_buf *log,
 			     struct sbx_error *err)
 {
-	sbx_engine **nodes = NULL;
-	char **ids = NULL;
-	size_t n = 0;
-	int r = swarm_nodes(e, &nodes, &ids, &n, err);
+	struct image_job job = {.ref = tag,
+				.tar = tar,
+				.containerfile = containerfile,
+				.build_args = build_args,
+				.log = log};
+	return each_node(e, build_on, &job, err);
+}
 
-	for (size_t i = 0; r >= 0 && i < n; i++) {
-		r = sbx_engine_negotiate(nodes[i], err);
-		if (r >= 0)
-			r = nodes[i]->ops->image_build(nodes[i], tar, containerfile, tag,
-						       build_args, log, err);
-		if (r < 0)
-			sbx_error_prefix(err, "node %s", ids[i]);
-	}
-	free(nodes);
-	sbx_strv_free(ids);
-	return r;
+static int import_on(sbx_engine *node, void *ud, struct sbx_error *err)
+{
+	struct image_job *job = ud;
+	return sbx_image_import(node, job->tar_path, job->ref, err);
 }
 
 static int swarm_image_import(sbx_engine *e, const char *tar_path, const char *ref,
 			      struct sbx_error *err)
 {
-	sbx_engine **nodes = NULL;
-	char **ids = NULL;
-	size_t n = 0;
-	int r = swarm_nodes(e, &nodes, &ids, &n, err);
+	struct image_job job = {.ref = ref, .tar_path = tar_path};
+	return each_node(e, import_on, &job, err);
+}
 
-	for (size_t i = 0; r >= 0 && i < n; i++) {
-		r = sbx_image_import(nodes[i], tar_path, ref, err);
-		if (r < 0)
-			sbx_error_prefix(err, "node %s", ids[i]);
+static int remove_on(sbx_engine *node, void *ud, struct sbx_error *err)
+{
+	struct image_job *job = ud;
+	int r = sbx_image_remove(node, job->ref, err);
+
+	if (r == -ENOENT) {
+		sbx_error_clear(err);
+		return 0;
 	}
-	free(nodes);
-	sbx_strv_free(ids);
-	return r;
+	job->removed += r >= 0;
+	return r < 0 ? r : 0;
 }
 
 /* Removed from every node: -ENOENT only when no node had it. */
 static int swarm_image_remove(sbx_engine *e, const char *ref, struct sbx_error *err)
 {
-	sbx_engine **nodes = NULL;
-	char **ids = NULL;
-	size_t n = 0, removed = 0;
-	int r = swarm_nodes(e, &nodes, &ids, &n, err);
+	struct image_job job = {.ref = ref};
+	int r = each_node(e, remove_on, &job, err);
 
-	for (size_t i = 0; r >= 0 && i < n; i++) {
-		r = sbx_image_remove(nodes[i], ref, err);
-		if (r == -ENOENT) {
-			sbx_error_clear(err);
-			r = 0;
-		} else if (r >= 0) {
-			removed++;
-		} else {
-			sbx_error_prefix(err, "node %s", ids[i]);
-		}
-	}
-	free(nodes);
-	sbx_strv_free(ids);
-	if (r >= 0 && removed == 0)
+	if (r >= 0 && job.removed == 0)
 		return sbx_error_set(err, -ENOENT, "no such image: %s", ref);
 	return r;
 }
@@ -600,30 +621,6 @@ static int swarm_container_remove(sbx_engine *e, const char *id, struct sbx_erro
 	return r;
 }
 
-/* The labels object of OBJ as an info's labels. */
-static int take_labels(struct json_object *labels, struct sbx_container_info *info)
-{
-	size_t n = 0;
-
-	if (!labels || !json_object_is_type(labels, json_type_object))
-		return 0;
-	info->labels = calloc((size_t)json_object_object_length(labels) + 1, sizeof(*info->labels));
-	if (!info->labels)
-		return -ENOMEM;
-	json_object_object_foreach(labels, k, v)
-	{
-		info->labels[n].key = strdup(k);
-		info->labels[n].value = strdup(json_object_get_string(v));
-		n++;
-		if (!info->labels[n - 1].key || !info->labels[n - 1].value) {
-			info->n_labels = n;
-			return -ENOMEM;
-		}
-	}
-	info->n_labels = n;
-	return 0;
-}
-
 static char *dup_or_null(const char *s)
 {
 	return s ? strdup(s) : NULL;
@@ -661,7 +658,7 @@ static int info_of_service(struct json_object *svc, const char *id, const struct
 	info->cap_add = sbx_json_to_strv(sbx_json_path(cs, "CapabilityAdd", NULL));
 	info->cap_drop = sbx_json_to_strv(sbx_json_path(cs, "CapabilityDrop", NULL));
 	if (!info->id || !info->status || !info->network_mode || !info->cap_add ||
-	    !info->cap_drop || take_labels(sbx_json_path(cs, "Labels", NULL), info) < 0)
+	    !info->cap_drop || sbx_moby_info_labels(sbx_json_path(cs, "Labels", NULL), info) < 0)
 		goto fail;
 	return 0;
 fail:
@@ -719,19 +716,6 @@ static int swarm_container_inspect(sbx_engine *e, const char *id, struct sbx_con
 	}
 	r = info_of_service(svc, id, has_task ? &t : NULL, NULL, ret);
 	return r < 0 ? sbx_error_set(err, r, "out of memory") : 0;
-}
-
-/* Whether the service SVC carries every label of LABELS. */
-static bool labels_match(struct json_object *svc, const struct sbx_kv *labels, size_t n_labels)
-{
-	struct json_object *have = sbx_json_path(sbx_json_path(svc, "Spec", NULL), "Labels", NULL);
-
-	for (size_t i = 0; i < n_labels; i++) {
-		const char *v = sbx_json_str(have, labels[i].key);
-		if (!v || strcmp(v, labels[i].value ? labels[i].value : "") != 0)
-			return false;
-	}
-	return true;
 }
 
 /* Whether node NODE is down, as the node list NODES says. */
@@ -816,26 +800,15 @@ static int swarm_container_list(sbx_engine *e, const struct sbx_kv *labels, size
 				struct sbx_container_summary **ret_list, size_t *ret_n,
 				struct sbx_error *err)
 {
-	_cleanup_json_ struct json_object *filters = json_object_new_object();
+	_cleanup_json_ struct json_object *filters = sbx_json_label_filters(labels, n_labels);
 	_cleanup_json_ struct json_object *j = NULL, *tasks = NULL, *nodes = NULL;
-	struct json_object *label_list = json_object_new_array();
 	struct sbx_container_summary *list;
 	struct node_view *views;
 	size_t n = 0, n_views = 0;
 	int r;
 
-	if (!filters || !label_list) {
-		json_object_put(label_list);
+	if (!filters)
 		return sbx_error_set(err, -ENOMEM, "out of memory");
-	}
-	for (size_t i = 0; i < n_labels; i++) {
-		_cleanup_free_ char *f = NULL;
-		if (asprintf(&f, "%s=%s", labels[i].key, labels[i].value ? labels[i].value : "") <
-		    0)
-			f = NULL;
-		json_object_array_add(label_list, json_object_new_string(f ? f : ""));
-	}
-	json_object_object_add(filters, "label", label_list);
 	r = sbx_engine_json(e, "GET", NULL, NULL, &j, err, "/services?filters=%s",
 			    json_object_to_json_string_ext(filters, JSON_C_TO_STRING_PLAIN));
 	if (r >= 0)
@@ -862,7 +835,10 @@ static int swarm_container_list(sbx_engine *e, const struct sbx_kv *labels, size
 		const struct sbx_container_summary *c = NULL;
 		bool lost, known = false;
 
-		if (!sbx_moby_id_ok(id) || !labels_match(svc, labels, n_labels))
+		if (!sbx_moby_id_ok(id) ||
+		    !sbx_json_labels_match(
+			sbx_json_path(sbx_json_path(svc, "Spec", NULL), "Labels", NULL), labels,
+			n_labels))
 			continue;
 		state = state_in(tasks, id, &node, &cid);
 		lost = node && node_down(nodes, node);
