@@ -106,10 +106,12 @@ static int exec_node(sbx_engine *e, const char *exec_id, sbx_engine **ret_node,
 
 /* ---- images: on every node ---- */
 
-/* Calls FN(node, UD, err) on every node up, in the manager's order, until
- * one returns other than 0: that value (an error prefixed with the node's
- * id); 0 when every one returned 0; -EHOSTDOWN when no node is up. */
-static int each_node(sbx_engine *e, int (*fn)(sbx_engine *node, void *ud, struct sbx_error *err),
+/* Calls FN(node, its id, UD, err) on every node up, in the manager's
+ * order, until one returns other than 0: that value (an error prefixed with
+ * the node's id); 0 when every one returned 0; -EHOSTDOWN when no node is
+ * up. */
+static int each_node(sbx_engine *e,
+		     int (*fn)(sbx_engine *node, const char *id, void *ud, struct sbx_error *err),
 		     void *ud, struct sbx_error *err)
 {
 	sbx_engine **nodes = NULL;
@@ -120,7 +122,7 @@ static int each_node(sbx_engine *e, int (*fn)(sbx_engine *node, void *ud, struct
 	if (r >= 0 && n == 0)
 		r = sbx_error_set(err, -EHOSTDOWN, "the cluster has no node up");
 	for (size_t i = 0; r == 0 && i < n; i++) {
-		r = fn(nodes[i], ud, err);
+		r = fn(nodes[i], ids[i], ud, err);
 		if (r < 0)
 			sbx_error_prefix(err, "node %s", ids[i]);
 	}
@@ -135,12 +137,17 @@ struct image_job {
 	const char *const *build_args;
 	struct sbx_buf *log;
 	size_t removed;
+	char lacking[SBX_ENGINE_ID_MAX + 1]; /* lacks_image: the node without it */
 };
 
-/* 1 (stop) when the node lacks the image. */
-static int lacks_image(sbx_engine *node, void *ud, struct sbx_error *err)
+/* 1 (stop) when the node lacks the image, named in the job. */
+static int lacks_image(sbx_engine *node, const char *id, void *ud, struct sbx_error *err)
 {
-	int r = sbx_image_exists(node, ((struct image_job *)ud)->ref, err);
+	struct image_job *job = ud;
+	int r = sbx_image_exists(node, job->ref, err);
+
+	if (r == 0)
+		snprintf(job->lacking, sizeof(job->lacking), "%s", id);
 	return r < 0 ? r : r == 0;
 }
 
@@ -150,10 +157,12 @@ static int swarm_image_exists(sbx_engine *e, const char *ref, struct sbx_error *
 	struct image_job job = {.ref = ref};
 	int r = each_node(e, lacks_image, &job, err);
 
+	if (r == 1) /* said for a caller that tells its own error with it */
+		sbx_error_set(err, -ENOENT, "node %s has no image %s", job.lacking, ref);
 	return r < 0 ? r : r == 0;
 }
 
-static int build_on(sbx_engine *node, void *ud, struct sbx_error *err)
+static int build_on(sbx_engine *node, const char *id, void *ud, struct sbx_error *err)
 {
 	struct image_job *job = ud;
 	int r = sbx_engine_negotiate(node, err);
@@ -175,9 +184,10 @@ static int swarm_image_build(sbx_engine *e, const struct sbx_buf *tar, const cha
 	return each_node(e, build_on, &job, err);
 }
 
-static int import_on(sbx_engine *node, void *ud, struct sbx_error *err)
+static int import_on(sbx_engine *node, const char *id, void *ud, struct sbx_error *err)
 {
 	struct image_job *job = ud;
+
 	return sbx_image_import(node, job->tar_path, job->ref, err);
 }
 
@@ -188,7 +198,7 @@ static int swarm_image_import(sbx_engine *e, const char *tar_path, const char *r
 	return each_node(e, import_on, &job, err);
 }
 
-static int remove_on(sbx_engine *node, void *ud, struct sbx_error *err)
+static int remove_on(sbx_engine *node, const char *id, void *ud, struct sbx_error *err)
 {
 	struct image_job *job = ud;
 	int r = sbx_image_remove(node, job->ref, err);
@@ -334,9 +344,10 @@ static int swarm_container_create(sbx_engine *e, const struct sbx_container_spec
 	/* A service of an image a node lacks is accepted, and its task then
 	 * fails there: the image must be on every node. */
 	r = swarm_image_exists(e, spec->image, err);
+	if (r == 0 && err) /* err names the node that lacks it: as the engine's 404 */
+		err->http_status = 404;
 	if (r == 0)
-		r = sbx_error_set_http(err, -ENOENT, 404, "no such image on every node: %s",
-				       spec->image);
+		r = -ENOENT;
 	if (r < 0)
 		return r;
 	r = 0;
@@ -456,16 +467,45 @@ static int no_swap(sbx_engine *node, const char *cid, struct sbx_error *err)
 	return r;
 }
 
-/* What a service cannot carry, checked on a node the first time one of
- * its containers runs: that its engine gives containers no-new-privileges
- * (dockerd --no-new-privileges), read from the container's PID 1. -EPERM
- * naming the node and the flag when it does not. */
-static int node_verify(sbx_engine *e, const char *id, sbx_engine *node, const char *node_id,
-		       struct sbx_error *err)
+/* Whether the interface names in LIST (one per line) are lo and the
+ * kernel's fallback tunnels that every network namespace may have (down,
+ * without addresses) only. */
+static bool only_lo(const char *list)
 {
-	static const char *const look[] = {"cat", "/proc/1/status", NULL};
+	static const char *const fallback[] = {"lo",   "tunl0",	  "sit0",    "ip6tnl0", "ip6gre0",
+					       "gre0", "gretap0", "erspan0", "ip_vti0", "ip6_vti0"};
+	bool saw_lo = false;
+
+	while (*list) {
+		size_t n = strcspn(list, "\n");
+		bool known = false;
+
+		for (size_t i = 0; i < SBX_ARRAY_SIZE(fallback) && !known; i++)
+			known = strlen(fallback[i]) == n && strncmp(list, fallback[i], n) == 0;
+		if (!known)
+			return false;
+		saw_lo |= n == 2 && strncmp(list, "lo", 2) == 0;
+		list += n + (list[n] == '\n');
+	}
+	return saw_lo;
+}
+
+/* What a service cannot carry, checked on a node the first time one of
+ * its containers runs, from inside it: that its engine gives containers
+ * no-new-privileges (dockerd --no-new-privileges: the container's PID 1
+ * says NoNewPrivs 1) and, for a service asked to have no network
+ * (WANT_NONE), no interface but lo (dockerd --bridge=none: else Swarm puts
+ * it on the node's default bridge). -EPERM naming the node and the flag
+ * when it does not. A node is taken as verified only after a check with
+ * WANT_NONE (both settings are the node's). */
+static int node_verify(sbx_engine *e, const char *id, sbx_engine *node, const char *node_id,
+		       bool want_none, struct sbx_error *err)
+{
+	static const char *const look[] = {
+	    "sh", "-c", "cat /proc/1/status; echo '@@net'; ls /sys/class/net", NULL};
 	struct sbx_exec_spec spec = {.argv = look, .timeout_ms = 30000, .output_cap = 16384};
 	struct sbx_exec_result res = {0};
+	const char *net;
 	int r;
 
 	if (swarm_node_verified(e, node, false))
@@ -477,17 +517,33 @@ static int node_verify(sbx_engine *e, const char *id, sbx_engine *node, const ch
 	}
 	if (r < 0)
 		return r;
-	if (res.exit_code != 0 || !res.out.data)
-		r = sbx_error_set(err, -EIO,
-				  "node %s: cannot read a sandbox's PID 1 status (exit %d)",
-				  node_id, res.exit_code);
-	else if (!strstr(res.out.data, "\nNoNewPrivs:\t1\n"))
+	if (res.exit_code != 0 || !res.out.data) {
+		/* Killed with its container (a sandbox that ended at once, as an
+		 * OOM kill ends it): the next one tells. */
+		struct sbx_container_info ci = {0};
+		char cid[SBX_ENGINE_ID_MAX + 1];
+		sbx_engine *where;
+		bool gone = on_node(e, id, &where, cid, NULL) >= 0 &&
+			    where->ops->container_inspect(where, cid, &ci, NULL) >= 0 &&
+			    !ci.running;
+		sbx_container_info_release(&ci);
+		r = gone ? 0
+			 : sbx_error_set(err, -EIO,
+					 "node %s: cannot read a sandbox's PID 1 status (exit %d)",
+					 node_id, res.exit_code);
+	} else if (!strstr(res.out.data, "\nNoNewPrivs:\t1\n"))
 		r = sbx_error_set(err, -EPERM,
 				  "node %s runs containers without no-new-privileges, which a "
 				  "service cannot ask for: start its dockerd with "
 				  "--no-new-privileges",
 				  node_id);
-	else
+	else if (want_none && (!(net = strstr(res.out.data, "\n@@net\n")) || !only_lo(net + 7)))
+		r = sbx_error_set(err, -EPERM,
+				  "node %s gives a sandbox asked to have no network an interface "
+				  "besides lo (a service cannot ask for network none): start its "
+				  "dockerd with --bridge=none",
+				  node_id);
+	else if (want_none)
 		swarm_node_verified(e, node, true);
 	sbx_exec_result_release(&res);
 	return r;
@@ -503,8 +559,9 @@ static bool task_ended(const char *state)
 	return false;
 }
 
-/* Waits until ID's task runs, then remembers where. */
-static int wait_running(sbx_engine *e, const char *id, struct sbx_error *err)
+/* Waits until ID's task runs, then remembers where (WANT_NONE: the
+ * service asked for no network, node_verify). */
+static int wait_running(sbx_engine *e, const char *id, bool want_none, struct sbx_error *err)
 {
 	int64_t deadline =
 	    sbx_monotonic_ms() + (e->timeout_ms > 0 ? e->timeout_ms : SWARM_START_MS);
@@ -531,7 +588,7 @@ static int wait_running(sbx_engine *e, const char *id, struct sbx_error *err)
 			if (r >= 0 && strcmp(t.state, "running") == 0)
 				r = no_swap(node, cid, err);
 			if (r >= 0 && strcmp(t.state, "running") == 0)
-				r = node_verify(e, id, node, t.node, err);
+				r = node_verify(e, id, node, t.node, want_none, err);
 			if (r < 0)
 				sbx_error_prefix(err, "service %s on node %s", id, t.node);
 			return r;
@@ -556,16 +613,19 @@ static int swarm_container_start(sbx_engine *e, const char *id, struct sbx_error
 	_cleanup_json_ struct json_object *svc = NULL;
 	struct json_object *rep;
 	struct swarm_task t;
-	bool exists;
+	bool exists, want_none;
 	int r = service_get(e, id, &svc, err);
 
 	if (r < 0)
 		return r;
 	rep = sbx_json_path(sbx_json_path(sbx_json_path(svc, "Spec", NULL), "Mode", NULL),
 			    "Replicated", NULL);
+	want_none =
+	    !sbx_json_path(sbx_json_path(sbx_json_path(svc, "Spec", NULL), "TaskTemplate", NULL),
+			   "Networks", NULL);
 	if (sbx_json_int(rep, "Replicas") == 0) {
 		r = service_scale(e, id, svc, 1, err);
-		return r < 0 ? r : wait_running(e, id, err);
+		return r < 0 ? r : wait_running(e, id, want_none, err);
 	}
 	r = swarm_task_of(e, id, &t, &exists, err);
 	if (r < 0)
@@ -577,7 +637,7 @@ static int swarm_container_start(sbx_engine *e, const char *id, struct sbx_error
 		r = on_node(e, id, &node, cid, err);
 		return r < 0 ? r : node->ops->container_start(node, cid, err);
 	}
-	return wait_running(e, id, err);
+	return wait_running(e, id, want_none, err);
 }
 
 static int swarm_container_stop(sbx_engine *e, const char *id, int timeout_s, struct sbx_error *err)
@@ -671,8 +731,7 @@ static int swarm_container_inspect(sbx_engine *e, const char *id, struct sbx_con
 {
 	_cleanup_json_ struct json_object *svc = NULL;
 	struct swarm_task t;
-	sbx_engine *node;
-	char cid[SBX_ENGINE_ID_MAX + 1];
+	sbx_engine *node = NULL;
 	bool exists, has_task;
 	int r = service_get(e, id, &svc, err);
 
@@ -691,28 +750,36 @@ static int swarm_container_inspect(sbx_engine *e, const char *id, struct sbx_con
 			r = info_of_service(svc, id, &t, nerr.msg, ret);
 			return r < 0 ? sbx_error_set(err, r, "out of memory") : 0;
 		}
-	}
-	if (has_task && t.container[0] && on_node(e, id, &node, cid, NULL) >= 0) {
-		struct sbx_container_info info = {0};
-		r = node->ops->container_inspect(node, cid, &info, err);
-		if (r >= 0) {
-			/* The sandbox's id and name are the service's. */
-			const char *name = sbx_json_str(sbx_json_path(svc, "Spec", NULL), "Name");
-			free(info.id);
-			free(info.name);
-			info.id = strdup(id);
-			info.name = dup_or_null(name);
-			info.node = strdup(t.node);
-			if (!info.id || !info.node) {
-				sbx_container_info_release(&info);
-				return sbx_error_set(err, -ENOMEM, "out of memory");
-			}
-			*ret = info;
-			return 0;
-		}
-		if (r != -ENOENT)
+		if (r < 0) { /* cannot be told now: never a death */
+			if (err)
+				*err = nerr;
 			return r;
-		sbx_error_clear(err);
+		}
+	}
+	if (has_task && t.container[0] && node) {
+		/* The node's word about the container its task names. */
+		struct sbx_container_info info = {0};
+		r = sbx_engine_negotiate(node, err);
+		if (r >= 0)
+			r = node->ops->container_inspect(node, t.container, &info, err);
+		if (r == -ENOENT)
+			return sbx_error_set_http(
+			    err, -ENOENT, 404, "service %s: its container was removed from node %s",
+			    id, t.node);
+		if (r < 0)
+			return r;
+		/* The sandbox's id and name are the service's. */
+		free(info.id);
+		free(info.name);
+		info.id = strdup(id);
+		info.name = dup_or_null(sbx_json_str(sbx_json_path(svc, "Spec", NULL), "Name"));
+		info.node = strdup(t.node);
+		if (!info.id || !info.node) {
+			sbx_container_info_release(&info);
+			return sbx_error_set(err, -ENOMEM, "out of memory");
+		}
+		*ret = info;
+		return 0;
 	}
 	r = info_of_service(svc, id, has_task ? &t : NULL, NULL, ret);
 	return r < 0 ? sbx_error_set(err, r, "out of memory") : 0;

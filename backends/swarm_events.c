@@ -56,19 +56,28 @@ static bool follow_stopped(void *userdata)
 static int service_of(struct follow *f, const char *container, char out[SBX_ENGINE_ID_MAX + 1])
 {
 	struct sbx_container_info info = {0};
-	const char *sid = NULL;
+	struct swarm_task t;
+	bool ok = false, exists;
 
 	if (swarm_service_of(f->mux->e, f->node, container, out) == 0)
 		return 0;
-	if (f->node->ops->container_inspect(f->node, container, &info, NULL) < 0)
+	if (!sbx_moby_id_ok(container) ||
+	    f->node->ops->container_inspect(f->node, container, &info, NULL) < 0)
 		return -ENOENT;
-	for (size_t i = 0; i < info.n_labels && !sid; i++)
-		if (strcmp(info.labels[i].key, SBX_SWARM_SERVICE_LABEL) == 0)
-			sid = info.labels[i].value;
-	if (sid && sbx_moby_id_ok(sid))
-		snprintf(out, SBX_ENGINE_ID_MAX + 1, "%s", sid);
+	for (size_t i = 0; i < info.n_labels && !ok; i++)
+		if (strcmp(info.labels[i].key, SBX_SWARM_SERVICE_LABEL) == 0 &&
+		    sbx_moby_id_ok(info.labels[i].value)) {
+			snprintf(out, SBX_ENGINE_ID_MAX + 1, "%s", info.labels[i].value);
+			ok = true;
+		}
 	sbx_container_info_release(&info);
-	return sid ? 0 : -ENOENT;
+	/* A node's word about whose container it is counts only where the
+	 * manager agrees: that service's task is this container on this node
+	 * (a node cannot speak for another's sandboxes). */
+	ok = ok && swarm_task_of(f->mux->e, out, &t, &exists, NULL) >= 0 &&
+	     strcmp(t.container, container) == 0 && swarm_node_id(f->mux->e, f->node) &&
+	     strcmp(t.node, swarm_node_id(f->mux->e, f->node)) == 0;
+	return ok ? 0 : -ENOENT;
 }
 
 static int relay(void *userdata, const struct sbx_engine_event *ev)
@@ -85,6 +94,12 @@ static int relay(void *userdata, const struct sbx_engine_event *ev)
 			r = m->spec->on_event(m->spec->userdata, ev);
 		pthread_mutex_unlock(&m->lock);
 	} else {
+		/* Nothing before OPEN (the caller catches up then). */
+		pthread_mutex_lock(&m->lock);
+		r = m->opened < m->n;
+		pthread_mutex_unlock(&m->lock);
+		if (r)
+			return 0;
 		/* A removed container can no longer say its service: one of
 		 * ours is forgotten as its service is removed. */
 		if (service_of(f, ev->container, sid) < 0)

@@ -126,6 +126,30 @@ static int node_url(struct json_object *j, const char *node_id, char **ret_url,
 	return *ret_url ? 0 : sbx_error_set(err, -ENOMEM, "out of memory");
 }
 
+/* Whether the engine NE reached at URL is node NODE_ID itself, as it says
+ * (GET /info: Swarm.NodeID): a label naming another engine (this host's
+ * own, another node's, one outside the cluster) is refused (-ENXIO), so a
+ * label alone cannot send sandboxes' code, files or removals elsewhere. */
+static int node_is(sbx_engine *ne, const char *node_id, const char *url, struct sbx_error *err)
+{
+	_cleanup_json_ struct json_object *j = NULL;
+	const char *id;
+	int r = sbx_engine_negotiate(ne, err);
+
+	if (r >= 0)
+		r = sbx_engine_json(ne, "GET", NULL, NULL, &j, err, "/info");
+	if (r < 0)
+		return r;
+	id = sbx_json_str(sbx_json_path(j, "Swarm", NULL), "NodeID");
+	if (!id || strcmp(id, node_id) != 0)
+		return sbx_error_set(err, -ENXIO,
+				     "its label " SBX_SWARM_ENGINE_LABEL
+				     " names %s, an engine that "
+				     "is %s%.64s, not that node",
+				     url, id && *id ? "node " : "in no swarm", id ? id : "");
+	return 0;
+}
+
 /* The handle of the node NODE_ID whose entry in the manager's answer is J. */
 static int node_engine(sbx_engine *e, struct json_object *j, const char *node_id,
 		       sbx_engine **ret_node, struct sbx_error *err)
@@ -152,7 +176,10 @@ static int node_engine(sbx_engine *e, struct json_object *j, const char *node_id
 	r = sbx_engine_open(
 	    &(struct sbx_engine_config){.type = "docker", .url = url, .timeout_ms = e->timeout_ms},
 	    &ne, err);
+	if (r >= 0)
+		r = node_is(ne, node_id, url, err);
 	if (r < 0) {
+		sbx_engine_free(ne);
 		sbx_error_prefix(err, "node %s (%s)", node_id, url);
 		return r;
 	}
@@ -342,11 +369,13 @@ int swarm_task_of(sbx_engine *e, const char *service, struct swarm_task *ret,
 	}
 	if (!best) {
 		_cleanup_json_ struct json_object *sj = NULL;
-		r = sbx_engine_json(e, "GET", NULL, NULL, &sj, NULL, "/services/%s", service);
+		r = sbx_engine_json(e, "GET", NULL, NULL, &sj, err, "/services/%s", service);
+		if (r < 0 && r != -ENOENT) /* the manager cannot say: not "removed" */
+			return r;
 		*ret_service_exists = r >= 0;
-		return sbx_error_set(err, -ENOENT,
-				     r >= 0 ? "service %s has no task" : "no such service: %s",
-				     service);
+		return sbx_error_set_http(err, -ENOENT, 404,
+					  r >= 0 ? "service %s has no task" : "no such service: %s",
+					  service);
 	}
 	*ret_service_exists = true;
 	{
@@ -491,14 +520,20 @@ int swarm_place(sbx_engine *e, const char *service, sbx_engine **ret_node,
 	if (p)
 		return 0;
 	r = swarm_task_of(e, service, &t, &exists, err);
+	if (r == -ENOENT && exists) /* created, not started: nothing runs */
+		return sbx_error_set(err, -EBUSY, "service %s has no task: it is not started",
+				     service);
 	if (r < 0)
 		return r;
 	if (!t.node[0] || !t.container[0])
 		return sbx_error_set(err, -EBUSY,
 				     "service %s has no container yet (its task is %s%s%s)",
 				     service, t.state, t.message[0] ? ": " : "", t.message);
-	r = swarm_place_set(e, service, t.node, t.container, err);
+	r = swarm_node_engine(e, t.node, ret_node, err);
+	if (r >= 0)
+		r = swarm_place_set(e, service, t.node, t.container, err);
 	if (r < 0)
 		return r;
-	return swarm_place(e, service, ret_node, ret_container, err);
+	snprintf(ret_container, SBX_ENGINE_ID_MAX + 1, "%s", t.container);
+	return 0;
 }
