@@ -16,6 +16,7 @@
  *   left on any node.
  */
 #include <errno.h>
+#include <stdint.h>
 #include <json-c/json.h>
 #include <signal.h>
 #include <stdio.h>
@@ -120,6 +121,66 @@ static pid_t node_pid(const char *socket)
 			cmd[i] = ' ';
 	cmd[n] = '\0';
 	return strstr(cmd, "dockerd") && strstr(cmd, socket) ? (pid_t)pid : 0;
+}
+
+/* Sets node NODE's label org.mcp-sandbox.engine to URL (the manager's
+ * node update, at the node's version). */
+static bool set_label(const char *node, const char *url)
+{
+	_cleanup_json_ struct json_object *j = NULL;
+	struct json_object *spec, *labels;
+	int64_t version;
+
+	if (sbx_engine_json(engine, "GET", NULL, NULL, &j, NULL, "/nodes/%s", node) < 0)
+		return false;
+	spec = sbx_json_path(j, "Spec", NULL);
+	labels = sbx_json_path(spec, "Labels", NULL);
+	version = sbx_json_int(sbx_json_path(j, "Version", NULL), "Index");
+	if (!labels || version <= 0 || version > INT32_MAX)
+		return false;
+	json_object_object_add(labels, "org.mcp-sandbox.engine", json_object_new_string(url));
+	return sbx_engine_json(engine, "POST", spec, NULL, NULL, NULL,
+			       "/nodes/%s/update?version=%d", node, (int)version) >= 0;
+}
+
+/* A node whose label names another engine (here another node's socket,
+ * as one naming this host's own engine would): the server refuses to use
+ * it, saying why, and takes it again once the label is right. */
+static void test_wrong_label(sbx_manager *m, char **nodes)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	_cleanup_free_ char *mgr = manager_node(), *own = NULL, *other = NULL;
+	char state[32], url[600];
+	sbx_sandbox *sb = NULL;
+	const char *victim = NULL;
+	int r;
+
+	for (int i = 0; i < SPREAD && !victim; i++)
+		if (nodes[i] && mgr && strcmp(nodes[i], mgr) != 0)
+			victim = nodes[i];
+	own = victim ? node_socket(victim, state, sizeof(state)) : NULL;
+	other = mgr ? node_socket(mgr, state, sizeof(state)) : NULL;
+	if (!tap_ok(own && other, "a worker's socket and the manager's (%s, %s)", own ? own : "-",
+		    other ? other : "-"))
+		return;
+	snprintf(url, sizeof(url), "unix://%s", other);
+	tap_ok(set_label(victim, url), "the worker's label now names the manager's engine");
+	r = sbx_sandbox_create(m, OWNER, "mislabelled", &sb, &err);
+	tap_ok(r < 0 && strstr(err.msg, "not that node") && strstr(err.msg, victim),
+	       "a create is refused, naming the node and why: %s", r < 0 ? err.msg : "(made)");
+	if (r == 0) {
+		sbx_sandbox_delete(m, OWNER, "mislabelled", NULL);
+		sbx_sandbox_unref(sb);
+	}
+	sbx_error_clear(&err);
+	snprintf(url, sizeof(url), "unix://%s", own);
+	tap_ok(set_label(victim, url), "the label is set right again");
+	r = sbx_sandbox_create(m, OWNER, "relabelled", &sb, &err);
+	tap_ok(r == 0, "then creates work (%s)", err.msg);
+	if (r == 0) {
+		sbx_sandbox_delete(m, OWNER, "relabelled", NULL);
+		sbx_sandbox_unref(sb);
+	}
 }
 
 static void test_spread(sbx_manager *m, sbx_sandbox **sb, char **nodes)
@@ -280,8 +341,11 @@ int main(int argc, char **argv)
 	sbx_manager *m;
 
 	fixture_init(argc, argv, "swarm");
-	m = test_manager_open(&x, "swarm", NULL, NULL);
+	/* No pool: every create here asks the cluster itself. */
+	m = test_manager_open(&x, "swarm", (const char *const[]){"sandbox.pool_size=0", NULL},
+			      NULL);
 	test_spread(m, sb, nodes);
+	test_wrong_label(m, nodes);
 	test_node_loss(m, sb, nodes);
 	for (int i = 0; i < SPREAD; i++) {
 		if (sb[i])

@@ -79,18 +79,19 @@ e2e_cleanup() {
 }
 
 # e2e_containers TYPE SOCKET INSTANCE [LABEL=VALUE]: the ids of the
-# instance's containers (those that also carry LABEL=VALUE).
+# instance's containers (those that also carry LABEL=VALUE); on a swarm,
+# its services (a sandbox is one).
 e2e_containers() {
 	filters="{\"label\":[\"org.mcp-sandbox.instance=$3\"${4:+,\"$4\"}]}"
-	if [ "$1" = podman ]; then
-		url="http://d/v4.0.0/libpod/containers/json?all=true"
-	else
-		url="http://d/containers/json?all=1"
-	fi
+	case $1 in
+	podman) url="http://d/v4.0.0/libpod/containers/json?all=true" ;;
+	swarm) url="http://d/services" ;;
+	*) url="http://d/containers/json?all=1" ;;
+	esac
 	json=$(curl -sSf --max-time 30 --unix-socket "$2" -G --data-urlencode "filters=$filters" "$url") || return 1
 	printf '%s' "$json" | node -e '
 		let s = ""; process.stdin.on("data", (d) => (s += d));
-		process.stdin.on("end", () => { for (const c of JSON.parse(s)) console.log(c.Id); });'
+		process.stdin.on("end", () => { for (const c of JSON.parse(s)) console.log(c.Id || c.ID); });'
 }
 
 # e2e_count LINES: how many non-empty lines.
@@ -99,11 +100,15 @@ e2e_count() {
 }
 
 # e2e_remove SOCKET IDS: force-removes the containers IDS (left behind;
-# the Docker-compatible route, which Podman serves too).
+# the Docker-compatible route, which Podman serves too; a swarm's services).
 e2e_remove() {
 	for id in $2; do
 		echo "#   removing container $id"
-		curl -sS --max-time 60 --unix-socket "$1" -X DELETE "http://d/containers/$id?force=1&v=1" >/dev/null
+		if [ "${e2e_type:-}" = swarm ]; then
+			curl -sS --max-time 60 --unix-socket "$1" -X DELETE "http://d/services/$id" >/dev/null
+		else
+			curl -sS --max-time 60 --unix-socket "$1" -X DELETE "http://d/containers/$id?force=1&v=1" >/dev/null
+		fi
 	done
 }
 
