@@ -510,28 +510,37 @@ static int node_verify(sbx_engine *e, const char *id, sbx_engine *node, const ch
 
 	if (swarm_node_verified(e, node, false))
 		return 0;
-	r = sbx_exec(e, id, &spec, &res, err);
-	if (r == -EBUSY) { /* it ended already: the next one tells */
-		sbx_error_clear(err);
-		return 0;
-	}
-	if (r < 0)
-		return r;
-	if (res.exit_code != 0 || !res.out.data) {
-		/* Killed with its container (a sandbox that ended at once, as an
-		 * OOM kill ends it): the next one tells. */
+	/* A look that fails while the container ends (an OOM kill takes the
+	 * look with it) is tried again; one whose container has ended is left
+	 * for the next sandbox on the node to verify. */
+	for (int tries = 0;; tries++) {
 		struct sbx_container_info ci = {0};
 		char cid[SBX_ENGINE_ID_MAX + 1];
 		sbx_engine *where;
-		bool gone = on_node(e, id, &where, cid, NULL) >= 0 &&
-			    where->ops->container_inspect(where, cid, &ci, NULL) >= 0 &&
-			    !ci.running;
+		bool runs;
+
+		r = sbx_exec(e, id, &spec, &res, err);
+		if (r >= 0 && res.exit_code == 0 && res.out.data)
+			break;
+		if (r >= 0)
+			sbx_exec_result_release(&res);
+		memset(&res, 0, sizeof(res));
+		runs = on_node(e, id, &where, cid, NULL) >= 0 &&
+		       where->ops->container_inspect(where, cid, &ci, NULL) >= 0 && ci.running;
 		sbx_container_info_release(&ci);
-		r = gone ? 0
-			 : sbx_error_set(err, -EIO,
-					 "node %s: cannot read a sandbox's PID 1 status (exit %d)",
-					 node_id, res.exit_code);
-	} else if (!strstr(res.out.data, "\nNoNewPrivs:\t1\n"))
+		if (!runs) {
+			sbx_error_clear(err);
+			return 0;
+		}
+		if (tries == 4)
+			return r < 0
+				   ? r
+				   : sbx_error_set(err, -EIO,
+						   "node %s: cannot read a sandbox's PID 1 status",
+						   node_id);
+		nanosleep(&(struct timespec){.tv_nsec = 200 * 1000000L}, NULL);
+	}
+	if (!strstr(res.out.data, "\nNoNewPrivs:\t1\n"))
 		r = sbx_error_set(err, -EPERM,
 				  "node %s runs containers without no-new-privileges, which a "
 				  "service cannot ask for: start its dockerd with "

@@ -74,8 +74,11 @@ static int service_of(struct follow *f, const char *container, char out[SBX_ENGI
 	/* A node's word about whose container it is counts only where the
 	 * manager agrees: that service's task is this container on this node
 	 * (a node cannot speak for another's sandboxes). */
+	/* (Its container is known to the manager only once the node reports
+	 * it running: until then, the task being this node's is enough.) */
 	ok = ok && swarm_task_of(f->mux->e, out, &t, &exists, NULL) >= 0 &&
-	     strcmp(t.container, container) == 0 && swarm_node_id(f->mux->e, f->node) &&
+	     (!t.container[0] || strcmp(t.container, container) == 0) &&
+	     swarm_node_id(f->mux->e, f->node) &&
 	     strcmp(t.node, swarm_node_id(f->mux->e, f->node)) == 0;
 	return ok ? 0 : -ENOENT;
 }
