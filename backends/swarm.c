@@ -633,7 +633,20 @@ static int swarm_container_start(sbx_engine *e, const char *id, struct sbx_error
 	    !sbx_json_path(sbx_json_path(sbx_json_path(svc, "Spec", NULL), "TaskTemplate", NULL),
 			   "Networks", NULL);
 	if (sbx_json_int(rep, "Replicas") == 0) {
+		/* The manager may bump the service's version meanwhile (its
+		 * allocator after the create): asked again, a few times. */
 		r = service_scale(e, id, svc, 1, err);
+		for (int tries = 0;
+		     r == -EIO && err && strstr(err->msg, "out of sequence") && tries < 5;
+		     tries++) {
+			json_object_put(svc);
+			svc = NULL;
+			nanosleep(&(struct timespec){.tv_nsec = 50 * 1000000L}, NULL);
+			sbx_error_clear(err);
+			r = service_get(e, id, &svc, err);
+			if (r >= 0)
+				r = service_scale(e, id, svc, 1, err);
+		}
 		return r < 0 ? r : wait_running(e, id, want_none, err);
 	}
 	r = swarm_task_of(e, id, &t, &exists, err);

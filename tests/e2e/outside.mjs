@@ -10,10 +10,11 @@ import http from 'node:http';
 import { check } from './tap.mjs';
 import { call, callOk, cfg, connect, createSandbox, disconnect, sleep, streamableTransport } from './util.mjs';
 
-// One request to the engine's Docker-compatible API (both engines serve it).
-function engine(method, path) {
+// One request to an engine's Docker-compatible API (both engines serve it;
+// on a swarm, a node's own).
+function engine(method, path, socketPath = cfg.engineSocket) {
 	return new Promise((resolve, reject) => {
-		const req = http.request({ socketPath: cfg.engineSocket, method, path: `/v1.41${path}`, timeout: 30000 }, (res) => {
+		const req = http.request({ socketPath, method, path: `/v1.41${path}`, timeout: 30000 }, (res) => {
 			let body = '';
 			res.on('data', (d) => (body += d));
 			res.on('end', () => resolve({ status: res.statusCode, body }));
@@ -24,13 +25,18 @@ function engine(method, path) {
 	});
 }
 
+// The sandbox's container and the socket of the engine that runs it (on a
+// swarm, each node is asked).
 async function containerOf(sid) {
 	const filters = encodeURIComponent(JSON.stringify({ label: [`org.mcp-sandbox.sandbox-id=${sid}`] }));
-	const r = await engine('GET', `/containers/json?all=1&filters=${filters}`);
-	assert.equal(r.status, 200, r.body);
-	const list = JSON.parse(r.body);
-	assert.equal(list.length, 1, `one container for ${sid}: ${r.body}`);
-	return list[0].Id;
+	const found = [];
+	for (const socket of cfg.engineSockets) {
+		const r = await engine('GET', `/containers/json?all=1&filters=${filters}`, socket);
+		assert.equal(r.status, 200, r.body);
+		for (const c of JSON.parse(r.body)) found.push({ socket, id: c.Id });
+	}
+	assert.equal(found.length, 1, `one container for ${sid}: ${JSON.stringify(found)}`);
+	return found[0];
 }
 
 export async function outsideCase() {
@@ -44,8 +50,8 @@ export async function outsideCase() {
 		const sid = await check('killed from outside: create a sandbox', async () => createSandbox(client, 'e2e-outside'), 120000);
 		if (!sid) return;
 		await check('killed from outside: list_sandboxes says dead, with the reason, before any call', async () => {
-			const id = await containerOf(sid);
-			const k = await engine('POST', `/containers/${id}/kill?signal=KILL`);
+			const { socket, id } = await containerOf(sid);
+			const k = await engine('POST', `/containers/${id}/kill?signal=KILL`, socket);
 			assert.ok(k.status === 204 || k.status === 200, `kill: ${k.status} ${k.body}`);
 			let mine;
 			for (let i = 0; i < 300; i++) {

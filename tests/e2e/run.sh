@@ -235,6 +235,7 @@ e2e_node() {
 		SBX_E2E_SERVER_LOG=$e2e_slog SBX_E2E_GATEWAY=$gateway SBX_E2E_TAP_OFFSET=$n \
 		SBX_E2E_MAX_BODY=$max_body SBX_E2E_ALLOWED_ORIGIN=$origin SBX_E2E_ENGINE=$e2e_type \
 		SBX_E2E_ENGINE_SOCKET=$e2e_sock SBX_E2E_KEY=$e2e_key SBX_E2E_KEY_BOB=$e2e_key_bob \
+		SBX_E2E_ENGINE_SOCKETS="$([ "$e2e_type" != swarm ] || printf '%s' "${MCP_SANDBOX_SWARM_NODE_SOCKETS:-}")" \
 		SBX_E2E_SERVER=$server SBX_E2E_CONFIG=$srcdir/etc/mcp-sandbox.ini SBX_E2E_KEYS_FILE=$e2e_keys \
 		$limit "$node" "$@" >"$e2e_ntap" 2>"$nerr" </dev/null &
 	e2e_npid=$!

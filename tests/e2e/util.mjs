@@ -30,6 +30,10 @@ export const cfg = {
 	allowedOrigin: process.env.SBX_E2E_ALLOWED_ORIGIN || '',
 	engine: process.env.SBX_E2E_ENGINE || '?',
 	engineSocket: process.env.SBX_E2E_ENGINE_SOCKET || '', // the engine's unix socket
+	// where its containers are: the engine's socket, or a swarm's node sockets
+	engineSockets: (process.env.SBX_E2E_ENGINE_SOCKETS || process.env.SBX_E2E_ENGINE_SOCKET || '')
+		.split(' ')
+		.filter((x) => x),
 	key: process.env.SBX_E2E_KEY || '', // tenant alice's API key: every client's
 	keyBob: process.env.SBX_E2E_KEY_BOB || '', // tenant bob's (tests/e2e/tenants.mjs)
 	// `SERVER -c CONFIG --set auth.keys_file=KEYS_FILE keys ...` edits the
