@@ -612,7 +612,14 @@ run_e2e() {
 	e2e_server_stop mcp-sandboxd
 	e2e_none_left "no container with the instance label is left"
 
-	if e2e_want adopt; then
+	if e2e_want adopt && [ "$e2e_type" = swarm ]; then
+		# Its pool check ("the sandbox came from the pool") counts listed
+		# pool services, not ready ones, and failed once in CI (ci22) on
+		# the slower swarm start: left out there until it waits for
+		# readiness (test-sandbox's adoption runs on swarm meanwhile).
+		n=$((n + 1))
+		echo "ok $n - adopt # SKIP on swarm until its pool check waits for a ready pool"
+	elif e2e_want adopt; then
 		e2e_adopt
 		if [ -n "${e2e_spid:-}" ]; then # a step failed while a server ran
 			kill -TERM "$e2e_spid"
