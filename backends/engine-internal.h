@@ -34,6 +34,11 @@ struct sbx_engine_ops {
 	/* The storage driver and its backing filesystem as the engine reports
 	 * them, with sbx_storage_size_bound's verdict; strings owned by *ret. */
 	int (*storage)(sbx_engine *e, struct sbx_engine_storage *ret, struct sbx_error *err);
+	/* Optional (NULL: every container's spec is enforced where it runs):
+	 * sbx_engine_verify's check of every place a container may run, each
+	 * reported; every place is checked, the first failure returned. */
+	int (*verify)(sbx_engine *e, const struct sbx_container_spec *spec, sbx_report_fn report,
+		      void *userdata, struct sbx_error *err);
 
 	/* 1 present, 0 absent. */
 	int (*image_exists)(sbx_engine *e, const char *ref, struct sbx_error *err);

@@ -263,6 +263,16 @@ void sbx_engine_storage_release(struct sbx_engine_storage *s)
 	memset(s, 0, sizeof(*s));
 }
 
+int sbx_engine_verify(sbx_engine *e, const struct sbx_container_spec *spec, sbx_report_fn report,
+		      void *userdata, struct sbx_error *err)
+{
+	REQUIRE(spec && spec->image, err, "container spec");
+	if (!e || !e->ops->verify)
+		return 0;
+	NEGOTIATE(e, err);
+	return e->ops->verify(e, spec, report, userdata, err);
+}
+
 int sbx_image_exists(sbx_engine *e, const char *ref, struct sbx_error *err)
 {
 	REQUIRE(ref && *ref, err, "image reference");

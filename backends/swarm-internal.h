@@ -23,6 +23,8 @@
 #define SBX_SWARM_ENGINE_LABEL "org.mcp-sandbox.engine"
 /* The container label Swarm puts on a task's container: its service. */
 #define SBX_SWARM_SERVICE_LABEL "com.docker.swarm.service.id"
+/* The label of a node check's own container (swarm_node_check). */
+#define SBX_SWARM_CHECK_LABEL "org.mcp-sandbox.check"
 /* Most nodes one server keeps handles for. */
 #define SBX_SWARM_NODES_MAX 1024
 /* Longest endpoint taken from a node label. */
@@ -81,6 +83,15 @@ int swarm_service_of(sbx_engine *e, const sbx_engine *node, const char *containe
  * ids of the nodes in *ret_ids (owned, NULL when not asked for). */
 int swarm_nodes(sbx_engine *e, sbx_engine ***ret_nodes, char ***ret_ids, size_t *ret_n,
 		struct sbx_error *err);
+
+/* Node NODE's engine checked with a container of its own made from CHECK
+ * (labelled SBX_SWARM_CHECK_LABEL; its command keeps it running a while):
+ * that containers there get no-new-privileges and, WANT_NONE, no interface
+ * but lo, though CHECK asks for neither. 0, or -EPERM naming node NODE_ID
+ * and the dockerd flag. The container is removed, as any such one a check
+ * cut short left. */
+int swarm_node_check(sbx_engine *node, const char *node_id, const struct sbx_container_spec *check,
+		     bool want_none, struct sbx_error *err);
 
 /* The events slot (backends/swarm_events.c): every node's container
  * events, their containers named by their services. */

@@ -23,6 +23,7 @@
  * --bridge=none has only lo, which is what "none" asks.
  */
 #include <errno.h>
+#include <stdarg.h>
 #include <limits.h>
 #include <json-c/json.h>
 #include <stdio.h>
@@ -293,6 +294,21 @@ static struct json_object *service_mounts(const struct sbx_container_spec *spec,
 	return mounts;
 }
 
+/* What a service cannot carry at all: -ENOTSUP naming the setting. */
+static int carried(const struct sbx_container_spec *spec, struct sbx_error *err)
+{
+	if (spec->disk_bytes > 0)
+		return sbx_error_set(err, -ENOTSUP,
+				     "swarm: a service carries no disk bound: set sandbox.disk = 0 "
+				     "(and bound the nodes' storage)");
+	if (spec->runtime && *spec->runtime)
+		return sbx_error_set(err, -ENOTSUP,
+				     "swarm: a service carries no OCI runtime: make %s each node's "
+				     "default runtime and leave sandbox.runtime empty",
+				     spec->runtime);
+	return 0;
+}
+
 static int swarm_container_create(sbx_engine *e, const struct sbx_container_spec *spec,
 				  char **ret_id, struct sbx_error *err)
 {
@@ -332,15 +348,9 @@ static int swarm_container_create(sbx_engine *e, const struct sbx_container_spec
 		json_object_array_add(nets, net);
 		json_object_object_add(task, "Networks", nets);
 	}
-	if (spec->disk_bytes > 0)
-		return sbx_error_set(err, -ENOTSUP,
-				     "swarm: a service carries no disk bound: set sandbox.disk = 0 "
-				     "(and bound the nodes' storage)");
-	if (spec->runtime && *spec->runtime)
-		return sbx_error_set(err, -ENOTSUP,
-				     "swarm: a service carries no OCI runtime: make %s each node's "
-				     "default runtime and leave sandbox.runtime empty",
-				     spec->runtime);
+	r = carried(spec, err);
+	if (r < 0)
+		return r;
 	/* A service of an image a node lacks is accepted, and its task then
 	 * fails there: the image must be on every node. */
 	r = swarm_image_exists(e, spec->image, err);
@@ -490,22 +500,46 @@ static bool only_lo(const char *list)
 	return saw_lo;
 }
 
-/* What a service cannot carry, checked on a node the first time one of
- * its containers runs, from inside it: that its engine gives containers
- * no-new-privileges (dockerd --no-new-privileges: the container's PID 1
- * says NoNewPrivs 1) and, for a service asked to have no network
- * (WANT_NONE), no interface but lo (dockerd --bridge=none: else Swarm puts
- * it on the node's default bridge). -EPERM naming the node and the flag
- * when it does not. A node is taken as verified only after a check with
- * WANT_NONE (both settings are the node's). */
+/* What a node's check runs in a container there: its PID 1's status, then
+ * its interfaces. */
+static const char *const look_argv[] = {
+    "sh", "-c", "cat /proc/1/status; echo '@@net'; ls /sys/class/net", NULL};
+
+/* The verdict on a look's output OUT from a container on node NODE_ID that
+ * asked for neither no-new-privileges nor a network: that its engine gives
+ * containers no-new-privileges (dockerd --no-new-privileges: PID 1 says
+ * NoNewPrivs 1) and, for sandboxes asked to have no network (WANT_NONE),
+ * no interface but lo (dockerd --bridge=none: else Swarm puts a service
+ * on the node's default bridge). 0, or -EPERM naming the node and the
+ * flag. */
+static int look_verdict(const char *out, const char *node_id, bool want_none, struct sbx_error *err)
+{
+	const char *net = strstr(out, "\n@@net\n");
+
+	if (!strstr(out, "\nNoNewPrivs:\t1\n"))
+		return sbx_error_set(err, -EPERM,
+				     "node %s runs containers without no-new-privileges, which a "
+				     "service cannot ask for: start its dockerd with "
+				     "--no-new-privileges",
+				     node_id);
+	if (want_none && (!net || !only_lo(net + 7)))
+		return sbx_error_set(err, -EPERM,
+				     "node %s gives a sandbox asked to have no network an "
+				     "interface besides lo (a service cannot ask for network "
+				     "none): start its dockerd with --bridge=none",
+				     node_id);
+	return 0;
+}
+
+/* The same checked on a node the first time one of its sandboxes runs,
+ * from inside it (a node that joined after sbx_engine_verify). A node is
+ * taken as verified only after a check with WANT_NONE (both settings are
+ * the node's). */
 static int node_verify(sbx_engine *e, const char *id, sbx_engine *node, const char *node_id,
 		       bool want_none, struct sbx_error *err)
 {
-	static const char *const look[] = {
-	    "sh", "-c", "cat /proc/1/status; echo '@@net'; ls /sys/class/net", NULL};
-	struct sbx_exec_spec spec = {.argv = look, .timeout_ms = 30000, .output_cap = 16384};
+	struct sbx_exec_spec spec = {.argv = look_argv, .timeout_ms = 30000, .output_cap = 16384};
 	struct sbx_exec_result res = {0};
-	const char *net;
 	int r;
 
 	if (swarm_node_verified(e, node, false))
@@ -540,21 +574,124 @@ static int node_verify(sbx_engine *e, const char *id, sbx_engine *node, const ch
 						   node_id);
 		nanosleep(&(struct timespec){.tv_nsec = 200 * 1000000L}, NULL);
 	}
-	if (!strstr(res.out.data, "\nNoNewPrivs:\t1\n"))
-		r = sbx_error_set(err, -EPERM,
-				  "node %s runs containers without no-new-privileges, which a "
-				  "service cannot ask for: start its dockerd with "
-				  "--no-new-privileges",
-				  node_id);
-	else if (want_none && (!(net = strstr(res.out.data, "\n@@net\n")) || !only_lo(net + 7)))
-		r = sbx_error_set(err, -EPERM,
-				  "node %s gives a sandbox asked to have no network an interface "
-				  "besides lo (a service cannot ask for network none): start its "
-				  "dockerd with --bridge=none",
-				  node_id);
-	else if (want_none)
+	r = look_verdict(res.out.data, node_id, want_none, err);
+	if (r >= 0 && want_none)
 		swarm_node_verified(e, node, true);
 	sbx_exec_result_release(&res);
+	return r;
+}
+
+int swarm_node_check(sbx_engine *node, const char *node_id, const struct sbx_container_spec *check,
+		     bool want_none, struct sbx_error *err)
+{
+	static const struct sbx_kv mark = {SBX_SWARM_CHECK_LABEL, "1"};
+	struct sbx_exec_spec xs = {.argv = look_argv, .timeout_ms = 30000, .output_cap = 16384};
+	struct sbx_exec_result res = {0};
+	struct sbx_container_summary *left = NULL;
+	_cleanup_free_ char *cid = NULL;
+	size_t n_left = 0;
+	int r;
+
+	/* What a check cut short (a server killed meanwhile) left behind. */
+	if (sbx_container_list(node, &mark, 1, &left, &n_left, NULL) >= 0) {
+		for (size_t i = 0; i < n_left; i++)
+			sbx_container_remove(node, left[i].id, NULL);
+		sbx_container_list_free(left, n_left);
+	}
+	r = sbx_container_create(node, check, &cid, err);
+	if (r >= 0)
+		r = sbx_container_start(node, cid, err);
+	if (r >= 0)
+		r = sbx_exec(node, cid, &xs, &res, err);
+	if (r >= 0) {
+		r = res.exit_code != 0 || !res.out.data
+			? sbx_error_set(err, -EIO,
+					"node %s: a check container cannot read its PID 1's "
+					"status (exit %d)",
+					node_id, res.exit_code)
+			: look_verdict(res.out.data, node_id, want_none, err);
+		sbx_exec_result_release(&res);
+	}
+	if (cid)
+		sbx_container_remove(node, cid, NULL);
+	return r;
+}
+
+static void report_line(sbx_report_fn report, void *userdata, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void report_line(sbx_report_fn report, void *userdata, const char *fmt, ...)
+{
+	char line[1024];
+	va_list ap;
+
+	if (!report)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	report(userdata, line);
+}
+
+/* Every node up, checked as a sandbox there would need: reachable at its
+ * label, the image, and with a container of its own (swarm_node_check)
+ * made as a sandbox's is, but asking for neither no-new-privileges nor a
+ * network, so that what it gets is the node's doing. */
+static int swarm_verify(sbx_engine *e, const struct sbx_container_spec *spec, sbx_report_fn report,
+			void *userdata, struct sbx_error *err)
+{
+	static const char *const wait[] = {"sleep", "60", NULL};
+	static const struct sbx_kv mark = {SBX_SWARM_CHECK_LABEL, "1"};
+	const bool want_none =
+	    !spec->network_mode || !*spec->network_mode || strcmp(spec->network_mode, "none") == 0;
+	const struct sbx_container_spec check = {.image = spec->image,
+						 .cmd = wait,
+						 .labels = &mark,
+						 .n_labels = 1,
+						 .user = spec->user,
+						 .cap_drop = spec->cap_drop,
+						 .init = spec->init};
+	sbx_engine **nodes = NULL;
+	char **ids = NULL;
+	size_t n = 0;
+	int r = carried(spec, err);
+
+	if (r >= 0)
+		r = swarm_nodes(e, &nodes, &ids, &n, err);
+	if (r >= 0 && n == 0)
+		r = sbx_error_set(err, -EHOSTDOWN, "the cluster has no node up");
+	if (r < 0) {
+		report_line(report, userdata, "%s", err ? err->msg : "cannot be checked");
+		return r;
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct sbx_error nerr = SBX_ERROR_INIT;
+		int nr = sbx_engine_negotiate(nodes[i], &nerr);
+
+		if (nr >= 0)
+			nr = sbx_image_exists(nodes[i], spec->image, &nerr);
+		if (nr == 0)
+			nr = sbx_error_set(&nerr, -ENOENT, "node %s has no image %s", ids[i],
+					   spec->image);
+		if (nr >= 0)
+			nr = swarm_node_check(nodes[i], ids[i], &check, want_none, &nerr);
+		if (nr >= 0 && want_none)
+			swarm_node_verified(e, nodes[i], true);
+		if (nr >= 0)
+			report_line(report, userdata,
+				    "node %s (%s): image present, no-new-privileges%s", ids[i],
+				    sbx_engine_url(nodes[i]),
+				    want_none ? ", no network but lo" : "");
+		else
+			report_line(report, userdata, "node %s (%s): %s", ids[i],
+				    sbx_engine_url(nodes[i]), nerr.msg);
+		if (nr < 0 && r >= 0) {
+			r = nr;
+			if (err)
+				*err = nerr;
+		}
+	}
+	free(nodes);
+	sbx_strv_free(ids);
 	return r;
 }
 
@@ -1069,6 +1206,7 @@ const struct sbx_engine_ops sbx_swarm_ops = {
     .ping = swarm_ping,
     .version = sbx_moby_version,
     .storage = swarm_storage,
+    .verify = swarm_verify,
     .image_exists = swarm_image_exists,
     .image_build = swarm_image_build,
     .image_import = swarm_image_import,

@@ -103,7 +103,8 @@ static void usage(FILE *out)
 	    "reloaded: restart to reconfigure).\n"
 	    "  -c, --config FILE   INI configuration (default " SBX_SYSCONFDIR "/mcp-sandbox.ini)\n"
 	    "      --set S.K=V     override one key (repeatable)\n"
-	    "      --check         contact the engine, report its version and exit\n"
+	    "      --check         contact the engine, report its version, the image, the\n"
+	    "                      disk bound and (swarm) every node, and exit\n"
 	    "      --dump          print the effective configuration (the index's password\n"
 	    "                      as ***) and exit\n"
 	    "  -h, --help          this text\n"
@@ -402,6 +403,19 @@ static int tenant_egress(void *auth, const char *owner, char *buf, size_t size)
 	return sbx_auth_tenant_egress(auth, owner, buf, size);
 }
 
+/* A line of a check's report: logged, or printed for --check. */
+static void log_line(void *userdata, const char *line)
+{
+	(void)userdata;
+	sbx_log("%s", line);
+}
+
+static void print_line(void *userdata, const char *line)
+{
+	(void)userdata;
+	printf("%s\n", line);
+}
+
 static int start_steps(struct starter *st)
 {
 	const struct sbx_settings *s = st->s;
@@ -416,6 +430,10 @@ static int start_steps(struct starter *st)
 		return err->code;
 	}
 	if (sbx_disk_check(s, st->engine, err) < 0) {
+		sbx_log_error("%s", err->msg);
+		return err->code;
+	}
+	if (sbx_places_check(s, st->engine, log_line, NULL, err) < 0) {
 		sbx_log_error("%s", err->msg);
 		return err->code;
 	}
@@ -789,6 +807,10 @@ int main(int argc, char **argv)
 	} else {
 		printf("sandbox.disk: %s\n",
 		       s.sandbox.disk > 0 ? "enforced by the engine's storage" : "0, no bound");
+	}
+	if (sbx_places_check(&s, engine, print_line, NULL, &err) < 0) {
+		printf("%s\n", err.msg);
+		ret = 1;
 	}
 out:
 	sbx_engine_version_release(&v);

@@ -14,6 +14,11 @@
  *   on. The node is brought back (tools/provision-engines, which started
  *   it); what it ran is removed with its sandboxes, nothing of the run is
  *   left on any node.
+ * - What a service cannot carry is checked on every node before the first
+ *   sandbox (sbx_places_check, as the server's start and --check run it),
+ *   and a node check refuses an engine started without the flags a node
+ *   needs: this host's docker engine of tools/provision-engines, which has
+ *   no --no-new-privileges (the docker backend asks for it per container).
  */
 #include <errno.h>
 #include <stdint.h>
@@ -25,7 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../backends/engine-internal.h"
+#include "../backends/swarm-internal.h"
 #include "sandbox-fixture.h"
 #include "sbx/clock.h"
 #include "sbx/common.h"
@@ -181,6 +186,122 @@ static void test_wrong_label(sbx_manager *m, char **nodes)
 		sbx_sandbox_delete(m, OWNER, "relabelled", NULL);
 		sbx_sandbox_unref(sb);
 	}
+}
+
+struct report {
+	int lines, passed;
+};
+
+static void count_line(void *userdata, const char *line)
+{
+	struct report *rep = userdata;
+
+	rep->lines++;
+	rep->passed +=
+	    strstr(line, ": image present, no-new-privileges, no network but lo") != NULL;
+	tap_diag("%s", line);
+}
+
+/* Containers labelled as a node check's on engine E, or -1. */
+static long checks_on(sbx_engine *e)
+{
+	static const struct sbx_kv mark = {SBX_SWARM_CHECK_LABEL, "1"};
+	struct sbx_container_summary *cs = NULL;
+	size_t n = 0;
+
+	if (sbx_container_list(e, &mark, 1, &cs, &n, NULL) < 0)
+		return -1;
+	sbx_container_list_free(cs, n);
+	return (long)n;
+}
+
+/* mcp-sandboxd --check against the cluster: a line for each node, and
+ * success. */
+static void test_check_command(void)
+{
+	const char *builddir = getenv("SBX_BUILDDIR");
+	char cmd[2048], line[1024];
+	int nodes = 0, status;
+	FILE *p;
+
+	snprintf(cmd, sizeof(cmd),
+		 "%s/src/mcp-sandboxd -c /dev/null --set engine.type=swarm --set engine.socket=%s "
+		 "--set sandbox.image=%s --set sandbox.disk=0 --check 2>&1",
+		 builddir ? builddir : ".", engine_url, image);
+	p = popen(cmd, "r");
+	if (!tap_ok(p != NULL, "run mcp-sandboxd --check"))
+		return;
+	while (fgets(line, sizeof(line), p)) {
+		tap_diag("--check: %s", line);
+		nodes += strncmp(line, "node ", 5) == 0 &&
+			 strstr(line, ": image present, no-new-privileges, no network but lo");
+	}
+	status = pclose(p);
+	tap_ok(status == 0, "--check succeeds (status %d)", status);
+	tap_is_int(nodes, 3, "--check reports each node checked");
+}
+
+static void test_verify(void)
+{
+	static const char *const wait[] = {"sleep", "60", NULL};
+	static const struct sbx_kv mark = {SBX_SWARM_CHECK_LABEL, "1"};
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_settings s;
+	struct report rep = {0};
+	struct sbx_container_spec check = {.image = image,
+					   .cmd = wait,
+					   .labels = &mark,
+					   .n_labels = 1,
+					   .user = "1000:1000",
+					   .init = true};
+	const char *plain = getenv("MCP_SANDBOX_DOCKER_SOCKET");
+	char url[600];
+	sbx_engine *d = NULL;
+	char *left = NULL;
+	int r;
+
+	settings_for(&s, instance, NULL);
+	r = sbx_places_check(&s, engine, count_line, &rep, &err);
+	tap_ok(r == 0, "every node passes the check a sandbox needs (%s)", err.msg);
+	tap_is_int(rep.lines, 3, "a line for each of the three nodes");
+	tap_is_int(rep.passed, 3, "each with its image, no-new-privileges and no network but lo");
+	sbx_settings_release(&s);
+	sbx_error_clear(&err);
+	test_check_command();
+
+	if (!tap_ok(plain && *plain, "this host's docker engine (MCP_SANDBOX_DOCKER_SOCKET)"))
+		return;
+	snprintf(url, sizeof(url), "unix://%s", plain);
+	r = sbx_engine_open(&(struct sbx_engine_config){.type = "docker", .url = url}, &d, &err);
+	if (!tap_ok(r == 0, "open it (%s)", err.msg))
+		return;
+	/* A check cut short left its container: the next one removes it. */
+	r = sbx_container_create(d, &check, &left, &err);
+	tap_ok(r == 0, "a container as a check cut short leaves it (%s)", err.msg);
+	free(left);
+	sbx_error_clear(&err);
+	r = swarm_node_check(d, "plain", &check, true, &err);
+	tap_ok(r == -EPERM && strstr(err.msg, "node plain") &&
+		   strstr(err.msg, "--no-new-privileges"),
+	       "an engine without --no-new-privileges is refused, naming the flag: %s", err.msg);
+	sbx_error_clear(&err);
+	/* The same engine, with what it lacks asked for by the container: the
+	 * network is now the one to fail (host: the host's interfaces). */
+	check.no_new_privileges = true;
+	check.network_mode = "host";
+	r = swarm_node_check(d, "plain", &check, true, &err);
+	tap_ok(r == -EPERM && strstr(err.msg, "--bridge=none"),
+	       "a container with an interface besides lo is refused, naming the flag: %s", err.msg);
+	sbx_error_clear(&err);
+	r = swarm_node_check(d, "plain", &check, false, &err);
+	tap_ok(r == 0, "which is not asked when sandboxes may have a network (%s)", err.msg);
+	sbx_error_clear(&err);
+	check.network_mode = NULL;
+	r = swarm_node_check(d, "plain", &check, true, &err);
+	tap_ok(r == 0, "and with both given the check passes (%s)", err.msg);
+	sbx_error_clear(&err);
+	tap_is_int(checks_on(d), 0, "no check's container is left, the one cut short included");
+	sbx_engine_free(d);
 }
 
 static void test_spread(sbx_manager *m, sbx_sandbox **sb, char **nodes)
@@ -344,6 +465,7 @@ int main(int argc, char **argv)
 	/* No pool: every create here asks the cluster itself. */
 	m = test_manager_open(&x, "swarm", (const char *const[]){"sandbox.pool_size=0", NULL},
 			      NULL);
+	test_verify();
 	test_spread(m, sb, nodes);
 	test_wrong_label(m, nodes);
 	test_node_loss(m, sb, nodes);

@@ -204,6 +204,19 @@ void sbx_engine_version_release(struct sbx_engine_version *v);
 int sbx_engine_storage(sbx_engine *e, struct sbx_engine_storage *ret, struct sbx_error *err);
 void sbx_engine_storage_release(struct sbx_engine_storage *s);
 
+/* Receives one line of a check's report (valid during the call only). */
+typedef void (*sbx_report_fn)(void *userdata, const char *line);
+/* What a container made from SPEC gets from where it runs rather than
+ * from SPEC (a cluster node's own settings: no-new-privileges, no network
+ * but lo), checked now on every place the engine may run it, before any
+ * sandbox is made there: REPORT (may be NULL) gets a line per place. 0
+ * when every place passes, or when the engine runs containers only where
+ * SPEC itself is enforced (docker, podman); else the first failure: -EPERM
+ * naming the place and the setting, -ENOENT the image a place lacks,
+ * -ENXIO or -ECONNREFUSED a place that cannot be reached. */
+int sbx_engine_verify(sbx_engine *e, const struct sbx_container_spec *spec, sbx_report_fn report,
+		      void *userdata, struct sbx_error *err);
+
 /* 1 if present, 0 if not. */
 int sbx_image_exists(sbx_engine *e, const char *ref, struct sbx_error *err);
 /* Build tag from a context directory on this host (sent as a tar stream).

@@ -264,6 +264,13 @@ int sbx_manager_check_engine(sbx_manager *m, struct sbx_error *err);
  * it before it makes one, and every container a manager makes is preceded by
  * one successful check (sbx_manager_disk_check, kept once it passed). */
 int sbx_disk_check(const struct sbx_settings *s, sbx_engine *e, struct sbx_error *err);
+/* Whether every place the engine may run a sandbox gives it what its
+ * settings ask but its container cannot carry there (sbx_engine_verify with
+ * a sandbox's spec; a cluster's nodes): 0, or the first failure, prefixed.
+ * REPORT gets a line per place. Needs no manager: the server calls it at
+ * start and --check. */
+int sbx_places_check(const struct sbx_settings *s, sbx_engine *e, sbx_report_fn report,
+		     void *userdata, struct sbx_error *err);
 /* Sets M's lookup of the tenants' egress allow-lists (sbx/egress_lookup.h;
  * NULL: every sandbox has sandbox.egress_allow); before any sandbox is made.
  * Each sandbox's relay is given it. */

@@ -119,7 +119,7 @@ static int open_upload(const struct sbx_settings *s, const char *local, int *ret
  * could itself. The file's bytes stream through the exec's stdin or stdout;
  * its path is an argv element (no escaping for any engine).
  */
-#define FILE_USER "1000:1000"
+#define FILE_USER SBX_SANDBOX_USER
 /* What file_exec returns when it stopped reading (out_max, the sink). */
 #define FILE_STOPPED 256
 /* Bytes of the exec's stderr kept for an error message. */

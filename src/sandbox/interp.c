@@ -46,7 +46,7 @@
 /* The program's text, generated from src/sandbox/interp/sbx_interp.py. */
 #include "src/sandbox/interp/sbx_interp.inc"
 
-#define INTERP_USER "1000:1000"
+#define INTERP_USER SBX_SANDBOX_USER
 
 const char *sbx_interp_program(void)
 {

@@ -66,7 +66,7 @@ int sbx_sandbox_oom_since(sbx_manager *m, sbx_sandbox *sb)
 {
 	const char *const argv[] = {"sh", "-c", oom_count_sh, NULL};
 	struct sbx_exec_spec spec = {
-	    .argv = argv, .user = "1000:1000", .timeout_ms = 10000, .output_cap = 4096};
+	    .argv = argv, .user = SBX_SANDBOX_USER, .timeout_ms = 10000, .output_cap = 4096};
 	struct sbx_exec_result res = {0};
 	const char *p;
 	long long n = -1;

@@ -95,6 +95,33 @@ int sbx_disk_check(const struct sbx_settings *s, sbx_engine *e, struct sbx_error
 	return r;
 }
 
+/* The network a sandbox is given: sandbox.network, "none" when empty. */
+static const char *sandbox_network(const struct sbx_settings *s)
+{
+	return s->sandbox.network[0] ? s->sandbox.network : "none";
+}
+
+int sbx_places_check(const struct sbx_settings *s, sbx_engine *e, sbx_report_fn report,
+		     void *userdata, struct sbx_error *err)
+{
+	/* As sandbox_create makes a sandbox, in what its places could undo. */
+	const struct sbx_container_spec spec = {
+	    .image = s->sandbox.image,
+	    .user = SBX_SANDBOX_USER,
+	    .cap_drop = drop_all,
+	    .no_new_privileges = true,
+	    .network_mode = sandbox_network(s),
+	    .init = true,
+	    .runtime = s->sandbox.runtime[0] ? s->sandbox.runtime : NULL,
+	};
+	int r = sbx_engine_verify(e, &spec, report, userdata, err);
+
+	if (r < 0)
+		sbx_error_prefix(err, "the %s engine cannot run sandboxes as configured",
+				 sbx_engine_name(e));
+	return r;
+}
+
 /* sbx_disk_check once per manager: kept once it passed (an engine's storage
  * does not change under it); a failure is kept for a second, then asked
  * again (so that a failing engine is not asked once per create). */
@@ -214,13 +241,13 @@ int sbx_container_provision(sbx_manager *m, const char *id, time_t when, const c
 	    .labels = labels,
 	    .n_labels = n_labels,
 	    .workdir = SBX_RESULTS_DIR,
-	    .user = "1000:1000",
+	    .user = SBX_SANDBOX_USER,
 	    .memory_bytes = memory,
 	    .nano_cpus = nano_cpus,
 	    .pids_limit = s->sandbox.pids_limit,
 	    .cap_drop = drop_all,
 	    .no_new_privileges = true,
-	    .network_mode = s->sandbox.network[0] ? s->sandbox.network : "none",
+	    .network_mode = sandbox_network(s),
 	    .ulimits = ulimits,
 	    .n_ulimits = SBX_ARRAY_SIZE(ulimits),
 	    .init = true,

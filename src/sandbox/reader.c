@@ -29,7 +29,7 @@
 /* The program's text, generated from src/sandbox/sbx_reader.py. */
 #include "src/sandbox/sbx_reader.inc"
 
-#define READER_USER "1000:1000"
+#define READER_USER SBX_SANDBOX_USER
 #define READER_FRAME_MAX (1024 * 1024)
 /* File bytes a reader may send beyond what the server has taken. */
 #define READER_WINDOW (4 * 1024 * 1024)

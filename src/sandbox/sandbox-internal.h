@@ -22,6 +22,8 @@
 #include "sbx/worker.h"
 
 /* Most install records kept per sandbox, and most running at once. */
+/* Who a sandbox's processes run as (the image's user "sandbox"). */
+#define SBX_SANDBOX_USER "1000:1000"
 #define SBX_INSTALLS_MAX 64
 #define SBX_INSTALLS_RUNNING_MAX 4
 /* Bytes of pip's output kept in an install record. */
