@@ -2738,6 +2738,48 @@ static void test_connections_per_ip(sbx_mcp *mcp, sbx_manager *manager)
 	}
 	tap_is_int(got, 4, "... each of the 4 requests, ended, is answered 200");
 	tap_ok(connections_settle(&sv, 0), "... all closed: none counted");
+
+	/* The same four, their clients trickling a header line every 2 s (a
+	 * slow-headers attack: each byte in time for libmicrohttpd's timeout
+	 * of silence): once the oldest has been at its headers for
+	 * SBX_HTTP_HEAD_MS, a 5th is let in in its place. */
+	http_from("127.0.0.44");
+	got = 0;
+	for (int i = 0; i < 4; i++) {
+		char req[128];
+
+		snprintf(req, sizeof(req), "GET /health HTTP/1.1\r\nHost: 127.0.0.1:%u\r\n",
+			 http_target.port);
+		idle[i] = connect_raw();
+		got += send_quiet(idle[i], req, strlen(req));
+		sleep_ms(20);
+	}
+	tap_ok(got == 4 && connections_settle(&sv, 4),
+	       "4 connections from 127.0.0.44, each with a request begun");
+	for (int waited = 0; waited < SBX_HTTP_HEAD_MS + 300; waited += 2000) {
+		sleep_ms(SBX_HTTP_HEAD_MS + 300 - waited < 2000 ? SBX_HTTP_HEAD_MS + 300 - waited
+								: 2000);
+		for (int i = 0; i < 4; i++)
+			send_quiet(idle[i], "X-Slow: 1\r\n", 11);
+	}
+	r = request("GET", "/health", NULL, NULL);
+	tap_is_int(r.status, 200,
+		   "... their headers still coming %d ms on, a 5th connection is served",
+		   SBX_HTTP_HEAD_MS + 300);
+	reply_release(&r);
+	tap_ok(closed_within(idle[0], 3000), "... in place of the oldest of them, closed");
+	got = 0;
+	for (int i = 1; i < 4; i++) {
+		struct sbx_buf acc = SBX_BUF_INIT;
+
+		got += send_quiet(idle[i], "\r\n", 2) &&
+		       read_until(idle[i], &acc, "{\"status\":\"ok\"}", 5000);
+		sbx_buf_release(&acc);
+	}
+	tap_is_int(got, 3, "... the other 3, ended, are answered 200");
+	for (int i = 0; i < 4; i++)
+		close(idle[i]);
+	tap_ok(connections_settle(&sv, 0), "... all closed: none counted");
 	http_from(NULL);
 	server_end(&sv);
 }

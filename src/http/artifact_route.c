@@ -69,6 +69,7 @@ struct artifact_stream {
 	int64_t start_ms;	  /* when the producer began */
 	uint64_t sent;		  /* bytes into the socket pair so far */
 	_Atomic int64_t moved_ms; /* when bytes last moved (sandbox or client) */
+	atomic_bool client_slow;  /* the socket pair is full: the client reads slower */
 	bool half_closed;	  /* MHD's reader saw the client shut its side */
 	atomic_bool closing;	  /* artifact_free began: the producer stops */
 	struct sbx_cancel cancel;
@@ -114,12 +115,14 @@ static void download_give(struct sbx_http *h, const struct sbx_peer *peer)
 #define HALF_CLOSED_GRACE_MS 5000
 
 /* Whether ST's client has gone: its connection reset or shut both ways,
- * or its sending side shut while no byte has moved for
+ * or its sending side shut while the sandbox has sent no byte for
  * HALF_CLOSED_GRACE_MS. A client that leaves shuts its side as one that
  * shuts it once its request is sent (as some do) and still reads; only
  * bytes sent tell them apart (to one gone, libmicrohttpd's next send
- * fails), and while the sandbox sends none (an open or a read that waits)
- * the grace ends the wait. */
+ * fails). So while bytes wait for the client (it reads slower than the
+ * sandbox sends), it is given the time any client is (the rate bound,
+ * behind()); the grace ends only a wait on the sandbox (an open, a read
+ * that waits), the one a client gone meanwhile would never see end. */
 static bool client_gone(struct artifact_stream *st)
 {
 	struct pollfd p = {.fd = st->client_fd, .events = POLLRDHUP};
@@ -128,7 +131,7 @@ static bool client_gone(struct artifact_stream *st)
 		return false;
 	if (p.revents & (POLLHUP | POLLERR | POLLNVAL))
 		return true;
-	return (p.revents & POLLRDHUP) &&
+	return (p.revents & POLLRDHUP) && !atomic_load(&st->client_slow) &&
 	       sbx_monotonic_ms() - atomic_load(&st->moved_ms) >= HALF_CLOSED_GRACE_MS;
 }
 
@@ -179,12 +182,14 @@ static int sink(void *userdata, const void *data, size_t len)
 			len -= (size_t)n;
 			st->sent += (uint64_t)n;
 			atomic_store(&st->moved_ms, sbx_monotonic_ms());
+			atomic_store(&st->client_slow, false);
 			continue;
 		}
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK))
 			return -EPIPE; /* the route closed its end */
+		atomic_store(&st->client_slow, true);
 		if (cancelled(st))
 			return -ECANCELED;
 		poll(&(struct pollfd){.fd = st->fds[1], .events = POLLOUT}, 1, SBX_CANCEL_POLL_MS);
@@ -504,6 +509,7 @@ enum MHD_Result sbx_artifact_handle(struct sbx_http_request *rq)
 	st->cancel = (struct sbx_cancel){.cancelled = cancelled, .userdata = st};
 	atomic_init(&st->closing, false);
 	atomic_init(&st->moved_ms, sbx_monotonic_ms());
+	atomic_init(&st->client_slow, false);
 	{
 		const char *key = NULL;
 		r = download_take(h, &rq->peer, &key);

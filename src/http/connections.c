@@ -6,8 +6,12 @@
  * A connection is idle between its requests (a keep-alive connection in a
  * client's pool); one with a request in flight (a call, an SSE stream, a
  * download) is busy, from the moment libmicrohttpd has read the request's
- * first line (its URI callback), before the rest of its headers. At server.max_connections_per_ip a
- * new connection of an address is let in by closing that address's least recently used idle
+ * first line (its URI callback), before the rest of its headers. One whose
+ * headers have not all come SBX_HTTP_HEAD_MS after its first line (a
+ * client trickling them, a byte now and then) can be closed to make room
+ * as an idle one can: else a few addresses could hold every place for as
+ * long as libmicrohttpd's timeout of silence lets each byte wait. At server.max_connections_per_ip
+ * a new connection of an address is let in by closing that address's least recently used idle
  * connection, as the session table evicts idle sessions; at
  * server.max_connections by closing the least recently used idle one of
  * any address. Only when none is idle is the newcomer over the limit: it
@@ -56,18 +60,27 @@
 #include "http-internal.h"
 #include "sbx/log.h"
 
-/* A list of connections by when they became idle, oldest first. */
-struct idle_list {
+/* A list of connections by when they entered it (idle, or their headers
+ * begun), oldest first. */
+struct conn_list {
 	struct sbx_http_conn *head, *tail;
+};
+
+/* Which of its address's lists (and the table's) a connection is in. */
+enum conn_listed {
+	LISTED_NONE,
+	LISTED_IDLE,	/* between requests */
+	LISTED_HEADING, /* a request's first line in, its headers not all */
 };
 
 struct conn_peer {
 	struct conn_peer *next; /* its bucket's chain */
 	struct sbx_peer peer;
-	int admitted;	       /* its connections that count against the limits */
-	int over;	       /* its connections past a limit (CONN_OVER) */
-	int refs;	       /* its connection records (admitted or not) */
-	struct idle_list idle; /* its idle connections */
+	int admitted;		  /* its connections that count against the limits */
+	int over;		  /* its connections past a limit (CONN_OVER) */
+	int refs;		  /* its connection records (admitted or not) */
+	struct conn_list idle;	  /* its idle connections */
+	struct conn_list heading; /* its connections with headers coming */
 };
 
 enum conn_state {
@@ -82,10 +95,11 @@ struct sbx_http_conn {
 	enum conn_state state;
 	const char *over_limit; /* CONN_OVER: the setting it is past */
 	unsigned busy;		/* requests in flight */
-	int64_t idle_since;	/* in the idle lists: since when (monotonic ms) */
+	int64_t since;		/* in a list: since when (monotonic ms) */
 	bool linger;		/* answered before its body was read */
-	/* In its peer's idle list and the global one while idle and admitted. */
-	bool idle_listed;
+	/* In its peer's list and the global one of that kind while admitted
+	 * and idle, or heading. */
+	enum conn_listed listed;
 	struct sbx_http_conn *pprev, *pnext, *gprev, *gnext;
 	/* CONN_OVER: in the band's list, oldest first, since over_since. */
 	int64_t over_since;
@@ -101,7 +115,8 @@ static char unrecorded;
 struct sbx_conn_table {
 	pthread_mutex_t lock;
 	struct conn_peer *buckets[CONN_BUCKETS];
-	struct idle_list idle; /* every idle connection */
+	struct conn_list idle;	  /* every idle connection */
+	struct conn_list heading; /* every connection with headers coming */
 	/* Every CONN_OVER connection, by when it came (oprev, onext). */
 	struct sbx_http_conn *over_head, *over_tail;
 	int per_peer; /* server.max_connections_per_ip, 0 = none */
@@ -166,13 +181,14 @@ static void peer_put(struct sbx_conn_table *t, struct conn_peer *e)
 	free(e);
 }
 
-/* ---- the idle lists (lock held) ---- */
+/* ---- the idle and heading lists (lock held) ---- */
 
-static void idle_add(struct sbx_conn_table *t, struct sbx_http_conn *c)
+static void list_add(struct sbx_conn_table *t, struct sbx_http_conn *c, enum conn_listed which)
 {
-	struct idle_list *pl = &c->peer->idle;
+	struct conn_list *pl = which == LISTED_IDLE ? &c->peer->idle : &c->peer->heading;
+	struct conn_list *gl = which == LISTED_IDLE ? &t->idle : &t->heading;
 
-	c->idle_since = sbx_monotonic_ms();
+	c->since = sbx_monotonic_ms();
 	c->pnext = NULL;
 	c->pprev = pl->tail;
 	if (pl->tail)
@@ -181,21 +197,23 @@ static void idle_add(struct sbx_conn_table *t, struct sbx_http_conn *c)
 		pl->head = c;
 	pl->tail = c;
 	c->gnext = NULL;
-	c->gprev = t->idle.tail;
-	if (t->idle.tail)
-		t->idle.tail->gnext = c;
+	c->gprev = gl->tail;
+	if (gl->tail)
+		gl->tail->gnext = c;
 	else
-		t->idle.head = c;
-	t->idle.tail = c;
-	c->idle_listed = true;
+		gl->head = c;
+	gl->tail = c;
+	c->listed = which;
 }
 
-static void idle_remove(struct sbx_conn_table *t, struct sbx_http_conn *c)
+static void list_remove(struct sbx_conn_table *t, struct sbx_http_conn *c)
 {
-	struct idle_list *pl = &c->peer->idle;
+	struct conn_list *pl, *gl;
 
-	if (!c->idle_listed)
+	if (c->listed == LISTED_NONE)
 		return;
+	pl = c->listed == LISTED_IDLE ? &c->peer->idle : &c->peer->heading;
+	gl = c->listed == LISTED_IDLE ? &t->idle : &t->heading;
 	if (c->pprev)
 		c->pprev->pnext = c->pnext;
 	else
@@ -207,13 +225,13 @@ static void idle_remove(struct sbx_conn_table *t, struct sbx_http_conn *c)
 	if (c->gprev)
 		c->gprev->gnext = c->gnext;
 	else
-		t->idle.head = c->gnext;
+		gl->head = c->gnext;
 	if (c->gnext)
 		c->gnext->gprev = c->gprev;
 	else
-		t->idle.tail = c->gprev;
+		gl->tail = c->gprev;
 	c->pprev = c->pnext = c->gprev = c->gnext = NULL;
-	c->idle_listed = false;
+	c->listed = LISTED_NONE;
 }
 
 /* Whether C, idle, has bytes of a next request waiting on its socket. */
@@ -224,10 +242,10 @@ static bool bytes_waiting(const struct sbx_http_conn *c)
 	return c->fd >= 0 && ioctl(c->fd, FIONREAD, &n) == 0 && n > 0;
 }
 
-/* Closes C (idle, admitted) to make room. */
+/* Closes C (idle or heading, admitted) to make room. */
 static void evict(struct sbx_conn_table *t, struct sbx_http_conn *c)
 {
-	idle_remove(t, c);
+	list_remove(t, c);
 	c->state = CONN_EVICTED;
 	c->peer->admitted--;
 	t->admitted--;
@@ -236,34 +254,47 @@ static void evict(struct sbx_conn_table *t, struct sbx_http_conn *c)
 	shutdown(c->fd, SHUT_RDWR);
 }
 
-/* Closes the least recently used idle connection in PEER's list (or the
- * global one when PEER is NULL) that has been idle SBX_HTTP_EVICT_IDLE_MS
- * with nothing waiting to be read: true when one was. */
-static bool evict_one(struct sbx_conn_table *t, struct conn_peer *peer, int64_t now)
+/* The connection in PEER's lists (or the global ones when PEER is NULL)
+ * that may be closed to make room now, or NULL: the least recently used
+ * idle one that has been idle SBX_HTTP_EVICT_IDLE_MS with nothing waiting
+ * to be read, else the oldest whose headers have been coming for
+ * SBX_HTTP_HEAD_MS (bytes waiting or not: that is how it trickles). */
+static struct sbx_http_conn *evictable(struct sbx_conn_table *t, struct conn_peer *peer,
+				       int64_t now)
 {
 	struct sbx_http_conn *c = peer ? peer->idle.head : t->idle.head;
 
 	for (; c; c = peer ? c->pnext : c->gnext) {
-		/* The lists are in idle_since order: the rest are younger. */
-		if (now - c->idle_since < SBX_HTTP_EVICT_IDLE_MS)
-			return false;
-		if (c->fd < 0 || bytes_waiting(c))
-			continue;
-		evict(t, c);
-		return true;
+		/* The lists are in `since' order: the rest are younger. */
+		if (now - c->since < SBX_HTTP_EVICT_IDLE_MS)
+			break;
+		if (c->fd >= 0 && !bytes_waiting(c))
+			return c;
 	}
-	return false;
+	c = peer ? peer->heading.head : t->heading.head;
+	return c && c->fd >= 0 && now - c->since >= SBX_HTTP_HEAD_MS ? c : NULL;
+}
+
+/* Closes evictable's choice: true when there was one. */
+static bool evict_one(struct sbx_conn_table *t, struct conn_peer *peer, int64_t now)
+{
+	struct sbx_http_conn *c = evictable(t, peer, now);
+
+	if (c)
+		evict(t, c);
+	return c != NULL;
 }
 
 /* At server.max_connections: the address holding the most connections
- * makes room first (an idle one of its own), then any. */
+ * makes room first (one of its own), then any. */
 static bool evict_for_total(struct sbx_conn_table *t, int64_t now)
 {
 	struct conn_peer *heaviest = NULL;
 
 	for (size_t i = 0; i < CONN_BUCKETS; i++)
 		for (struct conn_peer *p = t->buckets[i]; p; p = p->next)
-			if (p->idle.head && (!heaviest || p->admitted > heaviest->admitted))
+			if ((p->idle.head || p->heading.head) &&
+			    (!heaviest || p->admitted > heaviest->admitted))
 				heaviest = p;
 	return (heaviest && evict_one(t, heaviest, now)) || evict_one(t, NULL, now);
 }
@@ -362,7 +393,7 @@ void sbx_conn_started(struct sbx_http *h, struct MHD_Connection *conn, void **so
 		c->peer->admitted++;
 		t->admitted++;
 		/* Idle from its accept (see the top). */
-		idle_add(t, c);
+		list_add(t, c, LISTED_IDLE);
 	}
 	*socket_context = c;
 out:
@@ -391,7 +422,7 @@ void sbx_conn_closed(struct sbx_http *h, void **socket_context)
 		pthread_mutex_unlock(&t->lock);
 		return;
 	}
-	idle_remove(t, c);
+	list_remove(t, c);
 	if (c->state == CONN_ADMITTED) {
 		c->peer->admitted--;
 		t->admitted--;
@@ -409,20 +440,6 @@ void sbx_conn_closed(struct sbx_http *h, void **socket_context)
 	free(c);
 	if (linger_fd >= 0)
 		sbx_linger_add(h->linger, linger_fd, &peer);
-}
-
-/* Whether an idle connection in PEER's list (or any, PEER NULL) could be
- * closed to make room now (evict_one's choice, without closing it). */
-static bool can_evict(struct sbx_conn_table *t, struct conn_peer *peer, int64_t now)
-{
-	for (struct sbx_http_conn *c = peer ? peer->idle.head : t->idle.head; c;
-	     c = peer ? c->pnext : c->gnext) {
-		if (now - c->idle_since < SBX_HTTP_EVICT_IDLE_MS)
-			return false;
-		if (c->fd >= 0 && !bytes_waiting(c))
-			return true;
-	}
-	return false;
 }
 
 /* Whether the overflow band has a place for one more of E (NULL: an
@@ -449,9 +466,9 @@ bool sbx_conn_accept_ok(struct sbx_http *h, const struct sockaddr *addr)
 	pthread_mutex_lock(&t->lock);
 	e = peer_get(t, &p, false);
 	if (t->per_peer > 0 && e && e->admitted >= t->per_peer)
-		over = !can_evict(t, e, now);
+		over = !evictable(t, e, now);
 	else
-		over = t->admitted >= t->max && !can_evict(t, NULL, now);
+		over = t->admitted >= t->max && !evictable(t, NULL, now);
 	/* A full band makes room by closing one connection past its time in
 	 * it: of this address when its share is what is full, else of any. */
 	ok = !over || band_room(t, e) ||
@@ -495,8 +512,11 @@ bool sbx_conn_request_begin(struct sbx_http *h, struct MHD_Connection *conn)
 	if (!c)
 		return true;
 	pthread_mutex_lock(&h->conns->lock);
-	if (c->busy++ == 0)
-		idle_remove(h->conns, c);
+	if (c->busy++ == 0) {
+		list_remove(h->conns, c);
+		if (c->state == CONN_ADMITTED)
+			list_add(h->conns, c, LISTED_HEADING);
+	}
 	evicted = c->state == CONN_EVICTED;
 	pthread_mutex_unlock(&h->conns->lock);
 	return !evicted;
@@ -509,9 +529,27 @@ void sbx_conn_request_end(struct sbx_http *h, struct MHD_Connection *conn)
 	if (!c)
 		return;
 	pthread_mutex_lock(&h->conns->lock);
-	if (c->busy > 0 && --c->busy == 0 && c->state == CONN_ADMITTED && !c->linger)
-		idle_add(h->conns, c);
+	if (c->busy > 0 && --c->busy == 0) {
+		list_remove(h->conns, c);
+		if (c->state == CONN_ADMITTED && !c->linger)
+			list_add(h->conns, c, LISTED_IDLE);
+	}
 	pthread_mutex_unlock(&h->conns->lock);
+}
+
+bool sbx_conn_headers_in(struct sbx_http *h, struct MHD_Connection *conn)
+{
+	struct sbx_http_conn *c = conn_of(conn);
+	bool evicted;
+
+	if (!c)
+		return true;
+	pthread_mutex_lock(&h->conns->lock);
+	if (c->listed == LISTED_HEADING)
+		list_remove(h->conns, c);
+	evicted = c->state == CONN_EVICTED;
+	pthread_mutex_unlock(&h->conns->lock);
+	return !evicted;
 }
 
 void sbx_conn_set_linger(struct sbx_http *h, struct MHD_Connection *conn)

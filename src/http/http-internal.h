@@ -73,6 +73,9 @@
 /* An idle connection is closed to let another in only after this long
  * idle (its client may be reusing it right now). */
 #define SBX_HTTP_EVICT_IDLE_MS 1000
+/* A request's headers may take this long after its first line before its
+ * connection can be closed to let another in (connections.c). */
+#define SBX_HTTP_HEAD_MS 10000
 /* The lingering close (src/http/linger.c): sockets at once, and their
  * bounds in time (in all, and without a byte) and bytes. */
 #define SBX_HTTP_LINGER_MAX 128
@@ -146,6 +149,11 @@ const char *sbx_conn_over_limit(struct MHD_Connection *conn);
  * dropped (its answer could not be sent). */
 bool sbx_conn_request_begin(struct sbx_http *h, struct MHD_Connection *conn);
 void sbx_conn_request_end(struct sbx_http *h, struct MHD_Connection *conn);
+/* CONN's request has all its headers in (the access handler's first call):
+ * from here it is busy until it ends, whatever it takes. False when the
+ * connection was closed meanwhile to let another in (its headers took too
+ * long): the request must not run, no answer can go out. */
+bool sbx_conn_headers_in(struct sbx_http *h, struct MHD_Connection *conn);
 /* CONN was answered before its request's body was read: it is not reused,
  * and it lingers when it closes. */
 void sbx_conn_set_linger(struct sbx_http *h, struct MHD_Connection *conn);

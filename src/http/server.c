@@ -403,6 +403,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 			rq->counted = true;
 			rq->evicted = !sbx_conn_request_begin(h, conn);
 		}
+		if (!sbx_conn_headers_in(h, conn))
+			rq->evicted = true;
 		if (rq->evicted) /* closed to let another in: no answer can go out */
 			return MHD_NO;
 		rq->early = true;
