@@ -462,7 +462,8 @@ int egress_index_path_check(const struct egress_policy *p, const char *path, cha
 	return sbx_why_set(
 	    why, why_size, 403,
 	    "mcp-sandbox: \"%.*s\" is not under the package index's path (%s) nor a "
-	    "distribution file (.whl, .tar.gz, .tgz, .zip, .tar.bz2, .tar.xz, .egg; no query): "
+	    "distribution file (.whl, .tar.gz, .tgz, .zip, .tar.bz2, .tbz, .tar.xz, .txz, "
+	    ".egg; no query): "
 	    "only those are "
 	    "fetched from %s with its credentials; if the index serves its files there, "
 	    "ask the server's operator to set sandbox.index_files_path to their path",
