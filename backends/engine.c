@@ -112,7 +112,7 @@ int sbx_engine_open(const struct sbx_engine_config *cfg, sbx_engine **ret_engine
 	}
 	if (cfg && cfg->api_version && *cfg->api_version)
 		e->want_api_version = strdup(cfg->api_version);
-	r = sbx_rest_open(e->url, cfg ? cfg->timeout_ms : 0, &e->rest, err);
+	r = sbx_rest_open(e->url, cfg ? cfg->timeout_ms : 0, cfg ? cfg->tls : NULL, &e->rest, err);
 	if (r < 0) {
 		sbx_engine_free(e);
 		return r;

@@ -16,6 +16,7 @@
 #include <strings.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "rest.h"
 #include "sbx/percent.h"
@@ -30,10 +31,14 @@
 #define REST_KEEPINTVL_S 10L /* then one every this often (the kernel's count, 9) */
 
 struct sbx_rest {
-	char *url;	   /* as given, for messages */
-	char *unix_path;   /* NULL for TCP */
-	char *base;	   /* "http://localhost" or "http://host:port" */
-	char *host_header; /* "localhost" or "host:port" */
+	char *url;	 /* as given, for messages */
+	char *unix_path; /* NULL for TCP */
+	char *base;	 /* "http://localhost", "http://host:port" or "https://host:port" */
+	bool tls;	 /* TCP spoken over TLS (tls_view's files) */
+	/* As given (NULL: not): for TCP, and for handles opened from this one. */
+	char *tls_ca, *tls_cert, *tls_key;
+	struct sbx_engine_tls tls_view; /* the three, for sbx_rest_tls */
+	char *host_header;		/* "localhost" or "host:port" */
 	long timeout_ms;
 	pthread_mutex_t lock;
 	CURL *pool[REST_POOL_MAX];
@@ -46,11 +51,35 @@ static void curl_init_once(void)
 	curl_global_init(CURL_GLOBAL_DEFAULT);
 }
 
-int sbx_rest_open(const char *url, long timeout_ms, struct sbx_rest **ret_rest,
-		  struct sbx_error *err)
+static bool given(const char *s)
+{
+	return s && *s;
+}
+
+/* TLS's files checked before any connection: a client certificate comes
+ * with its key, and each given can be read. */
+static int tls_check(const struct sbx_engine_tls *tls, struct sbx_error *err)
+{
+	const char *const files[] = {tls->ca, tls->cert, tls->key};
+	const char *const names[] = {"engine.tls_ca", "engine.tls_cert", "engine.tls_key"};
+
+	if (given(tls->cert) != given(tls->key))
+		return sbx_error_set(err, -EINVAL,
+				     "engine.tls_cert and engine.tls_key go together (a client "
+				     "certificate and its private key)");
+	for (size_t i = 0; i < SBX_ARRAY_SIZE(files); i++)
+		if (given(files[i]) && access(files[i], R_OK) < 0)
+			return sbx_error_set(err, -errno, "%s: cannot read %s: %s", names[i],
+					     files[i], strerror(errno));
+	return 0;
+}
+
+int sbx_rest_open(const char *url, long timeout_ms, const struct sbx_engine_tls *tls,
+		  struct sbx_rest **ret_rest, struct sbx_error *err)
 {
 	struct sbx_rest *r;
 	const char *hostport = NULL, *path = NULL;
+	bool have_tls = tls && (given(tls->ca) || given(tls->cert) || given(tls->key));
 
 	if (!url || !*url)
 		return sbx_error_set(err, -EINVAL, "no engine URL");
@@ -72,6 +101,10 @@ int sbx_rest_open(const char *url, long timeout_ms, struct sbx_rest **ret_rest,
 	if (hostport && (!*hostport || strpbrk(hostport, "/?# ")))
 		return sbx_error_set(err, -EINVAL, "engine URL '%s': expected tcp://host:port",
 				     url);
+	/* TLS is for TCP (a unix socket is guarded by its file's mode); kept
+	 * for handles opened from this one (a swarm manager's, for its nodes). */
+	if (have_tls && tls_check(tls, err) < 0)
+		return err ? err->code : -EINVAL;
 
 	pthread_once(&curl_once, curl_init_once);
 	r = calloc(1, sizeof(*r));
@@ -86,10 +119,19 @@ int sbx_rest_open(const char *url, long timeout_ms, struct sbx_rest **ret_rest,
 		r->host_header = strdup("localhost");
 	} else {
 		r->host_header = strdup(hostport);
-		if (asprintf(&r->base, "http://%s", hostport) < 0)
+		if (asprintf(&r->base, "%s://%s", have_tls ? "https" : "http", hostport) < 0)
 			r->base = NULL;
 	}
-	if (!r->url || !r->base || !r->host_header || (path && !r->unix_path)) {
+	r->tls = have_tls && hostport;
+	if (have_tls) {
+		r->tls_ca = given(tls->ca) ? strdup(tls->ca) : NULL;
+		r->tls_cert = given(tls->cert) ? strdup(tls->cert) : NULL;
+		r->tls_key = given(tls->key) ? strdup(tls->key) : NULL;
+	}
+	r->tls_view = (struct sbx_engine_tls){r->tls_ca, r->tls_cert, r->tls_key};
+	if (!r->url || !r->base || !r->host_header || (path && !r->unix_path) ||
+	    (have_tls && ((given(tls->ca) && !r->tls_ca) || (given(tls->cert) && !r->tls_cert) ||
+			  (given(tls->key) && !r->tls_key)))) {
 		sbx_rest_free(r);
 		return sbx_error_set(err, -ENOMEM, "out of memory");
 	}
@@ -108,8 +150,16 @@ struct sbx_rest *sbx_rest_free(struct sbx_rest *r)
 	free(r->unix_path);
 	free(r->base);
 	free(r->host_header);
+	free(r->tls_ca);
+	free(r->tls_cert);
+	free(r->tls_key);
 	free(r);
 	return NULL;
+}
+
+const struct sbx_engine_tls *sbx_rest_tls(const struct sbx_rest *r)
+{
+	return &r->tls_view;
 }
 
 const char *sbx_rest_url(const struct sbx_rest *r)
@@ -289,6 +339,12 @@ static int rest_curl_error(struct sbx_rest *r, CURLcode code, const char *detail
 {
 	struct stat st;
 
+	/* An engine that refuses our certificate (none, or of another CA)
+	 * ends the connection once the handshake is done on our side: its
+	 * alert comes with the first read or write. */
+	if (r->tls && (code == CURLE_RECV_ERROR || code == CURLE_SEND_ERROR) &&
+	    (strstr(detail, "SSL") || strstr(detail, "alert")))
+		code = CURLE_SSL_CONNECT_ERROR;
 	switch (code) {
 	case CURLE_COULDNT_CONNECT:
 	case CURLE_COULDNT_RESOLVE_HOST:
@@ -303,6 +359,18 @@ static int rest_curl_error(struct sbx_rest *r, CURLcode code, const char *detail
 	case CURLE_OPERATION_TIMEDOUT:
 		return sbx_error_set(err, -ETIMEDOUT, "engine at %s did not answer in time",
 				     r->url);
+	case CURLE_PEER_FAILED_VERIFICATION:
+	case CURLE_SSL_CONNECT_ERROR:
+	case CURLE_SSL_CERTPROBLEM:
+	case CURLE_SSL_CACERT_BADFILE:
+	case CURLE_SSL_CIPHER:
+	case CURLE_SSL_ISSUER_ERROR:
+	case CURLE_SSL_CRL_BADFILE:
+	case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
+		return sbx_error_set(err, -EACCES,
+				     "TLS with the engine at %s failed: %s (engine.tls_ca, "
+				     "engine.tls_cert, engine.tls_key)",
+				     r->url, detail[0] ? detail : curl_easy_strerror(code));
 	case CURLE_OUT_OF_MEMORY:
 		return sbx_error_set(err, -ENOMEM, "out of memory");
 	default:
@@ -317,7 +385,20 @@ static void rest_common_opts(struct sbx_rest *r, CURL *c)
 		curl_easy_setopt(c, CURLOPT_UNIX_SOCKET_PATH, r->unix_path);
 	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, REST_CONNECT_TIMEOUT_MS);
-	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http");
+	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, r->tls ? "https" : "http");
+	if (r->tls) {
+		/* libcurl's defaults, said: the engine's certificate is verified
+		 * and must name the address dialled. */
+		curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 1L);
+		curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 2L);
+		curl_easy_setopt(c, CURLOPT_SSLVERSION, (long)CURL_SSLVERSION_TLSv1_2);
+		if (r->tls_ca)
+			curl_easy_setopt(c, CURLOPT_CAINFO, r->tls_ca);
+		if (r->tls_cert) {
+			curl_easy_setopt(c, CURLOPT_SSLCERT, r->tls_cert);
+			curl_easy_setopt(c, CURLOPT_SSLKEY, r->tls_key);
+		}
+	}
 	if (!r->unix_path) {
 		curl_easy_setopt(c, CURLOPT_TCP_KEEPALIVE, 1L);
 		curl_easy_setopt(c, CURLOPT_TCP_KEEPIDLE, REST_KEEPIDLE_S);
@@ -694,6 +775,50 @@ static int stream_send_all(sbx_stream *s, const void *buf, size_t len, struct sb
 	return 0;
 }
 
+/* Most a TLS stream's s->in grows to while it takes in what libcurl has
+ * decrypted (stream_fill). */
+#define STREAM_TLS_TAKE_MAX (4u << 20)
+
+/* Room in s->in for more: 0, or -ENOMEM. */
+static int stream_room(sbx_stream *s)
+{
+	if (s->in_off == s->in_len)
+		s->in_off = s->in_len = 0;
+	if (s->in_len < s->in_cap)
+		return 0;
+	if (s->in_off) {
+		memmove(s->in, s->in + s->in_off, s->in_len - s->in_off);
+		s->in_len -= s->in_off;
+		s->in_off = 0;
+	} else {
+		size_t cap = s->in_cap ? s->in_cap * 2 : 65536;
+		unsigned char *p = realloc(s->in, cap);
+		if (!p)
+			return -ENOMEM;
+		s->in = p;
+		s->in_cap = cap;
+	}
+	return 0;
+}
+
+/* Over TLS, after a receive: whatever more libcurl holds decrypted (or
+ * undecrypted in its own buffers) is taken now, until it says there is
+ * nothing (CURLE_AGAIN), so that no byte waits there while the socket
+ * looks idle to a caller's poll(2) (sbx_stream_pending tells of s->in).
+ * An end or an error is left for the next receive to see. */
+static void stream_take_tls(sbx_stream *s)
+{
+	while (s->in_len - s->in_off < STREAM_TLS_TAKE_MAX && stream_room(s) == 0) {
+		size_t got = 0;
+		CURLcode code =
+		    curl_easy_recv(s->curl, s->in + s->in_len, s->in_cap - s->in_len, &got);
+
+		if (code != CURLE_OK || got == 0)
+			return;
+		s->in_len += got;
+	}
+}
+
 /* Receive into s->in; 0 on data, 1 on EOF, negative on error or timeout. */
 static int stream_fill(sbx_stream *s, int timeout_ms)
 {
@@ -701,22 +826,8 @@ static int stream_fill(sbx_stream *s, int timeout_ms)
 		size_t got = 0;
 		CURLcode code;
 
-		if (s->in_off == s->in_len)
-			s->in_off = s->in_len = 0;
-		if (s->in_len == s->in_cap) {
-			if (s->in_off) {
-				memmove(s->in, s->in + s->in_off, s->in_len - s->in_off);
-				s->in_len -= s->in_off;
-				s->in_off = 0;
-			} else {
-				size_t cap = s->in_cap ? s->in_cap * 2 : 65536;
-				unsigned char *p = realloc(s->in, cap);
-				if (!p)
-					return -ENOMEM;
-				s->in = p;
-				s->in_cap = cap;
-			}
-		}
+		if (stream_room(s) < 0)
+			return -ENOMEM;
 		code = curl_easy_recv(s->curl, s->in + s->in_len, s->in_cap - s->in_len, &got);
 		if (code == CURLE_AGAIN) {
 			int r = stream_wait(s, POLLIN, timeout_ms);
@@ -729,6 +840,8 @@ static int stream_fill(sbx_stream *s, int timeout_ms)
 		if (got == 0)
 			return 1;
 		s->in_len += got;
+		if (s->tls)
+			stream_take_tls(s);
 		return 0;
 	}
 }
@@ -806,6 +919,7 @@ int sbx_rest_hijack(struct sbx_rest *r, const char *path, struct json_object *bo
 	}
 	curl_easy_getinfo(s->curl, CURLINFO_ACTIVESOCKET, &sock);
 	s->fd = (int)sock;
+	s->tls = r->tls;
 
 	ret = sbx_buf_appendf(&head,
 			      "POST %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: mcp-sandbox\r\n"

@@ -20,11 +20,15 @@
 struct sbx_rest;
 
 /* Where to connect: url is "unix:///path", "/path", "tcp://host:port" or
- * "http://host:port". Nothing is contacted yet. */
-int sbx_rest_open(const char *url, long timeout_ms, struct sbx_rest **ret_rest,
-		  struct sbx_error *err);
+ * "http://host:port"; TLS (may be NULL) as sbx_engine_tls says, for TCP
+ * only (its files checked now). Nothing is contacted yet. */
+int sbx_rest_open(const char *url, long timeout_ms, const struct sbx_engine_tls *tls,
+		  struct sbx_rest **ret_rest, struct sbx_error *err);
 struct sbx_rest *sbx_rest_free(struct sbx_rest *r);
 const char *sbx_rest_url(const struct sbx_rest *r);
+/* The TLS files R was opened with (fields NULL when none): for handles
+ * opened from it (a swarm's nodes). Valid while R lives. */
+const struct sbx_engine_tls *sbx_rest_tls(const struct sbx_rest *r);
 
 struct sbx_rest_request {
 	const char *method;	  /* "GET", "POST", "PUT", "DELETE", "HEAD" */
@@ -103,6 +107,7 @@ struct sbx_stream {
 	size_t in_off, in_len, in_cap;
 	struct sbx_demux demux;
 	bool eof;
+	bool tls;	    /* over TLS: what libcurl decrypted is out of poll()'s sight */
 	sbx_engine *engine; /* for the exit code; not owned */
 	char *exec_id;	    /* owned */
 };

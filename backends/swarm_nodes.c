@@ -173,9 +173,11 @@ static int node_engine(sbx_engine *e, struct json_object *j, const char *node_id
 			return 0;
 		}
 	pthread_mutex_unlock(&s->lock);
-	r = sbx_engine_open(
-	    &(struct sbx_engine_config){.type = "docker", .url = url, .timeout_ms = e->timeout_ms},
-	    &ne, err);
+	r = sbx_engine_open(&(struct sbx_engine_config){.type = "docker",
+							.url = url,
+							.timeout_ms = e->timeout_ms,
+							.tls = sbx_rest_tls(e->rest)},
+			    &ne, err);
 	if (r >= 0)
 		r = node_is(ne, node_id, url, err);
 	if (r < 0) {

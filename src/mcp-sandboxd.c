@@ -60,6 +60,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -629,13 +630,36 @@ static int open_auth(const struct sbx_settings *s, sbx_auth **ret)
 	return 0;
 }
 
+/* The engine's configuration from [engine] (TLS's paths in *TLS). */
+static struct sbx_engine_config engine_config(const struct sbx_settings *s,
+					      struct sbx_engine_tls *tls)
+{
+	*tls = (struct sbx_engine_tls){
+	    .ca = s->engine.tls_ca, .cert = s->engine.tls_cert, .key = s->engine.tls_key};
+	return (struct sbx_engine_config){.type = s->engine.type,
+					  .url = s->engine.socket,
+					  .api_version = s->engine.api_version,
+					  .timeout_ms = (long)s->engine.timeout_ms,
+					  .tls = tls};
+}
+
+/* A TLS key others on this host may read is said (once, at start): it
+ * lets them speak to the engines as this server. */
+static void tls_key_private(const struct sbx_settings *s)
+{
+	struct stat st;
+
+	if (*s->engine.tls_key && stat(s->engine.tls_key, &st) == 0 && (st.st_mode & 077))
+		sbx_log_warn("engine.tls_key %s may be read by others (mode %03o): whoever can "
+			     "read it speaks to the engines as this server; chmod 600 it",
+			     s->engine.tls_key, (unsigned)(st.st_mode & 0777));
+}
+
 /* Runs the server until SIGINT/SIGTERM; the exit status. */
 static int serve(const struct sbx_settings *s, struct sbx_error *err)
 {
-	struct sbx_engine_config ec = {.type = s->engine.type,
-				       .url = s->engine.socket,
-				       .api_version = s->engine.api_version,
-				       .timeout_ms = (long)s->engine.timeout_ms};
+	struct sbx_engine_tls tls;
+	struct sbx_engine_config ec = engine_config(s, &tls);
 	struct starter st = {.s = s, .err = SBX_ERROR_INIT};
 	sigset_t signals;
 	pthread_t t;
@@ -660,6 +684,7 @@ static int serve(const struct sbx_settings *s, struct sbx_error *err)
 	audit_log = st.audit;
 	sbx_log("audit log (JSON lines): %s",
 		*s->server.audit_log ? s->server.audit_log : "standard error");
+	tls_key_private(s);
 	if (sbx_engine_open(&ec, &st.engine, err) < 0) {
 		sbx_log_error("the container engine is not reachable: %s", err->msg);
 		audit_log = st.audit = sbx_audit_free(st.audit);
@@ -783,10 +808,8 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	{
-		struct sbx_engine_config ec = {.type = s.engine.type,
-					       .url = s.engine.socket,
-					       .api_version = s.engine.api_version,
-					       .timeout_ms = (long)s.engine.timeout_ms};
+		struct sbx_engine_tls tls;
+		struct sbx_engine_config ec = engine_config(&s, &tls);
 		if (sbx_engine_open(&ec, &engine, &err) < 0 || sbx_engine_ping(engine, &err) < 0 ||
 		    sbx_engine_version(engine, &v, &err) < 0) {
 			sbx_log_error("engine: %s", err.msg);

@@ -9,12 +9,18 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "engine-tls.h"
 #include "tap.h"
 
 sbx_engine *engine;
 const char *engine_type, *engine_url, *image;
 char instance[64];
 const char *const *fixture_settings;
+
+const struct sbx_engine_tls *fixture_tls(void)
+{
+	return test_engine_tls(engine_type);
+}
 
 void fixture_init(int argc, char **argv, const char *prefix)
 {
@@ -28,6 +34,7 @@ void fixture_init(int argc, char **argv, const char *prefix)
 	signal(SIGPIPE, SIG_IGN);
 	engine_type = cfg.type = argv[1];
 	engine_url = cfg.url = argv[2];
+	cfg.tls = fixture_tls();
 	image = argc > 3 ? argv[3] : "localhost/mcp-sandbox:latest";
 	snprintf(instance, sizeof(instance), "%s-%s-%ld-%ld", prefix, engine_type, (long)getpid(),
 		 (long)time(NULL));

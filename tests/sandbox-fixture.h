@@ -24,6 +24,9 @@ extern char instance[64];
  * (NULL-terminated; NULL for none). */
 extern const char *const *fixture_settings;
 
+/* TLS for the engine under test (tests/engine-tls.h: a swarm's, for its
+ * node reached over TCP), or NULL. */
+const struct sbx_engine_tls *fixture_tls(void);
 /* Reads TYPE URL [IMAGE] (a usage error exits 2), opens and pings the engine
  * (or bails out), names the run's instance. */
 void fixture_init(int argc, char **argv, const char *prefix);

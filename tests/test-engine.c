@@ -6,7 +6,11 @@
  * by checking that none is left.
  *
  * With --via-tcp the unix socket is reached through a loopback TCP relay and
- * a tcp:// URL, the way a remote engine is reached.
+ * a tcp:// URL, the way a remote engine is reached. With --tls the URL is a
+ * dockerd's tcp:// listener with --tlsverify (the swarm's TLS node of
+ * tools/provision-engines), reached with MCP_SANDBOX_TLS_DIR's ca.pem,
+ * cert.pem and key.pem: every case then runs over TLS, streams included,
+ * after the cases of TLS itself (a wrong CA, no client certificate).
  */
 #include <errno.h>
 #include <json-c/json.h>
@@ -21,6 +25,7 @@
 #include "sbx/common.h"
 #include "sbx/engine.h"
 #include "sbx/tar.h"
+#include "engine-tls.h"
 #include "tap.h"
 #include "tcp-relay.h"
 
@@ -108,6 +113,68 @@ static void test_ping_version(void)
 	       v.api_version ? v.api_version : "-");
 	tap_diag("%s %s, API %s at %s", v.engine, v.version, v.api_version, sbx_engine_url(engine));
 	sbx_engine_version_release(&v);
+}
+
+/* With --tls: the engine at URL is reached only as TLS says. Its
+ * certificate checked against a CA that did not sign it: refused, naming
+ * TLS and the settings (the line that verifies the peer is what this
+ * breaks without). Without a client certificate dockerd --tlsverify
+ * refuses the handshake: said as TLS too. */
+static void test_tls(const char *url, const char *dir)
+{
+	char ca[512], other[512], cert[512], key[512];
+	struct sbx_error err = SBX_ERROR_INIT;
+	sbx_engine *e = NULL;
+	int r;
+
+	snprintf(ca, sizeof(ca), "%s/ca.pem", dir);
+	snprintf(other, sizeof(other), "%s/other-ca.pem", dir);
+	snprintf(cert, sizeof(cert), "%s/cert.pem", dir);
+	snprintf(key, sizeof(key), "%s/key.pem", dir);
+	tap_ok(strncmp(url, "tcp://", 6) == 0, "--tls: the engine is reached over TCP (%s)", url);
+	r = sbx_engine_open(
+	    &(struct sbx_engine_config){
+		.type = "docker", .url = url, .tls = &(struct sbx_engine_tls){other, cert, key}},
+	    &e, &err);
+	if (r == 0)
+		r = sbx_engine_ping(e, &err);
+	tap_ok(r == -EACCES && strstr(err.msg, "TLS") && strstr(err.msg, "engine.tls_ca"),
+	       "--tls: its certificate checked against another CA: refused, naming TLS (%s)",
+	       err.msg);
+	{
+		char shown[SBX_ERROR_MSG_MAX];
+		sbx_error_public(&err, shown, sizeof(shown));
+		tap_ok(strstr(shown, "TLS with the container engine failed") && !strstr(shown, url),
+		       "--tls: as clients are told it, without the engine's address (%s)", shown);
+	}
+	e = sbx_engine_free(e);
+	sbx_error_clear(&err);
+	r = sbx_engine_open(&(struct sbx_engine_config){.type = "docker",
+							.url = url,
+							.tls = &(struct sbx_engine_tls){.ca = ca}},
+			    &e, &err);
+	if (r == 0)
+		r = sbx_engine_ping(e, &err);
+	tap_ok(r < 0 && strstr(err.msg, url) && strstr(err.msg, "TLS"),
+	       "--tls: without a client certificate the engine refuses us, said as TLS (%s)",
+	       err.msg);
+	e = sbx_engine_free(e);
+	sbx_error_clear(&err);
+	r = sbx_engine_open(
+	    &(struct sbx_engine_config){.type = "docker",
+					.url = url,
+					.tls = &(struct sbx_engine_tls){.ca = ca, .cert = cert}},
+	    &e, &err);
+	tap_ok(r == -EINVAL && strstr(err.msg, "engine.tls_key"),
+	       "--tls: a certificate without its key is refused before any connection (%s)",
+	       err.msg);
+	sbx_engine_free(e);
+	sbx_error_clear(&err);
+	r = sbx_engine_open(&(struct sbx_engine_config){.type = "docker", .url = url}, &e, &err);
+	if (r == 0)
+		r = sbx_engine_ping(e, &err);
+	tap_ok(r < 0, "--tls: plain HTTP to it gets nowhere (%s)", err.msg);
+	sbx_engine_free(e);
 }
 
 static void test_images(void)
@@ -933,7 +1000,21 @@ int main(int argc, char **argv)
 	struct sbx_container_summary *list = NULL;
 	struct sbx_stats stats = {0};
 	char *id = NULL, *id2 = NULL, *other = NULL, tcp_url[64] = "";
+	const char *tls_dir = NULL;
 	size_t n = 0;
+
+	/* TLS for tcp:// endpoints (a swarm's node) whenever it is given;
+	 * --tls: the engine at URL is one (tcp://) and TLS itself is tested. */
+	if (argc > 1 && strcmp(argv[1], "--tls") == 0) {
+		cfg.tls = test_engine_tls(NULL);
+		tls_dir = getenv("MCP_SANDBOX_TLS_DIR");
+		if (!cfg.tls) {
+			printf("Bail out! --tls needs MCP_SANDBOX_TLS_DIR\n");
+			return 1;
+		}
+		argv++;
+		argc--;
+	}
 
 	if (argc > 1 && strcmp(argv[1], "--via-tcp") == 0) {
 		const char *path = argc > 3 ? argv[3] : "";
@@ -955,6 +1036,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: %s TYPE URL [IMAGE]\n", argv[0]);
 		return 2;
 	}
+	if (!cfg.tls)
+		cfg.tls = test_engine_tls(argv[1]);
 	cfg.type = argv[1];
 	cfg.url = argv[2];
 	image = argc > 3 ? argv[3] : "localhost/mcp-sandbox:latest";
@@ -968,6 +1051,8 @@ int main(int argc, char **argv)
 	if (tcp_url[0])
 		tap_ok(strcmp(sbx_engine_url(engine), tcp_url) == 0, "the engine is reached at %s",
 		       sbx_engine_url(engine));
+	if (tls_dir)
+		test_tls(argv[2], tls_dir);
 	test_ping_version();
 	/* A failed exec start with no error asked for (callers that only want
 	 * to know, as the check for an out-of-memory kill): a negative code, no

@@ -2622,6 +2622,25 @@ static void test_overflow_band(sbx_mcp *mcp, sbx_manager *manager)
  * never a bare close; with idle keep-alive connections among them the
  * least recently used idle one is closed and the newcomer served. Other
  * addresses are served throughout. */
+/* N new connections (FDS), each with a request begun: its first line and
+ * a header sent, not the end of its headers; 20 ms apart, so the server
+ * has them in this order. How many were sent. */
+static int begin_requests(int *fds, int n)
+{
+	int got = 0;
+
+	for (int i = 0; i < n; i++) {
+		char req[128];
+
+		snprintf(req, sizeof(req), "GET /health HTTP/1.1\r\nHost: 127.0.0.1:%u\r\n",
+			 http_target.port);
+		fds[i] = connect_raw();
+		got += send_quiet(fds[i], req, strlen(req));
+		sleep_ms(20);
+	}
+	return got;
+}
+
 static void test_connections_per_ip(sbx_mcp *mcp, sbx_manager *manager)
 {
 	struct sse_session ss[4] = {0};
@@ -2710,15 +2729,7 @@ static void test_connections_per_ip(sbx_mcp *mcp, sbx_manager *manager)
 	 * their clients take, so a 5th is refused rather than one of them
 	 * closed under its request. */
 	http_from("127.0.0.43");
-	got = 0;
-	for (int i = 0; i < 4; i++) {
-		char req[128];
-
-		snprintf(req, sizeof(req), "GET /health HTTP/1.1\r\nHost: 127.0.0.1:%u\r\n",
-			 http_target.port);
-		idle[i] = connect_raw();
-		got += send_quiet(idle[i], req, strlen(req));
-	}
+	got = begin_requests(idle, 4);
 	tap_ok(got == 4 && connections_settle(&sv, 4),
 	       "4 connections from 127.0.0.43, each with a request begun");
 	sleep_ms(SBX_HTTP_EVICT_IDLE_MS + 300);
@@ -2744,16 +2755,7 @@ static void test_connections_per_ip(sbx_mcp *mcp, sbx_manager *manager)
 	 * of silence): once the oldest has been at its headers for
 	 * SBX_HTTP_HEAD_MS, a 5th is let in in its place. */
 	http_from("127.0.0.44");
-	got = 0;
-	for (int i = 0; i < 4; i++) {
-		char req[128];
-
-		snprintf(req, sizeof(req), "GET /health HTTP/1.1\r\nHost: 127.0.0.1:%u\r\n",
-			 http_target.port);
-		idle[i] = connect_raw();
-		got += send_quiet(idle[i], req, strlen(req));
-		sleep_ms(20);
-	}
+	got = begin_requests(idle, 4);
 	tap_ok(got == 4 && connections_settle(&sv, 4),
 	       "4 connections from 127.0.0.44, each with a request begun");
 	for (int waited = 0; waited < SBX_HTTP_HEAD_MS + 300; waited += 2000) {

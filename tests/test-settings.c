@@ -176,7 +176,7 @@ static void test_file_errors(void)
 			  "unknown section without keys");
 	expect_load_error("[engine]\ntype = docker\ncolour = blue\n",
 			  "3: unknown key colour in [engine] (known: type, socket, api_version, "
-			  "timeout)",
+			  "timeout, tls_ca, tls_cert, tls_key)",
 			  "unknown key");
 	expect_load_error("port = 1\n", "1: key port outside of a [section]",
 			  "key before a section");
@@ -541,6 +541,7 @@ static void non_default(const struct sbx_setting *d, char *out, size_t n)
 			 : strcmp(d->key, "egress_allow") == 0	   ? "x.example"
 			 : strcmp(d->key, "index_files_path") == 0 ? "/x/"
 			 : strcmp(d->key, "metrics_token") == 0	   ? "x-metrics-token-0123"
+			 : strncmp(d->key, "tls_", 4) == 0	   ? "/x.pem"
 								   : "http://x");
 		break;
 	case SBX_SETTING_ENUM:

@@ -14,6 +14,12 @@
  *   on. The node is brought back (tools/provision-engines, which started
  *   it); what it ran is removed with its sandboxes, nothing of the run is
  *   left on any node.
+ * - The manager's engine restarted (SIGTERM, then tools/provision-engines):
+ *   a sandbox on a worker runs commands meanwhile and after, a create
+ *   meanwhile is refused with a reason, creates work once it leads again.
+ * - One node (3) is reached over TCP with TLS client certificates (its
+ *   label is tcp://127.0.0.3:2376; MCP_SANDBOX_TLS_DIR): everything above
+ *   that lands there goes so.
  * - What a service cannot carry is checked on every node before the first
  *   sandbox (sbx_places_check, as the server's start and --check run it),
  *   and a node check refuses an engine started without the flags a node
@@ -81,19 +87,66 @@ static char *manager_node(void)
 	return id ? strdup(id) : NULL;
 }
 
-/* The unix socket path node NODE's label names, and its state. */
-static char *node_socket(const char *node, char *state, size_t size)
+/* Node NODE's label org.mcp-sandbox.engine as the manager has it (NULL
+ * when none), and its state. */
+static char *node_label(const char *node, char *state, size_t size)
 {
 	_cleanup_json_ struct json_object *j = NULL;
 	const char *url, *st;
 
+	snprintf(state, size, "?");
 	if (sbx_engine_json(engine, "GET", NULL, NULL, &j, NULL, "/nodes/%s", node) < 0)
 		return NULL;
 	url = sbx_json_str(sbx_json_path(sbx_json_path(j, "Spec", NULL), "Labels", NULL),
 			   "org.mcp-sandbox.engine");
 	st = sbx_json_str(sbx_json_path(j, "Status", NULL), "State");
 	snprintf(state, size, "%s", st ? st : "?");
-	return url && strncmp(url, "unix://", 7) == 0 ? strdup(url + 7) : NULL;
+	return url ? strdup(url) : NULL;
+}
+
+/* Node NODE's own unix socket, one of MCP_SANDBOX_SWARM_NODE_SOCKETS (its
+ * label may name a tcp:// one): the one whose engine says it is NODE,
+ * remembered (so known while the node is down); and its state. */
+static char *node_socket(const char *node, char *state, size_t size)
+{
+	static struct {
+		char id[SBX_ENGINE_ID_MAX + 1];
+		char path[512];
+	} known[8];
+	static size_t n_known;
+	_cleanup_free_ char *socks = NULL;
+	char *save = NULL;
+
+	free(node_label(node, state, size));
+	for (size_t i = 0; i < n_known; i++)
+		if (strcmp(known[i].id, node) == 0)
+			return strdup(known[i].path);
+	socks = getenv("MCP_SANDBOX_SWARM_NODE_SOCKETS")
+		    ? strdup(getenv("MCP_SANDBOX_SWARM_NODE_SOCKETS"))
+		    : NULL;
+	for (char *p = socks ? strtok_r(socks, " ", &save) : NULL; p && n_known < 8;
+	     p = strtok_r(NULL, " ", &save)) {
+		_cleanup_json_ struct json_object *j = NULL;
+		sbx_engine *ne = NULL;
+		const char *id = NULL;
+		char url[600];
+
+		snprintf(url, sizeof(url), "unix://%s", p);
+		if (sbx_engine_open(&(struct sbx_engine_config){.type = "docker", .url = url}, &ne,
+				    NULL) == 0 &&
+		    sbx_engine_negotiate(ne, NULL) == 0 &&
+		    sbx_engine_json(ne, "GET", NULL, NULL, &j, NULL, "/info") == 0)
+			id = sbx_json_str(sbx_json_path(j, "Swarm", NULL), "NodeID");
+		if (id && strcmp(id, node) == 0) {
+			snprintf(known[n_known].id, sizeof(known[n_known].id), "%s", id);
+			snprintf(known[n_known].path, sizeof(known[n_known].path), "%s", p);
+			n_known++;
+			sbx_engine_free(ne);
+			return strdup(p);
+		}
+		sbx_engine_free(ne);
+	}
+	return NULL;
 }
 
 /* The PID in the docker.pid beside SOCKET, if that process is a dockerd
@@ -154,7 +207,7 @@ static bool set_label(const char *node, const char *url)
 static void test_wrong_label(sbx_manager *m, char **nodes)
 {
 	struct sbx_error err = SBX_ERROR_INIT;
-	_cleanup_free_ char *mgr = manager_node(), *own = NULL, *other = NULL;
+	_cleanup_free_ char *mgr = manager_node(), *own = NULL, *other = NULL, *label = NULL;
 	char state[32], url[600];
 	sbx_sandbox *sb = NULL;
 	const char *victim = NULL;
@@ -164,9 +217,11 @@ static void test_wrong_label(sbx_manager *m, char **nodes)
 		if (nodes[i] && mgr && strcmp(nodes[i], mgr) != 0)
 			victim = nodes[i];
 	own = victim ? node_socket(victim, state, sizeof(state)) : NULL;
+	label = victim ? node_label(victim, state, sizeof(state)) : NULL;
 	other = mgr ? node_socket(mgr, state, sizeof(state)) : NULL;
-	if (!tap_ok(own && other, "a worker's socket and the manager's (%s, %s)", own ? own : "-",
-		    other ? other : "-"))
+	if (!tap_ok(own && other && label,
+		    "a worker's socket and label, and the manager's socket (%s, %s, %s)",
+		    own ? own : "-", label ? label : "-", other ? other : "-"))
 		return;
 	snprintf(url, sizeof(url), "unix://%s", other);
 	tap_ok(set_label(victim, url), "the worker's label now names the manager's engine");
@@ -178,8 +233,7 @@ static void test_wrong_label(sbx_manager *m, char **nodes)
 		sbx_sandbox_unref(sb);
 	}
 	sbx_error_clear(&err);
-	snprintf(url, sizeof(url), "unix://%s", own);
-	tap_ok(set_label(victim, url), "the label is set right again");
+	tap_ok(set_label(victim, label), "the label is set right again (%s)", label);
 	r = sbx_sandbox_create(m, OWNER, "relabelled", &sb, &err);
 	tap_ok(r == 0, "then creates work (%s)", err.msg);
 	if (r == 0) {
@@ -189,7 +243,7 @@ static void test_wrong_label(sbx_manager *m, char **nodes)
 }
 
 struct report {
-	int lines, passed;
+	int lines, passed, tcp;
 };
 
 static void count_line(void *userdata, const char *line)
@@ -199,6 +253,7 @@ static void count_line(void *userdata, const char *line)
 	rep->lines++;
 	rep->passed +=
 	    strstr(line, ": image present, no-new-privileges, no network but lo") != NULL;
+	rep->tcp += strstr(line, " (tcp://") != NULL;
 	tap_diag("%s", line);
 }
 
@@ -220,14 +275,17 @@ static long checks_on(sbx_engine *e)
 static void test_check_command(void)
 {
 	const char *builddir = getenv("SBX_BUILDDIR");
-	char cmd[2048], line[1024];
+	const struct sbx_engine_tls *tls = fixture_tls();
+	char cmd[4096], line[1024];
 	int nodes = 0, status;
 	FILE *p;
 
 	snprintf(cmd, sizeof(cmd),
 		 "%s/src/mcp-sandboxd -c /dev/null --set engine.type=swarm --set engine.socket=%s "
-		 "--set sandbox.image=%s --set sandbox.disk=0 --check 2>&1",
-		 builddir ? builddir : ".", engine_url, image);
+		 "--set sandbox.image=%s --set sandbox.disk=0%s%s%s%s%s%s --check 2>&1",
+		 builddir ? builddir : ".", engine_url, image, tls ? " --set engine.tls_ca=" : "",
+		 tls ? tls->ca : "", tls ? " --set engine.tls_cert=" : "", tls ? tls->cert : "",
+		 tls ? " --set engine.tls_key=" : "", tls ? tls->key : "");
 	p = popen(cmd, "r");
 	if (!tap_ok(p != NULL, "run mcp-sandboxd --check"))
 		return;
@@ -265,6 +323,7 @@ static void test_verify(void)
 	tap_ok(r == 0, "every node passes the check a sandbox needs (%s)", err.msg);
 	tap_is_int(rep.lines, 3, "a line for each of the three nodes");
 	tap_is_int(rep.passed, 3, "each with its image, no-new-privileges and no network but lo");
+	tap_is_int(rep.tcp, 1, "one of them reached over TCP, with TLS (its label is tcp://)");
 	sbx_settings_release(&s);
 	sbx_error_clear(&err);
 	test_check_command();
@@ -454,6 +513,107 @@ static void test_node_loss(sbx_manager *m, sbx_sandbox **sb, char **nodes)
 	}
 }
 
+/* The manager's engine restarted (SIGTERM, as a host's service manager
+ * stops it; brought back by tools/provision-engines): a sandbox on a
+ * worker runs commands all along (its calls go to its node), the server
+ * lives and says what it cannot do meanwhile, and once the manager is
+ * back the worker's sandbox still runs and creates work again. */
+static void test_manager_restart(sbx_manager *m)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_run_result res;
+	_cleanup_free_ char *mgr = manager_node(), *sock = NULL;
+	sbx_sandbox *sb[3] = {0}, *fresh = NULL;
+	char state[32] = "", *node;
+	const char *builddir = getenv("SBX_SRCDIR");
+	struct sbx_sandbox_info *list = NULL;
+	size_t n = 0;
+	int worker = -1, r;
+	int64_t t0;
+	pid_t pid;
+
+	for (int i = 0; i < 3; i++) {
+		char name[16];
+		snprintf(name, sizeof(name), "mr%d", i);
+		if (sbx_sandbox_create(m, OWNER, name, &sb[i], &err) < 0) {
+			tap_diag("create %s: %s", name, err.msg);
+			sbx_error_clear(&err);
+			continue;
+		}
+		node = node_of(m, sbx_sandbox_id(sb[i]), NULL, NULL);
+		if (worker < 0 && node && mgr && strcmp(node, mgr) != 0)
+			worker = i;
+		free(node);
+	}
+	sock = mgr ? node_socket(mgr, state, sizeof(state)) : NULL;
+	pid = sock ? node_pid(sock) : 0;
+	if (!tap_ok(worker >= 0 && pid > 0, "a sandbox on a worker; the manager's engine (pid %ld)",
+		    (long)pid))
+		goto out;
+	kill(pid, SIGTERM);
+	t0 = sbx_monotonic_ms();
+	while (kill(pid, 0) == 0 && sbx_monotonic_ms() - t0 < 60000)
+		usleep(100000);
+	tap_ok(kill(pid, 0) < 0, "the manager's engine stopped (%lld ms)",
+	       (long long)(sbx_monotonic_ms() - t0));
+	r = shell(m, sb[worker], "echo meanwhile", &res);
+	tap_ok(r == 0 && res.exit_code == 0 && res.out.data && strstr(res.out.data, "meanwhile"),
+	       "meanwhile the worker's sandbox runs a command");
+	if (r == 0)
+		sbx_run_result_release(&res);
+	r = sbx_sandbox_create(m, OWNER, "mrnone", &fresh, &err);
+	tap_ok(r < 0 && *err.msg, "meanwhile a create is refused, saying why: %s", err.msg);
+	if (r == 0)
+		sbx_sandbox_unref(fresh);
+	sbx_error_clear(&err);
+	{
+		char cmd[1024];
+		snprintf(cmd, sizeof(cmd),
+			 "'%s/tools/provision-engines' --no-image >/dev/null 2>&1",
+			 builddir ? builddir : ".");
+		r = system(cmd);
+		tap_ok(r == 0, "tools/provision-engines brings the manager back (%d)", r);
+	}
+	r = shell(m, sb[worker], "echo after", &res);
+	tap_ok(r == 0 && res.exit_code == 0 && res.out.data && strstr(res.out.data, "after"),
+	       "after it the worker's sandbox still runs commands");
+	if (r == 0)
+		sbx_run_result_release(&res);
+	r = -1;
+	t0 = sbx_monotonic_ms();
+	/* The manager takes a while to lead again. */
+	while (sbx_monotonic_ms() - t0 < 60000) {
+		sbx_error_clear(&err);
+		r = sbx_sandbox_create(m, OWNER, "mrafter", &fresh, &err);
+		if (r == 0)
+			break;
+		usleep(500000);
+	}
+	tap_ok(r == 0, "and creates work again (%lld ms; %s)", (long long)(sbx_monotonic_ms() - t0),
+	       err.msg);
+	if (r == 0) {
+		tap_ok(shell(m, fresh, "echo new", &res) == 0 && res.exit_code == 0,
+		       "... the new sandbox runs commands");
+		sbx_run_result_release(&res);
+		sbx_sandbox_delete(m, OWNER, "mrafter", NULL);
+		sbx_sandbox_unref(fresh);
+	}
+	r = sbx_manager_list(m, OWNER, &list, &n, &err);
+	tap_ok(r == 0, "list_sandboxes answers (%s)", err.msg);
+	for (size_t i = 0; r == 0 && i < n; i++)
+		tap_diag("after the restart: %s %s on %s%s%s", list[i].name, list[i].status,
+			 list[i].node ? list[i].node : "-", list[i].reason ? ": " : "",
+			 list[i].reason ? list[i].reason : "");
+	if (r == 0)
+		sbx_sandbox_info_list_free(list, n);
+out:
+	for (int i = 0; i < 3; i++) {
+		if (sb[i])
+			sbx_sandbox_delete(m, OWNER, sbx_sandbox_name(sb[i]), NULL);
+		sbx_sandbox_unref(sb[i]);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	struct test_manager x;
@@ -469,6 +629,7 @@ int main(int argc, char **argv)
 	test_spread(m, sb, nodes);
 	test_wrong_label(m, nodes);
 	test_node_loss(m, sb, nodes);
+	test_manager_restart(m);
 	for (int i = 0; i < SPREAD; i++) {
 		if (sb[i])
 			sbx_sandbox_delete(m, OWNER, sbx_sandbox_name(sb[i]), NULL);

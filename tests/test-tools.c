@@ -50,6 +50,7 @@
 #include "sbx/sandbox.h"
 #include "http-client.h"
 #include "pkg-index.h"
+#include "engine-tls.h"
 #include "tap.h"
 #include "tcp-relay.h"
 #include "tool-call.h"
@@ -2652,6 +2653,8 @@ static void test_ready(const char *type, const char *url)
 		}
 	}
 	{
+		/* A plain relay: no TLS, whatever the engine (only the
+		 * manager is asked here, never a node). */
 		struct sbx_engine_config ec = {.type = type, .url = tcp_url, .timeout_ms = 5000};
 		if (sbx_engine_open(&ec, &e, &err) < 0 || sbx_manager_new(&s, e, &m, &err) < 0)
 			tap_bail(err.msg);
@@ -2741,6 +2744,7 @@ int main(int argc, char **argv)
 	}
 	cfg.type = argv[1];
 	cfg.url = argv[2];
+	cfg.tls = test_engine_tls(argv[1]); /* a swarm's node over TCP */
 	image = argc > 3 ? argv[3] : "localhost/mcp-sandbox:latest";
 	snprintf(instance, sizeof(instance), "tools-%s-%ld-%ld", argv[1], (long)getpid(),
 		 (long)time(NULL));

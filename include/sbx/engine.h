@@ -29,11 +29,22 @@
 typedef struct sbx_engine sbx_engine;
 typedef struct sbx_stream sbx_stream;
 
+/* TLS to tcp:// endpoints, as dockerd --tlsverify expects it: paths of PEM
+ * files, NULL or "" when not given. Any one given makes every tcp://
+ * endpoint spoken over TLS, the engine's certificate verified (against CA,
+ * else the system's CAs) and its address checked against it. */
+struct sbx_engine_tls {
+	const char *ca;	  /* the CA that signed the engine's certificate */
+	const char *cert; /* this client's certificate, with KEY */
+	const char *key;
+};
+
 struct sbx_engine_config {
-	const char *type;	 /* "docker" or "podman"; NULL = "docker" */
+	const char *type;	 /* "docker", "podman" or "swarm"; NULL = "docker" */
 	const char *url;	 /* "unix:///path", "/path" or "tcp://host:port"; NULL = discover */
 	const char *api_version; /* e.g. "1.41" or "4.0.0"; NULL = negotiate with the engine */
 	long timeout_ms;	 /* per REST request (not exec/streams); 0 = 60 s */
+	const struct sbx_engine_tls *tls; /* NULL = plain TCP */
 };
 
 struct sbx_kv {

@@ -31,6 +31,9 @@ struct sbx_settings {
 		char *socket;	   /* "unix:///path", "/path", "tcp://host:port"; "" = discover */
 		char *api_version; /* "" = negotiate */
 		int64_t timeout_ms;
+		/* TLS for tcp:// endpoints (the engine's, a swarm node's):
+		 * PEM files; "" = plain TCP (all three) or the system's CAs. */
+		char *tls_ca, *tls_cert, *tls_key;
 	} engine;
 	struct {
 		char *listen;

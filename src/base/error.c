@@ -76,6 +76,8 @@ static const struct {
 	const char *says;
 } engine_failures[] = {
     {"engine not reachable", "the container engine is not reachable"},
+    {"TLS with the engine", "TLS with the container engine failed (engine.tls_ca, "
+			    "engine.tls_cert, engine.tls_key: the server's log says more)"},
     {"engine at ", "the container engine did not answer in time"},
     {"engine request to ", "a request to the container engine failed"},
     {"engine URL '", "the container engine's address is not valid"},

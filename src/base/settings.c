@@ -256,6 +256,14 @@ static const struct sbx_setting schema[] = {
 	   "engine API version (e.g. 1.41 or 4.0.0); empty = negotiate"),
     NUMBER(DURATION, "engine", "timeout", engine.timeout_ms, "60s", 1, HOUR,
 	   "time limit of one engine API request (not exec or streams)"),
+    STRING("engine", "tls_ca", engine.tls_ca, "", check_abs_path,
+	   "TLS for tcp:// endpoints (dockerd --tlsverify; a swarm node's label too): the CA "
+	   "that signed the engine's certificate, a PEM file; empty = the system's CAs"),
+    STRING("engine", "tls_cert", engine.tls_cert, "", check_abs_path,
+	   "TLS: this server's client certificate (PEM), with engine.tls_key; setting any "
+	   "engine.tls_* speaks TLS to every tcp:// endpoint"),
+    STRING("engine", "tls_key", engine.tls_key, "", check_abs_path,
+	   "TLS: the client certificate's private key (PEM; readable by this server alone)"),
 
     STRING("server", "listen", server.listen, "127.0.0.1", NULL, "address to listen on"),
     NUMBER(INT, "server", "port", server.port, "8000", 0, 65535,

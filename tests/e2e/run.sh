@@ -159,6 +159,12 @@ e2e_server_start() {
 	e2e_sout=$e2e_tmp/$1.out
 	e2e_slog=$e2e_tmp/$1.err
 	shift
+	# TLS for tcp:// endpoints (the swarm's TLS node), as the C suites get it.
+	if [ -n "${MCP_SANDBOX_TLS_DIR:-}" ]; then
+		set -- --set engine.tls_ca="$MCP_SANDBOX_TLS_DIR/ca.pem" \
+			--set engine.tls_cert="$MCP_SANDBOX_TLS_DIR/cert.pem" \
+			--set engine.tls_key="$MCP_SANDBOX_TLS_DIR/key.pem" "$@"
+	fi
 	# shellcheck disable=SC2086 # E2E_SETS is words
 	"$server" -c "$srcdir/etc/mcp-sandbox.ini" \
 		--set engine.type="$e2e_type" \
@@ -305,28 +311,33 @@ e2e_second() {
 # e2e_spid); the caller stops it and checks that no container is left.
 e2e_adopt() {
 	n=$((n + 1))
-	if ! e2e_server_start adopt-a --set sandbox.remove_on_exit=false --set sandbox.pool_size=2; then
+	metrics_token=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
+	if ! e2e_server_start adopt-a --set sandbox.remove_on_exit=false --set sandbox.pool_size=2 \
+		--set server.metrics_token="$metrics_token"; then
 		echo "not ok $n - adopt: server A (sandbox.remove_on_exit=false) starts"
 		return
 	fi
 	echo "ok $n - adopt: server A (sandbox.remove_on_exit=false) starts: $e2e_url (pid $e2e_spid)"
 
-	# The sandbox is to come from the pool. Refills go one at a time: with
-	# two pool containers listed, the first is ready.
+	# The sandbox is to come from the pool: its 2 ready, as the server's
+	# /metrics says (a container or a swarm's service is listed before it
+	# is ready), and 2 on the engine.
 	n=$((n + 1))
 	i=0
 	while :; do
+		ready=$(curl -sS --max-time 10 -H "Authorization: Bearer $metrics_token" "$e2e_url/metrics" |
+			sed -n 's/^mcp_sandbox_pool_ready \([0-9]*\)$/\1/p')
 		pooled=$(e2e_count "$(e2e_containers "$e2e_type" "$e2e_sock" "$instance" org.mcp-sandbox.pool=1)")
-		if [ "$pooled" -ge 2 ] || [ $i -ge 240 ]; then
+		if { [ "${ready:-0}" -ge 2 ] && [ "$pooled" -ge 2 ]; } || [ $i -ge 240 ]; then
 			break
 		fi
 		sleep 0.5
 		i=$((i + 1))
 	done
-	if [ "$pooled" -ge 2 ]; then
-		echo "ok $n - adopt: server A's warm pool holds 2 containers"
+	if [ "${ready:-0}" -ge 2 ] && [ "$pooled" -ge 2 ]; then
+		echo "ok $n - adopt: server A's warm pool holds 2 ready containers"
 	else
-		echo "not ok $n - adopt: server A's warm pool holds 2 containers ($pooled after 120 s)"
+		echo "not ok $n - adopt: server A's warm pool holds 2 ready containers (${ready:-?} ready, $pooled listed after 120 s)"
 	fi
 
 	e2e_node adopt-a "adopt: the step on server A" "$e2e_tmp/suite/adopt.mjs" before
@@ -612,14 +623,7 @@ run_e2e() {
 	e2e_server_stop mcp-sandboxd
 	e2e_none_left "no container with the instance label is left"
 
-	if e2e_want adopt && [ "$e2e_type" = swarm ]; then
-		# Its pool check ("the sandbox came from the pool") counts listed
-		# pool services, not ready ones, and failed once in CI (ci22) on
-		# the slower swarm start: left out there until it waits for
-		# readiness (test-sandbox's adoption runs on swarm meanwhile).
-		n=$((n + 1))
-		echo "ok $n - adopt # SKIP on swarm until its pool check waits for a ready pool"
-	elif e2e_want adopt; then
+	if e2e_want adopt; then
 		e2e_adopt
 		if [ -n "${e2e_spid:-}" ]; then # a step failed while a server ran
 			kill -TERM "$e2e_spid"
