@@ -165,12 +165,13 @@ int main(int argc, char **argv)
 	snprintf(url_arg, sizeof(url_arg), "unix://%s", argv[2]);
 	cfg.type = argv[1];
 	cfg.url = url_arg;
-	if (sbx_engine_open(&cfg, &e, &err) < 0 || sbx_engine_ping(e, &err) < 0) {
+	sbx_settings_init(&settings);
+	have_settings = true;
+	if (bench_tls(&cfg, &settings, &err) < 0 || sbx_engine_open(&cfg, &e, &err) < 0 ||
+	    sbx_engine_ping(e, &err) < 0) {
 		fprintf(stderr, "bench-burst: %s: %s\n", type, err.msg);
 		goto out;
 	}
-	sbx_settings_init(&settings);
-	have_settings = true;
 	snprintf(inst, sizeof(inst), "server.instance=bench-burst-%ld", (long)getpid());
 	snprintf(image, sizeof(image), "sandbox.image=%s", argv[3]);
 	{

@@ -4,8 +4,12 @@
 #ifndef SBX_BENCH_UTIL_H
 #define SBX_BENCH_UTIL_H
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+
+#include "sbx/engine.h"
+#include "sbx/settings.h"
 
 static inline double now_ms(void)
 {
@@ -30,6 +34,33 @@ static inline double quantile(double *v, size_t n, double q)
 	qsort(v, n, sizeof(*v), cmp_double);
 	i = (size_t)(q * (double)(n - 1) + 0.5);
 	return v[i < n ? i : n - 1];
+}
+
+/* TLS for tcp:// endpoints from MCP_SANDBOX_TLS_DIR (ca.pem, cert.pem,
+ * key.pem: tools/provision-engines' swarm has a node reached so): into
+ * CFG, and into S when not NULL. 0 (nothing when it is not set), or
+ * sbx_settings_set's error. */
+static inline int bench_tls(struct sbx_engine_config *cfg, struct sbx_settings *s,
+			    struct sbx_error *err)
+{
+	static const char *const files[] = {"ca.pem", "cert.pem", "key.pem"};
+	static const char *const keys[] = {"tls_ca", "tls_cert", "tls_key"};
+	static char path[3][512];
+	static struct sbx_engine_tls tls;
+	const char *dir = getenv("MCP_SANDBOX_TLS_DIR");
+
+	if (!dir || !*dir)
+		return 0;
+	for (int i = 0; i < 3; i++) {
+		char line[2048];
+		snprintf(path[i], sizeof(path[i]), "%s/%s", dir, files[i]);
+		snprintf(line, sizeof(line), "engine.%s=%s", keys[i], path[i]);
+		if (s && sbx_settings_set(s, line, err) < 0)
+			return -1;
+	}
+	tls = (struct sbx_engine_tls){path[0], path[1], path[2]};
+	cfg->tls = &tls;
+	return 0;
 }
 
 #endif
