@@ -103,6 +103,11 @@ struct sbx_engine_ops {
 	 * checked spec and spec->on_event. */
 	int (*events)(sbx_engine *e, const struct sbx_events_spec *spec, struct sbx_error *err);
 
+	/* Optional (NULL: one host, no nodes): the cluster node that runs
+	 * container ID, from what the backend knows without a request (its
+	 * id in BUF); -ENOENT when it does not know it so. */
+	int (*container_node)(sbx_engine *e, const char *id, char *buf, size_t size);
+
 	/* Optional. */
 	int (*network_connect)(sbx_engine *e, const char *id, const char *network,
 			       struct sbx_error *err);

@@ -263,6 +263,15 @@ void sbx_engine_storage_release(struct sbx_engine_storage *s)
 	memset(s, 0, sizeof(*s));
 }
 
+int sbx_container_node(sbx_engine *e, const char *id, char *buf, size_t size)
+{
+	if (!e || !e->ops->container_node)
+		return -ENOTSUP;
+	if (!id || !*id || !buf || size == 0)
+		return -EINVAL;
+	return e->ops->container_node(e, id, buf, size);
+}
+
 int sbx_engine_verify(sbx_engine *e, const struct sbx_container_spec *spec, sbx_report_fn report,
 		      void *userdata, struct sbx_error *err)
 {

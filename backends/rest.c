@@ -342,8 +342,14 @@ static int rest_curl_error(struct sbx_rest *r, CURLcode code, const char *detail
 	/* An engine that refuses our certificate (none, or of another CA)
 	 * ends the connection once the handshake is done on our side: its
 	 * alert comes with the first read or write. */
-	if (r->tls && (code == CURLE_RECV_ERROR || code == CURLE_SEND_ERROR) &&
-	    (strstr(detail, "SSL") || strstr(detail, "alert")))
+	bool refused =
+	    strstr(detail, "alert") || strstr(detail, "certificate") || strstr(detail, "verify");
+
+	/* A reset or an end during the handshake is the network's, not TLS
+	 * refusing us: said as a failed request. */
+	if (r->tls && code == CURLE_SSL_CONNECT_ERROR && !refused)
+		code = CURLE_RECV_ERROR;
+	if (r->tls && (code == CURLE_RECV_ERROR || code == CURLE_SEND_ERROR) && refused)
 		code = CURLE_SSL_CONNECT_ERROR;
 	switch (code) {
 	case CURLE_COULDNT_CONNECT:
@@ -386,14 +392,20 @@ static void rest_common_opts(struct sbx_rest *r, CURL *c)
 	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, REST_CONNECT_TIMEOUT_MS);
 	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, r->tls ? "https" : "http");
+	/* The engine directly, never through a proxy from the environment. */
+	curl_easy_setopt(c, CURLOPT_PROXY, "");
 	if (r->tls) {
 		/* libcurl's defaults, said: the engine's certificate is verified
 		 * and must name the address dialled. */
 		curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 1L);
 		curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 2L);
 		curl_easy_setopt(c, CURLOPT_SSLVERSION, (long)CURL_SSLVERSION_TLSv1_2);
-		if (r->tls_ca)
+		/* tls_ca alone: not the system's CAs besides (libcurl's CA
+		 * folder would still be trusted with CAINFO alone). */
+		if (r->tls_ca) {
 			curl_easy_setopt(c, CURLOPT_CAINFO, r->tls_ca);
+			curl_easy_setopt(c, CURLOPT_CAPATH, NULL);
+		}
 		if (r->tls_cert) {
 			curl_easy_setopt(c, CURLOPT_SSLCERT, r->tls_cert);
 			curl_easy_setopt(c, CURLOPT_SSLKEY, r->tls_key);
@@ -775,10 +787,6 @@ static int stream_send_all(sbx_stream *s, const void *buf, size_t len, struct sb
 	return 0;
 }
 
-/* Most a TLS stream's s->in grows to while it takes in what libcurl has
- * decrypted (stream_fill). */
-#define STREAM_TLS_TAKE_MAX (4u << 20)
-
 /* Room in s->in for more: 0, or -ENOMEM. */
 static int stream_room(sbx_stream *s)
 {
@@ -802,19 +810,35 @@ static int stream_room(sbx_stream *s)
 }
 
 /* Over TLS, after a receive: whatever more libcurl holds decrypted (or
- * undecrypted in its own buffers) is taken now, until it says there is
- * nothing (CURLE_AGAIN), so that no byte waits there while the socket
- * looks idle to a caller's poll(2) (sbx_stream_pending tells of s->in).
- * An end or an error is left for the next receive to see. */
+ * undecrypted in its own buffers) is taken now, into the room s->in has
+ * (never grown for it), until libcurl says there is nothing
+ * (CURLE_AGAIN). Bytes may wait there while the socket looks idle to a
+ * caller's poll(2): when the room ends first, or an end or an error is
+ * left for the next receive to see, s->tls_more says so, and
+ * sbx_stream_pending tells it. */
 static void stream_take_tls(sbx_stream *s)
 {
-	while (s->in_len - s->in_off < STREAM_TLS_TAKE_MAX && stream_room(s) == 0) {
+	s->tls_more = true;
+	for (;;) {
 		size_t got = 0;
-		CURLcode code =
-		    curl_easy_recv(s->curl, s->in + s->in_len, s->in_cap - s->in_len, &got);
+		CURLcode code;
 
-		if (code != CURLE_OK || got == 0)
+		if (s->in_off == s->in_len)
+			s->in_off = s->in_len = 0;
+		if (s->in_len == s->in_cap && s->in_off) {
+			memmove(s->in, s->in + s->in_off, s->in_len - s->in_off);
+			s->in_len -= s->in_off;
+			s->in_off = 0;
+		}
+		if (s->in_len == s->in_cap)
+			return; /* full: what waits in libcurl is for the next receive */
+		code = curl_easy_recv(s->curl, s->in + s->in_len, s->in_cap - s->in_len, &got);
+		if (code == CURLE_AGAIN) {
+			s->tls_more = false;
 			return;
+		}
+		if (code != CURLE_OK || got == 0)
+			return; /* an end or an error: the next receive says it */
 		s->in_len += got;
 	}
 }
@@ -829,6 +853,7 @@ static int stream_fill(sbx_stream *s, int timeout_ms)
 		if (stream_room(s) < 0)
 			return -ENOMEM;
 		code = curl_easy_recv(s->curl, s->in + s->in_len, s->in_cap - s->in_len, &got);
+		s->tls_more = false;
 		if (code == CURLE_AGAIN) {
 			int r = stream_wait(s, POLLIN, timeout_ms);
 			if (r < 0)
@@ -1040,7 +1065,7 @@ int sbx_stream_fd(const sbx_stream *s)
 
 bool sbx_stream_pending(const sbx_stream *s)
 {
-	return s->in_len > s->in_off || s->eof;
+	return s->in_len > s->in_off || s->eof || s->tls_more;
 }
 
 sbx_stream *sbx_stream_free(sbx_stream *s)

@@ -108,6 +108,7 @@ struct sbx_stream {
 	struct sbx_demux demux;
 	bool eof;
 	bool tls;	    /* over TLS: what libcurl decrypted is out of poll()'s sight */
+	bool tls_more;	    /* ... and bytes (or an end) may wait there now */
 	sbx_engine *engine; /* for the exit code; not owned */
 	char *exec_id;	    /* owned */
 };

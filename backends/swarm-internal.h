@@ -66,6 +66,9 @@ const char *swarm_node_id(sbx_engine *e, const sbx_engine *node);
  * -ENOENT. */
 int swarm_place(sbx_engine *e, const char *service, sbx_engine **ret_node,
 		char ret_container[SBX_ENGINE_ID_MAX + 1], struct sbx_error *err);
+/* The id of the node SERVICE's container runs on, from the places
+ * remembered only (no request): 0 with it in BUF, -ENOENT. */
+int swarm_place_node(sbx_engine *e, const char *service, char *buf, size_t size);
 /* Remembers SERVICE at NODE_ID / CONTAINER, or forgets it (CONTAINER NULL). */
 int swarm_place_set(sbx_engine *e, const char *service, const char *node_id, const char *container,
 		    struct sbx_error *err);
@@ -89,7 +92,7 @@ int swarm_nodes(sbx_engine *e, sbx_engine ***ret_nodes, char ***ret_ids, size_t 
  * that containers there get no-new-privileges and, WANT_NONE, no interface
  * but lo, though CHECK asks for neither. 0, or -EPERM naming node NODE_ID
  * and the dockerd flag. The container is removed, as any such one a check
- * cut short left. */
+ * cut short left once it no longer runs. */
 int swarm_node_check(sbx_engine *node, const char *node_id, const struct sbx_container_spec *check,
 		     bool want_none, struct sbx_error *err);
 

@@ -592,10 +592,13 @@ int swarm_node_check(sbx_engine *node, const char *node_id, const struct sbx_con
 	size_t n_left = 0;
 	int r;
 
-	/* What a check cut short (a server killed meanwhile) left behind. */
+	/* What a check cut short (a server killed meanwhile) left behind:
+	 * ended (its sleep is 60 s), never one that runs, which may be
+	 * another server's check in progress. */
 	if (sbx_container_list(node, &mark, 1, &left, &n_left, NULL) >= 0) {
 		for (size_t i = 0; i < n_left; i++)
-			sbx_container_remove(node, left[i].id, NULL);
+			if (!left[i].running)
+				sbx_container_remove(node, left[i].id, NULL);
 		sbx_container_list_free(left, n_left);
 	}
 	r = sbx_container_create(node, check, &cid, err);
@@ -1227,4 +1230,5 @@ const struct sbx_engine_ops sbx_swarm_ops = {
     .events = swarm_events,
     .container_stats = swarm_stats,
     .container_disk_usage = swarm_disk_usage,
+    .container_node = swarm_place_node,
 };

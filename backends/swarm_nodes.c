@@ -501,6 +501,25 @@ int swarm_service_of(sbx_engine *e, const sbx_engine *node, const char *containe
 	return r;
 }
 
+int swarm_place_node(sbx_engine *e, const char *service, char *buf, size_t size)
+{
+	struct swarm *s = swarm_of(e);
+	struct swarm_place *p;
+	int r = -ENOENT;
+
+	if (!s)
+		return -ENOMEM;
+	pthread_mutex_lock(&s->lock);
+	p = place_find(s, service);
+	for (size_t i = 0; p && !p->gone_ms && i < s->n_nodes && r < 0; i++)
+		if (s->nodes[i]->engine == p->node) {
+			snprintf(buf, size, "%s", s->nodes[i]->id);
+			r = 0;
+		}
+	pthread_mutex_unlock(&s->lock);
+	return r;
+}
+
 int swarm_place(sbx_engine *e, const char *service, sbx_engine **ret_node,
 		char ret_container[SBX_ENGINE_ID_MAX + 1], struct sbx_error *err)
 {

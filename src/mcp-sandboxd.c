@@ -411,10 +411,13 @@ static void log_line(void *userdata, const char *line)
 	sbx_log("%s", line);
 }
 
+/* A node's words among them: no control character reaches the terminal. */
 static void print_line(void *userdata, const char *line)
 {
 	(void)userdata;
-	printf("%s\n", line);
+	for (const char *p = line; *p; p++)
+		putchar((unsigned char)*p < 0x20 || *p == 0x7f ? '?' : *p);
+	putchar('\n');
 }
 
 static int start_steps(struct starter *st)

@@ -13,6 +13,13 @@ env_file="${MCP_SANDBOX_ENGINES_DIR:-/var/lib/mcp-sandbox-engines}/engines.env"
 if [ -z "${MCP_SANDBOX_DOCKER_SOCKET:-}${MCP_SANDBOX_PODMAN_SOCKET:-}" ] && [ -r "$env_file" ]; then
 	. "$env_file"
 fi
+# The swarm's TLS node and its certificates, which the test programs read
+# from their environment (the suites on the swarm reach that node with them).
+if [ -z "${MCP_SANDBOX_TLS_DIR:-}" ] && [ -r "$env_file" ]; then
+	MCP_SANDBOX_TLS_DIR=$(sed -n 's/^MCP_SANDBOX_TLS_DIR=//p' "$env_file")
+	MCP_SANDBOX_SWARM_TLS_URL=$(sed -n 's/^MCP_SANDBOX_SWARM_TLS_URL=//p' "$env_file")
+fi
+[ -z "${MCP_SANDBOX_TLS_DIR:-}" ] || export MCP_SANDBOX_TLS_DIR MCP_SANDBOX_SWARM_TLS_URL
 
 # skip_or_bail WHY: skip the test, or fail it under MCP_SANDBOX_REQUIRE_ENGINES=1.
 skip_or_bail() {

@@ -393,6 +393,25 @@ static void test_spread(sbx_manager *m, sbx_sandbox **sb, char **nodes)
 	tap_ok(distinct >= 2, "%d sandboxes spread over %zu nodes, each listed with its node",
 	       SPREAD, distinct);
 	tap_is_int((long)ran, SPREAD, "a command runs in each, on its node");
+	{
+		/* /metrics' mcp_sandbox_node_sandboxes, as the engine knows it
+		 * without a request: the same nodes, the same counts. */
+		struct sbx_node_count counts[8];
+		size_t n = sbx_manager_node_counts(m, counts, 8), total = 0, agree = 0;
+
+		for (size_t k = 0; k < n; k++) {
+			size_t listed = 0;
+			for (int i = 0; i < SPREAD; i++)
+				listed += nodes[i] && strcmp(nodes[i], counts[k].node) == 0;
+			total += counts[k].sandboxes;
+			agree += listed == counts[k].sandboxes;
+			tap_diag("node %s: %zu sandboxes", counts[k].node, counts[k].sandboxes);
+		}
+		tap_ok(n == distinct && agree == n && total == SPREAD,
+		       "sandboxes by node, as /metrics gives them: %zu nodes, %zu sandboxes, as "
+		       "listed",
+		       n, total);
+	}
 }
 
 static void test_node_loss(sbx_manager *m, sbx_sandbox **sb, char **nodes)

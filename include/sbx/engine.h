@@ -215,6 +215,14 @@ void sbx_engine_version_release(struct sbx_engine_version *v);
 int sbx_engine_storage(sbx_engine *e, struct sbx_engine_storage *ret, struct sbx_error *err);
 void sbx_engine_storage_release(struct sbx_engine_storage *s);
 
+/* Longest cluster node id sbx_container_node gives. */
+#define SBX_ENGINE_NODE_MAX 128
+/* The cluster node that runs container ID, as the engine knows it without
+ * asking anyone (a swarm: where it placed the task; never a request, so a
+ * metrics scrape may ask for every sandbox): 0 with its id in BUF,
+ * -ENOENT when it is not known so, -ENOTSUP on an engine of one host. */
+int sbx_container_node(sbx_engine *e, const char *id, char *buf, size_t size);
+
 /* Receives one line of a check's report (valid during the call only). */
 typedef void (*sbx_report_fn)(void *userdata, const char *line);
 /* What a container made from SPEC gets from where it runs rather than

@@ -252,6 +252,15 @@ struct sbx_sandbox_counts {
 	size_t ending;	 /* being removed */
 };
 void sbx_manager_sandbox_counts(sbx_manager *m, struct sbx_sandbox_counts *ret_counts);
+/* Live sandboxes (ready, not dead, not ending) by the cluster node that
+ * runs them, as the engine knows it without a request
+ * (sbx_container_node): up to MAX nodes into OUT, how many; none on an
+ * engine of one host. Sandboxes on nodes past MAX are left out. */
+struct sbx_node_count {
+	char node[SBX_ENGINE_NODE_MAX + 1];
+	size_t sandboxes;
+};
+size_t sbx_manager_node_counts(sbx_manager *m, struct sbx_node_count *out, size_t max);
 /* Whether the engine answers (its _ping), for a readiness check: 0, or a
  * negative errno with a message saying what is wrong. The answer is reused
  * for one second, so a probe cannot hammer the engine; callers wait for a

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * GET /metrics: the registry's counters and histograms
- * (include/sbx/metrics.h) and the gauges read now (sandboxes by state,
- * sessions by transport, the warm pool, HTTP connections), in the
+ * (include/sbx/metrics.h) and the gauges read now (sandboxes by state and,
+ * on a cluster, by node; sessions by transport, the warm pool, HTTP
+ * connections), in the
  * Prometheus text format 0.0.4.
  *
  * Who may read it: with server.metrics_token set, a request with
@@ -20,6 +21,7 @@
  * Origin checks of every route come first (server.c); no CORS preflight.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -108,6 +110,9 @@ static bool allowed(struct sbx_http_request *rq, enum MHD_Result *ret)
 	return false;
 }
 
+/* Most cluster nodes /metrics names. */
+#define METRICS_NODES_MAX 256
+
 /* The gauges (and the pool's counters), read now. */
 static int write_now(struct sbx_http *h, struct sbx_buf *b)
 {
@@ -139,6 +144,22 @@ static int write_now(struct sbx_http *h, struct sbx_buf *b)
 			r = sbx_metrics_write_sample(
 			    b, "mcp_sandbox_sandboxes",
 			    (const char *const[]){"state", states[i].state, NULL}, states[i].n);
+	}
+	if (r == 0 && h->manager) {
+		/* A cluster's nodes (engine.type = swarm): none on one host. */
+		struct sbx_node_count *nodes = calloc(METRICS_NODES_MAX, sizeof(*nodes));
+		size_t n =
+		    nodes ? sbx_manager_node_counts(h->manager, nodes, METRICS_NODES_MAX) : 0;
+
+		if (n > 0)
+			r = sbx_metrics_write_family(b, "mcp_sandbox_node_sandboxes", "gauge",
+						     "Live sandboxes by the cluster node that runs "
+						     "them (engine.type = swarm).");
+		for (size_t i = 0; r == 0 && i < n; i++)
+			r = sbx_metrics_write_sample(
+			    b, "mcp_sandbox_node_sandboxes",
+			    (const char *const[]){"node", nodes[i].node, NULL}, nodes[i].sandboxes);
+		free(nodes);
 	}
 	if (r == 0)
 		r = sbx_metrics_write_family(b, "mcp_sandbox_sessions", "gauge",

@@ -580,6 +580,39 @@ void sbx_manager_sandbox_counts(sbx_manager *m, struct sbx_sandbox_counts *ret_c
 	*ret_counts = c;
 }
 
+size_t sbx_manager_node_counts(sbx_manager *m, struct sbx_node_count *out, size_t max)
+{
+	char **cids;
+	size_t n = 0, used = 0;
+
+	pthread_mutex_lock(&m->lock);
+	cids = calloc(m->n + 1, sizeof(*cids));
+	for (size_t i = 0; cids && i < m->n; i++) {
+		const sbx_sandbox *sb = m->table[i];
+		if (sb->ready && sb->end == SBX_END_NONE && sb->death == SBX_DEATH_NONE &&
+		    sb->container && (cids[n] = strdup(sb->container)))
+			n++;
+	}
+	pthread_mutex_unlock(&m->lock);
+	for (size_t i = 0; i < n; i++) {
+		char node[SBX_ENGINE_NODE_MAX + 1];
+		size_t k = 0;
+
+		if (sbx_container_node(m->engine, cids[i], node, sizeof(node)) < 0)
+			continue;
+		while (k < used && strcmp(out[k].node, node) != 0)
+			k++;
+		if (k == used && used < max) {
+			snprintf(out[used].node, sizeof(out[used].node), "%s", node);
+			out[used++].sandboxes = 0;
+		}
+		if (k < used)
+			out[k].sandboxes++;
+	}
+	sbx_strv_free(cids);
+	return used;
+}
+
 int sbx_manager_list(sbx_manager *m, const char *owner, struct sbx_sandbox_info **ret_list,
 		     size_t *ret_n, struct sbx_error *err)
 {

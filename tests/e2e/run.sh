@@ -341,6 +341,17 @@ e2e_adopt() {
 	fi
 
 	e2e_node adopt-a "adopt: the step on server A" "$e2e_tmp/suite/adopt.mjs" before
+	if [ "$e2e_type" = swarm ]; then
+		# Its sandbox counted by the node that runs it.
+		n=$((n + 1))
+		line=$(curl -sS --max-time 10 -H "Authorization: Bearer $metrics_token" "$e2e_url/metrics" |
+			grep '^mcp_sandbox_node_sandboxes{node="[a-z0-9]*"} 1$' | head -n 1)
+		if [ -n "$line" ]; then
+			echo "ok $n - adopt: /metrics counts the sandbox by its node ($line)"
+		else
+			echo "not ok $n - adopt: /metrics counts the sandbox by its node"
+		fi
+	fi
 	sid=$("$node" -e 'try { console.log(JSON.parse(require("fs").readFileSync(process.argv[1], "utf8")).sandbox_id || ""); } catch {}' "$e2e_tmp/adopt.json")
 
 	n=$((n + 1))
