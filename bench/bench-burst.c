@@ -147,11 +147,10 @@ static int burst(sbx_manager *m, int n, double *ret_wall, double *ret_p50, doubl
 int main(int argc, char **argv)
 {
 	struct sbx_error err = SBX_ERROR_INIT;
-	struct sbx_engine_config cfg = {0};
 	struct sbx_settings settings;
 	sbx_engine *e = NULL;
 	sbx_manager *m = NULL;
-	char url_arg[512], inst[96], image[512];
+	char inst[96], image[512];
 	int rounds = argc > 4 ? atoi(argv[4]) : 5, status = 1;
 	bool have_settings = false;
 	double pooled_ms[32];
@@ -162,16 +161,9 @@ int main(int argc, char **argv)
 	}
 	type = argv[1];
 	signal(SIGPIPE, SIG_IGN);
-	snprintf(url_arg, sizeof(url_arg), "unix://%s", argv[2]);
-	cfg.type = argv[1];
-	cfg.url = url_arg;
-	sbx_settings_init(&settings);
 	have_settings = true;
-	if (bench_tls(&cfg, &settings, &err) < 0 || sbx_engine_open(&cfg, &e, &err) < 0 ||
-	    sbx_engine_ping(e, &err) < 0) {
-		fprintf(stderr, "bench-burst: %s: %s\n", type, err.msg);
+	if (bench_engine("bench-burst", type, argv[2], &settings, &e) < 0)
 		goto out;
-	}
 	snprintf(inst, sizeof(inst), "server.instance=bench-burst-%ld", (long)getpid());
 	snprintf(image, sizeof(image), "sandbox.image=%s", argv[3]);
 	{

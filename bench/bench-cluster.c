@@ -198,10 +198,9 @@ int main(int argc, char **argv)
 {
 	static struct run run;
 	struct sbx_error err = SBX_ERROR_INIT;
-	struct sbx_engine_config cfg = {0};
 	struct sbx_settings settings;
 	sbx_engine *e = NULL;
-	char url_arg[512], inst[96], image[512], max[64], manager[64];
+	char inst[96], image[512], max[64], manager[64];
 	int n = argc > 4 ? atoi(argv[4]) : 100, conc = argc > 5 ? atoi(argv[5]) : 8, status = 1;
 	bool have_settings = false;
 	double wall;
@@ -213,17 +212,10 @@ int main(int argc, char **argv)
 	}
 	type = argv[1];
 	signal(SIGPIPE, SIG_IGN);
-	snprintf(url_arg, sizeof(url_arg), "unix://%s", argv[2]);
-	cfg.type = argv[1];
-	cfg.url = url_arg;
-	sbx_settings_init(&settings);
 	have_settings = true;
-	if (bench_tls(&cfg, &settings, &err) < 0) {
-		fprintf(stderr, "bench-cluster: %s\n", err.msg);
+	if (bench_engine("bench-cluster", type, argv[2], &settings, &e) < 0)
 		goto out;
-	}
-	if (sbx_engine_open(&cfg, &e, &err) < 0 || sbx_engine_ping(e, &err) < 0 ||
-	    sbx_engine_negotiate(e, &err) < 0) {
+	if (sbx_engine_negotiate(e, &err) < 0) {
 		fprintf(stderr, "bench-cluster: %s: %s\n", type, err.msg);
 		goto out;
 	}

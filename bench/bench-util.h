@@ -63,4 +63,24 @@ static inline int bench_tls(struct sbx_engine_config *cfg, struct sbx_settings *
 	return 0;
 }
 
+/* The engine of TYPE at the unix socket SOCK, with bench_tls, pinged;
+ * SETTINGS initialised (with its TLS), for the caller to release. 0, or
+ * -1 with the error printed after WHO. */
+static inline int bench_engine(const char *who, const char *type, const char *sock,
+			       struct sbx_settings *settings, sbx_engine **ret)
+{
+	static char url[512];
+	struct sbx_engine_config cfg = {.type = type, .url = url};
+	struct sbx_error err = SBX_ERROR_INIT;
+
+	snprintf(url, sizeof(url), "unix://%s", sock);
+	sbx_settings_init(settings);
+	if (bench_tls(&cfg, settings, &err) < 0 || sbx_engine_open(&cfg, ret, &err) < 0 ||
+	    sbx_engine_ping(*ret, &err) < 0) {
+		fprintf(stderr, "%s: %s: %s\n", who, type, err.msg);
+		return -1;
+	}
+	return 0;
+}
+
 #endif
