@@ -57,6 +57,9 @@ int swarm_node_known(sbx_engine *e, const char *node_id, sbx_engine **ret_node,
 		     struct sbx_error *err);
 /* Whether the node of handle NODE was verified (SET: it is now). */
 bool swarm_node_verified(sbx_engine *e, const sbx_engine *node, bool set);
+/* The node of handle NODE is to be verified again (its engine went away:
+ * it may come back started otherwise). */
+void swarm_node_unverify(sbx_engine *e, const sbx_engine *node);
 /* The id of the node whose handle NODE is, or NULL (valid while E lives). */
 const char *swarm_node_id(sbx_engine *e, const sbx_engine *node);
 

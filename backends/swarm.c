@@ -25,6 +25,8 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <json-c/json.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -635,10 +637,48 @@ static void report_line(sbx_report_fn report, void *userdata, const char *fmt, .
 	report(userdata, line);
 }
 
+/* Most nodes checked at once (sbx_engine_verify at start and --check). */
+#define SWARM_CHECKS_AT_ONCE 8
+
+/* The nodes of one sbx_engine_verify, checked by up to
+ * SWARM_CHECKS_AT_ONCE threads: each takes the next node until none is
+ * left, its verdict in rs[i] and errs[i]. */
+struct node_checks {
+	const struct sbx_container_spec *spec, *check;
+	bool want_none;
+	sbx_engine **nodes;
+	char **ids;
+	size_t n;
+	atomic_size_t next;
+	int *rs;
+	struct sbx_error *errs;
+};
+
+static void *check_nodes(void *arg)
+{
+	struct node_checks *c = arg;
+
+	for (size_t i; (i = atomic_fetch_add(&c->next, 1)) < c->n;) {
+		struct sbx_error *nerr = &c->errs[i];
+		int r = sbx_engine_negotiate(c->nodes[i], nerr);
+
+		if (r >= 0)
+			r = sbx_image_exists(c->nodes[i], c->spec->image, nerr);
+		if (r == 0)
+			r = sbx_error_set(nerr, -ENOENT, "node %s has no image %s", c->ids[i],
+					  c->spec->image);
+		if (r >= 0)
+			r = swarm_node_check(c->nodes[i], c->ids[i], c->check, c->want_none, nerr);
+		c->rs[i] = r;
+	}
+	return NULL;
+}
+
 /* Every node up, checked as a sandbox there would need: reachable at its
  * label, the image, and with a container of its own (swarm_node_check)
  * made as a sandbox's is, but asking for neither no-new-privileges nor a
- * network, so that what it gets is the node's doing. */
+ * network, so that what it gets is the node's doing. Nodes are checked
+ * SWARM_CHECKS_AT_ONCE at a time, reported in the manager's order. */
 static int swarm_verify(sbx_engine *e, const struct sbx_container_spec *spec, sbx_report_fn report,
 			void *userdata, struct sbx_error *err)
 {
@@ -653,48 +693,53 @@ static int swarm_verify(sbx_engine *e, const struct sbx_container_spec *spec, sb
 						 .user = spec->user,
 						 .cap_drop = spec->cap_drop,
 						 .init = spec->init};
-	sbx_engine **nodes = NULL;
-	char **ids = NULL;
-	size_t n = 0;
+	struct node_checks c = {.spec = spec, .check = &check, .want_none = want_none};
+	pthread_t threads[SWARM_CHECKS_AT_ONCE - 1];
+	size_t started = 0;
 	int r = carried(spec, err);
 
 	if (r >= 0)
-		r = swarm_nodes(e, &nodes, &ids, &n, err);
-	if (r >= 0 && n == 0)
+		r = swarm_nodes(e, &c.nodes, &c.ids, &c.n, err);
+	if (r >= 0 && c.n == 0)
 		r = sbx_error_set(err, -EHOSTDOWN, "the cluster has no node up");
+	if (r >= 0 &&
+	    (!(c.rs = calloc(c.n, sizeof(*c.rs))) || !(c.errs = calloc(c.n, sizeof(*c.errs)))))
+		r = sbx_error_set(err, -ENOMEM, "out of memory");
 	if (r < 0) {
 		report_line(report, userdata, "%s", err ? err->msg : "cannot be checked");
-		return r;
+		goto out;
 	}
-	for (size_t i = 0; i < n; i++) {
-		struct sbx_error nerr = SBX_ERROR_INIT;
-		int nr = sbx_engine_negotiate(nodes[i], &nerr);
-
-		if (nr >= 0)
-			nr = sbx_image_exists(nodes[i], spec->image, &nerr);
-		if (nr == 0)
-			nr = sbx_error_set(&nerr, -ENOENT, "node %s has no image %s", ids[i],
-					   spec->image);
-		if (nr >= 0)
-			nr = swarm_node_check(nodes[i], ids[i], &check, want_none, &nerr);
-		if (nr >= 0 && want_none)
-			swarm_node_verified(e, nodes[i], true);
-		if (nr >= 0)
+	atomic_init(&c.next, 0);
+	/* This thread checks too: a thread that cannot start leaves its share
+	 * to the others. */
+	while (started < SBX_ARRAY_SIZE(threads) && started + 1 < c.n &&
+	       pthread_create(&threads[started], NULL, check_nodes, &c) == 0)
+		started++;
+	check_nodes(&c);
+	for (size_t i = 0; i < started; i++)
+		pthread_join(threads[i], NULL);
+	for (size_t i = 0; i < c.n; i++) {
+		if (c.rs[i] >= 0 && want_none)
+			swarm_node_verified(e, c.nodes[i], true);
+		if (c.rs[i] >= 0)
 			report_line(report, userdata,
-				    "node %s (%s): image present, no-new-privileges%s", ids[i],
-				    sbx_engine_url(nodes[i]),
+				    "node %s (%s): image present, no-new-privileges%s", c.ids[i],
+				    sbx_engine_url(c.nodes[i]),
 				    want_none ? ", no network but lo" : "");
 		else
-			report_line(report, userdata, "node %s (%s): %s", ids[i],
-				    sbx_engine_url(nodes[i]), nerr.msg);
-		if (nr < 0 && r >= 0) {
-			r = nr;
+			report_line(report, userdata, "node %s (%s): %s", c.ids[i],
+				    sbx_engine_url(c.nodes[i]), c.errs[i].msg);
+		if (c.rs[i] < 0 && r >= 0) {
+			r = c.rs[i];
 			if (err)
-				*err = nerr;
+				*err = c.errs[i];
 		}
 	}
-	free(nodes);
-	sbx_strv_free(ids);
+out:
+	free(c.rs);
+	free(c.errs);
+	free(c.nodes);
+	sbx_strv_free(c.ids);
 	return r;
 }
 

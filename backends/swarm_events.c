@@ -135,6 +135,10 @@ static void *follow_main(void *arg)
 	};
 
 	f->r = sbx_engine_events(f->node, &sub, &f->err);
+	/* Its stream ended by itself: its engine went away (killed, restarted,
+	 * unreachable) and may come back started with other flags. */
+	if (!follow_stopped(f))
+		swarm_node_unverify(f->mux->e, f->node);
 	atomic_fetch_add(&f->mux->ended, 1);
 	return NULL;
 }

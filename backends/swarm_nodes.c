@@ -268,6 +268,19 @@ bool swarm_node_verified(sbx_engine *e, const sbx_engine *node, bool set)
 	return v;
 }
 
+void swarm_node_unverify(sbx_engine *e, const sbx_engine *node)
+{
+	struct swarm *s = swarm_of(e);
+
+	if (!s)
+		return;
+	pthread_mutex_lock(&s->lock);
+	for (size_t i = 0; i < s->n_nodes; i++)
+		if (s->nodes[i]->engine == node)
+			s->nodes[i]->verified = false;
+	pthread_mutex_unlock(&s->lock);
+}
+
 const char *swarm_node_id(sbx_engine *e, const sbx_engine *node)
 {
 	struct swarm *s = swarm_of(e);

@@ -146,6 +146,16 @@ static void test_tls(const char *url, const char *dir)
 		sbx_error_public(&err, shown, sizeof(shown));
 		tap_ok(strstr(shown, "TLS with the container engine failed") && !strstr(shown, url),
 		       "--tls: as clients are told it, without the engine's address (%s)", shown);
+		/* A node's address in a swarm error's context, too. */
+		sbx_error_set(&err, -EIO,
+			      "create sandbox: node abc (%s): docker: engine answered 500: "
+			      "no (node xyz (unix:///run/n.sock))",
+			      url);
+		tap_ok(sbx_error_public(&err, shown, sizeof(shown)) && !strstr(shown, "tcp://") &&
+			   !strstr(shown, "unix://") &&
+			   strstr(shown, "node abc (an engine address)") &&
+			   strstr(shown, "answered 500"),
+		       "--tls: no node address reaches a client either (%s)", shown);
 	}
 	e = sbx_engine_free(e);
 	sbx_error_clear(&err);

@@ -414,6 +414,27 @@ static void test_spread(sbx_manager *m, sbx_sandbox **sb, char **nodes)
 	}
 }
 
+/* Waits (up to 120 s) until the pool of X's manager holds its size, and
+ * says how many of its containers run on NODE; the pool's stats in *PS. */
+static size_t pool_on(struct test_manager *x, const char *node, struct sbx_pool_stats *ps)
+{
+	const struct sbx_kv want[] = {{SBX_LABEL_INSTANCE, x->inst}, {SBX_LABEL_POOL, "1"}};
+	struct sbx_container_summary *cs = NULL;
+	size_t n = 0, there = 0;
+	int64_t t0 = sbx_monotonic_ms();
+
+	do {
+		usleep(200000);
+		sbx_manager_pool_stats(x->m, ps);
+	} while (ps->ready < ps->size && sbx_monotonic_ms() - t0 < 120000);
+	if (sbx_container_list(engine, want, 2, &cs, &n, NULL) < 0)
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		there += cs[i].running && cs[i].node && strcmp(cs[i].node, node) == 0;
+	sbx_container_list_free(cs, n);
+	return there;
+}
+
 static void test_node_loss(sbx_manager *m, sbx_sandbox **sb, char **nodes)
 {
 	struct sbx_error err = SBX_ERROR_INIT;
@@ -425,6 +446,10 @@ static void test_node_loss(sbx_manager *m, sbx_sandbox **sb, char **nodes)
 	int victim = -1, other = -1;
 	int64_t t0;
 	pid_t pid = 0;
+	struct test_manager px;
+	struct sbx_pool_stats ps = {0};
+	size_t pooled_there = 0;
+	sbx_manager *pm;
 
 	for (int i = 0; i < SPREAD; i++) {
 		if (!sb[i] || !nodes[i] || !mgr)
@@ -445,6 +470,20 @@ static void test_node_loss(sbx_manager *m, sbx_sandbox **sb, char **nodes)
 	if (!tap_ok(pid > 0, "the worker's engine: %s, pid %ld", sock ? sock : "(no label)",
 		    (long)pid))
 		return;
+	/* A warm pool of its own, some of it on the worker. */
+	pm = test_manager_open(&px, "pool", (const char *const[]){"sandbox.pool_size=6", NULL},
+			       NULL);
+	recover(pm); /* the pool fills once it has */
+	pooled_there = pool_on(&px, nodes[victim], &ps);
+	tap_ok(pooled_there > 0,
+	       "a second server's warm pool holds %zu ready, %zu of them on the worker", ps.ready,
+	       pooled_there);
+	{
+		sbx_engine *nh = NULL;
+		tap_ok(swarm_node_known(engine, nodes[victim], &nh, NULL) == 0 && nh &&
+			   swarm_node_verified(engine, nh, false),
+		       "the worker was checked (its first sandbox's look)");
+	}
 	tap_ok(kill(pid, SIGKILL) == 0, "its dockerd is killed (SIGKILL)");
 
 	/* Dead with the reason, without any call on it. */
@@ -463,6 +502,13 @@ static void test_node_loss(sbx_manager *m, sbx_sandbox **sb, char **nodes)
 	tap_diag("status %s", status ? status : "-");
 	tap_ok(reason && !strstr(reason, "not following"),
 	       "... said as what it is, not as a gap in following the engine");
+	{
+		/* Its engine may come back started otherwise: checked again. */
+		sbx_engine *nh = NULL;
+		tap_ok(swarm_node_known(engine, nodes[victim], &nh, NULL) == 0 && nh &&
+			   !swarm_node_verified(engine, nh, false),
+		       "the lost node's check is due again");
+	}
 	free(status);
 	free(reason);
 	sbx_error_clear(&err);
@@ -487,6 +533,20 @@ static void test_node_loss(sbx_manager *m, sbx_sandbox **sb, char **nodes)
 	sbx_error_clear(&err);
 	tap_ok(sbx_sandbox_delete(m, OWNER, sbx_sandbox_name(sb[victim]), &err) == 0,
 	       "the dead sandbox is deleted (%s)", err.msg);
+	/* The pool drops what it held on the lost node, by itself. */
+	{
+		uint64_t died0 = ps.died;
+
+		t0 = sbx_monotonic_ms();
+		do {
+			usleep(200000);
+			sbx_manager_pool_stats(pm, &ps);
+		} while (ps.died - died0 < pooled_there && sbx_monotonic_ms() - t0 < 30000);
+		tap_ok(ps.died - died0 >= pooled_there,
+		       "the pool dropped the %zu it held on the lost node (%llu dropped, %lld ms)",
+		       pooled_there, (unsigned long long)(ps.died - died0),
+		       (long long)(sbx_monotonic_ms() - t0));
+	}
 
 	/* The node back: tools/provision-engines started it, and starts it again. */
 	{
@@ -530,6 +590,7 @@ static void test_node_loss(sbx_manager *m, sbx_sandbox **sb, char **nodes)
 		tap_is_int((long)n, 0, "the container the node ran for it is gone from the node");
 		sbx_engine_free(node);
 	}
+	test_manager_close(&px, "the pool's server");
 }
 
 /* The manager's engine restarted (SIGTERM, as a host's service manager

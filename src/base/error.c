@@ -83,6 +83,36 @@ static const struct {
     {"engine URL '", "the container engine's address is not valid"},
 };
 
+/* Every engine endpoint left in BUF (a cluster node's, as an error's
+ * "node ID (tcp://HOST:PORT)" names it) said as "an engine address": a
+ * client is not shown where the engines are. True if there was one. */
+static bool withhold_addresses(char *buf, size_t size)
+{
+	static const char *const schemes[] = {"tcp://", "unix://"};
+	static const char said[] = "an engine address";
+	bool any = false;
+
+	for (size_t k = 0; k < sizeof(schemes) / sizeof(schemes[0]); k++) {
+		char *p;
+		while ((p = strstr(buf, schemes[k]))) {
+			size_t n = strcspn(p, " )\"',;"), rest = strlen(p + n);
+			size_t room = size - (size_t)(p - buf) - 1; /* for the words and the rest */
+
+			if (room < sizeof(said) - 1) { /* not even the words: cut here */
+				*p = '\0';
+				return true;
+			}
+			if (rest > room - (sizeof(said) - 1)) /* the tail cut to fit */
+				rest = room - (sizeof(said) - 1);
+			memmove(p + sizeof(said) - 1, p + n, rest);
+			memcpy(p, said, sizeof(said) - 1);
+			p[sizeof(said) - 1 + rest] = '\0';
+			any = true;
+		}
+	}
+	return any;
+}
+
 bool sbx_error_public(const struct sbx_error *err, char *buf, size_t size)
 {
 	const char *msg = err && err->msg[0] ? err->msg : "", *at = NULL, *says = NULL;
@@ -98,9 +128,10 @@ bool sbx_error_public(const struct sbx_error *err, char *buf, size_t size)
 	}
 	if (!at) {
 		snprintf(buf, size, "%s", msg);
-		return false;
+		return withhold_addresses(buf, size);
 	}
 	snprintf(buf, size, "%.*s%s", (int)(at - msg), msg, says);
+	withhold_addresses(buf, size);
 	return true;
 }
 
