@@ -52,10 +52,11 @@ static int swarm_negotiate(sbx_engine *e, struct sbx_error *err)
 	if (r < 0)
 		return r;
 	if (!sbx_json_bool(sbx_json_path(j, "Swarm", NULL), "ControlAvailable"))
-		return sbx_error_set(err, -ENOTSUP,
-				     "the engine at %s is not a Swarm manager (engine.type = swarm "
-				     "needs a manager's socket)",
-				     e->url);
+		return sbx_error_set(
+		    err, -ENOTSUP,
+		    "engine.socket %s is not a Swarm manager's (engine.type = swarm "
+		    "needs a manager's socket)",
+		    e->url);
 	return 0;
 }
 

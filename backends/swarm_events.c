@@ -184,6 +184,11 @@ int swarm_events(sbx_engine *e, const struct sbx_events_spec *spec, struct sbx_e
 		sbx_strv_free(ids);
 		return sbx_error_set(err, -EHOSTDOWN, "the cluster has no node up");
 	}
+	/* Whatever happened while no stream was open (nodes restarted between
+	 * two cycles) is not known: every node is checked again, from inside
+	 * its next sandbox (one look each). */
+	for (size_t i = 0; i < n; i++)
+		swarm_node_unverify(e, nodes[i]);
 	pthread_mutex_init(&m.lock, NULL);
 	atomic_init(&m.stop, false);
 	atomic_init(&m.ended, 0);

@@ -84,23 +84,34 @@ static const struct {
 };
 
 /* Every engine endpoint left in BUF (a cluster node's, as an error's
- * "node ID (tcp://HOST:PORT)" names it) said as "an engine address": a
- * client is not shown where the engines are. True if there was one. */
+ * "node ID (tcp://HOST:PORT)" names it; Go's "dial tcp HOST:PORT" in an
+ * engine's own words) said as "an engine address": a client is not shown
+ * where the engines are. True if there was one. */
 static bool withhold_addresses(char *buf, size_t size)
 {
-	static const char *const schemes[] = {"tcp://", "unix://"};
+	static const char *const marks[] = {"tcp://", "unix://", "dial tcp ", "dial unix "};
 	static const char said[] = "an engine address";
 	bool any = false;
 
-	for (size_t k = 0; k < sizeof(schemes) / sizeof(schemes[0]); k++) {
+	for (size_t k = 0; k < sizeof(marks) / sizeof(marks[0]); k++) {
 		char *p;
-		while ((p = strstr(buf, schemes[k]))) {
-			size_t n = strcspn(p, " )\"',;"), rest = strlen(p + n);
-			size_t room = size - (size_t)(p - buf) - 1; /* for the words and the rest */
+		while ((p = strcasestr(buf, marks[k]))) {
+			/* "dial tcp " keeps its words; what follows is the address. */
+			size_t skip = marks[k][strlen(marks[k]) - 1] == ' ' ? strlen(marks[k]) : 0;
+			size_t n, rest, room;
 
-			if (room < sizeof(said) - 1) { /* not even the words: cut here */
+			p += skip;
+			n = strcspn(p, " )\"',;");
+			if (n == 0 && skip) { /* "dial tcp " with nothing after it */
+				memmove(p - 1, p, strlen(p) + 1);
+				continue;
+			}
+			rest = strlen(p + n);
+			room = size - (size_t)(p - buf) - 1; /* for the words and the rest */
+			if (room < sizeof(said) - 1) {	     /* not even the words: cut here */
 				*p = '\0';
-				return true;
+				any = true;
+				break;
 			}
 			if (rest > room - (sizeof(said) - 1)) /* the tail cut to fit */
 				rest = room - (sizeof(said) - 1);
@@ -108,6 +119,8 @@ static bool withhold_addresses(char *buf, size_t size)
 			memcpy(p, said, sizeof(said) - 1);
 			p[sizeof(said) - 1 + rest] = '\0';
 			any = true;
+			if (skip) /* "dial tcp an engine address": its words too */
+				memmove(p - skip, p, strlen(p) + 1);
 		}
 	}
 	return any;

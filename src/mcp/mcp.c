@@ -1138,23 +1138,25 @@ static void resource_fail(struct outcome *o, const char *method, int r, struct s
 {
 	char shown[SBX_ERROR_MSG_MAX];
 
-	switch (r) {
-	case -ENOMEM:
+	if (r == -ENOMEM) {
 		o->nomem = true;
 		return;
+	}
+	/* Whatever the error, as a client may see it (no engine's address). */
+	if (sbx_error_public(err, shown, sizeof(shown)))
+		sbx_log("%s: %s", method, err->msg);
+	switch (r) {
 	case -EINVAL:
 	case -EPERM:
-		fail(o, SBX_JSONRPC_INVALID_PARAMS, "%s: %s", method, err->msg);
+		fail(o, SBX_JSONRPC_INVALID_PARAMS, "%s: %s", method, shown);
 		return;
 	case -ENOENT:
-		fail(o, SBX_MCP_RESOURCE_NOT_FOUND, "Resource not found: %s", err->msg);
+		fail(o, SBX_MCP_RESOURCE_NOT_FOUND, "Resource not found: %s", shown);
 		return;
 	case -EFBIG:
-		fail(o, SBX_JSONRPC_SERVER_ERROR, "%s: %s", method, err->msg);
+		fail(o, SBX_JSONRPC_SERVER_ERROR, "%s: %s", method, shown);
 		return;
 	default:
-		if (sbx_error_public(err, shown, sizeof(shown)))
-			sbx_log("%s: %s", method, err->msg);
 		fail(o, SBX_JSONRPC_INTERNAL_ERROR, "%s: %s", method, shown);
 	}
 }

@@ -598,7 +598,11 @@ size_t sbx_manager_node_counts(sbx_manager *m, struct sbx_node_count *out, size_
 		char node[SBX_ENGINE_NODE_MAX + 1];
 		size_t k = 0;
 
-		if (sbx_container_node(m->engine, cids[i], node, sizeof(node)) < 0)
+		int r = sbx_container_node(m->engine, cids[i], node, sizeof(node));
+
+		if (r == -ENOTSUP) /* one host: no node to count by */
+			break;
+		if (r < 0)
 			continue;
 		while (k < used && strcmp(out[k].node, node) != 0)
 			k++;

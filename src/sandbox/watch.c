@@ -36,10 +36,15 @@
 
 #define RETRY_MIN_MS 250
 #define RETRY_MAX_MS 5000
+/* A stream that stayed open this long ended as streams do: the next
+ * reconnection is at once again (one that opens and ends at once, a node
+ * that accepts and closes, backs off). */
+#define STABLE_MS 10000
 
 struct sbx_watch {
 	struct sbx_worker worker; /* with m->lock; stopping read by the stream's poll */
-	unsigned failures;	  /* connections in a row that did not open */
+	unsigned failures;	  /* streams in a row that did not stay open STABLE_MS */
+	int64_t opened_ms;	  /* when the current stream opened, 0 before */
 	bool lost;		  /* the stream broke and has not opened since (logged) */
 };
 
@@ -171,7 +176,7 @@ static int on_event(void *userdata, const struct sbx_engine_event *ev)
 
 	switch (ev->kind) {
 	case SBX_EVENT_OPEN:
-		m->watch->failures = 0;
+		m->watch->opened_ms = sbx_monotonic_ms();
 		/* A failed catch-up ends the stream: the next one tries again. */
 		return catch_up(m);
 	case SBX_EVENT_DIE:
@@ -205,6 +210,10 @@ static void *watch_main(void *arg)
 		struct sbx_error err = SBX_ERROR_INIT;
 		int64_t ms = RETRY_MIN_MS;
 		int r = sbx_engine_events(m->engine, &spec, &err);
+
+		if (w->opened_ms && sbx_monotonic_ms() - w->opened_ms >= STABLE_MS)
+			w->failures = 0;
+		w->opened_ms = 0;
 
 		if (r != -ENOTSUP && !w->lost && !stopped(m)) {
 			sbx_log_warn(
