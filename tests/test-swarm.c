@@ -414,6 +414,31 @@ static void test_spread(sbx_manager *m, sbx_sandbox **sb, char **nodes)
 	}
 }
 
+/* tools/provision-engines run again (it brings back a node it started):
+ * its status; its output as diagnostics when it fails. A node that
+ * restarts with containers to clean up may take a minute to be ready
+ * on a loaded machine (its 30 s default). */
+static int provision(const char *srcdir)
+{
+	char log[64], cmd[1024];
+	int rc;
+
+	snprintf(log, sizeof(log), "/tmp/sbx-swarm-provision-%ld.log", (long)getpid());
+	snprintf(cmd, sizeof(cmd),
+		 "MCP_SANDBOX_ENGINES_WAIT=120 '%s/tools/provision-engines' --no-image >'%s' 2>&1",
+		 srcdir ? srcdir : ".", log);
+	rc = system(cmd);
+	if (rc != 0) {
+		snprintf(cmd, sizeof(cmd), "tail -n 20 '%s' | sed 's/^/#   /'", log);
+		tap_diag("tools/provision-engines: status %d; its last lines:", rc);
+		fflush(stdout);
+		if (system(cmd) != 0)
+			tap_diag("(cannot show %s)", log);
+	}
+	unlink(log);
+	return rc;
+}
+
 /* Waits (up to 120 s) until the pool of X's manager holds its size, and
  * says how many of its containers run on NODE; the pool's stats in *PS. */
 static size_t pool_on(struct test_manager *x, const char *node, struct sbx_pool_stats *ps)
@@ -549,15 +574,7 @@ static void test_node_loss(sbx_manager *m, sbx_sandbox **sb, char **nodes)
 	}
 
 	/* The node back: tools/provision-engines started it, and starts it again. */
-	{
-		char cmd[1024];
-		int rc;
-		snprintf(cmd, sizeof(cmd),
-			 "'%s/tools/provision-engines' --no-image >/dev/null 2>&1",
-			 builddir ? builddir : ".");
-		rc = system(cmd);
-		tap_ok(rc == 0, "tools/provision-engines brings the node back (%d)", rc);
-	}
+	tap_ok(provision(builddir) == 0, "tools/provision-engines brings the node back");
 	t0 = sbx_monotonic_ms();
 	while (sbx_monotonic_ms() - t0 < 60000) {
 		free(node_socket(nodes[victim], state, sizeof(state)));
@@ -646,14 +663,7 @@ static void test_manager_restart(sbx_manager *m)
 	if (r == 0)
 		sbx_sandbox_unref(fresh);
 	sbx_error_clear(&err);
-	{
-		char cmd[1024];
-		snprintf(cmd, sizeof(cmd),
-			 "'%s/tools/provision-engines' --no-image >/dev/null 2>&1",
-			 builddir ? builddir : ".");
-		r = system(cmd);
-		tap_ok(r == 0, "tools/provision-engines brings the manager back (%d)", r);
-	}
+	tap_ok(provision(builddir) == 0, "tools/provision-engines brings the manager back");
 	r = shell(m, sb[worker], "echo after", &res);
 	tap_ok(r == 0 && res.exit_code == 0 && res.out.data && strstr(res.out.data, "after"),
 	       "after it the worker's sandbox still runs commands");
