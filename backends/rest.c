@@ -10,6 +10,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,21 +25,35 @@
 #include "sbx/metrics.h"
 
 #define REST_POOL_MAX 8
+#define REST_TARGETS_MAX 8	  /* endpoints one handle may be pointed at */
 #define REST_BODY_MAX (64u << 20) /* a non-streamed reply larger than this is refused */
 #define REST_HDR_MAX (16u << 10)  /* response head of a hijacked connection */
 #define REST_CONNECT_TIMEOUT_MS 5000L
 #define REST_KEEPIDLE_S 30L  /* TCP keepalive: first probe after this much silence */
 #define REST_KEEPINTVL_S 10L /* then one every this often (the kernel's count, 9) */
 
+/* One endpoint a handle speaks to: made once, never changed or freed
+ * before the handle (calls in flight keep reading the one they took). */
+struct rest_target {
+	char *url;	   /* as given, for messages */
+	char *unix_path;   /* NULL for TCP */
+	char *base;	   /* "http://localhost", "http://host:port" or "https://host:port" */
+	char *host_header; /* "localhost" or "host:port" */
+	bool tls;	   /* TCP spoken over TLS (the handle's files) */
+};
+
 struct sbx_rest {
-	char *url;	 /* as given, for messages */
-	char *unix_path; /* NULL for TCP */
-	char *base;	 /* "http://localhost", "http://host:port" or "https://host:port" */
-	bool tls;	 /* TCP spoken over TLS (tls_view's files) */
+	/* targets[0] is the one opened; sbx_rest_retarget adds others (a
+	 * swarm's other managers). cur, the one calls go to now, is read
+	 * without the lock: an entry is complete before cur names it. */
+	struct rest_target targets[REST_TARGETS_MAX];
+	size_t n_targets; /* under lock */
+	atomic_size_t cur;
+	sbx_rest_failover_fn failover; /* set once, before any call */
+	void *failover_ud;
 	/* As given (NULL: not): for TCP, and for handles opened from this one. */
 	char *tls_ca, *tls_cert, *tls_key;
 	struct sbx_engine_tls tls_view; /* the three, for sbx_rest_tls */
-	char *host_header;		/* "localhost" or "host:port" */
 	long timeout_ms;
 	pthread_mutex_t lock;
 	CURL *pool[REST_POOL_MAX];
@@ -74,12 +89,20 @@ static int tls_check(const struct sbx_engine_tls *tls, struct sbx_error *err)
 	return 0;
 }
 
-int sbx_rest_open(const char *url, long timeout_ms, const struct sbx_engine_tls *tls,
-		  struct sbx_rest **ret_rest, struct sbx_error *err)
+static void target_free(struct rest_target *t)
 {
-	struct sbx_rest *r;
+	free(t->url);
+	free(t->unix_path);
+	free(t->base);
+	free(t->host_header);
+	*t = (struct rest_target){0};
+}
+
+/* TARGET filled from URL (unix:///path, /path, tcp://host:port or
+ * http://host:port), spoken over TLS when TLS and it is TCP. */
+static int target_make(const char *url, bool tls, struct rest_target *t, struct sbx_error *err)
+{
 	const char *hostport = NULL, *path = NULL;
-	bool have_tls = tls && (given(tls->ca) || given(tls->cert) || given(tls->key));
 
 	if (!url || !*url)
 		return sbx_error_set(err, -EINVAL, "no engine URL");
@@ -101,6 +124,41 @@ int sbx_rest_open(const char *url, long timeout_ms, const struct sbx_engine_tls 
 	if (hostport && (!*hostport || strpbrk(hostport, "/?# ")))
 		return sbx_error_set(err, -EINVAL, "engine URL '%s': expected tcp://host:port",
 				     url);
+	*t = (struct rest_target){.url = strdup(url), .tls = tls && hostport};
+	if (path) {
+		t->unix_path = strdup(path);
+		t->base = strdup("http://localhost");
+		t->host_header = strdup("localhost");
+	} else {
+		t->host_header = strdup(hostport);
+		if (asprintf(&t->base, "%s://%s", t->tls ? "https" : "http", hostport) < 0)
+			t->base = NULL;
+	}
+	if (!t->url || !t->base || !t->host_header || (path && !t->unix_path)) {
+		target_free(t);
+		return sbx_error_set(err, -ENOMEM, "out of memory");
+	}
+	return 0;
+}
+
+static bool has_tls(const struct sbx_rest *r)
+{
+	return r->tls_ca || r->tls_cert || r->tls_key;
+}
+
+/* The target calls go to now. */
+static const struct rest_target *target_now(const struct sbx_rest *r)
+{
+	return &r->targets[atomic_load_explicit(&r->cur, memory_order_acquire)];
+}
+
+int sbx_rest_open(const char *url, long timeout_ms, const struct sbx_engine_tls *tls,
+		  struct sbx_rest **ret_rest, struct sbx_error *err)
+{
+	struct sbx_rest *r;
+	bool have_tls = tls && (given(tls->ca) || given(tls->cert) || given(tls->key));
+	int ret;
+
 	/* TLS is for TCP (a unix socket is guarded by its file's mode); kept
 	 * for handles opened from this one (a swarm manager's, for its nodes). */
 	if (have_tls && tls_check(tls, err) < 0)
@@ -111,27 +169,21 @@ int sbx_rest_open(const char *url, long timeout_ms, const struct sbx_engine_tls 
 	if (!r)
 		return sbx_error_set(err, -ENOMEM, "out of memory");
 	pthread_mutex_init(&r->lock, NULL);
-	r->url = strdup(url);
-	r->timeout_ms = timeout_ms > 0 ? timeout_ms : 60000;
-	if (path) {
-		r->unix_path = strdup(path);
-		r->base = strdup("http://localhost");
-		r->host_header = strdup("localhost");
-	} else {
-		r->host_header = strdup(hostport);
-		if (asprintf(&r->base, "%s://%s", have_tls ? "https" : "http", hostport) < 0)
-			r->base = NULL;
+	ret = target_make(url, have_tls, &r->targets[0], err);
+	if (ret < 0) {
+		sbx_rest_free(r);
+		return ret;
 	}
-	r->tls = have_tls && hostport;
+	r->n_targets = 1;
+	r->timeout_ms = timeout_ms > 0 ? timeout_ms : 60000;
 	if (have_tls) {
 		r->tls_ca = given(tls->ca) ? strdup(tls->ca) : NULL;
 		r->tls_cert = given(tls->cert) ? strdup(tls->cert) : NULL;
 		r->tls_key = given(tls->key) ? strdup(tls->key) : NULL;
 	}
 	r->tls_view = (struct sbx_engine_tls){r->tls_ca, r->tls_cert, r->tls_key};
-	if (!r->url || !r->base || !r->host_header || (path && !r->unix_path) ||
-	    (have_tls && ((given(tls->ca) && !r->tls_ca) || (given(tls->cert) && !r->tls_cert) ||
-			  (given(tls->key) && !r->tls_key)))) {
+	if (have_tls && ((given(tls->ca) && !r->tls_ca) || (given(tls->cert) && !r->tls_cert) ||
+			 (given(tls->key) && !r->tls_key))) {
 		sbx_rest_free(r);
 		return sbx_error_set(err, -ENOMEM, "out of memory");
 	}
@@ -146,10 +198,8 @@ struct sbx_rest *sbx_rest_free(struct sbx_rest *r)
 	for (size_t i = 0; i < r->n_pool; i++)
 		curl_easy_cleanup(r->pool[i]);
 	pthread_mutex_destroy(&r->lock);
-	free(r->url);
-	free(r->unix_path);
-	free(r->base);
-	free(r->host_header);
+	for (size_t i = 0; i < r->n_targets; i++)
+		target_free(&r->targets[i]);
 	free(r->tls_ca);
 	free(r->tls_cert);
 	free(r->tls_key);
@@ -164,7 +214,38 @@ const struct sbx_engine_tls *sbx_rest_tls(const struct sbx_rest *r)
 
 const char *sbx_rest_url(const struct sbx_rest *r)
 {
-	return r->url;
+	return target_now(r)->url;
+}
+
+int sbx_rest_retarget(struct sbx_rest *r, const char *url, struct sbx_error *err)
+{
+	struct rest_target t;
+	size_t i;
+	int ret = 0;
+
+	pthread_mutex_lock(&r->lock);
+	for (i = 0; i < r->n_targets && strcmp(r->targets[i].url, url) != 0; i++)
+		;
+	if (i == r->n_targets && (ret = target_make(url, has_tls(r), &t, err)) >= 0) {
+		if (i < REST_TARGETS_MAX) {
+			r->targets[r->n_targets++] = t;
+		} else {
+			target_free(&t);
+			ret = sbx_error_set(err, -ENOSPC,
+					    "engine handle already pointed at %d endpoints",
+					    REST_TARGETS_MAX);
+		}
+	}
+	if (ret >= 0)
+		atomic_store_explicit(&r->cur, i, memory_order_release);
+	pthread_mutex_unlock(&r->lock);
+	return ret;
+}
+
+void sbx_rest_set_failover(struct sbx_rest *r, sbx_rest_failover_fn fn, void *userdata)
+{
+	r->failover = fn;
+	r->failover_ud = userdata;
 }
 
 static CURL *rest_handle_get(struct sbx_rest *r)
@@ -334,7 +415,7 @@ static int call_progress(void *userdata, curl_off_t dltotal, curl_off_t dlnow, c
 	return ctx->aborted;
 }
 
-static int rest_curl_error(struct sbx_rest *r, CURLcode code, const char *detail,
+static int rest_curl_error(const struct rest_target *r, CURLcode code, const char *detail,
 			   struct sbx_error *err)
 {
 	struct stat st;
@@ -385,16 +466,16 @@ static int rest_curl_error(struct sbx_rest *r, CURLcode code, const char *detail
 	}
 }
 
-static void rest_common_opts(struct sbx_rest *r, CURL *c)
+static void rest_common_opts(const struct sbx_rest *r, const struct rest_target *t, CURL *c)
 {
-	if (r->unix_path)
-		curl_easy_setopt(c, CURLOPT_UNIX_SOCKET_PATH, r->unix_path);
+	if (t->unix_path)
+		curl_easy_setopt(c, CURLOPT_UNIX_SOCKET_PATH, t->unix_path);
 	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, REST_CONNECT_TIMEOUT_MS);
-	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, r->tls ? "https" : "http");
+	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, t->tls ? "https" : "http");
 	/* The engine directly, never through a proxy from the environment. */
 	curl_easy_setopt(c, CURLOPT_PROXY, "");
-	if (r->tls) {
+	if (t->tls) {
 		/* libcurl's defaults, said: the engine's certificate is verified
 		 * and must name the address dialled. */
 		curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 1L);
@@ -411,7 +492,7 @@ static void rest_common_opts(struct sbx_rest *r, CURL *c)
 			curl_easy_setopt(c, CURLOPT_SSLKEY, r->tls_key);
 		}
 	}
-	if (!r->unix_path) {
+	if (!t->unix_path) {
 		curl_easy_setopt(c, CURLOPT_TCP_KEEPALIVE, 1L);
 		curl_easy_setopt(c, CURLOPT_TCP_KEEPIDLE, REST_KEEPIDLE_S);
 		curl_easy_setopt(c, CURLOPT_TCP_KEEPINTVL, REST_KEEPINTVL_S);
@@ -500,8 +581,25 @@ static void count_request(const char *method, const char *path, int ret, long st
 	sbx_metrics_engine_request(op, outcome, sbx_metrics_now_us() - t0_us);
 }
 
-int sbx_rest_call(struct sbx_rest *r, const struct sbx_rest_request *req,
-		  struct sbx_rest_response *resp, struct sbx_error *err)
+/* Whether a transfer that failed with CODE never reached the engine (no
+ * connection was made: nothing was sent, so any request may be tried at
+ * another endpoint). */
+static bool unsent(CURL *c, CURLcode code)
+{
+	curl_off_t connect_us = 0;
+
+	if (code == CURLE_COULDNT_CONNECT || code == CURLE_COULDNT_RESOLVE_HOST)
+		return true;
+	return code == CURLE_OPERATION_TIMEDOUT &&
+	       curl_easy_getinfo(c, CURLINFO_CONNECT_TIME_T, &connect_us) == CURLE_OK &&
+	       connect_us == 0;
+}
+
+/* One attempt of sbx_rest_call at target T; *RET_UNSENT when it failed
+ * before anything reached the engine. */
+static int rest_call_at(struct sbx_rest *r, const struct rest_target *t,
+			const struct sbx_rest_request *req, struct sbx_rest_response *resp,
+			bool *ret_unsent, struct sbx_error *err)
 {
 	int64_t t0_us = sbx_metrics_now_us();
 	char errbuf[CURL_ERROR_SIZE] = "";
@@ -515,13 +613,13 @@ int sbx_rest_call(struct sbx_rest *r, const struct sbx_rest_request *req,
 	int ret = 0;
 
 	memset(resp, 0, sizeof(*resp));
-	if (asprintf(&url, "%s%s", r->base, req->path) < 0)
+	if (asprintf(&url, "%s%s", t->base, req->path) < 0)
 		return sbx_error_set(err, -ENOMEM, "out of memory");
 	c = rest_handle_get(r);
 	if (!c)
 		return sbx_error_set(err, -ENOMEM, "out of memory");
 	ctx.curl = c;
-	rest_common_opts(r, c);
+	rest_common_opts(r, t, c);
 	curl_easy_setopt(c, CURLOPT_URL, url);
 	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
 	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, call_write);
@@ -572,11 +670,13 @@ int sbx_rest_call(struct sbx_rest *r, const struct sbx_rest_request *req,
 	if (code == CURLE_WRITE_ERROR && ctx.sink_error < 0)
 		ret = ctx.sink_error;
 	else if (code == CURLE_ABORTED_BY_CALLBACK && ctx.aborted)
-		ret = sbx_error_set(err, -ECANCELED, "engine request to %s cancelled", r->url);
+		ret = sbx_error_set(err, -ECANCELED, "engine request to %s cancelled", t->url);
 	else if (code == CURLE_WRITE_ERROR && ctx.too_big)
 		ret = sbx_error_set(err, -EMSGSIZE, "engine reply over %u bytes", REST_BODY_MAX);
-	else if (code != CURLE_OK)
-		ret = rest_curl_error(r, code, errbuf, err);
+	else if (code != CURLE_OK) {
+		ret = rest_curl_error(t, code, errbuf, err);
+		*ret_unsent = unsent(c, code);
+	}
 	count_request(req->method, req->path, ret, resp->status, t0_us);
 out:
 	if (body_file)
@@ -590,6 +690,22 @@ out:
 		rest_handle_put(r, c);
 	}
 	return ret;
+}
+
+int sbx_rest_call(struct sbx_rest *r, const struct sbx_rest_request *req,
+		  struct sbx_rest_response *resp, struct sbx_error *err)
+{
+	for (int tries = 0;; tries++) {
+		const struct rest_target *t = target_now(r);
+		bool not_sent = false;
+		int ret = rest_call_at(r, t, req, resp, &not_sent, err);
+
+		/* Not reached, nothing sent: another endpoint, if the owner
+		 * knows one (a swarm's other managers), is asked instead. */
+		if (ret >= 0 || !not_sent || !r->failover || tries + 1 >= REST_TARGETS_MAX ||
+		    r->failover(r->failover_ud, r, t->url) <= 0)
+			return ret;
+	}
 }
 
 static int status_errno(long status)
@@ -910,6 +1026,7 @@ static int stream_read_head(sbx_stream *s, struct sbx_error *err)
 int sbx_rest_hijack(struct sbx_rest *r, const char *path, struct json_object *body_json,
 		    sbx_stream **ret_stream, struct sbx_error *err)
 {
+	const struct rest_target *t = target_now(r);
 	struct sbx_error own = SBX_ERROR_INIT; /* the status of a failure, for the metrics */
 	int64_t t0_us = sbx_metrics_now_us();
 	char errbuf[CURL_ERROR_SIZE] = "";
@@ -929,28 +1046,28 @@ int sbx_rest_hijack(struct sbx_rest *r, const char *path, struct json_object *bo
 		return sbx_error_set(err, -ENOMEM, "out of memory");
 	s->fd = -1;
 	s->curl = curl_easy_init();
-	if (!s->curl || asprintf(&url, "%s/", r->base) < 0) {
+	if (!s->curl || asprintf(&url, "%s/", t->base) < 0) {
 		ret = sbx_error_set(err, -ENOMEM, "out of memory");
 		goto fail;
 	}
-	rest_common_opts(r, s->curl);
+	rest_common_opts(r, t, s->curl);
 	curl_easy_setopt(s->curl, CURLOPT_URL, url);
 	curl_easy_setopt(s->curl, CURLOPT_CONNECT_ONLY, 1L);
 	curl_easy_setopt(s->curl, CURLOPT_ERRORBUFFER, errbuf);
 	code = curl_easy_perform(s->curl);
 	if (code != CURLE_OK) {
-		ret = rest_curl_error(r, code, errbuf, err);
+		ret = rest_curl_error(t, code, errbuf, err);
 		goto fail;
 	}
 	curl_easy_getinfo(s->curl, CURLINFO_ACTIVESOCKET, &sock);
 	s->fd = (int)sock;
-	s->tls = r->tls;
+	s->tls = t->tls;
 
 	ret = sbx_buf_appendf(&head,
 			      "POST %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: mcp-sandbox\r\n"
 			      "Content-Type: application/json\r\nConnection: Upgrade\r\n"
 			      "Upgrade: tcp\r\nContent-Length: %zu\r\n\r\n%s",
-			      path, r->host_header, strlen(body), body);
+			      path, t->host_header, strlen(body), body);
 	if (ret < 0) {
 		ret = sbx_error_set(err, ret, "out of memory");
 		goto fail;

@@ -25,7 +25,19 @@ struct sbx_rest;
 int sbx_rest_open(const char *url, long timeout_ms, const struct sbx_engine_tls *tls,
 		  struct sbx_rest **ret_rest, struct sbx_error *err);
 struct sbx_rest *sbx_rest_free(struct sbx_rest *r);
+/* The endpoint calls go to now (valid while R lives). */
 const char *sbx_rest_url(const struct sbx_rest *r);
+/* Calls go to URL from now on (as sbx_rest_open parses it, with R's TLS):
+ * an endpoint R was opened with or pointed at before, or a new one while
+ * fewer than 8 were (-ENOSPC). Calls in flight finish where they are. */
+int sbx_rest_retarget(struct sbx_rest *r, const char *url, struct sbx_error *err);
+/* Asked when a call of R could not reach FAILED_URL and sent nothing: 1
+ * when R now points elsewhere, or another caller's failover already moved
+ * it (the call is made again there), 0 when there is nowhere else. Called
+ * without any lock of R held, from any calling thread. */
+typedef int (*sbx_rest_failover_fn)(void *userdata, struct sbx_rest *r, const char *failed_url);
+/* Sets R's failover, once, before any call. */
+void sbx_rest_set_failover(struct sbx_rest *r, sbx_rest_failover_fn fn, void *userdata);
 /* The TLS files R was opened with (fields NULL when none): for handles
  * opened from it (a swarm's nodes). Valid while R lives. */
 const struct sbx_engine_tls *sbx_rest_tls(const struct sbx_rest *r);

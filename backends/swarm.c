@@ -57,7 +57,10 @@ static int swarm_negotiate(sbx_engine *e, struct sbx_error *err)
 		    "engine.socket %s is not a Swarm manager's (engine.type = swarm "
 		    "needs a manager's socket)",
 		    e->url);
-	return 0;
+	/* Another manager of this cluster is followed if this one goes. */
+	return swarm_cluster_set(
+	    e, sbx_json_str(sbx_json_path(sbx_json_path(j, "Swarm", NULL), "Cluster", NULL), "ID"),
+	    err);
 }
 
 static int swarm_ping(sbx_engine *e, struct sbx_error *err)

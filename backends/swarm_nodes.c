@@ -14,6 +14,7 @@
 
 #include "sbx/clock.h"
 #include "sbx/common.h"
+#include "sbx/log.h"
 #include "swarm-internal.h"
 
 struct swarm_node {
@@ -32,11 +33,28 @@ struct swarm_place {
 
 struct swarm {
 	pthread_mutex_t lock;
-	struct swarm_node **nodes; /* never removed: handles and ids are borrowed out */
+	/* Following another manager (swarm_follow): one search at a time. */
+	pthread_mutex_t follow_lock;
+	char cluster[SBX_ENGINE_ID_MAX + 1]; /* the cluster's id, at negotiation */
+	int64_t none_ms;		     /* when a search last found no manager */
+	struct swarm_node **nodes;	     /* never removed: handles and ids are borrowed out */
 	size_t n_nodes;
 	struct swarm_place *places;
 	size_t n_places, cap_places;
 };
+
+/* E's state, made at first use; the caller holds e->lock. */
+static struct swarm *swarm_of_locked(sbx_engine *e)
+{
+	struct swarm *s = e->backend;
+
+	if (!s && (s = calloc(1, sizeof(*s)))) {
+		pthread_mutex_init(&s->lock, NULL);
+		pthread_mutex_init(&s->follow_lock, NULL);
+		e->backend = s;
+	}
+	return s;
+}
 
 /* E's state, made at first use. */
 static struct swarm *swarm_of(sbx_engine *e)
@@ -44,11 +62,7 @@ static struct swarm *swarm_of(sbx_engine *e)
 	struct swarm *s;
 
 	pthread_mutex_lock(&e->lock);
-	s = e->backend;
-	if (!s && (s = calloc(1, sizeof(*s)))) {
-		pthread_mutex_init(&s->lock, NULL);
-		e->backend = s;
-	}
+	s = swarm_of_locked(e);
 	pthread_mutex_unlock(&e->lock);
 	return s;
 }
@@ -66,6 +80,7 @@ void swarm_release(sbx_engine *e)
 	}
 	free(s->nodes);
 	free(s->places);
+	pthread_mutex_destroy(&s->follow_lock);
 	pthread_mutex_destroy(&s->lock);
 	free(s);
 	e->backend = NULL;
@@ -570,4 +585,107 @@ int swarm_place(sbx_engine *e, const char *service, sbx_engine **ret_node,
 		return r;
 	snprintf(ret_container, SBX_ENGINE_ID_MAX + 1, "%s", t.container);
 	return 0;
+}
+
+/* ---- the manager followed ---- */
+
+int swarm_cluster_set(sbx_engine *e, const char *cluster_id, struct sbx_error *err)
+{
+	struct swarm *s = swarm_of_locked(e);
+
+	if (!s)
+		return sbx_error_set(err, -ENOMEM, "out of memory");
+	if (!sbx_moby_id_ok(cluster_id))
+		return sbx_error_set(err, -EPROTO, "the manager names no usable cluster id");
+	pthread_mutex_lock(&s->lock);
+	snprintf(s->cluster, sizeof(s->cluster), "%s", cluster_id);
+	pthread_mutex_unlock(&s->lock);
+	sbx_rest_set_failover(e->rest, swarm_follow, e);
+	return 0;
+}
+
+/* Whether node handle NE is a manager of cluster CLUSTER, as it says. */
+static bool is_manager(sbx_engine *ne, const char *cluster)
+{
+	_cleanup_json_ struct json_object *j = NULL;
+	struct json_object *sw;
+	const char *id;
+
+	if (sbx_engine_negotiate(ne, NULL) < 0 ||
+	    sbx_engine_json(ne, "GET", NULL, NULL, &j, NULL, "/info") < 0)
+		return false;
+	sw = sbx_json_path(j, "Swarm", NULL);
+	id = sbx_json_str(sbx_json_path(sw, "Cluster", NULL), "ID");
+	return sbx_json_bool(sw, "ControlAvailable") && id && strcmp(id, cluster) == 0;
+}
+
+int swarm_follow(void *userdata, struct sbx_rest *r, const char *failed_url)
+{
+	sbx_engine *e = userdata;
+	struct swarm *s = swarm_of(e);
+	struct {
+		char id[SBX_ENGINE_ID_MAX + 1];
+		char *url;
+		sbx_engine *engine;
+	} *cand = NULL;
+	char cluster[SBX_ENGINE_ID_MAX + 1];
+	size_t n = 0;
+	int found = 0;
+
+	if (!s)
+		return 0;
+	pthread_mutex_lock(&s->follow_lock);
+	/* Another caller moved it meanwhile: try there. */
+	if (strcmp(sbx_rest_url(r), failed_url) != 0) {
+		pthread_mutex_unlock(&s->follow_lock);
+		return 1;
+	}
+	/* A search that found none is not repeated by every caller at once. */
+	if (s->none_ms && sbx_monotonic_ms() - s->none_ms < SWARM_FOLLOW_RETRY_MS) {
+		pthread_mutex_unlock(&s->follow_lock);
+		return 0;
+	}
+	/* The nodes this server reached, newest handle of each (their
+	 * handles and urls live as long as E). */
+	pthread_mutex_lock(&s->lock);
+	snprintf(cluster, sizeof(cluster), "%s", s->cluster);
+	cand = calloc(s->n_nodes + 1, sizeof(*cand));
+	for (size_t i = s->n_nodes; cand && i-- > 0;) {
+		bool seen = false;
+		for (size_t k = 0; k < n && !seen; k++)
+			seen = strcmp(cand[k].id, s->nodes[i]->id) == 0;
+		if (seen || strcmp(s->nodes[i]->url, failed_url) == 0)
+			continue;
+		snprintf(cand[n].id, sizeof(cand[n].id), "%s", s->nodes[i]->id);
+		cand[n].url = s->nodes[i]->url;
+		cand[n].engine = s->nodes[i]->engine;
+		n++;
+	}
+	pthread_mutex_unlock(&s->lock);
+	for (size_t i = 0; i < n && !found && *cluster; i++) {
+		struct sbx_error err = SBX_ERROR_INIT;
+
+		if (!is_manager(cand[i].engine, cluster))
+			continue;
+		if (sbx_rest_retarget(r, cand[i].url, &err) < 0) {
+			sbx_log_warn("swarm: cannot follow the manager on node %s: %s", cand[i].id,
+				     err.msg);
+			sbx_error_clear(&err);
+			continue;
+		}
+		sbx_log_warn("swarm: the manager at %s cannot be reached; following the one on "
+			     "node %s (%s)",
+			     failed_url, cand[i].id, cand[i].url);
+		found = 1;
+	}
+	/* Said once until a manager is followed again. */
+	if (!found && !s->none_ms)
+		sbx_log_warn(
+		    "swarm: the manager at %s cannot be reached, nor another manager among "
+		    "%zu nodes",
+		    failed_url, n);
+	s->none_ms = found ? 0 : sbx_monotonic_ms();
+	pthread_mutex_unlock(&s->follow_lock);
+	free(cand);
+	return found;
 }

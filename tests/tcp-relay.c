@@ -166,17 +166,21 @@ static void *relay_accept(void *arg)
 	}
 }
 
-int tcp_relay_new(const char *unix_path, const char *needle, struct tcp_relay **ret_relay)
+/* A relay to UNIX_PATH accepting on the listening socket LFD (taken). */
+static int relay_new(int lfd, int port, const char *unix_path, const char *needle,
+		     struct tcp_relay **ret_relay)
 {
-	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	socklen_t len = sizeof(sa);
 	struct tcp_relay *r;
 
-	if (strlen(unix_path) >= sizeof(r->target) || (needle && strlen(needle) >= NEEDLE_MAX))
+	if (strlen(unix_path) >= sizeof(r->target) || (needle && strlen(needle) >= NEEDLE_MAX)) {
+		close(lfd);
 		return -ENAMETOOLONG;
+	}
 	r = calloc(1, sizeof(*r));
-	if (!r)
+	if (!r) {
+		close(lfd);
 		return -ENOMEM;
+	}
 	strcpy(r->target, unix_path);
 	if (needle && *needle) {
 		strcpy(r->needle, needle);
@@ -184,16 +188,8 @@ int tcp_relay_new(const char *unix_path, const char *needle, struct tcp_relay **
 	}
 	pthread_mutex_init(&r->lock, NULL);
 	pthread_cond_init(&r->idle, NULL);
-	r->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (r->lfd < 0 || bind(r->lfd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
-	    listen(r->lfd, 64) < 0 || getsockname(r->lfd, (struct sockaddr *)&sa, &len) < 0) {
-		int e = -errno;
-		if (r->lfd >= 0)
-			close(r->lfd);
-		free(r);
-		return e;
-	}
-	r->port = ntohs(sa.sin_port);
+	r->lfd = lfd;
+	r->port = port;
 	if (pthread_create(&r->acceptor, NULL, relay_accept, r) != 0) {
 		close(r->lfd);
 		free(r);
@@ -201,6 +197,40 @@ int tcp_relay_new(const char *unix_path, const char *needle, struct tcp_relay **
 	}
 	*ret_relay = r;
 	return 0;
+}
+
+int tcp_relay_new(const char *unix_path, const char *needle, struct tcp_relay **ret_relay)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t len = sizeof(sa);
+	int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(lfd, 64) < 0 ||
+	    getsockname(lfd, (struct sockaddr *)&sa, &len) < 0) {
+		int e = -errno;
+		if (lfd >= 0)
+			close(lfd);
+		return e;
+	}
+	return relay_new(lfd, ntohs(sa.sin_port), unix_path, needle, ret_relay);
+}
+
+int unix_relay_new(const char *listen_path, const char *unix_path, struct tcp_relay **ret_relay)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	int lfd;
+
+	if (strlen(listen_path) >= sizeof(sa.sun_path))
+		return -ENAMETOOLONG;
+	strcpy(sa.sun_path, listen_path);
+	lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(lfd, 64) < 0) {
+		int e = -errno;
+		if (lfd >= 0)
+			close(lfd);
+		return e;
+	}
+	return relay_new(lfd, 0, unix_path, NULL, ret_relay);
 }
 
 int tcp_relay_port(const struct tcp_relay *relay)

@@ -14,6 +14,9 @@ struct tcp_relay;
  * from background threads. NEEDLE (may be NULL) is counted wherever it
  * appears in what clients send, across reads. 0 or -errno. */
 int tcp_relay_new(const char *unix_path, const char *needle, struct tcp_relay **ret_relay);
+/* The same, listening on the unix socket LISTEN_PATH (made; left behind
+ * by tcp_relay_free, which then refuses connections). Its port is 0. */
+int unix_relay_new(const char *listen_path, const char *unix_path, struct tcp_relay **ret_relay);
 int tcp_relay_port(const struct tcp_relay *relay);
 /* Connections accepted, and occurrences of the needle, so far. */
 unsigned tcp_relay_connections(struct tcp_relay *relay);

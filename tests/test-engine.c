@@ -1003,6 +1003,91 @@ static void test_disk_usage(const char *id)
 		 1000 * median3(plain[0], plain[1], plain[2]));
 }
 
+struct failover_probe {
+	const char *to; /* where the failover points the handle */
+	int calls;
+	char failed[256];
+	int answer; /* what it returns */
+};
+
+static int failover_to(void *userdata, struct sbx_rest *r, const char *failed_url)
+{
+	struct failover_probe *p = userdata;
+
+	p->calls++;
+	snprintf(p->failed, sizeof(p->failed), "%s", failed_url);
+	if (p->answer > 0 && sbx_rest_retarget(r, p->to, NULL) < 0)
+		return 0;
+	return p->answer;
+}
+
+/* A handle whose endpoint cannot be reached asks its failover, and a call
+ * that sent nothing is made again where it then points (a swarm's other
+ * manager): only then, once per move, and never for a call that reached
+ * an engine. URL is this engine's; the handle opened at a socket that is
+ * not there. */
+static void test_failover(const char *url)
+{
+	const char *gone = "unix:///nonexistent/mcp-sandbox-test/docker.sock";
+	struct failover_probe p = {.to = url, .answer = 1};
+	const struct sbx_engine_tls *tls = sbx_rest_tls(engine->rest);
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_rest_response resp;
+	struct sbx_rest *r = NULL;
+	int ret;
+
+	if (!tap_ok(sbx_rest_open(gone, 0, tls, &r, &err) == 0, "a handle at a missing socket (%s)",
+		    err.msg))
+		return;
+	ret = sbx_rest_call(r, &(struct sbx_rest_request){.method = "GET", .path = "/_ping"}, &resp,
+			    &err);
+	tap_ok(ret == -ECONNREFUSED, "without a failover, a call fails unreached: %d %s", ret,
+	       err.msg);
+	sbx_error_clear(&err);
+	sbx_rest_set_failover(r, failover_to, &p);
+	ret = sbx_rest_call(r, &(struct sbx_rest_request){.method = "GET", .path = "/_ping"}, &resp,
+			    &err);
+	tap_ok(ret == 0 && resp.status == 200 && p.calls == 1 && strcmp(p.failed, gone) == 0,
+	       "with one, the same call is made where it points the handle (%d, status %ld, %d "
+	       "calls)",
+	       ret, resp.status, p.calls);
+	if (ret == 0)
+		sbx_rest_response_release(&resp);
+	tap_is_str(sbx_rest_url(r), url, "the handle now speaks to the engine");
+	sbx_error_clear(&err);
+	ret = sbx_rest_call(r, &(struct sbx_rest_request){.method = "GET", .path = "/nope/nope"},
+			    &resp, &err);
+	tap_ok(ret == 0 && resp.status == 404 && p.calls == 1,
+	       "a call that reached the engine is not failed over (status %ld, %d calls)",
+	       resp.status, p.calls);
+	if (ret == 0)
+		sbx_rest_response_release(&resp);
+	/* Back at the missing socket, with nowhere else to go. */
+	tap_ok(sbx_rest_retarget(r, gone, &err) == 0, "pointed back at the first endpoint (%s)",
+	       err.msg);
+	p.answer = 0;
+	ret = sbx_rest_call(r, &(struct sbx_rest_request){.method = "POST", .path = "/_ping"},
+			    &resp, &err);
+	tap_ok(ret == -ECONNREFUSED && p.calls == 2,
+	       "a failover with nowhere to go leaves the call's error: %d %s", ret, err.msg);
+	sbx_error_clear(&err);
+	/* A handle is pointed at a bounded number of endpoints. */
+	ret = 0;
+	for (int i = 0; i < 8 && ret == 0; i++) {
+		char u[64];
+		snprintf(u, sizeof(u), "unix:///nonexistent/%d.sock", i);
+		ret = sbx_rest_retarget(r, u, &err);
+	}
+	tap_ok(ret == -ENOSPC, "at most 8 endpoints per handle: %s", err.msg);
+	sbx_error_clear(&err);
+	tap_ok(sbx_rest_retarget(r, url, &err) == 0, "one known before is taken again (%s)",
+	       err.msg);
+	tap_ok(sbx_rest_retarget(r, "ftp://x", &err) == -EINVAL, "a bad endpoint is refused: %s",
+	       err.msg);
+	sbx_error_clear(&err);
+	sbx_rest_free(r);
+}
+
 int main(int argc, char **argv)
 {
 	struct sbx_engine_config cfg = {0};
@@ -1064,6 +1149,7 @@ int main(int argc, char **argv)
 	if (tls_dir)
 		test_tls(argv[2], tls_dir);
 	test_ping_version();
+	test_failover(sbx_engine_url(engine));
 	/* A failed exec start with no error asked for (callers that only want
 	 * to know, as the check for an out-of-memory kill): a negative code, no
 	 * crash (its metrics read the failure's status from the error). */

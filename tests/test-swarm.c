@@ -17,6 +17,9 @@
  * - The manager's engine restarted (SIGTERM, then tools/provision-engines):
  *   a sandbox on a worker runs commands meanwhile and after, a create
  *   meanwhile is refused with a reason, creates work once it leads again.
+ * - The manager in engine.socket gone for good (a relay to its socket,
+ *   stopped): the server follows another manager of the cluster,
+ *   found among the nodes it reached by their labels; everything goes on.
  * - One node (3) is reached over TCP with TLS client certificates (its
  *   label is tcp://127.0.0.3:2376; MCP_SANDBOX_TLS_DIR): everything above
  *   that lands there goes so.
@@ -41,6 +44,7 @@
 #include "sbx/clock.h"
 #include "sbx/common.h"
 #include "tap.h"
+#include "tcp-relay.h"
 
 #define SPREAD 6
 #define OWNER "alice"
@@ -704,6 +708,74 @@ out:
 	}
 }
 
+/* The manager the server was given gone for good: a server whose
+ * engine.socket is a relay to the manager's socket, stopped while it runs
+ * (every connection cut, new ones refused), follows another manager of
+ * the cluster, found among the nodes it reached by their labels (here
+ * node 1's own socket, the same cluster's manager): creates, lists, calls
+ * and deletes go on with no restart, and the handle now speaks to that
+ * manager. */
+static void test_manager_gone(void)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_run_result res;
+	_cleanup_free_ char *mgr = manager_node(), *label = NULL;
+	char path[128], url[160], state[32] = "", sock[512] = "";
+	struct sbx_sandbox_info *list = NULL;
+	struct tcp_relay *relay = NULL;
+	struct test_manager x;
+	sbx_sandbox *sb = NULL;
+	sbx_engine *e = NULL, **nodes = NULL;
+	sbx_manager *m;
+	size_t n = 0;
+	int r;
+
+	label = mgr ? node_label(mgr, state, sizeof(state)) : NULL;
+	if (engine_url && strncmp(engine_url, "unix://", 7) == 0)
+		snprintf(sock, sizeof(sock), "%s", engine_url + 7);
+	snprintf(path, sizeof(path), "/tmp/sbx-swarm-manager-%ld.sock", (long)getpid());
+	snprintf(url, sizeof(url), "unix://%s", path);
+	unlink(path);
+	r = label && *sock ? unix_relay_new(path, sock, &relay) : -ENOENT;
+	if (!tap_ok(r == 0, "a relay to the manager's socket at %s (%s); its label %s", path,
+		    strerror(-r), label ? label : "-"))
+		return;
+	r = sbx_engine_open(
+	    &(struct sbx_engine_config){.type = "swarm", .url = url, .tls = fixture_tls()}, &e,
+	    &err);
+	if (!tap_ok(r == 0 && sbx_engine_negotiate(e, &err) == 0, "a cluster handle there (%s)",
+		    err.msg))
+		goto out;
+	/* The nodes reached, as the server's start reaches them all. */
+	tap_ok(swarm_nodes(e, &nodes, NULL, &n, &err) == 0 && n == 3,
+	       "its three nodes reached (%s)", err.msg);
+	free(nodes);
+	m = test_manager_open(&x, "follow", (const char *const[]){"sandbox.pool_size=0", NULL}, e);
+	relay = tcp_relay_free(relay);
+	tap_ok(relay == NULL, "the relay is stopped: its connections cut, new ones refused");
+	sbx_error_clear(&err);
+	r = sbx_sandbox_create(m, OWNER, "follow", &sb, &err);
+	tap_ok(r == 0, "a create after it works (%s)", err.msg);
+	tap_is_str(sbx_rest_url(e->rest), label, "... through the manager named by its label");
+	if (r == 0) {
+		tap_ok(shell(m, sb, "echo followed", &res) == 0 && res.exit_code == 0,
+		       "... and the sandbox runs commands");
+		sbx_run_result_release(&res);
+	}
+	r = sbx_manager_list(m, OWNER, &list, &n, &err);
+	tap_ok(r == 0 && n == 1, "list_sandboxes answers (%zu; %s)", n, err.msg);
+	if (r == 0)
+		sbx_sandbox_info_list_free(list, n);
+	sbx_error_clear(&err);
+	tap_ok(sbx_sandbox_delete(m, OWNER, "follow", &err) == 0, "delete works (%s)", err.msg);
+	sbx_sandbox_unref(sb);
+	test_manager_close(&x, "the following server leaves nothing");
+out:
+	tcp_relay_free(relay);
+	unlink(path);
+	sbx_engine_free(e);
+}
+
 int main(int argc, char **argv)
 {
 	struct test_manager x;
@@ -720,6 +792,7 @@ int main(int argc, char **argv)
 	test_wrong_label(m, nodes);
 	test_node_loss(m, sb, nodes);
 	test_manager_restart(m);
+	test_manager_gone();
 	for (int i = 0; i < SPREAD; i++) {
 		if (sb[i])
 			sbx_sandbox_delete(m, OWNER, sbx_sandbox_name(sb[i]), NULL);
