@@ -144,7 +144,8 @@ const char *sbx_engine_name(const sbx_engine *e)
 }
 const char *sbx_engine_url(const sbx_engine *e)
 {
-	return e->url;
+	/* The endpoint in use: a swarm's may have moved to another manager. */
+	return e->rest ? sbx_rest_url(e->rest) : e->url;
 }
 
 char *sbx_engine_path(const sbx_engine *e, const char *fmt, ...)

@@ -49,7 +49,9 @@ struct sbx_rest {
 	struct rest_target targets[REST_TARGETS_MAX];
 	size_t n_targets; /* under lock */
 	atomic_size_t cur;
-	sbx_rest_failover_fn failover; /* set once, before any call */
+	/* Set once (the argument first, then the function, released): read
+	 * by callers already running on other threads. */
+	_Atomic(sbx_rest_failover_fn) failover;
 	void *failover_ud;
 	/* As given (NULL: not): for TCP, and for handles opened from this one. */
 	char *tls_ca, *tls_cert, *tls_key;
@@ -175,6 +177,8 @@ int sbx_rest_open(const char *url, long timeout_ms, const struct sbx_engine_tls 
 		return ret;
 	}
 	r->n_targets = 1;
+	atomic_init(&r->cur, 0);
+	atomic_init(&r->failover, NULL);
 	r->timeout_ms = timeout_ms > 0 ? timeout_ms : 60000;
 	if (have_tls) {
 		r->tls_ca = given(tls->ca) ? strdup(tls->ca) : NULL;
@@ -244,8 +248,8 @@ int sbx_rest_retarget(struct sbx_rest *r, const char *url, struct sbx_error *err
 
 void sbx_rest_set_failover(struct sbx_rest *r, sbx_rest_failover_fn fn, void *userdata)
 {
-	r->failover = fn;
 	r->failover_ud = userdata;
+	atomic_store_explicit(&r->failover, fn, memory_order_release);
 }
 
 static CURL *rest_handle_get(struct sbx_rest *r)
@@ -587,7 +591,12 @@ static void count_request(const char *method, const char *path, int ret, long st
 static bool unsent(CURL *c, CURLcode code)
 {
 	curl_off_t connect_us = 0;
+	long sent = 1;
 
+	/* libcurl may have sent the request on a reused connection that then
+	 * closed, and failed only its own retry on a new one: not unsent. */
+	if (curl_easy_getinfo(c, CURLINFO_REQUEST_SIZE, &sent) != CURLE_OK || sent != 0)
+		return false;
 	if (code == CURLE_COULDNT_CONNECT || code == CURLE_COULDNT_RESOLVE_HOST)
 		return true;
 	return code == CURLE_OPERATION_TIMEDOUT &&
@@ -697,14 +706,17 @@ int sbx_rest_call(struct sbx_rest *r, const struct sbx_rest_request *req,
 {
 	for (int tries = 0;; tries++) {
 		const struct rest_target *t = target_now(r);
+		sbx_rest_failover_fn failover =
+		    atomic_load_explicit(&r->failover, memory_order_acquire);
 		bool not_sent = false;
 		int ret = rest_call_at(r, t, req, resp, &not_sent, err);
 
 		/* Not reached, nothing sent: another endpoint, if the owner
 		 * knows one (a swarm's other managers), is asked instead. */
-		if (ret >= 0 || !not_sent || !r->failover || tries + 1 >= REST_TARGETS_MAX ||
-		    r->failover(r->failover_ud, r, t->url) <= 0)
+		if (ret >= 0 || !not_sent || !failover || tries + 1 >= REST_TARGETS_MAX ||
+		    failover(r->failover_ud, r, t->url) <= 0)
 			return ret;
+		sbx_error_clear(err); /* the call made again fills it anew */
 	}
 }
 

@@ -100,16 +100,20 @@ int swarm_node_check(sbx_engine *node, const char *node_id, const struct sbx_con
 		     bool want_none, struct sbx_error *err);
 
 /* The cluster's id CLUSTER_ID, as the manager of E's socket says at
- * negotiation (called from the negotiate slot: e->lock held); from then on, a manager E cannot
- * reach is replaced by another manager of that cluster (swarm_follow). */
+ * negotiation (called from the negotiate slot: e->lock held); from then
+ * on, a manager E cannot reach is replaced by another manager of that
+ * cluster (swarm_follow). */
 int swarm_cluster_set(sbx_engine *e, const char *cluster_id, struct sbx_error *err);
 /* E's manager handle R could not reach FAILED_URL: the nodes this server
- * reached are asked, newest first, which is a manager of the same cluster
- * (GET /info on the node's own endpoint, from its label); R is pointed at
- * the first (the sbx_rest_failover_fn contract). A search that found none
- * is not made again for SWARM_FOLLOW_RETRY_MS. */
+ * reached that a manager listed as managers are asked, newest first,
+ * whether they are (GET /info on the node's own endpoint, from its label:
+ * that node, a manager of the same cluster, within SWARM_PROBE_MS); R is
+ * pointed at the first (the sbx_rest_failover_fn contract). A worker is
+ * never asked, whatever it would say. A search that found none is not
+ * made again for SWARM_FOLLOW_RETRY_MS. */
 int swarm_follow(void *userdata, struct sbx_rest *r, const char *failed_url);
 #define SWARM_FOLLOW_RETRY_MS 1000
+#define SWARM_PROBE_MS 3000
 
 /* The events slot (backends/swarm_events.c): every node's container
  * events, their containers named by their services. */

@@ -1127,6 +1127,12 @@ static int swarm_container_list(sbx_engine *e, const struct sbx_kv *labels, size
 		list[n].name = dup_or_null(sbx_json_str(sbx_json_path(svc, "Spec", NULL), "Name"));
 		list[n].node = node && sbx_moby_id_ok(node) ? strdup(node) : NULL;
 		if (c) { /* the node's word */
+			char at[SBX_ENGINE_ID_MAX + 1];
+
+			/* Remembered where it runs, if not yet (one adopted after
+			 * a restart): /metrics counts it on its node at once. */
+			if (c->running && swarm_place_node(e, id, at, sizeof(at)) == -ENOENT)
+				(void)swarm_place_set(e, id, node, cid, NULL);
 			list[n].running = c->running;
 			list[n].status = dup_or_null(c->status ? c->status : "unknown");
 		} else {

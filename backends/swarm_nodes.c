@@ -22,6 +22,7 @@ struct swarm_node {
 	char *url;
 	sbx_engine *engine;
 	bool verified; /* a container of it was seen with no-new-privileges */
+	bool manager;  /* a manager, as the manager followed last listed it */
 };
 
 struct swarm_place {
@@ -173,6 +174,7 @@ static int node_engine(sbx_engine *e, struct json_object *j, const char *node_id
 	_cleanup_free_ char *url = NULL;
 	sbx_engine *ne = NULL;
 	struct swarm_node **grown, *node;
+	bool manager = sbx_json_path(j, "ManagerStatus", NULL) != NULL;
 	int r;
 
 	if (!s)
@@ -183,6 +185,7 @@ static int node_engine(sbx_engine *e, struct json_object *j, const char *node_id
 	pthread_mutex_lock(&s->lock);
 	for (size_t i = s->n_nodes; i-- > 0;)
 		if (strcmp(s->nodes[i]->id, node_id) == 0 && strcmp(s->nodes[i]->url, url) == 0) {
+			s->nodes[i]->manager = manager;
 			*ret_node = s->nodes[i]->engine;
 			pthread_mutex_unlock(&s->lock);
 			return 0;
@@ -204,6 +207,7 @@ static int node_engine(sbx_engine *e, struct json_object *j, const char *node_id
 	for (size_t i = s->n_nodes; i-- > 0;)
 		if (strcmp(s->nodes[i]->id, node_id) == 0 && strcmp(s->nodes[i]->url, url) == 0) {
 			/* made meanwhile by another thread */
+			s->nodes[i]->manager = manager;
 			*ret_node = s->nodes[i]->engine;
 			pthread_mutex_unlock(&s->lock);
 			sbx_engine_free(ne);
@@ -224,6 +228,7 @@ static int node_engine(sbx_engine *e, struct json_object *j, const char *node_id
 	snprintf(node->id, sizeof(node->id), "%s", node_id);
 	node->url = SBX_TAKE(url);
 	node->engine = ne;
+	node->manager = manager;
 	s->nodes[s->n_nodes++] = node;
 	*ret_node = ne;
 	pthread_mutex_unlock(&s->lock);
@@ -604,19 +609,33 @@ int swarm_cluster_set(sbx_engine *e, const char *cluster_id, struct sbx_error *e
 	return 0;
 }
 
-/* Whether node handle NE is a manager of cluster CLUSTER, as it says. */
-static bool is_manager(sbx_engine *ne, const char *cluster)
+/* Whether node handle NE, of node NODE_ID, says it is that node and a
+ * manager of cluster CLUSTER (GET /info, answered within SWARM_PROBE_MS:
+ * a node that accepts and never answers does not hold the search up). */
+static bool is_manager(sbx_engine *ne, const char *node_id, const char *cluster)
 {
 	_cleanup_json_ struct json_object *j = NULL;
+	struct sbx_rest_response resp;
 	struct json_object *sw;
-	const char *id;
+	const char *id, *node;
+	char path[64];
 
-	if (sbx_engine_negotiate(ne, NULL) < 0 ||
-	    sbx_engine_json(ne, "GET", NULL, NULL, &j, NULL, "/info") < 0)
+	if (sbx_engine_negotiate(ne, NULL) < 0)
 		return false;
+	snprintf(path, sizeof(path), "%s/info", ne->api_prefix ? ne->api_prefix : "");
+	if (sbx_rest_call(ne->rest,
+			  &(struct sbx_rest_request){
+			      .method = "GET", .path = path, .timeout_ms = SWARM_PROBE_MS},
+			  &resp, NULL) < 0)
+		return false;
+	if (resp.status == 200 && resp.body.data)
+		j = json_tokener_parse(resp.body.data);
+	sbx_rest_response_release(&resp);
 	sw = sbx_json_path(j, "Swarm", NULL);
 	id = sbx_json_str(sbx_json_path(sw, "Cluster", NULL), "ID");
-	return sbx_json_bool(sw, "ControlAvailable") && id && strcmp(id, cluster) == 0;
+	node = sbx_json_str(sw, "NodeID");
+	return sbx_json_bool(sw, "ControlAvailable") && id && strcmp(id, cluster) == 0 && node &&
+	       strcmp(node, node_id) == 0;
 }
 
 int swarm_follow(void *userdata, struct sbx_rest *r, const char *failed_url)
@@ -654,7 +673,7 @@ int swarm_follow(void *userdata, struct sbx_rest *r, const char *failed_url)
 		bool seen = false;
 		for (size_t k = 0; k < n && !seen; k++)
 			seen = strcmp(cand[k].id, s->nodes[i]->id) == 0;
-		if (seen || strcmp(s->nodes[i]->url, failed_url) == 0)
+		if (seen || !s->nodes[i]->manager || strcmp(s->nodes[i]->url, failed_url) == 0)
 			continue;
 		snprintf(cand[n].id, sizeof(cand[n].id), "%s", s->nodes[i]->id);
 		cand[n].url = s->nodes[i]->url;
@@ -663,27 +682,17 @@ int swarm_follow(void *userdata, struct sbx_rest *r, const char *failed_url)
 	}
 	pthread_mutex_unlock(&s->lock);
 	for (size_t i = 0; i < n && !found && *cluster; i++) {
-		struct sbx_error err = SBX_ERROR_INIT;
-
-		if (!is_manager(cand[i].engine, cluster))
+		if (!is_manager(cand[i].engine, cand[i].id, cluster) ||
+		    sbx_rest_retarget(r, cand[i].url, NULL) < 0)
 			continue;
-		if (sbx_rest_retarget(r, cand[i].url, &err) < 0) {
-			sbx_log_warn("swarm: cannot follow the manager on node %s: %s", cand[i].id,
-				     err.msg);
-			sbx_error_clear(&err);
-			continue;
-		}
+		/* The one notice this backend logs: the call that moved it
+		 * succeeds, so no caller learns of the move. (None found: the
+		 * call fails, and its caller says so.) */
 		sbx_log_warn("swarm: the manager at %s cannot be reached; following the one on "
 			     "node %s (%s)",
 			     failed_url, cand[i].id, cand[i].url);
 		found = 1;
 	}
-	/* Said once until a manager is followed again. */
-	if (!found && !s->none_ms)
-		sbx_log_warn(
-		    "swarm: the manager at %s cannot be reached, nor another manager among "
-		    "%zu nodes",
-		    failed_url, n);
 	s->none_ms = found ? 0 : sbx_monotonic_ms();
 	pthread_mutex_unlock(&s->follow_lock);
 	free(cand);

@@ -20,6 +20,9 @@
  * - The manager in engine.socket gone for good (a relay to its socket,
  *   stopped): the server follows another manager of the cluster,
  *   found among the nodes it reached by their labels; everything goes on.
+ *   A worker is never followed, even one whose engine claims to be a
+ *   manager of the cluster (an engine of the test's own, named by the
+ *   worker's label).
  * - One node (3) is reached over TCP with TLS client certificates (its
  *   label is tcp://127.0.0.3:2376; MCP_SANDBOX_TLS_DIR): everything above
  *   that lands there goes so.
@@ -30,12 +33,16 @@
  *   no --no-new-privileges (the docker backend asks for it per container).
  */
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <json-c/json.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -48,6 +55,9 @@
 
 #define SPREAD 6
 #define OWNER "alice"
+
+/* The instance the main server's sandboxes are labelled with. */
+static const char *run_inst = "";
 
 /* The node a sandbox's listing names, copied; NULL when none. */
 static char *node_of(sbx_manager *m, const char *id, char **ret_status, char **ret_reason)
@@ -416,6 +426,34 @@ static void test_spread(sbx_manager *m, sbx_sandbox **sb, char **nodes)
 		       "listed",
 		       n, total);
 	}
+	{
+		/* A server that adopts them (a fresh handle, as after a
+		 * restart): its listing alone tells where each runs. */
+		const struct sbx_kv want[] = {{SBX_LABEL_INSTANCE, run_inst}};
+		struct sbx_container_summary *cs = NULL;
+		sbx_engine *fresh = NULL;
+		size_t n = 0, placed = 0, running = 0;
+		char at[SBX_ENGINE_ID_MAX + 1];
+
+		if (sbx_engine_open(&(struct sbx_engine_config){.type = "swarm",
+								.url = engine_url,
+								.tls = fixture_tls()},
+				    &fresh, &err) == 0 &&
+		    sbx_container_list(fresh, want, 1, &cs, &n, &err) == 0) {
+			for (size_t i = 0; i < n; i++) {
+				running += cs[i].running;
+				placed += cs[i].running && cs[i].node &&
+					  swarm_place_node(fresh, cs[i].id, at, sizeof(at)) == 0 &&
+					  strcmp(at, cs[i].node) == 0;
+			}
+			sbx_container_list_free(cs, n);
+		}
+		tap_ok(running == SPREAD && placed == running,
+		       "a fresh handle's listing remembers where each runs (%zu of %zu; %s)",
+		       placed, running, err.msg);
+		sbx_error_clear(&err);
+		sbx_engine_free(fresh);
+	}
 }
 
 /* tools/provision-engines run again (it brings back a node it started):
@@ -588,12 +626,20 @@ static void test_node_loss(sbx_manager *m, sbx_sandbox **sb, char **nodes)
 	}
 	tap_is_str(state, "ready", "the node is ready again");
 	{
-		/* What it ran of this run is gone from it once its service is. */
-		struct sbx_kv want[] = {{"org.mcp-sandbox.instance", instance}};
+		/* What it ran of this run is gone from it once its sandboxes
+		 * (dead with it) are deleted. */
+		struct sbx_kv want[] = {{SBX_LABEL_INSTANCE, run_inst}};
 		struct sbx_container_summary *cs = NULL;
 		sbx_engine *node = NULL;
 		char url[600];
 		size_t n = 1;
+
+		for (int i = 0; i < SPREAD; i++)
+			if (i != victim && sb[i] && nodes[i] &&
+			    strcmp(nodes[i], nodes[victim]) == 0)
+				tap_ok(sbx_sandbox_delete(m, OWNER, sbx_sandbox_name(sb[i]),
+							  &err) == 0,
+				       "another sandbox the node ran is deleted (%s)", err.msg);
 
 		snprintf(url, sizeof(url), "unix://%s", sock);
 		if (sbx_engine_open(&(struct sbx_engine_config){.type = "docker", .url = url},
@@ -708,6 +754,159 @@ out:
 	}
 }
 
+/* An engine of the test's own on a unix socket that claims, in its
+ * /info, to be node NODE and a manager of the cluster: what a worker taken
+ * over could answer. It counts the /info requests it gets. */
+struct fake_engine {
+	int lfd;
+	pthread_t thread;
+	char info[512];
+	atomic_int infos;
+};
+
+static void *fake_main(void *arg)
+{
+	struct fake_engine *f = arg;
+	char req[4096], head[256];
+
+	for (;;) {
+		int c = accept4(f->lfd, NULL, NULL, SOCK_CLOEXEC);
+		const char *body = "{\"message\":\"no such thing here\"}";
+		ssize_t n;
+
+		if (c < 0) {
+			if (errno == EINTR || errno == ECONNABORTED)
+				continue;
+			return NULL; /* fake_stop shut the listener down */
+		}
+		n = read(c, req, sizeof(req) - 1);
+		req[n > 0 ? n : 0] = '\0';
+		if (strstr(req, "/info ")) {
+			atomic_fetch_add(&f->infos, 1);
+			body = f->info;
+		} else if (strstr(req, "/version ")) {
+			body = "{\"ApiVersion\":\"1.41\",\"Version\":\"20.10.24\"}";
+		}
+		snprintf(head, sizeof(head),
+			 "HTTP/1.1 %s\r\nContent-Type: application/json\r\nContent-Length: "
+			 "%zu\r\nConnection: close\r\n\r\n",
+			 strchr(body, ':') && !strstr(body, "message") ? "200 OK" : "404 Not Found",
+			 strlen(body));
+		if (write(c, head, strlen(head)) < 0 || write(c, body, strlen(body)) < 0)
+			tap_diag("the fake engine could not answer");
+		close(c);
+	}
+}
+
+static bool fake_start(struct fake_engine *f, const char *path, const char *node,
+		       const char *cluster)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+
+	snprintf(f->info, sizeof(f->info),
+		 "{\"Swarm\":{\"NodeID\":\"%s\",\"ControlAvailable\":true,\"Cluster\":{\"ID\":"
+		 "\"%s\"}}}",
+		 node, cluster);
+	atomic_init(&f->infos, 0);
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return false;
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	unlink(path);
+	f->lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (f->lfd < 0 || bind(f->lfd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+	    listen(f->lfd, 16) < 0 || pthread_create(&f->thread, NULL, fake_main, f) != 0) {
+		if (f->lfd >= 0)
+			close(f->lfd);
+		return false;
+	}
+	return true;
+}
+
+static void fake_stop(struct fake_engine *f, const char *path)
+{
+	shutdown(f->lfd, SHUT_RDWR);
+	pthread_join(f->thread, NULL);
+	close(f->lfd);
+	unlink(path);
+}
+
+/* The cluster's id, as the manager says. */
+static char *cluster_id(void)
+{
+	_cleanup_json_ struct json_object *j = NULL;
+	const char *id;
+
+	if (sbx_engine_json(engine, "GET", NULL, NULL, &j, NULL, "/info") < 0)
+		return NULL;
+	id = sbx_json_str(sbx_json_path(sbx_json_path(j, "Swarm", NULL), "Cluster", NULL), "ID");
+	return id ? strdup(id) : NULL;
+}
+
+/* A worker that claims to be a manager is never followed: a server that
+ * reached a worker (here through a label naming an engine of the test's
+ * own that says, in its /info, it is that worker and a manager of the
+ * cluster, as a worker taken over could) and then loses its manager
+ * fails its calls rather than sending them to the worker. Only nodes the
+ * manager listed as managers are asked. */
+static void test_worker_not_followed(char **nodes)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	_cleanup_free_ char *mgr = manager_node(), *cluster = cluster_id(), *label = NULL;
+	char fpath[128], furl[160], rpath[128], rurl[160], state[32] = "", sock[512] = "";
+	struct sbx_container_summary *cs = NULL;
+	struct tcp_relay *relay = NULL;
+	struct fake_engine fake;
+	const char *worker = NULL;
+	sbx_engine *e = NULL, *wh = NULL;
+	size_t n = 0;
+	int r, asked;
+
+	for (int i = 0; i < SPREAD && !worker; i++)
+		if (nodes[i] && mgr && strcmp(nodes[i], mgr) != 0)
+			worker = nodes[i];
+	if (engine_url && strncmp(engine_url, "unix://", 7) == 0)
+		snprintf(sock, sizeof(sock), "%s", engine_url + 7);
+	label = worker ? node_label(worker, state, sizeof(state)) : NULL;
+	snprintf(fpath, sizeof(fpath), "/tmp/sbx-swarm-fake-%ld.sock", (long)getpid());
+	snprintf(furl, sizeof(furl), "unix://%s", fpath);
+	snprintf(rpath, sizeof(rpath), "/tmp/sbx-swarm-mgr2-%ld.sock", (long)getpid());
+	snprintf(rurl, sizeof(rurl), "unix://%s", rpath);
+	unlink(rpath);
+	if (!tap_ok(worker && label && cluster && *sock &&
+			fake_start(&fake, fpath, worker, cluster),
+		    "an engine that claims to be worker %s and a manager", worker ? worker : "-"))
+		return;
+	r = unix_relay_new(rpath, sock, &relay);
+	if (r == 0)
+		r = sbx_engine_open(
+		    &(struct sbx_engine_config){.type = "swarm", .url = rurl, .tls = fixture_tls()},
+		    &e, &err);
+	if (!tap_ok(r == 0 && sbx_engine_negotiate(e, &err) == 0,
+		    "a cluster handle through a relay to the manager (%s)", err.msg))
+		goto out;
+	/* Only the worker reached, through the label naming the fake. */
+	tap_ok(set_label(worker, furl), "the worker's label names the fake engine");
+	r = swarm_node_engine(e, worker, &wh, &err);
+	tap_ok(r == 0, "the handle reaches the worker there (%s)", err.msg);
+	tap_ok(set_label(worker, label), "the worker's label is set right again");
+	relay = tcp_relay_free(relay);
+	asked = atomic_load(&fake.infos);
+	sbx_error_clear(&err);
+	r = sbx_container_list(e, (const struct sbx_kv[]){{SBX_LABEL_INSTANCE, run_inst}}, 1, &cs,
+			       &n, &err);
+	tap_ok(r == -ECONNREFUSED, "with the manager gone, a call fails (%s)", err.msg);
+	if (r == 0)
+		sbx_container_list_free(cs, n);
+	tap_is_str(sbx_engine_url(e), rurl, "... and is not sent to the worker");
+	tap_is_int((long)(atomic_load(&fake.infos) - asked), 0,
+		   "the worker was not even asked whether it is a manager");
+out:
+	tcp_relay_free(relay);
+	unlink(rpath);
+	sbx_engine_free(e);
+	fake_stop(&fake, fpath);
+}
+
 /* The manager the server was given gone for good: a server whose
  * engine.socket is a relay to the manager's socket, stopped while it runs
  * (every connection cut, new ones refused), follows another manager of
@@ -756,7 +955,7 @@ static void test_manager_gone(void)
 	sbx_error_clear(&err);
 	r = sbx_sandbox_create(m, OWNER, "follow", &sb, &err);
 	tap_ok(r == 0, "a create after it works (%s)", err.msg);
-	tap_is_str(sbx_rest_url(e->rest), label, "... through the manager named by its label");
+	tap_is_str(sbx_engine_url(e), label, "... through the manager named by its label");
 	if (r == 0) {
 		tap_ok(shell(m, sb, "echo followed", &res) == 0 && res.exit_code == 0,
 		       "... and the sandbox runs commands");
@@ -787,12 +986,14 @@ int main(int argc, char **argv)
 	/* No pool: every create here asks the cluster itself. */
 	m = test_manager_open(&x, "swarm", (const char *const[]){"sandbox.pool_size=0", NULL},
 			      NULL);
+	run_inst = x.inst;
 	test_verify();
 	test_spread(m, sb, nodes);
 	test_wrong_label(m, nodes);
 	test_node_loss(m, sb, nodes);
 	test_manager_restart(m);
 	test_manager_gone();
+	test_worker_not_followed(nodes);
 	for (int i = 0; i < SPREAD; i++) {
 		if (sb[i])
 			sbx_sandbox_delete(m, OWNER, sbx_sandbox_name(sb[i]), NULL);

@@ -199,7 +199,8 @@ typedef int (*sbx_sink_fn)(void *userdata, const void *data, size_t len);
 int sbx_engine_open(const struct sbx_engine_config *cfg, sbx_engine **ret_engine,
 		    struct sbx_error *err);
 sbx_engine *sbx_engine_free(sbx_engine *e);
-/* Backend name ("docker", "podman") and the URL in use. */
+/* Backend name ("docker", "podman", "swarm") and the URL in use (a
+ * swarm's: the manager followed now, see README). */
 const char *sbx_engine_name(const sbx_engine *e);
 const char *sbx_engine_url(const sbx_engine *e);
 /* NULL-terminated list of the backends compiled in. */
