@@ -249,6 +249,7 @@ static int docker_network_disconnect(sbx_engine *e, const char *id, const char *
 
 const struct sbx_engine_ops sbx_docker_ops = {
     .name = "docker",
+    .restart_keeps = true,
     .negotiate = docker_negotiate,
     .ping = docker_ping,
     .version = sbx_moby_version,

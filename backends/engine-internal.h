@@ -18,6 +18,10 @@
 
 struct sbx_engine_ops {
 	const char *name; /* "docker", "podman", "swarm": what [engine] type names */
+	/* A container stopped (container_stop) and started again
+	 * (container_start) is the same container, its writable layer kept:
+	 * a sandbox may sleep there (src/sandbox/sleep.c). */
+	bool restart_keeps;
 
 	/* Optional: frees e->backend, the backend's own state (made lazily by
 	 * the backend itself, under e->lock). Called once, from sbx_engine_free. */

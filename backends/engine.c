@@ -142,6 +142,11 @@ const char *sbx_engine_name(const sbx_engine *e)
 {
 	return e->ops->name;
 }
+bool sbx_engine_restart_keeps(const sbx_engine *e)
+{
+	return e->ops->restart_keeps;
+}
+
 const char *sbx_engine_url(const sbx_engine *e)
 {
 	/* The endpoint in use: a swarm's may have moved to another manager. */

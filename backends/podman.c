@@ -252,6 +252,7 @@ static int podman_network_disconnect(sbx_engine *e, const char *id, const char *
 
 const struct sbx_engine_ops sbx_podman_ops = {
     .name = "podman",
+    .restart_keeps = true,
     .negotiate = podman_negotiate,
     .ping = podman_ping,
     .version = sbx_moby_version,

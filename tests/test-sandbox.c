@@ -1517,6 +1517,113 @@ static void test_forged_stop(sbx_manager *m)
 /* A sandbox whose container is killed, or removed, from outside the server:
  * the server learns it from the engine's events, without any call (list
  * shows it dead with the reason), and a call on it says so and what to do. */
+struct woken {
+	sbx_manager *m;
+	sbx_sandbox *sb;
+	int r;
+	char out[64];
+};
+
+static void *call_in(void *arg)
+{
+	struct woken *w = arg;
+	struct sbx_run_result res = {0};
+
+	w->r = sbx_sandbox_run_shell(w->m, w->sb, "cat /app/results/kept", 0, &res, NULL);
+	if (w->r == 0) {
+		snprintf(w->out, sizeof(w->out), "%s", res.out.data ? res.out.data : "");
+		sbx_run_result_release(&res);
+	}
+	return NULL;
+}
+
+/* A sandbox put to sleep (sleep.c): its container stopped, not taken for a
+ * death (the engine's events say it died), its files kept; two calls at
+ * once wake it once; Python starts afresh; a sleeping one is deleted like
+ * any other. */
+static void test_sleep(sbx_manager *m)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_run_result res = {0};
+	struct sbx_container_info ci = {0};
+	struct woken w[2];
+	pthread_t t[2];
+	sbx_sandbox *sb = NULL;
+	char *cid = NULL, *status, *reason = NULL;
+	int r;
+
+	if (!tap_ok(sbx_sandbox_create(m, "alice", "sleeper", &sb, &err) == 0,
+		    "create a sandbox to put to sleep (%s)", err.msg))
+		return;
+	if (!sbx_engine_restart_keeps(engine)) {
+		/* Swarm: a task's stopped container is a failed task. */
+		r = sbx_sandbox_sleep(sb, &err);
+		tap_ok(r == -ENOTSUP && strstr(err.msg, "cannot sleep"),
+		       "this engine cannot keep a sleeping sandbox, and says so: %s", err.msg);
+		sbx_error_clear(&err);
+		r = sbx_sandbox_run_shell(m, sb, "echo awake", 0, &res, &err);
+		tap_ok(r == 0 && res.exit_code == 0, "... and the sandbox runs on (%s)", err.msg);
+		if (r == 0)
+			sbx_run_result_release(&res);
+		sbx_sandbox_delete(m, "alice", "sleeper", NULL);
+		sbx_sandbox_unref(sb);
+		return;
+	}
+	cid = container_of(instance, sbx_sandbox_id(sb));
+	r = sbx_sandbox_run_shell(m, sb, "mkdir -p /app/results && echo kept > /app/results/kept",
+				  0, &res, &err);
+	tap_ok(r == 0 && res.exit_code == 0, "a file is written (%s)", err.msg);
+	if (r == 0)
+		sbx_run_result_release(&res);
+	r = sbx_sandbox_run_python(m, sb, "x = 41", 0, &res, &err);
+	tap_ok(r == 0, "Python holds a variable (%s)", err.msg);
+	if (r == 0)
+		sbx_run_result_release(&res);
+	tap_ok(sbx_sandbox_sleep(sb, &err) == 0, "it is put to sleep (%s)", err.msg);
+	tap_ok(cid && sbx_container_inspect(engine, cid, &ci, &err) == 0 && !ci.running,
+	       "its container is stopped, not removed (%s)", err.msg);
+	sbx_container_info_release(&ci);
+	tap_ok(sbx_sandbox_sleep(sb, &err) == 0, "putting it to sleep again is fine");
+	/* The stop is in the engine's events by now: not a death. */
+	usleep(1500000);
+	status = listed(m, sb, &reason);
+	tap_ok(!reason, "its stop is not taken for a death (%s)", reason ? reason : "no reason");
+	free(status);
+	free(reason);
+	for (int i = 0; i < 2; i++) {
+		w[i] = (struct woken){.m = m, .sb = sb, .r = -1};
+		if (pthread_create(&t[i], NULL, call_in, &w[i]) != 0)
+			w[i].r = -EAGAIN;
+	}
+	for (int i = 0; i < 2; i++)
+		if (w[i].r != -EAGAIN)
+			pthread_join(t[i], NULL);
+	tap_ok(w[0].r == 0 && w[1].r == 0 && strstr(w[0].out, "kept") && strstr(w[1].out, "kept"),
+	       "two calls at once wake it, and its file is there (%d %d)", w[0].r, w[1].r);
+	pthread_mutex_lock(&m->lock);
+	tap_is_int((long)sb->wakes, 1, "it was woken once");
+	tap_ok(sb->sleep == SBX_SLEEP_AWAKE, "it is awake");
+	pthread_mutex_unlock(&m->lock);
+	r = sbx_sandbox_run_python(m, sb, "print(x)", 0, &res, &err);
+	tap_ok(r == 0 && res.err.data && strstr(res.err.data, "NameError"),
+	       "Python starts afresh: its variables are gone");
+	if (r == 0)
+		sbx_run_result_release(&res);
+	r = sbx_sandbox_run_python(m, sb, "print(6 * 7)", 0, &res, &err);
+	tap_ok(r == 0 && res.out.data && strstr(res.out.data, "42"), "and runs code (%s)", err.msg);
+	if (r == 0)
+		sbx_run_result_release(&res);
+	tap_ok(sbx_sandbox_sleep(sb, &err) == 0, "asleep again (%s)", err.msg);
+	sbx_error_clear(&err);
+	tap_ok(sbx_sandbox_delete(m, "alice", "sleeper", &err) == 0,
+	       "a sleeping sandbox is deleted (%s)", err.msg);
+	tap_ok(cid && sbx_container_inspect(engine, cid, &ci, NULL) == -ENOENT,
+	       "with its container");
+	sbx_container_info_release(&ci);
+	free(cid);
+	sbx_sandbox_unref(sb);
+}
+
 static void test_stopped(sbx_manager *m)
 {
 	struct sbx_error err = SBX_ERROR_INIT;
@@ -2075,6 +2182,7 @@ int main(int argc, char **argv)
 	test_upload_artifacts(m, named, up, outside);
 	test_threads(m);
 	test_stopped(m);
+	test_sleep(m);
 	test_killed_mid_call(m);
 	test_forged_stop(m);
 	{

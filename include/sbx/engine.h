@@ -203,6 +203,10 @@ sbx_engine *sbx_engine_free(sbx_engine *e);
  * swarm's: the manager followed now, see README). */
 const char *sbx_engine_name(const sbx_engine *e);
 const char *sbx_engine_url(const sbx_engine *e);
+/* Whether a container stopped and started again keeps its writable layer
+ * (Docker, Podman), so that a sandbox may sleep; not on Swarm, where a
+ * task's stopped container is the cluster's failed task. */
+bool sbx_engine_restart_keeps(const sbx_engine *e);
 /* NULL-terminated list of the backends compiled in. */
 const char *const *sbx_engine_backends(void);
 

@@ -119,6 +119,10 @@ bool sbx_sandbox_died_locked(sbx_manager *m, sbx_sandbox *sb, enum sbx_death dea
 	(void)m;
 	if (death == SBX_DEATH_NONE || sb->end != SBX_END_NONE || sb->removed)
 		return false;
+	/* Stopped by its sleep, or not yet started by its wake: only its
+	 * container's removal is a death then. */
+	if (sb->sleep != SBX_SLEEP_AWAKE && death != SBX_DEATH_REMOVED)
+		return false;
 	/* Known dead: only its removal is news (a forced removal kills first). */
 	if (sb->death != SBX_DEATH_NONE && (death != SBX_DEATH_REMOVED || sb->death == death))
 		return false;
@@ -222,23 +226,45 @@ static int dead_error_locked(sbx_manager *m, const sbx_sandbox *sb, struct sbx_e
 				 : " and running processes");
 }
 
-int sbx_sandbox_begin(sbx_sandbox *sb, struct sbx_error *err)
+bool sbx_sandbox_busy_locked(const sbx_sandbox *sb)
+{
+	if (sb->calls > 0)
+		return true;
+	for (const struct sbx_install *in = sb->installs; in; in = in->next)
+		if (in->state == SBX_INSTALL_RUNNING)
+			return true;
+	return false;
+}
+
+int sbx_sandbox_begin_woke(sbx_sandbox *sb, bool *ret_woke, struct sbx_error *err)
 {
 	sbx_manager *m = sb->m;
+	bool waker = false;
 	enum sbx_end end;
 	time_t at;
+	int r;
 
+	if (ret_woke)
+		*ret_woke = false;
 	pthread_mutex_lock(&m->lock);
+	/* Being put to sleep or woken by another: wait for it to end. */
+	while (sb->end == SBX_END_NONE && !sb->removed && sb->death == SBX_DEATH_NONE &&
+	       (sb->sleep == SBX_SLEEP_GOING || sb->sleep == SBX_SLEEP_WAKING))
+		pthread_cond_wait(&m->woke, &m->lock);
 	end = sb->end;
 	at = sb->end_at;
 	if (end == SBX_END_NONE && !sb->removed && sb->death != SBX_DEATH_NONE) {
-		int r = dead_error_locked(m, sb, err);
+		r = dead_error_locked(m, sb, err);
 		pthread_mutex_unlock(&m->lock);
 		return r;
 	}
 	if (end == SBX_END_NONE && !sb->removed) {
-		sb->calls++;
+		sb->calls++; /* counted first: nothing puts it to sleep again meanwhile */
 		sbx_sandbox_touch_locked(sb);
+		if (sb->sleep == SBX_SLEEP_ASLEEP) {
+			sb->sleep = SBX_SLEEP_WAKING;
+			waker = true;
+		}
 	}
 	pthread_mutex_unlock(&m->lock);
 	if (end != SBX_END_NONE)
@@ -246,7 +272,21 @@ int sbx_sandbox_begin(sbx_sandbox *sb, struct sbx_error *err)
 	if (sb->removed)
 		return sbx_error_set(
 		    err, -ENOENT, "sandbox %s was removed; create_sandbox makes a new one", sb->id);
+	if (waker) {
+		r = sbx_sandbox_wake_marked(sb, err);
+		if (r < 0) {
+			sbx_sandbox_end(sb, NULL);
+			return r;
+		}
+		if (ret_woke)
+			*ret_woke = true;
+	}
 	return 0;
+}
+
+int sbx_sandbox_begin(sbx_sandbox *sb, struct sbx_error *err)
+{
+	return sbx_sandbox_begin_woke(sb, NULL, err);
 }
 
 bool sbx_sandbox_ending(sbx_sandbox *sb)

@@ -1049,6 +1049,22 @@ int sbx_interp_start_pooled(sbx_manager *m, const char *id, const char *containe
 	return 0;
 }
 
+void sbx_interp_sleep(sbx_sandbox *sb)
+{
+	struct sbx_interp *in;
+
+	pthread_mutex_lock(&sb->m->lock);
+	in = sb->interp;
+	pthread_mutex_unlock(&sb->m->lock);
+	if (!in)
+		return;
+	pthread_mutex_lock(&in->run);
+	drop_stream(in);
+	in->has_state = false;
+	in->lost = false;
+	pthread_mutex_unlock(&in->run);
+}
+
 bool sbx_sandbox_python_ready(sbx_sandbox *sb)
 {
 	struct sbx_interp *in;

@@ -40,6 +40,7 @@ int sbx_manager_new(const struct sbx_settings *s, sbx_engine *engine, sbx_manage
 	pthread_mutex_init(&m->disk_lock, NULL);
 	pthread_mutex_init(&m->egress_lock, NULL);
 	pthread_cond_init(&m->changed, NULL);
+	pthread_cond_init(&m->woke, NULL);
 	r = sbx_pool_new(m, err);
 	if (r >= 0) {
 		r = sbx_reaper_start(m, err);
@@ -63,6 +64,7 @@ int sbx_manager_new(const struct sbx_settings *s, sbx_engine *engine, sbx_manage
 		pthread_mutex_destroy(&m->disk_lock);
 		pthread_mutex_destroy(&m->egress_lock);
 		pthread_cond_destroy(&m->changed);
+		pthread_cond_destroy(&m->woke);
 		pthread_mutex_destroy(&m->lock);
 		free(m->instance);
 		free(m);
@@ -838,6 +840,7 @@ sbx_manager *sbx_manager_free(sbx_manager *m)
 	sbx_tenant_gone_release(m);
 	free(m->instance);
 	pthread_cond_destroy(&m->changed);
+	pthread_cond_destroy(&m->woke);
 	pthread_mutex_destroy(&m->check_lock);
 	pthread_mutex_destroy(&m->disk_lock);
 	pthread_mutex_destroy(&m->egress_lock);

@@ -35,17 +35,6 @@
 /* After a failed removal, the next try. */
 #define RETRY_MS 30000
 
-/* Under m->lock: a call or a package install runs in SB. */
-static bool busy_locked(const sbx_sandbox *sb)
-{
-	if (sb->calls > 0)
-		return true;
-	for (const struct sbx_install *in = sb->installs; in; in = in->next)
-		if (in->state == SBX_INSTALL_RUNNING)
-			return true;
-	return false;
-}
-
 int64_t sbx_sandbox_deadline_locked(sbx_manager *m, const sbx_sandbox *sb, int64_t now_ms,
 				    enum sbx_end *ret_why, time_t *ret_wall)
 {
@@ -90,7 +79,7 @@ static void *reaper_main(void *arg)
 			sbx_sandbox *sb = m->table[i];
 			int64_t at;
 
-			if (!sb->ready || sb->end != SBX_END_NONE || busy_locked(sb))
+			if (!sb->ready || sb->end != SBX_END_NONE || sbx_sandbox_busy_locked(sb))
 				continue;
 			if (sb->reap_retry_ms > now) {
 				next = sb->reap_retry_ms < next ? sb->reap_retry_ms : next;

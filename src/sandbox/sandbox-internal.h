@@ -67,6 +67,14 @@ enum sbx_death {
 	SBX_DEATH_LOST,	   /* its engine lost it: its cluster node went down (death_lost) */
 };
 
+/* A sandbox's sleep (sleep.c): its container stopped, its files kept. */
+enum sbx_sleep {
+	SBX_SLEEP_AWAKE,
+	SBX_SLEEP_GOING,  /* being stopped: a call waits (m->woke) */
+	SBX_SLEEP_ASLEEP, /* stopped: the next call wakes it */
+	SBX_SLEEP_WAKING, /* being started by one call: the others wait */
+};
+
 struct sbx_sandbox {
 	int refs; /* atomic */
 	sbx_manager *m;
@@ -90,6 +98,9 @@ struct sbx_sandbox {
 	enum sbx_end end;      /* set while it is being removed: no call starts then */
 	time_t end_at;	       /* when end was set */
 	int64_t reap_retry_ms; /* the reaper failed to remove it: not before then */
+	enum sbx_sleep sleep;  /* sleep.c */
+	time_t slept_at;       /* wall clock, while asleep */
+	uint64_t wakes;	       /* times it was woken */
 	/* Its container stopped or went without the server's doing: no call
 	 * starts in it (sbx_sandbox_begin says why) until it is deleted. */
 	enum sbx_death death;
@@ -139,6 +150,7 @@ struct sbx_manager {
 	char *instance;
 	pthread_mutex_t lock;
 	pthread_cond_t changed; /* an install ended */
+	pthread_cond_t woke;	/* a sandbox's sleep or wake ended (sleep.c) */
 	sbx_sandbox **table;	/* oldest first */
 	size_t n, cap;
 	size_t installs_running;
@@ -226,6 +238,29 @@ bool sbx_interp_path_ok(const char *path, size_t len);
  * when the caller must drop what the call produced. */
 int sbx_sandbox_begin(sbx_sandbox *sb, struct sbx_error *err);
 int sbx_sandbox_end(sbx_sandbox *sb, struct sbx_error *err);
+/* sbx_sandbox_begin, which also wakes a sleeping sandbox (sleep.c): one
+ * call starts its container, calls arriving meanwhile (or while it is
+ * put to sleep) wait for that; *RET_WOKE (may be NULL) says this call
+ * woke it. A wake that fails fails the call, and the sandbox stays
+ * asleep (the next call tries again) unless its container is gone. */
+int sbx_sandbox_begin_woke(sbx_sandbox *sb, bool *ret_woke, struct sbx_error *err);
+/* Under m->lock: a call or a package install runs in SB. */
+bool sbx_sandbox_busy_locked(const sbx_sandbox *sb);
+
+/* sleep.c: a sandbox put to sleep and woken. */
+
+/* Puts SB to sleep: its idle readers and its interpreter end, its
+ * container is stopped (its writable layer and /app/results kept). 0, or
+ * 0 when it sleeps already; -EBUSY while a call or an install runs in it;
+ * -ESRCH when it is being removed, dead or not yet made; -ENOTSUP on an
+ * engine whose restarted container is not the same (Swarm:
+ * sbx_engine_restart_keeps); the engine's error (SB stays awake). Calls that arrive meanwhile wait.
+ */
+int sbx_sandbox_sleep(sbx_sandbox *sb, struct sbx_error *err);
+/* The waker's part of sbx_sandbox_begin_woke (SB marked WAKING by it):
+ * starts the container; SB is then awake, or asleep again on failure
+ * (dead when its container is gone). Wakes the waiters. */
+int sbx_sandbox_wake_marked(sbx_sandbox *sb, struct sbx_error *err);
 /* Marks the sandbox used now (a background install that ended). */
 void sbx_sandbox_touch(sbx_sandbox *sb);
 /* Under m->lock: sbx_sandbox_touch. */
@@ -283,6 +318,10 @@ int sbx_interp_start_pooled(sbx_manager *m, const char *id, const char *containe
 /* Ends the interpreter of a record or pool entry being freed (closes its
  * stream, which ends the process). */
 void sbx_interp_free(struct sbx_interp *in);
+/* SB's interpreter (if any) ends as its container is put to sleep: the
+ * next run starts a fresh one, without a notice of its own (the wake
+ * says that Python's state was reset). Waits for a run in progress. */
+void sbx_interp_sleep(sbx_sandbox *sb);
 /* sbx_sandbox_run_python_ex and sbx_sandbox_reset_python, in interp.c. */
 int sbx_interp_run(sbx_manager *m, sbx_sandbox *sb, const char *code,
 		   const struct sbx_run_opts *opts, struct sbx_run_result *ret_result,
