@@ -1607,6 +1607,9 @@ static void test_sleep(sbx_manager *m)
 	r = sbx_sandbox_run_python(m, sb, "print(x)", 0, &res, &err);
 	tap_ok(r == 0 && res.err.data && strstr(res.err.data, "NameError"),
 	       "Python starts afresh: its variables are gone");
+	tap_ok(r == 0 && res.interpreter_restarted && res.notice &&
+		   strstr(res.notice, "new Python interpreter"),
+	       "... and the result says so: %s", r == 0 && res.notice ? res.notice : "(none)");
 	if (r == 0)
 		sbx_run_result_release(&res);
 	r = sbx_sandbox_run_python(m, sb, "print(6 * 7)", 0, &res, &err);

@@ -226,6 +226,11 @@ static int dead_error_locked(sbx_manager *m, const sbx_sandbox *sb, struct sbx_e
 				 : " and running processes");
 }
 
+uint64_t sbx_sandbox_run_locked(const sbx_sandbox *sb)
+{
+	return sb->sleep == SBX_SLEEP_AWAKE ? sb->wakes : UINT64_MAX;
+}
+
 bool sbx_sandbox_busy_locked(const sbx_sandbox *sb)
 {
 	if (sb->calls > 0)
@@ -239,7 +244,7 @@ bool sbx_sandbox_busy_locked(const sbx_sandbox *sb)
 int sbx_sandbox_begin_woke(sbx_sandbox *sb, bool *ret_woke, struct sbx_error *err)
 {
 	sbx_manager *m = sb->m;
-	bool waker = false;
+	bool waker = false, removed;
 	enum sbx_end end;
 	time_t at;
 	int r;
@@ -253,12 +258,13 @@ int sbx_sandbox_begin_woke(sbx_sandbox *sb, bool *ret_woke, struct sbx_error *er
 		pthread_cond_wait(&m->woke, &m->lock);
 	end = sb->end;
 	at = sb->end_at;
-	if (end == SBX_END_NONE && !sb->removed && sb->death != SBX_DEATH_NONE) {
+	removed = sb->removed;
+	if (end == SBX_END_NONE && !removed && sb->death != SBX_DEATH_NONE) {
 		r = dead_error_locked(m, sb, err);
 		pthread_mutex_unlock(&m->lock);
 		return r;
 	}
-	if (end == SBX_END_NONE && !sb->removed) {
+	if (end == SBX_END_NONE && !removed) {
 		sb->calls++; /* counted first: nothing puts it to sleep again meanwhile */
 		sbx_sandbox_touch_locked(sb);
 		if (sb->sleep == SBX_SLEEP_ASLEEP) {
@@ -269,7 +275,7 @@ int sbx_sandbox_begin_woke(sbx_sandbox *sb, bool *ret_woke, struct sbx_error *er
 	pthread_mutex_unlock(&m->lock);
 	if (end != SBX_END_NONE)
 		return sbx_gone_error(m, err, sb->id, end, at, false);
-	if (sb->removed)
+	if (removed)
 		return sbx_error_set(
 		    err, -ENOENT, "sandbox %s was removed; create_sandbox makes a new one", sb->id);
 	if (waker) {
@@ -323,12 +329,14 @@ int sbx_sandbox_exec_failed(sbx_manager *m, sbx_sandbox *sb, int r, struct sbx_e
 	struct sbx_container_info ci = {0};
 	bool news = false;
 	enum sbx_end end;
+	uint64_t run;
 	time_t at;
 	int q;
 
 	pthread_mutex_lock(&m->lock);
 	end = sb->end;
 	at = sb->end_at;
+	run = sbx_sandbox_run_locked(sb);
 	pthread_mutex_unlock(&m->lock);
 	if (end != SBX_END_NONE)
 		return sbx_gone_error(m, err, sb->id, end, at, true);
@@ -336,7 +344,7 @@ int sbx_sandbox_exec_failed(sbx_manager *m, sbx_sandbox *sb, int r, struct sbx_e
 	pthread_mutex_lock(&m->lock);
 	if (q == -ENOENT) {
 		news = sbx_sandbox_died_locked(m, sb, SBX_DEATH_REMOVED, -1, false);
-	} else if (q >= 0 && !ci.running) {
+	} else if (q >= 0 && !ci.running && sbx_sandbox_run_locked(sb) == run) {
 		news = sbx_sandbox_died_of_locked(m, sb, &ci, false);
 	}
 	if (sb->death != SBX_DEATH_NONE && sb->end == SBX_END_NONE)

@@ -1060,8 +1060,7 @@ void sbx_interp_sleep(sbx_sandbox *sb)
 		return;
 	pthread_mutex_lock(&in->run);
 	drop_stream(in);
-	in->has_state = false;
-	in->lost = false;
+	in->lost = false; /* has_state kept: the next run says a new one ran it */
 	pthread_mutex_unlock(&in->run);
 }
 

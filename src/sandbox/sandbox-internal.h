@@ -246,6 +246,11 @@ int sbx_sandbox_end(sbx_sandbox *sb, struct sbx_error *err);
 int sbx_sandbox_begin_woke(sbx_sandbox *sb, bool *ret_woke, struct sbx_error *err);
 /* Under m->lock: a call or a package install runs in SB. */
 bool sbx_sandbox_busy_locked(const sbx_sandbox *sb);
+/* Under m->lock: which run of SB's container this is (its wakes), or
+ * UINT64_MAX while it is not awake. What the engine said of a container
+ * asked before SB slept or woke is of another run: a death learnt from
+ * it is dropped when this changed meanwhile. */
+uint64_t sbx_sandbox_run_locked(const sbx_sandbox *sb);
 
 /* sleep.c: a sandbox put to sleep and woken. */
 
@@ -319,8 +324,8 @@ int sbx_interp_start_pooled(sbx_manager *m, const char *id, const char *containe
  * stream, which ends the process). */
 void sbx_interp_free(struct sbx_interp *in);
 /* SB's interpreter (if any) ends as its container is put to sleep: the
- * next run starts a fresh one, without a notice of its own (the wake
- * says that Python's state was reset). Waits for a run in progress. */
+ * next run starts a fresh one and, when earlier calls left state, says
+ * that a new interpreter ran its code. Waits for a run in progress. */
 void sbx_interp_sleep(sbx_sandbox *sb);
 /* sbx_sandbox_run_python_ex and sbx_sandbox_reset_python, in interp.c. */
 int sbx_interp_run(sbx_manager *m, sbx_sandbox *sb, const char *code,

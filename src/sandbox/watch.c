@@ -85,16 +85,22 @@ static void learn_death(sbx_manager *m, sbx_sandbox *sb, int exit_code, bool bli
 	struct sbx_container_info ci = {0};
 	enum sbx_death d = SBX_DEATH_EXITED;
 	int code = exit_code;
+	uint64_t run;
 	bool news;
-	int r = sbx_container_inspect(m->engine, sb->container, &ci, NULL);
+	int r;
 
+	pthread_mutex_lock(&m->lock);
+	run = sbx_sandbox_run_locked(sb);
+	pthread_mutex_unlock(&m->lock);
+	r = sbx_container_inspect(m->engine, sb->container, &ci, NULL);
 	if (r == -ENOENT)
 		d = SBX_DEATH_REMOVED;
 	else if (exit_code > 128 && exit_code < 128 + 65)
 		d = SBX_DEATH_KILLED, code = exit_code - 128;
 	pthread_mutex_lock(&m->lock);
 	if (r >= 0)
-		news = !ci.running && sbx_sandbox_died_of_locked(m, sb, &ci, blind);
+		news = !ci.running && sbx_sandbox_run_locked(sb) == run &&
+		       sbx_sandbox_died_of_locked(m, sb, &ci, blind);
 	else
 		news = sbx_sandbox_died_locked(m, sb, d, code, blind);
 	pthread_mutex_unlock(&m->lock);
