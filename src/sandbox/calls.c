@@ -241,6 +241,37 @@ bool sbx_sandbox_busy_locked(const sbx_sandbox *sb)
 	return false;
 }
 
+/* The waker's part of sbx_sandbox_begin_woke (SB marked WAKING by it):
+ * starts the container; SB is then awake, or asleep again on failure
+ * (dead when its container is gone). Wakes the waiters. */
+static int wake_marked(sbx_sandbox *sb, struct sbx_error *err)
+{
+	sbx_manager *m = sb->m;
+	int r = sbx_container_start(m->engine, sb->container, err);
+
+	pthread_mutex_lock(&m->lock);
+	if (r >= 0) {
+		sb->sleep = SBX_SLEEP_AWAKE;
+		sb->slept_at = 0;
+		sb->wakes++;
+		/* A new run of its container: its cgroup counts from 0 again. */
+		sb->cpu_seen_ns = 0;
+		sb->oom_kills = 0;
+		sb->sampled_ms = sbx_monotonic_ms();
+	} else if (r == -ENOENT) {
+		/* Removed behind the server's back: dead, said so. */
+		sb->sleep = SBX_SLEEP_AWAKE;
+		sbx_sandbox_died_locked(m, sb, SBX_DEATH_REMOVED, -1, false);
+	} else {
+		sb->sleep = SBX_SLEEP_ASLEEP;
+	}
+	pthread_cond_broadcast(&m->woke);
+	pthread_mutex_unlock(&m->lock);
+	if (r < 0)
+		sbx_error_prefix(err, "waking sandbox %s", sb->id);
+	return r;
+}
+
 int sbx_sandbox_begin_woke(sbx_sandbox *sb, bool *ret_woke, struct sbx_error *err)
 {
 	sbx_manager *m = sb->m;
@@ -279,7 +310,7 @@ int sbx_sandbox_begin_woke(sbx_sandbox *sb, bool *ret_woke, struct sbx_error *er
 		return sbx_error_set(
 		    err, -ENOENT, "sandbox %s was removed; create_sandbox makes a new one", sb->id);
 	if (waker) {
-		r = sbx_sandbox_wake_marked(sb, err);
+		r = wake_marked(sb, err);
 		if (r < 0) {
 			sbx_sandbox_end(sb, NULL);
 			return r;

@@ -262,10 +262,6 @@ uint64_t sbx_sandbox_run_locked(const sbx_sandbox *sb);
  * sbx_engine_restart_keeps); the engine's error (SB stays awake). Calls that arrive meanwhile wait.
  */
 int sbx_sandbox_sleep(sbx_sandbox *sb, struct sbx_error *err);
-/* The waker's part of sbx_sandbox_begin_woke (SB marked WAKING by it):
- * starts the container; SB is then awake, or asleep again on failure
- * (dead when its container is gone). Wakes the waiters. */
-int sbx_sandbox_wake_marked(sbx_sandbox *sb, struct sbx_error *err);
 /* Marks the sandbox used now (a background install that ended). */
 void sbx_sandbox_touch(sbx_sandbox *sb);
 /* Under m->lock: sbx_sandbox_touch. */

@@ -3,13 +3,14 @@
  * A sandbox's sleep: its container stopped on the engine (its writable
  * layer, /app/results and installed packages kept), its interpreter and
  * idle file readers ended; the next call wakes it (sbx_sandbox_begin_woke
- * marks it WAKING, then sbx_sandbox_wake_marked starts the container).
+ * marks it WAKING and starts the container).
  *
  * The state (sb->sleep, under m->lock) is set before the engine is asked,
  * so that the container's stop, seen in the engine's events or by a call,
  * is not taken for a death (sbx_sandbox_died_locked: only a removal is one
  * while the sandbox is not awake). Calls that arrive while it is put to
- * sleep or woken wait on m->woke; one call wakes it.
+ * sleep or woken wait on m->woke; one call wakes it (calls.c, below this
+ * file: a call's begin).
  *
  * Not yet here (issue 28): the reaper putting idle sandboxes to sleep,
  * sandbox.sleep_lifetime, the wake notice, list_sandboxes' status,
@@ -20,7 +21,6 @@
 #include <time.h>
 
 #include "sandbox-internal.h"
-#include "sbx/clock.h"
 
 /* Seconds the container's processes get to end at a stop. */
 #define SLEEP_STOP_S 2
@@ -73,33 +73,5 @@ int sbx_sandbox_sleep(sbx_sandbox *sb, struct sbx_error *err)
 	}
 	pthread_cond_broadcast(&m->woke);
 	pthread_mutex_unlock(&m->lock);
-	return r;
-}
-
-int sbx_sandbox_wake_marked(sbx_sandbox *sb, struct sbx_error *err)
-{
-	sbx_manager *m = sb->m;
-	int r = sbx_container_start(m->engine, sb->container, err);
-
-	pthread_mutex_lock(&m->lock);
-	if (r >= 0) {
-		sb->sleep = SBX_SLEEP_AWAKE;
-		sb->slept_at = 0;
-		sb->wakes++;
-		/* A new run of its container: its cgroup counts from 0 again. */
-		sb->cpu_seen_ns = 0;
-		sb->oom_kills = 0;
-		sb->sampled_ms = sbx_monotonic_ms();
-	} else if (r == -ENOENT) {
-		/* Removed behind the server's back: dead, said so. */
-		sb->sleep = SBX_SLEEP_AWAKE;
-		sbx_sandbox_died_locked(m, sb, SBX_DEATH_REMOVED, -1, false);
-	} else {
-		sb->sleep = SBX_SLEEP_ASLEEP;
-	}
-	pthread_cond_broadcast(&m->woke);
-	pthread_mutex_unlock(&m->lock);
-	if (r < 0)
-		sbx_error_prefix(err, "waking sandbox %s", sb->id);
 	return r;
 }
