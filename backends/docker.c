@@ -260,6 +260,7 @@ const struct sbx_engine_ops sbx_docker_ops = {
     .image_remove = docker_image_remove,
     .container_create = docker_container_create,
     .container_start = sbx_moby_container_start,
+    .container_rename = sbx_moby_container_rename,
     .container_stop = docker_container_stop,
     .container_kill = sbx_moby_container_kill,
     .container_remove = sbx_moby_container_remove,

@@ -66,6 +66,11 @@ struct sbx_engine_ops {
 	int (*container_start)(sbx_engine *e, const char *id, struct sbx_error *err);
 	/* Stop with a grace period; already stopped is success. */
 	int (*container_stop)(sbx_engine *e, const char *id, int timeout_s, struct sbx_error *err);
+	/* Optional (NULL: -ENOTSUP): give the container, running or not, the
+	 * name NAME (sbx_container_rename checked it); a name in use is -EBUSY,
+	 * an absent container -ENOENT. */
+	int (*container_rename)(sbx_engine *e, const char *id, const char *name,
+				struct sbx_error *err);
 	/* Send a signal; a stopped container is -EBUSY. */
 	int (*container_kill)(sbx_engine *e, const char *id, const char *signal,
 			      struct sbx_error *err);
@@ -178,6 +183,8 @@ int sbx_moby_image_build(sbx_engine *e, const struct sbx_buf *tar, const char *c
 			 const char *tag, const char *const *build_args, struct sbx_buf *log,
 			 struct sbx_error *err);
 int sbx_moby_container_start(sbx_engine *e, const char *id, struct sbx_error *err);
+int sbx_moby_container_rename(sbx_engine *e, const char *id, const char *name,
+			      struct sbx_error *err);
 /* timeout_param: "t" (Docker) or "timeout" (libpod). */
 int sbx_moby_container_stop(sbx_engine *e, const char *id, const char *timeout_param, int timeout_s,
 			    struct sbx_error *err);

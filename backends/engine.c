@@ -9,6 +9,7 @@
 #include "config.h"
 #endif
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -354,6 +355,35 @@ int sbx_container_stop(sbx_engine *e, const char *id, int timeout_s, struct sbx_
 	REQUIRE(id && *id, err, "container id");
 	NEGOTIATE(e, err);
 	return e->ops->container_stop(e, id, timeout_s < 0 ? 0 : timeout_s, err);
+}
+
+int sbx_container_rename(sbx_engine *e, const char *id, const char *name, struct sbx_error *err)
+{
+	REQUIRE(id && *id, err, "container id");
+	REQUIRE(name && *name, err, "container name");
+	if (!sbx_container_name_ok(name))
+		return sbx_error_set(
+		    err, -EINVAL,
+		    "container name \"%.64s\" is not [A-Za-z0-9][A-Za-z0-9_.-]* of "
+		    "at most %d bytes",
+		    name, SBX_CONTAINER_NAME_MAX);
+	NEGOTIATE(e, err);
+	if (!e->ops->container_rename)
+		return sbx_error_set(err, -ENOTSUP, "engine %s cannot rename a container",
+				     e->ops->name);
+	return e->ops->container_rename(e, id, name, err);
+}
+
+bool sbx_container_name_ok(const char *name)
+{
+	size_t n = strlen(name);
+
+	if (n == 0 || n > SBX_CONTAINER_NAME_MAX || !isalnum((unsigned char)name[0]))
+		return false;
+	for (size_t i = 1; i < n; i++)
+		if (!isalnum((unsigned char)name[i]) && !strchr("_.-", name[i]))
+			return false;
+	return true;
 }
 
 int sbx_container_kill(sbx_engine *e, const char *id, const char *signal, struct sbx_error *err)

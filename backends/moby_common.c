@@ -193,6 +193,13 @@ int sbx_moby_container_start(sbx_engine *e, const char *id, struct sbx_error *er
 	return sbx_engine_json(e, "POST", NULL, ok_304, NULL, err, "/containers/%s/start", id);
 }
 
+int sbx_moby_container_rename(sbx_engine *e, const char *id, const char *name,
+			      struct sbx_error *err)
+{
+	return sbx_engine_json(e, "POST", NULL, NULL, NULL, err, "/containers/%s/rename?name=%s",
+			       id, name);
+}
+
 int sbx_moby_container_stop(sbx_engine *e, const char *id, const char *timeout_param, int timeout_s,
 			    struct sbx_error *err)
 {

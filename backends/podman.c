@@ -263,6 +263,7 @@ const struct sbx_engine_ops sbx_podman_ops = {
     .image_remove = podman_image_remove,
     .container_create = podman_container_create,
     .container_start = sbx_moby_container_start,
+    .container_rename = sbx_moby_container_rename,
     .container_stop = podman_container_stop,
     .container_kill = sbx_moby_container_kill,
     .container_remove = sbx_moby_container_remove,

@@ -27,7 +27,6 @@
 
 #define OWNER "bench"
 #define BURST_MAX 64
-#define FILL_WAIT_MS 120000
 
 static const char *type;
 
@@ -80,25 +79,6 @@ static void *delete_one(void *arg)
 		__atomic_add_fetch(&s->b->failed, 1, __ATOMIC_RELAXED);
 	}
 	return NULL;
-}
-
-/* Waits until the pool holds its size: 0, or -1 after FILL_WAIT_MS. */
-static int pool_full(sbx_manager *m)
-{
-	double t0 = now_ms();
-	struct sbx_pool_stats ps;
-
-	for (;;) {
-		sbx_manager_pool_stats(m, &ps);
-		if (ps.ready >= ps.size)
-			return 0;
-		if (now_ms() - t0 > FILL_WAIT_MS) {
-			fprintf(stderr, "bench-burst: %s: the pool holds %zu of %zu after %d s\n",
-				type, ps.ready, ps.size, FILL_WAIT_MS / 1000);
-			return -1;
-		}
-		usleep(20000);
-	}
 }
 
 /* N creates at once, then N deletes at once: 0, or -1 when any failed. */
@@ -188,7 +168,7 @@ int main(int argc, char **argv)
 		double t0;
 		int r;
 
-		if (pool_full(m) < 0)
+		if (bench_pool_full(m, "bench-burst", type) < 0)
 			goto out;
 		t0 = now_ms();
 		r = sbx_sandbox_create(m, OWNER, NULL, &sb, &err);
@@ -218,7 +198,8 @@ int main(int argc, char **argv)
 		uint64_t pooled;
 		char what[32];
 
-		if (pool_full(m) < 0 || burst(m, n, &wall, &p50, &p90, &pooled) < 0)
+		if (bench_pool_full(m, "bench-burst", type) < 0 ||
+		    burst(m, n, &wall, &p50, &p90, &pooled) < 0)
 			goto out;
 		snprintf(what, sizeof(what), "%d at once", n);
 		printf("%-8s %-28s %10.1f   (p50 %.1f, p90 %.1f; %" PRIu64 " from the pool)\n",

@@ -7,8 +7,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "sbx/engine.h"
+#include "sbx/sandbox.h"
 #include "sbx/settings.h"
 
 static inline double now_ms(void)
@@ -81,6 +83,26 @@ static inline int bench_engine(const char *who, const char *type, const char *so
 		return -1;
 	}
 	return 0;
+}
+
+/* Waits until M's pool holds its size: 0, or -1 (said after WHO and TYPE)
+ * after two minutes. */
+static inline int bench_pool_full(sbx_manager *m, const char *who, const char *type)
+{
+	double t0 = now_ms();
+	struct sbx_pool_stats ps;
+
+	for (;;) {
+		sbx_manager_pool_stats(m, &ps);
+		if (ps.ready >= ps.size)
+			return 0;
+		if (now_ms() - t0 > 120000) {
+			fprintf(stderr, "%s: %s: the pool holds %zu of %zu after 120 s\n", who,
+				type, ps.ready, ps.size);
+			return -1;
+		}
+		usleep(20000);
+	}
 }
 
 #endif

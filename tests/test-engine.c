@@ -554,6 +554,50 @@ done:
 	sbx_stream_free(s);
 }
 
+/* A container renamed, stopped (ID) or running (RUNNING), as a sleeping
+ * sandbox's is marked; where the engine cannot (Swarm), it says so. */
+static void test_rename(const char *id, const char *running)
+{
+	struct sbx_container_info ci = {0};
+	struct sbx_error err = SBX_ERROR_INIT;
+	char name[96], taken[96];
+	int r;
+
+	snprintf(name, sizeof(name), "sbx-test-%s-renamed.asleep-1", run_label);
+	r = sbx_container_rename(engine, id, name, &err);
+	if (!sbx_engine_restart_keeps(engine)) {
+		tap_ok(r == -ENOTSUP, "this engine does not rename containers, and says so: %s",
+		       err.msg);
+		return;
+	}
+	tap_ok(r == 0, "a stopped container is renamed (%s)", err.msg);
+	tap_ok(sbx_container_inspect(engine, id, &ci, &err) == 0 && ci.name &&
+		   strcmp(ci.name, name) == 0,
+	       "inspect gives the new name, without a '/' (%s)", ci.name ? ci.name : err.msg);
+	sbx_container_info_release(&ci);
+	snprintf(taken, sizeof(taken), "sbx-test-%s-running", run_label);
+	tap_ok(running && sbx_container_start(engine, running, &err) == 0 &&
+		   sbx_container_rename(engine, running, taken, &err) == 0,
+	       "so is a running one (%s)", err.msg);
+	sbx_error_clear(&err);
+	r = sbx_container_rename(engine, id, taken, &err);
+	tap_ok(r == -EBUSY, "a name in use: EBUSY (%d %s)", r, err.msg);
+	sbx_error_clear(&err);
+	r = sbx_container_rename(
+	    engine, "0000000000000000000000000000000000000000000000000000000000000bad", name, &err);
+	tap_ok(r == -ENOENT, "an absent container: ENOENT (%d %s)", r, err.msg);
+	{
+		static const char *const bad[] = {"",	   "-lead", "a/b", "a b",
+						  "a?x=1", "a%2f",  "..",  "é"};
+		for (size_t i = 0; i < SBX_ARRAY_SIZE(bad); i++) {
+			sbx_error_clear(&err);
+			r = sbx_container_rename(engine, id, bad[i], &err);
+			tap_ok(r == -EINVAL, "the name '%s' is refused before the engine: %s",
+			       bad[i], err.msg);
+		}
+	}
+}
+
 static void test_errors(const char *stopped_id)
 {
 	struct sbx_error err = SBX_ERROR_INIT;
@@ -1219,6 +1263,7 @@ int main(int argc, char **argv)
 	}
 	tap_ok(sbx_container_stop(engine, id, 2, &err) == 0, "stop (%s)", err.msg);
 	tap_ok(sbx_container_stop(engine, id, 2, &err) == 0, "stopping again is fine");
+	test_rename(id, id2);
 	test_errors(id);
 	test_oom();
 	test_events();

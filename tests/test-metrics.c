@@ -716,6 +716,8 @@ static void test_counts(void)
 			 v0(before, "mcp_sandbox_pool_misses_total")),
 		   1, "the pool is off: a miss");
 	tap_is_int((int)v0(after, "mcp_sandbox_sandboxes{state=\"idle\"}"), 1, "one sandbox, idle");
+	tap_ok(value_of(after, "mcp_sandbox_sandboxes{state=\"sleeping\"}") == 0,
+	       "none sleeping, and the state is there to count them");
 	tap_is_int((int)v0(after, "mcp_sandbox_sessions{transport=\"streamable\"}"), 1,
 		   "one Streamable HTTP session open");
 	tap_ok(no_ids(after) && strstr(after, "op=\"POST /containers/{id}/exec\""),

@@ -1237,12 +1237,15 @@ static void test_state_safety(void)
 	close(fd);
 }
 
-/* A sandbox taken from the pool and then unused is reaped
- * (sandbox.idle_timeout=2s): its container and its state file go, a get
- * says it expired, and the pool refills. */
+/* A sandbox taken from the pool and then unused is put to sleep
+ * (sandbox.idle_timeout=2s; where the engine keeps a stopped container)
+ * keeping its state file, then reaped (sandbox.sleep_lifetime=1s): its
+ * container and its state file go, a get says it expired, and the pool
+ * refills. */
 static void test_reap_pooled(void)
 {
-	const char *const extra[] = {"sandbox.pool_size=1", "sandbox.idle_timeout=2s", NULL};
+	const char *const extra[] = {"sandbox.pool_size=1", "sandbox.idle_timeout=2s",
+				     "sandbox.sleep_lifetime=1s", NULL};
 	struct sbx_error err = SBX_ERROR_INIT;
 	struct sbx_pool_stats st;
 	struct test_manager tm;
@@ -1263,6 +1266,21 @@ static void test_reap_pooled(void)
 	snprintf(id, sizeof(id), "%s", sbx_sandbox_id(a));
 	tap_ok(state_file(tm.inst, id, &fst), "its assignment is in the state folder");
 	t0 = now_ms();
+	if (sbx_engine_restart_keeps(engine)) {
+		struct sbx_sandbox_info in = {0};
+		bool asleep = false;
+		while (!asleep && now_ms() - t0 < 60000) {
+			if (sbx_sandbox_describe(m, a, &in, NULL) == 0) {
+				asleep = strcmp(in.status, "sleeping") == 0;
+				sbx_sandbox_info_release(&in);
+			}
+			if (!asleep)
+				usleep(100000);
+		}
+		tap_ok(asleep && state_file(tm.inst, id, &fst),
+		       "unused, it is put to sleep, its state file kept (%.1f s)",
+		       (now_ms() - t0) / 1000);
+	}
 	do {
 		sbx_error_clear(&err);
 		r = sbx_sandbox_get(m, "alice", "reap-me", &x, &err);
@@ -1271,7 +1289,7 @@ static void test_reap_pooled(void)
 			usleep(200000);
 	} while (r == 0 && now_ms() - t0 < 60000);
 	tap_ok(r == -ENOENT && strstr(err.msg, "expired"),
-	       "unused, it is reaped within 60 s (%.1f s): %s", (now_ms() - t0) / 1000, err.msg);
+	       "unused, it is removed within 60 s (%.1f s): %s", (now_ms() - t0) / 1000, err.msg);
 	do {
 		free(cid);
 		cid = container_of(tm.inst, id);

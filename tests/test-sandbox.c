@@ -1888,14 +1888,57 @@ static bool wait_container_gone(const char *inst, const char *id, int seconds)
 	return gone;
 }
 
-/* Reaping: sandbox.idle_timeout=2s removes an unused sandbox (its container
- * too), never one with a call running in it; the list says when each
- * expires; a later call says it expired. */
+/* The list's entry for alice's sandbox NAME in M (a copy to release), or
+ * false. */
+static bool entry_of(sbx_manager *m, const char *name, struct sbx_sandbox_info *ret)
+{
+	struct sbx_sandbox_info *list = NULL;
+	size_t n = 0;
+	bool found = false;
+
+	if (sbx_manager_list(m, "alice", &list, &n, NULL) < 0)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!found && strcmp(list[i].name, name) == 0) {
+			*ret = list[i];
+			memset(&list[i], 0, sizeof(list[i]));
+			found = true;
+		}
+	sbx_sandbox_info_list_free(list, n);
+	return found;
+}
+
+/* Waits up to SECONDS until alice's sandbox NAME is listed with STATUS. */
+static bool wait_status(sbx_manager *m, const char *name, const char *status, int seconds)
+{
+	struct timespec t0;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	while (secs_since(&t0) < seconds) {
+		struct sbx_sandbox_info in;
+		bool got = false;
+		if (entry_of(m, name, &in)) {
+			got = strcmp(in.status, status) == 0;
+			sbx_sandbox_info_release(&in);
+		}
+		if (got)
+			return true;
+		usleep(200000);
+	}
+	return false;
+}
+
+/* The lifecycle: sandbox.idle_timeout=2s puts an unused sandbox to sleep
+ * (its container stopped, its files kept; where the engine cannot keep a
+ * stopped container, it is removed instead), never one with a call running
+ * in it; sandbox.sleep_lifetime=3s then removes it; the list says when each
+ * falls asleep and expires; a later call says it expired. */
 static void test_reap(void)
 {
-	const char *const idle[] = {"sandbox.idle_timeout=2s", NULL};
+	const char *const idle[] = {"sandbox.idle_timeout=2s", "sandbox.sleep_lifetime=3s", NULL};
+	bool sleeps = sbx_engine_restart_keeps(engine);
 	struct sbx_error err = SBX_ERROR_INIT;
-	struct sbx_sandbox_info *list = NULL;
+	struct sbx_sandbox_info in = {0};
 	struct sbx_run_result res = {0};
 	struct busy_call busy = {0};
 	struct test_manager tm;
@@ -1903,7 +1946,6 @@ static void test_reap(void)
 	sbx_manager *m;
 	sbx_sandbox *a = NULL, *b = NULL;
 	char id_a[SBX_SANDBOX_ID_MAX + 1] = "";
-	size_t n = 0;
 	int r;
 
 	m = test_manager_open(&tm, "reap", idle, NULL);
@@ -1916,20 +1958,72 @@ static void test_reap(void)
 	    .m = m, .sb = b, .python = true, .code = "import time\ntime.sleep(8)\nprint('done')"};
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	pthread_create(&busy.thread, NULL, busy_main, &busy);
-	r = sbx_manager_list(m, "alice", &list, &n, &err);
-	if (tap_call(r, err.msg, "list") && n == 2)
-		tap_ok(list[0].expires == list[0].last_used + 2 &&
-			   list[1].expires >= list[1].last_used,
-		       "the list says when each expires: 2 s after its last use (%lld, %lld)",
-		       (long long)(list[0].expires - list[0].last_used),
-		       (long long)(list[1].expires - list[1].last_used));
-	sbx_sandbox_info_list_free(list, n);
+	if (tap_ok(entry_of(m, "idle", &in), "list it")) {
+		if (sleeps)
+			tap_ok(in.sleeps_at == in.last_used + 2 && in.expires == in.last_used + 5,
+			       "the list says when it falls asleep (2 s after its last use: %lld) "
+			       "and expires (3 s later: %lld)",
+			       (long long)(in.sleeps_at - in.last_used),
+			       (long long)(in.expires - in.last_used));
+		else
+			tap_ok(in.sleeps_at == 0 && in.expires == in.last_used + 2,
+			       "the list says when it expires: 2 s after its last use (%lld), and "
+			       "that it never sleeps here",
+			       (long long)(in.expires - in.last_used));
+		sbx_sandbox_info_release(&in);
+	}
 
+	if (sleeps) {
+		char *cid = container_of(tm.inst, id_a);
+		struct sbx_container_info ci = {0};
+
+		bool ok = wait_status(m, "idle", "sleeping", 60);
+
+		/* Listed sleeping from the start of its stop: wait for the end. */
+		for (int i = 0; ok && i < 300; i++) {
+			enum sbx_sleep st;
+			pthread_mutex_lock(&m->lock);
+			st = a->sleep;
+			pthread_mutex_unlock(&m->lock);
+			if (st == SBX_SLEEP_ASLEEP)
+				break;
+			usleep(100000);
+		}
+		tap_ok(ok, "the unused sandbox is put to sleep within 60 s (%.1f s)",
+		       secs_since(&t0));
+		tap_ok(cid && sbx_container_inspect(engine, cid, &ci, &err) == 0 && !ci.running &&
+			   ci.name && strstr(ci.name, ".asleep-"),
+		       "its container is stopped, kept, and named asleep (%s)",
+		       ci.name ? ci.name : err.msg);
+		sbx_container_info_release(&ci);
+		if (tap_ok(entry_of(m, "idle", &in), "list it asleep")) {
+			tap_ok(!in.reason && in.asleep_since > 0 && in.sleeps == 1 &&
+				   in.expires == in.asleep_since + 3 && in.memory_bytes == 0,
+			       "listed asleep since %lld, once, expiring 3 s later (%lld), no "
+			       "memory, not dead (%s)",
+			       (long long)in.asleep_since,
+			       (long long)(in.expires - in.asleep_since),
+			       in.reason ? in.reason : "no reason");
+			sbx_sandbox_info_release(&in);
+		}
+		{
+			struct sbx_sandbox_counts c;
+			sbx_manager_sandbox_counts(m, &c);
+			tap_ok(c.sleeping >= 1, "counted sleeping (%zu)", c.sleeping);
+		}
+		free(cid);
+	}
 	r = wait_gone(m, "alice", "idle", 60, &err);
-	tap_ok(r == -ENOENT, "the unused sandbox is reaped within 60 s (%.1f s)", secs_since(&t0));
-	tap_ok(strstr(err.msg, "expired") && strstr(err.msg, "not used for 2 s") &&
-		   strstr(err.msg, "sandbox.idle_timeout"),
-	       "a get of it says it expired, and why: %s", err.msg);
+	tap_ok(r == -ENOENT, "the unused sandbox is removed within 60 s (%.1f s)", secs_since(&t0));
+	if (sleeps)
+		tap_ok(strstr(err.msg, "expired") && strstr(err.msg, "asleep (unused) for 3 s") &&
+			   strstr(err.msg, "sandbox.sleep_lifetime"),
+		       "asleep for sleep_lifetime: a get of it says it expired, and why: %s",
+		       err.msg);
+	else
+		tap_ok(strstr(err.msg, "expired") && strstr(err.msg, "not used for 2 s") &&
+			   strstr(err.msg, "sandbox.idle_timeout"),
+		       "a get of it says it expired, and why: %s", err.msg);
 	tap_ok(wait_container_gone(tm.inst, id_a, 30), "its container is gone from the engine");
 	sbx_error_clear(&err);
 	r = sbx_sandbox_run_shell(m, a, "true", 0, &res, &err);
@@ -1940,15 +2034,122 @@ static void test_reap(void)
 
 	pthread_join(busy.thread, NULL);
 	tap_ok(busy.r == 0,
-	       "a sandbox with a call running in it is not reaped: its 8 s call ends well (%d %s)",
+	       "a sandbox with a call running in it is neither put to sleep nor removed: its 8 s "
+	       "call ends well (%d %s)",
 	       busy.r, busy.err.msg);
 	r = wait_gone(m, "alice", "busy", 60, &err);
 	tap_ok(r == -ENOENT && strstr(err.msg, "expired"),
-	       "once the call has ended, it is reaped in its turn: %s", err.msg);
+	       "once the call has ended, it goes in its turn: %s", err.msg);
 out:
 	sbx_sandbox_unref(a);
 	sbx_sandbox_unref(b);
 	test_manager_close(&tm, "nothing of the reaping test is left");
+}
+
+/* Across a restart: a sandbox put to sleep is adopted asleep (from its
+ * container's name) and wakes with its files; a container stopped from
+ * outside is adopted dead, not asleep; one that was woken while its name
+ * kept the mark (the server died between) is adopted running, unmarked. */
+static void test_sleep_restart(void)
+{
+	const char *const keep[] = {"sandbox.remove_on_exit=false", NULL};
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_settings s1, s2;
+	struct sbx_run_result res = {0};
+	struct sbx_sandbox_info in = {0};
+	struct sbx_container_info ci = {0};
+	sbx_manager *m;
+	sbx_sandbox *nap = NULL, *stop = NULL, *marked = NULL;
+	char inst[80], *nap_cid = NULL, *stop_cid = NULL, *marked_cid = NULL;
+	time_t slept;
+	int r;
+
+	if (!sbx_engine_restart_keeps(engine))
+		return;
+	snprintf(inst, sizeof(inst), "%s-slp", instance);
+	settings_for(&s1, inst, keep);
+	settings_for(&s2, inst, NULL);
+	m = manager(&s1, engine);
+	if (!tap_call(sbx_sandbox_create(m, "alice", "napper", &nap, &err), err.msg, "create") ||
+	    !tap_call(sbx_sandbox_create(m, "alice", "stopped", &stop, &err), err.msg, "create") ||
+	    !tap_call(sbx_sandbox_create(m, "alice", "marked", &marked, &err), err.msg, "create"))
+		goto out;
+	nap_cid = container_of(inst, sbx_sandbox_id(nap));
+	stop_cid = container_of(inst, sbx_sandbox_id(stop));
+	marked_cid = container_of(inst, sbx_sandbox_id(marked));
+	r = shell(m, nap, "echo napped > /app/results/n.txt", &res);
+	tap_ok(r == 0 && res.exit_code == 0, "a file is written");
+	sbx_run_result_release(&res);
+	tap_call(sbx_sandbox_sleep(nap, &err), err.msg, "put it to sleep");
+	slept = time(NULL);
+	tap_call(sbx_container_stop(engine, stop_cid, 0, &err), err.msg,
+		 "stop another one's container from outside");
+	{
+		char name[SBX_CONTAINER_NAME_MAX + 1];
+		snprintf(name, sizeof(name), "mcp-sbx-%s-%s.asleep-%lld", inst,
+			 sbx_sandbox_id(marked), (long long)slept);
+		tap_call(sbx_container_rename(engine, marked_cid, name, &err), err.msg,
+			 "name a running one's container asleep");
+	}
+	sbx_sandbox_unref(nap);
+	sbx_sandbox_unref(stop);
+	sbx_sandbox_unref(marked);
+	nap = stop = marked = NULL;
+	m = sbx_manager_free(m);
+	tap_is_int(count_instance(inst), 3, "with remove_on_exit=false the containers stay");
+
+	m = manager(&s2, engine);
+	r = sbx_manager_recover(m, &err);
+	tap_is_int(r, 3, "recover adopts them (%s)", err.msg);
+	if (tap_ok(entry_of(m, "napper", &in), "list the sleeping one")) {
+		tap_ok(strcmp(in.status, "sleeping") == 0 && !in.reason &&
+			   in.asleep_since >= slept - 2 && in.asleep_since <= slept,
+		       "adopted asleep, since when it fell asleep (%s, %lld s before the stop)",
+		       in.status, (long long)(slept - in.asleep_since));
+		sbx_sandbox_info_release(&in);
+	}
+	tap_ok(nap_cid && sbx_container_inspect(engine, nap_cid, &ci, NULL) == 0 && !ci.running,
+	       "... and not started by the adoption");
+	sbx_container_info_release(&ci);
+	if (tap_ok(entry_of(m, "stopped", &in), "list the one stopped from outside")) {
+		tap_ok(in.reason && strcmp(in.status, "sleeping") != 0,
+		       "it is dead, not asleep: %s", in.reason ? in.reason : in.status);
+		sbx_sandbox_info_release(&in);
+	}
+	if (tap_ok(entry_of(m, "marked", &in), "list the running one named asleep")) {
+		tap_ok(strcmp(in.status, "running") == 0 && !in.reason,
+		       "it is adopted running (%s)", in.status);
+		sbx_sandbox_info_release(&in);
+	}
+	tap_ok(marked_cid && sbx_container_inspect(engine, marked_cid, &ci, NULL) == 0 && ci.name &&
+		   !strstr(ci.name, ".asleep-"),
+	       "... and its name loses the mark (%s)", ci.name ? ci.name : "?");
+	sbx_container_info_release(&ci);
+	if (tap_call(sbx_sandbox_get(m, "alice", "napper", &nap, &err), err.msg, "get it")) {
+		bool woke = false;
+		tap_call(sbx_sandbox_wake(m, nap, &woke, &err), err.msg, "wake it");
+		tap_ok(woke, "the wake says it was asleep");
+		r = shell(m, nap, "cat /app/results/n.txt", &res);
+		tap_ok(r == 0 && res.out.data && strcmp(res.out.data, "napped\n") == 0,
+		       "after the restart it wakes with its file");
+		sbx_run_result_release(&res);
+		tap_ok(nap_cid && sbx_container_inspect(engine, nap_cid, &ci, NULL) == 0 &&
+			   ci.running && ci.name && !strstr(ci.name, ".asleep-"),
+		       "its container runs, its name without the mark (%s)",
+		       ci.name ? ci.name : "?");
+		sbx_container_info_release(&ci);
+	}
+out:
+	sbx_sandbox_unref(nap);
+	sbx_sandbox_unref(stop);
+	sbx_sandbox_unref(marked);
+	m = sbx_manager_free(m);
+	tap_is_int(count_instance(inst), 0, "with remove_on_exit the manager removes them");
+	free(nap_cid);
+	free(stop_cid);
+	free(marked_cid);
+	sbx_settings_release(&s1);
+	sbx_settings_release(&s2);
 }
 
 /* sandbox.max_lifetime=3s removes a sandbox that is used all the time. */
@@ -2202,6 +2403,7 @@ int main(int argc, char **argv)
 
 	test_delete();
 	test_reap();
+	test_sleep_restart();
 	test_lifetime();
 	test_engine_down();
 	test_create_failures();

@@ -97,6 +97,7 @@ static void test_defaults(void)
 	tap_is_int(s.sandbox.interrupt_grace_ms, 2000, "sandbox.interrupt_grace");
 	tap_is_int(s.sandbox.max_exec_timeout_ms, 600000, "sandbox.max_exec_timeout");
 	tap_is_int(s.sandbox.idle_timeout_ms, 30 * 60000, "sandbox.idle_timeout");
+	tap_is_int(s.sandbox.sleep_lifetime_ms, 7 * 24 * 3600000LL, "sandbox.sleep_lifetime");
 	tap_is_int(s.sandbox.max_lifetime_ms, 24 * 3600000LL, "sandbox.max_lifetime");
 	tap_is_str(s.sandbox.upload_dir, "", "sandbox.upload_dir");
 	tap_is_str(s.sandbox.index_url, "https://pypi.org/simple/", "sandbox.index_url");
@@ -453,6 +454,11 @@ static void test_numbers(void)
 	SET_OK("sandbox.egress_tunnel_lifetime=2s", sandbox.egress_tunnel_lifetime_ms, 2000);
 	SET_OK("sandbox.egress_connections_per_tenant=3", sandbox.egress_connections_per_tenant, 3);
 	SET_OK("sandbox.idle_timeout=0s", sandbox.idle_timeout_ms, 0);
+	SET_OK("sandbox.sleep_lifetime=0s", sandbox.sleep_lifetime_ms, 0);
+	SET_OK("sandbox.sleep_lifetime=525600m", sandbox.sleep_lifetime_ms, 365 * 24 * 3600000LL);
+	set_fails("sandbox.sleep_lifetime=525601m",
+		  "--set sandbox.sleep_lifetime: bad value \"525601m\": expected a duration "
+		  "(suffix ms, s or m) in 0ms..525600m");
 	SET_OK("sandbox.max_lifetime=0m", sandbox.max_lifetime_ms, 0);
 	set_fails("engine.timeout=61m", "--set engine.timeout: bad value \"61m\": "
 					"expected a duration (suffix ms, s or m) in 1ms..60m");

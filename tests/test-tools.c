@@ -2475,8 +2475,36 @@ stop_index:
 	pkg_index_stop();
 }
 
-/* A manager whose sandboxes expire after 2 s unused: a call on one that
- * expired says so. */
+/* Waits up to 60 s until list_sandboxes shows the sandbox STATUS ("sleeping"),
+ * or (STATUS NULL) none at all: whether it did; its entry's asleep_since
+ * present into *RET_SINCE (may be NULL). */
+static bool wait_listed(sbx_manager *m, const struct sbx_settings *s, const char *status,
+			bool *ret_since)
+{
+	int64_t t0 = mono_ms();
+	bool got = false;
+	struct call c;
+
+	do {
+		struct json_object *one;
+		sleep_ms(250);
+		rc = call_as(m, s, "default", SBX_MCP_VERSION_LATEST, "list_sandboxes", NULL, &c);
+		one = json_object_array_get_idx(json_object_object_get(c.obj, "sandboxes"), 0);
+		got = rc == 0 && (status ? one && str_at(one, "status") &&
+					       strcmp(str_at(one, "status"), status) == 0
+					 : int_at(c.obj, "count") == 0);
+		if (got && ret_since)
+			*ret_since = has(one, "asleep_since");
+		call_release(&c);
+	} while (!got && mono_ms() - t0 < 60000);
+	return got;
+}
+
+/* A manager whose sandboxes are put to sleep after 2 s unused (where the
+ * engine keeps a stopped container; elsewhere they expire then): listed
+ * sleeping; every kind of call on one wakes it, its files kept, and the
+ * result's notice says it was asleep. Where they expire, a call on one
+ * says so. */
 static void test_reap(const char *type, const char *url, const char *image)
 {
 	struct sbx_error err = SBX_ERROR_INIT;
@@ -2484,16 +2512,17 @@ static void test_reap(const char *type, const char *url, const char *image)
 	sbx_manager *m = NULL;
 	struct call c;
 	char set[256], inst[96];
+	bool since = false;
 	int64_t t0;
 
 	snprintf(inst, sizeof(inst), "%s-reap", instance);
 	sbx_settings_init(&s);
 	{
 		const char *keys[] = {
-		    "server.instance=", "engine.type=",	      "engine.socket=",
-		    "sandbox.image=",	"sandbox.pool_size=", "sandbox.idle_timeout=",
-		    "sandbox.disk="};
-		const char *vals[] = {inst, type, url, image, "0", "2s", "0"};
+		    "server.instance=",	       "engine.type=",	     "engine.socket=",
+		    "sandbox.image=",	       "sandbox.pool_size=", "sandbox.idle_timeout=",
+		    "sandbox.sleep_lifetime=", "sandbox.disk=",	     "sandbox.upload_dir="};
+		const char *vals[] = {inst, type, url, image, "0", "2s", "0s", "0", upload_dir};
 		for (size_t i = 0; i < SBX_ARRAY_SIZE(keys); i++) {
 			snprintf(set, sizeof(set), "%s%s", keys[i], vals[i]);
 			if (sbx_settings_set(&s, set, &err) < 0)
@@ -2507,16 +2536,74 @@ static void test_reap(const char *type, const char *url, const char *image)
 		     "{\"name\":\"short-lived\"}", &c);
 	tap_ok(rc == 0 && !c.is_error, "create a sandbox: %s", c.text);
 	call_release(&c);
-	t0 = mono_ms();
-	do {
-		sleep_ms(250);
+	if (sbx_engine_restart_keeps(engine)) {
+		static const struct {
+			const char *tool, *args, *want;
+		} wakers[] = {
+		    {"execute_terminal_command",
+		     "{\"sandbox_id\":\"short-lived\",\"command\":\"cat kept.txt\"}", "kept"},
+		    {"check_package_installation_status",
+		     "{\"sandbox_id\":\"short-lived\",\"package_name\":\"numpy\"}", "installed"},
+		    {"upload_file_to_sandbox",
+		     "{\"sandbox_id\":\"short-lived\",\"local_file_path\":\"UPLOAD\"}", "size"},
+		    {"reset_python_interpreter", "{\"sandbox_id\":\"short-lived\"}", "reset"},
+		    {"execute_python_code",
+		     "{\"sandbox_id\":\"short-lived\",\"code\":\"print(open('kept.txt').read())\"}",
+		     "kept"},
+		};
+		char upload[128], args[512];
+		FILE *f;
+
+		snprintf(upload, sizeof(upload), "%s/wake.txt", upload_dir);
+		f = fopen(upload, "w");
+		if (f) {
+			fputs("wake\n", f);
+			fclose(f);
+		}
+		rc = call_as(m, &s, "default", SBX_MCP_VERSION_LATEST, "execute_python_code",
+			     "{\"sandbox_id\":\"short-lived\",\"code\":\"x = 1\\n"
+			     "open('kept.txt', 'w').write('kept')\"}",
+			     &c);
+		tap_ok(rc == 0 && !c.is_error, "write a file and a variable: %s", c.text);
 		call_release(&c);
-		rc = call_as(m, &s, "default", SBX_MCP_VERSION_LATEST, "list_sandboxes", NULL, &c);
-	} while (rc == 0 && int_at(c.obj, "count") > 0 && mono_ms() - t0 < 60000);
-	tap_ok(rc == 0 && int_at(c.obj, "count") == 0,
-	       "unused, it is gone from list_sandboxes within 60 s (%lld ms)",
+		for (size_t i = 0; i < SBX_ARRAY_SIZE(wakers); i++) {
+			const char *at;
+			bool ok;
+			t0 = mono_ms();
+			ok = wait_listed(m, &s, "sleeping", &since);
+			tap_ok(ok && since,
+			       "unused, it is listed sleeping, with since when, within 60 s "
+			       "(%lld ms)",
+			       (long long)(mono_ms() - t0));
+			at = strstr(wakers[i].args, "UPLOAD");
+			if (at)
+				snprintf(args, sizeof(args), "%.*s%s%s", (int)(at - wakers[i].args),
+					 wakers[i].args, upload, at + strlen("UPLOAD"));
+			else
+				snprintf(args, sizeof(args), "%s", wakers[i].args);
+			rc = call_as(m, &s, "default", SBX_MCP_VERSION_LATEST, wakers[i].tool, args,
+				     &c);
+			tap_ok(rc == 0 && !c.is_error && c.text && strstr(c.text, wakers[i].want),
+			       "%s wakes it and succeeds: %.200s", wakers[i].tool, c.text);
+			tap_ok(rc == 0 && str_at(c.obj, "notice") &&
+				   strstr(str_at(c.obj, "notice"), "asleep"),
+			       "... and its notice says the sandbox was asleep: %s",
+			       rc == 0 && str_at(c.obj, "notice") ? str_at(c.obj, "notice")
+								  : "(none)");
+			call_release(&c);
+		}
+		rc = call_as(m, &s, "default", SBX_MCP_VERSION_LATEST, "execute_python_code",
+			     "{\"sandbox_id\":\"short-lived\",\"code\":\"print(1)\"}", &c);
+		tap_ok(rc == 0 && !c.is_error && !str_at(c.obj, "notice"),
+		       "a call on an awake sandbox has no such notice: %s", c.text);
+		call_release(&c);
+		unlink(upload);
+		goto out;
+	}
+	t0 = mono_ms();
+	since = wait_listed(m, &s, NULL, NULL);
+	tap_ok(since, "unused, it is gone from list_sandboxes within 60 s (%lld ms)",
 	       (long long)(mono_ms() - t0));
-	call_release(&c);
 	rc = call_as(m, &s, "default", SBX_MCP_VERSION_LATEST, "execute_python_code",
 		     "{\"sandbox_id\":\"short-lived\",\"code\":\"print(1)\"}", &c);
 	tap_ok(rc == 0 && c.is_error && strstr(c.text, "expired") &&

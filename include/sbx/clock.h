@@ -8,9 +8,13 @@
 
 #include <pthread.h>
 #include <stdint.h>
+#include <time.h>
 
 /* Milliseconds on CLOCK_MONOTONIC (an arbitrary start; only differences mean anything). */
 int64_t sbx_monotonic_ms(void);
+
+/* Seconds on CLOCK_MONOTONIC since TS (a clock_gettime(CLOCK_MONOTONIC)). */
+double sbx_seconds_since(const struct timespec *ts);
 
 /* pthread_cond_init with CLOCK_MONOTONIC, the clock sbx_cond_wait_until uses. */
 void sbx_cond_init_monotonic(pthread_cond_t *cond);

@@ -259,6 +259,15 @@ int sbx_container_create(sbx_engine *e, const struct sbx_container_spec *spec, c
 int sbx_container_start(sbx_engine *e, const char *id, struct sbx_error *err);
 /* SIGTERM, then SIGKILL after timeout_s seconds. */
 int sbx_container_stop(sbx_engine *e, const char *id, int timeout_s, struct sbx_error *err);
+/* Longest container name sbx_container_name_ok allows. */
+#define SBX_CONTAINER_NAME_MAX 200
+/* Whether NAME is one the engines take: [A-Za-z0-9][A-Za-z0-9_.-]*, at most
+ * SBX_CONTAINER_NAME_MAX bytes (so it needs no escaping in a URL). */
+bool sbx_container_name_ok(const char *name);
+/* Renames container ID, running or stopped, to NAME (sbx_container_name_ok:
+ * else -EINVAL). A name in use is -EBUSY; -ENOTSUP on an engine that cannot
+ * (Swarm: a task's container is the cluster's). */
+int sbx_container_rename(sbx_engine *e, const char *id, const char *name, struct sbx_error *err);
 /* signal: "KILL", "TERM", ... */
 int sbx_container_kill(sbx_engine *e, const char *id, const char *signal, struct sbx_error *err);
 /* Force-removes, with its anonymous volumes. Absent is -ENOENT. */

@@ -44,6 +44,11 @@ void sbx_metrics_tool_call(const char *tool, const char *outcome, const char *te
  * ("POST /containers/{id}/start"), OUTCOME ok, client_error (4xx),
  * server_error (5xx), transport_error (no answer) or cancelled. */
 void sbx_metrics_engine_request(const char *op, const char *outcome, int64_t duration_us);
+/* A sandbox put to sleep (mcp_sandbox_sleeps_total{outcome}: "ok",
+ * "error"), and one woken, with how long its wake took
+ * (mcp_sandbox_wake_duration_seconds{outcome}). */
+void sbx_metrics_sleep(const char *outcome);
+void sbx_metrics_wake(const char *outcome, int64_t duration_us);
 /* One package install that ended (src/sandbox/packages.c): OUTCOME ok,
  * failed, timeout, out_of_memory, out_of_disk or error (pip did not run). */
 void sbx_metrics_install(const char *outcome);

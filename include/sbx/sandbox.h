@@ -107,15 +107,24 @@ struct sbx_sandbox_info {
 	char *id;
 	char *name;
 	char *owner;
-	char *status; /* the engine's word: "running", "exited", ...; "missing" if gone */
-	char *node;   /* on a cluster (engine.type = swarm): the node it runs on; else NULL */
+	/* The engine's word: "running", "exited", ...; "missing" if gone;
+	 * "sleeping" while it is asleep (or being put to sleep or woken). */
+	char *status;
+	char *node; /* on a cluster (engine.type = swarm): the node it runs on; else NULL */
 	char *image;
 	time_t created;
 	time_t last_used;
 	/* When the reaper removes it if it is not used again (the earlier of
-	 * last_used + sandbox.idle_timeout and created + sandbox.max_lifetime;
-	 * never while a call runs in it); 0 = never. */
+	 * created + sandbox.max_lifetime and, after it falls asleep,
+	 * sandbox.sleep_lifetime; where it cannot sleep, last_used +
+	 * sandbox.idle_timeout; never while a call runs in it); 0 = never. */
 	time_t expires;
+	/* Running: when it is put to sleep if it is not used again
+	 * (last_used + sandbox.idle_timeout), 0 = never. Status "sleeping":
+	 * since when it is asleep (asleep_since); it has been put to sleep
+	 * SLEEPS times and woken WAKES times. */
+	time_t sleeps_at, asleep_since;
+	uint64_t sleeps, wakes;
 	/* Why it no longer runs, for people, when its container stopped or
 	 * went without the server's doing (killed from outside, the OOM killer,
 	 * the engine restarted); NULL while it is fine. Calls on it fail. */
@@ -248,6 +257,8 @@ struct sbx_sandbox_counts {
 	size_t creating; /* its container is being made */
 	size_t idle;	 /* ready, no call running in it */
 	size_t busy;	 /* ready, a call running in it */
+	size_t sleeping; /* asleep: its container stopped, its files kept (or being
+			  * put to sleep or woken) */
 	size_t dead;	 /* its container stopped or went without the server's doing */
 	size_t ending;	 /* being removed */
 };
@@ -334,6 +345,24 @@ int sbx_sandbox_get(sbx_manager *m, const char *owner, const char *id_or_name, s
  * credentials; -ENOENT when none is live. */
 int sbx_sandbox_get_by_id(sbx_manager *m, const char *id, sbx_sandbox **ret_sb,
 			  struct sbx_error *err);
+/* Puts SB to sleep now, as the reaper does at sandbox.idle_timeout
+ * (src/sandbox/sleep.c): its interpreter and idle file readers end, its
+ * container is marked asleep and stopped (its writable layer and
+ * /app/results kept); the next call wakes it. 0, also when it sleeps
+ * already; -EBUSY while a call or an install runs in it; -ESRCH when it is
+ * being removed, dead or not yet made; -ENOTSUP on an engine whose
+ * restarted container is not the same (Swarm: sbx_engine_restart_keeps);
+ * the engine's error (SB stays awake). Calls that arrive meanwhile wait. */
+int sbx_sandbox_sleep(sbx_sandbox *sb, struct sbx_error *err);
+/* Makes sure SB runs before a call on it: a sleeping sandbox (status
+ * "sleeping") is woken, its container started again with its files (one
+ * call wakes it, calls at the same time wait for that). *RET_WOKE (may be
+ * NULL) says SB was asleep when this came: its Python state is gone. The
+ * manager's calls wake a sleeping sandbox themselves; this is for a caller
+ * that tells its client so. Errors as sbx_sandbox_exec's: a sandbox that
+ * cannot be woken is dead (the reason said) or stays asleep (the engine's
+ * error). */
+int sbx_sandbox_wake(sbx_manager *m, sbx_sandbox *sb, bool *ret_woke, struct sbx_error *err);
 /* True once SB is going: its delete or reaping began, or it left the table
  * (the manager stopping). Something that holds it open without a call of
  * its own (an artifact download) asks this to let go at once. */
@@ -536,7 +565,8 @@ struct sbx_artifact_entry {
  * Names that are not UTF-8, hold a control character or that
  * sbx_artifact_check_relpath refuses (too deep, too long) are left out;
  * *ret_truncated says that there were more. Not a use of the sandbox (the
- * reaper's clock is left alone). -ENOENT when its container is gone;
+ * reaper's clock is left alone), and a sleeping sandbox is not woken for it:
+ * it lists nothing then. -ENOENT when its container is gone;
  * -ECANCELED when CANCEL (or NULL) said so. */
 int sbx_artifact_list(sbx_manager *m, sbx_sandbox *sb, size_t max, const struct sbx_cancel *cancel,
 		      struct sbx_artifact_entry **ret_list, size_t *ret_n, bool *ret_truncated,
@@ -546,7 +576,7 @@ void sbx_artifact_list_free(struct sbx_artifact_entry *list, size_t n);
  * changed) was modified at or after SINCE (CLOCK_REALTIME: the sandbox
  * shares the engine host's clock), as the sandbox's user sees it: 1 yes, 0
  * no, or a negative error. One exec of find; links are not followed. Not a
- * use of the sandbox. */
+ * use of the sandbox; 0 for a sleeping one (not woken). */
 int sbx_artifact_changed_since(sbx_manager *m, sbx_sandbox *sb, const struct timespec *since,
 			       struct sbx_error *err);
 /* 0 when RELPATH names a file below SBX_RESULTS_DIR without "", "." or ".."

@@ -109,8 +109,11 @@ struct sbx_settings {
 		int64_t interrupt_grace_ms; /* after the KeyboardInterrupt, before the kill */
 		/* Lifecycle: a client's timeout argument is cut to it. */
 		int64_t max_exec_timeout_ms;
-		/* A sandbox unused this long is removed; 0 = never. */
+		/* A sandbox unused this long is put to sleep (removed where it
+		 * cannot sleep); 0 = never. */
 		int64_t idle_timeout_ms;
+		/* A sandbox asleep this long is removed; 0 = never. */
+		int64_t sleep_lifetime_ms;
 		/* A sandbox older than this is removed; 0 = no limit. */
 		int64_t max_lifetime_ms;
 		/* Each sandbox's CPU and memory sampled this often; 0 = never. */

@@ -33,3 +33,10 @@ int sbx_cond_wait_until(pthread_cond_t *cond, pthread_mutex_t *lock, int64_t at_
 	ts.tv_nsec = (long)(at_ms % 1000) * 1000000L;
 	return pthread_cond_timedwait(cond, lock, &ts);
 }
+
+double sbx_seconds_since(const struct timespec *ts)
+{
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (double)(now.tv_sec - ts->tv_sec) + (double)(now.tv_nsec - ts->tv_nsec) / 1e9;
+}

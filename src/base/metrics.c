@@ -161,10 +161,27 @@ static struct metric tenant_disk = {
     .labels = {"tenant", NULL},
 };
 
+static struct metric sleeps = {
+    .name = "mcp_sandbox_sleeps_total",
+    .help = "Sandboxes put to sleep (idle: their containers stopped, their files kept), by "
+	    "outcome (ok, error).",
+    .kind = COUNTER,
+    .labels = {"outcome", NULL},
+};
+static struct metric wake_duration = {
+    .name = "mcp_sandbox_wake_duration_seconds",
+    .help = "How long waking a sleeping sandbox took (its container started again, the call "
+	    "then runs), by outcome (ok, error); _count is the number of wakes.",
+    .kind = HISTOGRAM,
+    .labels = {"outcome", NULL},
+    .bounds = engine_bounds,
+    .n_bounds = SBX_ARRAY_SIZE(engine_bounds),
+};
+
 static struct metric *const metrics[] = {
-    &tool_calls, &tool_duration,  &engine_requests,	&engine_duration,
-    &installs,	 &artifact_bytes, &downloads_refused,	&egress_bytes,
-    &tenant_cpu, &tenant_memory,  &tenant_disk_seconds, &tenant_disk,
+    &tool_calls,	  &tool_duration,     &engine_requests, &engine_duration, &installs,
+    &artifact_bytes,	  &downloads_refused, &egress_bytes,	&tenant_cpu,	  &tenant_memory,
+    &tenant_disk_seconds, &tenant_disk,	      &sleeps,		&wake_duration,
 };
 
 int64_t sbx_metrics_now_us(void)
@@ -331,6 +348,16 @@ void sbx_metrics_engine_request(const char *op, const char *outcome, int64_t dur
 
 	count(&engine_requests, v, 1);
 	observe(&engine_duration, v, duration_us);
+}
+
+void sbx_metrics_sleep(const char *outcome)
+{
+	count(&sleeps, &outcome, 1);
+}
+
+void sbx_metrics_wake(const char *outcome, int64_t duration_us)
+{
+	observe(&wake_duration, &outcome, duration_us);
 }
 
 void sbx_metrics_install(const char *outcome)

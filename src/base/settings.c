@@ -398,7 +398,10 @@ static const struct sbx_setting schema[] = {
     NUMBER(DURATION, "sandbox", "max_exec_timeout", sandbox.max_exec_timeout_ms, "10m", SEC,
 	   24 * HOUR, "longest time limit a client may ask for with a tool's timeout argument"),
     NUMBER(DURATION, "sandbox", "idle_timeout", sandbox.idle_timeout_ms, "30m", 0, 7 * 24 * HOUR,
-	   "a sandbox not used for this long is removed with its files; 0s = never"),
+	   "a sandbox not used for this long is put to sleep: its container is stopped, its "
+	   "files kept, and the next call wakes it (on swarm it is removed); 0s = never"),
+    NUMBER(DURATION, "sandbox", "sleep_lifetime", sandbox.sleep_lifetime_ms, "10080m", 0,
+	   365 * 24 * HOUR, "a sandbox asleep for this long is removed with its files; 0s = never"),
     NUMBER(DURATION, "sandbox", "max_lifetime", sandbox.max_lifetime_ms, "1440m", 0, 30 * 24 * HOUR,
 	   "a sandbox older than this is removed with its files once no call runs in it; "
 	   "0s = no limit"),

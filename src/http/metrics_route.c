@@ -130,16 +130,14 @@ static int write_now(struct sbx_http *h, struct sbx_buf *b)
 	r = sbx_metrics_write_family(
 	    b, "mcp_sandbox_sandboxes", "gauge",
 	    "Sandboxes by state: creating, idle, busy (a call runs in it), "
-	    "dead (its container stopped or went), ending (being removed).");
+	    "sleeping (its container stopped, its files kept), dead (its container stopped "
+	    "or went), ending (being removed).");
 	{
 		const struct {
 			const char *state;
 			size_t n;
-		} states[] = {{"creating", c.creating},
-			      {"idle", c.idle},
-			      {"busy", c.busy},
-			      {"dead", c.dead},
-			      {"ending", c.ending}};
+		} states[] = {{"creating", c.creating}, {"idle", c.idle}, {"busy", c.busy},
+			      {"sleeping", c.sleeping}, {"dead", c.dead}, {"ending", c.ending}};
 		for (size_t i = 0; r == 0 && i < sizeof(states) / sizeof(states[0]); i++)
 			r = sbx_metrics_write_sample(
 			    b, "mcp_sandbox_sandboxes",

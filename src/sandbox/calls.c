@@ -17,13 +17,7 @@
 #include "sbx/clock.h"
 #include "sbx/common.h"
 #include "sbx/log.h"
-
-double sbx_seconds_since(const struct timespec *ts)
-{
-	struct timespec now;
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	return (double)(now.tv_sec - ts->tv_sec) + (double)(now.tv_nsec - ts->tv_nsec) / 1e9;
-}
+#include "sbx/metrics.h"
 
 /* Under m->lock. */
 void sbx_sandbox_touch_locked(sbx_sandbox *sb)
@@ -77,6 +71,14 @@ int sbx_gone_error(sbx_manager *m, struct sbx_error *err, const char *what, enum
 				     "(sandbox.idle_timeout), so the server removed it at %s with "
 				     "its files and packages; create_sandbox makes a new one",
 				     what, span, at);
+	case SBX_END_SLEPT:
+		human_ms(m->s->sandbox.sleep_lifetime_ms, span, sizeof(span));
+		return sbx_error_set(
+		    err, -ENOENT,
+		    "sandbox \"%.80s\" expired: it was asleep (unused) for %s "
+		    "(sandbox.sleep_lifetime), so the server removed it at %s with "
+		    "its files and packages; create_sandbox makes a new one",
+		    what, span, at);
 	case SBX_END_LIFETIME:
 		human_ms(m->s->sandbox.max_lifetime_ms, span, sizeof(span));
 		return sbx_error_set(
@@ -244,11 +246,18 @@ bool sbx_sandbox_busy_locked(const sbx_sandbox *sb)
 /* The waker's part of sbx_sandbox_begin_woke (SB marked WAKING by it):
  * starts the container; SB is then awake, or asleep again on failure
  * (dead when its container is gone). Wakes the waiters. */
-static int wake_marked(sbx_sandbox *sb, struct sbx_error *err)
+static int wake_marked(sbx_sandbox *sb, struct sbx_error *ret_err)
 {
 	sbx_manager *m = sb->m;
+	struct sbx_error unmark = SBX_ERROR_INIT, e = SBX_ERROR_INIT, *err = &e;
+	int64_t t0 = sbx_metrics_now_us();
 	int r = sbx_container_start(m->engine, sb->container, err);
 
+	/* Its name's asleep mark goes once it runs (a server that dies before
+	 * then adopts it asleep; after, running, and takes the mark off). */
+	if (r >= 0 && sbx_sandbox_mark_asleep(sb, 0, &unmark) < 0)
+		sbx_log_warn("sandbox %s: its container's name keeps the asleep mark: %s", sb->id,
+			     unmark.msg);
 	pthread_mutex_lock(&m->lock);
 	if (r >= 0) {
 		sb->sleep = SBX_SLEEP_AWAKE;
@@ -265,24 +274,34 @@ static int wake_marked(sbx_sandbox *sb, struct sbx_error *err)
 	} else {
 		sb->sleep = SBX_SLEEP_ASLEEP;
 	}
-	pthread_cond_broadcast(&m->woke);
-	pthread_mutex_unlock(&m->lock);
 	if (r < 0)
 		sbx_error_prefix(err, "waking sandbox %s", sb->id);
+	sb->wake_tries++;
+	sb->wake_error = e;
+	if (r >= 0)
+		sbx_error_clear(&sb->wake_error);
+	pthread_cond_broadcast(&m->woke);
+	pthread_mutex_unlock(&m->lock);
+	sbx_metrics_wake(r >= 0 ? "ok" : "error", sbx_metrics_now_us() - t0);
+	if (r < 0 && ret_err)
+		*ret_err = e;
 	return r;
 }
 
 int sbx_sandbox_begin_woke(sbx_sandbox *sb, bool *ret_woke, struct sbx_error *err)
 {
 	sbx_manager *m = sb->m;
-	bool waker = false, removed;
+	bool waker = false, slept, removed;
 	enum sbx_end end;
+	uint64_t tries;
 	time_t at;
 	int r;
 
 	if (ret_woke)
 		*ret_woke = false;
 	pthread_mutex_lock(&m->lock);
+	slept = sb->sleep != SBX_SLEEP_AWAKE;
+	tries = sb->wake_tries;
 	/* Being put to sleep or woken by another: wait for it to end. */
 	while (sb->end == SBX_END_NONE && !sb->removed && sb->death == SBX_DEATH_NONE &&
 	       (sb->sleep == SBX_SLEEP_GOING || sb->sleep == SBX_SLEEP_WAKING))
@@ -292,6 +311,16 @@ int sbx_sandbox_begin_woke(sbx_sandbox *sb, bool *ret_woke, struct sbx_error *er
 	removed = sb->removed;
 	if (end == SBX_END_NONE && !removed && sb->death != SBX_DEATH_NONE) {
 		r = dead_error_locked(m, sb, err);
+		pthread_mutex_unlock(&m->lock);
+		return r;
+	}
+	if (end == SBX_END_NONE && !removed && sb->sleep == SBX_SLEEP_ASLEEP &&
+	    sb->wake_tries != tries && sb->wake_error.code < 0) {
+		/* The wake this call waited for failed: its error, not a try
+		 * more (the next call tries again). */
+		r = sb->wake_error.code;
+		if (err)
+			*err = sb->wake_error;
 		pthread_mutex_unlock(&m->lock);
 		return r;
 	}
@@ -315,10 +344,21 @@ int sbx_sandbox_begin_woke(sbx_sandbox *sb, bool *ret_woke, struct sbx_error *er
 			sbx_sandbox_end(sb, NULL);
 			return r;
 		}
-		if (ret_woke)
-			*ret_woke = true;
 	}
+	if (ret_woke)
+		*ret_woke = slept || waker;
 	return 0;
+}
+
+int sbx_sandbox_wake(sbx_manager *m, sbx_sandbox *sb, bool *ret_woke, struct sbx_error *err)
+{
+	int r;
+
+	(void)m;
+	r = sbx_sandbox_begin_woke(sb, ret_woke, err);
+	if (r < 0)
+		return r;
+	return sbx_sandbox_end(sb, err);
 }
 
 int sbx_sandbox_begin(sbx_sandbox *sb, struct sbx_error *err)

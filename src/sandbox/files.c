@@ -683,6 +683,18 @@ static int list_parse(const char *text, size_t len, size_t max,
 	return 0;
 }
 
+/* SB is asleep (or being put to sleep or woken): what only looks at its
+ * files leaves it so. */
+static bool asleep(sbx_sandbox *sb)
+{
+	bool r;
+
+	pthread_mutex_lock(&sb->m->lock);
+	r = sb->sleep != SBX_SLEEP_AWAKE;
+	pthread_mutex_unlock(&sb->m->lock);
+	return r;
+}
+
 int sbx_artifact_list(sbx_manager *m, sbx_sandbox *sb, size_t max, const struct sbx_cancel *cancel,
 		      struct sbx_artifact_entry **ret_list, size_t *ret_n, bool *ret_truncated,
 		      struct sbx_error *err)
@@ -698,6 +710,12 @@ int sbx_artifact_list(sbx_manager *m, sbx_sandbox *sb, size_t max, const struct 
 	if (max < 1 || max > SBX_ARTIFACT_LIST_MAX)
 		return sbx_error_set(err, -EINVAL, "list at most 1 to %d files",
 				     SBX_ARTIFACT_LIST_MAX);
+	if (asleep(sb)) { /* a listing does not wake it: nothing listed */
+		*ret_list = NULL;
+		*ret_n = 0;
+		*ret_truncated = false;
+		return 0;
+	}
 	snprintf(most, sizeof(most), "%zu", max);
 	fx.out_max = LIST_OUT_MAX; /* more: cut, and said so (list_parse) */
 	{
@@ -728,6 +746,8 @@ int sbx_artifact_changed_since(sbx_manager *m, sbx_sandbox *sb, const struct tim
 	char when[48];
 	int r;
 
+	if (asleep(sb))
+		return 0; /* nothing changes in a stopped container */
 	/* Files and folders alike: a name added or removed changes its
 	 * folder's mtime. GNU find reads "@SECONDS.NANOSECONDS". */
 	snprintf(when, sizeof(when), "@%lld.%09ld", (long long)since->tv_sec, since->tv_nsec);

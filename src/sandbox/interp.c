@@ -79,6 +79,7 @@ struct sbx_interp {
 	bool has_state;		  /* a restart would lose state the user was not told about;
 				   * false in a pooled interpreter no call has used yet */
 	bool lost;		  /* it ended between calls; nobody was told yet */
+	bool slept;		  /* its sandbox was put to sleep since; nobody was told yet */
 	struct sbx_buf line;	  /* an incomplete protocol line */
 	struct sbx_buf diag;	  /* the interpreter's own stderr */
 	struct json_tokener *tok; /* parses each line (reset first); under run */
@@ -570,6 +571,7 @@ static int start_once(struct call *c, struct sbx_error *err)
 	c->hello = NULL;
 	in->has_state = true;
 	in->lost = false;
+	in->slept = false;
 	return 0;
 }
 
@@ -857,7 +859,7 @@ static int interp_run(sbx_manager *m, sbx_sandbox *sb, const char *code,
 	    .opts = opts,
 	    .cap = (size_t)m->s->sandbox.output_cap,
 	};
-	bool was_lost, had_state, retried = false;
+	bool was_lost, was_asleep, had_state, retried = false;
 	int r;
 
 	if (!code)
@@ -885,6 +887,7 @@ static int interp_run(sbx_manager *m, sbx_sandbox *sb, const char *code,
 	}
 again:
 	was_lost = in->lost;
+	was_asleep = in->slept;
 	if (!in->stream) {
 		had_state = in->has_state;
 		r = start(&c, err);
@@ -893,13 +896,18 @@ again:
 		if (had_state) {
 			c.res.interpreter_restarted = true;
 			r = sbx_str_replacef(
-			    &c.res.notice,
+			    &c.res.notice, "%s",
 			    was_lost ? "The Python interpreter had ended since the last "
 				       "call (killed, or out of memory); a new one ran "
 				       "this code: variables and imports of earlier calls "
 				       "are gone."
-				     : "A new Python interpreter ran this code: variables "
-				       "and imports of earlier calls are gone.");
+			    : was_asleep
+				? "The sandbox was asleep since the last call (unused: "
+				  "sandbox.idle_timeout), so a new Python interpreter ran this "
+				  "code: variables and imports of earlier calls are gone; files "
+				  "and installed packages are kept."
+				: "A new Python interpreter ran this code: variables "
+				  "and imports of earlier calls are gone.");
 			if (r < 0) {
 				r = sbx_error_set(err, -ENOMEM, "out of memory");
 				goto out;
@@ -1061,6 +1069,7 @@ void sbx_interp_sleep(sbx_sandbox *sb)
 	pthread_mutex_lock(&in->run);
 	drop_stream(in);
 	in->lost = false; /* has_state kept: the next run says a new one ran it */
+	in->slept = in->has_state;
 	pthread_mutex_unlock(&in->run);
 }
 

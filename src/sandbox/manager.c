@@ -16,6 +16,7 @@
 
 #include "egress/egress.h"
 #include "sandbox-internal.h"
+#include "sbx/log.h"
 #include "sbx/clock.h"
 #include "sbx/common.h"
 
@@ -206,7 +207,9 @@ static size_t lru_list_locked(sbx_manager *m, const char *owner, char *list, siz
 		len +=
 		    (size_t)snprintf(list + len, size - len, "%s%s (name \"%.64s\", %s%s)",
 				     i ? "; " : "", lru[i]->id, lru[i]->name,
-				     lru[i]->death != SBX_DEATH_NONE ? "dead, " : "last used ",
+				     lru[i]->death != SBX_DEATH_NONE	? "dead, "
+				     : lru[i]->sleep != SBX_SLEEP_AWAKE ? "asleep, last used "
+									: "last used ",
 				     lru[i]->death != SBX_DEATH_NONE ? "it no longer runs" : used);
 	}
 	return mine;
@@ -222,8 +225,8 @@ static int limit_error_locked(sbx_manager *m, const char *owner, struct sbx_erro
 	if (mine == 0)
 		return sbx_error_set(err, -EBUSY,
 				     "the server already runs its limit of %" PRId64
-				     " sandboxes, none of them yours: try again later (idle "
-				     "sandboxes are removed after a while)",
+				     " sandboxes, none of them yours: try again later "
+				     "(sandboxes unused for long are removed)",
 				     m->s->sandbox.max_sandboxes);
 	return sbx_error_set(
 	    err, -EBUSY,
@@ -501,20 +504,21 @@ static int info_fill(sbx_manager *m, sbx_sandbox *sb, const char *status, const 
 	info->id = strdup(sb->id);
 	info->name = strdup(sb->name);
 	info->owner = strdup(sb->owner);
-	info->status = strdup(status);
 	info->node = node ? strdup(node) : NULL;
 	info->image = strdup(sb->image);
 	info->created = sb->created;
 	pthread_mutex_lock(&m->lock);
+	info->status = strdup(sb->sleep != SBX_SLEEP_AWAKE ? "sleeping" : status);
+	info->asleep_since = sb->sleep != SBX_SLEEP_AWAKE ? sb->slept_at : 0;
+	info->sleeps = sb->sleeps;
+	info->wakes = sb->wakes;
 	info->last_used = sb->last_used;
 	info->cpu_ns = sb->cpu_ns;
 	info->memory_bytes = sb->memory_bytes;
 	info->memory_byte_seconds = sb->memory_byte_seconds;
 	info->disk_bytes = sb->disk_bytes;
 	info->disk_byte_seconds = sb->disk_byte_seconds;
-	if (sbx_sandbox_deadline_locked(m, sb, sbx_monotonic_ms(), NULL, &info->expires) ==
-	    INT64_MAX)
-		info->expires = 0;
+	sbx_sandbox_times_locked(m, sb, &info->sleeps_at, &info->expires);
 	if (sb->death != SBX_DEATH_NONE) {
 		char why[320];
 		sbx_death_text(m, sb, why, sizeof(why));
@@ -573,6 +577,8 @@ void sbx_manager_sandbox_counts(sbx_manager *m, struct sbx_sandbox_counts *ret_c
 			c.creating++;
 		else if (sb->death != SBX_DEATH_NONE)
 			c.dead++;
+		else if (sb->sleep != SBX_SLEEP_AWAKE)
+			c.sleeping++;
 		else if (sb->calls > 0)
 			c.busy++;
 		else
@@ -700,6 +706,7 @@ static int adopt(sbx_manager *m, const char *cid, struct sbx_error *err)
 	time_t when = 0;
 	sbx_sandbox *sb = NULL;
 	bool known = false, running;
+	time_t asleep;
 	int r;
 
 	r = sbx_container_inspect(m->engine, cid, &ci, err);
@@ -743,6 +750,9 @@ static int adopt(sbx_manager *m, const char *cid, struct sbx_error *err)
 			sb->nano_cpus = ci.nano_cpus;
 	}
 	running = ci.running;
+	asleep = sbx_engine_restart_keeps(m->engine)
+		     ? sbx_container_asleep_since(m, id, ci.name ? ci.name : "")
+		     : 0;
 	if (!sb || !sb->image || !sb->container) {
 		sbx_container_info_release(&ci);
 		sbx_record_free(sb);
@@ -751,8 +761,13 @@ static int adopt(sbx_manager *m, const char *cid, struct sbx_error *err)
 	sb->ready = true;
 	sb->sampled_ms = sb->disk_sampled_ms = sbx_monotonic_ms(); /* adopted: from now */
 	pthread_mutex_lock(&m->lock);
-	if (!running) /* it stopped while no server followed the engine */
+	if (!running && asleep) { /* put to sleep, its name says (sleep.c) */
+		sb->sleep = SBX_SLEEP_ASLEEP;
+		sb->slept_at = asleep;
+		sb->sleeps = 1;
+	} else if (!running) { /* it stopped while no server followed the engine */
 		sbx_sandbox_died_of_locked(m, sb, &ci, true);
+	}
 	sbx_container_info_release(&ci);
 	for (size_t i = 0; i < m->n; i++)
 		known |= strcmp(m->table[i]->id, sb->id) == 0 ||
@@ -764,6 +779,13 @@ static int adopt(sbx_manager *m, const char *cid, struct sbx_error *err)
 	if (r >= 0 && !known)
 		r = 1;
 	pthread_mutex_unlock(&m->lock);
+	/* Woken, and the server died before it took the mark off. */
+	if (r == 1 && running && asleep) {
+		struct sbx_error unmark = SBX_ERROR_INIT;
+		if (sbx_sandbox_mark_asleep(sb, 0, &unmark) < 0)
+			sbx_log_warn("sandbox %s: its container's name keeps the asleep mark: %s",
+				     sb->id, unmark.msg);
+	}
 	sbx_sandbox_unref(sb);
 	return r == -ENOMEM ? sbx_error_set(err, r, "out of memory") : r;
 }

@@ -20,6 +20,7 @@
 #include <time.h>
 
 #include "sandbox-internal.h"
+#include "sbx/clock.h"
 #include "sbx/common.h"
 #include "sbx/metrics.h"
 #include "sbx/utf8.h"

@@ -15,6 +15,7 @@
 
 #include "egress/egress.h"
 #include "sandbox-internal.h"
+#include "sbx/clock.h"
 #include "sbx/common.h"
 #include "sbx/crypto.h"
 
@@ -195,6 +196,50 @@ static int took_check(sbx_manager *m, const char *cid, const struct sbx_containe
 	return r;
 }
 
+/* The asleep mark's part of a container's name: ".asleep-" and the Unix
+ * time it fell asleep. */
+#define ASLEEP_MARK ".asleep-"
+
+int sbx_container_name(sbx_manager *m, const char *id, time_t asleep_since, char *buf, size_t size)
+{
+	int n = asleep_since > 0 ? snprintf(buf, size, "mcp-sbx-%s-%s" ASLEEP_MARK "%lld",
+					    m->instance, id, (long long)asleep_since)
+				 : snprintf(buf, size, "mcp-sbx-%s-%s", m->instance, id);
+
+	if (n < 0 || (size_t)n >= size || n > SBX_CONTAINER_NAME_MAX)
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+time_t sbx_container_asleep_since(sbx_manager *m, const char *id, const char *name)
+{
+	char base[SBX_CONTAINER_NAME_MAX + 1];
+	const char *p;
+	size_t n;
+	time_t t = 0;
+
+	if (!name || sbx_container_name(m, id, 0, base, sizeof(base)) < 0)
+		return 0;
+	n = strlen(base);
+	if (strncmp(name, base, n) != 0 || strncmp(name + n, ASLEEP_MARK, strlen(ASLEEP_MARK)) != 0)
+		return 0;
+	p = name + n + strlen(ASLEEP_MARK);
+	/* 1 to 12 digits, nothing after: a time from 1970 to year 33658. */
+	for (n = 0; p[n] >= '0' && p[n] <= '9' && n < 13; n++)
+		t = t * 10 + (p[n] - '0');
+	return n >= 1 && n <= 12 && p[n] == '\0' ? t : 0;
+}
+
+int sbx_sandbox_mark_asleep(sbx_sandbox *sb, time_t asleep_since, struct sbx_error *err)
+{
+	char name[SBX_CONTAINER_NAME_MAX + 1];
+	int r = sbx_container_name(sb->m, sb->id, asleep_since, name, sizeof(name));
+
+	if (r < 0)
+		return sbx_error_set(err, r, "sandbox %s: its container name is too long", sb->id);
+	return sbx_container_rename(sb->m->engine, sb->container, name, err);
+}
+
 int sbx_container_provision(sbx_manager *m, const char *id, time_t when, const char *name,
 			    const char *owner, int64_t memory, int64_t nano_cpus,
 			    char **ret_container, struct sbx_error *err)
@@ -210,7 +255,7 @@ int sbx_container_provision(sbx_manager *m, const char *id, time_t when, const c
 	size_t n_labels = 4;
 	int64_t nproc = sbx_sandbox_nproc(s);
 	struct sbx_ulimit ulimits[] = {{"nofile", 1024, 1024}, {"nproc", nproc, nproc}};
-	_cleanup_free_ char *cname = NULL;
+	char cname[SBX_CONTAINER_NAME_MAX + 1];
 	char *cid = NULL, **env = NULL;
 	int r;
 
@@ -228,10 +273,10 @@ int sbx_container_provision(sbx_manager *m, const char *id, time_t when, const c
 	} else {
 		labels[n_labels++] = (struct sbx_kv){SBX_LABEL_POOL, "1"};
 	}
-	if (asprintf(&cname, "mcp-sbx-%s-%s", m->instance, id) < 0) {
-		cname = NULL;
+	if (sbx_container_name(m, id, 0, cname, sizeof(cname)) < 0) {
 		sbx_strv_free(env);
-		return sbx_error_set(err, -ENOMEM, "out of memory");
+		return sbx_error_set(err, -EINVAL, "sandbox %s: its container name is too long",
+				     id);
 	}
 	struct sbx_container_spec spec = {
 	    .image = s->sandbox.image,

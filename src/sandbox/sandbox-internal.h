@@ -54,6 +54,7 @@ enum sbx_end {
 	SBX_END_DELETED,  /* delete_sandbox */
 	SBX_END_IDLE,	  /* not used for sandbox.idle_timeout (the reaper) */
 	SBX_END_LIFETIME, /* older than sandbox.max_lifetime (the reaper) */
+	SBX_END_SLEPT,	  /* asleep for sandbox.sleep_lifetime (the reaper) */
 };
 
 /* Why a sandbox's container stopped without the server's doing (watch.c
@@ -99,8 +100,13 @@ struct sbx_sandbox {
 	time_t end_at;	       /* when end was set */
 	int64_t reap_retry_ms; /* the reaper failed to remove it: not before then */
 	enum sbx_sleep sleep;  /* sleep.c */
-	time_t slept_at;       /* wall clock, while asleep */
+	time_t slept_at;       /* wall clock, while asleep (or going to sleep) */
 	uint64_t wakes;	       /* times it was woken */
+	uint64_t sleeps;       /* times it was put to sleep */
+	/* Wakes tried; the last one failed with WAKE_ERROR: calls that waited
+	 * for it fail with its error rather than each trying again. */
+	uint64_t wake_tries;
+	struct sbx_error wake_error;
 	/* Its container stopped or went without the server's doing: no call
 	 * starts in it (sbx_sandbox_begin says why) until it is deleted. */
 	enum sbx_death death;
@@ -240,9 +246,9 @@ int sbx_sandbox_begin(sbx_sandbox *sb, struct sbx_error *err);
 int sbx_sandbox_end(sbx_sandbox *sb, struct sbx_error *err);
 /* sbx_sandbox_begin, which also wakes a sleeping sandbox (sleep.c): one
  * call starts its container, calls arriving meanwhile (or while it is
- * put to sleep) wait for that; *RET_WOKE (may be NULL) says this call
- * woke it. A wake that fails fails the call, and the sandbox stays
- * asleep (the next call tries again) unless its container is gone. */
+ * put to sleep) wait for that; *RET_WOKE (may be NULL) says it was not
+ * awake when this call came (this call woke it, or waited for that). A wake that fails fails the
+ * call, and the sandbox stays asleep (the next call tries again) unless its container is gone. */
 int sbx_sandbox_begin_woke(sbx_sandbox *sb, bool *ret_woke, struct sbx_error *err);
 /* Under m->lock: a call or a package install runs in SB. */
 bool sbx_sandbox_busy_locked(const sbx_sandbox *sb);
@@ -254,14 +260,21 @@ uint64_t sbx_sandbox_run_locked(const sbx_sandbox *sb);
 
 /* sleep.c: a sandbox put to sleep and woken. */
 
-/* Puts SB to sleep: its idle readers and its interpreter end, its
- * container is stopped (its writable layer and /app/results kept). 0, or
- * 0 when it sleeps already; -EBUSY while a call or an install runs in it;
- * -ESRCH when it is being removed, dead or not yet made; -ENOTSUP on an
- * engine whose restarted container is not the same (Swarm:
- * sbx_engine_restart_keeps); the engine's error (SB stays awake). Calls that arrive meanwhile wait.
- */
-int sbx_sandbox_sleep(sbx_sandbox *sb, struct sbx_error *err);
+/* The name of sandbox ID's container in BUF: "mcp-sbx-INSTANCE-ID", and
+ * while it is asleep ".asleep-T" after it (T: when it fell asleep, Unix
+ * time). The engine keeps the name, so a restarted server tells a sandbox
+ * put to sleep from a container stopped by someone else; a sandbox's
+ * processes cannot rename their container. -ENAMETOOLONG when it does not
+ * fit BUF or SBX_CONTAINER_NAME_MAX. (provision.c) */
+int sbx_container_name(sbx_manager *m, const char *id, time_t asleep_since, char *buf, size_t size);
+/* When the container named NAME (the engine's, without a leading '/') of
+ * sandbox ID fell asleep, from its name; 0 when the name has no asleep
+ * mark. (provision.c) */
+time_t sbx_container_asleep_since(sbx_manager *m, const char *id, const char *name);
+/* Names SB's container as asleep since ASLEEP_SINCE (0: awake), on the
+ * engine (sbx_container_name). (provision.c) */
+int sbx_sandbox_mark_asleep(sbx_sandbox *sb, time_t asleep_since, struct sbx_error *err);
+
 /* Marks the sandbox used now (a background install that ended). */
 void sbx_sandbox_touch(sbx_sandbox *sb);
 /* Under m->lock: sbx_sandbox_touch. */
@@ -298,8 +311,6 @@ void sbx_death_text(sbx_manager *m, const sbx_sandbox *sb, char *buf, size_t siz
 
 /* Time T as ISO 8601 UTC ("?" when it cannot be told). */
 void sbx_iso_time(time_t t, char *buf, size_t size);
-/* Seconds since ts (CLOCK_MONOTONIC). */
-double sbx_seconds_since(const struct timespec *ts);
 
 /* Under m->lock: a deadline may have changed (a sandbox was added, a call
  * or an install ended): wakes the reaper (reaper.c), when it runs. */
@@ -477,11 +488,18 @@ struct sbx_reaper {
 int sbx_reaper_start(sbx_manager *m, struct sbx_error *err);
 /* Wakes and joins it. */
 void sbx_reaper_stop(sbx_manager *m);
-/* Under m->lock: when SB's time is up (on sbx_monotonic_ms(), given as
- * NOW_MS), INT64_MAX when never; *ret_why says which limit, *ret_wall the
- * wall-clock time (each may be NULL). Calls running in it are not counted. */
+/* Under m->lock: when the reaper acts on SB next (on sbx_monotonic_ms(),
+ * given as NOW_MS), INT64_MAX when never (also while it is being put to
+ * sleep or woken); *ret_why says which limit removes it then, or
+ * SBX_END_NONE when it is put to sleep then (idle, on an engine where it
+ * may sleep); *ret_wall the wall-clock time (each may be NULL). Calls
+ * running in it are not counted. */
 int64_t sbx_sandbox_deadline_locked(sbx_manager *m, const sbx_sandbox *sb, int64_t now_ms,
 				    enum sbx_end *ret_why, time_t *ret_wall);
+/* Under m->lock: for list_sandboxes, when SB (unused from now on) is put
+ * to sleep (*RET_SLEEPS) and when it is removed (*RET_EXPIRES); 0: never. */
+void sbx_sandbox_times_locked(sbx_manager *m, const sbx_sandbox *sb, time_t *ret_sleeps,
+			      time_t *ret_expires);
 
 /* watch.c: follows the engine's container events. */
 

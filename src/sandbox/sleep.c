@@ -12,23 +12,39 @@
  * sleep or woken wait on m->woke; one call wakes it (calls.c, below this
  * file: a call's begin).
  *
- * Not yet here (issue 28): the reaper putting idle sandboxes to sleep,
- * sandbox.sleep_lifetime, the wake notice, list_sandboxes' status,
- * /metrics, adoption of sleeping sandboxes after a restart.
+ * The reaper puts a sandbox to sleep at sandbox.idle_timeout
+ * (reaper.c). The container's name carries the mark of its sleep
+ * (sbx_container_name: set before the stop, taken off after the start), so
+ * that a restarted server adopts it asleep (manager.c) and a container
+ * stopped by anyone else dead. A later step that keeps the interpreter's
+ * memory too (a checkpoint through the engine, CRIU) goes here, between
+ * the readers' end and the stop, and its restore in the wake.
  */
 #include <errno.h>
 #include <pthread.h>
 #include <time.h>
 
 #include "sandbox-internal.h"
+#include "sbx/metrics.h"
 
 /* Seconds the container's processes get to end at a stop. */
 #define SLEEP_STOP_S 2
+
+/* Whether SB's container is stopped, as the engine says now. */
+static bool stopped(sbx_manager *m, sbx_sandbox *sb)
+{
+	struct sbx_container_info ci = {0};
+	bool r = sbx_container_inspect(m->engine, sb->container, &ci, NULL) >= 0 && !ci.running;
+
+	sbx_container_info_release(&ci);
+	return r;
+}
 
 int sbx_sandbox_sleep(sbx_sandbox *sb, struct sbx_error *err)
 {
 	sbx_manager *m = sb->m;
 	struct sbx_reader *readers;
+	time_t at;
 	int r;
 
 	if (!sbx_engine_restart_keeps(m->engine))
@@ -54,6 +70,7 @@ int sbx_sandbox_sleep(sbx_sandbox *sb, struct sbx_error *err)
 				     sb->id);
 	}
 	sb->sleep = SBX_SLEEP_GOING;
+	sb->slept_at = at = time(NULL);
 	readers = sb->readers;
 	sb->readers = NULL;
 	sb->n_readers = 0;
@@ -61,17 +78,35 @@ int sbx_sandbox_sleep(sbx_sandbox *sb, struct sbx_error *err)
 
 	sbx_readers_free(readers);
 	sbx_interp_sleep(sb);
-	r = sbx_container_stop(m->engine, sb->container, SLEEP_STOP_S, err);
+	/* Marked asleep on the engine first, then stopped: a server that
+	 * restarts adopts a stopped container so marked as asleep, any other
+	 * stopped one as dead (manager.c). A mark without the stop (the stop
+	 * failed, or the server died between) is taken off again. */
+	r = sbx_sandbox_mark_asleep(sb, at, err);
+	if (r >= 0) {
+		r = sbx_container_stop(m->engine, sb->container, SLEEP_STOP_S, err);
+		if (r < 0 && r != -ENOENT && stopped(m, sb)) {
+			/* The answer was lost (a timeout), not the stop. */
+			sbx_error_clear(err);
+			r = 0;
+		} else if (r < 0) {
+			sbx_sandbox_mark_asleep(sb, 0, NULL);
+		}
+	}
 
 	pthread_mutex_lock(&m->lock);
 	if (r >= 0) {
 		sb->sleep = SBX_SLEEP_ASLEEP;
-		sb->slept_at = time(NULL);
+		sb->sleeps++;
 		sb->memory_bytes = 0;
 	} else {
 		sb->sleep = SBX_SLEEP_AWAKE;
+		sb->slept_at = 0;
 	}
 	pthread_cond_broadcast(&m->woke);
 	pthread_mutex_unlock(&m->lock);
+	sbx_metrics_sleep(r >= 0 ? "ok" : "error");
+	if (r < 0)
+		sbx_error_prefix(err, "put sandbox %s to sleep", sb->id);
 	return r;
 }

@@ -22,7 +22,10 @@
  * (mcp_sandbox_tenant_cpu_seconds_total, _memory_byte_seconds_total,
  * _disk_byte_seconds_total; mcp_sandbox_tenant_disk_bytes moves with each
  * disk_bytes), and what a sandbox used stays in its tenant's total when it
- * goes (tenant_usage.c): a deletion samples it once more first.
+ * goes (tenant_usage.c): a deletion samples it once more first. A sandbox
+ * asleep (sleep.c) holds no memory and no CPU: only its disk is sampled,
+ * and the time it slept is not charged as memory held (a wake starts its
+ * counts again).
  *
  * The engine's figures are hostile input too (a container's cgroup and
  * files are its own): a CPU count that goes down is not counted again, nor
@@ -144,6 +147,7 @@ static void sample_one(sbx_manager *m, sbx_sandbox *sb, bool ask_disk)
 	uint64_t cpu_ns = 0, byte_s = 0, disk_s = 0;
 	int64_t disk = -1;
 	int64_t now;
+	uint64_t run;
 	bool stats, known;
 	int r;
 
@@ -151,9 +155,11 @@ static void sample_one(sbx_manager *m, sbx_sandbox *sb, bool ask_disk)
 		return; /* gone */
 	pthread_mutex_lock(&m->lock);
 	known = sb->disk_known;
+	run = sbx_sandbox_run_locked(sb);
 	pthread_mutex_unlock(&m->lock);
-	/* Either may fail (the engine did not answer, has none): the next turn. */
-	stats = sbx_container_stats(m->engine, sb->container, &st, &err) >= 0;
+	/* Either may fail (the engine did not answer, has none): the next turn.
+	 * Asleep, it uses no memory and no CPU: only its disk is sampled. */
+	stats = run != UINT64_MAX && sbx_container_stats(m->engine, sb->container, &st, &err) >= 0;
 	r = ask_disk || !known ? sbx_container_disk_usage(m->engine, sb->container, &disk, NULL)
 			       : -EAGAIN;
 	if (r == -ERANGE)
@@ -164,7 +170,9 @@ static void sample_one(sbx_manager *m, sbx_sandbox *sb, bool ask_disk)
 	now = sbx_monotonic_ms();
 	if (disk < 0 && sb->disk_known)
 		disk = (int64_t)sb->disk_bytes;
-	if (stats)
+	/* Stats of a run of its container that ended meanwhile (it was put to
+	 * sleep, or woken: its counts start from 0 again) are not counted. */
+	if (stats && sbx_sandbox_run_locked(sb) == run)
 		apply_locked(m, sb, &st, now, &cpu_ns, &byte_s);
 	if (disk >= 0)
 		apply_disk_locked(m, sb, (uint64_t)disk, now, &disk_s);

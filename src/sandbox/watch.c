@@ -147,7 +147,8 @@ static int catch_up(sbx_manager *m)
 	seen = calloc(m->n + 1, sizeof(*seen));
 	for (size_t i = 0; seen && i < m->n; i++)
 		if (m->table[i]->ready && m->table[i]->end == SBX_END_NONE &&
-		    m->table[i]->death == SBX_DEATH_NONE && m->table[i]->container)
+		    m->table[i]->death == SBX_DEATH_NONE && m->table[i]->container &&
+		    m->table[i]->sleep == SBX_SLEEP_AWAKE)
 			seen[n++] = sbx_sandbox_ref(m->table[i]);
 	pthread_mutex_unlock(&m->lock);
 	if (!seen)

@@ -135,6 +135,35 @@ static int get_sandbox(const struct sbx_tool_ctx *ctx, struct json_object *args,
 	return r < 0 ? r : 1;
 }
 
+/* get_sandbox, for a call that needs the sandbox to run: a sleeping one
+ * is woken first, and OUT->wake_notice says so. */
+static int use_sandbox(const struct sbx_tool_ctx *ctx, struct json_object *args,
+		       struct sbx_tool_out *out, sbx_sandbox **ret_sb)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	bool woke = false;
+	int r = get_sandbox(ctx, args, out, ret_sb);
+
+	if (r != 0)
+		return r;
+	r = sbx_sandbox_wake(ctx->manager, *ret_sb, &woke, &err);
+	if (r < 0) {
+		*ret_sb = sbx_sandbox_unref(*ret_sb);
+		r = sbx_tool_fail_err(out, &err, r == -ENOENT ? HINT_GONE : hint_general(r));
+		return r < 0 ? r : 1;
+	}
+	if (woke && asprintf(&out->wake_notice,
+			     "Sandbox %s was asleep (unused for a while) and was woken for this "
+			     "call: its files and installed packages are kept, its Python "
+			     "variables and imports are gone.",
+			     sbx_sandbox_id(*ret_sb)) < 0) {
+		out->wake_notice = NULL;
+		*ret_sb = sbx_sandbox_unref(*ret_sb);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
 /* Tells a client that asked for progress (params._meta.progressToken) that
  * the work has started; the response ends it. */
 static void notify_started(const struct sbx_tool_ctx *ctx, const char *what)
@@ -168,6 +197,17 @@ static struct json_object *count_json(uint64_t n)
 
 /* ---- list_sandboxes ---- */
 
+/* O[KEY] = T in ISO 8601 when T is set. */
+static int put_time(struct json_object *o, const char *key, time_t t)
+{
+	char at[32];
+
+	if (!t)
+		return 0;
+	iso_time(t, at, sizeof(at));
+	return sbx_tools_put(o, key, new_str(at));
+}
+
 static struct json_object *sandbox_json(const struct sbx_sandbox_info *in)
 {
 	struct json_object *o = json_object_new_object(), *pk = json_object_new_array();
@@ -191,11 +231,11 @@ static struct json_object *sandbox_json(const struct sbx_sandbox_info *in)
 	r |= sbx_tools_put(o, "image", new_str(in->image));
 	r |= sbx_tools_put(o, "created", new_str(created));
 	r |= sbx_tools_put(o, "last_used", new_str(used));
-	if (in->expires) {
-		char expires[32];
-		iso_time(in->expires, expires, sizeof(expires));
-		r |= sbx_tools_put(o, "expires", new_str(expires));
-	}
+	r |= put_time(o, "sleeps_at", in->reason ? 0 : in->sleeps_at);
+	r |= put_time(o, "asleep_since", in->asleep_since);
+	r |= put_time(o, "expires", in->expires);
+	if (in->sleeps > 0)
+		r |= sbx_tools_put(o, "sleeps", count_json(in->sleeps));
 	if (in->reason)
 		r |= sbx_tools_put(o, "reason", new_str(in->reason));
 	r |= sbx_tools_put(o, "packages", pk);
@@ -478,7 +518,7 @@ static int run_prepare(const struct sbx_tool_ctx *ctx, struct json_object *args,
 
 	if (run_timeout_ms(ctx, args, ret_timeout_ms, ret_capped) < 0)
 		return -ENOMEM;
-	r = get_sandbox(ctx, args, out, ret_sb);
+	r = use_sandbox(ctx, args, out, ret_sb);
 	if (r != 0) {
 		free(*ret_capped);
 		*ret_capped = NULL;
@@ -618,6 +658,10 @@ int sbx_tool_execute_python_code(const struct sbx_tool_ctx *ctx, struct json_obj
 		goto out;
 	}
 	python_log(ctx, sb, &rr);
+	if (rr.interpreter_restarted) { /* its notice says the state is gone */
+		free(out->wake_notice);
+		out->wake_notice = NULL;
+	}
 	if (rr.n_files > 0 || rr.files_truncated || rr.files_removed)
 		sbx_resources_changed(ctx);
 	res = json_object_new_object();
@@ -652,7 +696,7 @@ int sbx_tool_reset_python(const struct sbx_tool_ctx *ctx, struct json_object *ar
 	sbx_sandbox *sb = NULL;
 	int r;
 
-	r = get_sandbox(ctx, args, out, &sb);
+	r = use_sandbox(ctx, args, out, &sb);
 	if (r != 0)
 		return r < 0 ? r : 0;
 	r = sbx_sandbox_reset_python(ctx->manager, sb, &err);
@@ -758,7 +802,7 @@ static int install_tool(const struct sbx_tool_ctx *ctx, struct json_object *args
 				     "invalid package_name '%.200s': %s. Example: 'requests' or "
 				     "'pandas==2.2.2'.",
 				     spec, why[0] ? why : "not a pip requirement");
-	r = get_sandbox(ctx, args, out, &sb);
+	r = use_sandbox(ctx, args, out, &sb);
 	if (r != 0)
 		return r < 0 ? r : 0;
 	if (install) {
@@ -859,7 +903,7 @@ int sbx_tool_upload_file(const struct sbx_tool_ctx *ctx, struct json_object *arg
 		    "dest_path '%.300s' is not allowed: give %s, /tmp or a path "
 		    "below one of them, without '.' or '..' parts, e.g. %s/data.csv",
 		    dest, SBX_RESULTS_DIR, SBX_RESULTS_DIR);
-	r = get_sandbox(ctx, args, out, &sb);
+	r = use_sandbox(ctx, args, out, &sb);
 	if (r != 0)
 		return r < 0 ? r : 0;
 	r = sbx_sandbox_upload(ctx->manager, sb, local, dest, &path, &size, &err);

@@ -15,7 +15,10 @@
  * also sent as text) or ERROR (the message of an isError result). */
 struct sbx_tool_out {
 	struct json_object *result;
-	char *notice;		    /* a sentence the model must not miss: a text item, or NULL */
+	char *notice; /* a sentence the model must not miss: a text item, or NULL */
+	/* The sandbox was asleep and was woken for this call: said before the
+	 * notice, in the text and in the result's "notice" (sbx_tools_call). */
+	char *wake_notice;
 	struct json_object *images; /* image content items (every version), or NULL */
 	struct json_object *links;  /* resource_link content items (2025-06-18+), or NULL */
 	char *error;

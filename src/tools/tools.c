@@ -257,6 +257,11 @@ void sbx_progress_flush(struct sbx_progress *p, bool final)
 	"\"out_of_disk\":{\"type\":\"boolean\",\"description\":\"present and true when a "         \
 	"write failed because the sandbox's disk space (sandbox.disk) is used up\"}"
 #define RUN_OUTPUT_REQUIRED "\"stdout\",\"stderr\",\"exit_code\",\"timed_out\",\"truncated\""
+/* In every tool that wakes a sleeping sandbox. */
+#define WAKE_NOTICE_PROP                                                                           \
+	"\"notice\":{\"type\":\"string\",\"description\":\"what the server did besides: "          \
+	"the sandbox was asleep and was woken for this call (its Python state is gone, "           \
+	"its files kept)\"}"
 #define STATUS_ENUM "\"installing\",\"success\",\"failed\",\"installed\",\"not_installed\""
 
 static const struct sbx_tool_def tools[] = {
@@ -264,10 +269,11 @@ static const struct sbx_tool_def tools[] = {
 	.name = "list_sandboxes",
 	.title = "List sandboxes",
 	.description =
-	    "List your Python sandboxes with their status (\"dead\" with a reason when one no "
-	    "longer runs), image, creation, last-use and expiry "
-	    "times (UTC: a sandbox unused for a while is removed with its files, and `expires` "
-	    "says when) "
+	    "List your Python sandboxes with their status (\"sleeping\" when one was unused "
+	    "for a while: its files are kept and any call on it wakes it, with its Python "
+	    "variables reset; \"dead\" with a reason when one no longer runs), image, "
+	    "creation, last-use, sleep and expiry times (UTC: a sandbox asleep for long is "
+	    "removed with its files, and `expires` says when) "
 	    "and the packages installed in them with install_package_in_sandbox. Call this first: "
 	    "reuse a running sandbox instead of creating a new one, and use it to find a "
 	    "sandbox_id you lost. Workflow: list_sandboxes -> create_sandbox (if none fits) -> "
@@ -283,10 +289,17 @@ static const struct sbx_tool_def tools[] = {
 	    "\"image\":{\"type\":\"string\"},"
 	    "\"created\":{\"type\":\"string\",\"description\":\"ISO 8601, UTC\"},"
 	    "\"last_used\":{\"type\":\"string\",\"description\":\"ISO 8601, UTC\"},"
+	    "\"sleeps_at\":{\"type\":\"string\",\"description\":\"ISO 8601, UTC: when "
+	    "the server puts it to sleep unless it is used again before (its files are "
+	    "kept, its Python variables are not; the next call wakes it); absent: never\"},"
+	    "\"asleep_since\":{\"type\":\"string\",\"description\":\"with status "
+	    "sleeping: since when (ISO 8601, UTC). Any call on it wakes it in a moment\"},"
+	    "\"sleeps\":{\"type\":\"integer\",\"description\":\"times it was put to "
+	    "sleep\"},"
 	    "\"expires\":{\"type\":\"string\",\"description\":\"ISO 8601, UTC: when the "
-	    "server removes it with its files unless it is used again before (an unused "
-	    "sandbox expires; so does any sandbox at the server's maximum age); absent: "
-	    "never\"},"
+	    "server removes it with its files unless it is used again before (a sandbox "
+	    "asleep too long expires; so does any sandbox at the server's maximum age); "
+	    "absent: never\"},"
 	    "\"reason\":{\"type\":\"string\",\"description\":\"with status dead: why it "
 	    "no longer runs (killed from outside, out of memory, the engine restarted); "
 	    "delete it and create a new one\"},"
@@ -332,7 +345,7 @@ static const struct sbx_tool_def tools[] = {
 	.description =
 	    "Create a new isolated Python sandbox (a container with Python 3.11, numpy, pandas and "
 	    "matplotlib) and return its sandbox_id. A sandbox keeps its files and installed "
-	    "packages until it is deleted (delete_sandbox) or expires (unused for a while; "
+	    "packages until it is deleted (delete_sandbox) or expires (unused for long; "
 	    "list_sandboxes shows when), so create one "
 	    "per task and pass its sandbox_id to every later call; call list_sandboxes first to "
 	    "reuse one you already have, and delete_sandbox what you no longer need. "
@@ -391,8 +404,8 @@ static const struct sbx_tool_def tools[] = {
 	    "\"interpreter_restarted\":{\"type\":\"boolean\",\"description\":\"the variables "
 	    "and imports of earlier calls are gone\"},"
 	    "\"notice\":{\"type\":\"string\",\"description\":\"what happened to the "
-	    "interpreter (time limit, restart, output cut), and a timeout cut to the server's "
-	    "maximum\"}},"
+	    "interpreter (time limit, restart, output cut; the sandbox was asleep), and a "
+	    "timeout cut to the server's maximum\"}},"
 	    "\"required\":[" RUN_OUTPUT_REQUIRED ",\"files\",\"files_truncated\","
 	    "\"interpreter_restarted\"],"
 	    "\"additionalProperties\":false}",
@@ -413,14 +426,16 @@ static const struct sbx_tool_def tools[] = {
 	.input_schema = "{\"type\":\"object\",\"properties\":{" SANDBOX_ID_PROP "," PACKAGE_PROP
 			"},\"required\":[\"sandbox_id\",\"package_name\"],"
 			"\"additionalProperties\":false}",
-	.output_schema = "{\"type\":\"object\",\"properties\":{\"package\":{\"type\":\"string\"},"
-			 "\"status\":{\"type\":\"string\",\"enum\":[" STATUS_ENUM "]},"
-			 "\"version\":{\"type\":\"string\"},"
-			 "\"log_tail\":{\"type\":\"string\",\"description\":\"the end of pip's "
-			 "output\"},"
-			 "\"seconds\":{\"type\":\"number\"},\"message\":{\"type\":\"string\"}},"
-			 "\"required\":[\"package\",\"status\",\"seconds\",\"message\"],"
-			 "\"additionalProperties\":false}",
+	.output_schema =
+	    "{\"type\":\"object\",\"properties\":{\"package\":{\"type\":\"string\"},"
+	    "\"status\":{\"type\":\"string\",\"enum\":[" STATUS_ENUM "]},"
+	    "\"version\":{\"type\":\"string\"},"
+	    "\"log_tail\":{\"type\":\"string\",\"description\":\"the end of pip's "
+	    "output\"},"
+	    "\"seconds\":{\"type\":\"number\"},\"message\":{\"type\":\"string\"}," WAKE_NOTICE_PROP
+	    "},"
+	    "\"required\":[\"package\",\"status\",\"seconds\",\"message\"],"
+	    "\"additionalProperties\":false}",
 	.idempotent = true,
 	.open_world = true,
 	.run = sbx_tool_install_package,
@@ -437,12 +452,14 @@ static const struct sbx_tool_def tools[] = {
 	.input_schema = "{\"type\":\"object\",\"properties\":{" SANDBOX_ID_PROP "," PACKAGE_PROP
 			"},\"required\":[\"sandbox_id\",\"package_name\"],"
 			"\"additionalProperties\":false}",
-	.output_schema = "{\"type\":\"object\",\"properties\":{\"package\":{\"type\":\"string\"},"
-			 "\"status\":{\"type\":\"string\",\"enum\":[" STATUS_ENUM "]},"
-			 "\"version\":{\"type\":\"string\"},\"log_tail\":{\"type\":\"string\"},"
-			 "\"seconds\":{\"type\":\"number\"},\"message\":{\"type\":\"string\"}},"
-			 "\"required\":[\"package\",\"status\",\"message\"],"
-			 "\"additionalProperties\":false}",
+	.output_schema =
+	    "{\"type\":\"object\",\"properties\":{\"package\":{\"type\":\"string\"},"
+	    "\"status\":{\"type\":\"string\",\"enum\":[" STATUS_ENUM "]},"
+	    "\"version\":{\"type\":\"string\"},\"log_tail\":{\"type\":\"string\"},"
+	    "\"seconds\":{\"type\":\"number\"},\"message\":{\"type\":\"string\"}," WAKE_NOTICE_PROP
+	    "},"
+	    "\"required\":[\"package\",\"status\",\"message\"],"
+	    "\"additionalProperties\":false}",
 	.read_only = true,
 	.idempotent = true,
 	.run = sbx_tool_check_package,
@@ -465,7 +482,8 @@ static const struct sbx_tool_def tools[] = {
 			"\"additionalProperties\":false}",
 	.output_schema = "{\"type\":\"object\",\"properties\":{" RUN_OUTPUT_PROPS
 			 ",\"notice\":{\"type\":\"string\",\"description\":\"what the server "
-			 "changed about the call (a timeout cut to its maximum)\"}"
+			 "changed about the call (a timeout cut to its maximum; the sandbox was "
+			 "asleep and was woken for it)\"}"
 			 "},\"required\":[" RUN_OUTPUT_REQUIRED "],"
 			 "\"additionalProperties\":false}",
 	.destructive = true,
@@ -494,7 +512,7 @@ static const struct sbx_tool_def tools[] = {
 	    "\"path\":{\"type\":\"string\",\"description\":\"where the file is in the sandbox\"},"
 	    "\"size\":{\"type\":\"integer\"},"
 	    "\"url\":{\"type\":\"string\",\"description\":\"a download link, for files under "
-	    "/app/results\"}},\"required\":[\"sandbox_id\",\"path\",\"size\"],"
+	    "/app/results\"}," WAKE_NOTICE_PROP "},\"required\":[\"sandbox_id\",\"path\",\"size\"],"
 	    "\"additionalProperties\":false}",
 	.destructive = true,
 	.idempotent = true,
@@ -512,7 +530,7 @@ static const struct sbx_tool_def tools[] = {
 			"},\"required\":[\"sandbox_id\"],\"additionalProperties\":false}",
 	.output_schema = "{\"type\":\"object\",\"properties\":{\"sandbox_id\":{\"type\":"
 			 "\"string\"},\"reset\":{\"type\":\"boolean\"},"
-			 "\"message\":{\"type\":\"string\"}},"
+			 "\"message\":{\"type\":\"string\"}," WAKE_NOTICE_PROP "},"
 			 "\"required\":[\"sandbox_id\",\"reset\",\"message\"],"
 			 "\"additionalProperties\":false}",
 	.destructive = true,
@@ -919,6 +937,7 @@ static void out_release(struct sbx_tool_out *out)
 {
 	json_object_put(out->result);
 	free(out->notice);
+	free(out->wake_notice);
 	json_object_put(out->images);
 	json_object_put(out->links);
 	free(out->error);
@@ -1029,6 +1048,28 @@ bool sbx_tools_known(const char *name)
 	return false;
 }
 
+/* OUT->wake_notice put before OUT's notice and its result's "notice". */
+static int wake_notice(struct sbx_tool_out *out)
+{
+	struct json_object *had = json_object_object_get(out->result, "notice");
+	const char *was =
+	    json_object_is_type(had, json_type_string) ? json_object_get_string(had) : NULL;
+	char *in_result = NULL, *text = NULL;
+
+	if (asprintf(&in_result, "%s%s%s", out->wake_notice, was ? " " : "", was ? was : "") < 0 ||
+	    asprintf(&text, "%s%s%s", out->wake_notice, out->notice ? " " : "",
+		     out->notice ? out->notice : "") < 0) {
+		free(in_result);
+		return -ENOMEM;
+	}
+	struct json_object *v = json_object_new_string(in_result);
+
+	free(in_result);
+	free(out->notice);
+	out->notice = text;
+	return sbx_tools_put(out->result, "notice", v);
+}
+
 int sbx_tools_call(const struct sbx_tool_ctx *ctx, const char *name, struct json_object *arguments,
 		   struct json_object **ret_result, struct sbx_error *err)
 {
@@ -1054,6 +1095,8 @@ int sbx_tools_call(const struct sbx_tool_ctx *ctx, const char *name, struct json
 	}
 	if (r == 0 && !out.error && !out.result)
 		r = -ENOMEM;
+	if (r == 0 && !out.error && out.wake_notice)
+		r = wake_notice(&out);
 	if (r == 0)
 		audit_out(ctx, &out);
 	if (r == 0)

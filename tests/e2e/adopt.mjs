@@ -8,7 +8,8 @@
 //   node adopt.mjs after    against server B (same server.instance and state
 //                           folder, started after A was stopped by SIGTERM):
 //                           the sandbox is listed with the same id, name and
-//                           creation time, its files are there, its artifact
+//                           creation time (and asleep), the first call wakes
+//                           it and says so, its files are there, its artifact
 //                           link works, its name is still taken.
 // Flat TAP points like run.mjs, then "# N checks, F failed".
 import assert from 'node:assert/strict';
@@ -24,6 +25,20 @@ const TMP_FILE = '/tmp/adopt-e2e.txt';
 const TMP_LINE = 'shell state before the restart';
 const TMP_TEXT = `${TMP_LINE}\n`;
 const HANDOFF = `${cfg.tmp}/adopt.json`;
+// A swarm cannot keep a stopped task's container: there sandboxes never sleep.
+const SLEEPS = cfg.engine !== 'swarm';
+
+// Waits up to 60 s for the sandbox named NAME to be listed sleeping.
+async function asleep(client) {
+	const until = Date.now() + 60000;
+	let entry;
+	while (Date.now() < until) {
+		({ entry } = await listed(client));
+		if (entry.status === 'sleeping') return entry;
+		await new Promise((r) => setTimeout(r, 500));
+	}
+	assert.fail(`not asleep after 60 s: ${JSON.stringify(entry)}`);
+}
 
 function fileNamed(files, base) {
 	assert.ok(Array.isArray(files), `no files array: ${JSON.stringify(files)}`);
@@ -93,6 +108,13 @@ async function before(client) {
 		assert.equal(r.exit_code, 0, JSON.stringify(r));
 		assert.equal(r.stdout, TMP_TEXT, JSON.stringify(r));
 	});
+	if (SLEEPS)
+		await check(t('unused for sandbox.idle_timeout, it is listed sleeping, since when, and when it expires'), async () => {
+			const entry = await asleep(client);
+			assert.match(entry.asleep_since ?? '', /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/, JSON.stringify(entry));
+			assert.ok(entry.expires, JSON.stringify(entry));
+			assert.equal(entry.reason, undefined, JSON.stringify(entry));
+		}, 90000);
 }
 
 async function after(client) {
@@ -110,16 +132,19 @@ async function after(client) {
 		assert.equal(entry.sandbox_id, sid, JSON.stringify(entry));
 		assert.equal(entry.name, handoff.name, JSON.stringify(entry));
 		assert.equal(entry.created, handoff.created, JSON.stringify(entry));
-		assert.equal(entry.status, 'running', JSON.stringify(entry));
+		// Adopted as it was left: asleep where it slept, not started.
+		assert.equal(entry.status, SLEEPS ? 'sleeping' : 'running', JSON.stringify(entry));
 		// Server A's pool containers were removed, not adopted.
 		assert.equal(list.sandboxes.length, 1, JSON.stringify(list));
 		assert.equal(list.count, 1, JSON.stringify(list));
 	});
-	await check(t('execute_terminal_command sees the files of /app/results and /tmp'), async () => {
+	await check(t(SLEEPS ? 'execute_terminal_command wakes it, says so, and sees the files of /app/results and /tmp' : 'execute_terminal_command sees the files of /app/results and /tmp'), async () => {
 		assert.ok(sid, 'no sandbox id');
 		const r = await callOk(client, 'execute_terminal_command', { sandbox_id: sid, command: `cat /app/results/${RESULT_FILE} ${TMP_FILE}` });
 		assert.equal(r.exit_code, 0, JSON.stringify(r));
 		assert.equal(r.stdout, RESULT_TEXT + TMP_TEXT, JSON.stringify(r));
+		// The first call woke it: the result says so.
+		if (SLEEPS) assert.match(r.notice ?? '', /was asleep .* woken for this call/, JSON.stringify(r));
 	});
 	await check(t('execute_python_code, given the name, reads the file'), async () => {
 		assert.ok(handoff, 'no handoff');

@@ -363,6 +363,8 @@ function sandboxRow(sb) {
   tr.appendChild(el("td", sb.sandbox_id, "mono"));
   const st = el("td", sb.status, "status-" + String(sb.status).replace(/[^a-z]/g, ""));
   if (sb.reason) st.title = sb.reason;
+  else if (sb.asleep_since) st.title = "asleep since " + sb.asleep_since + ": files kept, the next call wakes it";
+  else if (sb.sleeps_at) st.title = "goes to sleep at " + sb.sleeps_at + " unless used";
   tr.appendChild(st);
   const created = el("td", age(sb.created));
   created.title = "created " + sb.created + ", last used " + (sb.last_used || "");
@@ -465,7 +467,10 @@ async function openFiles(sb) {
     return;
   }
   if (filesOf !== sb) return;
-  if (got.list.length === 0) {
+  if (got.list.length === 0 && sb.status === "sleeping") {
+    note.textContent = "This sandbox is asleep: its files are kept, and are listed again once a call wakes it.";
+    note.hidden = false;
+  } else if (got.list.length === 0) {
     note.textContent = "No files under /app/results.";
     note.hidden = false;
   } else if (!got.complete) {
