@@ -573,6 +573,9 @@ static int exec_wait_exit(sbx_engine *e, const char *exec_id, int *ret_code, str
 	for (int i = 0; i < 200; i++) {
 		bool running = true;
 		int code = -1, r = e->ops->exec_inspect(e, exec_id, &code, &running, err);
+		/* Podman 4.3 says a removed session is a 500. */
+		if (r < 0 && err && strstr(err->msg, "no such exec session"))
+			r = -ENOENT;
 		if (r == -ENOENT) {
 			sbx_error_prefix(err,
 					 "the engine removed the exec before its exit code was "

@@ -196,13 +196,15 @@ static void test_registry(void)
 				       "mcp_sandbox_tenant_cpu_seconds_total counter",
 				       "mcp_sandbox_tenant_memory_byte_seconds_total counter",
 				       "mcp_sandbox_tenant_disk_byte_seconds_total counter",
-				       "mcp_sandbox_tenant_disk_bytes gauge", NULL};
+				       "mcp_sandbox_tenant_disk_bytes gauge",
+				       "mcp_sandbox_sleeps_total counter",
+				       "mcp_sandbox_wake_duration_seconds histogram", NULL};
 	     *n; n++) {
 		snprintf(line, sizeof(line), "# TYPE %s\n", *n);
 		all = all && strstr(text, line);
 	}
-	tap_ok(all && lines_with(text, "# HELP ") == 12 && lines_with(text, "# TYPE ") == 12,
-	       "an empty registry: a HELP and a TYPE line for each of its 12 metrics");
+	tap_ok(all && lines_with(text, "# HELP ") == 14 && lines_with(text, "# TYPE ") == 14,
+	       "an empty registry: a HELP and a TYPE line for each of its 14 metrics");
 	free(text);
 
 	/* The disk gauge moves both ways. */
@@ -743,6 +745,48 @@ static void test_counts(void)
 		       g.status, link ? link : "no link");
 		got_release(&g);
 		free(before);
+		free(after);
+	}
+
+	/* Asleep: counted so; woken by its artifact link (silently), then by a
+	 * call; each wake counted with its time. */
+	{
+		const char *wakes = "mcp_sandbox_wake_duration_seconds_count{outcome=\"ok\"}",
+			   *sleeps = "mcp_sandbox_sleeps_total{outcome=\"ok\"}",
+			   *asleep = "mcp_sandbox_sandboxes{state=\"sleeping\"}";
+		struct sbx_error err = SBX_ERROR_INIT;
+		sbx_sandbox *sb = NULL;
+		char *mid;
+		struct got g;
+
+		before = scrape(&f);
+		tap_ok(sbx_sandbox_get(mgr, "default", "metrics-box", &sb, &err) == 0 &&
+			   sbx_sandbox_sleep(sb, &err) == 0,
+		       "put the sandbox to sleep (%s)", err.msg);
+		mid = scrape(&f);
+		tap_ok(v0(mid, asleep) == 1 &&
+			   v0(mid, "mcp_sandbox_sandboxes{state=\"idle\"}") == 0 &&
+			   v0(mid, sleeps) - v0(before, sleeps) == 1,
+		       "asleep: counted sleeping, not idle; sleeps +1");
+		g = fetch("GET", link ? link : f.base, link ? "" : "/none", NULL, NULL, NULL);
+		after = scrape(&f);
+		tap_ok(g.status == 200 && g.body.len == 5000 &&
+			   v0(after, wakes) - v0(mid, wakes) == 1 && v0(after, asleep) == 0,
+		       "its artifact link wakes it and serves the file (%ld): wakes +1", g.status);
+		got_release(&g);
+		free(mid);
+		mid = after;
+		tap_ok(sb && sbx_sandbox_sleep(sb, &err) == 0, "asleep again (%s)", err.msg);
+		st[4] = call_tool(&f, session, "execute_terminal_command",
+				  "{\"sandbox_id\":\"metrics-box\",\"command\":\"true\"}");
+		after = scrape(&f);
+		tap_ok(st[4] == 200 && v0(after, wakes) - v0(mid, wakes) == 1 &&
+			   v0(after, "mcp_sandbox_wake_duration_seconds_sum{outcome=\"ok\"}") > 0,
+		       "a call wakes it: wakes +1, with its time");
+		check_parses(after, "/metrics with sleeps and wakes");
+		sbx_sandbox_unref(sb);
+		free(before);
+		free(mid);
 		free(after);
 	}
 

@@ -2099,6 +2099,27 @@ static void test_sleep_restart(void)
 	tap_is_int(count_instance(inst), 3, "with remove_on_exit=false the containers stay");
 
 	m = manager(&s2, engine);
+	{
+		/* The mark is read strictly: this instance, this id, 1 to 12 digits. */
+		static const char *const bad[] = {
+		    ".asleep-",	 ".asleep-12a", ".asleep-1234567890123", ".asleep--5", ".asleep-5 ",
+		    ".Asleep-5", "x.asleep-5",	".asleep-5.asleep-6"};
+		char name[SBX_CONTAINER_NAME_MAX + 1];
+		bool none = true;
+
+		snprintf(name, sizeof(name), "mcp-sbx-%s-abc.asleep-1700000000", inst);
+		tap_is_int((long)sbx_container_asleep_since(m, "abc", name), 1700000000L,
+			   "a marked name gives the time it fell asleep");
+		tap_is_int((long)sbx_container_asleep_since(m, "ab", name), 0,
+			   "... and not for another id it starts with");
+		snprintf(name, sizeof(name), "mcp-sbx-%s-x-abc.asleep-5", inst);
+		none = sbx_container_asleep_since(m, "abc", name) == 0;
+		for (size_t i = 0; i < SBX_ARRAY_SIZE(bad); i++) {
+			snprintf(name, sizeof(name), "mcp-sbx-%s-abc%s", inst, bad[i]);
+			none = none && sbx_container_asleep_since(m, "abc", name) == 0;
+		}
+		tap_ok(none, "no time from a name of another instance, or a mark that is not one");
+	}
 	r = sbx_manager_recover(m, &err);
 	tap_is_int(r, 3, "recover adopts them (%s)", err.msg);
 	if (tap_ok(entry_of(m, "napper", &in), "list the sleeping one")) {

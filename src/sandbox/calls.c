@@ -250,8 +250,22 @@ static int wake_marked(sbx_sandbox *sb, struct sbx_error *ret_err)
 {
 	sbx_manager *m = sb->m;
 	struct sbx_error unmark = SBX_ERROR_INIT, e = SBX_ERROR_INIT, *err = &e;
+	struct sbx_container_info ci = {0};
 	int64_t t0 = sbx_metrics_now_us();
-	int r = sbx_container_start(m->engine, sb->container, err);
+	int r = sbx_container_start(m->engine, sb->container, err), q;
+
+	/* A 404 may name something else (a network); a failure may be a lost
+	 * answer: what the container is now decides. */
+	if (r < 0) {
+		q = sbx_container_inspect(m->engine, sb->container, &ci, NULL);
+		if (q >= 0 && ci.running) {
+			sbx_error_clear(err);
+			r = 0;
+		} else if (r == -ENOENT && q != -ENOENT) {
+			r = e.code = -EIO;
+		}
+		sbx_container_info_release(&ci);
+	}
 
 	/* Its name's asleep mark goes once it runs (a server that dies before
 	 * then adopts it asleep; after, running, and takes the mark off). */

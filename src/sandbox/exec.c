@@ -192,12 +192,42 @@ int sbx_sandbox_run_shell(sbx_manager *m, sbx_sandbox *sb, const char *command, 
 	return sbx_sandbox_run_shell_ex(m, sb, command, &opts, ret_result, err);
 }
 
+struct relay_job {
+	sbx_manager *m;
+	sbx_sandbox *sb;
+	char *notice;
+};
+
+static void *relay_main(void *arg)
+{
+	struct relay_job *j = arg;
+
+	j->notice = sbx_sandbox_egress_for_code(j->m, j->sb);
+	return NULL;
+}
+
+/* Before Python code runs in SB: its relay (sbx_sandbox_egress_for_code's
+ * notice) and its interpreter up. When both must start (the first call,
+ * or the first after a wake: about 100 ms each), they start side by side,
+ * the relay on a thread of its own that ends before the code runs. */
+static char *relay_and_interp(sbx_manager *m, sbx_sandbox *sb)
+{
+	struct relay_job j = {m, sb, NULL};
+	pthread_t t;
+
+	if (sbx_sandbox_egress_ready(m, sb) || pthread_create(&t, NULL, relay_main, &j) != 0)
+		return sbx_sandbox_egress_for_code(m, sb);
+	sbx_interp_prepare(m, sb);
+	pthread_join(t, NULL);
+	return j.notice;
+}
+
 int sbx_sandbox_run_python_ex(sbx_manager *m, sbx_sandbox *sb, const char *code,
 			      const struct sbx_run_opts *opts, struct sbx_run_result *ret_result,
 			      struct sbx_error *err)
 {
 	struct sbx_run_result out;
-	_cleanup_free_ char *relay = sbx_sandbox_egress_for_code(m, sb);
+	_cleanup_free_ char *relay = relay_and_interp(m, sb);
 	int r = sbx_interp_run(m, sb, code, opts, &out, err);
 
 	if (r < 0)

@@ -70,6 +70,15 @@ const char *sbx_interp_program(void)
 /* The inline images of one call together, in units of image_inline_max. */
 #define IMG_TOTAL_FACTOR 4
 
+/* Why a new interpreter's start lost the state of earlier calls, until a
+ * run says so. */
+enum untold {
+	UNTOLD_NONE,
+	UNTOLD_RESTART, /* a start after a deliberate end (a reset's old one) */
+	UNTOLD_LOST,	/* the old one had ended (killed, out of memory) */
+	UNTOLD_ASLEEP,	/* the sandbox was put to sleep */
+};
+
 struct sbx_interp {
 	pthread_mutex_t run;
 	pthread_mutex_t pid_lock;
@@ -80,6 +89,7 @@ struct sbx_interp {
 				   * false in a pooled interpreter no call has used yet */
 	bool lost;		  /* it ended between calls; nobody was told yet */
 	bool slept;		  /* its sandbox was put to sleep since; nobody was told yet */
+	enum untold untold;	  /* a start lost state: the next run says why */
 	struct sbx_buf line;	  /* an incomplete protocol line */
 	struct sbx_buf diag;	  /* the interpreter's own stderr */
 	struct json_tokener *tok; /* parses each line (reset first); under run */
@@ -843,6 +853,50 @@ static int lock_until(struct sbx_interp *in, long wait_ms, const struct sbx_run_
 	}
 }
 
+/* Under in->run: starts C's interpreter when it has none (one whose
+ * stream ended is dropped first). A start that loses state the user was
+ * not told about leaves in->untold for the next run to say. */
+static int ensure_started(struct call *c, struct sbx_error *err)
+{
+	struct sbx_interp *in = c->in;
+	enum untold why;
+	int r;
+
+	if (in->stream && stream_ended(c)) {
+		drop_stream(in);
+		in->lost = true;
+	}
+	if (in->stream)
+		return 0;
+	why = !in->has_state ? UNTOLD_NONE
+	      : in->lost     ? UNTOLD_LOST
+	      : in->slept    ? UNTOLD_ASLEEP
+			     : UNTOLD_RESTART;
+	r = start(c, err);
+	if (r >= 0 && why != UNTOLD_NONE)
+		in->untold = why;
+	return r;
+}
+
+int sbx_interp_prepare(sbx_manager *m, sbx_sandbox *sb)
+{
+	struct call c = {.m = m, .sb = sb, .container = sb->container, .sid = sb->id};
+	int r = sbx_sandbox_begin(sb, NULL);
+
+	if (r < 0)
+		return r;
+	c.in = interp_of(sb);
+	/* A run or a reset holding it starts it itself; c.id 0 matches no
+	 * call: pending lines of no call are dropped. */
+	if (c.in && pthread_mutex_trylock(&c.in->run) == 0) {
+		r = ensure_started(&c, NULL);
+		pthread_mutex_unlock(&c.in->run);
+	}
+	call_release(&c);
+	sbx_sandbox_end(sb, NULL);
+	return r;
+}
+
 static int interp_run(sbx_manager *m, sbx_sandbox *sb, const char *code,
 		      const struct sbx_run_opts *opts, struct sbx_run_result *ret_result,
 		      struct sbx_error *err)
@@ -859,7 +913,7 @@ static int interp_run(sbx_manager *m, sbx_sandbox *sb, const char *code,
 	    .opts = opts,
 	    .cap = (size_t)m->s->sandbox.output_cap,
 	};
-	bool was_lost, was_asleep, had_state, retried = false;
+	bool had_state, retried = false;
 	int r;
 
 	if (!code)
@@ -881,37 +935,29 @@ static int interp_run(sbx_manager *m, sbx_sandbox *sb, const char *code,
 				     sb->id);
 	c.id = ++in->next_id;
 	c.res.exit_code = -1;
-	if (in->stream && stream_ended(&c)) {
-		drop_stream(in);
-		in->lost = true;
-	}
 again:
-	was_lost = in->lost;
-	was_asleep = in->slept;
-	if (!in->stream) {
-		had_state = in->has_state;
-		r = start(&c, err);
-		if (r < 0)
+	r = ensure_started(&c, err);
+	if (r < 0)
+		goto out;
+	if (in->untold != UNTOLD_NONE) {
+		c.res.interpreter_restarted = true;
+		r = sbx_str_replacef(
+		    &c.res.notice, "%s",
+		    in->untold == UNTOLD_LOST
+			? "The Python interpreter had ended since the last call (killed, or out of "
+			  "memory); a new one ran this code: variables and imports of earlier "
+			  "calls are gone."
+		    : in->untold == UNTOLD_ASLEEP
+			? "The sandbox was asleep since the last call (unused: "
+			  "sandbox.idle_timeout), so a new Python interpreter ran this code: "
+			  "variables and imports of earlier calls are gone; files and installed "
+			  "packages are kept."
+			: "A new Python interpreter ran this code: variables and imports of "
+			  "earlier calls are gone.");
+		in->untold = UNTOLD_NONE;
+		if (r < 0) {
+			r = sbx_error_set(err, -ENOMEM, "out of memory");
 			goto out;
-		if (had_state) {
-			c.res.interpreter_restarted = true;
-			r = sbx_str_replacef(
-			    &c.res.notice, "%s",
-			    was_lost ? "The Python interpreter had ended since the last "
-				       "call (killed, or out of memory); a new one ran "
-				       "this code: variables and imports of earlier calls "
-				       "are gone."
-			    : was_asleep
-				? "The sandbox was asleep since the last call (unused: "
-				  "sandbox.idle_timeout), so a new Python interpreter ran this "
-				  "code: variables and imports of earlier calls are gone; files "
-				  "and installed packages are kept."
-				: "A new Python interpreter ran this code: variables "
-				  "and imports of earlier calls are gone.");
-			if (r < 0) {
-				r = sbx_error_set(err, -ENOMEM, "out of memory");
-				goto out;
-			}
 		}
 	}
 	had_state = in->has_state;
@@ -1005,6 +1051,7 @@ static int interp_reset(sbx_manager *m, sbx_sandbox *sb, struct sbx_error *err)
 	drop_stream(in);
 	r = start(&c, err);
 	in->lost = false;
+	in->untold = UNTOLD_NONE; /* the reset's own result says it */
 	pthread_mutex_unlock(&in->run);
 	call_release(&c);
 	if (r < 0)

@@ -508,7 +508,10 @@ static int info_fill(sbx_manager *m, sbx_sandbox *sb, const char *status, const 
 	info->image = strdup(sb->image);
 	info->created = sb->created;
 	pthread_mutex_lock(&m->lock);
-	info->status = strdup(sb->sleep != SBX_SLEEP_AWAKE ? "sleeping" : status);
+	/* Asleep: its container is stopped, as the engine says; gone, it
+	 * is not asleep. */
+	info->status = strdup(
+	    sb->sleep != SBX_SLEEP_AWAKE && strcmp(status, "missing") != 0 ? "sleeping" : status);
 	info->asleep_since = sb->sleep != SBX_SLEEP_AWAKE ? sb->slept_at : 0;
 	info->sleeps = sb->sleeps;
 	info->wakes = sb->wakes;
@@ -762,8 +765,10 @@ static int adopt(sbx_manager *m, const char *cid, struct sbx_error *err)
 	sb->sampled_ms = sb->disk_sampled_ms = sbx_monotonic_ms(); /* adopted: from now */
 	pthread_mutex_lock(&m->lock);
 	if (!running && asleep) { /* put to sleep, its name says (sleep.c) */
+		time_t now = time(NULL);
 		sb->sleep = SBX_SLEEP_ASLEEP;
-		sb->slept_at = asleep;
+		/* The engine's word: not before its creation, not in the future. */
+		sb->slept_at = asleep < sb->created ? sb->created : asleep > now ? now : asleep;
 		sb->sleeps = 1;
 	} else if (!running) { /* it stopped while no server followed the engine */
 		sbx_sandbox_died_of_locked(m, sb, &ci, true);

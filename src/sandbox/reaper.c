@@ -9,8 +9,9 @@
  * stopped, its files kept; the next call wakes it); on an engine where a
  * stopped container is not started again with its files (Swarm:
  * sbx_engine_restart_keeps), and for a dead sandbox, it is removed then
- * instead. Asleep for sandbox.sleep_lifetime, it is removed. Older than
- * max_lifetime, any sandbox is removed.
+ * instead, and so after SBX_SLEEP_TRIES failed sleeps in a row (an engine
+ * that cannot stop or mark it). Asleep for sandbox.sleep_lifetime, it is
+ * removed. Older than max_lifetime, any sandbox is removed.
  *
  * The idle time is on CLOCK_MONOTONIC (a change of the wall clock neither
  * reaps early nor spares); the creation time (from the container's labels,
@@ -52,7 +53,8 @@
  * than being removed. */
 static bool sleeps_locked(sbx_manager *m, const sbx_sandbox *sb)
 {
-	return sbx_engine_restart_keeps(m->engine) && sb->death == SBX_DEATH_NONE && sb->container;
+	return sbx_engine_restart_keeps(m->engine) && sb->death == SBX_DEATH_NONE &&
+	       sb->container && sb->sleep_failures < SBX_SLEEP_TRIES;
 }
 
 /* NOW_MS plus the time from now to the wall-clock time AT_WALL_MS. */
@@ -157,9 +159,10 @@ static void *reaper_main(void *arg)
 			int r;
 
 			if (why == SBX_END_NONE) {
-				/* Idle, and it may sleep. */
+				/* Idle, and it may sleep: unless used meanwhile. */
+				int64_t used = victim->used_ms;
 				pthread_mutex_unlock(&m->lock);
-				r = sbx_sandbox_sleep(victim, &err);
+				r = sbx_sandbox_sleep_idle(victim, used, &err);
 				if (r >= 0)
 					sbx_log("sandbox %s (owner %s) was put to sleep: not "
 						"used for %lld s (sandbox.idle_timeout)",

@@ -101,18 +101,24 @@ int sbx_sandbox_egress_pip_env(sbx_manager *m, sbx_sandbox *sb, char ***ret_env,
 	return sbx_egress_pip_env(e, port, ret_env, err);
 }
 
+bool sbx_sandbox_egress_ready(sbx_manager *m, sbx_sandbox *sb)
+{
+	struct sbx_egress *e;
+
+	if (!sbx_egress_fixed_port(m->s))
+		return true;
+	/* Cheap when the relay runs: m->lock, then its lock, a flag and a poll(2). */
+	e = relay_get(m, sb);
+	return e && sbx_egress_running(e);
+}
+
 char *sbx_sandbox_egress_for_code(sbx_manager *m, sbx_sandbox *sb)
 {
 	struct sbx_error err = SBX_ERROR_INIT;
-	struct sbx_egress *e;
 	char *notice = NULL;
 	int port;
 
-	if (!sbx_egress_fixed_port(m->s))
-		return NULL;
-	/* Cheap when the relay runs: m->lock, then its lock, a flag and a poll(2). */
-	e = relay_get(m, sb);
-	if (e && sbx_egress_running(e))
+	if (sbx_sandbox_egress_ready(m, sb))
 		return NULL;
 	/* Counted as a call: the reaper leaves the sandbox alone meanwhile; a
 	 * sandbox that is going is the call's own error to tell. */

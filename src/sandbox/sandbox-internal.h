@@ -103,6 +103,7 @@ struct sbx_sandbox {
 	time_t slept_at;       /* wall clock, while asleep (or going to sleep) */
 	uint64_t wakes;	       /* times it was woken */
 	uint64_t sleeps;       /* times it was put to sleep */
+	int sleep_failures;    /* in a row: past SBX_SLEEP_TRIES it is removed instead */
 	/* Wakes tried; the last one failed with WAKE_ERROR: calls that waited
 	 * for it fail with its error rather than each trying again. */
 	uint64_t wake_tries;
@@ -271,6 +272,12 @@ int sbx_container_name(sbx_manager *m, const char *id, time_t asleep_since, char
  * sandbox ID fell asleep, from its name; 0 when the name has no asleep
  * mark. (provision.c) */
 time_t sbx_container_asleep_since(sbx_manager *m, const char *id, const char *name);
+/* Failed sleeps in a row after which the reaper removes an idle sandbox
+ * instead (its engine cannot stop or mark it). */
+#define SBX_SLEEP_TRIES 3
+/* sbx_sandbox_sleep for the reaper: -EBUSY also when SB was used since
+ * USED_MS (its sb->used_ms when the reaper chose it; INT64_MIN: no check). */
+int sbx_sandbox_sleep_idle(sbx_sandbox *sb, int64_t used_ms, struct sbx_error *err);
 /* Names SB's container as asleep since ASLEEP_SINCE (0: awake), on the
  * engine (sbx_container_name). (provision.c) */
 int sbx_sandbox_mark_asleep(sbx_sandbox *sb, time_t asleep_since, struct sbx_error *err);
@@ -334,6 +341,11 @@ void sbx_interp_free(struct sbx_interp *in);
  * next run starts a fresh one and, when earlier calls left state, says
  * that a new interpreter ran its code. Waits for a run in progress. */
 void sbx_interp_sleep(sbx_sandbox *sb);
+/* Starts SB's interpreter now, when it has none and no run or reset holds
+ * it (which would start it itself), as a call of its own (it wakes a
+ * sleeping sandbox): the next run then finds it up, and says what a
+ * restart lost. 0, or the start's error (the run tries again and tells). */
+int sbx_interp_prepare(sbx_manager *m, sbx_sandbox *sb);
 /* sbx_sandbox_run_python_ex and sbx_sandbox_reset_python, in interp.c. */
 int sbx_interp_run(sbx_manager *m, sbx_sandbox *sb, const char *code,
 		   const struct sbx_run_opts *opts, struct sbx_run_result *ret_result,
@@ -416,6 +428,9 @@ int sbx_sandbox_egress_pip_env(sbx_manager *m, sbx_sandbox *sb, char ***ret_env,
  * NULL, or a notice (owned) for the call's result when the relay cannot
  * start (its port taken, say): the call runs anyway, without egress. */
 char *sbx_sandbox_egress_for_code(sbx_manager *m, sbx_sandbox *sb);
+/* Whether sbx_sandbox_egress_for_code has nothing to start: no relay is
+ * used, or SB's runs. Cheap. */
+bool sbx_sandbox_egress_ready(sbx_manager *m, sbx_sandbox *sb);
 /* What SB's relay did (sbx_egress_stats); all zero when it never had one. */
 void sbx_sandbox_egress_stats(sbx_manager *m, sbx_sandbox *sb, struct sbx_egress_stats *ret);
 

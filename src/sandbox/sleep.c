@@ -22,6 +22,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <time.h>
 
 #include "sandbox-internal.h"
@@ -41,6 +42,11 @@ static bool stopped(sbx_manager *m, sbx_sandbox *sb)
 }
 
 int sbx_sandbox_sleep(sbx_sandbox *sb, struct sbx_error *err)
+{
+	return sbx_sandbox_sleep_idle(sb, INT64_MIN, err);
+}
+
+int sbx_sandbox_sleep_idle(sbx_sandbox *sb, int64_t used_ms, struct sbx_error *err)
 {
 	sbx_manager *m = sb->m;
 	struct sbx_reader *readers;
@@ -63,7 +69,7 @@ int sbx_sandbox_sleep(sbx_sandbox *sb, struct sbx_error *err)
 		pthread_mutex_unlock(&m->lock);
 		return 0;
 	}
-	if (sbx_sandbox_busy_locked(sb)) {
+	if (sbx_sandbox_busy_locked(sb) || (used_ms != INT64_MIN && sb->used_ms != used_ms)) {
 		pthread_mutex_unlock(&m->lock);
 		return sbx_error_set(err, -EBUSY,
 				     "sandbox %s is running a call or an install: it cannot sleep",
@@ -78,6 +84,8 @@ int sbx_sandbox_sleep(sbx_sandbox *sb, struct sbx_error *err)
 
 	sbx_readers_free(readers);
 	sbx_interp_sleep(sb);
+	/* What it used up to now is counted before its counts end. */
+	sbx_usage_sample(m, sb);
 	/* Marked asleep on the engine first, then stopped: a server that
 	 * restarts adopts a stopped container so marked as asleep, any other
 	 * stopped one as dead (manager.c). A mark without the stop (the stop
@@ -98,10 +106,16 @@ int sbx_sandbox_sleep(sbx_sandbox *sb, struct sbx_error *err)
 	if (r >= 0) {
 		sb->sleep = SBX_SLEEP_ASLEEP;
 		sb->sleeps++;
+		sb->sleep_failures = 0;
 		sb->memory_bytes = 0;
 	} else {
 		sb->sleep = SBX_SLEEP_AWAKE;
 		sb->slept_at = 0;
+		sb->sleep_failures++;
+		/* Gone behind the server's back: dead, and removed at its idle
+		 * time like any dead one. */
+		if (r == -ENOENT)
+			sbx_sandbox_died_locked(m, sb, SBX_DEATH_REMOVED, -1, false);
 	}
 	pthread_cond_broadcast(&m->woke);
 	pthread_mutex_unlock(&m->lock);

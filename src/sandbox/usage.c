@@ -160,8 +160,10 @@ static void sample_one(sbx_manager *m, sbx_sandbox *sb, bool ask_disk)
 	/* Either may fail (the engine did not answer, has none): the next turn.
 	 * Asleep, it uses no memory and no CPU: only its disk is sampled. */
 	stats = run != UINT64_MAX && sbx_container_stats(m->engine, sb->container, &st, &err) >= 0;
-	r = ask_disk || !known ? sbx_container_disk_usage(m->engine, sb->container, &disk, NULL)
-			       : -EAGAIN;
+	/* Asleep, its disk does not change: the last figure counts on. */
+	r = (ask_disk && run != UINT64_MAX) || !known
+		? sbx_container_disk_usage(m->engine, sb->container, &disk, NULL)
+		: -EAGAIN;
 	if (r == -ERANGE)
 		disk = m->s->sandbox.disk > 0 ? m->s->sandbox.disk : SBX_DISK_USAGE_MAX;
 	else if (r < 0)

@@ -147,8 +147,7 @@ static int catch_up(sbx_manager *m)
 	seen = calloc(m->n + 1, sizeof(*seen));
 	for (size_t i = 0; seen && i < m->n; i++)
 		if (m->table[i]->ready && m->table[i]->end == SBX_END_NONE &&
-		    m->table[i]->death == SBX_DEATH_NONE && m->table[i]->container &&
-		    m->table[i]->sleep == SBX_SLEEP_AWAKE)
+		    m->table[i]->death == SBX_DEATH_NONE && m->table[i]->container)
 			seen[n++] = sbx_sandbox_ref(m->table[i]);
 	pthread_mutex_unlock(&m->lock);
 	if (!seen)
@@ -167,7 +166,13 @@ static int catch_up(sbx_manager *m)
 	for (size_t i = 0; r >= 0 && i < n; i++) {
 		const struct sbx_container_summary *c =
 		    sbx_summary_find(cs, n_cs, seen[i]->container);
-		if (!c || !c->running)
+		bool awake;
+
+		pthread_mutex_lock(&m->lock);
+		awake = seen[i]->sleep == SBX_SLEEP_AWAKE;
+		pthread_mutex_unlock(&m->lock);
+		/* A sleeping one's container is stopped: only its absence is news. */
+		if (!c || (!c->running && awake))
 			learn_death(m, seen[i], -1, true);
 	}
 	sbx_container_list_free(cs, n_cs);
