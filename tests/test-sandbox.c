@@ -1935,7 +1935,8 @@ static bool wait_status(sbx_manager *m, const char *name, const char *status, in
  * falls asleep and expires; a later call says it expired. */
 static void test_reap(void)
 {
-	const char *const idle[] = {"sandbox.idle_timeout=2s", "sandbox.sleep_lifetime=3s", NULL};
+	const char *const idle[] = {"sandbox.idle_timeout=2s", "sandbox.sleep_lifetime=3s",
+				    "sandbox.max_sandboxes=2", NULL};
 	bool sleeps = sbx_engine_restart_keeps(engine);
 	struct sbx_error err = SBX_ERROR_INIT;
 	struct sbx_sandbox_info in = {0};
@@ -2010,6 +2011,16 @@ static void test_reap(void)
 			struct sbx_sandbox_counts c;
 			sbx_manager_sandbox_counts(m, &c);
 			tap_ok(c.sleeping >= 1, "counted sleeping (%zu)", c.sleeping);
+		}
+		{
+			sbx_sandbox *third = NULL;
+			sbx_error_clear(&err);
+			r = sbx_sandbox_create(m, "alice", "third", &third, &err);
+			tap_ok(r == -EBUSY && strstr(err.msg, "asleep, last used"),
+			       "asleep, it keeps its place in sandbox.max_sandboxes (2), and the "
+			       "error says it sleeps: %s",
+			       err.msg);
+			sbx_sandbox_unref(third);
 		}
 		free(cid);
 	}

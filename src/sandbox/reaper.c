@@ -201,6 +201,10 @@ int sbx_reaper_start(sbx_manager *m, struct sbx_error *err)
 
 	if (m->s->sandbox.idle_timeout_ms <= 0 && m->s->sandbox.max_lifetime_ms <= 0)
 		return 0;
+	if (m->s->sandbox.idle_timeout_ms > 0 && !sbx_engine_restart_keeps(m->engine))
+		sbx_log("engine %s: an idle sandbox is removed at sandbox.idle_timeout, not put to "
+			"sleep: a container stopped there is not started again with its files",
+			sbx_engine_name(m->engine));
 	rp = calloc(1, sizeof(*rp));
 	if (!rp)
 		return sbx_error_set(err, -ENOMEM, "out of memory");
