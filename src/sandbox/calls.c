@@ -128,6 +128,12 @@ bool sbx_sandbox_died_locked(sbx_manager *m, sbx_sandbox *sb, enum sbx_death dea
 	/* Known dead: only its removal is news (a forced removal kills first). */
 	if (sb->death != SBX_DEATH_NONE && (death != SBX_DEATH_REMOVED || sb->death == death))
 		return false;
+	/* Its container gone while it slept: dead, no longer asleep (removed
+	 * at its idle time, not its sleep's end). */
+	if (sb->sleep == SBX_SLEEP_ASLEEP) {
+		sb->sleep = SBX_SLEEP_AWAKE;
+		sb->slept_at = 0;
+	}
 	sb->death = death;
 	sb->death_code = code;
 	sb->death_at = time(NULL);

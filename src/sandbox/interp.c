@@ -330,7 +330,9 @@ static int handle_line(struct call *c, const char *line, size_t len)
 		c->hello = json_object_get(o);
 		goto out;
 	}
-	if ((uint64_t)int_of(o, "id", -1) != c->id || c->done)
+	/* Id 0 is no call's (a start, a check, a prepare): what comes then is
+	 * dropped, whatever id a line claims. */
+	if (c->id == 0 || (uint64_t)int_of(o, "id", -1) != c->id || c->done)
 		goto out;
 	if (strcmp(t, "a") == 0) {
 		c->acked = true;
@@ -893,6 +895,7 @@ int sbx_interp_prepare(sbx_manager *m, sbx_sandbox *sb)
 		pthread_mutex_unlock(&c.in->run);
 	}
 	call_release(&c);
+	sbx_run_result_release(&c.res);
 	sbx_sandbox_end(sb, NULL);
 	return r;
 }

@@ -829,9 +829,9 @@ sbx_manager *sbx_manager_free(sbx_manager *m)
 {
 	if (!m)
 		return NULL;
+	sbx_reaper_stop(m); /* first: its sleeps sample usage */
 	sbx_usage_stop(m);
 	sbx_watch_stop(m);
-	sbx_reaper_stop(m);
 	sbx_pool_stop(m);
 	/* Removing a container also ends the installs running in it. */
 	for (size_t i = 0; m->s->sandbox.remove_on_exit && i < m->n; i++) {
