@@ -486,6 +486,9 @@ static void *bg_post_main(void *arg)
 	return NULL;
 }
 
+/* The server the tests below run against (set in main). */
+static sbx_http *main_http;
+
 static void test_progress_http(void)
 {
 	char *id = mcp_initialize();
@@ -524,10 +527,21 @@ static void test_progress_http(void)
 		 * worker of the pool, whichever of them wakes), not a new one. */
 		pid_t before[512];
 		size_t n = 0;
-		bool pooled = false;
-		DIR *d = opendir("/proc/self/task");
+		bool pooled = false, idle = false;
+		DIR *d;
 		struct dirent *e;
 
+		/* The worker that ran call 32 sends its answer before it goes
+		 * back to the pool: wait until it is there (or never comes). */
+		for (int i = 0; i < 500 && !idle; i++) {
+			pthread_mutex_lock(&main_http->workers_lock);
+			idle = main_http->idle > 0;
+			pthread_mutex_unlock(&main_http->workers_lock);
+			if (!idle)
+				sleep_ms(10);
+		}
+		tap_ok(idle, "after a call, its worker waits idle in the pool");
+		d = opendir("/proc/self/task");
 		while (d && (e = readdir(d)) && n < SBX_ARRAY_SIZE(before))
 			if (e->d_name[0] != '.')
 				before[n++] = (pid_t)atoi(e->d_name);
@@ -3383,6 +3397,7 @@ int main(void)
 		if (sbx_http_start(&hc, &http, &err) < 0)
 			tap_bail(err.msg);
 	}
+	main_http = http;
 	http_use(sbx_http_port(http), false);
 	tap_ok(http_target.port != 0, "bound a free port (%u)", http_target.port);
 	tap_is_str(sbx_http_public_url(http), http_target.base,
