@@ -816,6 +816,15 @@ static bool relay_stops(sbx_manager *m, sbx_sandbox *sb, int ms)
 	return true;
 }
 
+/* The main manager's egress deadlines (test_engine), shorter than the
+ * defaults so that the cases which wait them out are quick; each still
+ * leaves a loaded machine room for a real relay's start and an install. */
+#define HELLO_S 6      /* sandbox.egress_hello_timeout */
+#define HEAD_S 4       /* sandbox.egress_head_timeout */
+#define WRITE_S 10     /* sandbox.egress_write_timeout */
+#define LOW_SPEED_S 10 /* sandbox.egress_low_speed_time */
+#define PAGE_S 20      /* sandbox.egress_page_timeout */
+
 /* Whether the relay process PID is gone from SB within 10 s. */
 static bool relay_gone(sbx_manager *m, sbx_sandbox *sb, long pid)
 {
@@ -1108,7 +1117,7 @@ static char *hijack(sbx_manager *m, sbx_sandbox *sb, const char *payload)
 /* A relay that stops reading its input (code in the sandbox stops it) while
  * a download is pushed to it, with a window it granted itself: the pump's
  * writes to the engine stream do not block it, and a batch not read within
- * 30 s stops the relay (counted and logged), its process killed. */
+ * WRITE_S stops the relay (counted and logged), its process killed. */
 static void test_deaf(sbx_manager *m, sbx_sandbox *sb)
 {
 	struct sbx_egress_stats before, after;
@@ -1233,7 +1242,7 @@ static void test_hostile(sbx_manager *m, sbx_sandbox *sb)
 	port = relay_port(m, sb);
 	snprintf(code, sizeof(code),
 		 "import socket, time\n"
-		 "time.sleep(11)\n" /* the flood's streams time out first */
+		 "time.sleep(%d)\n" /* the flood's streams time out first */
 		 "socks = [socket.create_connection(('127.0.0.1', %d), timeout=30) for _ in "
 		 "range(30)]\n"
 		 "socks[0].sendall(b'GET /simple/ HT')\n"
@@ -1250,12 +1259,12 @@ static void test_hostile(sbx_manager *m, sbx_sandbox *sb)
 		 "print('busy', sum('503' in a for a in answers), 'slow', "
 		 "sum('408' in a for a in answers), 'after', int(time.time() - t))\n"
 		 "print([a for a in answers if '503' not in a and '408' not in a])\n",
-		 port);
+		 HEAD_S + 1, port);
 	free(out);
 	out = py(m, sb, code);
 	tap_ok(strstr(out, "busy 14 slow 16") != NULL,
-	       "30 idle connections: 14 refused at once (503), 16 answered 408 after 10 s: %s",
-	       out);
+	       "30 idle connections: 14 refused at once (503), 16 answered 408 after %d s: %s",
+	       HEAD_S, out);
 
 	/* The server keeps serving: the next install starts a relay again. */
 	install(m, sb, "sbxdemo3", "after the hostile relays");
@@ -1346,31 +1355,33 @@ static void test_early_frames(sbx_manager *m, sbx_sandbox *sb)
 	real_relay(m, sb, "early frames");
 }
 
-/* The wait for a relay's hello ends at its deadline (15 s) whatever the relay
+/* The wait for a relay's hello ends at its deadline (HELLO_S) whatever the relay
  * writes meanwhile, so a relay that chatters on its stderr and never says hello
  * holds the start, and the sandbox's start_lock that every code call and
- * install of the sandbox takes, for 15 s only. This fake chatters for 25 s and
- * ends: a start that waited for it fails with -EPIPE after 25 s. (A read after
+ * install of the sandbox takes, for HELLO_S only. This fake chatters for
+ * HELLO_S + 9 s and ends: a start that waited for it fails with -EPIPE then. (A read after
  * the deadline is not even tried, 02272f2; that one line is not caught here:
  * through the engine the server's reads outpace any writer, so a poll(0) after
  * the deadline finds nothing and times out even without it.) */
 static void test_chatty_hello(sbx_manager *m, sbx_sandbox *sb)
 {
 	struct sbx_error err = SBX_ERROR_INIT;
+	char src[512];
 	int port = 0, r;
 	int64_t t0, ms;
 
-	fake_relay(m, sb,
-		   "    'import os, time',\n"
-		   "    't0 = time.time()',\n"
-		   "    'while time.time() < t0 + 25:',\n"
-		   "    \"    os.write(2, b'chatter ' * 8)\",\n"
-		   "    '    time.sleep(0.005)',\n",
-		   "chatty relay");
+	snprintf(src, sizeof(src),
+		 "    'import os, time',\n"
+		 "    't0 = time.time()',\n"
+		 "    'while time.time() < t0 + %d:',\n"
+		 "    \"    os.write(2, b'chatter ' * 8)\",\n"
+		 "    '    time.sleep(0.005)',\n",
+		 HELLO_S + 9);
+	fake_relay(m, sb, src, "chatty relay");
 	t0 = sbx_monotonic_ms();
 	r = sbx_sandbox_egress_ensure(m, sb, &port, &err);
 	ms = sbx_monotonic_ms() - t0;
-	tap_ok(r == -ETIMEDOUT && strstr(err.msg, "did not start") && ms < 24000,
+	tap_ok(r == -ETIMEDOUT && strstr(err.msg, "did not start") && ms < (HELLO_S + 8) * 1000,
 	       "a relay writing its stderr without end and no hello: the start fails at the "
 	       "hello's deadline (%d after %lld ms: %.120s)",
 	       r, (long long)ms, err.msg);
@@ -1405,8 +1416,8 @@ static void test_killed(sbx_manager *m, sbx_sandbox *sb)
 	       "the install started a new relay (%llu relays)", (unsigned long long)after.relays);
 }
 
-/* Fetches the index cut off: a file under 1 KiB/s after 30 s, a page still
- * coming after 60 s (both 1 MiB that would take minutes); run beside
+/* Fetches the index cut off: a file under 1 KiB/s after LOW_SPEED_S, a page
+ * still coming after PAGE_S (both 1 MiB that would take minutes); run beside
  * test_parallel, without TAP output (another thread writes it). */
 struct slow {
 	sbx_manager *m;
@@ -1456,18 +1467,22 @@ static void check_slow(const char *out)
 {
 	int tt = -1, tn = -1, pt = -1, pn = -1;
 	const char *t = strstr(out, "trickle "), *p = strstr(out, "page ");
+	bool t_ok, p_ok;
 
 	if (t)
 		sscanf(t, "trickle %d %d", &tt, &tn);
 	if (p)
 		sscanf(p, "page %d %d", &pt, &pn);
-	tap_ok(tt >= 28 && tt <= 50 && tn >= 0 && tn < (1 << 20),
-	       "a file arriving at 200 B/s is cut off after 30 s under 1 KiB/s (%d s, %d bytes)",
-	       tt, tn);
-	tap_ok(pt >= 58 && pt <= 80 && pn > 30 * 4000 && pn < (1 << 20),
-	       "a page arriving at 4 KB/s is cut off 60 s after its request (%d s, %d bytes)", pt,
-	       pn);
-	if (tt < 28 || tt > 50 || pt < 58 || pt > 80)
+	t_ok = tt >= LOW_SPEED_S - 2 && tt <= LOW_SPEED_S + 20;
+	p_ok = pt >= PAGE_S - 2 && pt <= PAGE_S + 20;
+
+	tap_ok(t_ok && tn >= 0 && tn < (1 << 20),
+	       "a file arriving at 200 B/s is cut off after %d s under 1 KiB/s (%d s, %d bytes)",
+	       LOW_SPEED_S, tt, tn);
+	tap_ok(p_ok && pn > PAGE_S / 2 * 4000 && pn < (1 << 20),
+	       "a page arriving at 4 KB/s is cut off %d s after its request (%d s, %d bytes)",
+	       PAGE_S, pt, pn);
+	if (!t_ok || !p_ok)
 		tap_diag("%s", out);
 }
 
@@ -2615,6 +2630,7 @@ static void test_engine(const char *script)
 	sbx_manager *m;
 	sbx_sandbox *sb = NULL;
 	char idx[256], allow[192], inst[96];
+	char hello[64], head[64], write_to[64], low_speed[64], page[64];
 	_cleanup_free_ char *out = NULL;
 	const char *par = getenv("SBX_EGRESS_PARALLEL");
 	sbx_auth *auth = NULL;
@@ -2645,7 +2661,18 @@ static void test_engine(const char *script)
 					     "sandbox.install_timeout=120s",
 					     "sandbox.index_files_path=/packages/",
 					     "sandbox.pool_size=0",
+					     hello,
+					     head,
+					     write_to,
+					     low_speed,
+					     page,
 					     NULL};
+		snprintf(hello, sizeof(hello), "sandbox.egress_hello_timeout=%ds", HELLO_S);
+		snprintf(head, sizeof(head), "sandbox.egress_head_timeout=%ds", HEAD_S);
+		snprintf(write_to, sizeof(write_to), "sandbox.egress_write_timeout=%ds", WRITE_S);
+		snprintf(low_speed, sizeof(low_speed), "sandbox.egress_low_speed_time=%ds",
+			 LOW_SPEED_S);
+		snprintf(page, sizeof(page), "sandbox.egress_page_timeout=%ds", PAGE_S);
 		settings_for(&s, inst, extra);
 	}
 	m = manager(&s, engine);

@@ -106,6 +106,11 @@ static void test_defaults(void)
 	tap_is_int(s.sandbox.egress_connections_per_tenant, 64,
 		   "sandbox.egress_connections_per_tenant");
 	tap_is_int(s.sandbox.egress_tunnel_lifetime_ms, 3600000, "sandbox.egress_tunnel_lifetime");
+	tap_is_int(s.sandbox.egress_hello_timeout_ms, 15000, "sandbox.egress_hello_timeout");
+	tap_is_int(s.sandbox.egress_head_timeout_ms, 10000, "sandbox.egress_head_timeout");
+	tap_is_int(s.sandbox.egress_write_timeout_ms, 30000, "sandbox.egress_write_timeout");
+	tap_is_int(s.sandbox.egress_low_speed_time_ms, 30000, "sandbox.egress_low_speed_time");
+	tap_is_int(s.sandbox.egress_page_timeout_ms, 60000, "sandbox.egress_page_timeout");
 
 	a = dump(&s);
 	tap_ok(strstr(a, "[engine]\ntype = docker\nsocket =\n") != NULL, "dump is INI");

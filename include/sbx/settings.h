@@ -97,6 +97,14 @@ struct sbx_settings {
 		int64_t egress_connections;
 		int64_t egress_connections_per_tenant;
 		int64_t egress_tunnel_lifetime_ms;
+		/* The relay's and the fetches' deadlines (src/egress/): its hello,
+		 * a request head, a write to it, a fetch under 1 KiB/s, an index
+		 * page. */
+		int64_t egress_hello_timeout_ms;
+		int64_t egress_head_timeout_ms;
+		int64_t egress_write_timeout_ms;
+		int64_t egress_low_speed_time_ms;
+		int64_t egress_page_timeout_ms;
 		bool allow_direct_urls; /* package specs may be URLs, paths, files */
 		int64_t max_sandboxes;
 		int64_t install_timeout_ms;

@@ -374,6 +374,23 @@ static const struct sbx_setting schema[] = {
 	   SEC, 24 * HOUR,
 	   "a tunnel (HTTPS CONNECT) through the server is closed this long "
 	   "after it was asked for, busy or not"),
+    NUMBER(DURATION, "sandbox", "egress_hello_timeout", sandbox.egress_hello_timeout_ms, "15s", SEC,
+	   10 * MIN,
+	   "a sandbox's egress relay must say hello this long after it is started, or the "
+	   "install (or code) that needs it fails"),
+    NUMBER(DURATION, "sandbox", "egress_head_timeout", sandbox.egress_head_timeout_ms, "10s", SEC,
+	   10 * MIN, "a request's head from code in a sandbox must arrive within this (408)"),
+    NUMBER(DURATION, "sandbox", "egress_write_timeout", sandbox.egress_write_timeout_ms, "30s", SEC,
+	   10 * MIN,
+	   "a relay must read what the server writes to it within this, or it is stopped"),
+    NUMBER(DURATION, "sandbox", "egress_low_speed_time", sandbox.egress_low_speed_time_ms, "30s",
+	   SEC, HOUR,
+	   "a fetch through the server slower than 1 KiB/s this long (the wait for its first "
+	   "byte too) is cut off (504)"),
+    NUMBER(DURATION, "sandbox", "egress_page_timeout", sandbox.egress_page_timeout_ms, "60s", SEC,
+	   HOUR,
+	   "an index page (HTML or JSON) must have arrived this long after its request (504); "
+	   "files and forwards have no total deadline"),
     BOOLEAN("sandbox", "allow_direct_urls", sandbox.allow_direct_urls, "false",
 	    "let install_package_in_sandbox take URLs, paths and file names, not only "
 	    "package names from the index"),

@@ -80,6 +80,9 @@ struct sbx_egress {
 	char *owner; /* the sandbox's tenant ("" when none) */
 	/* sandbox.egress_connections, _per_tenant, egress_tunnel_lifetime */
 	int64_t conns_max, conns_per_tenant, tunnel_life_ms;
+	/* sandbox.egress_hello_timeout, _head_, _write_, egress_low_speed_time,
+	 * egress_page_timeout (ms) */
+	int64_t hello_ms, head_ms, write_ms, low_speed_ms, page_ms;
 	bool fixed_port;    /* sbx_egress_fixed_port: listens on RELAY_PORT */
 	sbx_engine *engine; /* outlives the relay */
 	char *container;

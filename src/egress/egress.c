@@ -35,7 +35,8 @@
  * holds one of the connections relayed at once (egress_slots.c: per tenant
  * and in all) until its stream is freed; a tunnel lives at most
  * sandbox.egress_tunnel_lifetime. The pump never waits on the relay: its
- * writes that the relay does not read within WRITE_MS stop the relay. The
+ * writes that the relay does not read within sandbox.egress_write_timeout
+ * stop the relay. The
  * relay is code in the sandbox and
  * may be replaced by anything: every frame is checked (its size, its type,
  * each stream's window), so that the server holds about STREAMS_MAX x
@@ -72,14 +73,11 @@
  * (the proxies' customary port; sandbox code cannot listen there while the
  * relay runs). */
 #define RELAY_PORT 3128
-/* How long a new relay may take to say hello. */
-#define HELLO_MS 15000
-/* A connection's request head must arrive within this (slow clients). */
-#define HEAD_MS 10000
-/* The relay must read each batch of frames the pump writes within this
- * (the pump never waits on the write: it reads, reaps and sees stop
- * meanwhile); one that does not is stopped. */
-#define WRITE_MS 30000
+/* How long a new relay may take to say hello: e->hello_ms. A connection's
+ * request head must arrive within e->head_ms (slow clients). The relay must
+ * read each batch of frames the pump writes within e->write_ms (the pump
+ * never waits on the write: it reads, reaps and sees stop meanwhile); one
+ * that does not is stopped. */
 /* Bytes of frames written to the engine stream in one go. */
 #define BATCH_MAX (4 * (EGRESS_HDR + EGRESS_FRAME_MAX))
 /* Bytes of the relay's own stderr kept to explain a failed start. */
@@ -290,7 +288,7 @@ static int on_frame(void *userdata, uint8_t type, uint16_t id, const unsigned ch
 		st->up_fd = -1;
 		st->in_window = EGRESS_STREAM_WINDOW;
 		st->out_window = EGRESS_STREAM_WINDOW;
-		st->deadline_ms = sbx_monotonic_ms() + HEAD_MS;
+		st->deadline_ms = sbx_monotonic_ms() + e->head_ms;
 		st->life_ms = sbx_monotonic_ms() + e->tunnel_life_ms;
 		e->stats.streams++;
 		return 0;
@@ -666,7 +664,7 @@ static void *pump_main(void *arg)
 				batch(e, &out);
 				if (!out.len)
 					break;
-				write_until = now + WRITE_MS;
+				write_until = now + e->write_ms;
 			}
 			pthread_mutex_unlock(&e->lock);
 			w = sbx_stream_write_some(e->stream, out.data + out_done,
@@ -683,8 +681,8 @@ static void *pump_main(void *arg)
 				snprintf(
 				    e->why, sizeof(e->why),
 				    "it did not read the %zu bytes the server wrote to it within "
-				    "%d seconds",
-				    out.len - out_done, WRITE_MS / 1000);
+				    "%lld ms (sandbox.egress_write_timeout)",
+				    out.len - out_done, (long long)e->write_ms);
 				r = -ETIMEDOUT;
 			} else if (write_until - now < timeout) {
 				timeout = (int)(write_until - now);
@@ -810,7 +808,7 @@ static int start_relay(struct sbx_egress *e, bool *exec_failed, struct sbx_error
 	    .user = RELAY_USER,
 	};
 	struct hello h = {.e = e};
-	int64_t deadline = sbx_monotonic_ms() + HELLO_MS;
+	int64_t deadline = sbx_monotonic_ms() + e->hello_ms;
 	sbx_stream *s = NULL;
 	int r;
 
@@ -904,6 +902,11 @@ struct sbx_egress *sbx_egress_new(const struct sbx_egress_config *c, struct sbx_
 	e->conns_max = c->s->sandbox.egress_connections;
 	e->conns_per_tenant = c->s->sandbox.egress_connections_per_tenant;
 	e->tunnel_life_ms = c->s->sandbox.egress_tunnel_lifetime_ms;
+	e->hello_ms = c->s->sandbox.egress_hello_timeout_ms;
+	e->head_ms = c->s->sandbox.egress_head_timeout_ms;
+	e->write_ms = c->s->sandbox.egress_write_timeout_ms;
+	e->low_speed_ms = c->s->sandbox.egress_low_speed_time_ms;
+	e->page_ms = c->s->sandbox.egress_page_timeout_ms;
 	e->fixed_port = sbx_egress_fixed_port(c->s);
 	e->engine = c->engine;
 	e->sid = strdup(c->sandbox_id);

@@ -120,16 +120,15 @@ static bool push(struct estream *st, const void *p, size_t n)
 	return ok;
 }
 
-/* A fetch slower than LOW_SPEED_BPS bytes a second for LOW_SPEED_S seconds
- * is cut off, so that a host that trickles holds a worker no longer. The
- * wait for the first byte counts too; 30 s leaves room for an index that
- * proxies another and fetches upstream first. */
+/* A fetch slower than LOW_SPEED_BPS bytes a second for
+ * sandbox.egress_low_speed_time (e->low_speed_ms, whole seconds) is cut off,
+ * so that a host that trickles holds a worker no longer. The wait for the
+ * first byte counts too; 30 s leaves room for an index that proxies another
+ * and fetches upstream first. An index page (HTML or JSON, PEP 503 and 691)
+ * must have arrived sandbox.egress_page_timeout (e->page_ms) after its
+ * request; files and forwards have only the bound above (a large wheel may
+ * take long, at a fair rate). */
 #define LOW_SPEED_BPS 1024L
-#define LOW_SPEED_S 30L
-/* An index page (HTML or JSON, PEP 503 and 691) must have arrived this long
- * after its request; files and forwards have only the bound above (a large
- * wheel may take long, at a fair rate). */
-#define PAGE_MS 60000
 
 struct fetch {
 	struct estream *st;
@@ -197,7 +196,7 @@ static size_t on_header(char *b, size_t size, size_t nitems, void *userdata)
 	if (name == 12 && strncasecmp(b, "content-type", 12) == 0 &&
 	    f->st->req.kind == EGRESS_REQ_INDEX &&
 	    is_page(colon + 1, (size_t)(b + len - colon - 1)))
-		f->page_deadline = f->start + PAGE_MS;
+		f->page_deadline = f->start + f->st->e->page_ms;
 	for (size_t i = 0; i < SBX_ARRAY_SIZE(kept_headers); i++) {
 		const char *v = b + name + 1;
 		size_t vlen;
@@ -257,7 +256,7 @@ void *fetch_main(void *arg)
 	struct fetch f = {.st = st, .start = sbx_monotonic_ms()};
 	struct guard g = {.refused = SBX_ADDR_PUBLIC};
 	struct curl_slist *hl = NULL;
-	char *url = NULL, msg[512];
+	char *url = NULL, msg[512], slow[128] = "";
 	CURL *c = curl_easy_init();
 	CURLcode code = CURLE_OUT_OF_MEMORY;
 	bool index = q->kind == EGRESS_REQ_INDEX, v6 = strchr(q->host, ':') != NULL;
@@ -285,7 +284,7 @@ void *fetch_main(void *arg)
 	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)CONNECT_MS);
 	curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, LOW_SPEED_BPS);
-	curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, LOW_SPEED_S);
+	curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, (long)((e->low_speed_ms + 999) / 1000));
 	curl_easy_setopt(c, CURLOPT_HTTPHEADER, hl);
 	/* The path goes out as egress_parse_request checked it (no dot segment
 	 * squashed); redirects are passed back, never followed here
@@ -307,11 +306,17 @@ void *fetch_main(void *arg)
 	curl_easy_setopt(c, CURLOPT_XFERINFODATA, &f);
 	guard_init(c, &g, st);
 	code = curl_easy_perform(c);
+	if (f.page_late)
+		snprintf(slow, sizeof(slow),
+			 "an index page must arrive within %lld s (sandbox.egress_page_timeout)",
+			 (long long)(e->page_ms / 1000));
+	else
+		snprintf(slow, sizeof(slow),
+			 "under 1 KiB/s for %lld s (sandbox.egress_low_speed_time)",
+			 (long long)((e->low_speed_ms + 999) / 1000));
 	if (f.page_late || code == CURLE_OPERATION_TIMEDOUT)
 		sbx_log_warn("sandbox %s: egress: a fetch from %s cut off: %s", e->sid,
-			     index ? e->pol.index_host : q->host,
-			     f.page_late ? "an index page took over 60 s"
-					 : "under 1 KiB/s for 30 s");
+			     index ? e->pol.index_host : q->host, slow);
 	if (code == CURLE_OK && !f.head_sent)
 		send_head(&f);
 out:
@@ -326,9 +331,7 @@ out:
 			snprintf(
 			    msg, sizeof(msg),
 			    "mcp-sandbox: %s was too slow: %s (the server's bounds on a fetch)",
-			    index ? e->pol.index_host : q->host,
-			    f.page_late ? "an index page must arrive within 60 s"
-					: "under 1 KiB/s for 30 s");
+			    index ? e->pol.index_host : q->host, slow);
 			answer(st, 504, msg);
 			wake(e);
 		} else {
