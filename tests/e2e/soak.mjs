@@ -5,7 +5,7 @@
 // the rest Streamable HTTP, all the official SDK client, each making mixed
 // calls (execute_python_code, execute_terminal_command, list_sandboxes, ping)
 // on a few shared sandboxes of a server on default limits. Three phases,
-// SBX_SOAK_CALLS (20) calls per session in A and C together:
+// SBX_SOAK_CALLS (10) calls per session in A and C together:
 //  A. half the calls; meanwhile the container of sandbox V is killed through
 //     the engine (the sessions that call V wait for the kill before their last
 //     calls): calls on V after it must be tool errors that name the
@@ -47,7 +47,7 @@ process.env.SBX_E2E_SERVER_LOG = '';
 const num = (name, dflt) => Number(process.env[name] || dflt);
 const SESSIONS = num('SBX_SOAK_SESSIONS', 50);
 const SSE = num('SBX_SOAK_SSE', 10);
-const CALLS = num('SBX_SOAK_CALLS', 20);
+const CALLS = num('SBX_SOAK_CALLS', 10);
 const SHARED = num('SBX_SOAK_SHARED', 4);
 const DOWN_CALLS = num('SBX_SOAK_DOWN_CALLS', 50);
 const PID = num('SBX_SOAK_PID', 0);

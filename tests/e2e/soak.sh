@@ -19,7 +19,7 @@
 # cleaned up. Needs root (a private engine), node 20+, curl; else skipped
 # (Bail out! under MCP_SANDBOX_REQUIRE_ENGINES=1).
 # Knobs (the node script's): SBX_SOAK_SESSIONS (50), SBX_SOAK_SSE (10),
-# SBX_SOAK_CALLS (20), SBX_SOAK_SHARED (4), SBX_SOAK_DOWN_CALLS (50);
+# SBX_SOAK_CALLS (10), SBX_SOAK_SHARED (4), SBX_SOAK_DOWN_CALLS (50);
 # SBX_SOAK_TIMEOUT (seconds, 300) bounds the node run; SBX_SOAK_SETS: more
 # --set words for the server (for debugging only); SBX_E2E_KEEP=1 keeps the
 # temporary folder.
