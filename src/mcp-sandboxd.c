@@ -10,7 +10,7 @@
  * every call in flight as notifications/cancelled would (the code gets a
  * KeyboardInterrupt, commands are killed) and waits for them, then frees the
  * manager, which removes the sandboxes; status 0. It may take
- * SBX_STOP_TIMEOUT_MS: past that (a call that ignores its cancellation, an
+ * server.stop_timeout: past that (a call that ignores its cancellation, an
  * engine that hangs) the server removes this instance's containers for at
  * most SBX_STOP_SWEEP_MS and exits with status 1. A second SIGINT/SIGTERM
  * exits at once, status 128 + the signal: it skips waiting for the calls
@@ -30,7 +30,7 @@
  * step it is in and undoes what it made in the stop's order (the HTTP front,
  * the MCP layer, the manager, which removes the sandboxes adopted or pooled
  * so far as on a stop), and the server exits with status 0; the same bound
- * (SBX_STOP_TIMEOUT_MS, then the sweep and status 1) and the same second
+ * (server.stop_timeout, then the sweep and status 1) and the same second
  * signal apply as for a stop.
  *
  * SIGHUP reopens the audit log's file (server.audit_log, after a rotation;
@@ -79,12 +79,12 @@
 #define SBX_SYSCONFDIR "/etc/mcp-sandbox"
 #endif
 
-/* The most the stop after the first SIGINT/SIGTERM may take: the calls are
- * cancelled at once and usually end within a second or two (Python's
- * KeyboardInterrupt, then sandbox.interrupt_grace before a kill). */
-#define SBX_STOP_TIMEOUT_MS 10000
-/* The most spent removing this instance's containers when the stop is cut
- * short (past SBX_STOP_TIMEOUT_MS, or at a second signal). */
+/* The most the stop after the first SIGINT/SIGTERM may take is
+ * server.stop_timeout: the calls are cancelled at once and usually end
+ * within a second or two (Python's KeyboardInterrupt, then
+ * sandbox.interrupt_grace before a kill). The most spent removing this
+ * instance's containers when the stop is cut short (past it, or at a
+ * second signal): */
 #define SBX_STOP_SWEEP_MS 2000
 
 static void usage(FILE *out)
@@ -306,12 +306,12 @@ static void log_hangup(void)
 }
 
 /* Waits for *DONE (set by the thread that stops the server or abandons its
- * start-up) for at most SBX_STOP_TIMEOUT_MS; past that, or at a second
+ * start-up) for at most server.stop_timeout; past that, or at a second
  * SIGINT/SIGTERM, sweeps and exits (see the top of the file). */
 static void stop_wait(sbx_engine *engine, const struct sbx_settings *s, const sigset_t *signals,
 		      atomic_bool *done)
 {
-	int64_t until = sbx_monotonic_ms() + SBX_STOP_TIMEOUT_MS;
+	int64_t until = sbx_monotonic_ms() + s->server.stop_timeout_ms;
 
 	for (;;) {
 		int64_t left = until - sbx_monotonic_ms();
@@ -321,9 +321,11 @@ static void stop_wait(sbx_engine *engine, const struct sbx_settings *s, const si
 		if (atomic_load(done))
 			return;
 		if (left <= 0) {
-			sbx_log_error("the stop did not finish within %d s (a call ignores its "
-				      "cancellation, or the engine hangs); exiting without it",
-				      SBX_STOP_TIMEOUT_MS / 1000);
+			sbx_log_error(
+			    "the stop did not finish within %lld ms (server.stop_timeout: "
+			    "a call ignores its cancellation, or the engine hangs); "
+			    "exiting without it",
+			    (long long)s->server.stop_timeout_ms);
 			sweep(engine, s);
 			fflush(NULL);
 			_exit(1);
@@ -352,9 +354,9 @@ static int stop(sbx_engine *engine, sbx_http *http, sbx_mcp *mcp, sbx_manager *m
 	struct stopper st = {.http = http, .mcp = mcp, .manager = manager};
 	pthread_t t;
 
-	sbx_log("%s, stopping: the calls in flight are cancelled (at most %d s; a second SIGINT "
-		"or SIGTERM exits at once)",
-		signame(sig), SBX_STOP_TIMEOUT_MS / 1000);
+	sbx_log("%s, stopping: the calls in flight are cancelled (at most %lld ms, "
+		"server.stop_timeout; a second SIGINT or SIGTERM exits at once)",
+		signame(sig), (long long)s->server.stop_timeout_ms);
 	atomic_init(&st.done, false);
 	if (pthread_create(&t, NULL, stop_main, &st) != 0) {
 		stop_main(&st); /* no thread: the stop without its bound */
@@ -557,8 +559,8 @@ static int start_wait(struct starter *st, pthread_t t, const sigset_t *signals, 
 			_exit(0);
 		}
 		sbx_log("%s during the start-up: abandoning it; what it made is undone as on a "
-			"stop (at most %d s; a second SIGINT or SIGTERM exits at once)",
-			signame(got), SBX_STOP_TIMEOUT_MS / 1000);
+			"stop (at most %lld ms; a second SIGINT or SIGTERM exits at once)",
+			signame(got), (long long)st->s->server.stop_timeout_ms);
 		atomic_store(&st->abandon, true);
 		stop_wait(st->engine, st->s, signals, &st->done);
 		pthread_join(t, NULL);

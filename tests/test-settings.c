@@ -107,6 +107,7 @@ static void test_defaults(void)
 		   "sandbox.egress_connections_per_tenant");
 	tap_is_int(s.sandbox.egress_tunnel_lifetime_ms, 3600000, "sandbox.egress_tunnel_lifetime");
 	tap_is_int(s.sandbox.egress_hello_timeout_ms, 15000, "sandbox.egress_hello_timeout");
+	tap_is_int(s.server.stop_timeout_ms, 10000, "server.stop_timeout");
 	tap_is_int(s.sandbox.egress_head_timeout_ms, 10000, "sandbox.egress_head_timeout");
 	tap_is_int(s.sandbox.egress_write_timeout_ms, 30000, "sandbox.egress_write_timeout");
 	tap_is_int(s.sandbox.egress_low_speed_time_ms, 30000, "sandbox.egress_low_speed_time");
@@ -336,7 +337,8 @@ static void test_set(void)
 	set_fails("server.colour=1",
 		  "--set server.colour: unknown key colour in [server] (known: "
 		  "listen, port, public_url, max_body, body_timeout, body_min_rate, "
-		  "allowed_origins, instance, session_timeout, max_sessions, max_sessions_per_ip, "
+		  "allowed_origins, instance, session_timeout, stop_timeout, max_sessions, "
+		  "max_sessions_per_ip, "
 		  "max_sessions_per_tenant, "
 		  "max_connections, max_connections_per_ip, max_calls_per_session, "
 		  "stream_stall_timeout, max_queued, max_downloads, max_downloads_per_ip, "

@@ -46,6 +46,9 @@ struct sbx_settings {
 		char *allowed_origins;
 		char *instance; /* names this server's sandboxes in engine labels */
 		int64_t session_timeout_ms;
+		/* The stop after SIGINT/SIGTERM waits this long for the calls
+		 * (src/mcp-sandboxd.c), then sweeps and exits with status 1. */
+		int64_t stop_timeout_ms;
 		int64_t max_sessions;		 /* past it the LRU idle session is evicted */
 		int64_t max_sessions_per_ip;	 /* 0 = no limit */
 		int64_t max_sessions_per_tenant; /* 0 = no limit */

@@ -282,6 +282,9 @@ static const struct sbx_setting schema[] = {
 	   "name of this server's sandboxes in engine labels ([A-Za-z0-9_.-], 1..64)"),
     NUMBER(DURATION, "server", "session_timeout", server.session_timeout_ms, "60m", SEC, 24 * HOUR,
 	   "an MCP session idle this long is forgotten"),
+    NUMBER(DURATION, "server", "stop_timeout", server.stop_timeout_ms, "10s", SEC, 10 * MIN,
+	   "a stop (SIGINT, SIGTERM) waits this long for the cancelled calls to end, then "
+	   "removes this instance's containers and exits with status 1"),
     NUMBER(INT, "server", "max_sessions", server.max_sessions, "4096", 8, 65536,
 	   "MCP sessions alive at once; past it the least recently used idle one is forgotten"),
     NUMBER(INT, "server", "max_sessions_per_ip", server.max_sessions_per_ip, "256", 0, 65536,

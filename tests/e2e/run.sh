@@ -519,10 +519,20 @@ e2e_shutdown() {
 	e2e_stop_leftover
 	e2e_none_left "stop-a: no container with the instance label is left"
 
-	if e2e_stop_setup stop-b "$stubborn" --set sandbox.pool_size=0 --set sandbox.interrupt_grace=10m; then
+	# server.stop_timeout=2s (the default is 10 s): the stop waits it out.
+	if e2e_stop_setup stop-b "$stubborn" --set sandbox.pool_size=0 --set sandbox.interrupt_grace=10m \
+		--set server.stop_timeout=2s; then
 		e2e_t0=$(date +%s%N)
 		kill -TERM "$e2e_spid"
+		ms=0
 		e2e_stop_wait "stop-b: SIGTERM with a call that ignores its cancellation: not past the bound" 300 1
+		n=$((n + 1))
+		if [ "$ms" -ge 1900 ] && grep -q 'did not finish within 2000 ms (server.stop_timeout' "$e2e_slog"; then
+			echo "ok $n - stop-b: it waited server.stop_timeout (2 s; $ms ms), and its log names it"
+		else
+			echo "not ok $n - stop-b: it waited server.stop_timeout (2 s; $ms ms), and its log names it"
+			e2e_diag_file "$e2e_slog"
+		fi
 	fi
 	e2e_stop_leftover
 	e2e_none_left "stop-b: no container with the instance label is left (swept)"
