@@ -539,6 +539,13 @@ static void test_requests(void)
 	tap_is_int(r, 403, "a listed host on another port: 403");
 	r = parse(&p, "CONNECT cdn.example:8443 HTTP/1.1\r\n\r\n", &q, why, sizeof(why));
 	tap_is_int(r, 403, "the wildcard's own domain: 403");
+	r = parse(&p, "CONNECT api.example.com.evil.example:443 HTTP/1.1\r\n\r\n", &q, why,
+		  sizeof(why));
+	tap_is_int(r, 403, "a host that only begins with a listed one: 403");
+	r = parse(&p, "CONNECT api.example.comx:443 HTTP/1.1\r\n\r\n", &q, why, sizeof(why));
+	tap_is_int(r, 403, "a listed name with more after it: 403");
+	r = parse(&p, "CONNECT evilcdn.example:8443 HTTP/1.1\r\n\r\n", &q, why, sizeof(why));
+	tap_is_int(r, 403, "a name that ends like a wildcard's domain, not under it: 403");
 	r = parse(&p, "CONNECT 127.0.0.1:9001 HTTP/1.1\r\n\r\n", &q, why, sizeof(why));
 	tap_is_int(r, 403, "an unlisted port of a listed address: 403");
 	r = parse(&p, "CONNECT [::1]:9000 HTTP/1.1\r\n\r\n", &q, why, sizeof(why));

@@ -21,6 +21,7 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <json-c/json.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -29,6 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../backends/engine-internal.h"
 #include "sandbox-fixture.h"
 #include "sbx/artifact.h"
 #include "sbx/clock.h"
@@ -82,6 +84,24 @@ static const char *status_field(const char *text, const char *key, char *buf, si
 	return buf;
 }
 
+/* The user the container itself runs as, from the engine's own inspect
+ * (Config.User): the request's, not the image's USER (the image runs as
+ * uid 1000 too, so only this tells that the request says so whatever the
+ * image is). */
+static void check_user(const char *cid)
+{
+	_cleanup_json_ struct json_object *j = NULL;
+	struct sbx_error err = SBX_ERROR_INIT;
+	const char *user;
+
+	if (!tap_call(
+		sbx_engine_json(engine, "GET", NULL, NULL, &j, &err, "/containers/%s/json", cid),
+		err.msg, "inspect, the engine's reply"))
+		return;
+	user = sbx_json_str(sbx_json_path(j, "Config", NULL), "User");
+	tap_is_str(user ? user : "", "1000:1000", "inspect: the container runs as 1000:1000");
+}
+
 static void check_inspect(const struct test_manager *x, sbx_sandbox *sb)
 {
 	const struct sbx_settings *s = &x->s;
@@ -91,6 +111,7 @@ static void check_inspect(const struct test_manager *x, sbx_sandbox *sb)
 
 	if (!tap_ok(cid != NULL, "the sandbox's container is found by its labels"))
 		return;
+	check_user(cid);
 	if (!tap_call(sbx_container_inspect(engine, cid, &ci, &err), err.msg, "inspect"))
 		return;
 	tap_ok(ci.init, "inspect: the engine's init is PID 1");
@@ -637,6 +658,29 @@ static void test_swap_race(const struct test_manager *x, sbx_sandbox *sb, const 
  * Docker refuses an unknown runtime name itself; Podman 4.3's API takes the
  * name and runs its default runtime, which the manager's look at the
  * created container catches. */
+/* sandbox.network left empty means no network, as its default "none" does. */
+static void test_network_empty(void)
+{
+	const char *const extra[] = {"sandbox.pool_size=0", "sandbox.network=", NULL};
+	struct test_manager x;
+	struct sbx_container_info ci = {0};
+	struct sbx_error err = SBX_ERROR_INIT;
+	sbx_sandbox *sb = NULL;
+	char *cid = NULL;
+
+	test_manager_open(&x, "net", extra, NULL);
+	if (tap_call(sbx_sandbox_create(x.m, "alice", "net", &sb, &err), err.msg,
+		     "create a sandbox with sandbox.network empty") &&
+	    (cid = container_of(x.inst, sbx_sandbox_id(sb))) &&
+	    tap_call(sbx_container_inspect(engine, cid, &ci, &err), err.msg, "inspect it"))
+		tap_is_str(ci.network_mode ? ci.network_mode : "", "none",
+			   "sandbox.network empty: network mode none");
+	sbx_container_info_release(&ci);
+	free(cid);
+	sbx_sandbox_unref(sb);
+	test_manager_close(&x, "the sandbox.network empty manager leaves no container");
+}
+
 static void test_runtime_not_run(void)
 {
 	const char *const extra[] = {"sandbox.pool_size=0", "sandbox.runtime=sbx-no-such-runtime",
@@ -1321,6 +1365,7 @@ int main(int argc, char **argv)
 		check_inspect(&x, a);
 		check_inside(&x, a);
 		test_runtime_not_run();
+		test_network_empty();
 		test_orphans(&x, a);
 		test_fork_bomb(&x, a, b);
 		test_forged_protocol(&x, b);

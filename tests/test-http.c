@@ -2,7 +2,8 @@
 /*
  * The HTTP front in-process on 127.0.0.1 (a free port), no engine needed
  * (the manager points at an absent socket): /health, the checks and codes
- * of /mcp in their order, sessions, the legacy SSE transport, the artifact
+ * of /mcp in their order, a body MCP_JSON_DEPTH deep served and one level
+ * deeper 400 -32700, sessions, the legacy SSE transport, the artifact
  * route's refusals, 20 concurrent sessions, a request held mid-body not
  * delaying a ping on the same session; progress (the event-stream form) and
  * cancellation on both transports, with stand-in tools "progress" and "slow"
@@ -147,6 +148,10 @@ static void test_basics(void)
 	reply_release(&r);
 	expect_status(mcp_post(NULL, "Origin: https://app.example", init_body), 200,
 		      "an Origin from server.allowed_origins is fine");
+	expect_status(mcp_post(NULL, "Origin: https://app.example.evil", init_body), 403,
+		      "an Origin that only begins with an allowed one -> 403");
+	expect_status(mcp_post(NULL, "Origin: http://localhost.evil.example", init_body), 403,
+		      "an Origin that only begins with a loopback name -> 403");
 	{
 		const char *const hs[] = {"Origin: https://app.example",
 					  "Access-Control-Request-Method: POST", NULL};
@@ -228,6 +233,64 @@ static void test_batch_http(void)
 	r = mcp_post(id, NULL, "[{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}]");
 	tap_ok(r.status == 202 && r.body.len == 0, "a batch of notifications -> 202");
 	reply_release(&r);
+	free(id);
+}
+
+/* MCP_JSON_DEPTH of src/mcp/mcp.c: how deep a body may nest, every value a
+ * level (the body's top value the first). */
+#define JSON_DEPTH 64
+
+/* A ping (id ID) nested LEVELS deep in all: the message, its params, then
+ * arrays, the innermost empty. Owned. */
+static char *deep_ping(int id, int levels)
+{
+	int arrays = levels - 2;
+	size_t n = 128 + 2 * (size_t)arrays;
+	char *text = malloc(n), *p;
+
+	if (!text || arrays < 1)
+		tap_bail("deep_ping");
+	p = text + snprintf(text, n,
+			    "{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"ping\","
+			    "\"params\":{\"x\":",
+			    id);
+	memset(p, '[', arrays);
+	p += arrays;
+	memset(p, ']', arrays);
+	p += arrays;
+	strcpy(p, "}}");
+	return text;
+}
+
+/* POST /mcp with a balanced body JSON_DEPTH deep: 200 and its result; one
+ * level deeper: 400, -32700 "nesting too deep"; the session answers on. */
+static void test_depth_http(void)
+{
+	char *id = mcp_initialize();
+	char *text;
+	struct reply r;
+
+	if (!tap_ok(id != NULL, "depth: a session"))
+		return;
+	text = deep_ping(11, JSON_DEPTH);
+	r = mcp_post(id, NULL, text);
+	if (!tap_ok(r.status == 200 && r.body.data && strstr(r.body.data, "\"id\":11") &&
+			strstr(r.body.data, "\"result\"") && !strstr(r.body.data, "\"error\""),
+		    "depth: a ping nested %d deep -> 200 with its result", JSON_DEPTH))
+		tap_diag("  got %ld: %s", r.status, r.body.data ? r.body.data : "");
+	reply_release(&r);
+	free(text);
+	text = deep_ping(12, JSON_DEPTH + 1);
+	r = mcp_post(id, NULL, text);
+	if (!tap_ok(r.status == 400 && r.body.data && strstr(r.body.data, "-32700") &&
+			strstr(r.body.data, "nesting too deep") &&
+			strstr(r.body.data, "\"id\":null"),
+		    "depth: one level more (%d) -> 400, -32700 nesting too deep", JSON_DEPTH + 1))
+		tap_diag("  got %ld: %s", r.status, r.body.data ? r.body.data : "");
+	reply_release(&r);
+	free(text);
+	expect_body(mcp_post(id, NULL, ping_body), 200, "\"result\"",
+		    "depth: the session answers a ping after");
 	free(id);
 }
 
@@ -3360,6 +3423,21 @@ static void test_sessions_per_tenant(sbx_mcp *mcp, sbx_manager *manager)
 		tap_diag("could not remove %s", dir);
 }
 
+/* SBX_HTTP_ONLY=NAME,... runs only those tests (test_NAME), for the
+ * mutation runs (tools/mutants); unset or empty, all of them. */
+static bool wanted(const char *name)
+{
+	const char *only = getenv("SBX_HTTP_ONLY");
+	size_t n = strlen(name);
+
+	if (!only || !*only)
+		return true;
+	for (const char *p = only; (p = strstr(p, name)); p += n)
+		if ((p == only || p[-1] == ',') && (p[n] == ',' || p[n] == '\0'))
+			return true;
+	return false;
+}
+
 int main(void)
 {
 	struct sbx_error err = SBX_ERROR_INIT;
@@ -3403,38 +3481,72 @@ int main(void)
 	tap_is_str(sbx_http_public_url(http), http_target.base,
 		   "the public URL is http://127.0.0.1:PORT");
 
-	test_mime();
-	test_file_headers();
-	test_basics();
-	test_order();
-	test_sessions();
-	test_batch_http();
-	test_sse();
-	test_held_streamable();
-	test_progress_http();
-	test_cancel_http();
-	test_cancel_sse();
-	test_artifacts(mcp, &s);
-	test_concurrent_sessions();
-	test_cheap_while_busy();
-	test_early_refusals();
-	test_refusal_lingers();
-	test_calls_per_session();
-	test_over_limit(mcp, manager);
-	test_many_sse(mcp, manager);
-	test_second_server(mcp, manager);
-	test_expiry(mcp, manager);
-	test_hostile_bodies(mcp, manager);
-	test_outq();
-	test_stalled_streams(mcp, manager);
-	test_queue_budget(mcp, manager);
-	test_session_table(mcp, manager);
-	test_sessions_per_ip(mcp, manager);
-	test_slow_body(mcp, manager);
-	test_connections_per_ip(mcp, manager);
-	test_overflow_band(mcp, manager);
-	test_auth(mcp, manager);
-	test_sessions_per_tenant(mcp, manager);
+	if (wanted("mime"))
+		test_mime();
+	if (wanted("file_headers"))
+		test_file_headers();
+	if (wanted("basics"))
+		test_basics();
+	if (wanted("order"))
+		test_order();
+	if (wanted("sessions"))
+		test_sessions();
+	if (wanted("batch_http"))
+		test_batch_http();
+	if (wanted("depth_http"))
+		test_depth_http();
+	if (wanted("sse"))
+		test_sse();
+	if (wanted("held_streamable"))
+		test_held_streamable();
+	if (wanted("progress_http"))
+		test_progress_http();
+	if (wanted("cancel_http"))
+		test_cancel_http();
+	if (wanted("cancel_sse"))
+		test_cancel_sse();
+	if (wanted("artifacts"))
+		test_artifacts(mcp, &s);
+	if (wanted("concurrent_sessions"))
+		test_concurrent_sessions();
+	if (wanted("cheap_while_busy"))
+		test_cheap_while_busy();
+	if (wanted("early_refusals"))
+		test_early_refusals();
+	if (wanted("refusal_lingers"))
+		test_refusal_lingers();
+	if (wanted("calls_per_session"))
+		test_calls_per_session();
+	if (wanted("over_limit"))
+		test_over_limit(mcp, manager);
+	if (wanted("many_sse"))
+		test_many_sse(mcp, manager);
+	if (wanted("second_server"))
+		test_second_server(mcp, manager);
+	if (wanted("expiry"))
+		test_expiry(mcp, manager);
+	if (wanted("hostile_bodies"))
+		test_hostile_bodies(mcp, manager);
+	if (wanted("outq"))
+		test_outq();
+	if (wanted("stalled_streams"))
+		test_stalled_streams(mcp, manager);
+	if (wanted("queue_budget"))
+		test_queue_budget(mcp, manager);
+	if (wanted("session_table"))
+		test_session_table(mcp, manager);
+	if (wanted("sessions_per_ip"))
+		test_sessions_per_ip(mcp, manager);
+	if (wanted("slow_body"))
+		test_slow_body(mcp, manager);
+	if (wanted("connections_per_ip"))
+		test_connections_per_ip(mcp, manager);
+	if (wanted("overflow_band"))
+		test_overflow_band(mcp, manager);
+	if (wanted("auth"))
+		test_auth(mcp, manager);
+	if (wanted("sessions_per_tenant"))
+		test_sessions_per_tenant(mcp, manager);
 
 	sbx_http_stop(http);
 	sbx_mcp_free(mcp);

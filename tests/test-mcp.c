@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The MCP layer without HTTP and without an engine: JSON-RPC parsing and
- * validation, ids, batches by version, the lifecycle, version negotiation,
- * logging/setLevel, unknown methods and tools, concurrent runs on one
- * session; cancellation, progress and log messages with a stand-in for the
+ * validation, the nesting bound (a balanced body MCP_JSON_DEPTH deep answered,
+ * one level more a parse error), ids, batches by version, the lifecycle,
+ * version negotiation, logging/setLevel, unknown methods and tools,
+ * concurrent runs on one session; cancellation, progress and log messages with a stand-in for the
  * tools (sbx_mcp_set_tools_call); the value count of sbx_mcp_input_measure
  * and json-c's allocations within its estimate; sbx_mcp_input_refuse; a
  * client that has gone (the notifier's GONE, sbx_mcp_session_close)
@@ -159,6 +160,9 @@ static void test_parse(void)
 		     "scalar params are invalid"},
 		    {"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\0junk", 0,
 		     "a body ends at its length"},
+		    {"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"params\":{\"x\":\"\xff\"}"
+		     "}",
+		     -EBADMSG, "a string that is not UTF-8 is a parse error"},
 		};
 		for (size_t i = 0; i < SBX_ARRAY_SIZE(cases); i++) {
 			reply = run_text(s, cases[i].text, &r);
@@ -210,6 +214,109 @@ static void test_parse(void)
 	tap_ok(o && json_object_get_int64(json_object_object_get(o, "id")) == 9007199254740991LL,
 	       "a large integer id is echoed");
 	json_object_put(o);
+	sbx_mcp_session_unref(s);
+}
+
+/* MCP_JSON_DEPTH of src/mcp/mcp.c: how deep a body may nest. json-c counts
+ * every value as a level, the body's top value the first and a scalar as
+ * much as an array. */
+#define JSON_DEPTH 64
+
+/* A ping (id ID) whose params nest so that the body is LEVELS deep in all:
+ * the message is level 1, its params level 2, then arrays, the innermost
+ * empty, or holding the number 1 (one level more) when SCALAR. Owned. */
+static char *deep_ping(int id, int levels, bool scalar)
+{
+	int arrays = levels - 2 - (scalar ? 1 : 0);
+	size_t n = 128 + 2 * (size_t)arrays;
+	char *text = malloc(n), *p;
+
+	if (!text || arrays < 1)
+		tap_bail("deep_ping");
+	p = text + snprintf(text, n,
+			    "{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"ping\","
+			    "\"params\":{\"x\":",
+			    id);
+	memset(p, '[', arrays);
+	p += arrays;
+	if (scalar)
+		*p++ = '1';
+	memset(p, ']', arrays);
+	p += arrays;
+	strcpy(p, "}}");
+	return text;
+}
+
+/* Balanced bodies: exactly JSON_DEPTH levels are parsed and answered; one
+ * more is a parse error (-32700, id null, "nesting too deep"), and the
+ * session answers on. */
+static void test_depth(void)
+{
+	sbx_mcp_session *s = new_session();
+	struct json_object *o;
+	char *text, *reply;
+	int r;
+
+	for (int scalar = 0; scalar < 2; scalar++) {
+		const char *inner = scalar ? "a number" : "an empty array";
+		text = deep_ping(11, JSON_DEPTH, scalar);
+		reply = run_text(s, text, &r);
+		tap_is_int(r, 0, "depth: a ping nested %d deep (innermost %s) is parsed",
+			   JSON_DEPTH, inner);
+		o = reply ? json_tokener_parse(reply) : NULL;
+		tap_ok(o && error_code(o) == 0 && json_object_object_get_ex(o, "result", NULL) &&
+			   json_object_get_int(json_object_object_get(o, "id")) == 11,
+		       "depth: ... and answered with its result: %s", reply ? reply : "no reply");
+		json_object_put(o);
+		free(reply);
+		free(text);
+
+		text = deep_ping(12, JSON_DEPTH + 1, scalar);
+		reply = run_text(s, text, &r);
+		tap_is_int(r, -EBADMSG, "depth: one level more (%d, innermost %s) is -EBADMSG",
+			   JSON_DEPTH + 1, inner);
+		o = reply ? json_tokener_parse(reply) : NULL;
+		tap_is_int(error_code(o), SBX_JSONRPC_PARSE_ERROR, "depth: ... answered -32700");
+		{
+			struct json_object *e = NULL, *m = NULL;
+			const char *msg = o && json_object_object_get_ex(o, "error", &e) &&
+						  json_object_object_get_ex(e, "message", &m)
+					      ? json_object_get_string(m)
+					      : NULL;
+			tap_ok(msg && strstr(msg, "nesting too deep"),
+			       "depth: ... saying the nesting is too deep: %s", msg ? msg : "none");
+		}
+		tap_ok(o && json_object_object_get_ex(o, "id", NULL) &&
+			   json_object_is_type(json_object_object_get(o, "id"), json_type_null),
+		       "depth: ... with id null");
+		json_object_put(o);
+		free(reply);
+		free(text);
+	}
+	/* A bare array: the top value is the first level. */
+	{
+		char deep[2 * JSON_DEPTH + 3];
+		sbx_mcp_input *in = NULL;
+		char *ej = NULL;
+		memset(deep, '[', JSON_DEPTH);
+		memset(deep + JSON_DEPTH, ']', JSON_DEPTH);
+		r = sbx_mcp_input_parse(deep, 2 * JSON_DEPTH, &in, &ej);
+		tap_is_int(r, 0, "depth: %d nested arrays, balanced, are parsed", JSON_DEPTH);
+		in = sbx_mcp_input_free(in);
+		free(ej);
+		ej = NULL;
+		memset(deep, '[', JSON_DEPTH + 1);
+		memset(deep + JSON_DEPTH + 1, ']', JSON_DEPTH + 1);
+		r = sbx_mcp_input_parse(deep, 2 * JSON_DEPTH + 2, &in, &ej);
+		tap_is_int(r, -EBADMSG, "depth: %d nested arrays, balanced, are -EBADMSG",
+			   JSON_DEPTH + 1);
+		tap_ok(ej && strstr(ej, "nesting too deep"), "depth: ... saying so: %s",
+		       ej ? ej : "none");
+		sbx_mcp_input_free(in);
+		free(ej);
+	}
+	expect_code(s, "{\"jsonrpc\":\"2.0\",\"id\":13,\"method\":\"ping\"}", 0,
+		    "depth: the session answers a ping after");
 	sbx_mcp_session_unref(s);
 }
 
@@ -401,6 +508,33 @@ static void test_batches(void)
 	reply = run_text(s, "[{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}]", &r);
 	tap_ok(r == 0 && reply == NULL, "a batch of notifications gets no reply");
 	free(reply);
+
+	/* At most MCP_BATCH_MAX (64) messages. */
+	{
+		struct sbx_buf b = SBX_BUF_INIT;
+		for (int n = 64; n <= 65; n++) {
+			sbx_buf_release(&b);
+			sbx_buf_append(&b, "[", 1);
+			for (int i = 0; i < n; i++) {
+				char one[64];
+				snprintf(one, sizeof(one),
+					 "%s{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"ping\"}",
+					 i ? "," : "", i + 1);
+				sbx_buf_append(&b, one, strlen(one));
+			}
+			if (sbx_buf_append(&b, "]", 2) < 0)
+				tap_bail("out of memory");
+			reply = run_text(s, b.data, &r);
+			if (n == 64)
+				tap_ok(r == 0 && reply, "a batch of 64 pings is run");
+			else
+				tap_ok(r == -EINVAL && reply && strstr(reply, "batch too large"),
+				       "a batch of 65 is refused as too large (%d %.80s)", r,
+				       reply ? reply : "");
+			free(reply);
+		}
+		sbx_buf_release(&b);
+	}
 	sbx_mcp_session_unref(s);
 }
 
@@ -773,6 +907,22 @@ static int fake_tools_call(const struct sbx_tool_ctx *ctx, const char *name,
 		sbx_tools_log(ctx, SBX_LOG_WARNING, "warning %d", 2);
 	} else if (strcmp(name, "hold") == 0) {
 		hold_run(ctx);
+	} else if (strcmp(name, "big") == 0) {
+		/* A result of 9 MiB: two fill a batch's responses. */
+		size_t n = 9u << 20;
+		char *text = malloc(n);
+		struct json_object *c = json_object_new_object(), *a = json_object_new_array(),
+				   *t = json_object_new_object();
+		if (!text || !c || !a || !t)
+			tap_bail("out of memory");
+		memset(text, 'x', n);
+		json_object_object_add(t, "type", json_object_new_string("text"));
+		json_object_object_add(t, "text", json_object_new_string_len(text, (int)n));
+		json_object_array_add(a, t);
+		json_object_object_add(c, "content", a);
+		free(text);
+		*ret_result = c;
+		return 0;
 	} else if (strcmp(name, "fail") == 0) {
 		return sbx_error_set(err, -EIO, "the fake tool failed");
 	} else if (strcmp(name, "limits") == 0) {
@@ -1369,6 +1519,55 @@ static void test_call_table(void)
 	sbx_call_table_free(t);
 }
 
+/* A batch's bounds on what it holds (the fake tools: "big" answers 9 MiB). */
+static void test_batch_bounds(void)
+{
+	sbx_mcp_session *s = new_session();
+	struct json_object *o;
+
+	tap_is_str(initialize(s, "2025-03-26"), "2025-03-26", "initialize 2025-03-26");
+	/* Once the responses held reach MCP_BATCH_REPLY_MAX (16 MiB), the
+	 * batch's further calls are refused; a ping still runs. */
+	o = run_json(s,
+		     "[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{"
+		     "\"name\":\"big\"}},{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\","
+		     "\"params\":{\"name\":\"big\"}},{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":"
+		     "\"tools/call\",\"params\":{\"name\":\"big\"}},{\"jsonrpc\":\"2.0\",\"id\":4,"
+		     "\"method\":\"ping\"}]");
+	if (tap_ok(o && json_object_is_type(o, json_type_array) && json_object_array_length(o) == 4,
+		   "a batch of three 9 MiB calls and a ping: four responses")) {
+		struct json_object *third = json_object_array_get_idx(o, 2), *e, *m;
+		tap_ok(error_code(json_object_array_get_idx(o, 0)) == 0 &&
+			   error_code(json_object_array_get_idx(o, 1)) == 0,
+		       "... the first two run");
+		tap_ok(error_code(third) == SBX_JSONRPC_INVALID_REQUEST &&
+			   json_object_object_get_ex(third, "error", &e) &&
+			   json_object_object_get_ex(e, "message", &m) &&
+			   strstr(json_object_get_string(m), "responses hold"),
+		       "... the third is refused: the batch's responses hold 18 MiB");
+		tap_is_int(error_code(json_object_array_get_idx(o, 3)), 0, "... the ping runs");
+	} else {
+		tap_skip(3, "no batch reply");
+	}
+	json_object_put(o);
+	/* One resources/read per batch: its file is held until the batch ends. */
+	o = run_json(s, "[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"resources/read\",\"params\":{"
+			"\"uri\":\"sandbox://x/a\"}},{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":"
+			"\"resources/read\",\"params\":{\"uri\":\"sandbox://x/a\"}}]");
+	if (tap_ok(o && json_object_is_type(o, json_type_array) && json_object_array_length(o) == 2,
+		   "a batch of two resources/read: two responses")) {
+		struct json_object *second = json_object_array_get_idx(o, 1), *e, *m;
+		tap_ok(json_object_object_get_ex(second, "error", &e) &&
+			   json_object_object_get_ex(e, "message", &m) &&
+			   strstr(json_object_get_string(m), "at most one per batch"),
+		       "... the second is refused: at most one per batch");
+	} else {
+		tap_skip(1, "no batch reply");
+	}
+	json_object_put(o);
+	sbx_mcp_session_unref(s);
+}
+
 int main(void)
 {
 	struct sbx_error err = SBX_ERROR_INIT;
@@ -1378,6 +1577,7 @@ int main(void)
 		tap_bail(err.msg);
 	tap_ok(sbx_mcp_set_public_url(mcp, "http://127.0.0.1:1234/") == 0, "set the public url");
 	test_parse();
+	test_depth();
 	test_lifecycle();
 	test_versions();
 	test_batches();
@@ -1392,6 +1592,7 @@ int main(void)
 	test_limits();
 	test_calls_quota();
 	test_call_table();
+	test_batch_bounds();
 	sbx_mcp_free(mcp);
 	return tap_done();
 }

@@ -23,6 +23,8 @@
  *   frees its slot.
  *
  * The suite ends by checking that no container of this run is left.
+ * SBX_QUOTA_ONLY=counts (sandboxes and calls), =limits (memory and cpus) or
+ * =installs runs that part only (for make mutants).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -140,6 +142,9 @@ static void test_sandboxes(struct test_manager *x)
 	    NULL};
 	static const char *const at_key[] = {"tenant \"qc\" may have at most 1 sandbox at once",
 					     "(the sandboxes limit of its API key)", "has 1", NULL};
+	const struct sbx_auth_limits none = {0, -1, -1, -1, -1};
+	static const char *const at_zero[] = {"tenant \"qd\" may not create sandboxes",
+					      "(the sandboxes limit of its API key is 0)", NULL};
 	struct call c;
 	bool ok;
 
@@ -165,6 +170,10 @@ static void test_sandboxes(struct test_manager *x)
 	       "sandboxes: a key's sandboxes=1 replaces the default: the second is refused "
 	       "naming the key: %s",
 	       shown(&c));
+	call_release(&c);
+	ok = create(x, "qd", &none, "qd-1", &c);
+	tap_ok(!ok && refused(&c, at_zero),
+	       "sandboxes: a key's sandboxes=0 allows none, naming the key: %s", shown(&c));
 	call_release(&c);
 	delete (x, "qa", "qa-1");
 	ok = create(x, "qa", NULL, "qa-3", &c);
@@ -545,6 +554,14 @@ static void test_installs(struct test_manager *x)
 	delete (x, "ib", "ib-1");
 }
 
+/* Whether to run PART: all of them unless SBX_QUOTA_ONLY names one. */
+static bool only(const char *part)
+{
+	const char *want = getenv("SBX_QUOTA_ONLY");
+
+	return !want || !*want || !strcmp(want, part);
+}
+
 int main(int argc, char **argv)
 {
 	const char *const counts[] = {"sandbox.pool_size=0", "quota.sandboxes=2", "quota.calls=1",
@@ -558,17 +575,21 @@ int main(int argc, char **argv)
 
 	fixture_init(argc, argv, "quota");
 
-	test_manager_open(&x, "counts", counts, NULL);
-	test_sandboxes(&x);
-	test_calls(&x);
-	test_manager_close(&x, "no container of the counts manager is left");
+	if (only("counts")) {
+		test_manager_open(&x, "counts", counts, NULL);
+		test_sandboxes(&x);
+		test_calls(&x);
+		test_manager_close(&x, "no container of the counts manager is left");
+	}
 
-	test_manager_open(&x, "limits", limits, NULL);
-	test_memory_cpus(&x);
-	test_manager_close(&x, "no container of the limits manager is left");
+	if (only("limits")) {
+		test_manager_open(&x, "limits", limits, NULL);
+		test_memory_cpus(&x);
+		test_manager_close(&x, "no container of the limits manager is left");
+	}
 
-	if (tap_ok(pkg_index_start("quota", url, sizeof(url)) == 0,
-		   "tests/pkgindex.py serves the index")) {
+	if (only("installs") && tap_ok(pkg_index_start("quota", url, sizeof(url)) == 0,
+				       "tests/pkgindex.py serves the index")) {
 		snprintf(hold_path, sizeof(hold_path), "%s/hold", pkg_index_root());
 		snprintf(index_set, sizeof(index_set), "sandbox.index_url=%s", url);
 		test_manager_open(&x, "installs", installs, NULL);

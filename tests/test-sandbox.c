@@ -5,6 +5,9 @@
  * whose limits test_limits expects as they really are (see there).
  * Every manager here uses an instance name unique to this run, and the suite
  * ends by checking that no container of those instances is left.
+ * SBX_SANDBOX_ONLY=basics runs only the first manager's basic cases (owners,
+ * limits, shell, Python, uploads and artifacts), =delete only test_delete
+ * (max_sandboxes, another owner's deletes): for make mutants.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -28,6 +31,20 @@
 #include "sandbox-fixture.h"
 #include "sandbox/sandbox-internal.h"
 #include "tap.h"
+
+/* Whether to run PART: all of them unless SBX_SANDBOX_ONLY names one. */
+static bool only(const char *part)
+{
+	const char *want = getenv("SBX_SANDBOX_ONLY");
+
+	return !want || !*want || !strcmp(want, part);
+}
+
+/* Whether every part runs (no SBX_SANDBOX_ONLY). */
+static bool all_parts(void)
+{
+	return only("");
+}
 
 static bool shell_cancel_after_500ms(void *ud)
 {
@@ -1277,6 +1294,9 @@ static void test_upload_artifacts(sbx_manager *m, sbx_sandbox *sb, const char *u
 	tap_is_int(r, -EPERM, "a directory: EPERM (%s)", err.msg);
 	r = sbx_sandbox_upload(m, sb, "big.bin", NULL, &got, &size, &err);
 	tap_is_int(r, -EFBIG, "over max_upload: EFBIG (%s)", err.msg);
+	/* Refused from its size, before a byte went (not cut off on the way). */
+	tap_ok(strstr(err.msg, "bytes, over the upload limit of 1048576 bytes") != NULL,
+	       "over max_upload: refused from its size before it is sent (%s)", err.msg);
 	r = sbx_sandbox_upload(m, sb, "data.txt", "app/results", &got, &size, &err);
 	tap_is_int(r, -EINVAL, "a relative destination: EINVAL (%s)", err.msg);
 	tap_ok(got == NULL, "failed uploads return no path");
@@ -1731,6 +1751,45 @@ static double secs_since(const struct timespec *t0)
 	struct timespec now;
 	clock_gettime(CLOCK_MONOTONIC, &now);
 	return (double)(now.tv_sec - t0->tv_sec) + (double)(now.tv_nsec - t0->tv_nsec) / 1e9;
+}
+
+/* sandbox.exec_timeout: the limit of a command or of Python code given none
+ * (a time limit of 0), on a manager whose default is 3 s: each stops there
+ * and says it timed out, well before its 20 s would end. */
+static void test_default_time_limit(void)
+{
+	const char *const short_limit[] = {"sandbox.exec_timeout=3s", NULL};
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_run_result res = {0};
+	struct test_manager tm;
+	struct timespec t0;
+	sbx_manager *m;
+	sbx_sandbox *sb = NULL;
+	int r;
+
+	m = test_manager_open(&tm, "tmo", short_limit, NULL);
+	if (tap_call(sbx_sandbox_create(m, "alice", "tmo", &sb, &err), err.msg,
+		     "create a sandbox under sandbox.exec_timeout=3s")) {
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		r = sbx_sandbox_run_shell(m, sb, "sleep 20; echo ended", 0, &res, &err);
+		tap_ok(r == 0 && res.timed_out && secs_since(&t0) < 15,
+		       "a command given no time limit stops at sandbox.exec_timeout (%s%.1f s)",
+		       r < 0 ? err.msg : "", secs_since(&t0));
+		sbx_run_result_release(&res);
+		/* The interpreter up first: its start is not the code's time. */
+		r = sbx_sandbox_run_python(m, sb, "print(1)", 60000, &res, &err);
+		tap_ok(r == 0 && !res.timed_out, "Python runs (%s)", err.msg);
+		sbx_run_result_release(&res);
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		r = sbx_sandbox_run_python(m, sb, "import time\ntime.sleep(20)\nprint('ended')", 0,
+					   &res, &err);
+		tap_ok(r == 0 && res.timed_out && secs_since(&t0) < 15,
+		       "Python code given no time limit stops at sandbox.exec_timeout (%s%.1f s)",
+		       r < 0 ? err.msg : "", secs_since(&t0));
+		sbx_run_result_release(&res);
+	}
+	sbx_sandbox_unref(sb);
+	test_manager_close(&tm, "no container of the time-limit manager is left");
 }
 
 /* delete: owner-checked, its container gone from the engine, the slot free
@@ -2404,43 +2463,53 @@ int main(int argc, char **argv)
 		tap_bail("mkdtemp");
 	snprintf(upload_dir, sizeof(upload_dir), "sandbox.upload_dir=%s", up);
 
-	test_utf8();
-	test_spec_table();
 	settings_for(&s, instance, extra);
-	m = manager(&s, engine);
-	test_create_get_list(m, &a, &named);
-	test_limits(m, a, &s, rootless);
-	test_unlimited_refused(rootless && access("/sys/fs/cgroup/cgroup.controllers", F_OK) != 0);
-	test_shell(m, a);
-	test_python(m, named);
-	test_interpreter(m, a);
-	test_long_line(m, a, &s);
-	test_upload_artifacts(m, named, up, outside);
-	test_threads(m);
-	test_stopped(m);
-	test_sleep(m);
-	test_killed_mid_call(m);
-	test_forged_stop(m);
-	{
-		sbx_sandbox *x = NULL;
-		tap_ok(sbx_sandbox_delete(m, "alice", "work", &err) == 0, "delete by name (%s)",
-		       err.msg);
-		tap_is_int(sbx_sandbox_get(m, "alice", "work", &x, &err), -ENOENT,
-			   "then it is gone");
+	if (only("basics")) {
+		test_utf8();
+		test_spec_table();
+		m = manager(&s, engine);
+		test_create_get_list(m, &a, &named);
+		test_limits(m, a, &s, rootless);
+		test_unlimited_refused(rootless &&
+				       access("/sys/fs/cgroup/cgroup.controllers", F_OK) != 0);
+		test_shell(m, a);
+		test_python(m, named);
+		test_interpreter(m, a);
+		test_long_line(m, a, &s);
+		test_upload_artifacts(m, named, up, outside);
+		test_default_time_limit();
+		if (all_parts()) {
+			test_threads(m);
+			test_stopped(m);
+			test_sleep(m);
+			test_killed_mid_call(m);
+			test_forged_stop(m);
+		}
+		{
+			sbx_sandbox *x = NULL;
+			tap_ok(sbx_sandbox_delete(m, "alice", "work", &err) == 0,
+			       "delete by name (%s)", err.msg);
+			tap_is_int(sbx_sandbox_get(m, "alice", "work", &x, &err), -ENOENT,
+				   "then it is gone");
+		}
+		sbx_sandbox_unref(named);
+		sbx_sandbox_unref(a);
+		m = sbx_manager_free(m);
+		tap_is_int(count_instance(instance), 0,
+			   "the manager removed its sandboxes on free");
 	}
-	sbx_sandbox_unref(named);
-	sbx_sandbox_unref(a);
-	m = sbx_manager_free(m);
-	tap_is_int(count_instance(instance), 0, "the manager removed its sandboxes on free");
 
-	test_delete();
-	test_reap();
-	test_sleep_restart();
-	test_lifetime();
-	test_engine_down();
-	test_create_failures();
-	test_recover_and_limit();
-	test_packages(find_script(argv[0]));
+	if (only("delete"))
+		test_delete();
+	if (all_parts()) {
+		test_reap();
+		test_sleep_restart();
+		test_lifetime();
+		test_engine_down();
+		test_create_failures();
+		test_recover_and_limit();
+		test_packages(find_script(argv[0]));
+	}
 
 	tap_is_int(count_instance(instance), 0, "no container of this run is left");
 	sbx_settings_release(&s);

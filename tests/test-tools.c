@@ -433,6 +433,22 @@ static void test_bad_arguments(void)
 	expect_error("upload_file_to_sandbox",
 		     "{\"sandbox_id\":\"x\",\"local_file_path\":\"/a\",\"dest_path\":false}",
 		     "'dest_path' must be a string", "dest_path: false");
+	{
+		/* Refused before the sandbox is looked up ("x" is none): a
+		 * '.' or '..' part, or a place beside /app/results and /tmp. */
+		static const char *const dests[] = {
+		    "/app/results/../../etc", "/tmp/../etc", "/app/results/./x",
+		    "/app/resultsx",	      "/tmpx/y",     "/etc"};
+		for (size_t i = 0; i < SBX_ARRAY_SIZE(dests); i++) {
+			char args[256], what[96];
+			snprintf(args, sizeof(args),
+				 "{\"sandbox_id\":\"x\",\"local_file_path\":\"a\",\"dest_path\":"
+				 "\"%s\"}",
+				 dests[i]);
+			snprintf(what, sizeof(what), "dest_path %s is refused", dests[i]);
+			expect_error("upload_file_to_sandbox", args, "is not allowed", what);
+		}
+	}
 	expect_error("execute_terminal_command",
 		     "{\"sandbox_id\":\"no-such-sandbox\",\"command\":\"ls\"}", "list_sandboxes",
 		     "an unknown sandbox says to call list_sandboxes");
@@ -449,6 +465,8 @@ static void test_bad_arguments(void)
 		    "-e .",
 		    "requests\nnumpy",
 		    "$(id)",
+		    "evil-1.0-py3-none-any.whl",
+		    "evil-1.0.tar.gz",
 		};
 		for (size_t i = 0; i < SBX_ARRAY_SIZE(hostile); i++) {
 			struct json_object *a = json_object_new_object();
@@ -1558,6 +1576,35 @@ static void test_downloads(void)
 	front_start(&front, &settings, mgr, link_key);
 	big = link_of("default", sandbox_id, BIG_CODE("big.bin"), "big.bin");
 	tap_ok(big != NULL, "downloads: a 64 MiB file big.bin");
+	/* A link signed for a path out of /app/results ('..' parts, sent as
+	 * %2E%2E: a client would resolve plain ones) is refused all the same:
+	 * no file outside it is served. */
+	{
+		static const char *const out[] = {"../../etc/passwd", "x/../../../etc/passwd"};
+		for (size_t i = 0; i < SBX_ARRAY_SIZE(out); i++) {
+			_cleanup_free_ char *l = sbx_artifact_link(link_key, "", sandbox_id, out[i],
+								   "", time(NULL) + 60);
+			struct sbx_buf enc = SBX_BUF_INIT;
+			char *body = NULL;
+			long st = 0;
+			for (const char *p = l; p && *p; p++) {
+				if (!strncmp(p, "../", 3)) {
+					sbx_buf_append(&enc, "%2E%2E/", 7);
+					p += 2;
+				} else {
+					sbx_buf_append(&enc, p, 1);
+				}
+			}
+			if (l && sbx_buf_append(&enc, "", 1) == 0)
+				st = get(enc.data, &body);
+			tap_ok(
+			    st == 403 && body && !strstr(body, "root:"),
+			    "downloads: a signed link to %s is 403, without the file (%ld %.120s)",
+			    out[i], st, body ? body : "");
+			free(body);
+			sbx_buf_release(&enc);
+		}
+	}
 
 	/* A client that never reads. */
 	threads = thread_count();
@@ -1757,10 +1804,12 @@ static void test_downloads(void)
 /* The links of a tenant's files work: the artifact route finds a sandbox
  * by its id whoever owns it (links carry ids and no key), never by name.
  * Signed links through the HTTP front: served as handed out; refused (403)
- * with the path, the signature or exp changed or the query removed, each
- * changed link naming a file that exists; a link made with link_ttl = 1s is
- * 403 expired 2 s later; server.unsigned_links with auth off serves the
- * plain link. */
+ * with the path, the signature (one character of it, the length and the
+ * alphabet kept: the 6th, a middle one, the last) or exp changed or the
+ * query removed, each changed link naming a file that exists, and the
+ * refusal holding none of the file; the link as handed out served after;
+ * a link made with link_ttl = 1s is 403 expired 2 s later;
+ * server.unsigned_links with auth off serves the plain link. */
 static void test_tenant_artifact(void)
 {
 	struct front front;
@@ -1799,6 +1848,43 @@ static void test_tenant_artifact(void)
 				sig[10] = sig[10] == 'A' ? 'B' : 'A';
 		}
 		tap_is_int(get(path, NULL), 403, "the link with its sig changed is 403");
+		/* One character of the signature changed, the length and the
+		 * alphabet kept: a middle one, then the last (whose low two bits
+		 * encode none of the MAC's: base64url's other spelling of the
+		 * same bytes, refused all the same). */
+		{
+			static const char b64url[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+						     "abcdefghijklmnopqrstuvwxyz0123456789-_";
+			const size_t at[] = {SBX_LINK_SIG_LEN / 2, SBX_LINK_SIG_LEN - 1};
+			for (size_t i = 0; i < SBX_ARRAY_SIZE(at); i++) {
+				char *sig;
+				const char *ch;
+				snprintf(path, sizeof(path), "%s", path_of(url));
+				sig = strstr(path, "&sig=");
+				ch = sig && strlen(sig + 5) == SBX_LINK_SIG_LEN
+					 ? strchr(b64url, sig[5 + at[i]])
+					 : NULL;
+				if (!tap_ok(ch && *ch,
+					    "the link's sig is %d base64url characters, last "
+					    "in its query: %s",
+					    SBX_LINK_SIG_LEN, path))
+					continue;
+				/* The character one bit away, in the alphabet. */
+				sig[5 + at[i]] = b64url[(size_t)(ch - b64url) ^ 1];
+				st = get(path, &body);
+				tap_ok(
+				    st == 403 && strstr(body, "invalid link") &&
+					!strstr(body, "alice"),
+				    "the link with sig character %zu of %d changed (%c to %c) is "
+				    "403 invalid link, without the file: %ld %s",
+				    at[i] + 1, SBX_LINK_SIG_LEN, *ch, sig[5 + at[i]], st, body);
+				free(body);
+			}
+			st = get(path_of(url), &body);
+			tap_ok(st == 200 && !strcmp(body, "alice"),
+			       "... and the link as handed out is still served (200)");
+			free(body);
+		}
 		snprintf(path, sizeof(path), "%s", path_of(url));
 		{
 			char *exp = strstr(path, "?exp=");
@@ -2865,6 +2951,20 @@ int main(int argc, char **argv)
 	}
 	schemas = sbx_tools_list(SBX_MCP_VERSION_LATEST);
 
+	if (getenv("SBX_TOOLS_ONLY") && !strcmp(getenv("SBX_TOOLS_ONLY"), "arguments")) {
+		/* The arguments' checks alone, no sandbox (their mutation runs). */
+		test_list();
+		test_bad_arguments();
+		goto out;
+	}
+	if (getenv("SBX_TOOLS_ONLY") && !strcmp(getenv("SBX_TOOLS_ONLY"), "upload")) {
+		/* The uploads' cases alone (their mutation runs). */
+		test_create_and_list();
+		test_upload();
+		tap_ok(sbx_sandbox_delete(mgr, "default", sandbox_id, &err) == 0,
+		       "delete the sandbox (%s)", err.msg);
+		goto out;
+	}
 	if (getenv("SBX_TOOLS_ONLY") && !strcmp(getenv("SBX_TOOLS_ONLY"), "downloads")) {
 		/* The downloads' cases alone (their mutation runs). */
 		test_create_and_list();
