@@ -476,6 +476,33 @@ void sse_close(struct sse_session *s)
 	sbx_buf_release(&s->acc);
 }
 
+/* ---- bodies ---- */
+
+/* A ping (id ID) whose params nest so that the body is LEVELS deep in all:
+ * the message is level 1, its params level 2, then arrays, the innermost
+ * empty, or holding the number 1 (one level more) when SCALAR. Owned. */
+char *mcp_deep_ping(int id, int levels, bool scalar)
+{
+	int arrays = levels - 2 - (scalar ? 1 : 0);
+	size_t n = 128 + 2 * (size_t)arrays;
+	char *text = malloc(n), *p;
+
+	if (!text || arrays < 1)
+		abort();
+	p = text + snprintf(text, n,
+			    "{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"ping\","
+			    "\"params\":{\"x\":",
+			    id);
+	memset(p, '[', arrays);
+	p += arrays;
+	if (scalar)
+		*p++ = '1';
+	memset(p, ']', arrays);
+	p += arrays;
+	strcpy(p, "}}");
+	return text;
+}
+
 /* ---- the stand-in "slow" tool ---- */
 
 static pthread_mutex_t slow_lock = PTHREAD_MUTEX_INITIALIZER;

@@ -124,6 +124,18 @@ bool sse_open(struct sse_session *s, enum sse_step last);
 /* Closes the stream and releases S. */
 void sse_close(struct sse_session *s);
 
+/* ---- bodies (test-http, test-mcp) ---- */
+
+/* The nesting a body may have: src/mcp/mcp.c's MCP_JSON_DEPTH, stated here
+ * on its own so that a change to the bound fails the tests. */
+#define JSON_DEPTH_WANTED 64
+
+/* A ping (id ID) whose params nest so that the body is LEVELS deep in all
+ * (JSON_DEPTH_WANTED's count: the message is level 1, its params level 2,
+ * then arrays, the innermost empty, or holding the number 1, one level
+ * more, when SCALAR). Owned. */
+char *mcp_deep_ping(int id, int levels, bool scalar);
+
 /* ---- the stand-in "slow" tool (test-http, test-mcp) ---- */
 
 /* Marks a start, then polls the cancellation until it comes (at most 5 s);

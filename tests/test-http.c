@@ -236,33 +236,7 @@ static void test_batch_http(void)
 	free(id);
 }
 
-/* MCP_JSON_DEPTH of src/mcp/mcp.c: how deep a body may nest, every value a
- * level (the body's top value the first). */
-#define JSON_DEPTH 64
-
-/* A ping (id ID) nested LEVELS deep in all: the message, its params, then
- * arrays, the innermost empty. Owned. */
-static char *deep_ping(int id, int levels)
-{
-	int arrays = levels - 2;
-	size_t n = 128 + 2 * (size_t)arrays;
-	char *text = malloc(n), *p;
-
-	if (!text || arrays < 1)
-		tap_bail("deep_ping");
-	p = text + snprintf(text, n,
-			    "{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"ping\","
-			    "\"params\":{\"x\":",
-			    id);
-	memset(p, '[', arrays);
-	p += arrays;
-	memset(p, ']', arrays);
-	p += arrays;
-	strcpy(p, "}}");
-	return text;
-}
-
-/* POST /mcp with a balanced body JSON_DEPTH deep: 200 and its result; one
+/* POST /mcp with a balanced body JSON_DEPTH_WANTED deep: 200 and its result; one
  * level deeper: 400, -32700 "nesting too deep"; the session answers on. */
 static void test_depth_http(void)
 {
@@ -272,20 +246,21 @@ static void test_depth_http(void)
 
 	if (!tap_ok(id != NULL, "depth: a session"))
 		return;
-	text = deep_ping(11, JSON_DEPTH);
+	text = mcp_deep_ping(11, JSON_DEPTH_WANTED, false);
 	r = mcp_post(id, NULL, text);
 	if (!tap_ok(r.status == 200 && r.body.data && strstr(r.body.data, "\"id\":11") &&
 			strstr(r.body.data, "\"result\"") && !strstr(r.body.data, "\"error\""),
-		    "depth: a ping nested %d deep -> 200 with its result", JSON_DEPTH))
+		    "depth: a ping nested %d deep -> 200 with its result", JSON_DEPTH_WANTED))
 		tap_diag("  got %ld: %s", r.status, r.body.data ? r.body.data : "");
 	reply_release(&r);
 	free(text);
-	text = deep_ping(12, JSON_DEPTH + 1);
+	text = mcp_deep_ping(12, JSON_DEPTH_WANTED + 1, false);
 	r = mcp_post(id, NULL, text);
 	if (!tap_ok(r.status == 400 && r.body.data && strstr(r.body.data, "-32700") &&
 			strstr(r.body.data, "nesting too deep") &&
 			strstr(r.body.data, "\"id\":null"),
-		    "depth: one level more (%d) -> 400, -32700 nesting too deep", JSON_DEPTH + 1))
+		    "depth: one level more (%d) -> 400, -32700 nesting too deep",
+		    JSON_DEPTH_WANTED + 1))
 		tap_diag("  got %ld: %s", r.status, r.body.data ? r.body.data : "");
 	reply_release(&r);
 	free(text);

@@ -217,37 +217,7 @@ static void test_parse(void)
 	sbx_mcp_session_unref(s);
 }
 
-/* MCP_JSON_DEPTH of src/mcp/mcp.c: how deep a body may nest. json-c counts
- * every value as a level, the body's top value the first and a scalar as
- * much as an array. */
-#define JSON_DEPTH 64
-
-/* A ping (id ID) whose params nest so that the body is LEVELS deep in all:
- * the message is level 1, its params level 2, then arrays, the innermost
- * empty, or holding the number 1 (one level more) when SCALAR. Owned. */
-static char *deep_ping(int id, int levels, bool scalar)
-{
-	int arrays = levels - 2 - (scalar ? 1 : 0);
-	size_t n = 128 + 2 * (size_t)arrays;
-	char *text = malloc(n), *p;
-
-	if (!text || arrays < 1)
-		tap_bail("deep_ping");
-	p = text + snprintf(text, n,
-			    "{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"ping\","
-			    "\"params\":{\"x\":",
-			    id);
-	memset(p, '[', arrays);
-	p += arrays;
-	if (scalar)
-		*p++ = '1';
-	memset(p, ']', arrays);
-	p += arrays;
-	strcpy(p, "}}");
-	return text;
-}
-
-/* Balanced bodies: exactly JSON_DEPTH levels are parsed and answered; one
+/* Balanced bodies: exactly JSON_DEPTH_WANTED levels are parsed and answered; one
  * more is a parse error (-32700, id null, "nesting too deep"), and the
  * session answers on. */
 static void test_depth(void)
@@ -259,10 +229,10 @@ static void test_depth(void)
 
 	for (int scalar = 0; scalar < 2; scalar++) {
 		const char *inner = scalar ? "a number" : "an empty array";
-		text = deep_ping(11, JSON_DEPTH, scalar);
+		text = mcp_deep_ping(11, JSON_DEPTH_WANTED, scalar);
 		reply = run_text(s, text, &r);
 		tap_is_int(r, 0, "depth: a ping nested %d deep (innermost %s) is parsed",
-			   JSON_DEPTH, inner);
+			   JSON_DEPTH_WANTED, inner);
 		o = reply ? json_tokener_parse(reply) : NULL;
 		tap_ok(o && error_code(o) == 0 && json_object_object_get_ex(o, "result", NULL) &&
 			   json_object_get_int(json_object_object_get(o, "id")) == 11,
@@ -271,10 +241,10 @@ static void test_depth(void)
 		free(reply);
 		free(text);
 
-		text = deep_ping(12, JSON_DEPTH + 1, scalar);
+		text = mcp_deep_ping(12, JSON_DEPTH_WANTED + 1, scalar);
 		reply = run_text(s, text, &r);
 		tap_is_int(r, -EBADMSG, "depth: one level more (%d, innermost %s) is -EBADMSG",
-			   JSON_DEPTH + 1, inner);
+			   JSON_DEPTH_WANTED + 1, inner);
 		o = reply ? json_tokener_parse(reply) : NULL;
 		tap_is_int(error_code(o), SBX_JSONRPC_PARSE_ERROR, "depth: ... answered -32700");
 		{
@@ -295,21 +265,22 @@ static void test_depth(void)
 	}
 	/* A bare array: the top value is the first level. */
 	{
-		char deep[2 * JSON_DEPTH + 3];
+		char deep[2 * JSON_DEPTH_WANTED + 3];
 		sbx_mcp_input *in = NULL;
 		char *ej = NULL;
-		memset(deep, '[', JSON_DEPTH);
-		memset(deep + JSON_DEPTH, ']', JSON_DEPTH);
-		r = sbx_mcp_input_parse(deep, 2 * JSON_DEPTH, &in, &ej);
-		tap_is_int(r, 0, "depth: %d nested arrays, balanced, are parsed", JSON_DEPTH);
+		memset(deep, '[', JSON_DEPTH_WANTED);
+		memset(deep + JSON_DEPTH_WANTED, ']', JSON_DEPTH_WANTED);
+		r = sbx_mcp_input_parse(deep, 2 * JSON_DEPTH_WANTED, &in, &ej);
+		tap_is_int(r, 0, "depth: %d nested arrays, balanced, are parsed",
+			   JSON_DEPTH_WANTED);
 		in = sbx_mcp_input_free(in);
 		free(ej);
 		ej = NULL;
-		memset(deep, '[', JSON_DEPTH + 1);
-		memset(deep + JSON_DEPTH + 1, ']', JSON_DEPTH + 1);
-		r = sbx_mcp_input_parse(deep, 2 * JSON_DEPTH + 2, &in, &ej);
+		memset(deep, '[', JSON_DEPTH_WANTED + 1);
+		memset(deep + JSON_DEPTH_WANTED + 1, ']', JSON_DEPTH_WANTED + 1);
+		r = sbx_mcp_input_parse(deep, 2 * JSON_DEPTH_WANTED + 2, &in, &ej);
 		tap_is_int(r, -EBADMSG, "depth: %d nested arrays, balanced, are -EBADMSG",
-			   JSON_DEPTH + 1);
+			   JSON_DEPTH_WANTED + 1);
 		tap_ok(ej && strstr(ej, "nesting too deep"), "depth: ... saying so: %s",
 		       ej ? ej : "none");
 		sbx_mcp_input_free(in);
