@@ -3,8 +3,11 @@
  * The usage sampler: what each sandbox's container uses, for metering (the
  * measured service of a cloud). Every sandbox.usage_interval one thread asks
  * the engine for the stats of each ready sandbox, one after another (at most
- * one engine request at a time, however many sandboxes), and keeps in the
- * record, under m->lock:
+ * one engine request at a time, however many sandboxes), and rests at least
+ * as long as that turn took before the next (a disk figure costs Podman a
+ * walk of the image, seconds on a loaded machine, and holds the
+ * container's lock meanwhile: turns back to back would starve the calls of
+ * the engine), and keeps in the record, under m->lock:
  *   cpu_ns               the container's CPU time (the growth of the engine's
  *                        cgroup count, cpu_seen_ns, from sample to sample);
  *   memory_bytes         the memory in use at the sample;
@@ -57,14 +60,20 @@ struct sbx_usage_sampler {
 	int64_t turn_ms;	  /* how long the last turn over all sandboxes took; m->lock */
 };
 
-/* The longest gap a sample counts for: two intervals, or two of the last
- * turns over all sandboxes when they took longer (a slow engine). Under
- * m->lock. */
-static int64_t gap_max_locked(sbx_manager *m)
+/* The time from one turn's start to the next's: the interval, or the last
+ * turn over all sandboxes and as long a rest when that is longer (a slow
+ * engine). Under m->lock. */
+static int64_t period_locked(sbx_manager *m)
 {
 	int64_t turn = m->usage ? m->usage->turn_ms : 0, interval = m->s->sandbox.usage_interval_ms;
 
-	return 2 * (turn > interval ? turn : interval);
+	return 2 * turn > interval ? 2 * turn : interval;
+}
+
+/* The longest gap a sample counts for: two periods. Under m->lock. */
+static int64_t gap_max_locked(sbx_manager *m)
+{
+	return 2 * period_locked(m);
 }
 
 /* BYTES (at most MEMORY_MAX) held from *SINCE_MS (0: never) to NOW in
@@ -195,7 +204,7 @@ static void *sampler_main(void *arg)
 
 	pthread_mutex_lock(&m->lock);
 	while (!sbx_worker_stopping(&u->worker)) {
-		int64_t start = sbx_monotonic_ms(), next = start + m->s->sandbox.usage_interval_ms;
+		int64_t start = sbx_monotonic_ms(), next;
 		sbx_sandbox **batch = m->n ? calloc(m->n, sizeof(*batch)) : NULL;
 		size_t n = 0;
 
@@ -216,6 +225,7 @@ static void *sampler_main(void *arg)
 		free(batch);
 		pthread_mutex_lock(&m->lock);
 		u->turn_ms = sbx_monotonic_ms() - start;
+		next = start + period_locked(m);
 		while (!sbx_worker_stopping(&u->worker) && sbx_monotonic_ms() < next)
 			sbx_cond_wait_until(&u->worker.wake, &m->lock, next);
 	}
