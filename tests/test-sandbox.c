@@ -1881,7 +1881,17 @@ static void test_delete(void)
 	sh = (struct busy_call){.m = m, .sb = a, .code = "sleep 100"};
 	pthread_create(&py.thread, NULL, busy_main, &py);
 	pthread_create(&sh.thread, NULL, busy_main, &sh);
-	usleep(1500000);
+	/* Both calls begun (a loaded machine can take seconds to get there),
+	 * then a moment for their processes to start. */
+	for (int i = 0, calls = 0; i < 600 && calls != 2; i++) {
+		usleep(100000);
+		pthread_mutex_lock(&m->lock);
+		calls = a->calls;
+		pthread_mutex_unlock(&m->lock);
+		if (calls == 2 || i == 599)
+			tap_ok(calls == 2, "both calls have begun (%d running)", calls);
+	}
+	usleep(500000);
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	r = sbx_sandbox_delete(m, "alice", id_a, &err);
 	tap_call(r, err.msg, "delete a sandbox with two calls running in it (%.1f s)",
