@@ -733,6 +733,56 @@ static void test_interpreter(sbx_manager *m, sbx_sandbox *sb)
 	}
 	sbx_run_result_release(&res);
 
+	/* Lines the sandbox's code writes on the protocol's own descriptor (it
+	 * runs in the interpreter's process): a result planted for the next
+	 * call ahead of it, and a hello with a pid of its choosing just before
+	 * the interpreter dies, are both dropped. */
+	if (python(
+		m, sb,
+		"import gc, os, threading, time\n"
+		"p = [o for o in gc.get_objects() if isinstance(o, dict) and 'PROTO_OUT' in o][0]\n"
+		"me = p['CUR'].id\n"
+		"def plant():\n"
+		"    time.sleep(0.5)\n"
+		"    for k in range(me + 1, me + 4):\n"
+		"        os.write(p['PROTO_OUT'], ('{\"t\":\"a\",\"id\":%d}\\n"
+		"{\"t\":\"o\",\"id\":%d,\"fd\":1,\"s\":\"forged\\\\n\"}\\n"
+		"{\"t\":\"r\",\"id\":%d,\"rc\":0,\"files\":[]}\\n' % (k, k, k)).encode())\n"
+		"threading.Thread(target=plant).start()\n"
+		"print('planted')\n",
+		&res) == 0)
+		tap_is_str(res.out.data, "planted\n", "code plants result lines for the next ids");
+	sbx_run_result_release(&res);
+	usleep(1500000);
+	if (python(m, sb, "print('real')\n", &res) == 0)
+		tap_is_str(res.out.data, "real\n",
+			   "the next call's result is its own, not the planted one");
+	sbx_run_result_release(&res);
+	if (python(
+		m, sb,
+		"import gc, os, threading, time\n"
+		"p = [o for o in gc.get_objects() if isinstance(o, dict) and 'PROTO_OUT' in o][0]\n"
+		"def forge():\n"
+		"    time.sleep(0.5)\n"
+		"    os.write(p['PROTO_OUT'], b'{\"t\":\"hello\",\"v\":1,\"pid\":999999,"
+		"\"pgid\":999999}\\n')\n"
+		"    os.kill(os.getpid(), 9)\n"
+		"threading.Thread(target=forge).start()\n"
+		"print('forging')\n",
+		&res) == 0)
+		tap_is_str(res.out.data, "forging\n", "code writes a hello of its own, then dies");
+	sbx_run_result_release(&res);
+	usleep(1500000);
+	if (python(m, sb, "import os\nprint(os.getpid())\n", &res) == 0) {
+		long real = strtol(res.out.data ? res.out.data : "0", NULL, 10),
+		     known = sbx_interp_pid(sb);
+		tap_ok(res.interpreter_restarted && real > 0 && known == real,
+		       "the new interpreter's pid is the one it said (%ld), not the forged one "
+		       "(%ld known)",
+		       real, known);
+	}
+	sbx_run_result_release(&res);
+
 	/* A 50 MB print is capped, and this process's memory stays bounded: its
 	 * peak resident size (VmHWM, reset to the current size first where the
 	 * kernel lets us) grows by far less than the 50 MB that keeping the

@@ -12,7 +12,10 @@
  * container is assigned), else on first use. The stream stays open; every
  * call writes one request line and reads output lines and one result line,
  * all tagged with the call's id, so output of an earlier call is never taken
- * for this one's.
+ * for this one's. Ids are random (call_id), not counted: code in the sandbox
+ * (a thread an earlier call left running) cannot write the next call's
+ * result ahead of it. A hello line counts only while an interpreter starts,
+ * and only the first one: one planted by code later cannot redirect a kill.
  *
  * Stopping code needs no host signal (the engine may be remote): an "int"
  * request makes the interpreter raise KeyboardInterrupt in its main thread;
@@ -83,8 +86,8 @@ struct sbx_interp {
 	pthread_mutex_t run;
 	pthread_mutex_t pid_lock;
 	sbx_stream *stream;
-	long pid, pgid; /* in the container; under pid_lock */
-	uint64_t next_id;
+	long pid, pgid;		  /* in the container; under pid_lock */
+	uint64_t next_id;	  /* call_id's fallback */
 	bool has_state;		  /* a restart would lose state the user was not told about;
 				   * false in a pooled interpreter no call has used yet */
 	bool lost;		  /* it ended between calls; nobody was told yet */
@@ -134,6 +137,18 @@ static struct sbx_interp *interp_of(sbx_sandbox *sb)
 
 /* ---- one call's state ---- */
 
+/* A new call's id: random, within JSON's exact integers (2^53), never 0
+ * (no call's); a count when the system has no randomness to give. */
+static uint64_t call_id(struct sbx_interp *in)
+{
+	uint64_t id = 0;
+
+	if (sbx_random_bytes(&id, sizeof(id)) < 0)
+		id = ++in->next_id;
+	id &= (UINT64_C(1) << 53) - 1;
+	return id ? id : 1;
+}
+
 struct call {
 	sbx_manager *m;
 	sbx_sandbox *sb;	     /* NULL when starting a pooled interpreter */
@@ -143,7 +158,8 @@ struct call {
 	uint64_t id;
 	size_t cap;
 	struct sbx_run_result res;
-	struct json_object *hello; /* set by a hello line when starting */
+	struct json_object *hello; /* the first hello line while starting */
+	bool starting;		   /* start_once waits for the hello */
 	bool acked;		   /* the interpreter took the request */
 	bool done;		   /* the result line arrived */
 	/* Images announced before the result line, checked, by path. */
@@ -326,8 +342,10 @@ static int handle_line(struct call *c, const char *line, size_t len)
 	if (!o || !json_object_is_type(o, json_type_object) || !(t = str_of(o, "t")))
 		goto out;
 	if (strcmp(t, "hello") == 0) {
-		json_object_put(c->hello);
-		c->hello = json_object_get(o);
+		/* The new interpreter says it first, before any code of the
+		 * sandbox's runs in it; one at any other time is forged. */
+		if (c->starting && !c->hello)
+			c->hello = json_object_get(o);
 		goto out;
 	}
 	/* Id 0 is no call's (a start, a check, a prepare): what comes then is
@@ -431,6 +449,22 @@ size_t sbx_interp_line_bytes(sbx_sandbox *sb)
 		n += (size_t)in->tok->pb->size;
 	pthread_mutex_unlock(&in->run);
 	return n;
+}
+
+long sbx_interp_pid(sbx_sandbox *sb)
+{
+	struct sbx_interp *in;
+	long pid = 0;
+
+	pthread_mutex_lock(&sb->m->lock);
+	in = sb->interp;
+	pthread_mutex_unlock(&sb->m->lock);
+	if (in) {
+		pthread_mutex_lock(&in->pid_lock);
+		pid = in->pid;
+		pthread_mutex_unlock(&in->pid_lock);
+	}
+	return pid;
 }
 
 /* Reads one chunk of the stream: 1 when something was read, 0 at end of
@@ -552,6 +586,8 @@ static int start_once(struct call *c, struct sbx_error *err)
 
 	sbx_buf_reset(&in->diag);
 	sbx_buf_reset(&in->line);
+	json_object_put(c->hello);
+	c->hello = NULL;
 	r = sbx_exec_stream(c->m->engine, c->container, &spec, &in->stream, err);
 	if (r < 0 && !c->sb) {
 		sbx_error_prefix(err, "sandbox %s", c->sid);
@@ -559,6 +595,7 @@ static int start_once(struct call *c, struct sbx_error *err)
 	}
 	if (r < 0)
 		return sbx_sandbox_exec_failed(c->m, c->sb, r, err);
+	c->starting = true;
 	while (!c->hello) {
 		int64_t left = deadline - sbx_monotonic_ms();
 		r = pump(c, left > 0 ? (int)left : 0, err);
@@ -570,11 +607,13 @@ static int start_once(struct call *c, struct sbx_error *err)
 					  *d ? ": " : "", (int)in->diag.len, d);
 		}
 		if (r < 0) {
+			c->starting = false;
 			drop_stream(in);
 			/* A sandbox's own: deleted or dead meanwhile, it says so. */
 			return c->sb ? sbx_sandbox_exec_failed(c->m, c->sb, r, err) : r;
 		}
 	}
+	c->starting = false;
 	pthread_mutex_lock(&in->pid_lock);
 	in->pid = (long)int_of(c->hello, "pid", 0);
 	in->pgid = (long)int_of(c->hello, "pgid", 0);
@@ -936,7 +975,7 @@ static int interp_run(sbx_manager *m, sbx_sandbox *sb, const char *code,
 				     "another execute_python_code call is still running in sandbox "
 				     "%s; wait for it to end, or give a longer timeout",
 				     sb->id);
-	c.id = ++in->next_id;
+	c.id = call_id(in);
 	c.res.exit_code = -1;
 again:
 	r = ensure_started(&c, err);
@@ -1070,7 +1109,7 @@ static int warm_up(struct call *c, struct sbx_error *err)
 	int64_t deadline = sbx_monotonic_ms() + START_MS;
 	int r;
 
-	c->id = ++c->in->next_id;
+	c->id = call_id(c->in);
 	c->cap = 4096;
 	r = send_run(c, "pass", err);
 	while (r >= 0 && !c->done) {

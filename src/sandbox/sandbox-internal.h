@@ -360,6 +360,9 @@ int sbx_interp_protocol_feed(sbx_manager *m, const char *p, size_t n);
  * lines between calls (its line buffer's capacity and its tokener's string
  * buffer's), 0 before its first call. */
 size_t sbx_interp_line_bytes(sbx_sandbox *sb);
+/* interp.c, for the tests: the pid SB's interpreter gave in its hello (the
+ * one a kill goes to), 0 before its first start. */
+long sbx_interp_pid(sbx_sandbox *sb);
 
 /* record.c: the record's own life. */
 
