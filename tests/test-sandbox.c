@@ -7,7 +7,8 @@
  * ends by checking that no container of those instances is left.
  * SBX_SANDBOX_ONLY=basics runs only the first manager's basic cases (owners,
  * limits, shell, Python, uploads and artifacts), =delete only test_delete
- * (max_sandboxes, another owner's deletes): for make mutants.
+ * (max_sandboxes, another owner's deletes), =dead-asleep only
+ * test_dead_asleep: for make mutants.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -2176,6 +2177,55 @@ out:
 	test_manager_close(&tm, "nothing of the reaping test is left");
 }
 
+/* A sleeping sandbox whose container is removed from outside: the
+ * engine's destroy event makes it dead and no longer asleep, and wakes the
+ * reaper, which removes it at once (its idle time passed long ago), not at
+ * its sleep's end ten minutes later. */
+static void test_dead_asleep(void)
+{
+	const char *const set[] = {"sandbox.idle_timeout=2s", "sandbox.sleep_lifetime=10m", NULL};
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct test_manager tm;
+	struct timespec t0;
+	sbx_manager *m;
+	sbx_sandbox *a = NULL;
+	enum sbx_sleep st = SBX_SLEEP_AWAKE;
+	char *cid = NULL;
+	int r;
+
+	m = test_manager_open(&tm, "dead-asleep", set, NULL);
+	if (!tap_call(sbx_sandbox_create(m, "alice", "napper", &a, &err), err.msg,
+		      "create a sandbox that sleeps after 2 s"))
+		goto out;
+	cid = container_of(tm.inst, sbx_sandbox_id(a));
+	for (int i = 0; i < 600 && st != SBX_SLEEP_ASLEEP; i++) {
+		usleep(100000);
+		pthread_mutex_lock(&m->lock);
+		st = a->sleep;
+		pthread_mutex_unlock(&m->lock);
+	}
+	if (!tap_ok(st == SBX_SLEEP_ASLEEP && cid, "it falls asleep within 60 s"))
+		goto out;
+	if (!tap_call(sbx_container_remove(engine, cid, &err), err.msg,
+		      "its stopped container is removed from outside"))
+		goto out;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	r = wait_gone(m, "alice", "napper", 60, &err);
+	tap_ok(r == -ENOENT,
+	       "the dead sleeper is removed within 60 s, not at its sleep's end in 10 min "
+	       "(%.1f s): %s",
+	       secs_since(&t0), err.msg);
+	pthread_mutex_lock(&m->lock);
+	tap_ok(a->death == SBX_DEATH_REMOVED && a->sleep == SBX_SLEEP_AWAKE,
+	       "its record says it was removed, and no longer asleep (death %d, sleep %d)",
+	       (int)a->death, (int)a->sleep);
+	pthread_mutex_unlock(&m->lock);
+out:
+	free(cid);
+	sbx_sandbox_unref(a);
+	test_manager_close(&tm, "nothing of the dead sleeper's test is left");
+}
+
 /* Across a restart: a sandbox put to sleep is adopted asleep (from its
  * container's name) and wakes with its files; a container stopped from
  * outside is adopted dead, not asleep; one that was woken while its name
@@ -2561,6 +2611,8 @@ int main(int argc, char **argv)
 
 	if (only("delete"))
 		test_delete();
+	if (only("dead-asleep") && sbx_engine_restart_keeps(engine))
+		test_dead_asleep();
 	if (all_parts()) {
 		test_reap();
 		test_sleep_restart();

@@ -118,7 +118,6 @@ enum sbx_death sbx_death_of(const struct sbx_container_info *ci, int *ret_code)
 bool sbx_sandbox_died_locked(sbx_manager *m, sbx_sandbox *sb, enum sbx_death death, int code,
 			     bool blind)
 {
-	(void)m;
 	if (death == SBX_DEATH_NONE || sb->end != SBX_END_NONE || sb->removed)
 		return false;
 	/* Stopped by its sleep, or not yet started by its wake: only its
@@ -138,6 +137,9 @@ bool sbx_sandbox_died_locked(sbx_manager *m, sbx_sandbox *sb, enum sbx_death dea
 	sb->death_code = code;
 	sb->death_at = time(NULL);
 	sb->death_blind = blind;
+	/* A dead one goes at its idle time, which may be long past (one that
+	 * slept): the reaper's next turn is not the one it planned. */
+	sbx_reaper_wake_locked(m);
 	return true;
 }
 

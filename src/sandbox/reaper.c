@@ -224,7 +224,12 @@ void sbx_reaper_stop(sbx_manager *m)
 
 	if (!rp)
 		return;
+	/* Unhooked first, under the lock its wakers hold (calls, installs,
+	 * the relay and the pool wake it): none reaches it once it is freed.
+	 * Its thread holds its own pointer. */
+	pthread_mutex_lock(&m->lock);
+	m->reaper = NULL;
+	pthread_mutex_unlock(&m->lock);
 	sbx_worker_stop(&rp->worker, &m->lock);
 	free(rp);
-	m->reaper = NULL;
 }

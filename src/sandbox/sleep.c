@@ -103,7 +103,14 @@ int sbx_sandbox_sleep_idle(sbx_sandbox *sb, int64_t used_ms, struct sbx_error *e
 	}
 
 	pthread_mutex_lock(&m->lock);
-	if (r >= 0) {
+	if (r >= 0 && sb->death != SBX_DEATH_NONE) {
+		/* Its container was removed from outside while it was stopped
+		 * (a destroy event came meanwhile): dead, and awake as a
+		 * sleeper whose container goes is (sbx_sandbox_died_locked). */
+		sb->sleep = SBX_SLEEP_AWAKE;
+		sb->slept_at = 0;
+		r = sbx_error_set(err, -ESRCH, "its container was removed meanwhile");
+	} else if (r >= 0) {
 		sb->sleep = SBX_SLEEP_ASLEEP;
 		sb->sleeps++;
 		sb->sleep_failures = 0;

@@ -193,7 +193,12 @@ static void sample_one(sbx_manager *m, sbx_sandbox *sb, bool ask_disk)
 
 void sbx_usage_sample(sbx_manager *m, sbx_sandbox *sb)
 {
-	if (m->usage)
+	bool on;
+
+	pthread_mutex_lock(&m->lock);
+	on = m->usage != NULL;
+	pthread_mutex_unlock(&m->lock);
+	if (on)
 		sample_one(m, sb, false);
 }
 
@@ -259,7 +264,11 @@ void sbx_usage_stop(sbx_manager *m)
 
 	if (!u)
 		return;
+	/* Unhooked first, under the lock its readers hold: none reaches it
+	 * once it is freed. Its thread holds its own pointer. */
+	pthread_mutex_lock(&m->lock);
+	m->usage = NULL;
+	pthread_mutex_unlock(&m->lock);
 	sbx_worker_stop(&u->worker, &m->lock);
 	free(u);
-	m->usage = NULL;
 }
