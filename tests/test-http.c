@@ -2802,6 +2802,38 @@ static void test_connections_per_ip(sbx_mcp *mcp, sbx_manager *manager)
 	tap_is_int(got, 4, "... each of the 4 requests, ended, is answered 200");
 	tap_ok(connections_settle(&sv, 0), "... all closed: none counted");
 
+	/* Four new connections whose clients have sent nothing yet (a loaded
+	 * client can take seconds between its connect and its request): not
+	 * idle, so a 5th SBX_HTTP_EVICT_IDLE_MS later is refused rather than
+	 * one of them closed just before its request comes; each is then
+	 * served. */
+	http_from("127.0.0.45");
+	got = 0;
+	for (int i = 0; i < 4; i++)
+		got += (idle[i] = connect_raw()) >= 0;
+	tap_ok(got == 4 && connections_settle(&sv, 4),
+	       "4 new connections from 127.0.0.45, nothing sent on them");
+	sleep_ms(SBX_HTTP_EVICT_IDLE_MS + 300);
+	r = request("GET", "/health", NULL, NULL);
+	tap_ok(r.status == 503 && r.body.data && strstr(r.body.data, "none of them idle"),
+	       "... a 5th connection %d ms later -> 503: a new connection is not idle (%ld: %s)",
+	       SBX_HTTP_EVICT_IDLE_MS + 300, r.status, r.body.data ? r.body.data : "");
+	reply_release(&r);
+	got = 0;
+	for (int i = 0; i < 4; i++) {
+		struct sbx_buf acc = SBX_BUF_INIT;
+		char req[128];
+
+		snprintf(req, sizeof(req), "GET /health HTTP/1.1\r\nHost: 127.0.0.1:%u\r\n\r\n",
+			 http_target.port);
+		got += send_quiet(idle[i], req, strlen(req)) &&
+		       read_until(idle[i], &acc, "{\"status\":\"ok\"}", 5000);
+		sbx_buf_release(&acc);
+		close(idle[i]);
+	}
+	tap_is_int(got, 4, "... each of the 4, its request sent late, is answered 200");
+	tap_ok(connections_settle(&sv, 0), "... all closed: none counted");
+
 	/* The same four, their clients trickling a header line every 2 s (a
 	 * slow-headers attack: each byte in time for libmicrohttpd's timeout
 	 * of silence): once the oldest has been at its headers for

@@ -7,7 +7,8 @@
  * client's pool); one with a request in flight (a call, an SSE stream, a
  * download) is busy, from the moment libmicrohttpd has read the request's
  * first line (its URI callback), before the rest of its headers. One whose
- * headers have not all come SBX_HTTP_HEAD_MS after its first line (a
+ * headers have not all come SBX_HTTP_HEAD_MS after its first line (or,
+ * its first request's, after its accept) (a
  * client trickling them, a byte now and then) can be closed to make room
  * as an idle one can: else a few addresses could hold every place for as
  * long as libmicrohttpd's timeout of silence lets each byte wait. At server.max_connections_per_ip
@@ -41,9 +42,12 @@
  * timeout). So only a connection idle for SBX_HTTP_EVICT_IDLE_MS is
  * closed, never one with bytes waiting to be read, and a request that
  * still arrives on a closed one is dropped before it runs (its answer
- * could not be sent). A new connection counts as idle from its accept: one
- * silent for SBX_HTTP_EVICT_IDLE_MS can be closed (its client never sent
- * what it opened it for).
+ * could not be sent). A new connection is not idle: its client opened it
+ * to send a request, and a loaded client (hundreds of requests at once)
+ * can take more than a second to write it. It counts as one whose headers
+ * are coming from its accept until its first request's headers are in,
+ * and so can be closed only SBX_HTTP_HEAD_MS after its accept: one silent
+ * that long, or trickling its first request, is closed as a trickler is.
  *
  * A connection answered before its request's body was read is handed to
  * the lingering close (src/http/linger.c) when it closes.
@@ -70,7 +74,7 @@ struct conn_list {
 enum conn_listed {
 	LISTED_NONE,
 	LISTED_IDLE,	/* between requests */
-	LISTED_HEADING, /* a request's first line in, its headers not all */
+	LISTED_HEADING, /* new, or a request's first line in: its headers not all */
 };
 
 struct conn_peer {
@@ -392,8 +396,8 @@ void sbx_conn_started(struct sbx_http *h, struct MHD_Connection *conn, void **so
 		c->state = CONN_ADMITTED;
 		c->peer->admitted++;
 		t->admitted++;
-		/* Idle from its accept (see the top). */
-		list_add(t, c, LISTED_IDLE);
+		/* Its headers coming from its accept (see the top). */
+		list_add(t, c, LISTED_HEADING);
 	}
 	*socket_context = c;
 out:
@@ -512,7 +516,8 @@ bool sbx_conn_request_begin(struct sbx_http *h, struct MHD_Connection *conn)
 	if (!c)
 		return true;
 	pthread_mutex_lock(&h->conns->lock);
-	if (c->busy++ == 0) {
+	/* A new connection's first request is heading since its accept. */
+	if (c->busy++ == 0 && c->listed != LISTED_HEADING) {
 		list_remove(h->conns, c);
 		if (c->state == CONN_ADMITTED)
 			list_add(h->conns, c, LISTED_HEADING);

@@ -114,6 +114,13 @@ function pooledTransport(pool) {
 	return new StreamableHTTPClientTransport(new URL(`${cfg.base}/mcp`), { requestInit: { headers: authHeaders() }, fetch: pool.fetch });
 }
 
+// An error's message with what undici says under it ("fetch failed" alone
+// does not tell a reset from a refused connect or a timeout).
+function withCause(e) {
+	const c = e && e.cause;
+	return c ? `${e.message} (${c.code || c.name || ''}: ${c.message || c})` : String(e && e.message);
+}
+
 // One session floods FLOOD calls at once from its own pool (8 run, the rest
 // are refused by server.max_calls_per_session), more than
 // server.max_connections_per_ip (512) connections, which then sit idle in its
@@ -135,7 +142,7 @@ export async function floodCase(sid) {
 				calls.push(
 					call(a, 'execute_terminal_command', { sandbox_id: sid, command: 'sleep 5; echo done' })
 						.then((r) => (r.isError ? outcome.other.push(`tool error: ${r.text}`) : outcome.ok++))
-						.catch((e) => (/max_calls_per_session/.test(e.message) ? outcome.refused++ : outcome.other.push(e.message))),
+						.catch((e) => (/max_calls_per_session/.test(e.message) ? outcome.refused++ : outcome.other.push(withCause(e)))),
 				);
 			}
 			// The refusals come back at once; the 8 running calls sleep 5 s.
