@@ -128,8 +128,8 @@ void sbx_sandbox_times_locked(sbx_manager *m, const sbx_sandbox *sb, time_t *ret
 
 static void *reaper_main(void *arg)
 {
-	sbx_manager *m = arg;
-	struct sbx_reaper *rp = m->reaper;
+	struct sbx_reaper *rp = arg;
+	sbx_manager *m = rp->m;
 
 	pthread_mutex_lock(&m->lock);
 	while (!sbx_worker_stopping(&rp->worker)) {
@@ -208,8 +208,9 @@ int sbx_reaper_start(sbx_manager *m, struct sbx_error *err)
 	rp = calloc(1, sizeof(*rp));
 	if (!rp)
 		return sbx_error_set(err, -ENOMEM, "out of memory");
+	rp->m = m;
 	m->reaper = rp;
-	r = sbx_worker_start(&rp->worker, reaper_main, m);
+	r = sbx_worker_start(&rp->worker, reaper_main, rp);
 	if (r < 0) {
 		free(rp);
 		m->reaper = NULL;

@@ -500,6 +500,8 @@ void sbx_gone_free(sbx_manager *m);
 /* Its state; the thread waits on wake with m->lock (sbx_reaper_wake_locked). */
 struct sbx_reaper {
 	struct sbx_worker worker; /* with m->lock */
+	sbx_manager *m;		  /* its thread's argument is this, not M: M's
+				   * pointer to it is cleared before the stop */
 };
 
 /* Starts the reaper thread when sandbox.idle_timeout or max_lifetime is set. */

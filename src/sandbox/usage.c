@@ -57,6 +57,8 @@
 
 struct sbx_usage_sampler {
 	struct sbx_worker worker; /* with m->lock */
+	sbx_manager *m;		  /* its thread's argument (M's pointer to it is
+				   * cleared before the stop) */
 	int64_t turn_ms;	  /* how long the last turn over all sandboxes took; m->lock */
 };
 
@@ -204,8 +206,8 @@ void sbx_usage_sample(sbx_manager *m, sbx_sandbox *sb)
 
 static void *sampler_main(void *arg)
 {
-	sbx_manager *m = arg;
-	struct sbx_usage_sampler *u = m->usage;
+	struct sbx_usage_sampler *u = arg;
+	sbx_manager *m = u->m;
 
 	pthread_mutex_lock(&m->lock);
 	while (!sbx_worker_stopping(&u->worker)) {
@@ -248,8 +250,9 @@ int sbx_usage_start(sbx_manager *m, struct sbx_error *err)
 	u = calloc(1, sizeof(*u));
 	if (!u)
 		return sbx_error_set(err, -ENOMEM, "out of memory");
+	u->m = m;
 	m->usage = u;
-	r = sbx_worker_start(&u->worker, sampler_main, m);
+	r = sbx_worker_start(&u->worker, sampler_main, u);
 	if (r < 0) {
 		free(u);
 		m->usage = NULL;
