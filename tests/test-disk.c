@@ -227,12 +227,15 @@ static bool disk_of(sbx_manager *m, const char *owner, const char *name, int64_t
 	return found;
 }
 
-/* Polls (every 250 ms, 20 s at most) until M's sampler says the disk of
+/* Polls (every 250 ms, 60 s at most) until M's sampler says the disk of
  * alice's "m" is from LOW to HIGH bytes; its figures in *RET_*. */
 static bool wait_disk(sbx_manager *m, int64_t low, int64_t high, int64_t *ret_bytes,
 		      int64_t *ret_byte_s)
 {
-	for (int i = 0; i < 80; i++) {
+	/* 60 s: a turn of the sampler takes as long as the engine's sized
+	 * inspects (Podman: seconds each, on a loaded machine), and it rests as
+	 * long again after one (usage.c). */
+	for (int i = 0; i < 240; i++) {
 		if (disk_of(m, "alice", "m", ret_bytes, ret_byte_s) && *ret_bytes >= low &&
 		    *ret_bytes <= high)
 			return true;
@@ -278,8 +281,9 @@ static void test_meter(void)
 	sleep(2); /* the sampler sees it */
 	disk_of(x.m, "alice", "m", &bytes, &before);
 	/* At least a second's worth of the bound is added, however slowly the
-	 * engine sizes the layer (seconds, on a loaded machine): 30 s at most. */
-	for (int i = 0; i < 120; i++) {
+	 * engine sizes the layer (seconds, on a loaded machine, and as long
+	 * again of rest): 60 s at most. */
+	for (int i = 0; i < 240; i++) {
 		disk_of(x.m, "alice", "m", &bytes, &byte_s);
 		if (bytes != bound || byte_s - before >= bound)
 			break;
