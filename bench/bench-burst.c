@@ -82,8 +82,8 @@ static void *delete_one(void *arg)
 }
 
 /* N creates at once, then N deletes at once: 0, or -1 when any failed. */
-static int burst(sbx_manager *m, int n, double *ret_wall, double *ret_p50, double *ret_p90,
-		 uint64_t *ret_pooled)
+static int burst(sbx_manager *m, int n, bool keep, double *ret_wall, double *ret_p50,
+		 double *ret_p90, uint64_t *ret_pooled)
 {
 	static struct burst b;
 	struct slot slots[BURST_MAX];
@@ -115,9 +115,9 @@ static int burst(sbx_manager *m, int n, double *ret_wall, double *ret_p50, doubl
 	if (b.failed)
 		fprintf(stderr, "bench-burst: %s: %d of %d creates failed: %s\n", type, b.failed, n,
 			b.why);
-	for (int i = 0; i < n; i++)
+	for (int i = 0; !keep && i < n; i++)
 		pthread_create(&t[i], NULL, delete_one, &slots[i]);
-	for (int i = 0; i < n; i++)
+	for (int i = 0; !keep && i < n; i++)
 		pthread_join(t[i], NULL);
 	pthread_barrier_destroy(&b.go);
 	pthread_mutex_destroy(&b.lock);
@@ -133,7 +133,7 @@ int main(int argc, char **argv)
 	char inst[96], image[512];
 	int rounds = argc > 4 ? atoi(argv[4]) : 5, status = 1;
 	bool have_settings = false;
-	double pooled_ms[32];
+	double pooled_ms[32], delete_ms[32];
 
 	if (argc < 4 || rounds < 1 || rounds > 32) {
 		fprintf(stderr, "usage: %s TYPE SOCKET IMAGE [ROUNDS (1..32)]\n", argv[0]);
@@ -181,7 +181,10 @@ int main(int argc, char **argv)
 			char id[SBX_SANDBOX_ID_MAX + 1];
 			snprintf(id, sizeof(id), "%s", sbx_sandbox_id(sb));
 			sbx_sandbox_unref(sb);
-			if (sbx_sandbox_delete(m, OWNER, id, &err) < 0) {
+			t0 = now_ms();
+			r = sbx_sandbox_delete(m, OWNER, id, &err);
+			delete_ms[i] = now_ms() - t0;
+			if (r < 0) {
 				fprintf(stderr, "bench-burst: %s: delete: %s\n", type, err.msg);
 				goto out;
 			}
@@ -199,12 +202,30 @@ int main(int argc, char **argv)
 		char what[32];
 
 		if (bench_pool_full(m, "bench-burst", type) < 0 ||
-		    burst(m, n, &wall, &p50, &p90, &pooled) < 0)
+		    burst(m, n, false, &wall, &p50, &p90, &pooled) < 0)
 			goto out;
 		snprintf(what, sizeof(what), "%d at once", n);
 		printf("%-8s %-28s %10.1f   (p50 %.1f, p90 %.1f; %" PRIu64 " from the pool)\n",
 		       type, what, wall, p50, p90, pooled);
 		fflush(stdout);
+	}
+	/* The stop (sbx_manager_free with sandbox.remove_on_exit) of a server
+	 * with 16 sandboxes and its pool, against removing them one by one. */
+	{
+		double wall, p50, p90, t0, one = quantile(delete_ms, (size_t)rounds, 0.5);
+		uint64_t pooled;
+		size_t n = 16 + (size_t)settings.sandbox.pool_size;
+
+		if (bench_pool_full(m, "bench-burst", type) < 0 ||
+		    burst(m, 16, true, &wall, &p50, &p90, &pooled) < 0 ||
+		    bench_pool_full(m, "bench-burst", type) < 0)
+			goto out;
+		t0 = now_ms();
+		m = sbx_manager_free(m);
+		wall = now_ms() - t0;
+		printf("%-8s %-28s %10.1f   (%zu containers; one delete %.1f: %.2fx of one by "
+		       "one)\n",
+		       type, "stop with 16 sandboxes", wall, n, one, wall / (one * (double)n));
 	}
 	status = 0;
 out:

@@ -825,6 +825,25 @@ int sbx_manager_recover(sbx_manager *m, struct sbx_error *err)
 	return r < 0 ? r : adopted;
 }
 
+/* sbx_containers_remove's view of the table, at the end. */
+static const char *table_container(void *ctx, size_t i)
+{
+	return ((sbx_manager *)ctx)->table[i]->container;
+}
+
+static void table_removed(void *ctx, size_t i, int r)
+{
+	sbx_manager *m = ctx;
+
+	if (r < 0 && r != -ENOENT)
+		return;
+	sbx_pool_forget(m, m->table[i]);
+	/* nothing left to stop in it (its egress relay) */
+	pthread_mutex_lock(&m->lock);
+	m->table[i]->death = SBX_DEATH_REMOVED;
+	pthread_mutex_unlock(&m->lock);
+}
+
 sbx_manager *sbx_manager_free(sbx_manager *m)
 {
 	if (!m)
@@ -833,19 +852,10 @@ sbx_manager *sbx_manager_free(sbx_manager *m)
 	sbx_usage_stop(m);
 	sbx_watch_stop(m);
 	sbx_pool_stop(m);
-	/* Removing a container also ends the installs running in it. */
-	for (size_t i = 0; m->s->sandbox.remove_on_exit && i < m->n; i++) {
-		int r = m->table[i]->container
-			    ? sbx_container_remove(m->engine, m->table[i]->container, NULL)
-			    : -ENOENT;
-		if (r >= 0 || r == -ENOENT) {
-			sbx_pool_forget(m, m->table[i]);
-			/* nothing left to stop in it (its egress relay) */
-			pthread_mutex_lock(&m->lock);
-			m->table[i]->death = SBX_DEATH_REMOVED;
-			pthread_mutex_unlock(&m->lock);
-		}
-	}
+	/* Removing a container also ends the installs running in it. The
+	 * table no longer changes: nothing adds to it or takes from it now. */
+	if (m->s->sandbox.remove_on_exit)
+		sbx_containers_remove(m->engine, m->n, table_container, table_removed, m);
 	pthread_mutex_lock(&m->lock);
 	while (m->installs_running > 0)
 		pthread_cond_wait(&m->changed, &m->lock);

@@ -859,10 +859,18 @@ int sbx_pool_new(sbx_manager *m, struct sbx_error *err)
 	return 0;
 }
 
+/* sbx_containers_remove's view of the pool's entries, at its stop. */
+static const char *entry_container(void *ctx, size_t i)
+{
+	return ((struct sbx_pool_entry **)ctx)[i]->container;
+}
+
 void sbx_pool_stop(sbx_manager *m)
 {
 	struct sbx_pool *p = m->pool;
-	struct sbx_pool_entry *e;
+	struct sbx_pool_entry *e, **all;
+	size_t n = 0, i = 0;
+	bool one_by_one;
 
 	pthread_mutex_lock(&m->lock);
 	p->stopping = true;
@@ -874,15 +882,30 @@ void sbx_pool_stop(sbx_manager *m)
 	/* The thread is gone and nobody else adds to the pool now (the watch
 	 * stopped before). A container whose removal fails now is left to the
 	 * next start's recover, which removes pooled containers never assigned. */
+	for (e = p->head; e; e = e->next)
+		n++;
+	for (e = p->doomed; e; e = e->next)
+		n++;
+	all = calloc(n ? n : 1, sizeof(*all));
+	for (e = p->head; all && e; e = e->next)
+		all[i++] = e;
+	for (e = p->doomed; all && e; e = e->next)
+		all[i++] = e;
+	one_by_one = !all; /* else they all go here */
+	if (all)
+		sbx_containers_remove(m->engine, n, entry_container, NULL, all);
+	free(all);
 	while ((e = p->head)) {
 		p->head = e->next;
 		p->n_ready--;
-		sbx_container_remove(m->engine, e->container, NULL);
+		if (one_by_one)
+			sbx_container_remove(m->engine, e->container, NULL);
 		sbx_pool_entry_free(e);
 	}
 	while ((e = p->doomed)) {
 		p->doomed = e->next;
-		sbx_container_remove(m->engine, e->container, NULL);
+		if (one_by_one)
+			sbx_container_remove(m->engine, e->container, NULL);
 		sbx_pool_entry_free(e);
 	}
 }

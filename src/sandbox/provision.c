@@ -50,6 +50,23 @@ int sbx_sandbox_make_id(char id[SBX_SANDBOX_ID_MAX + 1], struct sbx_error *err)
 	return 0;
 }
 
+/* sbx_containers_remove's view of a listing: a container removed (or
+ * gone) has its id emptied, so that those left can be tried again. */
+static const char *summary_id(void *ctx, size_t i)
+{
+	struct sbx_container_summary *cs = ctx;
+
+	return cs[i].id && cs[i].id[0] ? cs[i].id : NULL;
+}
+
+static void summary_removed(void *ctx, size_t i, int r)
+{
+	struct sbx_container_summary *cs = ctx;
+
+	if (r >= 0 || r == -ENOENT)
+		cs[i].id[0] = '\0';
+}
+
 void sbx_remove_labelled(sbx_manager *m, const char *id, bool again)
 {
 	struct sbx_kv want[] = {{SBX_LABEL_INSTANCE, m->instance}, {SBX_LABEL_ID, id}};
@@ -59,12 +76,12 @@ void sbx_remove_labelled(sbx_manager *m, const char *id, bool again)
 
 	if (sbx_container_list(m->engine, want, id ? 2 : 1, &cs, &n, NULL) < 0)
 		return;
+	sbx_containers_remove(m->engine, n, summary_id, summary_removed, cs);
 	for (size_t i = 0; i < n; i++)
-		failed |= sbx_container_remove(m->engine, cs[i].id, NULL) < 0;
+		failed |= summary_id(cs, i) != NULL;
 	if (failed && again) {
 		sleep(1); /* one more round after a refusal (a restarting engine) */
-		for (size_t i = 0; i < n; i++)
-			sbx_container_remove(m->engine, cs[i].id, NULL);
+		sbx_containers_remove(m->engine, n, summary_id, NULL, cs);
 	}
 	sbx_container_list_free(cs, n);
 }
