@@ -15,7 +15,14 @@
  * for this one's. Ids are random (call_id), not counted: code in the sandbox
  * (a thread an earlier call left running) cannot write the next call's
  * result ahead of it. A hello line counts only while an interpreter starts,
- * and only the first one: one planted by code later cannot redirect a kill.
+ * and only the first one, and nothing else counts then. This narrows what
+ * code in the sandbox can forge, it does not end it: that code runs as the
+ * interpreter's user (in its process, or in one it left behind that can
+ * open the interpreter's descriptors through /proc), so it can read a
+ * call's id and write its lines, a result or a hello with another pid
+ * (a kill that then misses leaves the interpreter to end with its stdin).
+ * What it gains stays in its own sandbox: the server bounds and checks
+ * every line, and the call's time limit is the server's.
  *
  * Stopping code needs no host signal (the engine may be remote): an "int"
  * request makes the interpreter raise KeyboardInterrupt in its main thread;
@@ -348,6 +355,10 @@ static int handle_line(struct call *c, const char *line, size_t len)
 			c->hello = json_object_get(o);
 		goto out;
 	}
+	/* While a new interpreter starts, nothing but its hello is news: a
+	 * result there (of the call it restarts for) is forged. */
+	if (c->starting)
+		goto out;
 	/* Id 0 is no call's (a start, a check, a prepare): what comes then is
 	 * dropped, whatever id a line claims. */
 	if (c->id == 0 || (uint64_t)int_of(o, "id", -1) != c->id || c->done)

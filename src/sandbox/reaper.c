@@ -156,6 +156,7 @@ static void *reaper_main(void *arg)
 		}
 		if (victim) {
 			struct sbx_error err = SBX_ERROR_INIT;
+			bool dead = false;
 			int r;
 
 			if (why == SBX_END_NONE) {
@@ -163,12 +164,17 @@ static void *reaper_main(void *arg)
 				int64_t used = victim->used_ms;
 				pthread_mutex_unlock(&m->lock);
 				r = sbx_sandbox_sleep_idle(victim, used, &err);
+				/* Its container gone meanwhile: dead, it goes at once
+				 * (the next turn), not at a retry. */
+				pthread_mutex_lock(&m->lock);
+				dead = victim->death != SBX_DEATH_NONE;
+				pthread_mutex_unlock(&m->lock);
 				if (r >= 0)
 					sbx_log("sandbox %s (owner %s) was put to sleep: not "
 						"used for %lld s (sandbox.idle_timeout)",
 						victim->id, victim->owner,
 						(long long)(m->s->sandbox.idle_timeout_ms / 1000));
-				else if (r != -EBUSY) /* a call's end wakes the reaper */
+				else if (r != -EBUSY && !dead) /* a call's end wakes the reaper */
 					sbx_log_warn("sandbox %s: %s; tried again in %d s",
 						     victim->id, err.msg, RETRY_MS / 1000);
 			} else {
@@ -178,7 +184,7 @@ static void *reaper_main(void *arg)
 				r = sbx_sandbox_remove_marked(m, victim, &err);
 			}
 			pthread_mutex_lock(&m->lock);
-			if (r < 0 && r != -EBUSY)
+			if (r < 0 && r != -EBUSY && !dead)
 				victim->reap_retry_ms = sbx_monotonic_ms() + RETRY_MS;
 			pthread_mutex_unlock(&m->lock);
 			sbx_sandbox_unref(victim);
@@ -209,11 +215,16 @@ int sbx_reaper_start(sbx_manager *m, struct sbx_error *err)
 	if (!rp)
 		return sbx_error_set(err, -ENOMEM, "out of memory");
 	rp->m = m;
+	/* Under the lock its wakers read it with. */
+	pthread_mutex_lock(&m->lock);
 	m->reaper = rp;
+	pthread_mutex_unlock(&m->lock);
 	r = sbx_worker_start(&rp->worker, reaper_main, rp);
 	if (r < 0) {
-		free(rp);
+		pthread_mutex_lock(&m->lock);
 		m->reaper = NULL;
+		pthread_mutex_unlock(&m->lock);
+		free(rp);
 		return sbx_error_set(err, r, "start the reaper thread: %s", strerror(-r));
 	}
 	return 0;

@@ -251,11 +251,16 @@ int sbx_usage_start(sbx_manager *m, struct sbx_error *err)
 	if (!u)
 		return sbx_error_set(err, -ENOMEM, "out of memory");
 	u->m = m;
+	/* Under the lock its readers read it with. */
+	pthread_mutex_lock(&m->lock);
 	m->usage = u;
+	pthread_mutex_unlock(&m->lock);
 	r = sbx_worker_start(&u->worker, sampler_main, u);
 	if (r < 0) {
-		free(u);
+		pthread_mutex_lock(&m->lock);
 		m->usage = NULL;
+		pthread_mutex_unlock(&m->lock);
+		free(u);
 		return sbx_error_set(err, r, "start the usage sampler's thread: %s", strerror(-r));
 	}
 	return 0;
