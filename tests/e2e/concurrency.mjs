@@ -136,14 +136,15 @@ export async function floodCase(sid) {
 		let b;
 		try {
 			await fetch(`${cfg.base}/health`); // the global dispatcher exists from here on
-			const outcome = { ok: 0, refused: 0, other: [], spans: [] };
+			const outcome = { ok: 0, refused: 0, toolErrors: [], other: [], spans: [] };
 			const calls = [];
 			for (let i = 0; i < FLOOD; i++) {
 				calls.push(
 					// Each says when it ran, by the sandbox's clock (ns).
 					call(a, 'execute_terminal_command', { sandbox_id: sid, command: 'date +%s%N; sleep 5; date +%s%N' })
 						.then((r) => {
-							if (r.isError) return outcome.other.push(`tool error: ${r.text}`);
+							// An answer all the same (an engine slow under load).
+							if (r.isError) return outcome.toolErrors.push(r.text);
 							outcome.ok++;
 							const [from, to] = String(r.json?.stdout || '').trim().split('\n').map(BigInt);
 							outcome.spans.push([from, to]);
@@ -159,6 +160,7 @@ export async function floodCase(sid) {
 			const listed = await callOk(b, 'list_sandboxes', {});
 			assert.ok(listed && typeof listed === 'object', 'list_sandboxes answered');
 			await Promise.all(calls);
+			if (outcome.toolErrors.length) diag(`flood: ${outcome.toolErrors.length} tool errors (${outcome.toolErrors[0]})`);
 			diag(`flood: ${outcome.ok} ran, ${outcome.refused} refused by max_calls_per_session, ${outcome.other.length} otherwise (${outcome.other[0] || '-'})`);
 			// A slow client's flood can outlast the first calls: more than 8
 			// may run in all, never more than 8 at once.
