@@ -2693,6 +2693,23 @@ static int begin_requests(int *fds, int n)
 	return got;
 }
 
+/* Sends TAIL (what ends a request) on each of FDS[0..N), reads its 200
+ * and closes it: how many were answered. */
+static int end_requests(int *fds, int n, const char *tail)
+{
+	int got = 0;
+
+	for (int i = 0; i < n; i++) {
+		struct sbx_buf acc = SBX_BUF_INIT;
+
+		got += send_quiet(fds[i], tail, strlen(tail)) &&
+		       read_until(fds[i], &acc, "{\"status\":\"ok\"}", 5000);
+		sbx_buf_release(&acc);
+		close(fds[i]);
+	}
+	return got;
+}
+
 static void test_connections_per_ip(sbx_mcp *mcp, sbx_manager *manager)
 {
 	struct sse_session ss[4] = {0};
@@ -2790,16 +2807,8 @@ static void test_connections_per_ip(sbx_mcp *mcp, sbx_manager *manager)
 	       "... a 5th connection %d ms later -> 503: none of them is idle (%ld: %s)",
 	       SBX_HTTP_EVICT_IDLE_MS + 300, r.status, r.body.data ? r.body.data : "");
 	reply_release(&r);
-	got = 0;
-	for (int i = 0; i < 4; i++) {
-		struct sbx_buf acc = SBX_BUF_INIT;
-
-		got += send_quiet(idle[i], "\r\n", 2) &&
-		       read_until(idle[i], &acc, "{\"status\":\"ok\"}", 5000);
-		sbx_buf_release(&acc);
-		close(idle[i]);
-	}
-	tap_is_int(got, 4, "... each of the 4 requests, ended, is answered 200");
+	tap_is_int(end_requests(idle, 4, "\r\n"), 4,
+		   "... each of the 4 requests, ended, is answered 200");
 	tap_ok(connections_settle(&sv, 0), "... all closed: none counted");
 
 	/* Four new connections whose clients have sent nothing yet (a loaded
@@ -2819,19 +2828,14 @@ static void test_connections_per_ip(sbx_mcp *mcp, sbx_manager *manager)
 	       "... a 5th connection %d ms later -> 503: a new connection is not idle (%ld: %s)",
 	       SBX_HTTP_EVICT_IDLE_MS + 300, r.status, r.body.data ? r.body.data : "");
 	reply_release(&r);
-	got = 0;
-	for (int i = 0; i < 4; i++) {
-		struct sbx_buf acc = SBX_BUF_INIT;
+	{
 		char req[128];
 
 		snprintf(req, sizeof(req), "GET /health HTTP/1.1\r\nHost: 127.0.0.1:%u\r\n\r\n",
 			 http_target.port);
-		got += send_quiet(idle[i], req, strlen(req)) &&
-		       read_until(idle[i], &acc, "{\"status\":\"ok\"}", 5000);
-		sbx_buf_release(&acc);
-		close(idle[i]);
+		tap_is_int(end_requests(idle, 4, req), 4,
+			   "... each of the 4, its request sent late, is answered 200");
 	}
-	tap_is_int(got, 4, "... each of the 4, its request sent late, is answered 200");
 	tap_ok(connections_settle(&sv, 0), "... all closed: none counted");
 
 	/* The same four, their clients trickling a header line every 2 s (a
