@@ -3,26 +3,29 @@
  * GET/HEAD /artifacts/<sandbox_id>/<relpath>: a file under /app/results of
  * a sandbox, streamed from the engine as it comes. The handler opens it
  * (sbx_artifact_open: one of the sandbox's file readers, a process of its
- * own user, tells the size for Content-Length); a producer thread runs sbx_artifact_stream
- * into one end of a socket pair; MHD's content reader reads the other end in
- * the connection's thread. Nothing is stored on the host and at most a
- * socket buffer of the body is held in memory. HEAD starts no producer.
+ * own user, tells the size for Content-Length); libmicrohttpd's content
+ * reader, on the connection's own thread, then pulls the next bytes from
+ * that reader straight into the response's block (sbx_artifact_pull: no
+ * thread of ours, no copy through a socket), ARTIFACT_BLOCK at a time.
+ * Nothing is stored on the host: a download holds one block and its
+ * reader's buffer. HEAD reads no bytes.
  *
- * A download holds a thread, a file reader and its sandbox "in use", so it is
- * bounded like an event stream: at most server.max_downloads run at once,
- * server.max_downloads_per_ip for one client address (HEAD counted too: it
- * opens the file in the sandbox as GET does, which may start a reader;
- * past either, 503 with Retry-After naming the key); a client that takes no
- * bytes for server.stream_stall_timeout is cut off (the connection's idle
- * timeout), and so is a download that has run longer than that plus a
- * second per server.download_min_rate bytes sent (a client reading a byte
- * now and then, or a sandbox writing one, holds its place no longer); one
- * that leaves is noticed while the reader waits for the
- * sandbox (one that only shut its sending side is served on while bytes
- * move: client_gone); a deleted or reaped sandbox ends it at once (the cancel hook),
- * its connection closed then rather than when its client next reads. The
- * producer is told before it is joined (closing), so the join takes at most
- * SBX_CANCEL_POLL_MS whatever the sandbox does.
+ * A download holds a connection's thread, a file reader and its sandbox
+ * "in use", so it is bounded like an event stream: at most
+ * server.max_downloads run at once, server.max_downloads_per_ip for one
+ * client address (HEAD counted too: it opens the file in the sandbox as GET
+ * does, which may start a reader; past either, 503 with Retry-After naming
+ * the key); a client that takes no bytes for server.stream_stall_timeout is
+ * cut off (the connection's idle timeout), and so is a download that has
+ * run longer than that plus a second per server.download_min_rate bytes
+ * sent (a client reading a byte now and then, or a sandbox writing one,
+ * holds its place no longer). While a read waits on the sandbox, the cancel
+ * hook notices a client that left (one that only shut its sending side is
+ * served on while bytes move: client_gone) and a sandbox going. While the
+ * connection waits on its client instead, one thread watches every body
+ * (struct sbx_artifact_watch): the sandbox's going (a delete, its reaping,
+ * the manager's stop) or the rate bound ends the connection then, not
+ * when its client next reads, which one that stalls never does.
  *
  * Status, checked in this order: 400 malformed path; 403 a link that is not
  * signed by this server for this sandbox id, path and expiry (its query is
@@ -50,9 +53,12 @@
 #include "sbx/common.h"
 #include "sbx/metrics.h"
 #include "sbx/tenant_count.h"
+#include "sbx/worker.h"
 
 /* What a refused download is told to wait. */
 #define DOWNLOAD_RETRY_AFTER "5"
+/* The body's block: what one content read may give libmicrohttpd. */
+#define ARTIFACT_BLOCK (256 * 1024)
 
 struct artifact_stream {
 	struct sbx_http *http;
@@ -62,19 +68,31 @@ struct artifact_stream {
 	struct sbx_artifact_info info; /* what the open told */
 	unsigned status;	       /* 200, 206; 304, 416 (no body) */
 	int64_t offset, size;	       /* the bytes sent: SIZE from OFFSET */
-	int fds[2];		       /* [0] read by MHD, [1] written by the producer */
 	int client_fd;		       /* the connection's socket (libmicrohttpd's), or -1 */
 	struct sbx_peer peer;
 	bool counted;		  /* holds a download slot (download_give at the end) */
-	int64_t start_ms;	  /* when the producer began */
-	uint64_t sent;		  /* bytes into the socket pair so far */
-	_Atomic int64_t moved_ms; /* when bytes last moved (sandbox or client) */
-	atomic_bool client_slow;  /* the socket pair is full: the client reads slower */
-	bool half_closed;	  /* MHD's reader saw the client shut its side */
-	atomic_bool closing;	  /* artifact_free began: the producer stops */
+	_Atomic int64_t start_ms; /* when the body began; 0: not yet */
+	_Atomic uint64_t sent;	  /* bytes given to libmicrohttpd so far */
+	int64_t moved_ms;	  /* when bytes last moved (from the sandbox, to the client) */
 	struct sbx_cancel cancel;
-	bool started;
-	pthread_t producer;
+	/* In the watch's list (under its lock): */
+	struct artifact_stream *prev, *next;
+	bool listed, cut;
+};
+
+/* The watch over the download bodies (one thread for all of them): while a
+ * body waits on its client (libmicrohttpd sends and calls the content
+ * reader only when the client took the last block), its sandbox's going (a
+ * delete, its reaping, the manager's stop) and falling behind
+ * server.download_min_rate are noticed here, every ARTIFACT_WATCH_MS, and
+ * end the connection (a shutdown(2) of its socket, under the lock: the
+ * socket is closed by libmicrohttpd only after artifact_free, which takes
+ * the body out of the list first). Idle without bodies. */
+#define ARTIFACT_WATCH_MS 250
+struct sbx_artifact_watch {
+	pthread_mutex_t lock;
+	struct sbx_worker worker;
+	struct artifact_stream *head;
 };
 
 /* PEER as the key of its download count: its 16 bytes in hex. */
@@ -114,15 +132,14 @@ static void download_give(struct sbx_http *h, const struct sbx_peer *peer)
  * byte moves. */
 #define HALF_CLOSED_GRACE_MS 5000
 
-/* Whether ST's client has gone: its connection reset or shut both ways,
- * or its sending side shut while the sandbox has sent no byte for
- * HALF_CLOSED_GRACE_MS. A client that leaves shuts its side as one that
- * shuts it once its request is sent (as some do) and still reads; only
- * bytes sent tell them apart (to one gone, libmicrohttpd's next send
- * fails). So while bytes wait for the client (it reads slower than the
- * sandbox sends), it is given the time any client is (the rate bound,
- * behind()); the grace ends only a wait on the sandbox (an open, a read
- * that waits), the one a client gone meanwhile would never see end. */
+/* Whether ST's client has gone, asked while a read waits on the sandbox:
+ * its connection reset or shut both ways, or its sending side shut while
+ * the sandbox has sent no byte for HALF_CLOSED_GRACE_MS. A client that
+ * leaves shuts its side as one that shuts it once its request is sent (as
+ * some do) and still reads; only bytes sent tell them apart (to one gone,
+ * libmicrohttpd's next send fails), so the grace ends only a wait on the
+ * sandbox (an open, a read that waits), the one a client gone meanwhile
+ * would never see end. */
 static bool client_gone(struct artifact_stream *st)
 {
 	struct pollfd p = {.fd = st->client_fd, .events = POLLRDHUP};
@@ -131,17 +148,16 @@ static bool client_gone(struct artifact_stream *st)
 		return false;
 	if (p.revents & (POLLHUP | POLLERR | POLLNVAL))
 		return true;
-	return (p.revents & POLLRDHUP) && !atomic_load(&st->client_slow) &&
-	       sbx_monotonic_ms() - atomic_load(&st->moved_ms) >= HALF_CLOSED_GRACE_MS;
+	return (p.revents & POLLRDHUP) && sbx_monotonic_ms() - st->moved_ms >= HALF_CLOSED_GRACE_MS;
 }
 
-/* The cancel hook of the open and the stream: the route is closing, the
- * sandbox is being deleted or reaped, or the client has gone. */
+/* The cancel hook of the open and the reads: the sandbox is being deleted
+ * or reaped, or the client has gone. */
 static bool cancelled(void *userdata)
 {
 	struct artifact_stream *st = userdata;
 
-	return atomic_load(&st->closing) || sbx_sandbox_ending(st->sandbox) || client_gone(st);
+	return sbx_sandbox_ending(st->sandbox) || client_gone(st);
 }
 
 /* Whether ST has fallen behind: running longer than
@@ -152,129 +168,138 @@ static bool behind(const struct artifact_stream *st)
 	const struct sbx_settings *s = st->http->settings;
 	const uint64_t rate = (uint64_t)s->server.download_min_rate; /* 1..1 GiB */
 	/* The division first: no overflow whatever the file's size. */
-	uint64_t earned_ms = st->sent / rate * 1000 + st->sent % rate * 1000 / rate;
+	const uint64_t sent = atomic_load(&st->sent);
+	const int64_t start = atomic_load(&st->start_ms);
+	uint64_t earned_ms = sent / rate * 1000 + sent % rate * 1000 / rate;
 
-	return sbx_monotonic_ms() - st->start_ms >
-	       s->server.stream_stall_timeout_ms + (int64_t)earned_ms;
+	return start &&
+	       sbx_monotonic_ms() - start > s->server.stream_stall_timeout_ms + (int64_t)earned_ms;
 }
 
-/* Into the socket pair; while it is full (the client takes nothing) the
- * cancel hook is asked every SBX_CANCEL_POLL_MS. */
-static int sink(void *userdata, const void *data, size_t len)
+static void *watch_main(void *arg)
 {
-	struct artifact_stream *st = userdata;
-	const char *p = data;
+	struct sbx_artifact_watch *w = arg;
 
-	atomic_store(&st->moved_ms, sbx_monotonic_ms());
-	while (len > 0) {
-		ssize_t n;
-
-		if (behind(st)) {
-			sbx_log("artifact %s: cut off after %llu bytes: fewer than "
-				"server.download_min_rate (%lld) a second",
-				st->relpath, (unsigned long long)st->sent,
-				(long long)st->http->settings->server.download_min_rate);
-			return -ETIMEDOUT;
-		}
-		n = send(st->fds[1], p, len, MSG_NOSIGNAL | MSG_DONTWAIT);
-		if (n > 0) {
-			p += n;
-			len -= (size_t)n;
-			st->sent += (uint64_t)n;
-			atomic_store(&st->moved_ms, sbx_monotonic_ms());
-			atomic_store(&st->client_slow, false);
+	pthread_mutex_lock(&w->lock);
+	while (!sbx_worker_stopping(&w->worker)) {
+		if (!w->head) {
+			pthread_cond_wait(&w->worker.wake, &w->lock);
 			continue;
 		}
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK))
-			return -EPIPE; /* the route closed its end */
-		atomic_store(&st->client_slow, true);
-		if (cancelled(st))
-			return -ECANCELED;
-		poll(&(struct pollfd){.fd = st->fds[1], .events = POLLOUT}, 1, SBX_CANCEL_POLL_MS);
+		sbx_cond_wait_until(&w->worker.wake, &w->lock,
+				    sbx_monotonic_ms() + ARTIFACT_WATCH_MS);
+		for (struct artifact_stream *st = w->head; st; st = st->next) {
+			bool going = !st->cut && sbx_sandbox_ending(st->sandbox);
+
+			if (st->cut || (!going && !behind(st)))
+				continue;
+			st->cut = true;
+			if (going)
+				sbx_log_debug(
+				    "artifact %s: its sandbox is going: the download ends",
+				    st->relpath);
+			else
+				sbx_log("artifact %s: cut off after %llu bytes: fewer than "
+					"server.download_min_rate (%lld) a second",
+					st->relpath, (unsigned long long)atomic_load(&st->sent),
+					(long long)st->http->settings->server.download_min_rate);
+			if (st->client_fd >= 0)
+				shutdown(st->client_fd, SHUT_RDWR);
+		}
 	}
-	return 0;
-}
-
-static void *produce(void *arg)
-{
-	struct artifact_stream *st = arg;
-	struct sbx_error err = SBX_ERROR_INIT;
-	int r;
-
-	st->start_ms = sbx_monotonic_ms();
-	r = sbx_artifact_stream(st->artifact, sink, st, &err);
-
-	/* EOF for the reader; a short body makes it end with an error. */
-	shutdown(st->fds[1], SHUT_WR);
-	/* Cut short while the route still serves it (its sandbox going): the
-	 * connection ends now, not when its client next takes bytes, which
-	 * one that stalls never does. libmicrohttpd closes the socket only
-	 * after artifact_free, which joins this thread first. */
-	if (r < 0 && !atomic_load(&st->closing) && st->client_fd >= 0)
-		shutdown(st->client_fd, SHUT_RDWR);
-	if (r < 0)
-		sbx_log_debug("artifact %s: %s", st->relpath, err.msg);
+	pthread_mutex_unlock(&w->lock);
 	return NULL;
 }
 
+int sbx_artifact_watch_start(sbx_http *h, struct sbx_error *err)
+{
+	struct sbx_artifact_watch *w = calloc(1, sizeof(*w));
+	int r;
+
+	if (!w)
+		return sbx_error_set(err, -ENOMEM, "http: out of memory");
+	pthread_mutex_init(&w->lock, NULL);
+	r = sbx_worker_start(&w->worker, watch_main, w);
+	if (r < 0) {
+		pthread_mutex_destroy(&w->lock);
+		free(w);
+		return sbx_error_set(err, r, "http: cannot start the downloads' watch: %s",
+				     strerror(-r));
+	}
+	h->artifact_watch = w;
+	return 0;
+}
+
+void sbx_artifact_watch_stop(sbx_http *h)
+{
+	struct sbx_artifact_watch *w = h->artifact_watch;
+
+	if (!w)
+		return;
+	sbx_worker_stop(&w->worker, &w->lock);
+	pthread_mutex_destroy(&w->lock);
+	free(w);
+	h->artifact_watch = NULL;
+}
+
+/* Puts ST in the watch's list (IN), or takes it out. */
+static void watch_list(struct artifact_stream *st, bool in)
+{
+	struct sbx_artifact_watch *w = st->http->artifact_watch;
+
+	pthread_mutex_lock(&w->lock);
+	if (in && !st->listed) {
+		st->prev = NULL;
+		st->next = w->head;
+		if (w->head)
+			w->head->prev = st;
+		w->head = st;
+		st->listed = true;
+		sbx_worker_wake_locked(&w->worker);
+	} else if (!in && st->listed) {
+		if (st->prev)
+			st->prev->next = st->next;
+		else
+			w->head = st->next;
+		if (st->next)
+			st->next->prev = st->prev;
+		st->listed = false;
+	}
+	pthread_mutex_unlock(&w->lock);
+}
+
+/* libmicrohttpd's content reader, on the connection's own thread: the next
+ * bytes straight from the sandbox's file reader into its buffer. A wait on
+ * the sandbox asks the cancel hook (the client gone, the sandbox going). */
 static ssize_t artifact_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
 	struct artifact_stream *st = cls;
+	struct sbx_error err = SBX_ERROR_INIT;
 	ssize_t n;
 
-	if (!st->started) {
-		if (pthread_create(&st->producer, NULL, produce, st) != 0)
-			return MHD_CONTENT_READER_END_WITH_ERROR;
-		st->started = true;
-	}
-	for (;;) {
-		/* Waiting for the sandbox, the client's leaving is watched too:
-		 * libmicrohttpd looks only once this returns. Once the client
-		 * has shut its side, client_gone judges (its grace). */
-		struct pollfd p[2] = {
-		    {.fd = st->fds[0], .events = POLLIN},
-		    {.fd = st->client_fd, .events = st->half_closed ? 0 : POLLRDHUP}};
-		if (poll(p, 2, st->half_closed ? SBX_CANCEL_POLL_MS : -1) < 0 && errno != EINTR)
-			return MHD_CONTENT_READER_END_WITH_ERROR;
-		if (p[0].revents)
-			break;
-		if (p[1].revents & (POLLHUP | POLLERR | POLLNVAL))
-			return MHD_CONTENT_READER_END_WITH_ERROR;
-		if (p[1].revents & POLLRDHUP)
-			st->half_closed = true;
-		if (st->half_closed && client_gone(st))
-			return MHD_CONTENT_READER_END_WITH_ERROR;
-	}
-	do
-		n = recv(st->fds[0], buf, max, MSG_DONTWAIT);
-	while (n < 0 && errno == EINTR);
+	if (!atomic_load(&st->start_ms))
+		atomic_store(&st->start_ms, sbx_monotonic_ms());
+	/* Asked again: the client took the block before (bytes moved). */
+	st->moved_ms = sbx_monotonic_ms();
+	n = sbx_artifact_pull(st->artifact, buf, max, &err);
 	if (n > 0) {
-		atomic_store(&st->moved_ms, sbx_monotonic_ms());
+		atomic_fetch_add(&st->sent, (uint64_t)n);
+		st->moved_ms = sbx_monotonic_ms();
 		sbx_metrics_artifact_bytes((uint64_t)n);
 		return n;
 	}
-	/* EOF or error before the announced length: cut the response. */
-	return (int64_t)pos >= st->size ? MHD_CONTENT_READER_END_OF_STREAM
-					: MHD_CONTENT_READER_END_WITH_ERROR;
+	if (n < 0)
+		sbx_log_debug("artifact %s: %s", st->relpath, err.msg);
+	/* The end, or an error before the announced length: cut the response. */
+	return n == 0 && (int64_t)pos >= st->size ? MHD_CONTENT_READER_END_OF_STREAM
+						  : MHD_CONTENT_READER_END_WITH_ERROR;
 }
 
 static void artifact_free(void *cls)
 {
 	struct artifact_stream *st = cls;
 
-	/* Told first: a producer waiting on the sandbox stops within
-	 * SBX_CANCEL_POLL_MS. Closing our end makes its next send fail. */
-	atomic_store(&st->closing, true);
-	if (st->fds[0] >= 0)
-		shutdown(st->fds[0], SHUT_RDWR);
-	if (st->started)
-		pthread_join(st->producer, NULL);
-	if (st->fds[0] >= 0)
-		close(st->fds[0]);
-	if (st->fds[1] >= 0)
-		close(st->fds[1]);
+	watch_list(st, false);
 	sbx_artifact_close(st->artifact);
 	sbx_sandbox_unref(st->sandbox);
 	if (st->counted)
@@ -503,13 +528,13 @@ enum MHD_Result sbx_artifact_handle(struct sbx_http_request *rq)
 	st = calloc(1, sizeof(*st));
 	if (!st)
 		return MHD_NO;
-	st->fds[0] = st->fds[1] = st->client_fd = -1;
+	st->client_fd = -1;
+	atomic_init(&st->start_ms, 0);
+	atomic_init(&st->sent, 0);
 	st->http = h;
 	st->peer = rq->peer;
 	st->cancel = (struct sbx_cancel){.cancelled = cancelled, .userdata = st};
-	atomic_init(&st->closing, false);
-	atomic_init(&st->moved_ms, sbx_monotonic_ms());
-	atomic_init(&st->client_slow, false);
+	st->moved_ms = sbx_monotonic_ms();
 	{
 		const char *key = NULL;
 		r = download_take(h, &rq->peer, &key);
@@ -554,16 +579,13 @@ enum MHD_Result sbx_artifact_handle(struct sbx_http_request *rq)
 	st->relpath = SBX_TAKE(relpath);
 	if (st->status != MHD_HTTP_OK && st->status != MHD_HTTP_PARTIAL_CONTENT)
 		return respond_bodiless(rq, st);
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, st->fds) < 0) {
-		artifact_free(st);
-		return sbx_http_respond_error(rq, MHD_HTTP_SERVICE_UNAVAILABLE, "out of sockets");
-	}
-	resp = MHD_create_response_from_callback((uint64_t)st->size, 64 * 1024, artifact_read, st,
-						 artifact_free);
+	resp = MHD_create_response_from_callback((uint64_t)st->size, ARTIFACT_BLOCK, artifact_read,
+						 st, artifact_free);
 	if (!resp) {
 		artifact_free(st);
 		return MHD_NO;
 	}
+	watch_list(st, true);
 	/* A client that takes no bytes this long is cut off, as on a stream. */
 	sbx_http_stream_timeout(rq);
 	type = sbx_mime_type(st->relpath);

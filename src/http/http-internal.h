@@ -48,7 +48,7 @@
 #define SBX_HTTP_STACK (512 * 1024)
 /* Stack of a connection's thread: routing, JSON-RPC parse/serialise (json-c
  * nesting is bounded at depth 64) and the cheap methods; never a tool (an
- * artifact's engine calls run on its producer thread). The deepest use
+ * artifact's open and reads, the engine's stream alone, run there too). The deepest use
  * measured over tests/test-http is 17 KiB; AddressSanitizer's redzones need
  * several times more. */
 #if defined(__SANITIZE_ADDRESS__)
@@ -444,6 +444,9 @@ struct sbx_http {
 	 * (src/http/artifact_route.c): server.max_downloads in all,
 	 * server.max_downloads_per_ip of one. */
 	sbx_tenant_count *downloads;
+	/* The bodies of those downloads, watched while they wait on their
+	 * clients (src/http/artifact_route.c: sbx_artifact_watch_start). */
+	struct sbx_artifact_watch *artifact_watch;
 
 	/* Client connections: admitted now (a copy of the table's count, for
 	 * reading without its lock), the most served, the table (by address,
@@ -605,6 +608,10 @@ enum MHD_Result sbx_sse_open(struct sbx_http_request *rq);
 enum MHD_Result sbx_sse_post(struct sbx_http_request *rq);
 enum MHD_Result sbx_streamable_handle(struct sbx_http_request *rq);
 enum MHD_Result sbx_artifact_handle(struct sbx_http_request *rq);
+/* The watch over the download bodies: started before the daemon, stopped
+ * after it (no body runs then). 0, or a negative errno with nothing made. */
+int sbx_artifact_watch_start(sbx_http *h, struct sbx_error *err);
+void sbx_artifact_watch_stop(sbx_http *h);
 /* GET /ready (src/http/ready_route.c): 200 when the engine answers and the
  * keys file can be used, else 503 with Retry-After saying why. */
 enum MHD_Result sbx_ready_handle(struct sbx_http_request *rq);

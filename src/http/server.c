@@ -738,6 +738,9 @@ int sbx_http_start(const struct sbx_http_config *cfg, sbx_http **ret_http, struc
 		sbx_error_set(err, r, "http: out of memory");
 		goto fail;
 	}
+	r = sbx_artifact_watch_start(h, err);
+	if (r < 0)
+		goto fail;
 	h->daemon = MHD_start_daemon(
 	    MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_ITC |
 		(v6 ? MHD_USE_IPv6 : 0),
@@ -790,6 +793,7 @@ sbx_http *sbx_http_stop(sbx_http *h)
 		sbx_session_table_close_all(h->sessions);
 	if (h->daemon)
 		MHD_stop_daemon(h->daemon);
+	sbx_artifact_watch_stop(h); /* after the daemon: no body runs now */
 	sbx_http_wait_workers(h);
 	h->linger = sbx_linger_free(h->linger);
 	h->conns = sbx_conn_table_free(h->conns);

@@ -409,6 +409,7 @@ struct sbx_artifact {
 	char *relpath;
 	struct sbx_reader_reply reply;
 	bool streamed;
+	int64_t read;			 /* bytes sbx_artifact_read gave */
 	int64_t deadline_ms;		 /* sbx_artifact_deadline; 0: none */
 	const struct sbx_cancel *cancel; /* the caller's, or NULL */
 };
@@ -524,6 +525,46 @@ int sbx_artifact_stream(sbx_artifact *a, sbx_sink_fn sink, void *userdata, struc
 		return sbx_error_set(err, -EIO, "%s shrank while it was read", a->relpath);
 	sbx_sandbox_touch(a->sb);
 	return 0;
+}
+
+ssize_t sbx_artifact_pull(sbx_artifact *a, void *buf, size_t cap, struct sbx_error *err)
+{
+	unsigned char *out = buf;
+	size_t got = 0;
+
+	if (!cap)
+		return sbx_error_set(err, -EINVAL, "a read of no bytes");
+	a->streamed = true;
+	while (got < cap && (got == 0 || sbx_reader_ready(a->reader) > 0)) {
+		/* Only the file's bytes count as progress: stderr does not. */
+		int64_t until = sbx_monotonic_ms() + SBX_FILE_IDLE_MS;
+		bool by_deadline = a->deadline_ms && a->deadline_ms < until;
+		const void *data;
+		ssize_t n;
+
+		n = sbx_reader_read_max(a->reader, &data, cap - got,
+					by_deadline ? a->deadline_ms : until, a->cancel, err);
+		if (n == 0) {
+			if (a->read + (int64_t)got < a->reply.info.count)
+				return sbx_error_set(err, -EIO, "%s shrank while it was read",
+						     a->relpath);
+			if (!got)
+				sbx_sandbox_touch(a->sb);
+			break;
+		}
+		if (n == -ETIMEDOUT)
+			return by_deadline ? sbx_error_set(err, -ETIMEDOUT,
+							   "reading %s took too long", a->relpath)
+					   : sbx_error_set(err, -ETIMEDOUT,
+							   "the sandbox sent nothing for %d s",
+							   SBX_FILE_IDLE_MS / 1000);
+		if (n < 0)
+			return (int)n;
+		memcpy(out + got, data, (size_t)n);
+		got += (size_t)n;
+	}
+	a->read += (int64_t)got;
+	return (ssize_t)got;
 }
 
 int sbx_artifact_stat(sbx_manager *m, sbx_sandbox *sb, const char *relpath, int64_t *ret_size,

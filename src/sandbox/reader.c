@@ -437,8 +437,23 @@ int sbx_reader_open(sbx_manager *m, sbx_sandbox *sb, const char *relpath, int64_
 	return 0;
 }
 
+size_t sbx_reader_ready(const struct sbx_reader *r)
+{
+	size_t n = r->len - r->off;
+
+	if (r->ended || r->broken || r->frame == 0)
+		return 0;
+	return (int64_t)n > r->frame ? (size_t)r->frame : n;
+}
+
 ssize_t sbx_reader_read(struct sbx_reader *r, const void **ret_data, int64_t until,
 			const struct sbx_cancel *cancel, struct sbx_error *err)
+{
+	return sbx_reader_read_max(r, ret_data, SIZE_MAX, until, cancel, err);
+}
+
+ssize_t sbx_reader_read_max(struct sbx_reader *r, const void **ret_data, size_t max, int64_t until,
+			    const struct sbx_cancel *cancel, struct sbx_error *err)
 {
 	char line[READER_LINE_MAX + 1];
 	int rc;
@@ -492,6 +507,8 @@ ssize_t sbx_reader_read(struct sbx_reader *r, const void **ret_data, int64_t unt
 		size_t n = r->len - r->off;
 		if ((int64_t)n > r->frame)
 			n = (size_t)r->frame;
+		if (n > max)
+			n = max;
 		*ret_data = r->buf + r->off;
 		r->off += n;
 		r->frame -= (int64_t)n;
