@@ -77,7 +77,8 @@ struct artifact_stream {
 	struct sbx_cancel cancel;
 	/* In the watch's list (under its lock): */
 	struct artifact_stream *prev, *next;
-	bool listed, cut;
+	bool listed;
+	atomic_bool cut; /* the watch ended it: a read under way stops too */
 };
 
 /* The watch over the download bodies (one thread for all of them): while a
@@ -157,7 +158,7 @@ static bool cancelled(void *userdata)
 {
 	struct artifact_stream *st = userdata;
 
-	return sbx_sandbox_ending(st->sandbox) || client_gone(st);
+	return atomic_load(&st->cut) || sbx_sandbox_ending(st->sandbox) || client_gone(st);
 }
 
 /* Whether ST has fallen behind: running longer than
@@ -189,11 +190,15 @@ static void *watch_main(void *arg)
 		sbx_cond_wait_until(&w->worker.wake, &w->lock,
 				    sbx_monotonic_ms() + ARTIFACT_WATCH_MS);
 		for (struct artifact_stream *st = w->head; st; st = st->next) {
-			bool going = !st->cut && sbx_sandbox_ending(st->sandbox);
+			bool going;
 
-			if (st->cut || (!going && !behind(st)))
+			/* Every byte given: only the client's last block is left. */
+			if (atomic_load(&st->cut) || atomic_load(&st->sent) >= (uint64_t)st->size)
 				continue;
-			st->cut = true;
+			going = sbx_sandbox_ending(st->sandbox);
+			if (!going && !behind(st))
+				continue;
+			atomic_store(&st->cut, true);
 			if (going)
 				sbx_log_debug(
 				    "artifact %s: its sandbox is going: the download ends",
@@ -531,6 +536,7 @@ enum MHD_Result sbx_artifact_handle(struct sbx_http_request *rq)
 	st->client_fd = -1;
 	atomic_init(&st->start_ms, 0);
 	atomic_init(&st->sent, 0);
+	atomic_init(&st->cut, false);
 	st->http = h;
 	st->peer = rq->peer;
 	st->cancel = (struct sbx_cancel){.cancelled = cancelled, .userdata = st};

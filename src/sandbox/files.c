@@ -409,7 +409,7 @@ struct sbx_artifact {
 	char *relpath;
 	struct sbx_reader_reply reply;
 	bool streamed;
-	int64_t read;			 /* bytes sbx_artifact_read gave */
+	int64_t read;			 /* bytes sbx_artifact_pull gave */
 	int64_t deadline_ms;		 /* sbx_artifact_deadline; 0: none */
 	const struct sbx_cancel *cancel; /* the caller's, or NULL */
 };
