@@ -483,6 +483,18 @@ int sbx_container_provision(sbx_manager *m, const char *id, time_t created, cons
 const struct sbx_container_summary *sbx_summary_find(const struct sbx_container_summary *cs,
 						     size_t n, const char *container);
 
+/* bulk_remove.c: many containers removed at once. */
+
+/* Removes N containers, at most SBX_REMOVE_AT_ONCE at a time (a stop with
+ * many sandboxes takes the engine's time for a few, not for all one after
+ * the other): ID(CTX, i) names the i-th (NULL: none, taken as gone), and
+ * DONE(CTX, i, r), on the thread that removed it and with no lock held,
+ * gets its result: 0, or a negative errno (-ENOENT: it was gone). The
+ * caller's thread takes its share; without threads it removes them all. */
+#define SBX_REMOVE_AT_ONCE 8
+void sbx_containers_remove(sbx_engine *e, size_t n, const char *(*id)(void *ctx, size_t i),
+			   void (*done)(void *ctx, size_t i, int r), void *ctx);
+
 /* removal.c: a sandbox's removal, and the table of sandboxes gone lately. */
 
 /* Removes the container of SB, whose end was set under m->lock (so that
@@ -493,15 +505,6 @@ int sbx_sandbox_remove_marked(sbx_manager *m, sbx_sandbox *sb, struct sbx_error 
 /* Under m->lock. Takes SB out of the table and returns the table's
  * reference (NULL when it was not there). */
 sbx_sandbox *sbx_table_remove_locked(sbx_manager *m, sbx_sandbox *sb);
-/* Removes N containers, at most SBX_REMOVE_AT_ONCE at a time (a stop with
- * many sandboxes takes the engine's time for a few, not for all one after
- * the other): ID(CTX, i) names the i-th (NULL: none, taken as gone), and
- * DONE(CTX, i, r), on the thread that removed it and with no lock held,
- * gets its result: 0, or a negative errno (-ENOENT: it was gone). The
- * caller's thread takes its share; without threads it removes them all. */
-#define SBX_REMOVE_AT_ONCE 8
-void sbx_containers_remove(sbx_engine *e, size_t n, const char *(*id)(void *ctx, size_t i),
-			   void (*done)(void *ctx, size_t i, int r), void *ctx);
 /* Under m->lock. OWNER's latest gone sandbox with that id, else with that
  * name; NULL when there is none. */
 const struct sbx_gone *sbx_gone_find_locked(sbx_manager *m, const char *owner,
