@@ -36,7 +36,11 @@ void fixture_init(int argc, char **argv, const char *prefix)
 	engine_url = cfg.url = argv[2];
 	cfg.tls = fixture_tls();
 	image = argc > 3 ? argv[3] : "localhost/mcp-sandbox:latest";
-	snprintf(instance, sizeof(instance), "%s-%s-%ld-%ld", prefix, engine_type, (long)getpid(),
+	/* SBX_TEST_INSTANCE_TAG (tools/mutants: its own) goes first, so that
+	 * whoever set it can find what a run left behind. */
+	snprintf(instance, sizeof(instance), "%s%s%s-%s-%ld-%ld",
+		 getenv("SBX_TEST_INSTANCE_TAG") ? getenv("SBX_TEST_INSTANCE_TAG") : "",
+		 getenv("SBX_TEST_INSTANCE_TAG") ? "-" : "", prefix, engine_type, (long)getpid(),
 		 (long)time(NULL));
 	if (sbx_engine_open(&cfg, &engine, &err) < 0 || sbx_engine_ping(engine, &err) < 0) {
 		printf("Bail out! %s engine at %s: %s\n", engine_type, engine_url, err.msg);

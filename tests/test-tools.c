@@ -2919,7 +2919,10 @@ int main(int argc, char **argv)
 	cfg.url = argv[2];
 	cfg.tls = test_engine_tls(argv[1]); /* a swarm's node over TCP */
 	image = argc > 3 ? argv[3] : "localhost/mcp-sandbox:latest";
-	snprintf(instance, sizeof(instance), "tools-%s-%ld-%ld", argv[1], (long)getpid(),
+	/* SBX_TEST_INSTANCE_TAG first, as tests/sandbox-fixture.c puts it. */
+	snprintf(instance, sizeof(instance), "%s%stools-%s-%ld-%ld",
+		 getenv("SBX_TEST_INSTANCE_TAG") ? getenv("SBX_TEST_INSTANCE_TAG") : "",
+		 getenv("SBX_TEST_INSTANCE_TAG") ? "-" : "", argv[1], (long)getpid(),
 		 (long)time(NULL));
 	snprintf(instance2, sizeof(instance2), "%s-pkg", instance);
 	if (sbx_engine_open(&cfg, &engine, &err) < 0 || sbx_engine_ping(engine, &err) < 0) {
