@@ -501,8 +501,9 @@ static long call_tool(struct front *f, const char *session, const char *name, co
 }
 
 /* The status of package SPEC in sandbox metrics-box once its install
- * ended (at most 120 s): "success", "failed", or what it was then. */
-static char *install_end(struct front *f, const char *session, const char *spec)
+ * ended (at most 120 s): "success", "failed", or what it was then; when
+ * it is not WANT, the status call's answer is shown. */
+static char *install_end(struct front *f, const char *session, const char *spec, const char *want)
 {
 	char args[200], *body = NULL, *st = NULL;
 
@@ -522,6 +523,9 @@ static char *install_end(struct front *f, const char *session, const char *spec)
 			break;
 		usleep(500 * 1000);
 	}
+	/* What the status said, for a failure's diagnosis (pip's words). */
+	if (strcmp(st, want) != 0)
+		tap_diag("%s: %.2000s", spec, body ? body : "(no answer)");
 	free(body);
 	return st;
 }
@@ -817,8 +821,8 @@ static void test_counts(void)
 		       "asleep before the installs (%s)", err.msg);
 		sbx_sandbox_unref(sb);
 		before = scrape(&f);
-		ok = install_end(&f, session, "sbxdemo");
-		failed = install_end(&f, session, "sbxdemo-absent==9");
+		ok = install_end(&f, session, "sbxdemo", "success");
+		failed = install_end(&f, session, "sbxdemo-absent==9", "failed");
 		after = scrape(&f);
 		tap_ok(!strcmp(ok, "success") && !strcmp(failed, "failed"),
 		       "an install succeeds, one fails (%s, %s)", ok, failed);
