@@ -1239,13 +1239,14 @@ static void test_state_safety(void)
 
 /* A sandbox taken from the pool and then unused is put to sleep
  * (sandbox.idle_timeout=2s; where the engine keeps a stopped container)
- * keeping its state file, then reaped (sandbox.sleep_lifetime=1s): its
+ * keeping its state file, then reaped (sandbox.sleep_lifetime=3s: long
+ * enough for a loaded machine's describe to see it asleep first): its
  * container and its state file go, a get says it expired, and the pool
  * refills. */
 static void test_reap_pooled(void)
 {
 	const char *const extra[] = {"sandbox.pool_size=1", "sandbox.idle_timeout=2s",
-				     "sandbox.sleep_lifetime=1s", NULL};
+				     "sandbox.sleep_lifetime=3s", NULL};
 	struct sbx_error err = SBX_ERROR_INIT;
 	struct sbx_pool_stats st;
 	struct test_manager tm;
