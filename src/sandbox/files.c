@@ -488,6 +488,23 @@ int sbx_artifact_open(sbx_manager *m, sbx_sandbox *sb, const char *relpath, int6
 	return 0;
 }
 
+/* The next bytes of A's reply, at most MAX: sbx_reader_read_max within
+ * SBX_FILE_IDLE_MS (only the file's bytes count as progress: stderr does
+ * not), or by the artifact's deadline when that comes first. */
+static ssize_t next_bytes(sbx_artifact *a, const void **ret_data, size_t max, struct sbx_error *err)
+{
+	int64_t until = sbx_monotonic_ms() + SBX_FILE_IDLE_MS;
+	bool by_deadline = a->deadline_ms && a->deadline_ms < until;
+	ssize_t n = sbx_reader_read_max(a->reader, ret_data, max,
+					by_deadline ? a->deadline_ms : until, a->cancel, err);
+
+	if (n != -ETIMEDOUT)
+		return n;
+	return by_deadline ? sbx_error_set(err, -ETIMEDOUT, "reading %s took too long", a->relpath)
+			   : sbx_error_set(err, -ETIMEDOUT, "the sandbox sent nothing for %d s",
+					   SBX_FILE_IDLE_MS / 1000);
+}
+
 int sbx_artifact_stream(sbx_artifact *a, sbx_sink_fn sink, void *userdata, struct sbx_error *err)
 {
 	int64_t sent = 0;
@@ -497,22 +514,11 @@ int sbx_artifact_stream(sbx_artifact *a, sbx_sink_fn sink, void *userdata, struc
 		return sbx_error_set(err, -EINVAL, "no sink, or read twice");
 	a->streamed = true;
 	for (;;) {
-		/* Only the file's bytes count as progress: stderr does not. */
-		int64_t until = sbx_monotonic_ms() + SBX_FILE_IDLE_MS;
-		bool by_deadline = a->deadline_ms && a->deadline_ms < until;
 		const void *data;
-		ssize_t n;
+		ssize_t n = next_bytes(a, &data, SIZE_MAX, err);
 
-		n = sbx_reader_read(a->reader, &data, by_deadline ? a->deadline_ms : until,
-				    a->cancel, err);
 		if (n == 0)
 			break;
-		if (n == -ETIMEDOUT)
-			return by_deadline ? sbx_error_set(err, -ETIMEDOUT,
-							   "reading %s took too long", a->relpath)
-					   : sbx_error_set(err, -ETIMEDOUT,
-							   "the sandbox sent nothing for %d s",
-							   SBX_FILE_IDLE_MS / 1000);
 		if (n < 0)
 			return (int)n;
 		r = sink(userdata, data, (size_t)n);
@@ -536,14 +542,9 @@ ssize_t sbx_artifact_pull(sbx_artifact *a, void *buf, size_t cap, struct sbx_err
 		return sbx_error_set(err, -EINVAL, "a read of no bytes");
 	a->streamed = true;
 	while (got < cap && (got == 0 || sbx_reader_ready(a->reader) > 0)) {
-		/* Only the file's bytes count as progress: stderr does not. */
-		int64_t until = sbx_monotonic_ms() + SBX_FILE_IDLE_MS;
-		bool by_deadline = a->deadline_ms && a->deadline_ms < until;
 		const void *data;
-		ssize_t n;
+		ssize_t n = next_bytes(a, &data, cap - got, err);
 
-		n = sbx_reader_read_max(a->reader, &data, cap - got,
-					by_deadline ? a->deadline_ms : until, a->cancel, err);
 		if (n == 0) {
 			if (a->read + (int64_t)got < a->reply.info.count)
 				return sbx_error_set(err, -EIO, "%s shrank while it was read",
@@ -552,12 +553,6 @@ ssize_t sbx_artifact_pull(sbx_artifact *a, void *buf, size_t cap, struct sbx_err
 				sbx_sandbox_touch(a->sb);
 			break;
 		}
-		if (n == -ETIMEDOUT)
-			return by_deadline ? sbx_error_set(err, -ETIMEDOUT,
-							   "reading %s took too long", a->relpath)
-					   : sbx_error_set(err, -ETIMEDOUT,
-							   "the sandbox sent nothing for %d s",
-							   SBX_FILE_IDLE_MS / 1000);
 		if (n < 0)
 			return (int)n;
 		memcpy(out + got, data, (size_t)n);
