@@ -1,12 +1,17 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Bursts of create_sandbox (issue 30), through the manager as the server
- * makes it, on one engine, with the default pool size (sandbox.pool_size,
- * 2): the p50 of a create served from a full pool, one at a time; then 16
- * and 64 creates at once (threads released together, the pool full when
- * they start), each burst's wall time until the last is answered, the p50
- * and p90 of its calls, and how many the pool served. Every sandbox made is
- * deleted; any failed create fails the bench.
+ * makes it, on one engine, with the default pool settings (sandbox.pool_size
+ * 2, growing up to pool_max 16 after creates that find it empty, refilled
+ * pool_fill at once): the p50 of a create served from a full pool, one at a
+ * time; then 16 creates at once with the pool at pool_size, the time the
+ * pool takes to grow after them, 16 at once again and 64 at once (threads
+ * released together, the pool full when they start), each burst's wall time
+ * until the last is answered, the p50 and p90 of its calls, and how many
+ * the pool served; then the time to fill a pool of 16 from empty with 1, 2
+ * and 4 started at once; last the stop of a manager with 16 sandboxes and
+ * its pool. Every sandbox made is deleted; any failed create fails the
+ * bench.
  *
  * Usage: bench-burst TYPE SOCKET IMAGE [ROUNDS]
  */
@@ -190,23 +195,74 @@ int main(int argc, char **argv)
 			}
 		}
 	}
-	printf("# bursts of create_sandbox, sandbox.pool_size = %lld (the default); ms\n",
-	       (long long)settings.sandbox.pool_size);
+	printf("# bursts of create_sandbox, the default pool (pool_size %lld, pool_max %lld, "
+	       "pool_fill %lld); ms\n",
+	       (long long)settings.sandbox.pool_size, (long long)settings.sandbox.pool_max,
+	       (long long)settings.sandbox.pool_fill);
 	printf("%-8s %-28s %10.1f   (p50 of %d, one at a time)\n", type, "create from the pool",
 	       quantile(pooled_ms, (size_t)rounds, 0.5), rounds);
 	fflush(stdout);
-	for (int k = 0; k < 2; k++) {
-		const int n = k ? 64 : 16;
-		double wall, p50, p90;
+	for (int k = 0; k < 3; k++) {
+		const int n = k == 2 ? 64 : 16;
+		const char *what = k == 0   ? "16 at once, pool at its size"
+				   : k == 1 ? "16 at once, grown"
+					    : "64 at once";
+		struct sbx_pool_stats ps;
+		double wall, p50, p90, t0;
 		uint64_t pooled;
-		char what[32];
 
 		if (bench_pool_full(m, "bench-burst", type) < 0 ||
 		    burst(m, n, false, &wall, &p50, &p90, &pooled) < 0)
 			goto out;
-		snprintf(what, sizeof(what), "%d at once", n);
 		printf("%-8s %-28s %10.1f   (p50 %.1f, p90 %.1f; %" PRIu64 " from the pool)\n",
 		       type, what, wall, p50, p90, pooled);
+		fflush(stdout);
+		if (k > 0)
+			continue;
+		/* The pool grows after the misses: how long until it is full. */
+		t0 = now_ms();
+		if (bench_pool_full(m, "bench-burst", type) < 0)
+			goto out;
+		sbx_manager_pool_stats(m, &ps);
+		printf("%-8s %-28s %10.1f   (to %zu, %zu at once, after the deletes)\n", type,
+		       "the pool grows", now_ms() - t0, ps.size,
+		       (size_t)settings.sandbox.pool_fill);
+		fflush(stdout);
+	}
+	/* A pool of 16 filled from empty, 1, 2 and 4 containers started at
+	 * once (a manager of its own each): what sandbox.pool_fill buys. */
+	for (int f = 1; f <= 4; f *= 2) {
+		const char *const lines[] = {"sandbox.pool_size=16", "sandbox.pool_max=0", NULL};
+		struct sbx_settings fs;
+		sbx_manager *fm = NULL;
+		char fill[64], finst[128];
+		double t0, ms;
+		int r = sbx_settings_init(&fs);
+
+		snprintf(fill, sizeof(fill), "sandbox.pool_fill=%d", f);
+		snprintf(finst, sizeof(finst), "%s-fill%d", inst, f);
+		const char *const more[] = {finst, image, "sandbox.disk=0", fill, NULL};
+		for (const char *const *l = lines; r >= 0 && *l; l++)
+			r = sbx_settings_set(&fs, *l, &err);
+		for (const char *const *l = more; r >= 0 && *l; l++)
+			r = sbx_settings_set(&fs, *l, &err);
+		if (r >= 0)
+			r = bench_tls(&(struct sbx_engine_config){0}, &fs, &err);
+		t0 = now_ms();
+		if (r >= 0 &&
+		    (sbx_manager_new(&fs, e, &fm, &err) < 0 || sbx_manager_recover(fm, &err) < 0))
+			r = -1;
+		if (r >= 0)
+			r = bench_pool_full(fm, "bench-burst", type);
+		ms = now_ms() - t0;
+		sbx_manager_free(fm);
+		sbx_settings_release(&fs);
+		if (r < 0) {
+			fprintf(stderr, "bench-burst: %s: pool_fill=%d: %s\n", type, f, err.msg);
+			goto out;
+		}
+		snprintf(fill, sizeof(fill), "fill 16, %d at once", f);
+		printf("%-8s %-28s %10.1f   (%.0f ms a container)\n", type, fill, ms, ms / 16);
 		fflush(stdout);
 	}
 	/* The stop (sbx_manager_free with sandbox.remove_on_exit) of a server
@@ -214,12 +270,15 @@ int main(int argc, char **argv)
 	{
 		double wall, p50, p90, t0, one = quantile(delete_ms, (size_t)rounds, 0.5);
 		uint64_t pooled;
-		size_t n = 16 + (size_t)settings.sandbox.pool_size;
+		struct sbx_pool_stats ps;
+		size_t n;
 
 		if (bench_pool_full(m, "bench-burst", type) < 0 ||
 		    burst(m, 16, true, &wall, &p50, &p90, &pooled) < 0 ||
 		    bench_pool_full(m, "bench-burst", type) < 0)
 			goto out;
+		sbx_manager_pool_stats(m, &ps);
+		n = 16 + ps.ready;
 		t0 = now_ms();
 		m = sbx_manager_free(m);
 		wall = now_ms() - t0;

@@ -80,6 +80,9 @@ void settings_for(struct sbx_settings *s, const char *inst, const char *const *e
 	 * bound a disk; tests/test-hardening's disk part sets it on the disk
 	 * engines (btrfs) of tools/provision-engines. */
 	set(s, "sandbox.disk=0");
+	/* The pool keeps the size a test gives it, unless the test lets it
+	 * grow (sandbox.pool_max): its counts stay the test's own. */
+	set(s, "sandbox.pool_max=0");
 	for (const char *const *x = fixture_settings; x && *x; x++)
 		set(s, *x);
 	for (; extra && *extra; extra++)

@@ -726,6 +726,64 @@ static void test_names_race(void)
 	test_manager_close(&tm, "nothing left");
 }
 
+/* sandbox.pool_max: each create that finds the pool empty grows it by one,
+ * up to pool_max; it refills pool_fill at once, never more; and it falls
+ * back to pool_size pool_shrink_after the last such create, removing what
+ * it grew. */
+static void test_grow(void)
+{
+	const char *const extra[] = {"sandbox.pool_size=1", "sandbox.pool_max=3",
+				     "sandbox.pool_fill=2", "sandbox.pool_shrink_after=4s", NULL};
+	struct sbx_pool_stats st;
+	struct test_manager tm;
+	struct racer x[4];
+	sbx_manager *m;
+	size_t most_filling = 0;
+	double until;
+	int ok;
+
+	m = test_manager_open(&tm, "grow", extra, NULL);
+	recover(m);
+	tap_ok(wait_pool(m, 1, 60), "the pool fills to pool_size (1)");
+	sbx_manager_pool_stats(m, &st);
+	tap_ok(st.size == 1 && st.floor == 1 && st.max == 3, "it aims at 1, may grow to 3");
+	for (int i = 0; i < 4; i++)
+		x[i] = (struct racer){.owner = "alice"};
+	ok = race(m, x, 4);
+	for (int i = 0; i < 4; i++)
+		sbx_sandbox_unref(x[i].sb);
+	tap_is_int(ok, 4, "4 creates at once");
+	sbx_manager_pool_stats(m, &st);
+	tap_ok(st.taken == 1 && st.cold == 3 && st.size == 3,
+	       "1 from the pool, 3 found it empty: it grows to pool_max (taken %llu, cold "
+	       "%llu, size %zu)",
+	       (unsigned long long)st.taken, (unsigned long long)st.cold, st.size);
+	until = now_ms() + 90000;
+	do {
+		sbx_manager_pool_stats(m, &st);
+		if (st.filling > most_filling)
+			most_filling = st.filling;
+		if (st.ready == 3 && st.filling == 0)
+			break;
+		usleep(5000);
+	} while (now_ms() < until);
+	tap_ok(st.ready == 3 && st.filling == 0, "it refills to 3 (%zu ready)", st.ready);
+	tap_is_int(most_filling, 2, "pool_fill = 2: two started at once, never more");
+	/* The one taken keeps its pool label. */
+	tap_is_int(count_pool_labelled(tm.inst), 4,
+		   "3 pool containers on the engine, and the one taken");
+	tap_ok(wait_pool(m, 1, 30), "4 s after the last create that found it empty, it is "
+				    "back to pool_size");
+	sbx_manager_pool_stats(m, &st);
+	tap_ok(st.size == 1, "it aims at 1 again (%zu)", st.size);
+	/* Its ready count drops before the engine's removal ends. */
+	for (int i = 0; i < 200 && count_pool_labelled(tm.inst) != 2; i++)
+		usleep(50000);
+	tap_is_int(count_pool_labelled(tm.inst), 2, "the 2 it grew are removed from the engine");
+	tap_is_int(count_instance(tm.inst), 5, "the 4 sandboxes run on");
+	test_manager_close(&tm, "nothing left");
+}
+
 static void write_file(const char *path, const char *text)
 {
 	FILE *f = fopen(path, "we");
@@ -1313,6 +1371,7 @@ out:
 int main(int argc, char **argv)
 {
 	static const char *const defaults[] = {state_dir, NULL};
+	const char *only = getenv("SBX_POOL_ONLY");
 	char rm[300];
 
 	if (argc >= 3 && strncmp(argv[2], "unix://", 7) != 0) {
@@ -1325,29 +1384,34 @@ int main(int argc, char **argv)
 	snprintf(state_dir, sizeof(state_dir), "server.state_dir=%s", state_root);
 	fixture_settings = defaults;
 
-	test_fill_take_refill();
-	test_pool_off();
-	test_limit();
-	test_names_race();
-	test_recover();
-	test_engine_down();
-	test_dead_pooled();
-	test_warm_interp();
-	test_reap_pooled();
-	test_instances();
-	test_state_safety();
-	/* A few rounds each: enough to see every create come from the pool
-	 * (or none), not to time it; bench/bench-sleep times pooled and cold
-	 * against each other. */
-	measure(true, 4);
-	measure(false, 4);
-	measure_first_call(true, 3);
-	measure_first_call(false, 3);
+	/* SBX_POOL_ONLY=grow runs that part alone (tools/mutants). */
+	if (!only || strcmp(only, "grow") != 0) {
+		test_fill_take_refill();
+		test_pool_off();
+		test_limit();
+		test_names_race();
+		test_recover();
+		test_engine_down();
+		test_dead_pooled();
+		test_warm_interp();
+		test_reap_pooled();
+		test_instances();
+		test_state_safety();
+		/* A few rounds each: enough to see every create come from the pool
+		 * (or none), not to time it; bench/bench-sleep times pooled and cold
+		 * against each other. */
+		measure(true, 4);
+		measure(false, 4);
+		measure_first_call(true, 3);
+		measure_first_call(false, 3);
+	}
+	test_grow();
 
 	{
-		static const char *const parts[] = {
-		    "fill",	"off",	    "max",  "race",	  "rec",	"down", "dead",
-		    "p50-pool", "p50-cold", "warm", "first-pool", "first-cold", "reap", "inst"};
+		static const char *const parts[] = {"fill",	"off",	"max",	      "race",
+						    "rec",	"down", "dead",	      "p50-pool",
+						    "p50-cold", "warm", "first-pool", "first-cold",
+						    "reap",	"inst", "grow"};
 		size_t left = 0;
 		for (size_t i = 0; i < SBX_ARRAY_SIZE(parts); i++) {
 			char inst[80];

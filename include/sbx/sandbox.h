@@ -237,10 +237,12 @@ int sbx_manager_recover(sbx_manager *m, struct sbx_error *err);
 
 /* The warm pool, for tests and the benchmark. */
 struct sbx_pool_stats {
-	size_t size;	   /* containers the pool aims to keep: sandbox.pool_size, 0 when off */
+	size_t size;	   /* containers the pool aims to keep now; 0 when off */
+	size_t floor;	   /* sandbox.pool_size: what it shrinks back to (0 when off) */
+	size_t max;	   /* what it may grow to: sandbox.pool_max, at least floor */
 	size_t ready;	   /* started, unassigned containers that may be handed out now
 			    * (checked since following the engine last (re)started) */
-	size_t filling;	   /* containers being started for the pool now (0 or 1) */
+	size_t filling;	   /* containers being started for the pool now (0..pool_fill) */
 	bool filling_on;   /* the pool has started filling (see above) */
 	uint64_t taken;	   /* creates served from the pool */
 	uint64_t cold;	   /* creates that made their own container */

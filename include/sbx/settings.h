@@ -115,7 +115,14 @@ struct sbx_settings {
 		bool remove_on_exit;
 		/* Sandboxes whose engine dropped their limits are run, not refused. */
 		bool allow_unlimited;
-		int64_t pool_size;	    /* started containers kept ready; 0 = no pool */
+		int64_t pool_size; /* started containers kept ready; 0 = no pool */
+		/* The pool grows up to pool_max (when above pool_size) by one for
+		 * each create that found it empty, and falls back to pool_size
+		 * pool_shrink_after the last such create; pool_fill containers
+		 * are started at once while it refills. */
+		int64_t pool_max;
+		int64_t pool_fill;
+		int64_t pool_shrink_after_ms;
 		int64_t image_inline_max;   /* bytes; 0 = no images inline */
 		int64_t interrupt_grace_ms; /* after the KeyboardInterrupt, before the kill */
 		/* Lifecycle: a client's timeout argument is cut to it. */

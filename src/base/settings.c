@@ -410,6 +410,13 @@ static const struct sbx_setting schema[] = {
 	    "Podman on cgroup v1) instead of refusing to create them"),
     NUMBER(INT, "sandbox", "pool_size", sandbox.pool_size, "2", 0, 64,
 	   "started sandboxes kept ready for create_sandbox; 0 = none"),
+    NUMBER(INT, "sandbox", "pool_max", sandbox.pool_max, "16", 0, 64,
+	   "most sandboxes the pool grows to after creates found it empty; at most pool_size "
+	   "= the pool never grows"),
+    NUMBER(INT, "sandbox", "pool_fill", sandbox.pool_fill, "2", 1, 16,
+	   "pooled sandboxes started at once while the pool refills"),
+    NUMBER(DURATION, "sandbox", "pool_shrink_after", sandbox.pool_shrink_after_ms, "10m", SEC,
+	   24 * HOUR, "how long the pool stays grown after the last create that found it empty"),
     NUMBER(SIZE, "sandbox", "image_inline_max", sandbox.image_inline_max, "1m", 0, 16 * MIB,
 	   "largest PNG/JPEG made by Python code that is returned inline as an image; 0 = none"),
     NUMBER(DURATION, "sandbox", "interrupt_grace", sandbox.interrupt_grace_ms, "2s", 1, 10 * MIN,

@@ -187,6 +187,10 @@ static int write_now(struct sbx_http *h, struct sbx_buf *b)
 		     p.cold},
 		    {"mcp_sandbox_pool_ready", "gauge",
 		     "Started containers waiting in the warm pool.", p.ready},
+		    {"mcp_sandbox_pool_target", "gauge",
+		     "Containers the warm pool aims to keep now: sandbox.pool_size, grown by "
+		     "creates that found it empty up to sandbox.pool_max.",
+		     p.size},
 		    {"mcp_sandbox_http_connections", "gauge",
 		     "HTTP connections open (event streams included).",
 		     conns > 0 ? (uint64_t)conns : 0},

@@ -320,6 +320,7 @@ int sbx_sandbox_create_quota(sbx_manager *m, const char *owner, const char *name
 	 * through the engine would be a second way to set them, per engine,
 	 * with a moment in which the higher ones hold). */
 	bool use_pool = memory == m->s->sandbox.memory && nano_cpus == m->s->sandbox.nano_cpus;
+	bool missed = false;
 	int r;
 
 	r = check_owner(owner, err);
@@ -339,7 +340,7 @@ again:
 	/* Reserve the slot and the name, and take a pooled container (whose id
 	 * the sandbox gets), before talking to the engine. */
 	pthread_mutex_lock(&m->lock);
-	e = use_pool ? sbx_pool_take_locked(m) : NULL;
+	e = use_pool ? sbx_pool_take_locked(m, &missed) : NULL;
 	sb = sbx_record_new(m, e ? e->id : id, name, owner, time(NULL));
 	if (sb) {
 		sb->pooled = e != NULL;
@@ -349,6 +350,8 @@ again:
 	r = sb ? reserve_locked(m, sb, q, err) : sbx_error_set(err, -ENOMEM, "out of memory");
 	if (r < 0 && e)
 		sbx_pool_give_back_locked(m, SBX_TAKE(e));
+	if (r < 0 && missed)
+		sbx_pool_missed_done_locked(m);
 	pthread_mutex_unlock(&m->lock);
 	if (r < 0) {
 		sbx_sandbox_unref(sb);
@@ -388,6 +391,8 @@ again:
 	} else {
 		sbx_sandbox_unref(sbx_table_remove_locked(m, sb));
 	}
+	if (missed)
+		sbx_pool_missed_done_locked(m);
 	pthread_mutex_unlock(&m->lock);
 	sbx_pool_entry_free(e);
 	if (r < 0) {

@@ -3,24 +3,35 @@
  * The warm pool and the state folder (include/sbx/sandbox.h says what they
  * are for).
  *
- * The pool is a FIFO of started, never assigned containers plus one refill
- * thread per manager. Everything here is under m->lock, which is never held
- * across an engine call or a file write: the thread reserves what it is
- * about to make (filling, filling_id) so that the limit, stats and recover
- * see it, drops the lock, provisions with sbx_container_provision, and takes
- * the lock again.
+ * The pool is a FIFO of started, never assigned containers, one refill
+ * thread per manager and up to sandbox.pool_fill filler threads. Everything
+ * here is under m->lock, which is never held across an engine call or a file
+ * write: the refill thread reserves what a filler is about to make (a slot
+ * of `filling`) so that the limit, stats and recover see it, and starts the
+ * filler, which provisions with sbx_container_provision and starts its
+ * Python interpreter without the lock, then takes the lock to push the entry
+ * (or back off) and give its slot back.
+ *
+ * Its size: sandbox.pool_size, grown by one (up to sandbox.pool_max) by each
+ * create that found no pooled container (a miss), so that the next burst
+ * like the last one is served from the pool; back to pool_size once no
+ * create missed for sandbox.pool_shrink_after. While creates that missed are
+ * making their own containers no filler starts: the engine serves them
+ * first (a burst past the pool is as fast as the engine allows), and the
+ * pool refills after.
  *
  * The refill thread, in order: removes pooled containers beyond the room
- * left (the pool is off, stopping, or assigned sandboxes took the room);
- * tries again to remove the containers whose removal failed (`doomed`: the
- * engine was stopping, say; backing off like the refill); starts one more
- * (the container, then its Python interpreter, which the entry owns and
- * which moves to the record at assignment) when the pool has started
- * filling, has room and is not backing off (0.5 s after a failure, doubling
- * up to 30 s); lists the pooled containers (one engine call) and drops those
- * no longer running, every 30 s and whenever following the engine (re)starts
- * (watch.c: until then no pooled container of an earlier epoch is handed
- * out); else sleeps on `wake`.
+ * left (the pool is off, stopping, shrunk, or assigned sandboxes took the
+ * room); tries again to remove the containers whose removal failed
+ * (`doomed`: the engine was stopping, say; backing off like the refill);
+ * starts fillers (the container, then its Python interpreter, which the
+ * entry owns and which moves to the record at assignment) while the pool
+ * has started filling, has room, no create that missed is making its own
+ * and it is not backing off (0.5 s after a failure, doubling up to 30 s);
+ * lists the pooled containers (one engine call) and drops those no longer
+ * running, every 30 s and whenever following the engine (re)starts (watch.c:
+ * until then no pooled container of an earlier epoch is handed out); else
+ * sleeps on `wake`, which fillers signal when they end.
  *
  * One server per instance: the manager holds an exclusive flock(2) on
  * STATE_DIR/instance-INSTANCE.lock (which names its pid) for as long as it
@@ -71,18 +82,26 @@
 #define BACKOFF_MIN_MS 500
 #define BACKOFF_MAX_MS 30000
 #define CHECK_EVERY_S 30
+#define FILL_MAX 16 /* sandbox.pool_fill's upper bound (src/base/settings.c) */
 
 struct sbx_pool {
 	pthread_t thread;
 	bool have_thread;
 	pthread_cond_t wake;
-	bool started;  /* may fill */
-	bool stopping; /* sbx_pool_stop was called */
-	size_t size;   /* target; 0 = off */
+	bool started;		   /* may fill */
+	bool stopping;		   /* sbx_pool_stop was called */
+	size_t size;		   /* sandbox.pool_size; 0 = off */
+	size_t max;		   /* the most it grows to: at least size */
+	size_t grown;		   /* above size now: one per miss, up to max */
+	struct timespec shrink_at; /* CLOCK_MONOTONIC: grown falls to 0 */
+	size_t fill;		   /* fillers at once: sandbox.pool_fill */
+	size_t cold_making;	   /* creates that missed, making their own */
 	struct sbx_pool_entry *head;
 	size_t n_ready;
-	bool filling;
-	char filling_id[SBX_SANDBOX_ID_MAX + 1];
+	uint64_t pushes; /* entries pushed so far: an entry's `pushed` */
+	/* The fillers' ids (a slot of "" is free). */
+	size_t n_filling;
+	char filling[FILL_MAX][SBX_SANDBOX_ID_MAX + 1];
 	unsigned failures_in_row;
 	struct timespec retry_at, check_at; /* CLOCK_MONOTONIC */
 	uint64_t taken, cold, made, failed;
@@ -578,23 +597,29 @@ static bool stale_locked(sbx_manager *m)
 	return false;
 }
 
+/* The containers the pool aims to keep now. */
+static size_t target(const struct sbx_pool *p)
+{
+	return p->size + p->grown < p->max ? p->size + p->grown : p->max;
+}
+
 /* Under m->lock: more pooled containers than the pool may keep now. */
 static bool excess_locked(sbx_manager *m)
 {
 	struct sbx_pool *p = m->pool;
 	size_t max = (size_t)m->s->sandbox.max_sandboxes;
 
-	return p->n_ready > 0 && (p->stopping || p->n_ready > p->size || m->n + p->n_ready > max);
+	return p->n_ready > 0 && (p->stopping || p->n_ready > target(p) || m->n + p->n_ready > max);
 }
 
 /* Under m->lock: the pool may start one more container now. */
 static bool wants_one_locked(sbx_manager *m)
 {
 	struct sbx_pool *p = m->pool;
-	size_t have = p->n_ready + (p->filling ? 1 : 0);
+	size_t have = p->n_ready + p->n_filling;
 
-	return p->started && !p->stopping && have < p->size &&
-	       m->n + have < (size_t)m->s->sandbox.max_sandboxes;
+	return p->started && !p->stopping && have < target(p) && p->n_filling < p->fill &&
+	       p->cold_making == 0 && m->n + have < (size_t)m->s->sandbox.max_sandboxes;
 }
 
 /* Under m->lock: E's container is to be removed later. */
@@ -674,64 +699,119 @@ static void push_locked(struct sbx_pool *p, struct sbx_pool_entry *e)
 	while (*at)
 		at = &(*at)->next;
 	e->next = NULL;
+	e->pushed = ++p->pushes;
 	*at = e;
 	p->n_ready++;
 }
 
-/* Under m->lock, dropped around the engine calls. */
-static void refill_one_locked(sbx_manager *m)
+/* Under m->lock: a start failed; the next waits 0.5 s, doubling up to 30 s
+ * while they fail in a row. */
+static void back_off_locked(struct sbx_pool *p, int r)
+{
+	struct timespec now;
+	long ms = BACKOFF_MIN_MS;
+
+	for (unsigned i = 0; i < p->failures_in_row && ms < BACKOFF_MAX_MS; i++)
+		ms *= 2;
+	p->last_error = r;
+	p->failed++;
+	p->failures_in_row++;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	p->retry_at = now;
+	ts_add_ms(&p->retry_at, ms < BACKOFF_MAX_MS ? ms : BACKOFF_MAX_MS);
+}
+
+struct filler {
+	sbx_manager *m;
+	struct sbx_pool_entry *e;
+	size_t slot; /* its id's place in p->filling */
+};
+
+/* A filler thread: makes F's entry without the lock, then pushes it (or
+ * backs off), frees its slot and wakes the refill thread and a stop. */
+static void *fill_main(void *arg)
+{
+	struct filler *f = arg;
+	sbx_manager *m = f->m;
+	struct sbx_pool *p = m->pool;
+	struct sbx_pool_entry *e = f->e;
+	struct sbx_error err = SBX_ERROR_INIT;
+	int r;
+
+	r = sbx_container_provision(m, e->id, time(NULL), NULL, NULL, m->s->sandbox.memory,
+				    m->s->sandbox.nano_cpus, &e->container, &err);
+	/* Without an interpreter the entry still serves: the first call
+	 * starts one, as for a cold create. */
+	if (r >= 0 && sbx_interp_start_pooled(m, e->id, e->container, &e->interp, NULL) < 0)
+		e->interp = NULL;
+	pthread_mutex_lock(&m->lock);
+	p->filling[f->slot][0] = '\0';
+	p->n_filling--;
+	if (r < 0) {
+		back_off_locked(p, r);
+		sbx_pool_entry_free(e);
+	} else {
+		p->last_error = 0;
+		p->failures_in_row = 0;
+		p->made++;
+		if (e->epoch != m->engine_epoch)
+			p->checked_epoch = 0; /* made across a change: check it */
+		push_locked(p, e); /* excess_locked() trims it if the room went meanwhile */
+	}
+	pthread_cond_broadcast(&p->wake);
+	pthread_mutex_unlock(&m->lock);
+	free(f);
+	return NULL;
+}
+
+/* Under m->lock: reserves a slot and an id and starts a filler thread
+ * (detached: sbx_pool_stop waits for n_filling to reach 0). */
+static void start_filler_locked(sbx_manager *m)
 {
 	struct sbx_pool *p = m->pool;
 	struct sbx_error err = SBX_ERROR_INIT;
+	struct filler *f = calloc(1, sizeof(*f));
 	struct sbx_pool_entry *e = calloc(1, sizeof(*e));
-	struct timespec now;
-	int r = e ? sbx_sandbox_make_id(e->id, &err) : -ENOMEM;
+	pthread_attr_t attr;
+	pthread_t t;
+	size_t slot = 0;
+	int r = f && e ? sbx_sandbox_make_id(e->id, &err) : -ENOMEM;
 
+	while (slot < FILL_MAX && p->filling[slot][0])
+		slot++;
+	if (r >= 0 && slot == FILL_MAX)
+		r = -EAGAIN; /* not reached: n_filling < fill <= FILL_MAX */
 	if (r >= 0) {
-		p->filling = true;
-		snprintf(p->filling_id, sizeof(p->filling_id), "%s", e->id);
+		*f = (struct filler){m, e, slot};
 		e->epoch = m->engine_epoch;
-		pthread_mutex_unlock(&m->lock);
-		r = sbx_container_provision(m, e->id, time(NULL), NULL, NULL, m->s->sandbox.memory,
-					    m->s->sandbox.nano_cpus, &e->container, &err);
-		/* Without an interpreter the entry still serves: the first call
-		 * starts one, as for a cold create. */
-		if (r >= 0 && sbx_interp_start_pooled(m, e->id, e->container, &e->interp, NULL) < 0)
-			e->interp = NULL;
-		pthread_mutex_lock(&m->lock);
-		p->filling = false;
-		p->filling_id[0] = '\0';
+		r = -pthread_attr_init(&attr);
 	}
-	p->last_error = r < 0 ? r : 0;
+	if (r >= 0) {
+		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+		r = -pthread_create(&t, &attr, fill_main, f);
+		pthread_attr_destroy(&attr);
+	}
 	if (r < 0) {
-		long ms = BACKOFF_MIN_MS;
-		for (unsigned i = 0; i < p->failures_in_row && ms < BACKOFF_MAX_MS; i++)
-			ms *= 2;
-		p->failed++;
-		p->failures_in_row++;
-		clock_gettime(CLOCK_MONOTONIC, &now);
-		p->retry_at = now;
-		ts_add_ms(&p->retry_at, ms < BACKOFF_MAX_MS ? ms : BACKOFF_MAX_MS);
+		back_off_locked(p, r);
 		sbx_pool_entry_free(e);
+		free(f);
 		return;
 	}
-	p->failures_in_row = 0;
-	p->made++;
-	if (e->epoch != m->engine_epoch)
-		p->checked_epoch = 0; /* made across a change: check it */
-	push_locked(p, e);	      /* excess_locked() trims it if the room went meanwhile */
+	snprintf(p->filling[slot], sizeof(p->filling[slot]), "%s", e->id);
+	p->n_filling++;
 }
 
 /* Under m->lock, dropped around the engine calls: drops pooled containers
- * that no longer run. Only this thread adds to the pool (give-backs were
- * in it before), so what the list misses is really gone. */
+ * that no longer run. Entries pushed before the list was asked for (give-
+ * backs were in it before too) and missing from it are really gone; those a
+ * filler pushed since are left for the next check. */
 static void check_locked(sbx_manager *m)
 {
 	struct sbx_pool *p = m->pool;
 	struct sbx_kv want[] = {{SBX_LABEL_INSTANCE, m->instance}, {SBX_LABEL_POOL, "1"}};
 	struct sbx_container_summary *cs = NULL;
 	struct sbx_pool_entry *dead = NULL, **at;
-	uint64_t epoch = m->engine_epoch;
+	uint64_t epoch = m->engine_epoch, pushes = p->pushes;
 	size_t n = 0;
 	int r;
 
@@ -746,6 +826,12 @@ static void check_locked(sbx_manager *m)
 	for (at = &p->head; *at;) {
 		struct sbx_pool_entry *e = *at;
 		const struct sbx_container_summary *c = sbx_summary_find(cs, n, e->container);
+		if (e->pushed > pushes) {
+			if (e->epoch < epoch)
+				p->checked_epoch = 0; /* made across a change: check again */
+			at = &e->next;
+			continue;
+		}
 		if (c && c->running) {
 			/* Seen running after this epoch began: it may be handed out. */
 			if (e->epoch < epoch)
@@ -780,6 +866,8 @@ static void *refill_main(void *arg)
 		const struct timespec *until = NULL;
 
 		clock_gettime(CLOCK_MONOTONIC, &now);
+		if (p->grown > 0 && ts_reached(&now, &p->shrink_at))
+			p->grown = 0; /* no miss for pool_shrink_after */
 		if (excess_locked(m)) {
 			drop_oldest_locked(m);
 			continue;
@@ -793,12 +881,14 @@ static void *refill_main(void *arg)
 		}
 		if (wants_one_locked(m)) {
 			if (ts_reached(&now, &p->retry_at)) {
-				refill_one_locked(m);
+				start_filler_locked(m);
 				continue;
 			}
 			if (!until || !ts_reached(&p->retry_at, until))
 				until = &p->retry_at;
 		}
+		if (p->grown > 0 && (!until || !ts_reached(&p->shrink_at, until)))
+			until = &p->shrink_at;
 		if (p->n_ready > 0) {
 			/* Following the engine (re)started: check before handing out. */
 			if (ts_reached(&now, &p->check_at) ||
@@ -846,6 +936,11 @@ int sbx_pool_new(sbx_manager *m, struct sbx_error *err)
 	p->size = (size_t)m->s->sandbox.pool_size;
 	if (p->state_fd < 0 && !m->s->sandbox.remove_on_exit)
 		p->size = 0;
+	p->max =
+	    (size_t)m->s->sandbox.pool_max > p->size ? (size_t)m->s->sandbox.pool_max : p->size;
+	p->fill = (size_t)m->s->sandbox.pool_fill;
+	if (p->fill < 1 || p->fill > FILL_MAX)
+		p->fill = p->fill < 1 ? 1 : FILL_MAX;
 	if (p->size == 0)
 		return 0;
 	clock_gettime(CLOCK_MONOTONIC, &p->check_at);
@@ -879,7 +974,12 @@ void sbx_pool_stop(sbx_manager *m)
 	if (p->have_thread)
 		pthread_join(p->thread, NULL);
 	p->have_thread = false;
-	/* The thread is gone and nobody else adds to the pool now (the watch
+	/* The fillers push what they made (or fail) and end. */
+	pthread_mutex_lock(&m->lock);
+	while (p->n_filling > 0)
+		pthread_cond_wait(&p->wake, &m->lock);
+	pthread_mutex_unlock(&m->lock);
+	/* The threads are gone and nobody else adds to the pool now (the watch
 	 * stopped before). A container whose removal fails now is left to the
 	 * next start's recover, which removes pooled containers never assigned. */
 	for (e = p->head; e; e = e->next)
@@ -939,7 +1039,7 @@ void sbx_pool_free(sbx_manager *m)
 	m->pool = NULL;
 }
 
-struct sbx_pool_entry *sbx_pool_take_locked(sbx_manager *m)
+struct sbx_pool_entry *sbx_pool_take_locked(sbx_manager *m, bool *missed)
 {
 	struct sbx_pool *p = m->pool;
 	struct sbx_pool_entry **at = &p->head, *e;
@@ -947,6 +1047,14 @@ struct sbx_pool_entry *sbx_pool_take_locked(sbx_manager *m)
 	while (*at && !trusted_locked(m, *at))
 		at = &(*at)->next;
 	e = *at;
+	*missed = !e && p->size > 0 && !p->stopping;
+	if (*missed) {
+		if (p->size + p->grown < p->max)
+			p->grown++;
+		clock_gettime(CLOCK_MONOTONIC, &p->shrink_at);
+		ts_add_ms(&p->shrink_at, (long)m->s->sandbox.pool_shrink_after_ms);
+		p->cold_making++;
+	}
 	if (!e)
 		return NULL;
 	*at = e->next;
@@ -988,6 +1096,15 @@ void sbx_pool_give_back_locked(sbx_manager *m, struct sbx_pool_entry *e)
 	pthread_cond_signal(&p->wake);
 }
 
+void sbx_pool_missed_done_locked(sbx_manager *m)
+{
+	struct sbx_pool *p = m->pool;
+
+	if (p->cold_making > 0)
+		p->cold_making--;
+	pthread_cond_signal(&p->wake);
+}
+
 void sbx_pool_created_locked(sbx_manager *m, bool from_pool)
 {
 	struct sbx_pool *p = m->pool;
@@ -1025,8 +1142,9 @@ static bool own_id_locked(sbx_manager *m, const char *id)
 {
 	struct sbx_pool *p = m->pool;
 
-	if (p->filling && strcmp(p->filling_id, id) == 0)
-		return true;
+	for (size_t i = 0; i < FILL_MAX; i++)
+		if (strcmp(p->filling[i], id) == 0)
+			return true;
 	for (struct sbx_pool_entry *e = p->head; e; e = e->next)
 		if (strcmp(e->id, id) == 0)
 			return true;
@@ -1154,9 +1272,11 @@ void sbx_manager_pool_stats(sbx_manager *m, struct sbx_pool_stats *ret_stats)
 
 	pthread_mutex_lock(&m->lock);
 	*ret_stats = (struct sbx_pool_stats){
-	    .size = p->size,
+	    .size = target(p),
+	    .floor = p->size,
+	    .max = p->max,
 	    .ready = trusted_count_locked(m),
-	    .filling = p->filling ? 1 : 0,
+	    .filling = p->n_filling,
 	    .filling_on = p->started && p->size > 0,
 	    .taken = p->taken,
 	    .cold = p->cold,

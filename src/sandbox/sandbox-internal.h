@@ -558,6 +558,7 @@ struct sbx_pool_entry {
 	/* m->engine_epoch when it was last known to run: only entries of the
 	 * current epoch are handed out while the engine is followed. */
 	uint64_t epoch;
+	uint64_t pushed; /* its number among the entries pushed into the pool */
 };
 
 /* Resolves the state folder and starts the refill thread (when the pool is
@@ -568,8 +569,12 @@ int sbx_pool_new(sbx_manager *m, struct sbx_error *err);
 void sbx_pool_stop(sbx_manager *m);
 void sbx_pool_free(sbx_manager *m);
 
-/* Under m->lock. The oldest ready container, or NULL when there is none. */
-struct sbx_pool_entry *sbx_pool_take_locked(sbx_manager *m);
+/* Under m->lock. The oldest ready container, or NULL when there is none.
+ * *MISSED says whether the pool was on and had none to give: the pool grows
+ * by one, and waits with its refill until the caller, which makes its own
+ * container, calls sbx_pool_missed_done_locked (however its create ends). */
+struct sbx_pool_entry *sbx_pool_take_locked(sbx_manager *m, bool *missed);
+void sbx_pool_missed_done_locked(sbx_manager *m);
 /* Under m->lock. Puts back a container that was taken but not assigned. */
 void sbx_pool_give_back_locked(sbx_manager *m, struct sbx_pool_entry *e);
 struct sbx_pool_entry *sbx_pool_entry_free(struct sbx_pool_entry *e);
