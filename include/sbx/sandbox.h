@@ -542,10 +542,12 @@ int sbx_artifact_open(sbx_manager *m, sbx_sandbox *sb, const char *relpath, int6
  * -EIO. Once per open. */
 int sbx_artifact_stream(sbx_artifact *a, sbx_sink_fn sink, void *userdata, struct sbx_error *err);
 /* The pull form of sbx_artifact_stream, for a caller with a buffer of its
- * own: copies the next bytes of the count told into BUF (at most CAP,
- * waiting only for the first of them): their count, 0 once all were read,
- * or a negative error (-EIO: the file shrank). Not mixed with
- * sbx_artifact_stream on one open. */
+ * own: fills BUF with the next bytes of the count told, waiting for them
+ * as they come (CAP of them; fewer only at the count's end): their count,
+ * 0 once all were read, or a negative error (-EIO: the file shrank). Full
+ * blocks, not each of the engine's frames as it lands: a caller that sends
+ * them makes one send per block (Podman's exec stream comes in small
+ * frames). Not mixed with sbx_artifact_stream on one open. */
 ssize_t sbx_artifact_pull(sbx_artifact *a, void *buf, size_t cap, struct sbx_error *err);
 /* The stream must have ended by AT_MS (sbx_monotonic_ms time), or it ends
  * with -ETIMEDOUT; without it only a pause of the file's bytes ends it (the

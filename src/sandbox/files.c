@@ -541,7 +541,7 @@ ssize_t sbx_artifact_pull(sbx_artifact *a, void *buf, size_t cap, struct sbx_err
 	if (!cap)
 		return sbx_error_set(err, -EINVAL, "a read of no bytes");
 	a->streamed = true;
-	while (got < cap && (got == 0 || sbx_reader_ready(a->reader) > 0)) {
+	while (got < cap) {
 		const void *data;
 		ssize_t n = next_bytes(a, &data, cap - got, err);
 

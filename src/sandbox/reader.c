@@ -437,15 +437,6 @@ int sbx_reader_open(sbx_manager *m, sbx_sandbox *sb, const char *relpath, int64_
 	return 0;
 }
 
-size_t sbx_reader_ready(const struct sbx_reader *r)
-{
-	size_t n = r->len - r->off;
-
-	if (r->ended || r->broken || r->frame == 0)
-		return 0;
-	return (int64_t)n > r->frame ? (size_t)r->frame : n;
-}
-
 ssize_t sbx_reader_read(struct sbx_reader *r, const void **ret_data, int64_t until,
 			const struct sbx_cancel *cancel, struct sbx_error *err)
 {

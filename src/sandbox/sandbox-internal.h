@@ -411,8 +411,6 @@ ssize_t sbx_reader_read(struct sbx_reader *r, const void **ret_data, int64_t unt
 /* sbx_reader_read giving at most MAX (> 0) bytes. */
 ssize_t sbx_reader_read_max(struct sbx_reader *r, const void **ret_data, size_t max, int64_t until,
 			    const struct sbx_cancel *cancel, struct sbx_error *err);
-/* The bytes of the reply that sbx_reader_read gives now without waiting. */
-size_t sbx_reader_ready(const struct sbx_reader *r);
 /* Gives R back to SB's idle readers when its reply ended cleanly, else
  * ends it. NULL is a no-op. */
 void sbx_reader_give(sbx_manager *m, sbx_sandbox *sb, struct sbx_reader *r);
