@@ -726,14 +726,31 @@ static void test_names_race(void)
 	test_manager_close(&tm, "nothing left");
 }
 
+struct race_run {
+	sbx_manager *m;
+	struct racer *x;
+	int n, ok;
+	bool done;
+};
+
+static void *race_bg(void *arg)
+{
+	struct race_run *r = arg;
+
+	r->ok = race(r->m, r->x, r->n);
+	__atomic_store_n(&r->done, true, __ATOMIC_RELEASE);
+	return NULL;
+}
+
 /* sandbox.pool_max: each create that finds the pool empty grows it by one,
- * up to pool_max; it refills pool_fill at once, never more; and it falls
+ * up to pool_max; no filler starts while such creates make their own
+ * containers; it refills pool_fill at once, never more; and it falls
  * back to pool_size pool_shrink_after the last such create, removing what
  * it grew. */
 static void test_grow(void)
 {
 	const char *const extra[] = {"sandbox.pool_size=1", "sandbox.pool_max=3",
-				     "sandbox.pool_fill=2", "sandbox.pool_shrink_after=4s", NULL};
+				     "sandbox.pool_fill=2", "sandbox.pool_shrink_after=20s", NULL};
 	struct sbx_pool_stats st;
 	struct test_manager tm;
 	struct racer x[4];
@@ -749,7 +766,30 @@ static void test_grow(void)
 	tap_ok(st.size == 1 && st.floor == 1 && st.max == 3, "it aims at 1, may grow to 3");
 	for (int i = 0; i < 4; i++)
 		x[i] = (struct racer){.owner = "alice"};
-	ok = race(m, x, 4);
+	{
+		struct race_run run = {m, x, 4, 0, false};
+		pthread_t t;
+		size_t started = 0; /* made + filling once creates made their own */
+		bool seen = false, held = true;
+
+		pthread_create(&t, NULL, race_bg, &run);
+		while (!__atomic_load_n(&run.done, __ATOMIC_ACQUIRE)) {
+			sbx_manager_pool_stats(m, &st);
+			if (st.making_own > 0 && !seen) {
+				seen = true;
+				started = st.made + st.filling;
+			} else if (st.making_own > 0 && st.made + st.filling > started) {
+				held = false;
+			}
+			usleep(2000);
+		}
+		pthread_join(t, NULL);
+		ok = run.ok;
+		tap_ok(seen && held,
+		       "while creates that found the pool empty make their own containers, no "
+		       "filler starts (seen %d)",
+		       seen);
+	}
 	for (int i = 0; i < 4; i++)
 		sbx_sandbox_unref(x[i].sb);
 	tap_is_int(ok, 4, "4 creates at once");
@@ -772,7 +812,8 @@ static void test_grow(void)
 	/* The one taken keeps its pool label. */
 	tap_is_int(count_pool_labelled(tm.inst), 4,
 		   "3 pool containers on the engine, and the one taken");
-	tap_ok(wait_pool(m, 1, 30), "4 s after the last create that found it empty, it is "
+	/* 20 s: the refill to 3 must end before it, on a loaded machine too. */
+	tap_ok(wait_pool(m, 1, 60), "20 s after the last create that found it empty, it is "
 				    "back to pool_size");
 	sbx_manager_pool_stats(m, &st);
 	tap_ok(st.size == 1, "it aims at 1 again (%zu)", st.size);
@@ -781,6 +822,39 @@ static void test_grow(void)
 		usleep(50000);
 	tap_is_int(count_pool_labelled(tm.inst), 2, "the 2 it grew are removed from the engine");
 	tap_is_int(count_instance(tm.inst), 5, "the 4 sandboxes run on");
+	test_manager_close(&tm, "nothing left");
+}
+
+/* A create refused at a limit (here max_sandboxes, the pool holding none)
+ * grows nothing: no one keeps the pool grown with creates that fail. */
+static void test_grow_refused(void)
+{
+	const char *const extra[] = {"sandbox.pool_size=1", "sandbox.pool_max=3",
+				     "sandbox.max_sandboxes=2", NULL};
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_pool_stats st;
+	struct test_manager tm;
+	sbx_sandbox *a = NULL, *b = NULL, *c = NULL;
+	sbx_manager *m;
+	int r;
+
+	m = test_manager_open(&tm, "grow2", extra, NULL);
+	recover(m);
+	tap_ok(wait_pool(m, 1, 60), "max_sandboxes 2: the pool fills to 1");
+	r = sbx_sandbox_create(m, "alice", NULL, &a, &err);
+	tap_ok(r == 0 && wait_pool(m, 1, 60), "a sandbox, and the pool refills (%s)", err.msg);
+	r = sbx_sandbox_create(m, "alice", NULL, &b, &err);
+	sbx_manager_pool_stats(m, &st);
+	tap_ok(r == 0 && st.ready == 0 && st.taken == 2,
+	       "a second takes the pooled one: no room is left for the pool (%s)", err.msg);
+	r = sbx_sandbox_create(m, "alice", NULL, &c, &err);
+	sbx_manager_pool_stats(m, &st);
+	tap_ok(r == -EBUSY, "a third is refused at max_sandboxes (%s)", err.msg);
+	tap_ok(st.size == 1 && st.cold == 0 && st.making_own == 0,
+	       "the refused create did not grow the pool (size %zu)", st.size);
+	sbx_sandbox_unref(a);
+	sbx_sandbox_unref(b);
+	sbx_sandbox_unref(c);
 	test_manager_close(&tm, "nothing left");
 }
 
@@ -1406,12 +1480,13 @@ int main(int argc, char **argv)
 		measure_first_call(false, 3);
 	}
 	test_grow();
+	test_grow_refused();
 
 	{
 		static const char *const parts[] = {"fill",	"off",	"max",	      "race",
 						    "rec",	"down", "dead",	      "p50-pool",
 						    "p50-cold", "warm", "first-pool", "first-cold",
-						    "reap",	"inst", "grow"};
+						    "reap",	"inst", "grow",	      "grow2"};
 		size_t left = 0;
 		for (size_t i = 0; i < SBX_ARRAY_SIZE(parts); i++) {
 			char inst[80];

@@ -215,7 +215,7 @@ struct sbx_install_status {
  * and a message naming that process. server.instance left at "default" is
  * replaced by a name unique to the state folder (kept in
  * STATE/default-instance), so servers with state folders of their own never
- * share an instance. Without a state folder neither applies (pool.c). */
+ * share an instance. Without a state folder neither applies (state_dir.c). */
 /* The RLIMIT_NPROC each sandbox gets: above what all sandboxes may hold
  * together, so that each one's pids_limit (its own cgroup) binds first. */
 int64_t sbx_sandbox_nproc(const struct sbx_settings *s);
@@ -243,6 +243,8 @@ struct sbx_pool_stats {
 	size_t ready;	   /* started, unassigned containers that may be handed out now
 			    * (checked since following the engine last (re)started) */
 	size_t filling;	   /* containers being started for the pool now (0..pool_fill) */
+	size_t making_own; /* creates that found it empty, making their own now (no
+			    * filler starts meanwhile) */
 	bool filling_on;   /* the pool has started filling (see above) */
 	uint64_t taken;	   /* creates served from the pool */
 	uint64_t cold;	   /* creates that made their own container */

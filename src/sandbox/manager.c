@@ -4,8 +4,9 @@
  * owners' limits on it, create/get/delete/list and recover after a
  * restart. It orchestrates the parts below it: the record's life
  * (record.c) and calls (calls.c), the container's making (provision.c),
- * removal (removal.c), exec, interp, packages and files, the warm pool and
- * the state folder (pool.c), the reaper, the watch and the samplers.
+ * removal (removal.c), exec, interp, packages and files, the warm pool
+ * (pool.c) and the state folder (state_dir.c), the reaper, the watch and
+ * the samplers.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -350,8 +351,9 @@ again:
 	r = sb ? reserve_locked(m, sb, q, err) : sbx_error_set(err, -ENOMEM, "out of memory");
 	if (r < 0 && e)
 		sbx_pool_give_back_locked(m, SBX_TAKE(e));
-	if (r < 0 && missed)
-		sbx_pool_missed_done_locked(m);
+	missed = missed && r >= 0; /* a refused create grows nothing */
+	if (missed)
+		sbx_pool_missed_locked(m);
 	pthread_mutex_unlock(&m->lock);
 	if (r < 0) {
 		sbx_sandbox_unref(sb);

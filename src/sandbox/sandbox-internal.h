@@ -153,7 +153,7 @@ struct sbx_manager {
 	const struct sbx_settings *s;
 	sbx_engine *engine;
 	/* The instance in labels and the state folder: server.instance, or
-	 * the name derived from the state folder (pool.c). Set once. */
+	 * the name derived from the state folder (state_dir.c). Set once. */
 	char *instance;
 	pthread_mutex_t lock;
 	pthread_cond_t changed; /* an install ended */
@@ -543,7 +543,41 @@ int sbx_watch_start(sbx_manager *m, struct sbx_error *err);
 /* Ends and joins it. */
 void sbx_watch_stop(sbx_manager *m);
 
-/* pool.c: the warm pool and the state folder. */
+/* state_dir.c: an instance's state folder (server.state_dir): its lock, so
+ * that one server runs an instance, and one file per pooled sandbox once
+ * assigned, naming its owner and name, so that recover can adopt it. */
+struct sbx_state_dir {
+	int fd;	     /* STATE_DIR/instance-INSTANCE; -1 when there is none */
+	char *path;  /* its path, for messages; NULL when there is none */
+	int lock_fd; /* the instance's lock file, flock()ed; -1 without a folder */
+};
+#define SBX_STATE_DIR_INIT                                                                         \
+	{                                                                                          \
+		-1, NULL, -1                                                                       \
+	}
+/* Finds S's state folder (server.state_dir, else $STATE_DIRECTORY, else
+ * /var/lib/mcp-sandbox when it exists and is writable) and opens its
+ * instance folder into D, holding the instance's lock; *INSTANCE (freed and
+ * replaced) becomes the instance's name: server.instance, or the one made
+ * unique to the folder for "default". 0 with D left closed when there is no
+ * folder to use; a negative errno in ERR when the folder asked for cannot be
+ * used or another server holds the instance (-EBUSY). */
+int sbx_state_dir_open(struct sbx_state_dir *d, const struct sbx_settings *s, char **instance,
+		       struct sbx_error *err);
+/* Closes D (and so drops the lock); D may be closed already. */
+void sbx_state_dir_close(struct sbx_state_dir *d);
+/* Our ids are hex: anything else is never used as a file name. */
+bool sbx_state_id_valid(const char *id);
+/* Writes SB's assignment (id, container, owner, name, when) to its file,
+ * atomically (a temporary file renamed). 0 or a negative errno in ERR. */
+int sbx_state_write(const struct sbx_state_dir *d, const sbx_sandbox *sb, struct sbx_error *err);
+/* Reads the assignment of ID: 1 with its owner, name and time when there is
+ * a valid one for CONTAINER, 0 when it cannot be trusted, -ENOENT when
+ * there is none, another negative errno (in ERR) when it cannot be read. */
+int sbx_state_read(const struct sbx_state_dir *d, const char *id, const char *container,
+		   char **ret_owner, char **ret_name, time_t *ret_assigned, struct sbx_error *err);
+
+/* pool.c: the warm pool. */
 
 /* A started, never assigned pool container. */
 struct sbx_pool_entry {
@@ -567,11 +601,14 @@ int sbx_pool_new(sbx_manager *m, struct sbx_error *err);
 void sbx_pool_stop(sbx_manager *m);
 void sbx_pool_free(sbx_manager *m);
 
-/* Under m->lock. The oldest ready container, or NULL when there is none.
- * *MISSED says whether the pool was on and had none to give: the pool grows
- * by one, and waits with its refill until the caller, which makes its own
- * container, calls sbx_pool_missed_done_locked (however its create ends). */
+/* Under m->lock. The oldest ready container, or NULL when there is none;
+ * *MISSED says whether the pool was on and had none to give. */
 struct sbx_pool_entry *sbx_pool_take_locked(sbx_manager *m, bool *missed);
+/* Under m->lock: a create that missed was admitted and makes its own
+ * container. The pool grows by one (up to sandbox.pool_max) and starts no
+ * filler until the caller calls sbx_pool_missed_done_locked, however its
+ * create ends. */
+void sbx_pool_missed_locked(sbx_manager *m);
 void sbx_pool_missed_done_locked(sbx_manager *m);
 /* Under m->lock. Puts back a container that was taken but not assigned. */
 void sbx_pool_give_back_locked(sbx_manager *m, struct sbx_pool_entry *e);
