@@ -244,6 +244,21 @@ static void test_file_errors(void)
 	strcpy(longline + 250, "\nnetwork = x\n");
 	expect_load_error(longline, "2: line too long (max 197 characters)", "line too long");
 	{
+		/* A short line and a long run of line ends (found by
+		 * fuzz-settings): read as the short line, nothing past inih's
+		 * buffer. */
+		static char crs[8192];
+		memcpy(crs, "[sandbox]\nimage = crs", 21);
+		memset(crs + 21, '\r', sizeof(crs) - 40);
+		strcpy(crs + sizeof(crs) - 19, "\n[server]\nport = 7");
+		sbx_settings_init(&s);
+		sbx_error_clear(&err);
+		r = load_text(&s, crs, &err);
+		tap_ok(r == 0 && !strcmp(s.sandbox.image, "crs") && s.server.port == 7,
+		       "a line ended by 8,000 carriage returns (%s)", err.msg);
+		sbx_settings_release(&s);
+	}
+	{
 		FILE *f = fopen(path, "we");
 		fwrite("[sandbox]\nimage = a\0b\n", 1, 22, f);
 		fclose(f);

@@ -896,7 +896,14 @@ static char *ctx_read_line(char *str, int num, void *stream)
 		ctx_fail(c, -EINVAL, "line too long (max %d characters)", num - 3);
 		n = 0;
 	}
-	memcpy(str, p, n);
+	/* The line's body and its newline, never its run of line ends: a
+	 * short line ended by thousands of "\r" must not overrun inih's buffer. */
+	if (n) {
+		memcpy(str, p, body);
+		n = body;
+		if (nl)
+			str[n++] = '\n';
+	}
 	str[n] = '\0';
 	if (str[0] == '[')
 		check_section_line(c, str);
