@@ -691,6 +691,8 @@ out:
 	if (body_file)
 		fclose(body_file);
 	curl_slist_free_all(headers);
+	/* A pooled handle keeps no pointer into this frame. */
+	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, NULL);
 	/* A handle whose transfer was cut short may hold a half-read connection. */
 	if (ret < 0) {
 		curl_easy_cleanup(c);
@@ -1071,6 +1073,10 @@ int sbx_rest_hijack(struct sbx_rest *r, const char *path, struct json_object *bo
 		ret = rest_curl_error(t, code, errbuf, err);
 		goto fail;
 	}
+	/* errbuf is this frame's, and the handle outlives it in the stream:
+	 * libcurl would copy a later send's or receive's error there, into
+	 * whatever stack (of any thread) is then at that address. */
+	curl_easy_setopt(s->curl, CURLOPT_ERRORBUFFER, NULL);
 	curl_easy_getinfo(s->curl, CURLINFO_ACTIVESOCKET, &sock);
 	s->fd = (int)sock;
 	s->tls = t->tls;
