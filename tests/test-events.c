@@ -5,7 +5,8 @@
  * (Docker 20.10.24, Podman 4.3.1) and on hostile input (garbage, partial
  * lines cut anywhere, a line over 1 MiB); then sbx_engine_events end to end
  * against a scripted loopback HTTP server (OPEN from the head alone, stop
- * while idle, a clean end, an error status, a huge line, a cut connection).
+ * while idle, a clean end, an error status, a huge line, a cut connection);
+ * last a hijacked stream that its engine resets.
  */
 #include <errno.h>
 #include <netinet/in.h>
@@ -20,6 +21,7 @@
 #include <unistd.h>
 
 #include "../backends/engine-internal.h"
+#include "../backends/rest.h"
 #include "sbx/common.h"
 #include "sbx/engine.h"
 #include "tap.h"
@@ -952,6 +954,103 @@ static void test_bad_spec(void)
 	sbx_engine_free(e);
 }
 
+/* ---- a hijacked stream reset by its engine ---- */
+
+/* The engine's side: answers the upgrade, waits for the client's first
+ * bytes and closes without reading them (a reset). */
+static void *reset_main(void *arg)
+{
+	int lfd = *(int *)arg, fd;
+	struct pollfd p = {.events = POLLIN};
+	char buf[4096];
+	size_t have = 0;
+	static const char up[] =
+	    "HTTP/1.1 101 UPGRADED\r\nConnection: Upgrade\r\nUpgrade: tcp\r\n\r\n";
+
+	p.fd = lfd;
+	if (poll(&p, 1, 60000) <= 0 || (fd = accept(lfd, NULL, NULL)) < 0)
+		return NULL;
+	p.fd = fd;
+	/* The request's head and its body, "{}". */
+	while (have < sizeof(buf) - 1 && poll(&p, 1, 60000) > 0) {
+		ssize_t n = recv(fd, buf + have, sizeof(buf) - 1 - have, 0);
+		if (n <= 0)
+			break;
+		have += (size_t)n;
+		buf[have] = '\0';
+		if (strstr(buf, "\r\n\r\n{}"))
+			break;
+	}
+	send_all(fd, up, sizeof(up) - 1);
+	poll(&p, 1, 60000);
+	close(fd);
+	return NULL;
+}
+
+static sbx_stream *__attribute__((noinline)) reset_open(struct sbx_rest *r, struct sbx_error *err)
+{
+	struct json_object *body = json_object_new_object();
+	sbx_stream *s = NULL;
+
+	if (sbx_rest_hijack(r, "/exec/x/start", body, &s, err) < 0)
+		s = NULL;
+	json_object_put(body);
+	return s;
+}
+
+/* A frame over the one reset_open's call had: libcurl's message for the
+ * failed receive must not land in it. RET_N: what the read returned. */
+static bool __attribute__((noinline))
+reset_read(sbx_stream *s, ssize_t *ret_n, struct sbx_error *err)
+{
+	volatile char canary[65536];
+	char buf[64];
+	int fd = 1;
+
+	memset((char *)canary, 'Z', sizeof(canary));
+	sbx_stream_write(s, "x\n", 2, err);
+	*ret_n = sbx_stream_read(s, buf, sizeof(buf), &fd, 30000, err);
+	for (size_t i = 0; i < sizeof(canary); i++)
+		if (canary[i] != 'Z')
+			return false;
+	return true;
+}
+
+/* The bug behind hardening-podman's SIGSEGV (ci23, ci32, ci34): the
+ * stream's handle kept sbx_rest_hijack's stack error buffer, and libcurl
+ * copied "Recv failure: ..." there, into another live frame. */
+static void test_stream_reset(void)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t len = sizeof(a);
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_rest *r = NULL;
+	sbx_stream *s;
+	char url[64];
+	pthread_t th;
+	ssize_t n = 0;
+	bool clean;
+	int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	if (lfd < 0 || bind(lfd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(lfd, 1) < 0 ||
+	    getsockname(lfd, (struct sockaddr *)&a, &len) < 0 ||
+	    pthread_create(&th, NULL, reset_main, &lfd) != 0)
+		tap_bail("a loopback listener");
+	snprintf(url, sizeof(url), "tcp://127.0.0.1:%d", ntohs(a.sin_port));
+	if (!tap_call(sbx_rest_open(url, 5000, NULL, &r, &err), err.msg, "a client for %s", url))
+		tap_bail("no client");
+	s = reset_open(r, &err);
+	if (tap_ok(s != NULL, "a stream upgraded (%s)", err.msg)) {
+		clean = reset_read(s, &n, &err);
+		tap_ok(n < 0, "the engine's reset fails the read (%zd: %s)", n, err.msg);
+		tap_ok(clean, "libcurl wrote nothing into a frame over the stream's opening");
+		sbx_stream_free(s);
+	}
+	pthread_join(th, NULL);
+	sbx_rest_free(r);
+	close(lfd);
+}
+
 int main(void)
 {
 	test_docker_lines();
@@ -968,5 +1067,6 @@ int main(void)
 	test_cut();
 	test_callback_ends();
 	test_bad_spec();
+	test_stream_reset();
 	return tap_done();
 }
