@@ -251,8 +251,6 @@ static void test_file_errors(void)
 		memcpy(crs, "[sandbox]\nimage = crs", 21);
 		memset(crs + 21, '\r', sizeof(crs) - 40);
 		strcpy(crs + sizeof(crs) - 19, "\n[server]\nport = 7");
-		sbx_settings_init(&s);
-		sbx_error_clear(&err);
 		r = load_text(&s, crs, &err);
 		tap_ok(r == 0 && !strcmp(s.sandbox.image, "crs") && s.server.port == 7,
 		       "a line ended by 8,000 carriage returns (%s)", err.msg);
