@@ -1,17 +1,17 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Bursts of create_sandbox (issue 30), through the manager as the server
- * makes it, on one engine, with the default pool settings (sandbox.pool_size
- * 2, growing up to pool_max 16 after creates that find it empty, refilled
- * pool_fill at once): the p50 of a create served from a full pool, one at a
- * time; then 16 creates at once with the pool at pool_size, the time the
- * pool takes to grow after them, 16 at once again and 64 at once (threads
- * released together, the pool full when they start), each burst's wall time
- * until the last is answered, the p50 and p90 of its calls, and how many
- * the pool served; then the time to fill a pool of 16 from empty with 1, 2
- * and 4 started at once; last the stop of a manager with 16 sandboxes and
- * its pool. Every sandbox made is deleted; any failed create fails the
- * bench.
+ * makes it, on one engine. With the default pool settings (sandbox.pool_size
+ * 16, refilled pool_fill at once): the p50 of a create served from a full
+ * pool, one at a time; 16 creates at once and 64 at once (threads released
+ * together, the pool full when they start), each burst's wall time until
+ * the last is answered, the p50 and p90 of its calls, and how many the pool
+ * served. Then a pool of 2 that grows (pool_size 2, pool_max 16: a server
+ * for one agent): 16 at once at that size, the time the pool takes to grow
+ * after them, and 16 at once again. Then the time to fill a pool of 16 from
+ * empty with 1, 2 and 4 started at once; last the stop of a manager with 16
+ * sandboxes and its pool. Every sandbox made is deleted; any failed create
+ * fails the bench.
  *
  * Usage: bench-burst TYPE SOCKET IMAGE [ROUNDS]
  */
@@ -129,6 +129,23 @@ static int burst(sbx_manager *m, int n, bool keep, double *ret_wall, double *ret
 	return b.failed ? -1 : 0;
 }
 
+/* A manager of its own on E: the defaults, then LINES (NULL-ended), its
+ * settings in FS (released by the caller after the manager). */
+static sbx_manager *manager_with(sbx_engine *e, struct sbx_settings *fs, const char *const *lines,
+				 struct sbx_error *err)
+{
+	sbx_manager *m = NULL;
+	int r = sbx_settings_init(fs);
+
+	for (const char *const *l = lines; r >= 0 && *l; l++)
+		r = sbx_settings_set(fs, *l, err);
+	if (r >= 0)
+		r = bench_tls(&(struct sbx_engine_config){0}, fs, err);
+	if (r >= 0 && (sbx_manager_new(fs, e, &m, err) < 0 || sbx_manager_recover(m, err) < 0))
+		m = sbx_manager_free(m);
+	return m;
+}
+
 int main(int argc, char **argv)
 {
 	struct sbx_error err = SBX_ERROR_INIT;
@@ -202,58 +219,87 @@ int main(int argc, char **argv)
 	printf("%-8s %-28s %10.1f   (p50 of %d, one at a time)\n", type, "create from the pool",
 	       quantile(pooled_ms, (size_t)rounds, 0.5), rounds);
 	fflush(stdout);
-	for (int k = 0; k < 3; k++) {
-		const int n = k == 2 ? 64 : 16;
-		const char *what = k == 0   ? "16 at once, pool at its size"
-				   : k == 1 ? "16 at once, grown"
-					    : "64 at once";
-		struct sbx_pool_stats ps;
-		double wall, p50, p90, t0;
+	for (int k = 0; k < 2; k++) {
+		const int n = k ? 64 : 16;
+		double wall, p50, p90;
 		uint64_t pooled;
 
 		if (bench_pool_full(m, "bench-burst", type) < 0 ||
 		    burst(m, n, false, &wall, &p50, &p90, &pooled) < 0)
 			goto out;
 		printf("%-8s %-28s %10.1f   (p50 %.1f, p90 %.1f; %" PRIu64 " from the pool)\n",
-		       type, what, wall, p50, p90, pooled);
+		       type, k ? "64 at once" : "16 at once", wall, p50, p90, pooled);
 		fflush(stdout);
-		if (k > 0)
-			continue;
-		/* The pool grows after the misses: how long until it is full. */
-		t0 = now_ms();
+	}
+	/* A pool of 2 that grows after the creates that found it empty. */
+	{
+		char ginst[128];
+		snprintf(ginst, sizeof(ginst), "%s-grow", inst);
+		const char *const lines[] = {
+		    ginst, image, "sandbox.disk=0", "sandbox.pool_size=2", "sandbox.pool_max=16",
+		    NULL};
+		struct sbx_settings gs;
+		struct sbx_pool_stats ps;
+		sbx_manager *gm;
+		int r;
+
+		/* The default pool refilled first: its refill would take the
+		 * engine from the bursts below. */
 		if (bench_pool_full(m, "bench-burst", type) < 0)
 			goto out;
-		sbx_manager_pool_stats(m, &ps);
-		printf("%-8s %-28s %10.1f   (to %zu, %zu at once, after the deletes)\n", type,
-		       "the pool grows", now_ms() - t0, ps.size,
-		       (size_t)settings.sandbox.pool_fill);
-		fflush(stdout);
+		gm = manager_with(e, &gs, lines, &err);
+		r = gm ? 0 : -1;
+
+		printf("# a pool of 2 that grows (pool_size 2, pool_max 16)\n");
+		for (int k = 0; r >= 0 && k < 2; k++) {
+			double wall, p50, p90, t0;
+			uint64_t pooled;
+
+			r = bench_pool_full(gm, "bench-burst", type);
+			if (r >= 0)
+				r = burst(gm, 16, false, &wall, &p50, &p90, &pooled);
+			if (r < 0)
+				break;
+			printf("%-8s %-28s %10.1f   (p50 %.1f, p90 %.1f; %" PRIu64
+			       " from the pool)\n",
+			       type, k ? "16 at once, grown" : "16 at once, pool of 2", wall, p50,
+			       p90, pooled);
+			fflush(stdout);
+			if (k)
+				break;
+			/* The pool grows after the misses: how long until it is full. */
+			t0 = now_ms();
+			r = bench_pool_full(gm, "bench-burst", type);
+			if (r < 0)
+				break;
+			sbx_manager_pool_stats(gm, &ps);
+			printf("%-8s %-28s %10.1f   (to %zu, %lld at once, after the deletes)\n",
+			       type, "the pool grows", now_ms() - t0, ps.size,
+			       (long long)gs.sandbox.pool_fill);
+			fflush(stdout);
+		}
+		sbx_manager_free(gm);
+		sbx_settings_release(&gs);
+		if (r < 0) {
+			fprintf(stderr, "bench-burst: %s: the pool of 2: %s\n", type,
+				err.msg[0] ? err.msg : "failed");
+			goto out;
+		}
 	}
 	/* A pool of 16 filled from empty, 1, 2 and 4 containers started at
 	 * once (a manager of its own each): what sandbox.pool_fill buys. */
 	for (int f = 1; f <= 4; f *= 2) {
-		const char *const lines[] = {"sandbox.pool_size=16", "sandbox.pool_max=0", NULL};
-		struct sbx_settings fs;
-		sbx_manager *fm = NULL;
 		char fill[64], finst[128];
-		double t0, ms;
-		int r = sbx_settings_init(&fs);
-
 		snprintf(fill, sizeof(fill), "sandbox.pool_fill=%d", f);
 		snprintf(finst, sizeof(finst), "%s-fill%d", inst, f);
-		const char *const more[] = {finst, image, "sandbox.disk=0", fill, NULL};
-		for (const char *const *l = lines; r >= 0 && *l; l++)
-			r = sbx_settings_set(&fs, *l, &err);
-		for (const char *const *l = more; r >= 0 && *l; l++)
-			r = sbx_settings_set(&fs, *l, &err);
-		if (r >= 0)
-			r = bench_tls(&(struct sbx_engine_config){0}, &fs, &err);
-		t0 = now_ms();
-		if (r >= 0 &&
-		    (sbx_manager_new(&fs, e, &fm, &err) < 0 || sbx_manager_recover(fm, &err) < 0))
-			r = -1;
-		if (r >= 0)
-			r = bench_pool_full(fm, "bench-burst", type);
+		const char *const lines[] = {
+		    finst, image, "sandbox.disk=0", "sandbox.pool_size=16", "sandbox.pool_max=0",
+		    fill,  NULL};
+		struct sbx_settings fs;
+		double t0 = now_ms(), ms;
+		sbx_manager *fm = manager_with(e, &fs, lines, &err);
+		int r = fm ? bench_pool_full(fm, "bench-burst", type) : -1;
+
 		ms = now_ms() - t0;
 		sbx_manager_free(fm);
 		sbx_settings_release(&fs);

@@ -80,8 +80,10 @@ void settings_for(struct sbx_settings *s, const char *inst, const char *const *e
 	 * bound a disk; tests/test-hardening's disk part sets it on the disk
 	 * engines (btrfs) of tools/provision-engines. */
 	set(s, "sandbox.disk=0");
-	/* The pool keeps the size a test gives it, unless the test lets it
-	 * grow (sandbox.pool_max): its counts stay the test's own. */
+	/* A pool of 2 (the default, 16, would start 16 containers for each
+	 * test's manager), of the size a test gives it, unless the test lets
+	 * it grow (sandbox.pool_max): its counts stay the test's own. */
+	set(s, "sandbox.pool_size=2");
 	set(s, "sandbox.pool_max=0");
 	for (const char *const *x = fixture_settings; x && *x; x++)
 		set(s, *x);

@@ -2476,6 +2476,7 @@ static void test_install(const char *image)
 	sbx_settings_set(&s2, set, &err);
 	sbx_settings_set(&s2, "sandbox.network=host", &err);
 	sbx_settings_set(&s2, "sandbox.disk=0", &err);
+	sbx_settings_set(&s2, "sandbox.pool_size=2", &err);
 	snprintf(set, sizeof(set), "sandbox.index_url=%s", url);
 	tap_ok(sbx_settings_set(&s2, set, &err) == 0, "index_url %s (%s)", url, err.msg);
 	if (!tap_ok(sbx_manager_new(&s2, engine, &m2, &err) == 0, "a manager for installs (%s)",
@@ -2938,8 +2939,10 @@ int main(int argc, char **argv)
 		const char *keys[] = {
 		    "server.instance=", "engine.type=",	       "engine.socket=",
 		    "sandbox.image=",	"sandbox.upload_dir=", "sandbox.max_exec_timeout=",
-		    "sandbox.disk="};
-		const char *vals[] = {instance, argv[1], argv[2], image, upload_dir, "3s", "0"};
+		    "sandbox.disk=",	"sandbox.pool_size="};
+		/* A pool of 2: the default (16) would start 16 containers. */
+		const char *vals[] = {instance,	  argv[1], argv[2], image,
+				      upload_dir, "3s",	   "0",	    "2"};
 		for (size_t i = 0; i < SBX_ARRAY_SIZE(keys); i++) {
 			snprintf(set, sizeof(set), "%s%s", keys[i], vals[i]);
 			if (sbx_settings_set(&settings, set, &err) < 0)

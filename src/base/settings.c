@@ -408,7 +408,7 @@ static const struct sbx_setting schema[] = {
     BOOLEAN("sandbox", "allow_unlimited", sandbox.allow_unlimited, "false",
 	    "run sandboxes whose engine drops their memory, CPU and process limits (rootless "
 	    "Podman on cgroup v1) instead of refusing to create them"),
-    NUMBER(INT, "sandbox", "pool_size", sandbox.pool_size, "2", 0, 64,
+    NUMBER(INT, "sandbox", "pool_size", sandbox.pool_size, "16", 0, 64,
 	   "started sandboxes kept ready for create_sandbox; 0 = none"),
     NUMBER(INT, "sandbox", "pool_max", sandbox.pool_max, "16", 0, 64,
 	   "most sandboxes the pool grows to after creates found it empty; at most pool_size "

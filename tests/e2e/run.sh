@@ -146,7 +146,8 @@ e2e_want() {
 }
 
 # e2e_server_start NAME [ARG...]: starts mcp-sandboxd with the suite's
-# settings, then $E2E_SETS (words: more --set, the suite's own), then ARGs
+# settings (a pool of 2: the default, 16, would hold 16 containers for each
+# server of the suite), then $E2E_SETS (words: more --set, the suite's own), then ARGs
 # (more --set; the last one wins), its output in
 # $e2e_tmp/NAME.out and NAME.err; sets e2e_spid, e2e_url and e2e_slog.
 # Status 1, with its output as diagnostics and the server stopped, when it
@@ -182,6 +183,7 @@ e2e_server_start() {
 		--set sandbox.upload_dir="$e2e_tmp/upload" \
 		--set sandbox.exec_timeout=120s \
 		--set auth.keys_file="$e2e_keys" \
+		--set sandbox.pool_size=2 \
 		${E2E_SETS:-} "$@" >"$e2e_sout" 2>"$e2e_slog" </dev/null &
 	e2e_spid=$!
 	e2e_started=1

@@ -138,7 +138,8 @@ soak_after() {
 }
 
 # soak_server_start NAME: mcp-sandboxd on the private engine with only what
-# the harness needs; sets e2e_spid, e2e_url, e2e_slog.
+# the harness needs (and a pool of 2, the size its figures were taken with);
+# sets e2e_spid, e2e_url, e2e_slog.
 soak_server_start() {
 	e2e_sout=$e2e_tmp/$1.out
 	e2e_slog=$e2e_tmp/$1.err
@@ -154,6 +155,7 @@ soak_server_start() {
 		--set sandbox.disk=0 \
 		--set sandbox.upload_dir="$e2e_tmp/upload" \
 		--set auth.keys_file="$e2e_keys" \
+		--set sandbox.pool_size=2 \
 		${SBX_SOAK_SETS:-} >"$e2e_sout" 2>"$e2e_slog" </dev/null &
 	e2e_spid=$!
 	e2e_started=1
