@@ -502,7 +502,10 @@ async function main() {
 	const sessionsC = new Set(inC.filter((c) => c.outcome === 'ok').map((c) => c.session));
 	if (badC.length === 0 && sessionsC.size === SESSIONS) ok(`C: after the engine is back, the ${inC.length} calls of all ${SESSIONS} sessions succeed again`);
 	else {
-		notOk(`C: after the engine is back, the ${inC.length} calls succeed (${badC.length} failed; ${sessionsC.size} of ${SESSIONS} sessions)`);
+		// The first failure in the line itself: a report that keeps only the
+		// log's last lines still says what it was.
+		const first = badC.length ? `; first: ${badC[0].session} ${badC[0].op} ${badC[0].outcome} after ${(badC[0].t1 - badC[0].t0).toFixed(0)} ms: ${badC[0].text.slice(0, 300)}` : '';
+		notOk(`C: after the engine is back, the ${inC.length} calls succeed (${badC.length} failed; ${sessionsC.size} of ${SESSIONS} sessions${first})`);
 		diag(badC.slice(0, 5).map((c) => `${c.session} ${c.op} ${c.outcome}: ${c.text.slice(0, 300)}`).join('\n'));
 	}
 
@@ -512,6 +515,8 @@ async function main() {
 	const acCalls = calls.filter((c) => c.phase !== 'B').length;
 	const seconds = (t1 - t0 - (recoveredAt - engineStopAt)) / 1000;
 	diag(`SOAK calls ${calls.length} ok ${calls.filter((c) => c.outcome === 'ok').length} tool ${calls.filter((c) => c.outcome === 'tool').length} wrong ${calls.filter((c) => c.outcome === 'wrong').length} transport ${transportErrors.length} abandoned ${calls.filter((c) => c.outcome === 'abandoned').length} lost ${pending.length} not-made ${skipped} sessions-gave-up ${gaveUp.length}`);
+	const slow = calls.filter((c) => c.t1 > 0 && c.phase !== 'B').sort((a, b) => b.t1 - b.t0 - (a.t1 - a.t0)).slice(0, 5);
+	diag(`SOAK slowest of A and C: ${slow.map((c) => `${c.session} ${c.op} ${c.phase} ${c.outcome} ${(c.t1 - c.t0).toFixed(0)} ms`).join('; ')}`);
 	diag(`SOAK rate ${(acCalls / seconds).toFixed(1)} calls/s over phases A and C (${acCalls} calls in ${seconds.toFixed(1)} s, the restart's ${((recoveredAt - engineStopAt) / 1000).toFixed(1)} s left out)`);
 	diag(`SOAK latency p50 ${q(0.5)} p99 ${q(0.99)} ms (${okMs.length} successful calls of A and C)`);
 	diag(`SOAK peak ${peak.rss} ${peak.threads} ${peak.fds}`);
