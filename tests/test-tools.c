@@ -1405,10 +1405,10 @@ static bool body_is_pattern(const struct reply *r, int64_t offset, size_t len)
 }
 
 /* Python: a file of WIDE_SIZE bytes, byte i = wide_byte(i). */
-#define WIDE_SIZE (3 * 1048576 + 5)
+#define WIDE_SIZE (5 * 1048576 + 5)
 #define WIDE_CODE(name)                                                                            \
 	"open('" name "', 'wb').write(bytes((i + (i >> 8) * 37 + (i >> 16) * 101) & 255 "          \
-	"for i in range(3 * 1048576 + 5)))"
+	"for i in range(5 * 1048576 + 5)))"
 
 static unsigned char wide_byte(int64_t i)
 {
@@ -1555,8 +1555,10 @@ static void test_ranges(void)
 	unlink(tmp);
 
 	/* A file of several of the reader's frames (1 MiB) whose bytes tell
-	 * their offset apart from any other a multiple of 256 away: sent whole
-	 * and as a range across two frame boundaries, byte for byte. */
+	 * their offset apart from any other a multiple of 256 away, past the
+	 * reader's credit window (4 MiB: grants come between frames): sent
+	 * whole, and as a range of 3 frames (counted from the range's start),
+	 * byte for byte. */
 	{
 		_cleanup_free_ char *wide =
 		    link_of("default", sandbox_id, WIDE_CODE("w.bin"), "w.bin");
@@ -1564,15 +1566,15 @@ static void test_ranges(void)
 		r = wide ? request("GET", path_of(wide), NULL, NULL) : (struct reply){0};
 		tap_ok(
 		    r.status == 200 && body_is_wide(&r, 0, WIDE_SIZE),
-		    "ranges: GET of a %d-byte file (3 frames and 5 bytes) -> its bytes (%ld, %zu)",
+		    "ranges: GET of a %d-byte file (5 frames and 5 bytes) -> its bytes (%ld, %zu)",
 		    WIDE_SIZE, r.status, r.body.len);
 		reply_release(&r);
 		r = wide
 			? request("GET", path_of(wide),
-				  (const char *const[]){"Range: bytes=1048570-2097157", NULL}, NULL)
+				  (const char *const[]){"Range: bytes=1048570-3145741", NULL}, NULL)
 			: (struct reply){0};
-		tap_ok(r.status == 206 && body_is_wide(&r, 1048570, 1048588),
-		       "ranges: bytes=1048570-2097157 (over 2 frame boundaries) -> 206, its bytes "
+		tap_ok(r.status == 206 && body_is_wide(&r, 1048570, 2097172),
+		       "ranges: bytes=1048570-3145741 (3 frames of the reader) -> 206, its bytes "
 		       "(%ld, %zu)",
 		       r.status, r.body.len);
 		reply_release(&r);

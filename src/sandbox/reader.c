@@ -489,7 +489,9 @@ ssize_t sbx_reader_read_max(struct sbx_reader *r, const void **ret_data, size_t 
 		if (n <= 0) {
 			rc = n == 0 ? sbx_error_set(err, -EIO,
 						    "the sandbox's file reader ended "
-						    "within a frame")
+						    "within a frame%s%.200s",
+						    r->diag.len ? ": " : "",
+						    r->diag.len ? r->diag.data : "")
 				    : (int)n;
 			goto broken;
 		}

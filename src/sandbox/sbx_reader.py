@@ -15,7 +15,9 @@
 #            regular file, 4 a symbolic link on the way, 5 it cannot be
 #            opened (the other fields 0). Then, for CODE 0, frames:
 #            "HEXLEN\n" and that many bytes, at most FRAME_MAX, ended by
-#            "0\n" (early when the file shrank).
+#            "0\n" (early when the file shrank between frames; a file that
+#            shrinks under a frame already announced ends the reader, with a
+#            line on stderr).
 #   credit   server -> reader, while frames go: "+BYTES\n" lets the reader
 #            send that many more bytes past CREDIT; "x\n" stops the frames
 #            (the reader then sends "0\n").
@@ -97,8 +99,11 @@ def write_all(*parts):
 
 
 # sendfile(2) from the file into stdout (the exec's pipe): the bytes do not
-# pass through this process. Off after the first EINVAL (stdout is no pipe).
+# pass through this process. Off for good after the first refusal (stdout or
+# the file's filesystem takes no splice, or a seccomp profile forbids it):
+# pread and write then send from the same place.
 SENDFILE = [True]
+NO_SENDFILE = (errno.EINVAL, errno.ENOSYS, errno.EPERM, errno.EOPNOTSUPP)
 
 
 def send_file(fd, pos, count):
@@ -111,7 +116,7 @@ def send_file(fd, pos, count):
             try:
                 got = os.sendfile(1, fd, pos, count)
             except OSError as e:
-                if e.errno != errno.EINVAL:
+                if e.errno not in NO_SENDFILE:
                     raise
                 SENDFILE[0] = False
                 continue
@@ -120,6 +125,7 @@ def send_file(fd, pos, count):
             if got:
                 write_all(FRAME[:got])
         if not got:
+            os.write(2, b'sbx-reader: the file shrank under a frame\n')
             sys.exit(1)
         pos += got
         count -= got
