@@ -3011,29 +3011,24 @@ int main(int argc, char **argv)
 		test_bad_arguments();
 		goto out;
 	}
-	if (getenv("SBX_TOOLS_ONLY") && !strcmp(getenv("SBX_TOOLS_ONLY"), "upload")) {
-		/* The uploads' cases alone (their mutation runs). */
-		test_create_and_list();
-		test_upload();
-		tap_ok(sbx_sandbox_delete(mgr, "default", sandbox_id, &err) == 0,
-		       "delete the sandbox (%s)", err.msg);
-		goto out;
-	}
-	if (getenv("SBX_TOOLS_ONLY") && !strcmp(getenv("SBX_TOOLS_ONLY"), "ranges")) {
-		/* The links' HTTP cases alone (their mutation runs). */
-		test_create_and_list();
-		test_ranges();
-		tap_ok(sbx_sandbox_delete(mgr, "default", sandbox_id, &err) == 0,
-		       "delete the sandbox (%s)", err.msg);
-		goto out;
-	}
-	if (getenv("SBX_TOOLS_ONLY") && !strcmp(getenv("SBX_TOOLS_ONLY"), "downloads")) {
-		/* The downloads' cases alone (their mutation runs). */
-		test_create_and_list();
-		test_downloads();
-		tap_ok(sbx_sandbox_delete(mgr, "default", sandbox_id, &err) == 0,
-		       "delete the sandbox (%s)", err.msg);
-		goto out;
+	/* One case alone, in a sandbox of its own (their mutation runs). */
+	if (getenv("SBX_TOOLS_ONLY")) {
+		static const struct {
+			const char *name;
+			void (*run)(void);
+		} only[] = {{"upload", test_upload},
+			    {"ranges", test_ranges},
+			    {"downloads", test_downloads}};
+
+		for (size_t i = 0; i < SBX_ARRAY_SIZE(only); i++) {
+			if (strcmp(getenv("SBX_TOOLS_ONLY"), only[i].name) != 0)
+				continue;
+			test_create_and_list();
+			only[i].run();
+			tap_ok(sbx_sandbox_delete(mgr, "default", sandbox_id, &err) == 0,
+			       "delete the sandbox (%s)", err.msg);
+			goto out;
+		}
 	}
 	test_list();
 	test_bad_arguments();
